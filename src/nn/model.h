@@ -1,0 +1,136 @@
+/* Models as ordered lists of blocks over one flat parameter buffer.
+ *
+ * gpt (DESIGN.md section 3): blocks are [embed] [transformer block x L] [final LN +
+ *   tied LM head], so num_blocks = L + 2.
+ * mlp: blocks are [fc1+ReLU] ... [fcN+ReLU] [fc_out + softmax cross-entropy].
+ *
+ * A bp_model holds a contiguous range [block_begin, block_end) of the full model:
+ * the whole model in one process, or one pipeline stage. Its parameters live in
+ * one flat buffer and its gradients in another of the same layout; every tensor
+ * is a view (bp_tensor_info.offset). Tensors are laid out in forward order, so
+ * reverse layer order (the order backward finishes them) is the buffer read
+ * from its end. The tied embedding (wte) belongs to the embed block; a range that
+ * holds the head but not the embed block gets its own copy named "wte.weight"
+ * (flagged `tied_copy`) that the caller keeps in sync.
+ *
+ * Weights are initialized tensor by tensor from streams derived from (seed, index
+ * of the tensor in the full model), so a stage is initialized exactly like the same
+ * blocks of the full model, whatever the range.
+ *
+ * Activations of one micro-batch live in a bp_acts, separate from the model, so a
+ * pipeline schedule can keep several micro-batches in flight. */
+#ifndef BP_NN_MODEL_H
+#define BP_NN_MODEL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "bagpipe/status.h"
+#include "nn/real.h"
+
+typedef enum bp_model_kind { BP_MODEL_GPT, BP_MODEL_MLP } bp_model_kind;
+
+typedef struct bp_model_config {
+    bp_model_kind kind;
+    /* gpt */
+    int vocab;   /* vocabulary size (256: bytes) */
+    int n_layer; /* L, transformer blocks */
+    int n_embd;  /* C, channels */
+    int n_head;  /* attention heads; n_embd % n_head == 0 */
+    int seq_len; /* T, maximum sequence length (learned positions) */
+    /* mlp */
+    int in_dim;   /* input features (784) */
+    int hidden;   /* H, width of every hidden layer */
+    int n_hidden; /* number of hidden layers (2 for 784-H-H-10) */
+    int n_class;  /* output classes (10) */
+} bp_model_config;
+
+#define BP_TENSOR_NAME_MAX 64
+#define BP_TENSOR_MAX_DIM 4
+
+typedef struct bp_tensor_info {
+    char name[BP_TENSOR_NAME_MAX]; /* safetensors name, e.g. "h.0.attn.c_attn.weight" */
+    int ndim;
+    int shape[BP_TENSOR_MAX_DIM];
+    size_t offset; /* in elements, into the flat parameter and gradient buffers */
+    size_t numel;
+    int block;      /* index (in the full model) of the block that owns the tensor */
+    bool tied_copy; /* a head-side copy of the tied embedding (see above) */
+} bp_tensor_info;
+
+/* One micro-batch of input. gpt: tokens and targets are [B,T] bytes as int32.
+ * mlp: T == 1, images [B,in_dim] (already scaled), targets [B] class labels.
+ * targets may be NULL for inference (no loss is computed). */
+typedef struct bp_batch {
+    int B, T;
+    const int32_t *tokens;
+    const float *images;
+    const int32_t *targets;
+} bp_batch;
+
+typedef struct bp_model bp_model;
+typedef struct bp_acts bp_acts;
+
+/* Check a configuration; the message names the offending field. */
+int bp_model_config_check(const bp_model_config *cfg, bp_err *err);
+int bp_model_num_blocks(const bp_model_config *cfg);
+/* A short human name of block i, e.g. "embed", "h.3", "head". */
+const char *bp_model_block_name(const bp_model_config *cfg, int block, char *buf, size_t n);
+
+/* Create the range [block_begin, block_end) of the model; block_end = -1 means
+ * through the last block. Parameters are zero until bp_model_init_weights. */
+int bp_model_create(const bp_model_config *cfg, int block_begin, int block_end, bp_model **out,
+                    bp_err *err);
+void bp_model_destroy(bp_model *m);
+
+const bp_model_config *bp_model_get_config(const bp_model *m);
+int bp_model_block_begin(const bp_model *m);
+int bp_model_block_end(const bp_model *m);
+bool bp_model_has_first(const bp_model *m); /* holds block 0 (takes tokens/images) */
+bool bp_model_has_last(const bp_model *m);  /* holds the head (computes the loss) */
+
+size_t bp_model_num_params(const bp_model *m);
+bp_real *bp_model_params(bp_model *m);
+bp_real *bp_model_grads(bp_model *m);
+int bp_model_num_tensors(const bp_model *m);
+const bp_tensor_info *bp_model_tensor(const bp_model *m, int i);
+/* The tensor named `name`, or NULL. */
+const bp_tensor_info *bp_model_find_tensor(const bp_model *m, const char *name);
+
+/* GPT-2 initialization for gpt (weights N(0, 0.02), residual projections
+ * N(0, 0.02/sqrt(2L)), biases 0, LayerNorm gain 1); PyTorch's nn.Linear default
+ * (uniform +-1/sqrt(fan_in)) for mlp. */
+void bp_model_init_weights(bp_model *m, uint64_t seed);
+void bp_model_zero_grad(bp_model *m);
+
+/* Width of the activation passed between blocks at a range boundary, per row:
+ * n_embd for gpt; for mlp the width of the previous layer's output. The boundary
+ * activation of a micro-batch is [B*T, width] (T == 1 for mlp). */
+int bp_model_boundary_width(const bp_model_config *cfg, int block);
+
+/* Activations for micro-batches of up to B x T (T <= seq_len). */
+int bp_acts_create(const bp_model *m, int B, int T, bp_acts **out, bp_err *err);
+void bp_acts_destroy(bp_acts *a);
+size_t bp_acts_bytes(const bp_acts *a);
+
+/* Forward over the model's blocks.
+ * x_in: boundary input [B*T, width(block_begin)] when !has_first, else NULL.
+ * On success, when has_last and batch->targets != NULL, *loss is the mean
+ * cross-entropy over the B*T (gpt) or B (mlp) targets. */
+int bp_model_forward(bp_model *m, bp_acts *a, const bp_batch *batch, const bp_real *x_in,
+                     double *loss, bp_err *err);
+
+/* The boundary output of the last forward [B*T, width(block_end)] when !has_last. */
+const bp_real *bp_acts_output(const bp_acts *a);
+/* Logits of the last forward, [B*T, vocab] or [B, n_class], when has_last. */
+const bp_real *bp_acts_logits(const bp_acts *a);
+
+/* Backward: accumulates (+=) into the gradient buffer.
+ * When has_last, the gradient of loss_scale * (mean loss) is propagated and dy
+ * must be NULL; otherwise dy is the gradient of the boundary output.
+ * dx_in receives the gradient of the boundary input when !has_first (else NULL). */
+int bp_model_backward(bp_model *m, bp_acts *a, const bp_batch *batch, const bp_real *dy,
+                      bp_real *dx_in, bp_real loss_scale, bp_err *err);
+
+#endif
