@@ -1,0 +1,46 @@
+/* Optimizers over a flat parameter buffer, with PyTorch's update rules.
+ *
+ * SGD (momentum, weight decay, no dampening, not Nesterov):
+ *   g = grad + wd * p;  buf = momentum * buf + g;  p -= lr * buf
+ * AdamW (decoupled weight decay, bias-corrected moments):
+ *   p *= 1 - lr * wd;  m = b1 m + (1-b1) g;  v = b2 v + (1-b2) g^2;
+ *   p -= lr * (m / (1-b1^t)) / (sqrt(v / (1-b2^t)) + eps)
+ * Weight decay applies to every parameter alike (bagpipe's defaults use none). */
+#ifndef BP_NN_OPTIM_H
+#define BP_NN_OPTIM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "bagpipe/status.h"
+#include "nn/real.h"
+
+typedef enum bp_optim_kind { BP_OPTIM_SGD, BP_OPTIM_ADAMW } bp_optim_kind;
+
+typedef struct bp_optim_config {
+    bp_optim_kind kind;
+    double momentum;     /* sgd */
+    double beta1, beta2; /* adamw */
+    double eps;          /* adamw */
+    double weight_decay;
+} bp_optim_config;
+
+typedef struct bp_optim {
+    bp_optim_config cfg;
+    size_t n;
+    int64_t t;  /* steps taken */
+    bp_real *m; /* sgd: momentum buffer; adamw: first moment */
+    bp_real *v; /* adamw: second moment; NULL for sgd */
+} bp_optim;
+
+int bp_optim_init(bp_optim *o, const bp_optim_config *cfg, size_t n, bp_err *err);
+void bp_optim_free(bp_optim *o);
+void bp_optim_step(bp_optim *o, bp_real *params, const bp_real *grads, double lr);
+/* Number of state buffers of n elements (1 for sgd, 2 for adamw): memory accounting. */
+int bp_optim_num_buffers(const bp_optim_config *cfg);
+
+/* L2 norm of grads; when max_norm > 0 and the norm exceeds it, scale grads down to
+ * max_norm (PyTorch's clip_grad_norm_). Returns the norm before clipping. */
+double bp_clip_grad_norm(bp_real *grads, size_t n, double max_norm);
+
+#endif

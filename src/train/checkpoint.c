@@ -1,0 +1,310 @@
+#include "train/checkpoint.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include "core/buf.h"
+
+#define STATE_MAGIC "BPSTATE1"
+#define CKPT_PREFIX "ckpt-"
+
+/* Model configuration fields stored as safetensors metadata ("bagpipe.<key>"). */
+static const struct {
+    const char *key;
+    size_t offset;
+} config_fields[] = {
+    {"vocab", offsetof(bp_model_config, vocab)},
+    {"n_layer", offsetof(bp_model_config, n_layer)},
+    {"n_embd", offsetof(bp_model_config, n_embd)},
+    {"n_head", offsetof(bp_model_config, n_head)},
+    {"seq_len", offsetof(bp_model_config, seq_len)},
+    {"in_dim", offsetof(bp_model_config, in_dim)},
+    {"hidden", offsetof(bp_model_config, hidden)},
+    {"n_hidden", offsetof(bp_model_config, n_hidden)},
+    {"n_class", offsetof(bp_model_config, n_class)},
+};
+#define N_CONFIG_FIELDS ((int)(sizeof config_fields / sizeof config_fields[0]))
+
+static int *config_field(bp_model_config *c, int i) {
+    return (int *)((char *)c + config_fields[i].offset);
+}
+
+/* ---- writing ---------------------------------------------------------------- */
+
+typedef struct wbuf {
+    uint8_t *p;
+    size_t n, cap;
+} wbuf;
+
+static int put(wbuf *b, const void *data, size_t n) {
+    if (b->n + n > b->cap) {
+        size_t cap = (b->cap + n) * 2;
+        uint8_t *bigger = realloc(b->p, cap);
+        if (!bigger) return -1;
+        b->p = bigger;
+        b->cap = cap;
+    }
+    memcpy(b->p + b->n, data, n);
+    b->n += n;
+    return 0;
+}
+
+#define PUT(b, v) put((b), &(v), sizeof(v))
+
+static int save_weights(const char *path, bp_model *m, int64_t step, uint32_t *crc,
+                        uint64_t *size, bp_err *err) {
+    int n = bp_model_num_tensors(m);
+    bp_st_tensor *t = calloc((size_t)n + 1, sizeof *t);
+    if (!t) return bp_fail(err, BP_ENOMEM, "out of memory");
+    const bp_real *params = bp_model_params(m);
+    for (int i = 0; i < n; i++) {
+        const bp_tensor_info *ti = bp_model_tensor(m, i);
+        t[i].name = ti->name;
+        t[i].ndim = ti->ndim;
+        for (int d = 0; d < ti->ndim; d++) t[i].shape[d] = ti->shape[d];
+        t[i].data = params + ti->offset;
+        t[i].numel = ti->numel;
+    }
+    bp_model_config cfg = *bp_model_get_config(m);
+    char values[N_CONFIG_FIELDS + 2][32], keys[N_CONFIG_FIELDS][40];
+    bp_st_meta meta[N_CONFIG_FIELDS + 3] = {{"format", "pt"}};
+    int k = 1;
+    meta[k++] = (bp_st_meta){"bagpipe.model", cfg.kind == BP_MODEL_GPT ? "gpt" : "mlp"};
+    snprintf(values[N_CONFIG_FIELDS], sizeof values[0], "%lld", (long long)step);
+    meta[k++] = (bp_st_meta){"bagpipe.step", values[N_CONFIG_FIELDS]};
+    for (int i = 0; i < N_CONFIG_FIELDS; i++) {
+        snprintf(keys[i], sizeof keys[i], "bagpipe.%s", config_fields[i].key);
+        snprintf(values[i], sizeof values[i], "%d", *config_field(&cfg, i));
+        meta[k++] = (bp_st_meta){keys[i], values[i]};
+    }
+    int rc = bp_safetensors_save(path, t, n, meta, k, crc, size, err);
+    free(t);
+    return rc;
+}
+
+static int save_state(const char *path, const bp_optim *o, const bp_resume_state *rs,
+                      uint32_t weights_crc, uint64_t weights_size, bp_err *err) {
+    wbuf b = {0};
+    uint32_t version = 1, kind = (uint32_t)o->cfg.kind;
+    uint64_t n = o->n;
+    int bad = put(&b, STATE_MAGIC, 8) | PUT(&b, version) | PUT(&b, rs->step) |
+              put(&b, rs->data_rng.s, sizeof rs->data_rng.s) | PUT(&b, rs->epoch) |
+              PUT(&b, rs->pos) | PUT(&b, weights_crc) | PUT(&b, weights_size) | PUT(&b, kind) |
+              PUT(&b, o->t) | PUT(&b, n) | put(&b, o->m, n * sizeof(bp_real));
+    if (o->v) bad |= put(&b, o->v, n * sizeof(bp_real));
+    if (!bad) {
+        uint32_t crc = (uint32_t)crc32_z(0, b.p, b.n);
+        bad |= PUT(&b, crc);
+    }
+    int rc = bad ? bp_fail(err, BP_ENOMEM, "out of memory") : bp_write_file_atomic(path, b.p, b.n, err);
+    free(b.p);
+    return rc;
+}
+
+/* Remove checkpoints older than the newest `keep` (names sort by step). */
+static int cmp_names(const void *a, const void *b) {
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static void remove_ckpt(const char *out_dir, const char *name) {
+    char dir[BP_PATH_MAX], path[BP_PATH_MAX];
+    const char *files[] = {"model.safetensors", "state.bin"};
+    if (bp_path_join(dir, sizeof dir, out_dir, name, NULL)) return;
+    for (int i = 0; i < 2; i++)
+        if (bp_path_join(path, sizeof path, dir, files[i], NULL) == BP_OK) unlink(path);
+    rmdir(dir);
+}
+
+static void prune(const char *out_dir, int keep) {
+    DIR *d = opendir(out_dir);
+    if (!d) return;
+    char *names[4096];
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d)) && n < 4096;)
+        if (strncmp(e->d_name, CKPT_PREFIX, strlen(CKPT_PREFIX)) == 0 && !strchr(e->d_name, '.'))
+            if ((names[n] = strdup(e->d_name))) n++;
+    closedir(d);
+    qsort(names, (size_t)n, sizeof *names, cmp_names);
+    for (int i = 0; i < n; i++) {
+        if (i < n - keep) remove_ckpt(out_dir, names[i]);
+        free(names[i]);
+    }
+}
+
+int bp_checkpoint_save(const char *out_dir, bp_model *m, const bp_optim *o,
+                       const bp_resume_state *rs, int keep, bp_err *err) {
+    char name[64], dir[BP_PATH_MAX], path[BP_PATH_MAX];
+    snprintf(name, sizeof name, CKPT_PREFIX "%08lld", (long long)rs->step);
+    int rc = bp_path_join(dir, sizeof dir, out_dir, name, err);
+    if (rc == BP_OK) rc = bp_mkdir_p(dir, err);
+    uint32_t crc = 0;
+    uint64_t size = 0;
+    if (rc == BP_OK && (rc = bp_path_join(path, sizeof path, dir, "model.safetensors", err)) == BP_OK)
+        rc = save_weights(path, m, rs->step, &crc, &size, err);
+    if (rc == BP_OK && (rc = bp_path_join(path, sizeof path, dir, "state.bin", err)) == BP_OK)
+        rc = save_state(path, o, rs, crc, size, err);
+    if (rc == BP_OK && (rc = bp_path_join(path, sizeof path, out_dir, "latest", err)) == BP_OK) {
+        char line[80];
+        int k = snprintf(line, sizeof line, "%s\n", name);
+        rc = bp_write_file_atomic(path, line, (size_t)k, err);
+    }
+    if (rc) return bp_err_context(err, "saving checkpoint %s", dir);
+    if (keep > 0) prune(out_dir, keep);
+    return BP_OK;
+}
+
+/* ---- reading ---------------------------------------------------------------- */
+
+typedef struct rbuf {
+    const uint8_t *p;
+    size_t n, at;
+} rbuf;
+
+static int get(rbuf *b, void *out, size_t n) {
+    if (n > b->n - b->at) return -1;
+    memcpy(out, b->p + b->at, n);
+    b->at += n;
+    return 0;
+}
+
+#define GET(b, v) get((b), &(v), sizeof(v))
+
+/* DIR/latest names the newest checkpoint; a directory without it is one itself. */
+static int resolve_dir(const char *dir, char *out, size_t n, bp_err *err) {
+    char path[BP_PATH_MAX];
+    bp_bytes latest = {0};
+    int rc = bp_path_join(path, sizeof path, dir, "latest", err);
+    if (rc) return rc;
+    if (!bp_path_exists(path)) {
+        if (strlen(dir) >= n) return bp_fail(err, BP_EUSAGE, "path too long: %s", dir);
+        memcpy(out, dir, strlen(dir) + 1);
+        return BP_OK;
+    }
+    if ((rc = bp_read_file(path, &latest, err))) return rc;
+    size_t k = latest.n;
+    while (k > 0 && (latest.data[k - 1] == '\n' || latest.data[k - 1] == ' ')) k--;
+    int ok = k > strlen(CKPT_PREFIX) && k < 64 && memcmp(latest.data, CKPT_PREFIX, 5) == 0 &&
+             !memchr(latest.data, '/', k);
+    char name[64];
+    if (ok) {
+        memcpy(name, latest.data, k);
+        name[k] = '\0';
+    }
+    free(latest.data);
+    if (!ok) return bp_fail(err, BP_EFORMAT, "%s does not name a checkpoint", path);
+    return bp_path_join(out, n, dir, name, err);
+}
+
+static int parse_state(bp_checkpoint *ck, uint32_t *w_crc, uint64_t *w_size, bp_err *err) {
+    const bp_bytes *s = &ck->state;
+    uint32_t stored;
+    if (s->n < 12 || memcmp(s->data, STATE_MAGIC, 8) != 0)
+        return bp_fail(err, BP_EFORMAT, "state.bin is not a bagpipe state file");
+    memcpy(&stored, s->data + s->n - 4, 4);
+    if ((uint32_t)crc32_z(0, s->data, s->n - 4) != stored)
+        return bp_fail(err, BP_EFORMAT, "state.bin is damaged (checksum mismatch)");
+    rbuf b = {s->data, s->n - 4, 8};
+    uint32_t version = 0, kind = 0;
+    int bad = GET(&b, version) | GET(&b, ck->rs.step) |
+              get(&b, ck->rs.data_rng.s, sizeof ck->rs.data_rng.s) | GET(&b, ck->rs.epoch) |
+              GET(&b, ck->rs.pos) | GET(&b, *w_crc) | GET(&b, *w_size) | GET(&b, kind) |
+              GET(&b, ck->optim_t) | GET(&b, ck->n_params);
+    if (bad || version != 1 || kind > BP_OPTIM_ADAMW)
+        return bp_fail(err, BP_EFORMAT, "state.bin has an unknown layout");
+    ck->optim_kind = (int)kind;
+    uint64_t buffers = kind == BP_OPTIM_ADAMW ? 2 : 1;
+    if (ck->n_params > (b.n - b.at) / sizeof(bp_real) ||
+        b.n - b.at != buffers * ck->n_params * sizeof(bp_real))
+        return bp_fail(err, BP_EFORMAT, "state.bin has the wrong size for its optimizer state");
+    ck->moments = b.p + b.at;
+    return BP_OK;
+}
+
+int bp_checkpoint_open(const char *dir, bp_checkpoint *ck, bp_err *err) {
+    memset(ck, 0, sizeof *ck);
+    int rc = resolve_dir(dir, ck->dir, sizeof ck->dir, err);
+    char path[BP_PATH_MAX];
+    uint32_t w_crc = 0;
+    uint64_t w_size = 0;
+    bp_bytes weights = {0};
+    if (rc == BP_OK && (rc = bp_path_join(path, sizeof path, ck->dir, "state.bin", err)) == BP_OK)
+        rc = bp_read_file(path, &ck->state, err);
+    if (rc == BP_OK) rc = parse_state(ck, &w_crc, &w_size, err);
+    if (rc == BP_OK &&
+        (rc = bp_path_join(path, sizeof path, ck->dir, "model.safetensors", err)) == BP_OK)
+        rc = bp_read_file(path, &weights, err);
+    if (rc == BP_OK && (weights.n != w_size || (uint32_t)crc32_z(0, weights.data, weights.n) != w_crc)) {
+        free(weights.data);
+        rc = bp_fail(err, BP_EFORMAT, "model.safetensors is damaged (size or checksum mismatch)");
+    }
+    if (rc == BP_OK) rc = bp_safetensors_parse(weights, &ck->weights, err);
+    if (rc) {
+        bp_checkpoint_close(ck);
+        return bp_err_context(err, "checkpoint %s", dir);
+    }
+    return BP_OK;
+}
+
+void bp_checkpoint_close(bp_checkpoint *ck) {
+    bp_safetensors_free(&ck->weights);
+    free(ck->state.data);
+    memset(ck, 0, sizeof *ck);
+}
+
+int bp_checkpoint_model_config(const bp_checkpoint *ck, bp_model_config *cfg, bp_err *err) {
+    memset(cfg, 0, sizeof *cfg);
+    char v[32];
+    if (!bp_safetensors_meta(&ck->weights, "bagpipe.model", v, sizeof v) ||
+        (strcmp(v, "gpt") != 0 && strcmp(v, "mlp") != 0))
+        return bp_fail(err, BP_EFORMAT, "checkpoint %s: no model configuration in its metadata",
+                       ck->dir);
+    cfg->kind = strcmp(v, "gpt") == 0 ? BP_MODEL_GPT : BP_MODEL_MLP;
+    for (int i = 0; i < N_CONFIG_FIELDS; i++) {
+        char key[48], *end;
+        snprintf(key, sizeof key, "bagpipe.%s", config_fields[i].key);
+        long x = 0;
+        if (bp_safetensors_meta(&ck->weights, key, v, sizeof v)) x = strtol(v, &end, 10);
+        if (!bp_safetensors_meta(&ck->weights, key, v, sizeof v) || *end || x < 0 || x > 1 << 30)
+            return bp_fail(err, BP_EFORMAT, "checkpoint %s: bad metadata %s", ck->dir, key);
+        *config_field(cfg, i) = (int)x;
+    }
+    return BP_OK;
+}
+
+int bp_checkpoint_load_model(const bp_checkpoint *ck, bp_model *m, bp_err *err) {
+    bp_real *params = bp_model_params(m);
+    for (int i = 0; i < bp_model_num_tensors(m); i++) {
+        const bp_tensor_info *ti = bp_model_tensor(m, i);
+        const bp_st_tensor *t = bp_safetensors_find(&ck->weights, ti->name);
+        int same = t && t->ndim == ti->ndim && t->numel == ti->numel;
+        for (int d = 0; same && d < ti->ndim; d++) same = t->shape[d] == ti->shape[d];
+        if (!same)
+            return bp_fail(err, BP_EFORMAT,
+                           "checkpoint %s: tensor %s is missing or has another shape (checkpoint "
+                           "from a different model configuration)",
+                           ck->dir, ti->name);
+        memcpy(params + ti->offset, t->data, ti->numel * sizeof(float));
+    }
+    return BP_OK;
+}
+
+int bp_checkpoint_load_optim(const bp_checkpoint *ck, bp_optim *o, bp_err *err) {
+    if ((int)o->cfg.kind != ck->optim_kind || ck->n_params != o->n)
+        return bp_fail(err, BP_EUSAGE,
+                       "checkpoint %s: optimizer state is for %s over %llu parameters; this run "
+                       "uses %s over %zu (check --optim and the model options)",
+                       ck->dir, ck->optim_kind == BP_OPTIM_ADAMW ? "adamw" : "sgd",
+                       (unsigned long long)ck->n_params,
+                       o->cfg.kind == BP_OPTIM_ADAMW ? "adamw" : "sgd", o->n);
+    size_t bytes = o->n * sizeof(bp_real);
+    memcpy(o->m, ck->moments, bytes);
+    if (o->v) memcpy(o->v, ck->moments + bytes, bytes);
+    o->t = ck->optim_t;
+    return BP_OK;
+}
