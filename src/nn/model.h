@@ -106,18 +106,26 @@ void bp_model_zero_grad(bp_model *m);
 
 /* Width of the activation passed between blocks at a range boundary, per row:
  * n_embd for gpt; for mlp the width of the previous layer's output. The boundary
- * activation of a micro-batch is [B*T, width] (T == 1 for mlp). */
+ * activation of a micro-batch is [B*T, width] (T == 1 for mlp). `block` is the
+ * index of the block the activation enters, in [0, num_blocks]: for mlp, block 0
+ * gives in_dim and num_blocks gives n_class; 0 for a block out of range. */
 int bp_model_boundary_width(const bp_model_config *cfg, int block);
 
 /* Activations for micro-batches of up to B x T (T <= seq_len). */
 int bp_acts_create(const bp_model *m, int B, int T, bp_acts **out, bp_err *err);
 void bp_acts_destroy(bp_acts *a);
+/* Bytes of activation storage one micro-batch in flight holds. */
 size_t bp_acts_bytes(const bp_acts *a);
+/* Bytes of the backward workspace, which the model allocates at its first backward
+ * (and grows for a larger micro-batch) and shares between all micro-batches. */
+size_t bp_model_workspace_bytes(const bp_model *m);
 
 /* Forward over the model's blocks.
- * x_in: boundary input [B*T, width(block_begin)] when !has_first, else NULL.
+ * x_in: boundary input [B*T, width(block_begin)] when !has_first, else NULL. It is
+ * copied into the activations, so the caller may reuse its buffer at once.
  * On success, when has_last and batch->targets != NULL, *loss is the mean
- * cross-entropy over the B*T (gpt) or B (mlp) targets. */
+ * cross-entropy over the B*T (gpt) or B (mlp) targets; otherwise *loss is 0.
+ * loss may be NULL. Token and target ids out of range fail with BP_EUSAGE. */
 int bp_model_forward(bp_model *m, bp_acts *a, const bp_batch *batch, const bp_real *x_in,
                      double *loss, bp_err *err);
 
@@ -129,7 +137,10 @@ const bp_real *bp_acts_logits(const bp_acts *a);
 /* Backward: accumulates (+=) into the gradient buffer.
  * When has_last, the gradient of loss_scale * (mean loss) is propagated and dy
  * must be NULL; otherwise dy is the gradient of the boundary output.
- * dx_in receives the gradient of the boundary input when !has_first (else NULL). */
+ * dx_in receives the gradient of the boundary input when !has_first (else NULL;
+ * a later stage may also pass NULL when it does not need it).
+ * batch must be the one of the last forward on `a`; `a` is not modified, so a
+ * second backward adds the same gradient again. */
 int bp_model_backward(bp_model *m, bp_acts *a, const bp_batch *batch, const bp_real *dy,
                       bp_real *dx_in, bp_real loss_scale, bp_err *err);
 

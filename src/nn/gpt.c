@@ -1,0 +1,296 @@
+/* gpt: GPT-2 over bytes (DESIGN.md section 3), in the style of llm.c.
+ *
+ * Blocks: 0 = embed (wte [V,C], wpe [maxT,C]); 1..L = transformer block h.{block-1};
+ * L+1 = head (ln_f, LM head tied to wte, cross-entropy). A transformer block is
+ *   x -> ln_1 -> c_attn [3C,C] -> causal attention -> c_proj [C,C] -> + x = r
+ *   r -> ln_2 -> c_fc [4C,C] -> GELU(tanh) -> c_proj [C,4C] -> + r = out
+ *
+ * Activations per transformer block (N = B*T rows): the slots of enum layer_slot.
+ * The residual stream entering the first non-embed block of the range is slot 0:
+ * the embedding output when the range holds block 0, else the copied boundary input. */
+#include <stdio.h>
+#include <string.h>
+
+#include "nn/layers.h"
+#include "nn/model_impl.h"
+
+enum layer_tensor { LN1_W, LN1_B, ATTN_W, ATTN_B, APROJ_W, APROJ_B,
+                    LN2_W, LN2_B, FC_W, FC_B, MPROJ_W, MPROJ_B, LAYER_TENSORS };
+enum layer_slot { S_LN1, S_MEAN1, S_RSTD1, S_QKV, S_ATT, S_ATTY, S_RES2,
+                  S_LN2, S_MEAN2, S_RSTD2, S_FCH, S_FCHG, S_OUT, LAYER_SLOTS };
+enum head_slot { S_LNF, S_MEANF, S_RSTDF, S_LOGITS, S_LSE, HEAD_SLOTS };
+enum { E_WTE, E_WPE, H_LNF_W = 0, H_LNF_B, H_WTE_COPY };
+
+#define GPT_DIM_MAX (1 << 24)
+
+static int gpt_check(const bp_model_config *c, bp_err *err) {
+    const struct { const char *name; int v, max; } f[] = {
+        {"vocab", c->vocab, GPT_DIM_MAX},    {"n_layer", c->n_layer, 1 << 16},
+        {"n_embd", c->n_embd, GPT_DIM_MAX},  {"n_head", c->n_head, GPT_DIM_MAX},
+        {"seq_len", c->seq_len, GPT_DIM_MAX},
+    };
+    for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
+        if (f[i].v < 1 || f[i].v > f[i].max)
+            return bp_fail(err, BP_EUSAGE, "gpt config: %s (%d) must be in [1, %d]", f[i].name,
+                           f[i].v, f[i].max);
+    if (c->n_embd % c->n_head != 0)
+        return bp_fail(err, BP_EUSAGE, "gpt config: n_head (%d) must divide n_embd (%d)",
+                       c->n_head, c->n_embd);
+    return BP_OK;
+}
+
+static int gpt_num_blocks(const bp_model_config *c) { return c->n_layer + 2; }
+
+static void gpt_block_name(const bp_model_config *c, int block, char *buf, size_t n) {
+    if (block == 0) snprintf(buf, n, "embed");
+    else if (block <= c->n_layer) snprintf(buf, n, "h.%d", block - 1);
+    else snprintf(buf, n, "head");
+}
+
+static int gpt_block_tensors(const bp_model_config *c, int block, bp_tensor_spec *s) {
+    int C = c->n_embd;
+    if (block == 0) {
+        bp_tensor_spec_set(&s[E_WTE], "wte.weight", c->vocab, C, BP_INIT_NORMAL, 0.02);
+        bp_tensor_spec_set(&s[E_WPE], "wpe.weight", c->seq_len, C, BP_INIT_NORMAL, 0.02);
+        return 2;
+    }
+    if (block > c->n_layer) {
+        bp_tensor_spec_set(&s[H_LNF_W], "ln_f.weight", C, 0, BP_INIT_ONE, 0);
+        bp_tensor_spec_set(&s[H_LNF_B], "ln_f.bias", C, 0, BP_INIT_ZERO, 0);
+        return 2;
+    }
+    /* GPT-2: the projections that write into the residual stream are scaled down by
+     * the number of residual additions (2 per block) so the stream's variance does
+     * not grow with depth. */
+    double proj_std = 0.02 / sqrt(2.0 * c->n_layer);
+    const struct { const char *suffix; int d0, d1; bp_init_kind init; double scale; } t[] = {
+        {"ln_1.weight", C, 0, BP_INIT_ONE, 0},          {"ln_1.bias", C, 0, BP_INIT_ZERO, 0},
+        {"attn.c_attn.weight", 3 * C, C, BP_INIT_NORMAL, 0.02},
+        {"attn.c_attn.bias", 3 * C, 0, BP_INIT_ZERO, 0},
+        {"attn.c_proj.weight", C, C, BP_INIT_NORMAL, proj_std},
+        {"attn.c_proj.bias", C, 0, BP_INIT_ZERO, 0},
+        {"ln_2.weight", C, 0, BP_INIT_ONE, 0},          {"ln_2.bias", C, 0, BP_INIT_ZERO, 0},
+        {"mlp.c_fc.weight", 4 * C, C, BP_INIT_NORMAL, 0.02},
+        {"mlp.c_fc.bias", 4 * C, 0, BP_INIT_ZERO, 0},
+        {"mlp.c_proj.weight", C, 4 * C, BP_INIT_NORMAL, proj_std},
+        {"mlp.c_proj.bias", C, 0, BP_INIT_ZERO, 0},
+    };
+    for (int j = 0; j < LAYER_TENSORS; j++) {
+        char name[BP_TENSOR_NAME_MAX];
+        snprintf(name, sizeof name, "h.%d.%s", block - 1, t[j].suffix);
+        bp_tensor_spec_set(&s[j], name, t[j].d0, t[j].d1, t[j].init, t[j].scale);
+    }
+    return LAYER_TENSORS;
+}
+
+static int gpt_boundary_width(const bp_model_config *c, int block) {
+    (void)block;
+    return c->n_embd;
+}
+
+static int check_ids(const int32_t *ids, size_t n, int limit, const char *what, bp_err *err) {
+    for (size_t i = 0; i < n; i++)
+        if (ids[i] < 0 || ids[i] >= limit)
+            return bp_fail(err, BP_EUSAGE, "%s[%zu] = %d is not in [0, %d)", what, i, ids[i], limit);
+    return BP_OK;
+}
+
+static int gpt_check_batch(const bp_model *m, const bp_batch *b, bool backward, bp_err *err) {
+    size_t n = (size_t)b->B * b->T;
+    int V = m->cfg.vocab;
+    if (bp_model_has_first(m)) {
+        if (!b->tokens) return bp_fail(err, BP_EUSAGE, "gpt batch: tokens missing");
+        int rc = check_ids(b->tokens, n, V, "gpt batch: tokens", err);
+        if (rc) return rc;
+    }
+    if (!bp_model_has_last(m) || (!b->targets && !backward)) return BP_OK;
+    if (!b->targets) return bp_fail(err, BP_EUSAGE, "gpt batch: backward needs targets");
+    return check_ids(b->targets, n, V, "gpt batch: targets", err);
+}
+
+/* ---- activation layout ---- */
+
+/* Transformer blocks of the range: [first_layer, end_layer). */
+static int first_layer(const bp_model *m) { return m->begin > 1 ? m->begin : 1; }
+static int end_layer(const bp_model *m) {
+    return m->end < m->cfg.n_layer + 1 ? m->end : m->cfg.n_layer + 1;
+}
+
+static int gpt_acts_slots(const bp_model *m, int B, int T, size_t *sizes) {
+    size_t N = (size_t)B * T, C = (size_t)m->cfg.n_embd;
+    size_t layer[LAYER_SLOTS] = {
+        [S_LN1] = N * C, [S_MEAN1] = N, [S_RSTD1] = N, [S_QKV] = 3 * N * C,
+        [S_ATT] = (size_t)B * m->cfg.n_head * T * T, [S_ATTY] = N * C, [S_RES2] = N * C,
+        [S_LN2] = N * C, [S_MEAN2] = N, [S_RSTD2] = N, [S_FCH] = 4 * N * C,
+        [S_FCHG] = 4 * N * C, [S_OUT] = N * C,
+    };
+    size_t head[HEAD_SLOTS] = {
+        [S_LNF] = N * C, [S_MEANF] = N, [S_RSTDF] = N, [S_LOGITS] = N * m->cfg.vocab, [S_LSE] = N,
+    };
+    int n = 0;
+    if (sizes) sizes[n] = N * C;
+    n++;
+    for (int l = first_layer(m); l < end_layer(m); l++)
+        for (int k = 0; k < LAYER_SLOTS; k++, n++)
+            if (sizes) sizes[n] = layer[k];
+    if (bp_model_has_last(m))
+        for (int k = 0; k < HEAD_SLOTS; k++, n++)
+            if (sizes) sizes[n] = head[k];
+    return n;
+}
+
+static bp_real *layer_slot(const bp_acts *a, int block, int k) {
+    return a->slot[1 + (block - first_layer(a->m)) * LAYER_SLOTS + k];
+}
+
+static bp_real *head_slot(const bp_acts *a, int k) {
+    return a->slot[1 + (end_layer(a->m) - first_layer(a->m)) * LAYER_SLOTS + k];
+}
+
+/* The residual stream entering `block` (a transformer block or the head). */
+static bp_real *stream_in(const bp_acts *a, int block) {
+    return block == first_layer(a->m) ? a->slot[0] : layer_slot(a, block - 1, S_OUT);
+}
+
+static const bp_real *gpt_output(const bp_acts *a) { return stream_in(a, a->m->end); }
+static const bp_real *gpt_logits(const bp_acts *a) { return head_slot(a, S_LOGITS); }
+
+/* The tied embedding as the head sees it: the embed block's own when the range holds
+ * it (both uses then add into one gradient), else the head's copy. */
+static bp_real *head_wte(bp_model *m, bool grad) {
+    int block = bp_model_has_first(m) ? 0 : m->end - 1, j = bp_model_has_first(m) ? E_WTE : H_WTE_COPY;
+    return grad ? bp_model_grad(m, block, j) : bp_model_param(m, block, j);
+}
+
+/* ---- forward ---- */
+
+static void layer_forward(bp_model *m, bp_acts *a, int block) {
+    int B = a->B, T = a->T, N = B * T, C = m->cfg.n_embd;
+    size_t NC = (size_t)N * C;
+    const bp_real *x = stream_in(a, block);
+#define P(j) bp_model_param(m, block, j)
+#define S(k) layer_slot(a, block, k)
+    bp_layernorm_forward(S(S_LN1), S(S_MEAN1), S(S_RSTD1), x, P(LN1_W), P(LN1_B), N, C);
+    bp_linear_forward(S(S_QKV), S(S_LN1), P(ATTN_W), P(ATTN_B), N, C, 3 * C);
+    bp_attention_forward(S(S_ATTY), S(S_ATT), S(S_QKV), B, T, C, m->cfg.n_head);
+    bp_linear_forward(S(S_RES2), S(S_ATTY), P(APROJ_W), P(APROJ_B), N, C, C);
+    bp_residual_forward(S(S_RES2), S(S_RES2), x, NC);
+    bp_layernorm_forward(S(S_LN2), S(S_MEAN2), S(S_RSTD2), S(S_RES2), P(LN2_W), P(LN2_B), N, C);
+    bp_linear_forward(S(S_FCH), S(S_LN2), P(FC_W), P(FC_B), N, C, 4 * C);
+    bp_gelu_forward(S(S_FCHG), S(S_FCH), 4 * NC);
+    bp_linear_forward(S(S_OUT), S(S_FCHG), P(MPROJ_W), P(MPROJ_B), N, 4 * C, C);
+    bp_residual_forward(S(S_OUT), S(S_OUT), S(S_RES2), NC);
+#undef P
+#undef S
+}
+
+static double head_forward(bp_model *m, bp_acts *a, const int32_t *targets) {
+    int N = a->B * a->T, C = m->cfg.n_embd, V = m->cfg.vocab, head = m->end - 1;
+    const bp_real *x = stream_in(a, head);
+    bp_real *lnf = head_slot(a, S_LNF), *logits = head_slot(a, S_LOGITS);
+    bp_layernorm_forward(lnf, head_slot(a, S_MEANF), head_slot(a, S_RSTDF), x,
+                         bp_model_param(m, head, H_LNF_W), bp_model_param(m, head, H_LNF_B), N, C);
+    bp_linear_forward(logits, lnf, head_wte(m, false), NULL, N, C, V);
+    return targets ? bp_crossentropy_forward(head_slot(a, S_LSE), logits, targets, N, V) : 0;
+}
+
+static void gpt_forward(bp_model *m, bp_acts *a, const bp_batch *b, double *loss) {
+    if (bp_model_has_first(m))
+        bp_embedding_forward(a->slot[0], b->tokens, bp_model_param(m, 0, E_WTE),
+                             bp_model_param(m, 0, E_WPE), b->B, b->T, m->cfg.n_embd);
+    for (int l = first_layer(m); l < end_layer(m); l++) layer_forward(m, a, l);
+    if (bp_model_has_last(m)) *loss = head_forward(m, a, b->targets);
+}
+
+/* ---- backward ---- */
+
+/* Backward workspace: dres [N,C] holds the gradient of the residual stream and is
+ * updated in place block by block (a residual add passes its gradient through
+ * unchanged); dC [N,C] and dwide [N, max(4C, V)] hold gradients inside a block;
+ * datt [T,T] serves one (batch, head) of attention at a time. */
+typedef struct gpt_work {
+    bp_real *dres, *dC, *dwide, *datt;
+} gpt_work;
+
+static size_t wide_width(const bp_model_config *c) {
+    return (size_t)(4 * c->n_embd > c->vocab ? 4 * c->n_embd : c->vocab);
+}
+
+static size_t gpt_scratch_len(const bp_model *m, int B, int T) {
+    size_t N = (size_t)B * T;
+    return 2 * N * m->cfg.n_embd + N * wide_width(&m->cfg) + (size_t)T * T;
+}
+
+static gpt_work work_of(bp_model *m, int B, int T) {
+    size_t N = (size_t)B * T, NC = N * m->cfg.n_embd;
+    gpt_work w = {m->scratch, m->scratch + NC, m->scratch + 2 * NC, NULL};
+    w.datt = w.dwide + N * wide_width(&m->cfg);
+    return w;
+}
+
+static void layer_backward(bp_model *m, bp_acts *a, int block, const gpt_work *w) {
+    int B = a->B, T = a->T, N = B * T, C = m->cfg.n_embd;
+    const bp_real *x = stream_in(a, block);
+#define P(j) bp_model_param(m, block, j)
+#define G(j) bp_model_grad(m, block, j)
+#define S(k) layer_slot(a, block, k)
+    /* MLP branch: dres is d out, which is also d res2 through the residual. */
+    bp_linear_backward(w->dwide, G(MPROJ_W), G(MPROJ_B), w->dres, S(S_FCHG), P(MPROJ_W), N, 4 * C, C);
+    bp_gelu_backward(w->dwide, S(S_FCH), w->dwide, (size_t)N * 4 * C);
+    bp_linear_backward(w->dC, G(FC_W), G(FC_B), w->dwide, S(S_LN2), P(FC_W), N, C, 4 * C);
+    bp_layernorm_backward(w->dres, G(LN2_W), G(LN2_B), w->dC, S(S_RES2), P(LN2_W), S(S_MEAN2),
+                          S(S_RSTD2), N, C);
+    /* Attention branch: dres is now d res2, which is also d x through the residual. */
+    bp_linear_backward(w->dC, G(APROJ_W), G(APROJ_B), w->dres, S(S_ATTY), P(APROJ_W), N, C, C);
+    bp_attention_backward(w->dwide, w->datt, w->dC, S(S_QKV), S(S_ATT), B, T, C, m->cfg.n_head);
+    bp_linear_backward(w->dC, G(ATTN_W), G(ATTN_B), w->dwide, S(S_LN1), P(ATTN_W), N, C, 3 * C);
+    bp_layernorm_backward(w->dres, G(LN1_W), G(LN1_B), w->dC, x, P(LN1_W), S(S_MEAN1), S(S_RSTD1),
+                          N, C);
+#undef P
+#undef G
+#undef S
+}
+
+static void head_backward(bp_model *m, bp_acts *a, const int32_t *targets, bp_real scale,
+                          const gpt_work *w) {
+    int N = a->B * a->T, C = m->cfg.n_embd, V = m->cfg.vocab, head = m->end - 1;
+    bp_real *dlogits = w->dwide;
+    bp_crossentropy_backward(dlogits, head_slot(a, S_LOGITS), head_slot(a, S_LSE), targets, N, V,
+                             scale);
+    bp_linear_backward(w->dC, head_wte(m, true), NULL, dlogits, head_slot(a, S_LNF),
+                       head_wte(m, false), N, C, V);
+    memset(w->dres, 0, (size_t)N * C * sizeof *w->dres);
+    bp_layernorm_backward(w->dres, bp_model_grad(m, head, H_LNF_W), bp_model_grad(m, head, H_LNF_B),
+                          w->dC, stream_in(a, head), bp_model_param(m, head, H_LNF_W),
+                          head_slot(a, S_MEANF), head_slot(a, S_RSTDF), N, C);
+}
+
+static void gpt_backward(bp_model *m, bp_acts *a, const bp_batch *b, const bp_real *dy,
+                         bp_real *dx_in, bp_real loss_scale) {
+    size_t NC = (size_t)a->B * a->T * m->cfg.n_embd;
+    gpt_work w = work_of(m, a->B, a->T);
+    if (bp_model_has_last(m)) head_backward(m, a, b->targets, loss_scale, &w);
+    else memcpy(w.dres, dy, NC * sizeof *dy);
+    for (int l = end_layer(m) - 1; l >= first_layer(m); l--) layer_backward(m, a, l, &w);
+    if (bp_model_has_first(m))
+        bp_embedding_backward(bp_model_grad(m, 0, E_WTE), bp_model_grad(m, 0, E_WPE), w.dres,
+                              b->tokens, a->B, a->T, m->cfg.n_embd);
+    else if (dx_in)
+        memcpy(dx_in, w.dres, NC * sizeof *dx_in);
+}
+
+const bp_model_ops bp_gpt_ops = {
+    .check = gpt_check,
+    .num_blocks = gpt_num_blocks,
+    .block_name = gpt_block_name,
+    .block_tensors = gpt_block_tensors,
+    .boundary_width = gpt_boundary_width,
+    .tied_embedding = true,
+    .check_batch = gpt_check_batch,
+    .acts_slots = gpt_acts_slots,
+    .scratch_len = gpt_scratch_len,
+    .forward = gpt_forward,
+    .backward = gpt_backward,
+    .output = gpt_output,
+    .logits = gpt_logits,
+};

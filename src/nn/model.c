@@ -1,0 +1,341 @@
+/* The parts every model shares: configuration check, block ranges, the tensor table
+ * over one flat parameter buffer and one flat gradient buffer, initialization from
+ * per-tensor RNG streams, activation storage, and the checks of forward/backward
+ * arguments. The model kinds (gpt.c, mlp.c) describe their blocks and run them. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/buf.h"
+#include "core/rng.h"
+#include "nn/model_impl.h"
+
+static const bp_model_ops *ops_of(bp_model_kind kind) {
+    switch (kind) {
+    case BP_MODEL_GPT: return &bp_gpt_ops;
+    case BP_MODEL_MLP: return &bp_mlp_ops;
+    }
+    return NULL;
+}
+
+int bp_model_config_check(const bp_model_config *cfg, bp_err *err) {
+    const bp_model_ops *ops = ops_of(cfg->kind);
+    if (!ops) return bp_fail(err, BP_EUSAGE, "model config: kind (%d) is not gpt or mlp", cfg->kind);
+    return ops->check(cfg, err);
+}
+
+/* The functions below that take only a config trust its fields (see
+ * bp_model_config_check) but not its kind, so a wrong kind cannot crash them. */
+int bp_model_num_blocks(const bp_model_config *cfg) {
+    const bp_model_ops *ops = ops_of(cfg->kind);
+    return ops ? ops->num_blocks(cfg) : 0;
+}
+
+const char *bp_model_block_name(const bp_model_config *cfg, int block, char *buf, size_t n) {
+    if (block < 0 || block >= bp_model_num_blocks(cfg))
+        snprintf(buf, n, "block %d (out of range)", block);
+    else
+        ops_of(cfg->kind)->block_name(cfg, block, buf, n);
+    return buf;
+}
+
+int bp_model_boundary_width(const bp_model_config *cfg, int block) {
+    if (block < 0 || block > bp_model_num_blocks(cfg)) return 0; /* also a wrong kind */
+    return ops_of(cfg->kind)->boundary_width(cfg, block);
+}
+
+void bp_tensor_spec_set(bp_tensor_spec *s, const char *name, int d0, int d1, bp_init_kind init,
+                        double scale) {
+    memset(s, 0, sizeof *s);
+    snprintf(s->name, sizeof s->name, "%s", name);
+    s->ndim = d1 > 0 ? 2 : 1;
+    s->shape[0] = d0;
+    s->shape[1] = d1;
+    s->init = init;
+    s->scale = scale;
+}
+
+/* ---- tensor table ---- */
+
+static bool has_tied_copy(const bp_model *m) {
+    return m->ops->tied_embedding && m->begin > 0 && m->end == m->ops->num_blocks(&m->cfg);
+}
+
+static int alloc_table(bp_model *m, int n, bp_err *err) {
+    int rc = bp_alloc_checked((void **)&m->tensors, (size_t)n * sizeof *m->tensors, "tensor table", err);
+    if (!rc) rc = bp_alloc_checked((void **)&m->init, (size_t)n * sizeof *m->init, "tensor table", err);
+    if (!rc)
+        rc = bp_alloc_checked((void **)&m->init_scale, (size_t)n * sizeof *m->init_scale,
+                              "tensor table", err);
+    if (!rc) rc = bp_alloc_checked((void **)&m->stream, (size_t)n * sizeof *m->stream, "tensor table", err);
+    if (!rc)
+        rc = bp_alloc_checked((void **)&m->block_first,
+                              (size_t)(m->end - m->begin) * sizeof *m->block_first, "tensor table", err);
+    return rc;
+}
+
+/* Appends one tensor at the end of the flat buffers. */
+static void add_tensor(bp_model *m, const bp_tensor_spec *s, int block, uint64_t stream, bool copy) {
+    bp_tensor_info *t = &m->tensors[m->ntensors];
+    memcpy(t->name, s->name, sizeof t->name);
+    t->ndim = s->ndim;
+    t->numel = 1;
+    for (int d = 0; d < s->ndim; d++) {
+        t->shape[d] = s->shape[d];
+        t->numel *= (size_t)s->shape[d];
+    }
+    t->offset = m->nparams;
+    t->block = block;
+    t->tied_copy = copy;
+    m->init[m->ntensors] = s->init;
+    m->init_scale[m->ntensors] = s->scale;
+    m->stream[m->ntensors] = stream;
+    m->nparams += t->numel;
+    m->ntensors++;
+}
+
+static int build_table(bp_model *m, bp_err *err) {
+    bp_tensor_spec specs[BP_BLOCK_MAX_TENSORS];
+    uint64_t stream = 0; /* index in the full model of the next tensor */
+    int count = has_tied_copy(m);
+    for (int b = 0; b < m->end; b++) {
+        int k = m->ops->block_tensors(&m->cfg, b, specs);
+        if (b < m->begin) stream += (uint64_t)k;
+        else count += k;
+    }
+    int rc = alloc_table(m, count, err);
+    if (rc) return rc;
+    for (int b = m->begin; b < m->end; b++) {
+        int k = m->ops->block_tensors(&m->cfg, b, specs);
+        m->block_first[b - m->begin] = m->ntensors;
+        for (int j = 0; j < k; j++) add_tensor(m, &specs[j], b, stream++, false);
+    }
+    if (has_tied_copy(m)) {
+        /* Same rule and same stream (0) as the embed block's wte. */
+        m->ops->block_tensors(&m->cfg, 0, specs);
+        add_tensor(m, &specs[0], m->end - 1, 0, true);
+    }
+    return BP_OK;
+}
+
+/* ---- create / destroy ---- */
+
+static int check_range(const bp_model_config *cfg, int begin, int *end, bp_err *err) {
+    int nb = bp_model_num_blocks(cfg);
+    if (*end == -1) *end = nb;
+    if (begin < 0 || begin >= nb || *end <= begin || *end > nb)
+        return bp_fail(err, BP_EUSAGE, "model block range [%d, %d) is not within [0, %d) or empty",
+                       begin, *end, nb);
+    return BP_OK;
+}
+
+int bp_model_create(const bp_model_config *cfg, int block_begin, int block_end, bp_model **out,
+                    bp_err *err) {
+    *out = NULL;
+    int rc = bp_model_config_check(cfg, err);
+    if (!rc) rc = check_range(cfg, block_begin, &block_end, err);
+    if (rc) return rc;
+    bp_model *m = calloc(1, sizeof *m);
+    if (!m) return bp_fail(err, BP_ENOMEM, "cannot allocate the model");
+    m->cfg = *cfg;
+    m->ops = ops_of(cfg->kind);
+    m->begin = block_begin;
+    m->end = block_end;
+    rc = build_table(m, err);
+    if (!rc) rc = bp_alloc_checked((void **)&m->params, m->nparams * sizeof(bp_real), "parameters", err);
+    if (!rc) rc = bp_alloc_checked((void **)&m->grads, m->nparams * sizeof(bp_real), "gradients", err);
+    if (rc) {
+        bp_model_destroy(m);
+        return rc;
+    }
+    *out = m;
+    return BP_OK;
+}
+
+void bp_model_destroy(bp_model *m) {
+    if (!m) return;
+    bp_free(m->tensors);
+    bp_free(m->init);
+    bp_free(m->init_scale);
+    bp_free(m->stream);
+    bp_free(m->block_first);
+    bp_free(m->params);
+    bp_free(m->grads);
+    bp_free(m->scratch);
+    free(m);
+}
+
+/* ---- accessors ---- */
+
+const bp_model_config *bp_model_get_config(const bp_model *m) { return &m->cfg; }
+int bp_model_block_begin(const bp_model *m) { return m->begin; }
+int bp_model_block_end(const bp_model *m) { return m->end; }
+bool bp_model_has_first(const bp_model *m) { return m->begin == 0; }
+bool bp_model_has_last(const bp_model *m) { return m->end == m->ops->num_blocks(&m->cfg); }
+size_t bp_model_num_params(const bp_model *m) { return m->nparams; }
+bp_real *bp_model_params(bp_model *m) { return m->params; }
+bp_real *bp_model_grads(bp_model *m) { return m->grads; }
+int bp_model_num_tensors(const bp_model *m) { return m->ntensors; }
+size_t bp_model_workspace_bytes(const bp_model *m) { return m->scratch_len * sizeof(bp_real); }
+
+const bp_tensor_info *bp_model_tensor(const bp_model *m, int i) {
+    return i >= 0 && i < m->ntensors ? &m->tensors[i] : NULL;
+}
+
+const bp_tensor_info *bp_model_find_tensor(const bp_model *m, const char *name) {
+    for (int i = 0; i < m->ntensors; i++)
+        if (strcmp(m->tensors[i].name, name) == 0) return &m->tensors[i];
+    return NULL;
+}
+
+/* ---- initialization ---- */
+
+void bp_model_init_weights(bp_model *m, uint64_t seed) {
+    for (int i = 0; i < m->ntensors; i++) {
+        bp_real *p = m->params + m->tensors[i].offset;
+        size_t n = m->tensors[i].numel;
+        double s = m->init_scale[i];
+        bp_rng r;
+        bp_rng_seed(&r, seed, m->stream[i]);
+        for (size_t k = 0; k < n; k++) {
+            switch (m->init[i]) {
+            case BP_INIT_ZERO: p[k] = 0; break;
+            case BP_INIT_ONE: p[k] = 1; break;
+            case BP_INIT_NORMAL: p[k] = (bp_real)(s * bp_rng_normal(&r)); break;
+            case BP_INIT_UNIFORM: p[k] = (bp_real)(s * (2 * bp_rng_uniform(&r) - 1)); break;
+            }
+        }
+    }
+}
+
+void bp_model_zero_grad(bp_model *m) { memset(m->grads, 0, m->nparams * sizeof(bp_real)); }
+
+/* ---- activations ---- */
+
+/* Slots start on BP_ALIGN boundaries so that every row block is cache-line aligned. */
+static size_t round_slot(size_t n) {
+    size_t per = BP_ALIGN / sizeof(bp_real);
+    return (n + per - 1) / per * per;
+}
+
+static int check_acts_dims(const bp_model *m, int B, int T, bp_err *err) {
+    int tmax = m->cfg.kind == BP_MODEL_GPT ? m->cfg.seq_len : 1;
+    if (B < 1) return bp_fail(err, BP_EUSAGE, "activations: batch size B (%d) must be >= 1", B);
+    if (T < 1 || T > tmax)
+        return bp_fail(err, BP_EUSAGE, "activations: T (%d) must be in [1, %d]", T, tmax);
+    /* Row counts are passed to BLAS as int. */
+    if ((size_t)B * (size_t)T > (size_t)INT32_MAX / 4)
+        return bp_fail(err, BP_EUSAGE, "activations: B*T (%d*%d) is too large", B, T);
+    return BP_OK;
+}
+
+int bp_acts_create(const bp_model *m, int B, int T, bp_acts **out, bp_err *err) {
+    *out = NULL;
+    int rc = check_acts_dims(m, B, T, err);
+    if (rc) return rc;
+    bp_acts *a = calloc(1, sizeof *a);
+    if (!a) return bp_fail(err, BP_ENOMEM, "cannot allocate activations");
+    a->m = m;
+    a->Bmax = B;
+    a->Tmax = T;
+    a->nslots = m->ops->acts_slots(m, B, T, NULL);
+    size_t *sizes = calloc((size_t)a->nslots, sizeof *sizes);
+    a->slot = calloc((size_t)a->nslots, sizeof *a->slot);
+    if (!sizes || !a->slot) rc = bp_fail(err, BP_ENOMEM, "cannot allocate activations");
+    size_t total = 0;
+    if (!rc) {
+        m->ops->acts_slots(m, B, T, sizes);
+        for (int i = 0; i < a->nslots; i++) total += round_slot(sizes[i]);
+        a->bytes = total * sizeof(bp_real);
+        rc = bp_alloc_checked((void **)&a->buf, a->bytes, "activations", err);
+    }
+    for (size_t i = 0, off = 0; !rc && i < (size_t)a->nslots; off += round_slot(sizes[i]), i++)
+        a->slot[i] = a->buf + off;
+    free(sizes);
+    if (rc) {
+        bp_acts_destroy(a);
+        return rc;
+    }
+    *out = a;
+    return BP_OK;
+}
+
+void bp_acts_destroy(bp_acts *a) {
+    if (!a) return;
+    bp_free(a->buf);
+    free(a->slot);
+    free(a);
+}
+
+size_t bp_acts_bytes(const bp_acts *a) { return a->bytes; }
+
+const bp_real *bp_acts_output(const bp_acts *a) {
+    return bp_model_has_last(a->m) ? NULL : a->m->ops->output(a);
+}
+
+const bp_real *bp_acts_logits(const bp_acts *a) {
+    return bp_model_has_last(a->m) ? a->m->ops->logits(a) : NULL;
+}
+
+/* ---- forward / backward ---- */
+
+/* Checks shared by forward and backward. */
+static int check_step(const bp_model *m, const bp_acts *a, const bp_batch *b, bool backward,
+                      bp_err *err) {
+    const char *what = backward ? "backward" : "forward";
+    if (a->m != m) return bp_fail(err, BP_EUSAGE, "%s: activations belong to another model", what);
+    if (b->B < 1 || b->B > a->Bmax || b->T < 1 || b->T > a->Tmax)
+        return bp_fail(err, BP_EUSAGE, "%s: batch %dx%d does not fit activations made for %dx%d",
+                       what, b->B, b->T, a->Bmax, a->Tmax);
+    if (backward && (b->B != a->B || b->T != a->T))
+        return bp_fail(err, BP_EUSAGE, "backward: batch %dx%d is not the %dx%d of the last forward",
+                       b->B, b->T, a->B, a->T);
+    return m->ops->check_batch(m, b, backward, err);
+}
+
+int bp_model_forward(bp_model *m, bp_acts *a, const bp_batch *batch, const bp_real *x_in,
+                     double *loss, bp_err *err) {
+    int rc = check_step(m, a, batch, false, err);
+    if (rc) return rc;
+    if (bp_model_has_first(m) != (x_in == NULL))
+        return bp_fail(err, BP_EUSAGE, "forward: x_in must be %s for blocks [%d, %d)",
+                       x_in ? "NULL" : "given", m->begin, m->end);
+    a->B = batch->B;
+    a->T = batch->T;
+    if (x_in) {
+        /* Copied so that the caller may reuse its receive buffer at once. */
+        size_t n = (size_t)a->B * a->T * m->ops->boundary_width(&m->cfg, m->begin);
+        memcpy(a->slot[0], x_in, n * sizeof *x_in);
+    }
+    double l = 0;
+    m->ops->forward(m, a, batch, &l);
+    if (loss) *loss = l;
+    return BP_OK;
+}
+
+static int ensure_scratch(bp_model *m, size_t n, bp_err *err) {
+    if (n <= m->scratch_len) return BP_OK;
+    bp_free(m->scratch);
+    m->scratch_len = 0;
+    int rc = bp_alloc_checked((void **)&m->scratch, n * sizeof(bp_real), "backward workspace", err);
+    if (!rc) m->scratch_len = n;
+    return rc;
+}
+
+int bp_model_backward(bp_model *m, bp_acts *a, const bp_batch *batch, const bp_real *dy,
+                      bp_real *dx_in, bp_real loss_scale, bp_err *err) {
+    if (a->B == 0) return bp_fail(err, BP_EUSAGE, "backward: no forward has run on these activations");
+    int rc = check_step(m, a, batch, true, err);
+    if (rc) return rc;
+    bool last = bp_model_has_last(m);
+    if (last != (dy == NULL))
+        return bp_fail(err, BP_EUSAGE, "backward: dy must be %s for blocks [%d, %d)",
+                       dy ? "NULL" : "given", m->begin, m->end);
+    if (bp_model_has_first(m) && dx_in)
+        return bp_fail(err, BP_EUSAGE, "backward: dx_in must be NULL for blocks [%d, %d)", m->begin,
+                       m->end);
+    rc = ensure_scratch(m, m->ops->scratch_len(m, a->B, a->T), err);
+    if (rc) return rc;
+    m->ops->backward(m, a, batch, dy, dx_in, loss_scale);
+    return BP_OK;
+}

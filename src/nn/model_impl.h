@@ -1,0 +1,96 @@
+/* Private interface between model.c (the parts every model shares: tensor table,
+ * flat buffers, block ranges, initialization, activation storage, argument checks)
+ * and the model kinds (gpt.c, mlp.c), which describe their blocks and run them.
+ * Not part of the public API. */
+#ifndef BP_NN_MODEL_IMPL_H
+#define BP_NN_MODEL_IMPL_H
+
+#include "nn/model.h"
+
+#define BP_BLOCK_MAX_TENSORS 16
+
+typedef enum bp_init_kind {
+    BP_INIT_ZERO,
+    BP_INIT_ONE,
+    BP_INIT_NORMAL,  /* N(0, scale^2) */
+    BP_INIT_UNIFORM, /* U(-scale, scale) */
+} bp_init_kind;
+
+/* One tensor of a block as the kind describes it. */
+typedef struct bp_tensor_spec {
+    char name[BP_TENSOR_NAME_MAX];
+    int ndim;
+    int shape[BP_TENSOR_MAX_DIM];
+    bp_init_kind init;
+    double scale;
+} bp_tensor_spec;
+
+typedef struct bp_model_ops {
+    /* Checks the kind's fields of cfg; the message names the field. */
+    int (*check)(const bp_model_config *cfg, bp_err *err);
+    int (*num_blocks)(const bp_model_config *cfg);
+    void (*block_name)(const bp_model_config *cfg, int block, char *buf, size_t n);
+    /* Fills out[] with the tensors of `block` in forward order; returns how many. */
+    int (*block_tensors)(const bp_model_config *cfg, int block, bp_tensor_spec *out);
+    int (*boundary_width)(const bp_model_config *cfg, int block);
+    /* True when tensor 0 of block 0 is tied to the head (gpt's wte). */
+    bool tied_embedding;
+    /* Kind-specific checks of a batch (token and target ranges, inputs present). */
+    int (*check_batch)(const bp_model *m, const bp_batch *b, bool backward, bp_err *err);
+    /* Sizes (elements) of the activation slots for B x T; returns the slot count and
+     * writes the sizes when `sizes` is not NULL. Slot 0 is always the input of the
+     * range, [B*T, boundary_width(block_begin)]. */
+    int (*acts_slots)(const bp_model *m, int B, int T, size_t *sizes);
+    /* Elements of backward workspace for a B x T micro-batch. */
+    size_t (*scratch_len)(const bp_model *m, int B, int T);
+    /* Run after the generic and kind checks passed, so they cannot fail. */
+    void (*forward)(bp_model *m, bp_acts *a, const bp_batch *b, double *loss);
+    void (*backward)(bp_model *m, bp_acts *a, const bp_batch *b, const bp_real *dy,
+                     bp_real *dx_in, bp_real loss_scale);
+    const bp_real *(*output)(const bp_acts *a);
+    const bp_real *(*logits)(const bp_acts *a);
+} bp_model_ops;
+
+extern const bp_model_ops bp_gpt_ops;
+extern const bp_model_ops bp_mlp_ops;
+
+struct bp_model {
+    bp_model_config cfg;
+    const bp_model_ops *ops;
+    int begin, end; /* block range [begin, end) of the full model */
+    int ntensors;
+    bp_tensor_info *tensors;
+    bp_init_kind *init; /* per tensor */
+    double *init_scale; /* per tensor */
+    uint64_t *stream;   /* per tensor: RNG stream = index of the tensor in the full model */
+    int *block_first;   /* per block of the range: index of its first tensor */
+    size_t nparams;
+    bp_real *params, *grads;
+    bp_real *scratch; /* backward workspace shared by all micro-batches, grown on demand */
+    size_t scratch_len;
+};
+
+struct bp_acts {
+    const bp_model *m;
+    int Bmax, Tmax;
+    int B, T; /* of the last successful forward; 0 before any */
+    int nslots;
+    bp_real **slot;
+    bp_real *buf;
+    size_t bytes;
+};
+
+/* Parameters and gradients of tensor j (in block order) of `block`, which must lie in
+ * the model's range. */
+static inline bp_real *bp_model_param(bp_model *m, int block, int j) {
+    return m->params + m->tensors[m->block_first[block - m->begin] + j].offset;
+}
+static inline bp_real *bp_model_grad(bp_model *m, int block, int j) {
+    return m->grads + m->tensors[m->block_first[block - m->begin] + j].offset;
+}
+
+/* Fills a tensor spec: a 1-D tensor when d1 == 0. */
+void bp_tensor_spec_set(bp_tensor_spec *s, const char *name, int d0, int d1, bp_init_kind init,
+                        double scale);
+
+#endif
