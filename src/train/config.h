@@ -1,0 +1,66 @@
+/* Options of `bagpipe train`: one struct, one option table, one validation.
+ *
+ * Defaults that depend on the model (batch, steps, optimizer, learning rate, data)
+ * are left unset (negative or empty) by bp_train_config_defaults and filled in by
+ * bp_train_config_finalize, so `--help` can state both defaults. */
+#ifndef BP_TRAIN_CONFIG_H
+#define BP_TRAIN_CONFIG_H
+
+#include <stdint.h>
+
+#include "bagpipe/status.h"
+#include "core/file.h"
+#include "core/options.h"
+#include "nn/lr.h"
+#include "nn/model.h"
+#include "nn/optim.h"
+
+typedef enum bp_progress_mode {
+    BP_PROGRESS_AUTO, /* a live bar on a terminal, plain lines otherwise */
+    BP_PROGRESS_BAR,
+    BP_PROGRESS_LINES,
+    BP_PROGRESS_NONE
+} bp_progress_mode;
+
+typedef struct bp_train_config {
+    int model; /* BP_MODEL_GPT or BP_MODEL_MLP */
+    char data[BP_PATH_MAX];
+    char cache_dir[BP_PATH_MAX];
+    int layers, embd, heads, seq_len; /* gpt */
+    int hidden, hidden_layers;        /* mlp */
+    int batch;
+    int64_t steps;
+    int optim;    /* BP_OPTIM_ADAMW or BP_OPTIM_SGD */
+    int schedule; /* BP_LR_CONSTANT or BP_LR_COSINE */
+    double lr, min_lr_ratio;
+    int64_t warmup;
+    double beta1, beta2, eps, momentum, weight_decay, clip;
+    int64_t seed;
+    int64_t eval_every;
+    int eval_batches;
+    char out[BP_PATH_MAX];
+    char resume[BP_PATH_MAX];
+    char metrics[BP_PATH_MAX];
+    int64_t checkpoint_every;
+    int keep_checkpoints;
+    int64_t log_every;
+    int progress; /* bp_progress_mode */
+    int threads;
+} bp_train_config;
+
+void bp_train_config_defaults(bp_train_config *c);
+const bp_option *bp_train_options(int *n);
+/* Fill model-dependent defaults and check combinations; messages name the option. */
+int bp_train_config_finalize(bp_train_config *c, bp_err *err);
+
+/* Derived settings. */
+void bp_train_model_config(const bp_train_config *c, bp_model_config *m);
+void bp_train_optim_config(const bp_train_config *c, bp_optim_config *o);
+void bp_train_lr_schedule(const bp_train_config *c, bp_lr_schedule *s);
+
+/* Name the first field where a checkpoint's model configuration differs from this
+ * run's, as the option that sets it; BP_OK when they agree. */
+int bp_train_config_match(const bp_model_config *run, const bp_model_config *ckpt,
+                          const char *ckpt_dir, bp_err *err);
+
+#endif

@@ -1,0 +1,59 @@
+#include "train/metrics.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <string.h>
+
+int bp_metrics_open(bp_metrics *m, const char *path, int append, bp_err *err) {
+    m->f = NULL;
+    if (!path[0]) return BP_OK;
+    m->f = fopen(path, append ? "a" : "w");
+    if (!m->f) return bp_fail(err, BP_EIO, "cannot open metrics log %s: %s", path, strerror(errno));
+    return BP_OK;
+}
+
+void bp_metrics_close(bp_metrics *m) {
+    if (m->f) fclose(m->f);
+    m->f = NULL;
+}
+
+/* JSON has no NaN or Infinity: write null for them. */
+static void num(FILE *f, const char *key, double v) {
+    if (isfinite(v))
+        fprintf(f, ",\"%s\":%.9g", key, v);
+    else
+        fprintf(f, ",\"%s\":null", key);
+}
+
+void bp_metrics_step(bp_metrics *m, const bp_step_record *r) {
+    if (!m->f) return;
+    fprintf(m->f, "{\"type\":\"step\",\"step\":%" PRId64, r->step);
+    num(m->f, "loss", r->loss);
+    num(m->f, "lr", r->lr);
+    num(m->f, "grad_norm", r->grad_norm);
+    num(m->f, "step_ms", r->step_ms);
+    num(m->f, "items_per_s", r->items_per_s);
+    fputs("}\n", m->f);
+    fflush(m->f);
+}
+
+void bp_metrics_eval(bp_metrics *m, int64_t step, double loss, double accuracy) {
+    if (!m->f) return;
+    fprintf(m->f, "{\"type\":\"eval\",\"step\":%" PRId64, step);
+    num(m->f, "val_loss", loss);
+    if (!isnan(accuracy)) num(m->f, "val_acc", accuracy);
+    fputs("}\n", m->f);
+    fflush(m->f);
+}
+
+void bp_metrics_summary(bp_metrics *m, const bp_memory_record *r) {
+    if (!m->f) return;
+    fprintf(m->f,
+            "{\"type\":\"summary\",\"steps\":%" PRId64 ",\"median_step_ms\":%.6g,"
+            "\"peak_rss_bytes\":%" PRIu64 ",\"param_bytes\":%" PRIu64 ",\"grad_bytes\":%" PRIu64
+            ",\"optim_bytes\":%" PRIu64 ",\"act_bytes\":%" PRIu64 "}\n",
+            r->steps, r->median_step_ms, r->peak_rss_bytes, r->param_bytes, r->grad_bytes,
+            r->optim_bytes, r->act_bytes);
+    fflush(m->f);
+}

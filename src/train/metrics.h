@@ -1,0 +1,39 @@
+/* The JSONL metrics log: one JSON object per line, flushed line by line so a
+ * crashed run leaves only complete records. Records:
+ *   {"type":"step","step":k,"loss":..,"lr":..,"grad_norm":..,"step_ms":..,"items_per_s":..}
+ *   {"type":"eval","step":k,"val_loss":..[,"val_acc":..]}
+ *   {"type":"summary","steps":..,"median_step_ms":..,"peak_rss_bytes":..,"param_bytes":..,
+ *    "grad_bytes":..,"optim_bytes":..,"act_bytes":..}
+ * k counts completed optimizer steps (1 after the first step). */
+#ifndef BP_TRAIN_METRICS_H
+#define BP_TRAIN_METRICS_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "bagpipe/status.h"
+
+typedef struct bp_metrics {
+    FILE *f; /* NULL: logging off */
+} bp_metrics;
+
+typedef struct bp_step_record {
+    int64_t step;
+    double loss, lr, grad_norm, step_ms, items_per_s;
+} bp_step_record;
+
+typedef struct bp_memory_record {
+    int64_t steps;
+    double median_step_ms;
+    uint64_t peak_rss_bytes, param_bytes, grad_bytes, optim_bytes, act_bytes;
+} bp_memory_record;
+
+/* Open path for appending (append) or truncating; an empty path turns logging off. */
+int bp_metrics_open(bp_metrics *m, const char *path, int append, bp_err *err);
+void bp_metrics_close(bp_metrics *m);
+void bp_metrics_step(bp_metrics *m, const bp_step_record *r);
+/* accuracy is left out when NaN. */
+void bp_metrics_eval(bp_metrics *m, int64_t step, double loss, double accuracy);
+void bp_metrics_summary(bp_metrics *m, const bp_memory_record *r);
+
+#endif

@@ -1,0 +1,117 @@
+#include "train/sample.h"
+
+#include <math.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/rng.h"
+#include "nn/model.h"
+#include "train/checkpoint.h"
+
+#define OFF(f) offsetof(bp_sample_config, f)
+
+static const bp_option sample_options[] = {
+    {"ckpt", BP_OPT_STRING, OFF(ckpt), sizeof(((bp_sample_config *)0)->ckpt), NULL, 0, 0, "DIR",
+     "checkpoint directory (an output directory or one ckpt-* in it)", "runs/gpt"},
+    {"prompt", BP_OPT_STRING, OFF(prompt), sizeof(((bp_sample_config *)0)->prompt), NULL, 0, 0,
+     "TEXT", "text to continue", NULL},
+    {"length", BP_OPT_INT, OFF(length), 0, NULL, 1, 1 << 20, "N", "bytes to generate", NULL},
+    {"temperature", BP_OPT_DOUBLE, OFF(temperature), 0, NULL, 1e-3, 100, "X",
+     "divide the logits by X (lower: more conservative)", NULL},
+    {"top-k", BP_OPT_INT, OFF(top_k), 0, NULL, 0, 1 << 20, "K",
+     "sample among the K most likely bytes (0: all)", NULL},
+    {"seed", BP_OPT_INT64, OFF(seed), 0, NULL, 0, 9.2e18, "N", "seed of the sampler", NULL},
+};
+
+const bp_option *bp_sample_options(int *n) {
+    *n = (int)(sizeof sample_options / sizeof sample_options[0]);
+    return sample_options;
+}
+
+void bp_sample_config_defaults(bp_sample_config *c) {
+    memset(c, 0, sizeof *c);
+    snprintf(c->ckpt, sizeof c->ckpt, "runs/gpt");
+    snprintf(c->prompt, sizeof c->prompt, "And God said");
+    c->length = 300;
+    c->temperature = 0.8;
+    c->top_k = 40;
+    c->seed = 1;
+}
+
+/* Draw a byte from softmax(logits / temperature) restricted to the top k. */
+static int draw(const bp_real *logits, int V, double temperature, int top_k, bp_rng *rng) {
+    double p[1024];
+    double cut = -INFINITY;
+    if (top_k > 0 && top_k < V) { /* the k-th largest logit is the cut-off */
+        double sorted[1024];
+        for (int i = 0; i < V; i++) sorted[i] = logits[i];
+        for (int i = 0; i < top_k; i++)
+            for (int j = i + 1; j < V; j++)
+                if (sorted[j] > sorted[i]) {
+                    double x = sorted[i];
+                    sorted[i] = sorted[j];
+                    sorted[j] = x;
+                }
+        cut = sorted[top_k - 1];
+    }
+    double mx = -INFINITY, sum = 0;
+    for (int i = 0; i < V; i++) mx = fmax(mx, logits[i]);
+    for (int i = 0; i < V; i++) {
+        p[i] = logits[i] >= cut ? exp((logits[i] - mx) / temperature) : 0;
+        sum += p[i];
+    }
+    double u = bp_rng_uniform(rng) * sum;
+    for (int i = 0; i < V; i++) {
+        u -= p[i];
+        if (u < 0) return i;
+    }
+    return V - 1;
+}
+
+static int generate(bp_model *m, const bp_sample_config *c, FILE *out, bp_err *err) {
+    const bp_model_config *mc = bp_model_get_config(m);
+    int T = mc->seq_len, V = mc->vocab;
+    size_t cap = strlen(c->prompt) + (size_t)c->length + 2, n = 0;
+    int32_t *text = malloc(cap * sizeof *text);
+    bp_acts *a = NULL;
+    int rc = text ? bp_acts_create(m, 1, T, &a, err) : bp_fail(err, BP_ENOMEM, "out of memory");
+    for (const char *p = c->prompt; rc == BP_OK && *p; p++) text[n++] = (unsigned char)*p;
+    if (n == 0) text[n++] = '\n'; /* an empty prompt starts a new line */
+    fputs(c->prompt, out);
+    bp_rng rng;
+    bp_rng_seed(&rng, (uint64_t)c->seed, 0);
+    for (int i = 0; rc == BP_OK && i < c->length; i++) {
+        int t = n < (size_t)T ? (int)n : T;
+        bp_batch b = {.B = 1, .T = t, .tokens = text + n - (size_t)t};
+        rc = bp_model_forward(m, a, &b, NULL, NULL, err);
+        if (rc) break;
+        int next = draw(bp_acts_logits(a) + (size_t)(t - 1) * V, V, c->temperature, c->top_k, &rng);
+        text[n++] = next;
+        fputc(next, out);
+        fflush(out);
+    }
+    fputc('\n', out);
+    bp_acts_destroy(a);
+    free(text);
+    return rc;
+}
+
+int bp_sample_run(const bp_sample_config *c, FILE *out, bp_err *err) {
+    bp_checkpoint ck;
+    int rc = bp_checkpoint_open(c->ckpt, &ck, err);
+    if (rc) return rc;
+    bp_model_config mc;
+    bp_model *m = NULL;
+    rc = bp_checkpoint_model_config(&ck, &mc, err);
+    if (rc == BP_OK && mc.kind != BP_MODEL_GPT)
+        rc = bp_fail(err, BP_EUSAGE, "checkpoint %s holds an mlp; sampling needs a gpt", ck.dir);
+    if (rc == BP_OK && mc.vocab > 1024)
+        rc = bp_fail(err, BP_EFORMAT, "checkpoint %s: vocabulary of %d is too large", ck.dir, mc.vocab);
+    if (rc == BP_OK) rc = bp_model_create(&mc, 0, -1, &m, err);
+    if (rc == BP_OK) rc = bp_checkpoint_load_model(&ck, m, err);
+    bp_checkpoint_close(&ck);
+    if (rc == BP_OK) rc = generate(m, c, out, err);
+    bp_model_destroy(m);
+    return rc;
+}
