@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Every kind of bad input ends with one clear line and the documented exit code
+# (2: usage or configuration, 1: runtime), and leaves nothing half-written.
+source "$(dirname "$0")/lib.sh"
+
+# Options
+expect 2 "unknown option '--bogus'" -- "$BP" train --bogus
+expect 2 "unknown command 'trian'" -- "$BP" trian
+expect 2 "option --steps: 'ten' is not an integer" -- "$BP" train --steps ten
+expect 2 "option --lr: -1 is out of range" -- "$BP" train --lr -1
+expect 2 "option --model: 'cnn' is not one of gpt\|mlp" -- "$BP" train --model cnn
+expect 2 "option --heads: 3 does not divide --embd 128" -- "$BP" train --heads 3
+expect 2 "option --warmup" -- "$BP" train --lr-schedule cosine --warmup 5 --steps 5
+
+# Text data: missing, empty, too short; any bytes are fine.
+expect 2 "option --data: $WORK/none does not exist" -- "$BP" train --data "$WORK/none"
+: >"$WORK/empty"
+expect 1 "option --data: data $WORK/empty: file is empty" -- "$BP" train --data "$WORK/empty" --out "$WORK/o"
+printf 'abcdefghij' >"$WORK/short"
+expect 1 "too short for --seq-len 16" -- "$BP" train "${TINY[@]}" --data "$WORK/short" --out "$WORK/o"
+head -c 20000 /dev/urandom >"$WORK/binary"
+"$BP" train "${TINY[@]}" --data "$WORK/binary" --steps 3 --out "$WORK/bin" >/dev/null \
+  || fail "binary data must train (bytes are bytes)"
+
+# Fashion-MNIST directory with damaged IDX files.
+mk_idx_dir() { # dir: a copy of the dataset directory to damage
+  mkdir -p "$1"
+  cp /usr/share/datasets/fashion-mnist/*.gz "$1/"
+}
+mk_idx_dir "$WORK/trunc"
+gzip -dc "$WORK/trunc/t10k-images-idx3-ubyte.gz" >"$WORK/images"
+head -c 100000 "$WORK/images" | gzip >"$WORK/trunc/t10k-images-idx3-ubyte.gz"
+expect 1 "t10k-images-idx3-ubyte.gz: truncated" -- "$BP" train --model mlp --data "$WORK/trunc" --steps 1 --out "$WORK/o"
+mk_idx_dir "$WORK/magic"
+{ printf '\0\0\x08\x04'; gzip -dc "$WORK/magic/train-labels-idx1-ubyte.gz" | tail -c +5; } | gzip >"$WORK/magic/x.gz"
+mv "$WORK/magic/x.gz" "$WORK/magic/train-labels-idx1-ubyte.gz"
+expect 1 "train-labels-idx1-ubyte.gz: wrong IDX magic 0x00000804" -- "$BP" train --model mlp --data "$WORK/magic" --steps 1 --out "$WORK/o"
+
+# Checkpoints: a flipped byte, another configuration, a missing one.
+"$BP" train "${TINY[@]}" --data "$TEXT" --steps 4 --out "$WORK/ck" >/dev/null
+ckpt="$WORK/ck/ckpt-00000004"
+cp -r "$WORK/ck" "$WORK/ck_orig"
+printf '\x5a' | dd of="$ckpt/model.safetensors" bs=1 seek=5000 conv=notrunc status=none
+expect 1 "model.safetensors is damaged" -- "$BP" train "${TINY[@]}" --data "$TEXT" --steps 8 --resume "$WORK/ck" --out "$WORK/ck"
+cmp -s "$ckpt/state.bin" "$WORK/ck_orig/ckpt-00000004/state.bin" || fail "state.bin changed"
+[ ! -e "$WORK/ck/ckpt-00000008" ] || fail "a failed resume wrote a checkpoint"
+rm -rf "$WORK/ck" && cp -r "$WORK/ck_orig" "$WORK/ck"
+printf '\x01' | dd of="$ckpt/state.bin" bs=1 seek=40 conv=notrunc status=none
+expect 1 "state.bin is damaged" -- "$BP" train "${TINY[@]}" --data "$TEXT" --steps 8 --resume "$WORK/ck"
+rm -rf "$WORK/ck" && cp -r "$WORK/ck_orig" "$WORK/ck"
+expect 2 "written with --embd 16 but this run has --embd 32" -- "$BP" train "${TINY[@]}" --embd 32 --data "$TEXT" --steps 8 --resume "$WORK/ck"
+expect 2 "holds a gpt model but --model is mlp" -- "$BP" train --model mlp --resume "$WORK/ck"
+expect 1 "cannot open $WORK/nothing/state.bin" -- "$BP" sample --ckpt "$WORK/nothing"
+no_partial_files "$WORK"
+echo "ok"

@@ -1,0 +1,185 @@
+/* train/safetensors.c and train/checkpoint.c: weights and state round-trip
+ * exactly, a flipped byte anywhere in a checkpoint is detected on load, and a
+ * checkpoint of another configuration is refused with a message naming it. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "core/file.h"
+#include "train/checkpoint.h"
+#include "train/config.h"
+
+static char out_dir[64];
+
+static bp_model_config tiny(int hidden) {
+    return (bp_model_config){
+        .kind = BP_MODEL_MLP, .in_dim = 5, .hidden = hidden, .n_hidden = 1, .n_class = 3};
+}
+
+static void make(const bp_model_config *c, bp_model **m, bp_optim *o) {
+    assert_int_equal(bp_model_create(c, 0, -1, m, NULL), BP_OK);
+    bp_model_init_weights(*m, 77);
+    bp_optim_config oc = {.kind = BP_OPTIM_ADAMW, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8};
+    assert_int_equal(bp_optim_init(o, &oc, bp_model_num_params(*m), NULL), BP_OK);
+    for (size_t i = 0; i < o->n; i++) {
+        o->m[i] = (float)i * 0.5f;
+        o->v[i] = (float)i * 0.25f;
+    }
+    o->t = 3;
+}
+
+static int setup(void **state) {
+    (void)state;
+    snprintf(out_dir, sizeof out_dir, "/tmp/bp_ckpt_%d", (int)getpid());
+    return 0;
+}
+
+static void save(bp_model *m, bp_optim *o, int64_t step, int keep) {
+    bp_resume_state rs = {.step = step, .epoch = 2, .pos = 17};
+    bp_rng_seed(&rs.data_rng, 5, 6);
+    bp_err err;
+    if (bp_checkpoint_save(out_dir, m, o, &rs, keep, &err)) fail_msg("%s", err.msg);
+}
+
+static void test_round_trip(void **state) {
+    (void)state;
+    bp_model_config c = tiny(4);
+    bp_model *m, *m2;
+    bp_optim o, o2;
+    make(&c, &m, &o);
+    save(m, &o, 10, 5);
+    save(m, &o, 20, 5);
+    bp_checkpoint ck;
+    bp_err err;
+    if (bp_checkpoint_open(out_dir, &ck, &err)) fail_msg("%s", err.msg);
+    assert_non_null(strstr(ck.dir, "ckpt-00000020")); /* `latest` is followed */
+    assert_int_equal(ck.rs.step, 20);
+    assert_int_equal(ck.rs.epoch, 2);
+    assert_int_equal(ck.rs.pos, 17);
+    bp_model_config saved;
+    assert_int_equal(bp_checkpoint_model_config(&ck, &saved, NULL), BP_OK);
+    assert_int_equal(bp_train_config_match(&c, &saved, ck.dir, NULL), BP_OK);
+    make(&c, &m2, &o2);
+    memset(bp_model_params(m2), 0, bp_model_num_params(m2) * sizeof(float));
+    memset(o2.m, 0, o2.n * sizeof(float));
+    o2.t = 0;
+    assert_int_equal(bp_checkpoint_load_model(&ck, m2, NULL), BP_OK);
+    assert_int_equal(bp_checkpoint_load_optim(&ck, &o2, NULL), BP_OK);
+    assert_memory_equal(bp_model_params(m), bp_model_params(m2),
+                        bp_model_num_params(m) * sizeof(float));
+    assert_memory_equal(o.m, o2.m, o.n * sizeof(float));
+    assert_memory_equal(o.v, o2.v, o.n * sizeof(float));
+    assert_int_equal(o2.t, 3);
+    bp_checkpoint_close(&ck);
+    bp_model_destroy(m);
+    bp_model_destroy(m2);
+    bp_optim_free(&o);
+    bp_optim_free(&o2);
+}
+
+static void flip_every_byte(const char *file) {
+    char dir[128], path[256];
+    snprintf(dir, sizeof dir, "%s/ckpt-00000020", out_dir);
+    snprintf(path, sizeof path, "%s/%s", dir, file);
+    bp_bytes b;
+    assert_int_equal(bp_read_file(path, &b, NULL), BP_OK);
+    for (size_t i = 0; i < b.n; i++) {
+        b.data[i] ^= 0xff;
+        assert_int_equal(bp_write_file_atomic(path, b.data, b.n, NULL), BP_OK);
+        bp_checkpoint ck;
+        bp_err err;
+        int rc = bp_checkpoint_open(dir, &ck, &err);
+        if (rc == BP_OK) fail_msg("flipped byte %zu of %s was not detected", i, file);
+        assert_non_null(strstr(err.msg, dir)); /* the message names the checkpoint */
+        b.data[i] ^= 0xff;
+    }
+    assert_int_equal(bp_write_file_atomic(path, b.data, b.n, NULL), BP_OK);
+    free(b.data);
+}
+
+static void test_any_flipped_byte_is_detected(void **state) {
+    (void)state;
+    flip_every_byte("model.safetensors");
+    flip_every_byte("state.bin");
+    bp_checkpoint ck;
+    assert_int_equal(bp_checkpoint_open(out_dir, &ck, NULL), BP_OK); /* restored intact */
+    bp_checkpoint_close(&ck);
+}
+
+static void test_other_configuration_is_refused(void **state) {
+    (void)state;
+    bp_model_config c = tiny(6);
+    bp_model *m;
+    bp_optim o;
+    make(&c, &m, &o);
+    bp_checkpoint ck;
+    bp_err err;
+    assert_int_equal(bp_checkpoint_open(out_dir, &ck, NULL), BP_OK);
+    bp_model_config saved;
+    assert_int_equal(bp_checkpoint_model_config(&ck, &saved, NULL), BP_OK);
+    assert_int_equal(bp_train_config_match(&c, &saved, ck.dir, &err), BP_EUSAGE);
+    assert_non_null(strstr(err.msg, "--hidden 4 but this run has --hidden 6"));
+    assert_int_equal(bp_checkpoint_load_model(&ck, m, &err), BP_EFORMAT);
+    assert_non_null(strstr(err.msg, "fc1.weight"));
+    assert_int_equal(bp_checkpoint_load_optim(&ck, &o, &err), BP_EUSAGE);
+    bp_checkpoint_close(&ck);
+    bp_model_destroy(m);
+    bp_optim_free(&o);
+}
+
+static void test_keep_prunes_old_checkpoints(void **state) {
+    (void)state;
+    bp_model_config c = tiny(4);
+    bp_model *m;
+    bp_optim o;
+    make(&c, &m, &o);
+    save(m, &o, 30, 2);
+    char path[128];
+    snprintf(path, sizeof path, "%s/ckpt-00000010", out_dir);
+    assert_false(bp_path_exists(path));
+    snprintf(path, sizeof path, "%s/ckpt-00000020", out_dir);
+    assert_true(bp_path_exists(path));
+    bp_model_destroy(m);
+    bp_optim_free(&o);
+    assert_int_equal(system("rm -rf /tmp/bp_ckpt_*"), 0);
+}
+
+static void test_safetensors_rejects_bad_headers(void **state) {
+    (void)state;
+    const char *headers[] = {
+        "{\"w\":{\"dtype\":\"F16\",\"shape\":[1],\"data_offsets\":[0,4]}}",
+        "{\"w\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,4]}}",
+        "{\"w\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,8]}}",
+        "{\"w\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},"
+        "\"v\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}",
+        "{\"w\":{\"dtype\":\"F32\",\"shape\":[1]}}",
+        "[1]",
+    };
+    for (size_t i = 0; i < sizeof headers / sizeof headers[0]; i++) {
+        size_t hn = strlen(headers[i]);
+        bp_bytes f = {malloc(8 + hn + 4), 8 + hn + 4};
+        for (int k = 0; k < 8; k++) f.data[k] = (uint8_t)((uint64_t)hn >> (8 * k));
+        memcpy(f.data + 8, headers[i], hn);
+        memset(f.data + 8 + hn, 0, 4);
+        bp_safetensors st;
+        if (bp_safetensors_parse(f, &st, NULL) != BP_EFORMAT) fail_msg("accepted %s", headers[i]);
+    }
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_round_trip),
+        cmocka_unit_test(test_any_flipped_byte_is_detected),
+        cmocka_unit_test(test_other_configuration_is_refused),
+        cmocka_unit_test(test_keep_prunes_old_checkpoints),
+        cmocka_unit_test(test_safetensors_rejects_bad_headers),
+    };
+    return cmocka_run_group_tests(tests, setup, NULL);
+}
