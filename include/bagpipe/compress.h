@@ -1,0 +1,95 @@
+/* bagpipe codecs: compress flat float buffers for communication.
+ *
+ * A codec turns n floats into bp_codec_encoded_size(codec, n) bytes and back. It
+ * knows nothing of models or of communication; comm.h uses codecs for the
+ * low-precision primitives. Encoding rejects NaN and infinity with BP_ENONFINITE
+ * and never writes such values to the wire. Messages go into the optional bp_err.
+ *
+ * Two codecs:
+ *
+ * MinMaxUInt8 (Bagua's ByteGrad). One encode call is one chunk of any length n:
+ *   mn, mx = min and max of the chunk; scale = 255 / (mx - mn + 1e-7);
+ *   ub = rint(mx * scale); lb = ub - 255; q[i] = (uint8)(min(rint(x[i] * scale), ub) - lb)
+ *   decode: x[i] = (q[i] + lb) / scale
+ *   all in float32 arithmetic, rint rounding half to even. Wire format: [mn][mx] as
+ *   two float32 in the machine's byte order, then the n bytes q; 8 + n bytes, and
+ *   0 bytes for an empty chunk. The error of one round trip is at most
+ *   (mx - mn + 1e-7) / 510 per value (plus float rounding). Where float rounding at
+ *   very large magnitudes would make q negative it is clamped to 0 (the formula is
+ *   undefined there); chunks whose scaled values overflow float are rejected.
+ *
+ * PowerSGD (Vogels et al., rank r, one power iteration, warm-started). Made for a
+ * rows x cols matrix G (row-major, n = rows * cols) and stateful:
+ *   M = G + E; P = M Q; orthonormalize the columns of P (Gram-Schmidt);
+ *   Q = M^T P; E = M - P Q^T. The wire carries [P][Q] as float32
+ *   ((rows + cols) * r floats); decode gives P Q^T. Q starts as a Gaussian matrix
+ *   from the seed (the same on every rank that uses the same seed) and each call
+ *   starts from the Q of the previous one. r is clamped to min(rows, cols). A 1-D
+ *   tensor (rows or cols equal to 1) is not compressed: its wire is the n floats.
+ *   For data parallelism the same steps run with an average of P and of Q across
+ *   ranks in between: bp_powersgd_project, _reproject, _finish below
+ *   (comm.h's bp_allreduce_avg_powersgd does exactly that). */
+#ifndef BAGPIPE_COMPRESS_H
+#define BAGPIPE_COMPRESS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "bagpipe/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct bp_codec bp_codec;
+
+/* A MinMaxUInt8 codec (stateless: one may serve many threads). */
+int bp_codec_minmax_u8_new(bp_codec **out, bp_err *err);
+
+/* A PowerSGD codec for a rows x cols matrix with rank r >= 1 and the seed of Q. */
+int bp_codec_powersgd_new(size_t rows, size_t cols, int rank, uint64_t seed, bp_codec **out,
+                          bp_err *err);
+
+void bp_codec_free(bp_codec *codec);
+
+/* "minmax_u8" or "powersgd". */
+const char *bp_codec_name(const bp_codec *codec);
+
+/* Bytes that encoding n floats produces. */
+size_t bp_codec_encoded_size(const bp_codec *codec, size_t n);
+
+/* Encode x[0..n) into out (bp_codec_encoded_size bytes). PowerSGD updates its
+ * error-feedback state and Q, and needs n == rows * cols (else BP_EUSAGE). */
+int bp_codec_encode(bp_codec *codec, const float *x, size_t n, void *out, bp_err *err);
+
+/* Decode what bp_codec_encode wrote for n floats into x[0..n). */
+int bp_codec_decode(const bp_codec *codec, const void *in, size_t n, float *x, bp_err *err);
+
+/* --- PowerSGD state and the steps of its distributed form ---------------------- */
+
+/* Whether the codec is PowerSGD on a 2-D shape (false for 1-D: sent as is). */
+bool bp_powersgd_compresses(const bp_codec *codec);
+
+/* The rank actually used (r clamped to min(rows, cols)). */
+int bp_powersgd_rank(const bp_codec *codec);
+
+/* The error-feedback matrix E (rows x cols); all zero at the start. */
+const float *bp_powersgd_error(const bp_codec *codec);
+
+/* Step 1: M = G + E; P = M Q. *p points at P (*p_len = rows * r floats) for the
+ * caller to average across ranks in place. */
+int bp_powersgd_project(bp_codec *codec, const float *grad, size_t n, float **p, size_t *p_len,
+                        bp_err *err);
+
+/* Step 2 (after P was averaged): orthonormalize P; Q = M^T P. *q points at Q
+ * (*q_len = cols * r floats) for the caller to average in place. */
+int bp_powersgd_reproject(bp_codec *codec, float **q, size_t *q_len, bp_err *err);
+
+/* Step 3 (after Q was averaged): grad = P Q^T; E = M - grad. */
+int bp_powersgd_finish(bp_codec *codec, float *grad, size_t n, bp_err *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

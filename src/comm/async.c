@@ -1,0 +1,146 @@
+/* C_FP_A: asynchronous averaging on a background thread (comm.h).
+ *
+ * Agreeing on the end: every round averages n + 1 floats, the snapshot and a
+ * stop flag that is 1 on a rank that asked to stop. A positive average flag ends
+ * the loop on every rank after that same round, so no thread is ever left in a
+ * collective that the others will not join, and all ranks count the same rounds. */
+#include <errno.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "comm/internal.h"
+#include "core/buf.h"
+#include "core/timer.h"
+
+struct bp_async_avg {
+    bp_comm *c;   /* charged and named */
+    bp_comm *dup; /* carries the thread's traffic */
+    float *x;
+    size_t n;
+    double interval_s;
+    float *snap; /* s: n */
+    float *avg;  /* a: n + 1, the last one the stop flag */
+    pthread_mutex_t x_mu;
+    pthread_mutex_t wait_mu;
+    pthread_cond_t wake; /* a stop request cuts the wait between rounds short */
+    pthread_t thread;
+    bool thread_started;
+    atomic_bool stop_asked, running;
+    atomic_uint_least64_t rounds;
+    int status;
+};
+
+static void wait_interval(bp_async_avg *a, double until) {
+    struct timespec ts;
+    ts.tv_sec = (time_t)until;
+    ts.tv_nsec = (long)((until - (double)ts.tv_sec) * 1e9);
+    pthread_mutex_lock(&a->wait_mu);
+    while (!atomic_load(&a->stop_asked) && bp_now() < until)
+        if (pthread_cond_timedwait(&a->wake, &a->wait_mu, &ts) == ETIMEDOUT) break;
+    pthread_mutex_unlock(&a->wait_mu);
+}
+
+/* One round; *stop tells whether some rank asked to end. */
+static int round_once(bp_async_avg *a, bool *stop) {
+    size_t n = a->n;
+    pthread_mutex_lock(&a->x_mu);
+    memcpy(a->snap, a->x, n * sizeof *a->x);
+    pthread_mutex_unlock(&a->x_mu);
+    memcpy(a->avg, a->snap, n * sizeof *a->x);
+    a->avg[n] = atomic_load(&a->stop_asked) ? 1.0f : 0.0f;
+    op_ctx op;
+    op_begin(&op, a->c, BP_OP_ASYNC_AVG, n);
+    int rc = op_end(&op, run_prim(&op, a->dup, a->avg, n + 1, NODE_SHARE, flat_allreduce_avg, NULL));
+    if (rc != BP_OK) return rc;
+    pthread_mutex_lock(&a->x_mu);
+    for (size_t i = 0; i < n; i++) a->x[i] += a->avg[i] - a->snap[i];
+    pthread_mutex_unlock(&a->x_mu);
+    atomic_fetch_add(&a->rounds, 1);
+    *stop = a->avg[n] > 0.0f;
+    return BP_OK;
+}
+
+static void *async_main(void *arg) {
+    bp_async_avg *a = arg;
+    bool stop = false;
+    for (double next = bp_now() + a->interval_s; !stop; next += a->interval_s) {
+        wait_interval(a, next);
+        a->status = round_once(a, &stop);
+        if (a->status != BP_OK) break;
+        /* A round longer than the interval starts the next one at once, not a burst. */
+        if (next < bp_now()) next = bp_now();
+    }
+    atomic_store(&a->running, false);
+    return NULL;
+}
+
+static int async_new(bp_comm *c, float *x, size_t n, int interval_ms, bp_async_avg **out,
+                     bp_err *err) {
+    if (interval_ms < 1) return bp_fail(err, BP_EUSAGE, "sync interval %d ms must be >= 1", interval_ms);
+    bp_async_avg *a = calloc(1, sizeof *a);
+    if (!a) return bp_fail(err, BP_ENOMEM, "cannot allocate the async state");
+    *out = a;
+    a->c = c, a->x = x, a->n = n, a->interval_s = interval_ms * 1e-3;
+    pthread_mutex_init(&a->x_mu, NULL);
+    pthread_mutex_init(&a->wait_mu, NULL);
+    pthread_condattr_t attr;
+    pthread_condattr_init(&attr);
+    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+    pthread_cond_init(&a->wake, &attr);
+    pthread_condattr_destroy(&attr);
+    int rc = bp_alloc_checked((void **)&a->snap, (n + 1) * sizeof(float), "async snapshot", err);
+    if (rc == BP_OK) rc = bp_alloc_checked((void **)&a->avg, (n + 1) * sizeof(float), "async average", err);
+    return rc;
+}
+
+int bp_async_avg_start(bp_comm *c, float *x, size_t n, int interval_ms, bp_async_avg **out) {
+    bp_err err;
+    bp_async_avg *a = NULL;
+    int rc = async_new(c, x, n, interval_ms, &a, &err);
+    if (rc == BP_OK) rc = bp_comm_dup(c, NULL, &a->dup);
+    else comm_record(c, rc, &err);
+    if (rc == BP_OK) {
+        atomic_store(&a->running, true);
+        a->thread_started = pthread_create(&a->thread, NULL, async_main, a) == 0;
+        if (!a->thread_started) {
+            atomic_store(&a->running, false);
+            bp_fail(&err, BP_EINTERNAL, "cannot start the averaging thread");
+            rc = comm_record(c, BP_EINTERNAL, &err);
+        }
+    }
+    if (rc != BP_OK) {
+        bp_async_avg_free(a);
+        a = NULL;
+    }
+    *out = a;
+    return rc;
+}
+
+void bp_async_avg_lock(bp_async_avg *a) { pthread_mutex_lock(&a->x_mu); }
+void bp_async_avg_unlock(bp_async_avg *a) { pthread_mutex_unlock(&a->x_mu); }
+bool bp_async_avg_running(bp_async_avg *a) { return atomic_load(&a->running); }
+uint64_t bp_async_avg_rounds(bp_async_avg *a) { return atomic_load(&a->rounds); }
+
+int bp_async_avg_stop(bp_async_avg *a) {
+    pthread_mutex_lock(&a->wait_mu);
+    atomic_store(&a->stop_asked, true);
+    pthread_cond_signal(&a->wake);
+    pthread_mutex_unlock(&a->wait_mu);
+    if (a->thread_started) pthread_join(a->thread, NULL);
+    a->thread_started = false;
+    return a->status;
+}
+
+void bp_async_avg_free(bp_async_avg *a) {
+    if (!a) return;
+    bp_async_avg_stop(a);
+    bp_comm_free(a->dup);
+    bp_free(a->snap);
+    bp_free(a->avg);
+    pthread_mutex_destroy(&a->x_mu);
+    pthread_mutex_destroy(&a->wait_mu);
+    pthread_cond_destroy(&a->wake);
+    free(a);
+}

@@ -1,0 +1,173 @@
+/* The inside of the communication library, shared by the files of src/comm.
+ *
+ * Every public call runs as one operation (op_ctx): op_begin registers it with the
+ * watchdog and starts its counters, the work below charges messages, bytes and
+ * blocked time to it, and op_end adds them to the group's counters once and
+ * turns a failure into the group's error line (rank, group, operation, cause).
+ * Internal functions take the op and the group whose MPI communicator carries the
+ * traffic, which may differ from the op's group (node-local and leader groups of a
+ * hierarchical primitive, the dup'd group of the async thread): traffic is always
+ * charged to the group the user called. Internal functions never call public ones,
+ * so nothing is counted or watched twice. */
+#ifndef BP_COMM_INTERNAL_H
+#define BP_COMM_INTERNAL_H
+
+#include <mpi.h>
+#include <pthread.h>
+
+#include "bagpipe/comm.h"
+
+#define BP_GROUP_NAME_MAX 64
+
+/* Tags of our own collectives: above the user's range on the same communicator. */
+enum {
+    TAG_BARRIER = BP_TAG_MAX + 1,
+    TAG_BCAST,
+    TAG_REDUCE,
+    TAG_REDUCE_SCATTER,
+    TAG_ALLGATHER,
+    TAG_ALLTOALL,
+    TAG_PEER,
+    TAG_TO_LEFT,  /* ring_lp: a message to the sender's left neighbour */
+    TAG_TO_RIGHT, /* ... and to its right neighbour */
+};
+
+typedef struct op_ctx {
+    bp_comm *c;       /* the group called: charged and named in messages */
+    bp_op kind;       /* counters to charge; BP_OP_COUNT for group management */
+    const char *name; /* operation name in messages */
+    size_t n;         /* floats, for messages */
+    bp_op_stats acc;  /* added to c's counters by op_end */
+    bp_err err;
+    double deadline; /* watchdog; 0 when not watched */
+    struct op_ctx *prev, *next;
+} op_ctx;
+
+/* State shared by all groups that come from one bp_comm_init or bp_comm_wrap. */
+typedef struct bp_world {
+    pthread_mutex_t mu; /* guards everything below */
+    int refs;           /* groups alive */
+    bool owns_mpi;      /* bp_comm_init started MPI */
+    /* network emulation */
+    bp_net net;
+    double *link_free; /* by MPI_COMM_WORLD rank of the receiver: when our link is idle */
+    int procs;
+    /* watchdog */
+    double timeout;
+    op_ctx *ops; /* operations in flight, while timeout > 0 */
+    bool watching, stop_watching;
+    pthread_t watcher;
+    pthread_cond_t wake;
+} bp_world;
+
+struct bp_comm {
+    MPI_Comm mpi;    /* our messages, the user's (tags apart) and MPI's collectives */
+    MPI_Comm stamps; /* emulation: the arrival time of each message, same tag */
+    int rank, size;
+    int *proc; /* MPI_COMM_WORLD rank of each member: the emulated links */
+    char name[BP_GROUP_NAME_MAX];
+    bp_path path;
+    bp_world *world;
+    /* hierarchy (bp_comm_set_hierarchical) */
+    bool hier;
+    int node_size;
+    int nodes;        /* number of nodes, known on every rank */
+    bp_comm *local;   /* ranks of this node */
+    bp_comm *leaders; /* first rank of every node; NULL on the others */
+    /* one growable scratch buffer, for one internal function at a time */
+    void *scratch;
+    size_t scratch_bytes;
+    pthread_mutex_t mu; /* guards stats and err */
+    bp_stats stats;
+    bp_err err;
+};
+
+/* --- operations (ops.c) ---------------------------------------------------------- */
+
+void op_begin(op_ctx *op, bp_comm *c, bp_op kind, size_t n);
+/* A management operation (split, dup...): watched and named, not counted. */
+void op_begin_named(op_ctx *op, bp_comm *c, const char *name);
+int op_end(op_ctx *op, int rc);
+int op_fail(op_ctx *op, bp_status code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* BP_ECOMM with MPI's text for error code mpi_rc of `call`. */
+int op_mpi_fail(op_ctx *op, int mpi_rc, const char *call);
+/* Charge one call of an MPI collective that ran from t0 until now. */
+void op_mpi_done(op_ctx *op, double t0, size_t sent, size_t recv);
+/* Store err as c's last error (for calls that are not operations); returns rc. */
+int comm_record(bp_comm *c, int rc, const bp_err *err);
+/* A buffer of at least `bytes` owned by g, valid until the next scratch call on g. */
+int op_scratch(op_ctx *op, bp_comm *g, size_t bytes, void **out);
+
+/* --- watchdog (watchdog.c) ------------------------------------------------------- */
+
+void watch_add(bp_world *w, op_ctx *op);
+void watch_remove(bp_world *w, op_ctx *op);
+int watch_set_timeout(bp_world *w, double seconds, bp_err *err);
+void watch_stop(bp_world *w);
+
+/* --- transport with emulation (transport.c) -------------------------------------- */
+
+typedef struct tx_req {
+    MPI_Request req[2]; /* data, emulation stamp */
+    double arrive;      /* stamp: when the message arrives on the emulated link */
+    double sent;        /* sender: when the emulated link has serialized it */
+    bool recv;
+} tx_req;
+
+int tx_isend(op_ctx *op, bp_comm *g, const void *buf, size_t bytes, int peer, int tag,
+             tx_req *r);
+int tx_irecv(op_ctx *op, bp_comm *g, void *buf, size_t bytes, int peer, int tag, tx_req *r);
+/* Complete k requests, then wait for the emulated link times. */
+int tx_wait(op_ctx *op, tx_req *r, int k);
+int tx_sendrecv(op_ctx *op, bp_comm *g, const void *sbuf, size_t sbytes, int dst, void *rbuf,
+                size_t rbytes, int src, int tag);
+/* Whether our own algorithms must run (emulation on, or the own path chosen). */
+bool tx_own_path(const bp_comm *g);
+bool net_on(bp_world *w);
+/* The next free time and arrival of `bytes` on our link to MPI_COMM_WORLD rank
+ * `proc`; false when emulation is off. */
+bool net_reserve(bp_world *w, int proc, size_t bytes, double *sent, double *arrive);
+
+/* --- collectives (coll.c) ---------------------------------------------------------- */
+
+/* Blocks of a buffer for allgather and all-to-all, in bytes: explicit arrays, or
+ * (off == NULL) the bp_chunk split of `total` elements of `elem` bytes. */
+typedef struct blocks {
+    const size_t *off, *len;
+    size_t total, elem;
+} blocks;
+
+int x_barrier(op_ctx *op, bp_comm *g);
+int x_bcast(op_ctx *op, bp_comm *g, void *buf, size_t bytes, int root);
+/* Sum to root; x on other ranks is scratch afterwards. Uses g's scratch. */
+int x_reduce_sum(op_ctx *op, bp_comm *g, float *x, size_t n, int root);
+/* Uses g's scratch. */
+int x_reduce_scatter(op_ctx *op, bp_comm *g, float *x, size_t n);
+int x_allgather(op_ctx *op, bp_comm *g, void *base, const blocks *b);
+int x_alltoall(op_ctx *op, bp_comm *g, const void *send, const blocks *sb, void *recv,
+               const blocks *rb);
+
+/* --- primitives (prim.c) ------------------------------------------------------------ */
+
+/* A primitive among a flat group g (the group itself, or the node leaders). */
+typedef int (*prim_fn)(op_ctx *op, bp_comm *g, float *x, size_t n, void *arg);
+
+/* What a node leader holds before the step among leaders: the node's sum, its
+ * mean, or its sum times leaders / ranks (so that an average over the leaders is
+ * the average over all ranks). */
+typedef enum node_scale { NODE_SUM, NODE_MEAN, NODE_SHARE } node_scale;
+
+/* fn on c, or hierarchically when c is (reduce to leaders, fn among them, broadcast). */
+int run_prim(op_ctx *op, bp_comm *c, float *x, size_t n, node_scale scale, prim_fn fn,
+             void *arg);
+/* A whole public operation: op_begin, run_prim, op_end. */
+int run_op(bp_comm *c, bp_op kind, float *x, size_t n, node_scale scale, prim_fn fn, void *arg);
+int flat_allreduce_sum(op_ctx *op, bp_comm *g, float *x, size_t n, void *arg);
+int flat_allreduce_avg(op_ctx *op, bp_comm *g, float *x, size_t n, void *arg);
+
+/* --- vector helpers (vec.c) ---------------------------------------------------------- */
+
+void vec_add(float *restrict y, const float *restrict x, size_t n);
+void vec_div(float *y, float d, size_t n);
+
+#endif

@@ -1,0 +1,115 @@
+/* Operations: counters, error lines and watchdog registration (internal.h). */
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "comm/internal.h"
+#include "core/buf.h"
+#include "core/timer.h"
+
+const char *bp_op_name(bp_op op) {
+    static const char *names[BP_OP_COUNT] = {
+        [BP_OP_SEND] = "send",
+        [BP_OP_RECV] = "recv",
+        [BP_OP_BARRIER] = "barrier",
+        [BP_OP_BCAST] = "bcast",
+        [BP_OP_REDUCE_SCATTER] = "reduce_scatter",
+        [BP_OP_ALLGATHER] = "allgather",
+        [BP_OP_ALLTOALL] = "alltoall",
+        [BP_OP_ALLREDUCE] = "allreduce (C_FP_S)",
+        [BP_OP_ALLREDUCE_LP] = "allreduce_lp (C_LP_S)",
+        [BP_OP_PEER_AVG] = "peer_avg (D_FP_S)",
+        [BP_OP_RING_LP] = "ring_lp (D_LP_S)",
+        [BP_OP_ASYNC_AVG] = "async_avg (C_FP_A)",
+        [BP_OP_POWERSGD] = "powersgd",
+    };
+    return (unsigned)op < BP_OP_COUNT ? names[op] : "unknown operation";
+}
+
+void op_begin_named(op_ctx *op, bp_comm *c, const char *name) {
+    memset(op, 0, sizeof *op);
+    op->c = c;
+    op->kind = BP_OP_COUNT;
+    op->name = name;
+    watch_add(c->world, op);
+}
+
+void op_begin(op_ctx *op, bp_comm *c, bp_op kind, size_t n) {
+    op_begin_named(op, c, bp_op_name(kind));
+    op->kind = kind;
+    op->n = n;
+    op->acc.calls = 1;
+}
+
+static void stats_add(bp_op_stats *to, const bp_op_stats *from) {
+    to->calls += from->calls;
+    to->messages += from->messages;
+    to->bytes_sent += from->bytes_sent;
+    to->bytes_recv += from->bytes_recv;
+    to->blocked_s += from->blocked_s;
+}
+
+int op_end(op_ctx *op, int rc) {
+    bp_comm *c = op->c;
+    watch_remove(c->world, op);
+    pthread_mutex_lock(&c->mu);
+    if (op->kind != BP_OP_COUNT) stats_add(&c->stats.op[op->kind], &op->acc);
+    if (rc != BP_OK)
+        bp_fail(&c->err, (bp_status)rc, "rank %d of group '%s': %s: %s", c->rank, c->name,
+                op->name, op->err.msg);
+    pthread_mutex_unlock(&c->mu);
+    return rc;
+}
+
+int op_fail(op_ctx *op, bp_status code, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    op->err.code = code;
+    vsnprintf(op->err.msg, sizeof op->err.msg, fmt, ap);
+    va_end(ap);
+    return (int)code;
+}
+
+int op_mpi_fail(op_ctx *op, int mpi_rc, const char *call) {
+    char text[MPI_MAX_ERROR_STRING];
+    int len = 0;
+    if (MPI_Error_string(mpi_rc, text, &len) != MPI_SUCCESS) snprintf(text, sizeof text, "?");
+    return op_fail(op, BP_ECOMM, "%s failed: %s", call, text);
+}
+
+void op_mpi_done(op_ctx *op, double t0, size_t sent, size_t recv) {
+    op->acc.messages++;
+    op->acc.bytes_sent += sent;
+    op->acc.bytes_recv += recv;
+    op->acc.blocked_s += bp_now() - t0;
+}
+
+int op_scratch(op_ctx *op, bp_comm *g, size_t bytes, void **out) {
+    if (bytes > g->scratch_bytes) {
+        bp_free(g->scratch);
+        g->scratch = bp_alloc(bytes);
+        g->scratch_bytes = g->scratch ? bytes : 0;
+        if (!g->scratch) return op_fail(op, BP_ENOMEM, "cannot allocate %zu bytes of scratch", bytes);
+    }
+    *out = g->scratch;
+    return BP_OK;
+}
+
+int bp_comm_stats(bp_comm *c, bp_stats *out, bool reset) {
+    pthread_mutex_lock(&c->mu);
+    *out = c->stats;
+    if (reset) memset(&c->stats, 0, sizeof c->stats);
+    pthread_mutex_unlock(&c->mu);
+    memset(&out->total, 0, sizeof out->total);
+    for (int i = 0; i < BP_OP_COUNT; i++) stats_add(&out->total, &out->op[i]);
+    return BP_OK;
+}
+
+int comm_record(bp_comm *c, int rc, const bp_err *err) {
+    pthread_mutex_lock(&c->mu);
+    bp_fail(&c->err, (bp_status)rc, "rank %d of group '%s': %s", c->rank, c->name, err->msg);
+    pthread_mutex_unlock(&c->mu);
+    return rc;
+}
+
+const char *bp_comm_errmsg(const bp_comm *c) { return c->err.msg; }

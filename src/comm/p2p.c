@@ -1,0 +1,98 @@
+/* Point-to-point messages of the user (tags 0..BP_TAG_MAX). */
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "comm/internal.h"
+
+struct bp_request {
+    bp_comm *c;
+    bp_op kind;
+    size_t n;
+    tx_req tx;
+};
+
+static int check(op_ctx *op, const bp_comm *c, size_t n, int peer, int tag) {
+    if (peer < 0 || peer >= c->size)
+        return op_fail(op, BP_EUSAGE, "peer %d is not a rank of a group of %d", peer, c->size);
+    if (tag < 0 || tag > BP_TAG_MAX)
+        return op_fail(op, BP_EUSAGE, "tag %d is outside 0..%d", tag, BP_TAG_MAX);
+    if (n > SIZE_MAX / sizeof(float)) return op_fail(op, BP_EUSAGE, "%zu floats overflow", n);
+    return BP_OK;
+}
+
+/* Post one message as an operation of its own. */
+static int post(bp_comm *c, bp_op kind, float *x, size_t n, int peer, int tag, tx_req *tx) {
+    op_ctx op;
+    op_begin(&op, c, kind, n);
+    int rc = check(&op, c, n, peer, tag);
+    if (rc == BP_OK)
+        rc = kind == BP_OP_SEND ? tx_isend(&op, c, x, n * sizeof *x, peer, tag, tx)
+                                : tx_irecv(&op, c, x, n * sizeof *x, peer, tag, tx);
+    return op_end(&op, rc);
+}
+
+/* Complete a posted message; its call was counted when it was posted. */
+static int complete(bp_comm *c, bp_op kind, size_t n, tx_req *tx) {
+    op_ctx op;
+    op_begin(&op, c, kind, n);
+    op.acc.calls = 0;
+    return op_end(&op, tx_wait(&op, tx, 1));
+}
+
+static int blocking(bp_comm *c, bp_op kind, float *x, size_t n, int peer, int tag) {
+    tx_req tx;
+    int rc = post(c, kind, x, n, peer, tag, &tx);
+    return rc == BP_OK ? complete(c, kind, n, &tx) : rc;
+}
+
+int bp_send(bp_comm *c, const float *x, size_t n, int peer, int tag) {
+    /* MPI_Isend takes a const buffer; the cast only shares `post` with receives. */
+    return blocking(c, BP_OP_SEND, (float *)x, n, peer, tag);
+}
+
+int bp_recv(bp_comm *c, float *x, size_t n, int peer, int tag) {
+    return blocking(c, BP_OP_RECV, x, n, peer, tag);
+}
+
+static int nonblocking(bp_comm *c, bp_op kind, float *x, size_t n, int peer, int tag,
+                       bp_request **req) {
+    *req = malloc(sizeof **req);
+    if (!*req) {
+        bp_err err;
+        bp_fail(&err, BP_ENOMEM, "cannot allocate a request");
+        return comm_record(c, BP_ENOMEM, &err);
+    }
+    **req = (bp_request){.c = c, .kind = kind, .n = n};
+    int rc = post(c, kind, x, n, peer, tag, &(*req)->tx);
+    if (rc != BP_OK) {
+        free(*req);
+        *req = NULL;
+    }
+    return rc;
+}
+
+int bp_isend(bp_comm *c, const float *x, size_t n, int peer, int tag, bp_request **req) {
+    return nonblocking(c, BP_OP_SEND, (float *)x, n, peer, tag, req);
+}
+
+int bp_irecv(bp_comm *c, float *x, size_t n, int peer, int tag, bp_request **req) {
+    return nonblocking(c, BP_OP_RECV, x, n, peer, tag, req);
+}
+
+int bp_wait(bp_request **req) {
+    if (!*req) return BP_OK;
+    bp_request *r = *req;
+    int rc = complete(r->c, r->kind, r->n, &r->tx);
+    free(r);
+    *req = NULL;
+    return rc;
+}
+
+int bp_waitall(bp_request **reqs, int count) {
+    int first = BP_OK;
+    for (int i = 0; i < count; i++) {
+        int rc = bp_wait(&reqs[i]);
+        if (first == BP_OK) first = rc;
+    }
+    return first;
+}

@@ -1,0 +1,151 @@
+/* Decentralized primitives: D_FP_S (peer averaging) and D_LP_S (ring with
+ * compressed differences), DESIGN.md section 5. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "comm/internal.h"
+#include "core/buf.h"
+
+int bp_shift_one_peer(int rank, int size, uint64_t round) {
+    int h = size / 2;
+    if (rank < h) return (int)((round + (uint64_t)rank) % (uint64_t)((size + 1) / 2)) + h;
+    /* (r - h - k) mod h, kept non-negative: k enters as k mod h. */
+    int k = (int)(round % (uint64_t)h);
+    return ((rank - h - k) % h + h) % h;
+}
+
+/* Ranks that a decentralized primitive pairs: the nodes when hierarchical. */
+static int ring_size(const bp_comm *c) { return c->hier ? c->nodes : c->size; }
+
+static int flat_shift_one(op_ctx *op, bp_comm *g, float *x, size_t n, void *arg) {
+    if (g->size == 1) return BP_OK;
+    uint64_t round = *(const uint64_t *)arg;
+    int peer = bp_shift_one_peer(g->rank, g->size, round);
+    float *tmp;
+    int rc = op_scratch(op, g, n * sizeof *x, (void **)&tmp);
+    if (rc == BP_OK)
+        rc = tx_sendrecv(op, g, x, n * sizeof *x, peer, tmp, n * sizeof *x, peer, TAG_PEER);
+    /* x_r + x_peer is the same sum on both ranks, so both get the same bits. */
+    for (size_t i = 0; rc == BP_OK && i < n; i++) x[i] = (x[i] + tmp[i]) * 0.5f;
+    return rc;
+}
+
+int bp_peer_avg(bp_comm *c, float *x, size_t n, bp_peers peers, uint64_t round) {
+    if (peers == BP_PEERS_ALL)
+        return run_op(c, BP_OP_PEER_AVG, x, n, NODE_SHARE, flat_allreduce_avg, NULL);
+    op_ctx op;
+    op_begin(&op, c, BP_OP_PEER_AVG, n);
+    int rc = BP_OK, size = ring_size(c);
+    if (peers != BP_PEERS_SHIFT_ONE)
+        rc = op_fail(&op, BP_EUSAGE, "unknown peer selection %d", (int)peers);
+    else if (size > 1 && size % 2)
+        rc = op_fail(&op, BP_EUSAGE, "shift_one needs an even number of %s, not %d",
+                     c->hier ? "nodes" : "ranks", size);
+    if (rc == BP_OK) rc = run_prim(&op, c, x, n, NODE_MEAN, flat_shift_one, &round);
+    return op_end(&op, rc);
+}
+
+/* --- D_LP_S ------------------------------------------------------------------------- */
+
+struct bp_ring_lp {
+    bp_comm *c;
+    bp_codec *codec;
+    size_t n;
+    float *w, *l, *r, *tmp; /* NULL on ranks outside the ring */
+    unsigned char *enc[3];  /* own C(z), from the left, from the right */
+};
+
+static int left_of(const bp_comm *g) { return (g->rank - 1 + g->size) % g->size; }
+static int right_of(const bp_comm *g) { return (g->rank + 1) % g->size; }
+
+/* l and r start as the neighbours' w, exchanged once at full precision. */
+static int ring_init(op_ctx *op, bp_comm *g, float *x, size_t n, void *arg) {
+    bp_ring_lp *s = arg;
+    size_t bytes = n * sizeof *x;
+    memcpy(s->w, x, bytes);
+    int rc = tx_sendrecv(op, g, x, bytes, right_of(g), s->l, bytes, left_of(g), TAG_TO_RIGHT);
+    if (rc == BP_OK)
+        rc = tx_sendrecv(op, g, x, bytes, left_of(g), s->r, bytes, right_of(g), TAG_TO_LEFT);
+    return rc;
+}
+
+/* replica += D(enc) */
+static int absorb(op_ctx *op, bp_ring_lp *s, const unsigned char *enc, float *replica) {
+    int rc = bp_codec_decode(s->codec, enc, s->n, s->tmp, &op->err);
+    if (rc == BP_OK) vec_add(replica, s->tmp, s->n);
+    return rc;
+}
+
+static int ring_step(op_ctx *op, bp_comm *g, float *x, size_t n, void *arg) {
+    bp_ring_lp *s = arg;
+    for (size_t i = 0; i < n; i++)
+        s->tmp[i] = x[i] + s->l[i] / 3.0f + s->r[i] / 3.0f - 5.0f * s->w[i] / 3.0f;
+    size_t bytes = bp_codec_encoded_size(s->codec, n);
+    int rc = bp_codec_encode(s->codec, s->tmp, n, s->enc[0], &op->err);
+    tx_req req[4];
+    int k = 0;
+    if (rc == BP_OK) rc = tx_irecv(op, g, s->enc[1], bytes, left_of(g), TAG_TO_RIGHT, &req[k++]);
+    if (rc == BP_OK) rc = tx_irecv(op, g, s->enc[2], bytes, right_of(g), TAG_TO_LEFT, &req[k++]);
+    if (rc == BP_OK) rc = tx_isend(op, g, s->enc[0], bytes, right_of(g), TAG_TO_RIGHT, &req[k++]);
+    if (rc == BP_OK) rc = tx_isend(op, g, s->enc[0], bytes, left_of(g), TAG_TO_LEFT, &req[k++]);
+    if (rc == BP_OK) rc = tx_wait(op, req, k);
+    if (rc == BP_OK) rc = absorb(op, s, s->enc[1], s->l);
+    if (rc == BP_OK) rc = absorb(op, s, s->enc[2], s->r);
+    if (rc == BP_OK) rc = absorb(op, s, s->enc[0], s->w);
+    if (rc == BP_OK) memcpy(x, s->w, n * sizeof *x);
+    return rc;
+}
+
+static int ring_alloc(bp_ring_lp *s, bp_err *err) {
+    float **f[] = {&s->w, &s->l, &s->r, &s->tmp};
+    int rc = BP_OK;
+    for (size_t i = 0; i < 4 && rc == BP_OK; i++)
+        rc = bp_alloc_checked((void **)f[i], s->n * sizeof(float), "ring_lp replica", err);
+    size_t bytes = bp_codec_encoded_size(s->codec, s->n);
+    for (size_t i = 0; i < 3 && rc == BP_OK; i++)
+        rc = bp_alloc_checked((void **)&s->enc[i], bytes, "ring_lp message", err);
+    return rc;
+}
+
+void bp_ring_lp_free(bp_ring_lp *s) {
+    if (!s) return;
+    bp_free(s->w), bp_free(s->l), bp_free(s->r), bp_free(s->tmp);
+    for (int i = 0; i < 3; i++) bp_free(s->enc[i]);
+    free(s);
+}
+
+int bp_ring_lp_new(bp_comm *c, const float *x0, size_t n, bp_codec *codec, bp_ring_lp **out) {
+    op_ctx op;
+    op_begin(&op, c, BP_OP_RING_LP, n);
+    *out = NULL;
+    bp_ring_lp *s = calloc(1, sizeof *s);
+    float *x = NULL;
+    int rc = s ? BP_OK : op_fail(&op, BP_ENOMEM, "cannot allocate the ring state");
+    if (rc == BP_OK && n == 0) rc = op_fail(&op, BP_EUSAGE, "the ring needs at least one value");
+    if (rc == BP_OK) {
+        *s = (bp_ring_lp){.c = c, .codec = codec, .n = n};
+        /* Only ring members keep replicas: everyone when flat, leaders when not. */
+        if (!c->hier || c->leaders) rc = ring_alloc(s, &op.err);
+    }
+    if (rc == BP_OK) rc = bp_alloc_checked((void **)&x, n * sizeof *x, "ring_lp start", &op.err);
+    if (rc == BP_OK) {
+        memcpy(x, x0, n * sizeof *x);
+        rc = run_prim(&op, c, x, n, NODE_MEAN, ring_init, s);
+    }
+    bp_free(x);
+    if (rc == BP_OK)
+        *out = s;
+    else
+        bp_ring_lp_free(s);
+    return op_end(&op, rc);
+}
+
+int bp_ring_lp_step(bp_ring_lp *s, float *x) {
+    return run_op(s->c, BP_OP_RING_LP, x, s->n, NODE_MEAN, ring_step, s);
+}
+
+void bp_ring_lp_replicas(const bp_ring_lp *s, const float **w, const float **l, const float **r) {
+    *w = s->w;
+    *l = s->l;
+    *r = s->r;
+}

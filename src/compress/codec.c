@@ -1,0 +1,42 @@
+#include "compress/codec.h"
+
+#include <math.h>
+
+const char *bp_codec_name(const bp_codec *codec) { return codec->ops->name; }
+
+size_t bp_codec_encoded_size(const bp_codec *codec, size_t n) {
+    return codec->ops->encoded_size(codec, n);
+}
+
+int bp_codec_encode(bp_codec *codec, const float *x, size_t n, void *out, bp_err *err) {
+    return codec->ops->encode(codec, x, n, out, err);
+}
+
+int bp_codec_decode(const bp_codec *codec, const void *in, size_t n, float *x, bp_err *err) {
+    return codec->ops->decode(codec, in, n, x, err);
+}
+
+void bp_codec_free(bp_codec *codec) {
+    if (codec) codec->ops->destroy(codec);
+}
+
+bool bp_all_finite(const float *x, size_t n) {
+    /* v - v is 0 for a finite v and NaN for NaN or infinity, and stays NaN once
+     * summed; lanes without a carried dependence let the compiler vectorize. */
+    enum { LANES = 8 };
+    float acc[LANES] = {0};
+    size_t i = 0;
+    for (; i + LANES <= n; i += LANES)
+        for (int j = 0; j < LANES; j++) acc[j] += x[i + j] - x[i + j];
+    for (; i < n; i++) acc[0] += x[i] - x[i];
+    for (int j = 0; j < LANES; j++)
+        if (acc[j] != 0.0f) return false;
+    return true;
+}
+
+int bp_codec_reject_nonfinite(const char *codec, const float *x, size_t n, bp_err *err) {
+    size_t i = 0;
+    while (i < n && isfinite(x[i])) i++;
+    return bp_fail(err, BP_ENONFINITE, "%s: input value %zu of %zu is %s; not encoded", codec, i,
+                   n, i < n && isnan(x[i]) ? "NaN" : "infinite");
+}

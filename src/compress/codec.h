@@ -1,0 +1,30 @@
+/* The inside of a bp_codec: a table of operations that each codec fills in.
+ * A codec's own struct starts with a bp_codec, so a bp_codec * to it can be
+ * turned back into the codec's type after checking `ops`. */
+#ifndef BP_COMPRESS_CODEC_H
+#define BP_COMPRESS_CODEC_H
+
+#include <stddef.h>
+
+#include "bagpipe/compress.h"
+
+typedef struct bp_codec_ops {
+    const char *name;
+    size_t (*encoded_size)(const bp_codec *c, size_t n);
+    int (*encode)(bp_codec *c, const float *x, size_t n, void *out, bp_err *err);
+    int (*decode)(const bp_codec *c, const void *in, size_t n, float *x, bp_err *err);
+    void (*destroy)(bp_codec *c);
+} bp_codec_ops;
+
+struct bp_codec {
+    const bp_codec_ops *ops;
+};
+
+/* BP_ENONFINITE naming the codec and the first NaN or infinity of x[0..n) (the
+ * caller has found that there is one); writes nothing to any wire. */
+int bp_codec_reject_nonfinite(const char *codec, const float *x, size_t n, bp_err *err);
+
+/* Whether x[0..n) holds only finite values. */
+bool bp_all_finite(const float *x, size_t n);
+
+#endif
