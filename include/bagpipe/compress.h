@@ -15,8 +15,9 @@
  *   two float32 in the machine's byte order, then the n bytes q; 8 + n bytes, and
  *   0 bytes for an empty chunk. The error of one round trip is at most
  *   (mx - mn + 1e-7) / 510 per value (plus float rounding). Where float rounding at
- *   very large magnitudes would make q negative it is clamped to 0 (the formula is
- *   undefined there); chunks whose scaled values overflow float are rejected.
+ *   large magnitudes (|x * scale| >= 2^24) puts the formula's value outside
+ *   [0, 255], where a cast to uint8 is undefined, q is clamped to that range;
+ *   chunks whose scaled values overflow float are rejected.
  *
  * PowerSGD (Vogels et al., rank r, one power iteration, warm-started). Made for a
  * rows x cols matrix G (row-major, n = rows * cols) and stateful:

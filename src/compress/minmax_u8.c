@@ -60,9 +60,12 @@ static bool min_max(const float *x, size_t n, float *mn, float *mx) {
     return finite;
 }
 
+/* The formula's value is within [0, 255] unless float rounding of lb = ub - 255
+ * at magnitudes of 2^24 and more moves it out; clamping keeps the byte nearest. */
 static inline uint8_t quantize_one(float rounded, const quant *k) {
     float v = (rounded < k->ub ? rounded : k->ub) - k->lb;
-    return (uint8_t)(v > 0.0f ? v : 0.0f);
+    v = v > 0.0f ? v : 0.0f;
+    return (uint8_t)(v < 255.0f ? v : 255.0f);
 }
 
 static void quantize_fast(const float *x, size_t n, const quant *k, uint8_t *q) {

@@ -15,7 +15,9 @@
 #include "bagpipe/compress.h"
 #include "core/rng.h"
 
-/* The formula of DESIGN.md section 5 written plainly, as the reference. */
+/* The formula of DESIGN.md section 5 written plainly, as the reference, with the
+ * clamp to [0, 255] that compress.h documents for where float rounding takes the
+ * formula's value out of the byte's range (a cast would be undefined there). */
 static void ref_encode(const float *x, size_t n, unsigned char *out) {
     float mn = x[0], mx = x[0];
     for (size_t i = 1; i < n; i++) {
@@ -27,7 +29,8 @@ static void ref_encode(const float *x, size_t n, unsigned char *out) {
     float lb = ub - 255.0f;
     memcpy(out, &mn, 4);
     memcpy(out + 4, &mx, 4);
-    for (size_t i = 0; i < n; i++) out[8 + i] = (uint8_t)(fminf(rintf(x[i] * scale), ub) - lb);
+    for (size_t i = 0; i < n; i++)
+        out[8 + i] = (uint8_t)fminf(fmaxf(fminf(rintf(x[i] * scale), ub) - lb, 0.0f), 255.0f);
 }
 
 static void ref_decode(const unsigned char *in, size_t n, float *x) {
@@ -111,17 +114,19 @@ static void test_minmax_random_and_slow_path(void **state) {
     enum { N = 4099 };
     float *x = malloc(N * sizeof *x), *back = malloc(N * sizeof *back);
     unsigned char *out = malloc(8 + N);
-    for (int trial = 0; trial < 4; trial++) {
-        /* An offset of 1e7 pushes the scaled values past 2^22: the rintf path. */
-        float offset = trial == 3 ? 1e7f : 0.0f, width = trial == 2 ? 1e-3f : 10.0f;
-        for (int i = 0; i < N; i++) x[i] = offset + width * (float)bp_rng_normal(&rng);
+    /* Offsets of 2e6 and 1e7 put the scaled values past 2^22: the rintf path; at
+     * 1e7 also past 2^24, where lb = ub - 255 is rounded and the clamp acts. */
+    const float offsets[] = {0, 0, 0, 2e6f, 1e7f}, widths[] = {10, 10, 1e-3f, 10, 10};
+    for (int trial = 0; trial < 5; trial++) {
+        for (int i = 0; i < N; i++) x[i] = offsets[trial] + widths[trial] * (float)bp_rng_normal(&rng);
         check_bit_exact(c, x, N);
         assert_int_equal(bp_codec_encode(c, x, N, out, NULL), BP_OK);
         assert_int_equal(bp_codec_decode(c, out, N, back, NULL), BP_OK);
         float mn, mx;
         memcpy(&mn, out, 4);
         memcpy(&mx, out + 4, 4);
-        double bound = ((double)mx - mn + 1e-7) / 510.0 * 1.001 + 1e-6 * fabs(offset);
+        /* Half a step of 1/scale, plus float spacing of the offset and of lb. */
+        double bound = ((double)mx - mn + 1e-7) / 510.0 * 1.001 + 4e-7 * offsets[trial];
         for (int i = 0; i < N; i++) assert_true(fabs((double)back[i] - x[i]) <= bound);
     }
     free(x), free(back), free(out);
