@@ -9,22 +9,19 @@
  * T is the T of the batch, which may be smaller than the model's seq_len. Every
  * product runs per (batch, head) through bp_gemm on strided views of qkv, so no
  * transposed copies of q, k, v are made. */
+#include <string.h>
+
 #include "nn/layers.h"
+#include "nn/vec.h"
 
 /* Row-wise softmax of the causal scores in place: row t keeps columns 0..t. */
 static void causal_softmax(bp_real *a, int T) {
     for (int t = 0; t < T; t++) {
         bp_real *row = a + (size_t)t * T;
-        bp_real mx = row[0];
-        for (int j = 1; j <= t; j++) mx = row[j] > mx ? row[j] : mx;
-        bp_real sum = 0;
-        for (int j = 0; j <= t; j++) {
-            row[j] = bp_rexp(row[j] - mx);
-            sum += row[j];
-        }
-        bp_real inv = 1 / sum;
-        for (int j = 0; j <= t; j++) row[j] *= inv;
-        for (int j = t + 1; j < T; j++) row[j] = 0;
+        size_t n = (size_t)t + 1;
+        bp_real sum = bp_vexp_shift(row, row, n, bp_vmax(row, n), 1);
+        bp_vscale(row, n, 1 / sum);
+        memset(row + n, 0, (size_t)(T - t - 1) * sizeof *row);
     }
 }
 

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "nn/layers.h"
+#include "nn/vec.h"
 
 void bp_linear_forward(bp_real *y, const bp_real *x, const bp_real *w, const bp_real *b, int N,
                        int IC, int OC) {
@@ -28,10 +29,6 @@ void bp_linear_backward(bp_real *dx, bp_real *dw, bp_real *db, const bp_real *dy
                         const bp_real *x, const bp_real *w, int N, int IC, int OC) {
     if (dx) bp_gemm(false, false, N, IC, OC, 1, dy, OC, w, IC, 0, dx, IC);
     bp_gemm(true, false, OC, IC, N, 1, dy, OC, x, IC, 1, dw, IC);
-    if (db) {
-        for (int n = 0; n < N; n++) {
-            const bp_real *row = dy + (size_t)n * OC;
-            for (int o = 0; o < OC; o++) db[o] += row[o];
-        }
-    }
+    if (db)
+        for (int n = 0; n < N; n++) bp_vacc(db, dy + (size_t)n * OC, (size_t)OC);
 }
