@@ -76,10 +76,14 @@ int main(int argc, char **argv) {
         return 2;
     }
     bp_blas_set_threads(1);
-    bp_model_config gpt = {.kind = BP_MODEL_GPT, .vocab = 256, .n_layer = 4, .n_embd = 128,
-                           .n_head = 4, .seq_len = 64};
-    bp_model_config mlp = {.kind = BP_MODEL_MLP, .in_dim = 784, .hidden = 256, .n_hidden = 2,
-                           .n_class = 10};
+    bp_model_config gpt = {.kind = BP_MODEL_GPT,
+                           .vocab = 256,
+                           .n_layer = 4,
+                           .n_embd = 128,
+                           .n_head = 4,
+                           .seq_len = 64};
+    bp_model_config mlp = {
+        .kind = BP_MODEL_MLP, .in_dim = 784, .hidden = 256, .n_hidden = 2, .n_class = 10};
     int rc = bench("gpt", gpt, 16, 64, steps);
     rc |= bench("mlp", mlp, 64, 1, 20 * steps);
     return rc ? 1 : 0;

@@ -69,9 +69,9 @@ void bp_attention_backward(bp_real *dqkv, bp_real *datt, const bp_real *dout, co
             bp_real *dq = dqkv + base, *dk = dq + C, *dv = dq + 2 * C;
             const bp_real *a = att + ((size_t)b * NH + h) * T * T;
             const bp_real *dy = dout + (size_t)b * T * C + h * hs;
-            bp_gemm(false, true, T, T, hs, 1, dy, C, v, C3, 0, datt, T); /* d att = dy v^T */
-            bp_gemm(true, false, T, hs, T, 1, a, T, dy, C, 0, dv, C3);   /* dv = att^T dy */
-            causal_softmax_backward(datt, a, T, scale);                  /* d scores */
+            bp_gemm(false, true, T, T, hs, 1, dy, C, v, C3, 0, datt, T);   /* d att = dy v^T */
+            bp_gemm(true, false, T, hs, T, 1, a, T, dy, C, 0, dv, C3);     /* dv = att^T dy */
+            causal_softmax_backward(datt, a, T, scale);                    /* d scores */
             bp_gemm(false, false, T, hs, T, 1, datt, T, k, C3, 0, dq, C3); /* dq = ds k */
             bp_gemm(true, false, T, hs, T, 1, datt, T, q, C3, 0, dk, C3);  /* dk = ds^T q */
         }

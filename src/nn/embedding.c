@@ -19,8 +19,8 @@ void bp_embedding_forward(bp_real *out, const int32_t *tokens, const bp_real *wt
 }
 
 /*   dout [B, T, C] -> dwte [V, C] += scattered rows, dwpe [maxT, C] += summed over b */
-void bp_embedding_backward(bp_real *dwte, bp_real *dwpe, const bp_real *dout,
-                           const int32_t *tokens, int B, int T, int C) {
+void bp_embedding_backward(bp_real *dwte, bp_real *dwpe, const bp_real *dout, const int32_t *tokens,
+                           int B, int T, int C) {
     for (int b = 0; b < B; b++) {
         for (int t = 0; t < T; t++) {
             size_t bt = (size_t)b * T + t;

@@ -14,19 +14,49 @@
 #include "nn/layers.h"
 #include "nn/model_impl.h"
 
-enum layer_tensor { LN1_W, LN1_B, ATTN_W, ATTN_B, APROJ_W, APROJ_B,
-                    LN2_W, LN2_B, FC_W, FC_B, MPROJ_W, MPROJ_B, LAYER_TENSORS };
-enum layer_slot { S_LN1, S_MEAN1, S_RSTD1, S_QKV, S_ATT, S_ATTY, S_RES2,
-                  S_LN2, S_MEAN2, S_RSTD2, S_FCH, S_FCHG, S_OUT, LAYER_SLOTS };
+enum layer_tensor {
+    LN1_W,
+    LN1_B,
+    ATTN_W,
+    ATTN_B,
+    APROJ_W,
+    APROJ_B,
+    LN2_W,
+    LN2_B,
+    FC_W,
+    FC_B,
+    MPROJ_W,
+    MPROJ_B,
+    LAYER_TENSORS
+};
+enum layer_slot {
+    S_LN1,
+    S_MEAN1,
+    S_RSTD1,
+    S_QKV,
+    S_ATT,
+    S_ATTY,
+    S_RES2,
+    S_LN2,
+    S_MEAN2,
+    S_RSTD2,
+    S_FCH,
+    S_FCHG,
+    S_OUT,
+    LAYER_SLOTS
+};
 enum head_slot { S_LNF, S_MEANF, S_RSTDF, S_LOGITS, S_LSE, HEAD_SLOTS };
 enum { E_WTE, E_WPE, H_LNF_W = 0, H_LNF_B, H_WTE_COPY };
 
 #define GPT_DIM_MAX (1 << 24)
 
 static int gpt_check(const bp_model_config *c, bp_err *err) {
-    const struct { const char *name; int v, max; } f[] = {
-        {"vocab", c->vocab, GPT_DIM_MAX},    {"n_layer", c->n_layer, 1 << 16},
-        {"n_embd", c->n_embd, GPT_DIM_MAX},  {"n_head", c->n_head, GPT_DIM_MAX},
+    const struct {
+        const char *name;
+        int v, max;
+    } f[] = {
+        {"vocab", c->vocab, GPT_DIM_MAX},     {"n_layer", c->n_layer, 1 << 16},
+        {"n_embd", c->n_embd, GPT_DIM_MAX},   {"n_head", c->n_head, GPT_DIM_MAX},
         {"seq_len", c->seq_len, GPT_DIM_MAX},
     };
     for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
@@ -34,17 +64,20 @@ static int gpt_check(const bp_model_config *c, bp_err *err) {
             return bp_fail(err, BP_EUSAGE, "gpt config: %s (%d) must be in [1, %d]", f[i].name,
                            f[i].v, f[i].max);
     if (c->n_embd % c->n_head != 0)
-        return bp_fail(err, BP_EUSAGE, "gpt config: n_head (%d) must divide n_embd (%d)",
-                       c->n_head, c->n_embd);
+        return bp_fail(err, BP_EUSAGE, "gpt config: n_head (%d) must divide n_embd (%d)", c->n_head,
+                       c->n_embd);
     return BP_OK;
 }
 
 static int gpt_num_blocks(const bp_model_config *c) { return c->n_layer + 2; }
 
 static void gpt_block_name(const bp_model_config *c, int block, char *buf, size_t n) {
-    if (block == 0) snprintf(buf, n, "embed");
-    else if (block <= c->n_layer) snprintf(buf, n, "h.%d", block - 1);
-    else snprintf(buf, n, "head");
+    if (block == 0)
+        snprintf(buf, n, "embed");
+    else if (block <= c->n_layer)
+        snprintf(buf, n, "h.%d", block - 1);
+    else
+        snprintf(buf, n, "head");
 }
 
 static int gpt_block_tensors(const bp_model_config *c, int block, bp_tensor_spec *s) {
@@ -63,13 +96,20 @@ static int gpt_block_tensors(const bp_model_config *c, int block, bp_tensor_spec
      * the number of residual additions (2 per block) so the stream's variance does
      * not grow with depth. */
     double proj_std = 0.02 / sqrt(2.0 * c->n_layer);
-    const struct { const char *suffix; int d0, d1; bp_init_kind init; double scale; } t[] = {
-        {"ln_1.weight", C, 0, BP_INIT_ONE, 0},          {"ln_1.bias", C, 0, BP_INIT_ZERO, 0},
+    const struct {
+        const char *suffix;
+        int d0, d1;
+        bp_init_kind init;
+        double scale;
+    } t[] = {
+        {"ln_1.weight", C, 0, BP_INIT_ONE, 0},
+        {"ln_1.bias", C, 0, BP_INIT_ZERO, 0},
         {"attn.c_attn.weight", 3 * C, C, BP_INIT_NORMAL, 0.02},
         {"attn.c_attn.bias", 3 * C, 0, BP_INIT_ZERO, 0},
         {"attn.c_proj.weight", C, C, BP_INIT_NORMAL, proj_std},
         {"attn.c_proj.bias", C, 0, BP_INIT_ZERO, 0},
-        {"ln_2.weight", C, 0, BP_INIT_ONE, 0},          {"ln_2.bias", C, 0, BP_INIT_ZERO, 0},
+        {"ln_2.weight", C, 0, BP_INIT_ONE, 0},
+        {"ln_2.bias", C, 0, BP_INIT_ZERO, 0},
         {"mlp.c_fc.weight", 4 * C, C, BP_INIT_NORMAL, 0.02},
         {"mlp.c_fc.bias", 4 * C, 0, BP_INIT_ZERO, 0},
         {"mlp.c_proj.weight", C, 4 * C, BP_INIT_NORMAL, proj_std},
@@ -91,7 +131,8 @@ static int gpt_boundary_width(const bp_model_config *c, int block) {
 static int check_ids(const int32_t *ids, size_t n, int limit, const char *what, bp_err *err) {
     for (size_t i = 0; i < n; i++)
         if (ids[i] < 0 || ids[i] >= limit)
-            return bp_fail(err, BP_EUSAGE, "%s[%zu] = %d is not in [0, %d)", what, i, ids[i], limit);
+            return bp_fail(err, BP_EUSAGE, "%s[%zu] = %d is not in [0, %d)", what, i, ids[i],
+                           limit);
     return BP_OK;
 }
 
@@ -119,10 +160,19 @@ static int end_layer(const bp_model *m) {
 static int gpt_acts_slots(const bp_model *m, int B, int T, size_t *sizes) {
     size_t N = (size_t)B * T, C = (size_t)m->cfg.n_embd;
     size_t layer[LAYER_SLOTS] = {
-        [S_LN1] = N * C, [S_MEAN1] = N, [S_RSTD1] = N, [S_QKV] = 3 * N * C,
-        [S_ATT] = (size_t)B * m->cfg.n_head * T * T, [S_ATTY] = N * C, [S_RES2] = N * C,
-        [S_LN2] = N * C, [S_MEAN2] = N, [S_RSTD2] = N, [S_FCH] = 4 * N * C,
-        [S_FCHG] = 4 * N * C, [S_OUT] = N * C,
+        [S_LN1] = N * C,
+        [S_MEAN1] = N,
+        [S_RSTD1] = N,
+        [S_QKV] = 3 * N * C,
+        [S_ATT] = (size_t)B * m->cfg.n_head * T * T,
+        [S_ATTY] = N * C,
+        [S_RES2] = N * C,
+        [S_LN2] = N * C,
+        [S_MEAN2] = N,
+        [S_RSTD2] = N,
+        [S_FCH] = 4 * N * C,
+        [S_FCHG] = 4 * N * C,
+        [S_OUT] = N * C,
     };
     size_t head[HEAD_SLOTS] = {
         [S_LNF] = N * C, [S_MEANF] = N, [S_RSTDF] = N, [S_LOGITS] = N * m->cfg.vocab, [S_LSE] = N,
@@ -158,7 +208,8 @@ static const bp_real *gpt_logits(const bp_acts *a) { return head_slot(a, S_LOGIT
 /* The tied embedding as the head sees it: the embed block's own when the range holds
  * it (both uses then add into one gradient), else the head's copy. */
 static bp_real *head_wte(bp_model *m, bool grad) {
-    int block = bp_model_has_first(m) ? 0 : m->end - 1, j = bp_model_has_first(m) ? E_WTE : H_WTE_COPY;
+    int block = bp_model_has_first(m) ? 0 : m->end - 1,
+        j = bp_model_has_first(m) ? E_WTE : H_WTE_COPY;
     return grad ? bp_model_grad(m, block, j) : bp_model_param(m, block, j);
 }
 
@@ -235,7 +286,8 @@ static void layer_backward(bp_model *m, bp_acts *a, int block, const gpt_work *w
 #define G(j) bp_model_grad(m, block, j)
 #define S(k) layer_slot(a, block, k)
     /* MLP branch: dres is d out, which is also d res2 through the residual. */
-    bp_linear_backward(w->dwide, G(MPROJ_W), G(MPROJ_B), w->dres, S(S_FCHG), P(MPROJ_W), N, 4 * C, C);
+    bp_linear_backward(w->dwide, G(MPROJ_W), G(MPROJ_B), w->dres, S(S_FCHG), P(MPROJ_W), N, 4 * C,
+                       C);
     bp_gelu_backward(w->dwide, S(S_FCH), w->dwide, (size_t)N * 4 * C);
     bp_linear_backward(w->dC, G(FC_W), G(FC_B), w->dwide, S(S_LN2), P(FC_W), N, C, 4 * C);
     bp_layernorm_backward(w->dres, G(LN2_W), G(LN2_B), w->dC, S(S_RES2), P(LN2_W), S(S_MEAN2),
@@ -269,8 +321,10 @@ static void gpt_backward(bp_model *m, bp_acts *a, const bp_batch *b, const bp_re
                          bp_real *dx_in, bp_real loss_scale) {
     size_t NC = (size_t)a->B * a->T * m->cfg.n_embd;
     gpt_work w = work_of(m, a->B, a->T);
-    if (bp_model_has_last(m)) head_backward(m, a, b->targets, loss_scale, &w);
-    else memcpy(w.dres, dy, NC * sizeof *dy);
+    if (bp_model_has_last(m))
+        head_backward(m, a, b->targets, loss_scale, &w);
+    else
+        memcpy(w.dres, dy, NC * sizeof *dy);
     for (int l = end_layer(m) - 1; l >= first_layer(m); l--) layer_backward(m, a, l, &w);
     if (bp_model_has_first(m))
         bp_embedding_backward(bp_model_grad(m, 0, E_WTE), bp_model_grad(m, 0, E_WPE), w.dres,

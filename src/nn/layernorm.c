@@ -22,8 +22,10 @@ static inline bp_vec load_n(const bp_real *p, size_t n) {
 }
 
 static inline void store_n(bp_real *p, bp_vec v, size_t n) {
-    if (n >= BP_VLEN) bp_vstore(p, v);
-    else bp_vstore_part(p, v, n);
+    if (n >= BP_VLEN)
+        bp_vstore(p, v);
+    else
+        bp_vstore_part(p, v, n);
 }
 
 static void norm_row(bp_real *y, bp_real *mean, bp_real *rstd, const bp_real *x, const bp_real *w,

@@ -15,8 +15,8 @@
 /* linear.c: y = x W^T + b, W stored [OC, IC] like PyTorch nn.Linear. */
 void bp_linear_forward(bp_real *y, const bp_real *x, const bp_real *w, const bp_real *b, int N,
                        int IC, int OC);
-void bp_linear_backward(bp_real *dx, bp_real *dw, bp_real *db, const bp_real *dy,
-                        const bp_real *x, const bp_real *w, int N, int IC, int OC);
+void bp_linear_backward(bp_real *dx, bp_real *dw, bp_real *db, const bp_real *dy, const bp_real *x,
+                        const bp_real *w, int N, int IC, int OC);
 
 /* layernorm.c: y = (x - mean) / sqrt(var + 1e-5) * w + b over each row of C. */
 void bp_layernorm_forward(bp_real *y, bp_real *mean, bp_real *rstd, const bp_real *x,
@@ -46,8 +46,8 @@ void bp_residual_forward(bp_real *out, const bp_real *a, const bp_real *b, size_
 /* embedding.c: token embedding plus learned position embedding. */
 void bp_embedding_forward(bp_real *out, const int32_t *tokens, const bp_real *wte,
                           const bp_real *wpe, int B, int T, int C);
-void bp_embedding_backward(bp_real *dwte, bp_real *dwpe, const bp_real *dout,
-                           const int32_t *tokens, int B, int T, int C);
+void bp_embedding_backward(bp_real *dwte, bp_real *dwpe, const bp_real *dout, const int32_t *tokens,
+                           int B, int T, int C);
 
 /* crossentropy.c: softmax + mean cross-entropy over N rows of V logits. */
 double bp_crossentropy_forward(bp_real *lse, const bp_real *logits, const int32_t *targets, int N,

@@ -25,8 +25,8 @@ void bp_linear_forward(bp_real *y, const bp_real *x, const bp_real *w, const bp_
 /*   dy [N, OC] -> dx [N, IC] = dy W       (overwritten; skipped when dx is NULL)
  *                 dW [OC, IC] += dy^T x
  *                 db [OC] += sum over rows of dy  (skipped when db is NULL) */
-void bp_linear_backward(bp_real *dx, bp_real *dw, bp_real *db, const bp_real *dy,
-                        const bp_real *x, const bp_real *w, int N, int IC, int OC) {
+void bp_linear_backward(bp_real *dx, bp_real *dw, bp_real *db, const bp_real *dy, const bp_real *x,
+                        const bp_real *w, int N, int IC, int OC) {
     if (dx) bp_gemm(false, false, N, IC, OC, 1, dy, OC, w, IC, 0, dx, IC);
     bp_gemm(true, false, OC, IC, N, 1, dy, OC, x, IC, 1, dw, IC);
     if (db)

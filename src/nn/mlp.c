@@ -17,9 +17,14 @@ enum head_slot { S_LOGITS, S_LSE, HEAD_SLOTS };
 #define MLP_DIM_MAX (1 << 24)
 
 static int mlp_check(const bp_model_config *c, bp_err *err) {
-    const struct { const char *name; int v, min, max; } f[] = {
-        {"in_dim", c->in_dim, 1, MLP_DIM_MAX},  {"hidden", c->hidden, 1, MLP_DIM_MAX},
-        {"n_hidden", c->n_hidden, 1, 1 << 16},  {"n_class", c->n_class, 2, MLP_DIM_MAX},
+    const struct {
+        const char *name;
+        int v, min, max;
+    } f[] = {
+        {"in_dim", c->in_dim, 1, MLP_DIM_MAX},
+        {"hidden", c->hidden, 1, MLP_DIM_MAX},
+        {"n_hidden", c->n_hidden, 1, 1 << 16},
+        {"n_class", c->n_class, 2, MLP_DIM_MAX},
     };
     for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
         if (f[i].v < f[i].min || f[i].v > f[i].max)
@@ -31,8 +36,10 @@ static int mlp_check(const bp_model_config *c, bp_err *err) {
 static int mlp_num_blocks(const bp_model_config *c) { return c->n_hidden + 1; }
 
 static void mlp_block_name(const bp_model_config *c, int block, char *buf, size_t n) {
-    if (block < c->n_hidden) snprintf(buf, n, "fc%d", block + 1);
-    else snprintf(buf, n, "fc_out");
+    if (block < c->n_hidden)
+        snprintf(buf, n, "fc%d", block + 1);
+    else
+        snprintf(buf, n, "fc_out");
 }
 
 /* Width of the input of `block` (= output of block - 1); n_class past the head. */
@@ -56,7 +63,8 @@ static int mlp_block_tensors(const bp_model_config *c, int block, bp_tensor_spec
 
 static int mlp_check_batch(const bp_model *m, const bp_batch *b, bool backward, bp_err *err) {
     if (b->T != 1) return bp_fail(err, BP_EUSAGE, "mlp batch: T (%d) must be 1", b->T);
-    if (bp_model_has_first(m) && !b->images) return bp_fail(err, BP_EUSAGE, "mlp batch: images missing");
+    if (bp_model_has_first(m) && !b->images)
+        return bp_fail(err, BP_EUSAGE, "mlp batch: images missing");
     if (!bp_model_has_last(m) || (!b->targets && !backward)) return BP_OK;
     if (!b->targets) return bp_fail(err, BP_EUSAGE, "mlp batch: backward needs targets");
     for (int i = 0; i < b->B; i++)
@@ -114,7 +122,8 @@ static void mlp_forward(bp_model *m, bp_acts *a, const bp_batch *b, double *loss
         bp_real *y = head ? head_slot(a, S_LOGITS) : block_in(a, blk + 1);
         bp_linear_forward(y, block_in(a, blk), bp_model_param(m, blk, FC_W),
                           bp_model_param(m, blk, FC_B), B, in, out);
-        if (!head) bp_relu_forward(y, y, (size_t)B * out);
+        if (!head)
+            bp_relu_forward(y, y, (size_t)B * out);
         else if (b->targets)
             *loss = bp_crossentropy_forward(head_slot(a, S_LSE), y, b->targets, B, out);
     }

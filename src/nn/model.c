@@ -12,15 +12,18 @@
 
 static const bp_model_ops *ops_of(bp_model_kind kind) {
     switch (kind) {
-    case BP_MODEL_GPT: return &bp_gpt_ops;
-    case BP_MODEL_MLP: return &bp_mlp_ops;
+    case BP_MODEL_GPT:
+        return &bp_gpt_ops;
+    case BP_MODEL_MLP:
+        return &bp_mlp_ops;
     }
     return NULL;
 }
 
 int bp_model_config_check(const bp_model_config *cfg, bp_err *err) {
     const bp_model_ops *ops = ops_of(cfg->kind);
-    if (!ops) return bp_fail(err, BP_EUSAGE, "model config: kind (%d) is not gpt or mlp", cfg->kind);
+    if (!ops)
+        return bp_fail(err, BP_EUSAGE, "model config: kind (%d) is not gpt or mlp", cfg->kind);
     return ops->check(cfg, err);
 }
 
@@ -62,20 +65,26 @@ static bool has_tied_copy(const bp_model *m) {
 }
 
 static int alloc_table(bp_model *m, int n, bp_err *err) {
-    int rc = bp_alloc_checked((void **)&m->tensors, (size_t)n * sizeof *m->tensors, "tensor table", err);
-    if (!rc) rc = bp_alloc_checked((void **)&m->init, (size_t)n * sizeof *m->init, "tensor table", err);
+    int rc =
+        bp_alloc_checked((void **)&m->tensors, (size_t)n * sizeof *m->tensors, "tensor table", err);
+    if (!rc)
+        rc = bp_alloc_checked((void **)&m->init, (size_t)n * sizeof *m->init, "tensor table", err);
     if (!rc)
         rc = bp_alloc_checked((void **)&m->init_scale, (size_t)n * sizeof *m->init_scale,
                               "tensor table", err);
-    if (!rc) rc = bp_alloc_checked((void **)&m->stream, (size_t)n * sizeof *m->stream, "tensor table", err);
+    if (!rc)
+        rc = bp_alloc_checked((void **)&m->stream, (size_t)n * sizeof *m->stream, "tensor table",
+                              err);
     if (!rc)
         rc = bp_alloc_checked((void **)&m->block_first,
-                              (size_t)(m->end - m->begin) * sizeof *m->block_first, "tensor table", err);
+                              (size_t)(m->end - m->begin) * sizeof *m->block_first, "tensor table",
+                              err);
     return rc;
 }
 
 /* Appends one tensor at the end of the flat buffers. */
-static void add_tensor(bp_model *m, const bp_tensor_spec *s, int block, uint64_t stream, bool copy) {
+static void add_tensor(bp_model *m, const bp_tensor_spec *s, int block, uint64_t stream,
+                       bool copy) {
     bp_tensor_info *t = &m->tensors[m->ntensors];
     memcpy(t->name, s->name, sizeof t->name);
     t->ndim = s->ndim;
@@ -100,8 +109,10 @@ static int build_table(bp_model *m, bp_err *err) {
     int count = has_tied_copy(m);
     for (int b = 0; b < m->end; b++) {
         int k = m->ops->block_tensors(&m->cfg, b, specs);
-        if (b < m->begin) stream += (uint64_t)k;
-        else count += k;
+        if (b < m->begin)
+            stream += (uint64_t)k;
+        else
+            count += k;
     }
     int rc = alloc_table(m, count, err);
     if (rc) return rc;
@@ -142,8 +153,10 @@ int bp_model_create(const bp_model_config *cfg, int block_begin, int block_end, 
     m->begin = block_begin;
     m->end = block_end;
     rc = build_table(m, err);
-    if (!rc) rc = bp_alloc_checked((void **)&m->params, m->nparams * sizeof(bp_real), "parameters", err);
-    if (!rc) rc = bp_alloc_checked((void **)&m->grads, m->nparams * sizeof(bp_real), "gradients", err);
+    if (!rc)
+        rc = bp_alloc_checked((void **)&m->params, m->nparams * sizeof(bp_real), "parameters", err);
+    if (!rc)
+        rc = bp_alloc_checked((void **)&m->grads, m->nparams * sizeof(bp_real), "gradients", err);
     if (rc) {
         bp_model_destroy(m);
         return rc;
@@ -199,10 +212,18 @@ void bp_model_init_weights(bp_model *m, uint64_t seed) {
         bp_rng_seed(&r, seed, m->stream[i]);
         for (size_t k = 0; k < n; k++) {
             switch (m->init[i]) {
-            case BP_INIT_ZERO: p[k] = 0; break;
-            case BP_INIT_ONE: p[k] = 1; break;
-            case BP_INIT_NORMAL: p[k] = (bp_real)(s * bp_rng_normal(&r)); break;
-            case BP_INIT_UNIFORM: p[k] = (bp_real)(s * (2 * bp_rng_uniform(&r) - 1)); break;
+            case BP_INIT_ZERO:
+                p[k] = 0;
+                break;
+            case BP_INIT_ONE:
+                p[k] = 1;
+                break;
+            case BP_INIT_NORMAL:
+                p[k] = (bp_real)(s * bp_rng_normal(&r));
+                break;
+            case BP_INIT_UNIFORM:
+                p[k] = (bp_real)(s * (2 * bp_rng_uniform(&r) - 1));
+                break;
             }
         }
     }
@@ -324,7 +345,8 @@ static int ensure_scratch(bp_model *m, size_t n, bp_err *err) {
 
 int bp_model_backward(bp_model *m, bp_acts *a, const bp_batch *batch, const bp_real *dy,
                       bp_real *dx_in, bp_real loss_scale, bp_err *err) {
-    if (a->B == 0) return bp_fail(err, BP_EUSAGE, "backward: no forward has run on these activations");
+    if (a->B == 0)
+        return bp_fail(err, BP_EUSAGE, "backward: no forward has run on these activations");
     int rc = check_step(m, a, batch, true, err);
     if (rc) return rc;
     bool last = bp_model_has_last(m);

@@ -45,8 +45,8 @@ typedef struct bp_model_ops {
     size_t (*scratch_len)(const bp_model *m, int B, int T);
     /* Run after the generic and kind checks passed, so they cannot fail. */
     void (*forward)(bp_model *m, bp_acts *a, const bp_batch *b, double *loss);
-    void (*backward)(bp_model *m, bp_acts *a, const bp_batch *b, const bp_real *dy,
-                     bp_real *dx_in, bp_real loss_scale);
+    void (*backward)(bp_model *m, bp_acts *a, const bp_batch *b, const bp_real *dy, bp_real *dx_in,
+                     bp_real loss_scale);
     const bp_real *(*output)(const bp_acts *a);
     const bp_real *(*logits)(const bp_acts *a);
 } bp_model_ops;

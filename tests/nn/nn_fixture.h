@@ -13,21 +13,25 @@
 
 /* Small enough for a gradient check of every parameter in a fraction of a second. */
 static inline bp_model_config fx_gpt_small(void) {
-    return (bp_model_config){.kind = BP_MODEL_GPT, .vocab = 32, .n_layer = 2, .n_embd = 16,
-                             .n_head = 2, .seq_len = 8};
+    return (bp_model_config){
+        .kind = BP_MODEL_GPT, .vocab = 32, .n_layer = 2, .n_embd = 16, .n_head = 2, .seq_len = 8};
 }
 /* The trainer's default gpt (DESIGN.md section 3, issue 2). */
 static inline bp_model_config fx_gpt_default(void) {
-    return (bp_model_config){.kind = BP_MODEL_GPT, .vocab = 256, .n_layer = 4, .n_embd = 128,
-                             .n_head = 4, .seq_len = 64};
+    return (bp_model_config){.kind = BP_MODEL_GPT,
+                             .vocab = 256,
+                             .n_layer = 4,
+                             .n_embd = 128,
+                             .n_head = 4,
+                             .seq_len = 64};
 }
 static inline bp_model_config fx_mlp_small(void) {
-    return (bp_model_config){.kind = BP_MODEL_MLP, .in_dim = 12, .hidden = 8, .n_hidden = 2,
-                             .n_class = 5};
+    return (bp_model_config){
+        .kind = BP_MODEL_MLP, .in_dim = 12, .hidden = 8, .n_hidden = 2, .n_class = 5};
 }
 static inline bp_model_config fx_mlp_default(void) {
-    return (bp_model_config){.kind = BP_MODEL_MLP, .in_dim = 784, .hidden = 256, .n_hidden = 2,
-                             .n_class = 10};
+    return (bp_model_config){
+        .kind = BP_MODEL_MLP, .in_dim = 784, .hidden = 256, .n_hidden = 2, .n_class = 10};
 }
 
 /* One micro-batch with its storage. gpt: random tokens and targets [B,T]; mlp: images
@@ -53,8 +57,8 @@ static inline void fx_batch_make(fx_batch *f, const bp_model_config *c, int B, i
         f->targets[i] = (int32_t)bp_rng_below(&r, (uint64_t)classes);
     }
     for (size_t i = 0; i < npix; i++) f->images[i] = (float)bp_rng_uniform(&r);
-    f->b = (bp_batch){.B = B, .T = gpt ? T : 1, .tokens = f->tokens, .targets = f->targets,
-                      .images = f->images};
+    f->b = (bp_batch){
+        .B = B, .T = gpt ? T : 1, .tokens = f->tokens, .targets = f->targets, .images = f->images};
 }
 
 static inline void fx_batch_free(fx_batch *f) {
@@ -67,11 +71,20 @@ static inline void fx_batch_free(fx_batch *f) {
  * default sizes of both models. Returns false past the last case. */
 static inline bool fx_case(int i, bp_model_config *cfg, int *B, int *T) {
     switch (i) {
-    case 0: *cfg = fx_gpt_small(), *B = 2, *T = 8; return true;
-    case 1: *cfg = fx_gpt_default(), *B = 2, *T = 64; return true;
-    case 2: *cfg = fx_mlp_small(), *B = 4, *T = 1; return true;
-    case 3: *cfg = fx_mlp_default(), *B = 16, *T = 1; return true;
-    default: return false;
+    case 0:
+        *cfg = fx_gpt_small(), *B = 2, *T = 8;
+        return true;
+    case 1:
+        *cfg = fx_gpt_default(), *B = 2, *T = 64;
+        return true;
+    case 2:
+        *cfg = fx_mlp_small(), *B = 4, *T = 1;
+        return true;
+    case 3:
+        *cfg = fx_mlp_default(), *B = 16, *T = 1;
+        return true;
+    default:
+        return false;
     }
 }
 

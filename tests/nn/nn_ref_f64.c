@@ -6,6 +6,7 @@
 
 int main(void) {
     double loss, gnorm;
-    for (int i = 0; fx_run_case(i, &loss, &gnorm) == BP_OK; i++) printf("%.17g %.17g\n", loss, gnorm);
+    for (int i = 0; fx_run_case(i, &loss, &gnorm) == BP_OK; i++)
+        printf("%.17g %.17g\n", loss, gnorm);
     return 0;
 }

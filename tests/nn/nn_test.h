@@ -4,8 +4,8 @@
 #define BP_TESTS_NN_TEST_H
 
 #include <math.h>
-#include <stdio.h>
 #include <stddef.h>
+#include <stdio.h>
 
 #include "core/rng.h"
 #include "nn/real.h"
@@ -29,8 +29,8 @@ typedef double (*nn_loss_fn)(void *ctx);
 /* Worst ratio |analytic - numeric| / (RTOL * max(|analytic|, |numeric|) + ATOL) over
  * x[0..n), perturbing x in place (and restoring it); <= 1 means the gradient is right.
  * `what` names the tensor in the message printed for a failure. */
-static inline double nn_fd_check(nn_loss_fn f, void *ctx, bp_real *x, const bp_real *grad,
-                                 size_t n, const char *what) {
+static inline double nn_fd_check(nn_loss_fn f, void *ctx, bp_real *x, const bp_real *grad, size_t n,
+                                 const char *what) {
     double worst = 0;
     size_t at = 0;
     double num_at = 0;
@@ -53,6 +53,26 @@ static inline double nn_fd_check(nn_loss_fn f, void *ctx, bp_real *x, const bp_r
         printf("gradient check %s: element %zu analytic %.12g numeric %.12g\n", what, at,
                (double)grad[at], num_at);
     return worst;
+}
+
+/* Causal attention computed directly from its formula, in double, for the output
+ * channel c of position t of sequence b: sum_{s<=t} softmax_s(q_t . k_s / sqrt(hs)) v_s
+ * with qkv laid out [B, T, 3C] as bp_attention_forward takes it; T <= 64. */
+static inline double nn_attention_reference(const bp_real *qkv, int T, int C, int NH, int b, int t,
+                                            int c) {
+    int hs = C / NH, h = c / hs;
+    const bp_real *seq = qkv + (size_t)b * T * 3 * C;
+    double sc[64], mx = -INFINITY, sum = 0, out = 0;
+    for (int s = 0; s <= t; s++) {
+        sc[s] = 0;
+        for (int i = 0; i < hs; i++)
+            sc[s] += (double)seq[t * 3 * C + h * hs + i] * seq[s * 3 * C + C + h * hs + i];
+        sc[s] /= sqrt((double)hs);
+        mx = fmax(mx, sc[s]);
+    }
+    for (int s = 0; s <= t; s++) sum += exp(sc[s] - mx);
+    for (int s = 0; s <= t; s++) out += exp(sc[s] - mx) / sum * seq[s * 3 * C + 2 * C + c];
+    return out;
 }
 
 #endif

@@ -88,16 +88,43 @@ static void check_model_grads(bp_model_config cfg, int begin, int end, int B, in
 }
 
 /* T = 6 < seq_len = 8: attention and positions must use the batch's T. */
-static void test_gpt_full(void **s) { (void)s; check_model_grads(fx_gpt_small(), 0, -1, 2, 6); }
+static void test_gpt_full(void **s) {
+    (void)s;
+    check_model_grads(fx_gpt_small(), 0, -1, 2, 6);
+}
 /* Head without the embed block: the tied copy of wte gets the head's gradient. */
-static void test_gpt_tail(void **s) { (void)s; check_model_grads(fx_gpt_small(), 1, -1, 2, 6); }
-static void test_gpt_middle(void **s) { (void)s; check_model_grads(fx_gpt_small(), 1, 2, 2, 6); }
-static void test_gpt_embed(void **s) { (void)s; check_model_grads(fx_gpt_small(), 0, 1, 2, 6); }
-static void test_gpt_head(void **s) { (void)s; check_model_grads(fx_gpt_small(), 3, 4, 2, 6); }
-static void test_mlp_full(void **s) { (void)s; check_model_grads(fx_mlp_small(), 0, -1, 3, 1); }
-static void test_mlp_tail(void **s) { (void)s; check_model_grads(fx_mlp_small(), 1, -1, 3, 1); }
-static void test_mlp_first(void **s) { (void)s; check_model_grads(fx_mlp_small(), 0, 1, 3, 1); }
-static void test_mlp_middle(void **s) { (void)s; check_model_grads(fx_mlp_small(), 1, 2, 3, 1); }
+static void test_gpt_tail(void **s) {
+    (void)s;
+    check_model_grads(fx_gpt_small(), 1, -1, 2, 6);
+}
+static void test_gpt_middle(void **s) {
+    (void)s;
+    check_model_grads(fx_gpt_small(), 1, 2, 2, 6);
+}
+static void test_gpt_embed(void **s) {
+    (void)s;
+    check_model_grads(fx_gpt_small(), 0, 1, 2, 6);
+}
+static void test_gpt_head(void **s) {
+    (void)s;
+    check_model_grads(fx_gpt_small(), 3, 4, 2, 6);
+}
+static void test_mlp_full(void **s) {
+    (void)s;
+    check_model_grads(fx_mlp_small(), 0, -1, 3, 1);
+}
+static void test_mlp_tail(void **s) {
+    (void)s;
+    check_model_grads(fx_mlp_small(), 1, -1, 3, 1);
+}
+static void test_mlp_first(void **s) {
+    (void)s;
+    check_model_grads(fx_mlp_small(), 0, 1, 3, 1);
+}
+static void test_mlp_middle(void **s) {
+    (void)s;
+    check_model_grads(fx_mlp_small(), 1, 2, 3, 1);
+}
 
 int main(void) {
     const struct CMUnitTest tests[] = {

@@ -144,23 +144,6 @@ static double att_loss(void *p) {
     return dot(c->out, c->r, AB * AT * AC);
 }
 
-/* Direct formula: out[b,t,h] = sum_{s<=t} softmax_s(q_t . k_s / sqrt(hs)) v_s. */
-static double att_reference(const bp_real *qkv, int b, int t, int c) {
-    int hs = AC / ANH, h = c / hs;
-    const bp_real *row = qkv + (size_t)b * AT * 3 * AC;
-    double sc[AT], mx = -INFINITY, sum = 0, out = 0;
-    for (int s = 0; s <= t; s++) {
-        sc[s] = 0;
-        for (int i = 0; i < hs; i++)
-            sc[s] += row[t * 3 * AC + h * hs + i] * row[s * 3 * AC + AC + h * hs + i];
-        sc[s] /= sqrt((double)hs);
-        mx = fmax(mx, sc[s]);
-    }
-    for (int s = 0; s <= t; s++) sum += exp(sc[s] - mx);
-    for (int s = 0; s <= t; s++) out += exp(sc[s] - mx) / sum * row[s * 3 * AC + 2 * AC + c];
-    return out;
-}
-
 static void test_attention(void **state) {
     (void)state;
     att_ctx c;
@@ -170,7 +153,8 @@ static void test_attention(void **state) {
     for (int b = 0; b < AB; b++)
         for (int t = 0; t < AT; t++)
             for (int ch = 0; ch < AC; ch++)
-                assert_true(fabs(c.out[(b * AT + t) * AC + ch] - att_reference(c.qkv, b, t, ch)) < 1e-12);
+                assert_true(fabs(c.out[(b * AT + t) * AC + ch] -
+                                 nn_attention_reference(c.qkv, AT, AC, ANH, b, t, ch)) < 1e-12);
     for (int row = 0; row < AB * ANH * AT; row++) { /* probabilities, causal */
         double s = 0;
         for (int j = 0; j < AT; j++) {
@@ -303,10 +287,14 @@ static void test_crossentropy(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_linear_forward), cmocka_unit_test(test_linear_backward),
-        cmocka_unit_test(test_fd_check_detects_error), cmocka_unit_test(test_layernorm),
-        cmocka_unit_test(test_attention),      cmocka_unit_test(test_gelu),
-        cmocka_unit_test(test_relu_and_residual), cmocka_unit_test(test_embedding),
+        cmocka_unit_test(test_linear_forward),
+        cmocka_unit_test(test_linear_backward),
+        cmocka_unit_test(test_fd_check_detects_error),
+        cmocka_unit_test(test_layernorm),
+        cmocka_unit_test(test_attention),
+        cmocka_unit_test(test_gelu),
+        cmocka_unit_test(test_relu_and_residual),
+        cmocka_unit_test(test_embedding),
         cmocka_unit_test(test_crossentropy),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

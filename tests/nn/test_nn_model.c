@@ -38,12 +38,15 @@ static void test_gpt_tensor_table(void **state) {
     int C = cfg.n_embd, L = cfg.n_layer;
     assert_int_equal(bp_model_num_blocks(&cfg), L + 2);
     assert_int_equal(bp_model_num_tensors(m), 2 + 12 * L + 2);
-    const struct { const char *name; int d0, d1, block; } want[] = {
-        {"wte.weight", cfg.vocab, C, 0},          {"wpe.weight", cfg.seq_len, C, 0},
-        {"h.0.ln_1.weight", C, 0, 1},             {"h.0.attn.c_attn.weight", 3 * C, C, 1},
-        {"h.0.attn.c_attn.bias", 3 * C, 0, 1},    {"h.0.attn.c_proj.weight", C, C, 1},
-        {"h.1.mlp.c_fc.weight", 4 * C, C, 2},     {"h.1.mlp.c_proj.weight", C, 4 * C, 2},
-        {"h.1.mlp.c_proj.bias", C, 0, 2},         {"ln_f.bias", C, 0, L + 1},
+    const struct {
+        const char *name;
+        int d0, d1, block;
+    } want[] = {
+        {"wte.weight", cfg.vocab, C, 0},       {"wpe.weight", cfg.seq_len, C, 0},
+        {"h.0.ln_1.weight", C, 0, 1},          {"h.0.attn.c_attn.weight", 3 * C, C, 1},
+        {"h.0.attn.c_attn.bias", 3 * C, 0, 1}, {"h.0.attn.c_proj.weight", C, C, 1},
+        {"h.1.mlp.c_fc.weight", 4 * C, C, 2},  {"h.1.mlp.c_proj.weight", C, 4 * C, 2},
+        {"h.1.mlp.c_proj.bias", C, 0, 2},      {"ln_f.bias", C, 0, L + 1},
     };
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
         const bp_tensor_info *t = bp_model_find_tensor(m, want[i].name);
@@ -171,9 +174,12 @@ static void test_gpt_init_statistics(void **state) {
 static void test_mlp_init_statistics(void **state) {
     (void)state;
     bp_model *m = make(fx_mlp_default(), 0, -1, 1234);
-    const struct { const char *name; int fan_in; } t[] = {
-        {"fc1.weight", 784}, {"fc1.bias", 784}, {"fc2.weight", 256}, {"fc_out.weight", 256},
-        {"fc_out.bias", 256},
+    const struct {
+        const char *name;
+        int fan_in;
+    } t[] = {
+        {"fc1.weight", 784},    {"fc1.bias", 784},    {"fc2.weight", 256},
+        {"fc_out.weight", 256}, {"fc_out.bias", 256},
     };
     for (size_t k = 0; k < sizeof t / sizeof t[0]; k++) {
         const bp_tensor_info *info = bp_model_find_tensor(m, t[k].name);
@@ -235,7 +241,8 @@ static double run_stages(bp_model **st, int n, const fx_batch *fb) {
         assert_int_equal(bp_model_forward(st[s], a[s], &fb->b, x, &loss, &err), BP_OK);
         x = bp_acts_output(a[s]);
         int begin = bp_model_block_begin(st[s]);
-        size_t nin = (size_t)fb->b.B * fb->b.T * bp_model_boundary_width(bp_model_get_config(st[s]), begin);
+        size_t nin =
+            (size_t)fb->b.B * fb->b.T * bp_model_boundary_width(bp_model_get_config(st[s]), begin);
         if (s > 0) dx[s] = malloc(nin * sizeof *dx[s]);
     }
     for (int s = n - 1; s >= 0; s--) {
@@ -263,7 +270,8 @@ static void check_split(bp_model_config cfg, const int *cuts, int ncuts, int B, 
     const bp_tensor_info *wte_full = bp_model_find_tensor(full, "wte.weight");
     for (int s = 0; s < n; s++) {
         for (int i = 0; i < bp_model_num_tensors(st[s]); i++) {
-            const bp_tensor_info *t = bp_model_tensor(st[s], i), *f = bp_model_find_tensor(full, t->name);
+            const bp_tensor_info *t = bp_model_tensor(st[s], i),
+                                 *f = bp_model_find_tensor(full, t->name);
             if (t == bp_model_find_tensor(st[s], "wte.weight") && n > 1) continue; /* tied: below */
             assert_close(bp_model_grads(st[s]) + t->offset, bp_model_grads(full) + f->offset,
                          t->numel, t->name);
@@ -275,7 +283,8 @@ static void check_split(bp_model_config cfg, const int *cuts, int ncuts, int B, 
         assert_true(h->tied_copy && !e->tied_copy);
         bp_real *sum = malloc(e->numel * sizeof *sum);
         for (size_t k = 0; k < e->numel; k++)
-            sum[k] = bp_model_grads(st[0])[e->offset + k] + bp_model_grads(st[n - 1])[h->offset + k];
+            sum[k] =
+                bp_model_grads(st[0])[e->offset + k] + bp_model_grads(st[n - 1])[h->offset + k];
         assert_close(sum, bp_model_grads(full) + wte_full->offset, e->numel, "wte.weight (sum)");
         free(sum);
     }
@@ -394,22 +403,60 @@ static void test_acts_size(void **state) {
 
 static void expect_usage(int rc, const bp_err *err, const char *needle) {
     assert_int_equal(rc, BP_EUSAGE);
-    if (!strstr(err->msg, needle)) fail_msg("message \"%s\" does not name \"%s\"", err->msg, needle);
+    if (!strstr(err->msg, needle))
+        fail_msg("message \"%s\" does not name \"%s\"", err->msg, needle);
 }
 
 static void test_config_errors(void **state) {
     (void)state;
-    const struct { bp_model_config cfg; const char *field; } bad[] = {
-        {{.kind = BP_MODEL_GPT, .vocab = 256, .n_layer = 2, .n_embd = 16, .n_head = 3, .seq_len = 8}, "n_head"},
-        {{.kind = BP_MODEL_GPT, .vocab = 256, .n_layer = 2, .n_embd = 16, .n_head = 0, .seq_len = 8}, "n_head"},
-        {{.kind = BP_MODEL_GPT, .vocab = 256, .n_layer = 0, .n_embd = 16, .n_head = 2, .seq_len = 8}, "n_layer"},
-        {{.kind = BP_MODEL_GPT, .vocab = 0, .n_layer = 2, .n_embd = 16, .n_head = 2, .seq_len = 8}, "vocab"},
-        {{.kind = BP_MODEL_GPT, .vocab = 256, .n_layer = 2, .n_embd = -16, .n_head = 2, .seq_len = 8}, "n_embd"},
-        {{.kind = BP_MODEL_GPT, .vocab = 256, .n_layer = 2, .n_embd = 16, .n_head = 2, .seq_len = 0}, "seq_len"},
+    const struct {
+        bp_model_config cfg;
+        const char *field;
+    } bad[] = {
+        {{.kind = BP_MODEL_GPT,
+          .vocab = 256,
+          .n_layer = 2,
+          .n_embd = 16,
+          .n_head = 3,
+          .seq_len = 8},
+         "n_head"},
+        {{.kind = BP_MODEL_GPT,
+          .vocab = 256,
+          .n_layer = 2,
+          .n_embd = 16,
+          .n_head = 0,
+          .seq_len = 8},
+         "n_head"},
+        {{.kind = BP_MODEL_GPT,
+          .vocab = 256,
+          .n_layer = 0,
+          .n_embd = 16,
+          .n_head = 2,
+          .seq_len = 8},
+         "n_layer"},
+        {{.kind = BP_MODEL_GPT, .vocab = 0, .n_layer = 2, .n_embd = 16, .n_head = 2, .seq_len = 8},
+         "vocab"},
+        {{.kind = BP_MODEL_GPT,
+          .vocab = 256,
+          .n_layer = 2,
+          .n_embd = -16,
+          .n_head = 2,
+          .seq_len = 8},
+         "n_embd"},
+        {{.kind = BP_MODEL_GPT,
+          .vocab = 256,
+          .n_layer = 2,
+          .n_embd = 16,
+          .n_head = 2,
+          .seq_len = 0},
+         "seq_len"},
         {{.kind = BP_MODEL_MLP, .in_dim = 0, .hidden = 8, .n_hidden = 2, .n_class = 10}, "in_dim"},
-        {{.kind = BP_MODEL_MLP, .in_dim = 784, .hidden = 0, .n_hidden = 2, .n_class = 10}, "hidden"},
-        {{.kind = BP_MODEL_MLP, .in_dim = 784, .hidden = 8, .n_hidden = 0, .n_class = 10}, "n_hidden"},
-        {{.kind = BP_MODEL_MLP, .in_dim = 784, .hidden = 8, .n_hidden = 2, .n_class = 1}, "n_class"},
+        {{.kind = BP_MODEL_MLP, .in_dim = 784, .hidden = 0, .n_hidden = 2, .n_class = 10},
+         "hidden"},
+        {{.kind = BP_MODEL_MLP, .in_dim = 784, .hidden = 8, .n_hidden = 0, .n_class = 10},
+         "n_hidden"},
+        {{.kind = BP_MODEL_MLP, .in_dim = 784, .hidden = 8, .n_hidden = 2, .n_class = 1},
+         "n_class"},
         {{.kind = (bp_model_kind)7}, "kind"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
