@@ -12,10 +12,8 @@
 
 static const bp_model_ops *ops_of(bp_model_kind kind) {
     switch (kind) {
-    case BP_MODEL_GPT:
-        return &bp_gpt_ops;
-    case BP_MODEL_MLP:
-        return &bp_mlp_ops;
+    case BP_MODEL_GPT: return &bp_gpt_ops;
+    case BP_MODEL_MLP: return &bp_mlp_ops;
     }
     return NULL;
 }
@@ -65,20 +63,12 @@ static bool has_tied_copy(const bp_model *m) {
 }
 
 static int alloc_table(bp_model *m, int n, bp_err *err) {
-    int rc =
-        bp_alloc_checked((void **)&m->tensors, (size_t)n * sizeof *m->tensors, "tensor table", err);
+    const char *what = "tensor table";
+    size_t nb = (size_t)(m->end - m->begin);
+    int rc = bp_alloc_checked((void **)&m->tensors, (size_t)n * sizeof *m->tensors, what, err);
+    if (!rc) rc = bp_alloc_checked((void **)&m->init, (size_t)n * sizeof *m->init, what, err);
     if (!rc)
-        rc = bp_alloc_checked((void **)&m->init, (size_t)n * sizeof *m->init, "tensor table", err);
-    if (!rc)
-        rc = bp_alloc_checked((void **)&m->init_scale, (size_t)n * sizeof *m->init_scale,
-                              "tensor table", err);
-    if (!rc)
-        rc = bp_alloc_checked((void **)&m->stream, (size_t)n * sizeof *m->stream, "tensor table",
-                              err);
-    if (!rc)
-        rc = bp_alloc_checked((void **)&m->block_first,
-                              (size_t)(m->end - m->begin) * sizeof *m->block_first, "tensor table",
-                              err);
+        rc = bp_alloc_checked((void **)&m->block_first, nb * sizeof *m->block_first, what, err);
     return rc;
 }
 
@@ -96,9 +86,7 @@ static void add_tensor(bp_model *m, const bp_tensor_spec *s, int block, uint64_t
     t->offset = m->nparams;
     t->block = block;
     t->tied_copy = copy;
-    m->init[m->ntensors] = s->init;
-    m->init_scale[m->ntensors] = s->scale;
-    m->stream[m->ntensors] = stream;
+    m->init[m->ntensors] = (bp_tensor_init){s->init, s->scale, stream};
     m->nparams += t->numel;
     m->ntensors++;
 }
@@ -169,8 +157,6 @@ void bp_model_destroy(bp_model *m) {
     if (!m) return;
     bp_free(m->tensors);
     bp_free(m->init);
-    bp_free(m->init_scale);
-    bp_free(m->stream);
     bp_free(m->block_first);
     bp_free(m->params);
     bp_free(m->grads);
@@ -203,29 +189,23 @@ const bp_tensor_info *bp_model_find_tensor(const bp_model *m, const char *name) 
 
 /* ---- initialization ---- */
 
+/* One value drawn by the rule of `in`. */
+static bp_real draw(const bp_tensor_init *in, bp_rng *r) {
+    switch (in->kind) {
+    case BP_INIT_ZERO: return 0;
+    case BP_INIT_ONE: return 1;
+    case BP_INIT_NORMAL: return (bp_real)(in->scale * bp_rng_normal(r));
+    case BP_INIT_UNIFORM: return (bp_real)(in->scale * (2 * bp_rng_uniform(r) - 1));
+    }
+    return 0;
+}
+
 void bp_model_init_weights(bp_model *m, uint64_t seed) {
     for (int i = 0; i < m->ntensors; i++) {
         bp_real *p = m->params + m->tensors[i].offset;
-        size_t n = m->tensors[i].numel;
-        double s = m->init_scale[i];
         bp_rng r;
-        bp_rng_seed(&r, seed, m->stream[i]);
-        for (size_t k = 0; k < n; k++) {
-            switch (m->init[i]) {
-            case BP_INIT_ZERO:
-                p[k] = 0;
-                break;
-            case BP_INIT_ONE:
-                p[k] = 1;
-                break;
-            case BP_INIT_NORMAL:
-                p[k] = (bp_real)(s * bp_rng_normal(&r));
-                break;
-            case BP_INIT_UNIFORM:
-                p[k] = (bp_real)(s * (2 * bp_rng_uniform(&r) - 1));
-                break;
-            }
-        }
+        bp_rng_seed(&r, seed, m->init[i].stream);
+        for (size_t k = 0; k < m->tensors[i].numel; k++) p[k] = draw(&m->init[i], &r);
     }
 }
 

@@ -11,14 +11,18 @@
  * reverse layer order (the order backward finishes them) is the buffer read
  * from its end. The tied embedding (wte) belongs to the embed block; a range that
  * holds the head but not the embed block gets its own copy named "wte.weight"
- * (flagged `tied_copy`) that the caller keeps in sync.
+ * (flagged `tied_copy`) that the caller keeps in sync. When one range holds both
+ * (the whole model in one process), the head uses wte itself and both gradient
+ * contributions add up in wte's one gradient.
  *
  * Weights are initialized tensor by tensor from streams derived from (seed, index
  * of the tensor in the full model), so a stage is initialized exactly like the same
  * blocks of the full model, whatever the range.
  *
  * Activations of one micro-batch live in a bp_acts, separate from the model, so a
- * pipeline schedule can keep several micro-batches in flight. */
+ * pipeline schedule can keep several micro-batches in flight. The backward
+ * workspace belongs to the model and is shared by them, so calls on one model must
+ * not run concurrently. */
 #ifndef BP_NN_MODEL_H
 #define BP_NN_MODEL_H
 

@@ -25,6 +25,13 @@ typedef struct bp_tensor_spec {
     double scale;
 } bp_tensor_spec;
 
+/* How a tensor of the model is initialized. */
+typedef struct bp_tensor_init {
+    bp_init_kind kind;
+    double scale;
+    uint64_t stream; /* RNG stream: index of the tensor in the full model */
+} bp_tensor_init;
+
 typedef struct bp_model_ops {
     /* Checks the kind's fields of cfg; the message names the field. */
     int (*check)(const bp_model_config *cfg, bp_err *err);
@@ -60,10 +67,8 @@ struct bp_model {
     int begin, end; /* block range [begin, end) of the full model */
     int ntensors;
     bp_tensor_info *tensors;
-    bp_init_kind *init; /* per tensor */
-    double *init_scale; /* per tensor */
-    uint64_t *stream;   /* per tensor: RNG stream = index of the tensor in the full model */
-    int *block_first;   /* per block of the range: index of its first tensor */
+    bp_tensor_init *init; /* per tensor */
+    int *block_first;     /* per block of the range: index of its first tensor */
     size_t nparams;
     bp_real *params, *grads;
     bp_real *scratch; /* backward workspace shared by all micro-batches, grown on demand */
