@@ -7,6 +7,7 @@
 #include "core/buf.h"
 
 int bp_shift_one_peer(int rank, int size, uint64_t round) {
+    if (size < 2) return rank;
     int h = size / 2;
     if (rank < h) return (int)((round + (uint64_t)rank) % (uint64_t)((size + 1) / 2)) + h;
     /* (r - h - k) mod h, kept non-negative: k enters as k mod h. */
