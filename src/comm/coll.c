@@ -138,6 +138,50 @@ static int mpi_reduce_scatter(op_ctx *op, bp_comm *g, float *x, size_t n) {
     return rc == MPI_SUCCESS ? BP_OK : op_mpi_fail(op, rc, "MPI_Reduce_scatter");
 }
 
+/* Segments of a ring step's chunk, in floats. Received into two alternating
+ * buffers of this size, each is added while it is still in cache. */
+enum { SEGMENT = 1 << 16 };
+
+static size_t segments(size_t len) { return (len + SEGMENT - 1) / SEGMENT; }
+
+static size_t segment_len(size_t len, size_t k) {
+    return len - k * SEGMENT < SEGMENT ? len - k * SEGMENT : SEGMENT;
+}
+
+/* Post segment k of a step: send x[soff..+slen)'s k-th to the right, receive the
+ * left's k-th into buffer k % 2. */
+static int rs_post(op_ctx *op, bp_comm *g, const float *send, size_t slen, size_t rlen,
+                   float *tmp, size_t k, tx_req *sreq, tx_req *rreq) {
+    int p = g->size, rc = BP_OK;
+    if (k < segments(rlen))
+        rc = tx_irecv(op, g, tmp + (k % 2) * SEGMENT, segment_len(rlen, k) * sizeof *tmp,
+                      (g->rank - 1 + p) % p, TAG_REDUCE_SCATTER, rreq);
+    if (rc == BP_OK && k < segments(slen))
+        rc = tx_isend(op, g, send + k * SEGMENT, segment_len(slen, k) * sizeof *send,
+                      (g->rank + 1) % p, TAG_REDUCE_SCATTER, sreq);
+    return rc;
+}
+
+/* One ring step: pass x[soff..+slen) to the right; add the left's partial sums
+ * into x[off..+len). Two segments are in flight at any time. */
+static int rs_step(op_ctx *op, bp_comm *g, float *x, size_t soff, size_t slen, size_t off,
+                   size_t len, float *tmp) {
+    size_t steps = segments(slen) > segments(len) ? segments(slen) : segments(len);
+    tx_req sreq[2], rreq[2];
+    int rc = BP_OK;
+    for (size_t k = 0; k < 2 && rc == BP_OK; k++)
+        rc = rs_post(op, g, x + soff, slen, len, tmp, k, &sreq[k], &rreq[k]);
+    for (size_t k = 0; k < steps && rc == BP_OK; k++) {
+        if (k < segments(len)) rc = tx_wait(op, &rreq[k % 2], 1);
+        if (rc == BP_OK && k < segments(slen)) rc = tx_wait(op, &sreq[k % 2], 1);
+        if (rc == BP_OK && k < segments(len))
+            vec_add(x + off + k * SEGMENT, tmp + (k % 2) * SEGMENT, segment_len(len, k));
+        if (rc == BP_OK)
+            rc = rs_post(op, g, x + soff, slen, len, tmp, k + 2, &sreq[k % 2], &rreq[k % 2]);
+    }
+    return rc;
+}
+
 int x_reduce_scatter(op_ctx *op, bp_comm *g, float *x, size_t n) {
     int p = g->size, r = g->rank;
     if (!tx_own_path(g)) return mpi_reduce_scatter(op, g, x, n);
@@ -145,7 +189,8 @@ int x_reduce_scatter(op_ctx *op, bp_comm *g, float *x, size_t n) {
     size_t off, len, max_len;
     bp_chunk(n, p, 0, &off, &max_len);
     float *tmp;
-    int rc = op_scratch(op, g, max_len * sizeof *x, (void **)&tmp);
+    size_t buf = max_len < SEGMENT ? max_len : 2 * SEGMENT;
+    int rc = op_scratch(op, g, buf * sizeof *x, (void **)&tmp);
     /* Ring: at step s rank r passes its partial sum of chunk r-s-1 to the right
      * and adds the left neighbour's partial sum of chunk r-s-2 to its own; after
      * p-1 steps chunk r holds all p contributions. */
@@ -153,9 +198,7 @@ int x_reduce_scatter(op_ctx *op, bp_comm *g, float *x, size_t n) {
         size_t soff, slen;
         bp_chunk(n, p, (r - s - 1 + 2 * p) % p, &soff, &slen);
         bp_chunk(n, p, (r - s - 2 + 2 * p) % p, &off, &len);
-        rc = tx_sendrecv(op, g, x + soff, slen * sizeof *x, (r + 1) % p, tmp, len * sizeof *x,
-                         (r - 1 + p) % p, TAG_REDUCE_SCATTER);
-        if (rc == BP_OK) vec_add(x + off, tmp, len);
+        rc = rs_step(op, g, x, soff, slen, off, len, tmp);
     }
     return rc;
 }

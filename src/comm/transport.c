@@ -61,7 +61,7 @@ int tx_wait(op_ctx *op, tx_req *r, int k) {
         double t = r[i].recv ? r[i].arrive : r[i].sent;
         until = t > until ? t : until;
     }
-    if (rc == MPI_SUCCESS) bp_sleep_until(until);
+    if (rc == MPI_SUCCESS && until > 0) bp_sleep_until(until);
     op->acc.blocked_s += bp_now() - t0;
     return rc == MPI_SUCCESS ? BP_OK : op_mpi_fail(op, rc, "MPI_Waitall");
 }
