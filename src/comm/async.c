@@ -4,11 +4,9 @@
  * stop flag that is 1 on a rank that asked to stop. A positive average flag ends
  * the loop on every rank after that same round, so no thread is ever left in a
  * collective that the others will not join, and all ranks count the same rounds. */
-#include <errno.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "comm/internal.h"
 #include "core/buf.h"
@@ -33,12 +31,9 @@ struct bp_async_avg {
 };
 
 static void wait_interval(bp_async_avg *a, double until) {
-    struct timespec ts;
-    ts.tv_sec = (time_t)until;
-    ts.tv_nsec = (long)((until - (double)ts.tv_sec) * 1e9);
     pthread_mutex_lock(&a->wait_mu);
-    while (!atomic_load(&a->stop_asked) && bp_now() < until)
-        if (pthread_cond_timedwait(&a->wake, &a->wait_mu, &ts) == ETIMEDOUT) break;
+    while (!atomic_load(&a->stop_asked) && cond_wait_until(&a->wake, &a->wait_mu, until)) {
+    }
     pthread_mutex_unlock(&a->wait_mu);
 }
 
@@ -85,11 +80,7 @@ static int async_new(bp_comm *c, float *x, size_t n, int interval_ms, bp_async_a
     a->c = c, a->x = x, a->n = n, a->interval_s = interval_ms * 1e-3;
     pthread_mutex_init(&a->x_mu, NULL);
     pthread_mutex_init(&a->wait_mu, NULL);
-    pthread_condattr_t attr;
-    pthread_condattr_init(&attr);
-    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
-    pthread_cond_init(&a->wake, &attr);
-    pthread_condattr_destroy(&attr);
+    cond_init_monotonic(&a->wake);
     int rc = bp_alloc_checked((void **)&a->snap, (n + 1) * sizeof(float), "async snapshot", err);
     if (rc == BP_OK) rc = bp_alloc_checked((void **)&a->avg, (n + 1) * sizeof(float), "async average", err);
     return rc;

@@ -148,8 +148,8 @@ static size_t segment_len(size_t len, size_t k) {
     return len - k * SEGMENT < SEGMENT ? len - k * SEGMENT : SEGMENT;
 }
 
-/* Post segment k of a step: send x[soff..+slen)'s k-th to the right, receive the
- * left's k-th into buffer k % 2. */
+/* Post segment k of a ring step: the k-th segment of `send` (slen floats) to the
+ * right, and the left's k-th segment (of rlen floats) into buffer k % 2. */
 static int rs_post(op_ctx *op, bp_comm *g, const float *send, size_t slen, size_t rlen,
                    float *tmp, size_t k, tx_req *sreq, tx_req *rreq) {
     int p = g->size, rc = BP_OK;

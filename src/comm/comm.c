@@ -8,13 +8,6 @@
 #include "comm/internal.h"
 #include "core/buf.h"
 
-static int mpi_error(int mpi_rc, const char *call, bp_err *err) {
-    char text[MPI_MAX_ERROR_STRING];
-    int len = 0;
-    if (MPI_Error_string(mpi_rc, text, &len) != MPI_SUCCESS) snprintf(text, sizeof text, "?");
-    return bp_fail(err, BP_ECOMM, "%s failed: %s", call, text);
-}
-
 static int world_new(bool owns_mpi, bp_world **out, bp_err *err) {
     bp_world *w = calloc(1, sizeof *w);
     int procs = 0;
@@ -27,25 +20,25 @@ static int world_new(bool owns_mpi, bp_world **out, bp_err *err) {
     w->procs = procs;
     w->owns_mpi = owns_mpi;
     pthread_mutex_init(&w->mu, NULL);
-    pthread_condattr_t attr;
-    pthread_condattr_init(&attr);
-    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
-    pthread_cond_init(&w->wake, &attr);
-    pthread_condattr_destroy(&attr);
+    cond_init_monotonic(&w->wake);
     *out = w;
     return BP_OK;
 }
 
-static void world_release(bp_world *w) {
-    pthread_mutex_lock(&w->mu);
-    bool last = --w->refs == 0;
-    pthread_mutex_unlock(&w->mu);
-    if (!last) return;
+static void world_destroy(bp_world *w) {
     watch_stop(w);
     pthread_cond_destroy(&w->wake);
     pthread_mutex_destroy(&w->mu);
     free(w->link_free);
     free(w);
+}
+
+/* The world lives as long as one of its groups. */
+static void world_release(bp_world *w) {
+    pthread_mutex_lock(&w->mu);
+    bool last = --w->refs == 0;
+    pthread_mutex_unlock(&w->mu);
+    if (last) world_destroy(w);
 }
 
 /* MPI_COMM_WORLD ranks of the members of mpi, for the emulated links. */
@@ -127,9 +120,11 @@ static int wrap(MPI_Comm mpi, const char *name, bool owns_mpi, bp_comm **out, bp
         return rc;
     }
     rc = group_new(dup, name, w, out, err);
-    if (rc != BP_OK) {
-        bp_comm_free(*out);
+    if (rc != BP_OK && *out) {
+        bp_comm_free(*out); /* and the world with it */
         *out = NULL;
+    } else if (rc != BP_OK) {
+        world_destroy(w);
     }
     return rc;
 }

@@ -89,7 +89,9 @@ void op_begin(op_ctx *op, bp_comm *c, bp_op kind, size_t n);
 void op_begin_named(op_ctx *op, bp_comm *c, const char *name);
 int op_end(op_ctx *op, int rc);
 int op_fail(op_ctx *op, bp_status code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-/* BP_ECOMM with MPI's text for error code mpi_rc of `call`. */
+/* BP_ECOMM in err with MPI's text for error code mpi_rc of `call`. */
+int mpi_error(int mpi_rc, const char *call, bp_err *err);
+/* mpi_error into the op's error. */
 int op_mpi_fail(op_ctx *op, int mpi_rc, const char *call);
 /* Charge one call of an MPI collective that ran from t0 until now. */
 void op_mpi_done(op_ctx *op, double t0, size_t sent, size_t recv);
@@ -97,6 +99,13 @@ void op_mpi_done(op_ctx *op, double t0, size_t sent, size_t recv);
 int comm_record(bp_comm *c, int rc, const bp_err *err);
 /* A buffer of at least `bytes` owned by g, valid until the next scratch call on g. */
 int op_scratch(op_ctx *op, bp_comm *g, size_t bytes, void **out);
+
+/* --- timed waits (wait.c) ---------------------------------------------------------- */
+
+void cond_init_monotonic(pthread_cond_t *cv);
+/* Wait on cv (mu held) until signalled or until the monotonic time `until`;
+ * false when the time ran out. */
+bool cond_wait_until(pthread_cond_t *cv, pthread_mutex_t *mu, double until);
 
 /* --- watchdog (watchdog.c) ------------------------------------------------------- */
 

@@ -70,12 +70,14 @@ int op_fail(op_ctx *op, bp_status code, const char *fmt, ...) {
     return (int)code;
 }
 
-int op_mpi_fail(op_ctx *op, int mpi_rc, const char *call) {
+int mpi_error(int mpi_rc, const char *call, bp_err *err) {
     char text[MPI_MAX_ERROR_STRING];
     int len = 0;
     if (MPI_Error_string(mpi_rc, text, &len) != MPI_SUCCESS) snprintf(text, sizeof text, "?");
-    return op_fail(op, BP_ECOMM, "%s failed: %s", call, text);
+    return bp_fail(err, BP_ECOMM, "%s failed: %s", call, text);
 }
+
+int op_mpi_fail(op_ctx *op, int mpi_rc, const char *call) { return mpi_error(mpi_rc, call, &op->err); }
 
 void op_mpi_done(op_ctx *op, double t0, size_t sent, size_t recv) {
     op->acc.messages++;

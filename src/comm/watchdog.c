@@ -5,10 +5,8 @@
  * blocking collectives (the MPI path) cannot be given a deadline. Operations link
  * themselves into the world's list while they run; the thread scans the list a
  * few times per timeout, which costs the operations only a lock each. */
-#include <errno.h>
 #include <math.h>
 #include <stdio.h>
-#include <time.h>
 
 #include "comm/internal.h"
 #include "core/timer.h"
@@ -51,13 +49,6 @@ static void fire(bp_world *w, const op_ctx *op) {
     MPI_Abort(MPI_COMM_WORLD, 1);
 }
 
-static struct timespec abs_time(double t) {
-    struct timespec ts;
-    ts.tv_sec = (time_t)t;
-    ts.tv_nsec = (long)((t - (double)ts.tv_sec) * 1e9);
-    return ts;
-}
-
 static void *watch(void *arg) {
     bp_world *w = arg;
     pthread_mutex_lock(&w->mu);
@@ -65,10 +56,7 @@ static void *watch(void *arg) {
         double now = bp_now();
         for (const op_ctx *op = w->ops; op; op = op->next)
             if (now > op->deadline) fire(w, op);
-        double tick = fmin(fmax(w->timeout / 20, 0.001), 0.5);
-        struct timespec until = abs_time(now + tick);
-        while (pthread_cond_timedwait(&w->wake, &w->mu, &until) == EINTR) {
-        }
+        cond_wait_until(&w->wake, &w->mu, now + fmin(fmax(w->timeout / 20, 0.001), 0.5));
     }
     pthread_mutex_unlock(&w->mu);
     return NULL;
