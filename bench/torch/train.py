@@ -16,8 +16,23 @@ import statistics
 import sys
 import time
 
-import numpy as np
-import torch
+
+def _threads_arg(argv):
+    for i, arg in enumerate(argv):
+        if arg == "--threads" and i + 1 < len(argv):
+            return argv[i + 1]
+        if arg.startswith("--threads="):
+            return arg.split("=", 1)[1]
+    return "1"
+
+
+# Debian's torch does its matrix products in OpenBLAS, which takes its thread count from the
+# environment when it is loaded; torch.set_num_threads does not reach it. So fix it before
+# torch is imported, or "1 thread" silently becomes one OpenBLAS thread per core.
+os.environ["OPENBLAS_NUM_THREADS"] = os.environ["OMP_NUM_THREADS"] = _threads_arg(sys.argv[1:])
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import data  # noqa: E402
