@@ -179,6 +179,30 @@ static void test_groups_and_names(void **state) {
     bp_comm_free(half), bp_comm_free(none);
 }
 
+/* A group over a communicator the program made itself has its own settings. */
+static void test_wrap(void **state) {
+    (void)state;
+    MPI_Comm odd_even;
+    MPI_Comm_split(MPI_COMM_WORLD, me % 2, me, &odd_even);
+    bp_comm *g = NULL;
+    bp_err err;
+    assert_int_equal(bp_comm_wrap(odd_even, "parity", &g, &err), BP_OK);
+    MPI_Comm_free(&odd_even); /* the group holds a duplicate */
+    int size = 0;
+    MPI_Comm_size(bp_comm_mpi(g), &size);
+    assert_int_equal(bp_comm_size(g), size);
+    assert_int_equal(size, (nranks - me % 2 + 1) / 2);
+    /* Emulation set on this world does not reach the other one. */
+    assert_int_equal(bp_comm_set_net(g, "lat=1s"), BP_OK);
+    float x = 1;
+    assert_int_equal(bp_allreduce_sum(world, &x, 1), BP_OK);
+    assert_true(x == (float)nranks);
+    assert_int_equal(bp_comm_set_net(g, NULL), BP_OK);
+    assert_int_equal(bp_allreduce_sum(g, &x, 1), BP_OK);
+    assert_true(x == (float)(nranks * size));
+    assert_int_equal(bp_comm_free(g), BP_OK);
+}
+
 static void test_error_lines(void **state) {
     (void)state;
     bp_comm *g = NULL;
@@ -211,6 +235,8 @@ static void test_counters(void **state) {
     const size_t n = 4099;
     float *x = floats(n);
     for (size_t i = 0; i < n; i++) x[i] = value_of(me, i, 5);
+    bp_stats w;
+    assert_int_equal(bp_comm_stats(world, &w, true), BP_OK);
     for (size_t c = 0; c < 2; c++) {
         bp_comm *g = group_for(&CONFIGS[c]);
         bp_stats st;
@@ -243,7 +269,6 @@ static void test_counters(void **state) {
         group_done(g);
     }
     /* The world's counters do not see the traffic of other groups. */
-    bp_stats w;
     assert_int_equal(bp_comm_stats(world, &w, false), BP_OK);
     assert_int_equal(w.op[BP_OP_ALLREDUCE].calls, 0);
     free(x);
@@ -258,6 +283,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_alltoall),
         cmocka_unit_test(test_chunks_cover_the_buffer),
         cmocka_unit_test(test_groups_and_names),
+        cmocka_unit_test(test_wrap),
         cmocka_unit_test(test_error_lines),
         cmocka_unit_test(test_counters),
     };
