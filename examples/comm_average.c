@@ -23,8 +23,8 @@ static void check(int rc, bp_comm *c, const char *what) {
 static void print_stats(bp_comm *c) {
     bp_stats st;
     check(bp_comm_stats(c, &st, false), c, "stats");
-    printf("%-24s %6s %9s %10s %10s %11s\n", "operation", "calls", "messages", "MB sent",
-           "MB recv", "ms blocked");
+    printf("%-24s %6s %9s %10s %10s %11s\n", "operation", "calls", "messages", "MB sent", "MB recv",
+           "ms blocked");
     for (int op = 0; op < BP_OP_COUNT; op++) {
         const bp_op_stats *s = &st.op[op];
         if (s->calls)

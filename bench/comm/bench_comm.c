@@ -141,7 +141,8 @@ static void bench_minmax(void) {
     for (size_t bytes = 256 * 1024; bytes <= 64u << 20; bytes *= 16) {
         codec_arg a = {.n = bytes / sizeof(float)};
         bp_codec_minmax_u8_new(&a.codec, NULL);
-        a.x = bp_alloc(bytes), a.y = bp_alloc(bytes), a.wire = bp_alloc(bp_codec_encoded_size(a.codec, a.n));
+        a.x = bp_alloc(bytes), a.y = bp_alloc(bytes),
+        a.wire = bp_alloc(bp_codec_encoded_size(a.codec, a.n));
         bp_rng rng;
         bp_rng_seed(&rng, 1, 0);
         for (size_t i = 0; i < a.n; i++) a.x[i] = (float)bp_rng_normal(&rng);
@@ -226,7 +227,8 @@ int main(int argc, char **argv) {
         char version[MPI_MAX_LIBRARY_VERSION_STRING];
         int len;
         MPI_Get_library_version(version, &len);
-        printf("bagpipe comm benchmark: %d ranks; %.*s\n", nranks, (int)strcspn(version, "\n,"), version);
+        printf("bagpipe comm benchmark: %d ranks; %.*s\n", nranks, (int)strcspn(version, "\n,"),
+               version);
     }
     bench_allreduce(world, max_mb << 20);
     if (me == 0) {

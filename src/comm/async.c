@@ -32,7 +32,7 @@ struct bp_async_avg {
 
 static void wait_interval(bp_async_avg *a, double until) {
     pthread_mutex_lock(&a->wait_mu);
-    while (!atomic_load(&a->stop_asked) && cond_wait_until(&a->wake, &a->wait_mu, until)) {
+    while (!atomic_load(&a->stop_asked) && bpc_cond_wait_until(&a->wake, &a->wait_mu, until)) {
     }
     pthread_mutex_unlock(&a->wait_mu);
 }
@@ -46,8 +46,9 @@ static int round_once(bp_async_avg *a, bool *stop) {
     memcpy(a->avg, a->snap, n * sizeof *a->x);
     a->avg[n] = atomic_load(&a->stop_asked) ? 1.0f : 0.0f;
     op_ctx op;
-    op_begin(&op, a->c, BP_OP_ASYNC_AVG, n);
-    int rc = op_end(&op, run_prim(&op, a->dup, a->avg, n + 1, NODE_SHARE, flat_allreduce_avg, NULL));
+    bpc_op_begin(&op, a->c, BP_OP_ASYNC_AVG, n);
+    int rc = bpc_op_end(
+        &op, bpc_run_prim(&op, a->dup, a->avg, n + 1, NODE_SHARE, bpc_flat_allreduce_avg, NULL));
     if (rc != BP_OK) return rc;
     pthread_mutex_lock(&a->x_mu);
     for (size_t i = 0; i < n; i++) a->x[i] += a->avg[i] - a->snap[i];
@@ -73,16 +74,18 @@ static void *async_main(void *arg) {
 
 static int async_new(bp_comm *c, float *x, size_t n, int interval_ms, bp_async_avg **out,
                      bp_err *err) {
-    if (interval_ms < 1) return bp_fail(err, BP_EUSAGE, "sync interval %d ms must be >= 1", interval_ms);
+    if (interval_ms < 1)
+        return bp_fail(err, BP_EUSAGE, "sync interval %d ms must be >= 1", interval_ms);
     bp_async_avg *a = calloc(1, sizeof *a);
     if (!a) return bp_fail(err, BP_ENOMEM, "cannot allocate the async state");
     *out = a;
     a->c = c, a->x = x, a->n = n, a->interval_s = interval_ms * 1e-3;
     pthread_mutex_init(&a->x_mu, NULL);
     pthread_mutex_init(&a->wait_mu, NULL);
-    cond_init_monotonic(&a->wake);
+    bpc_cond_init_monotonic(&a->wake);
     int rc = bp_alloc_checked((void **)&a->snap, (n + 1) * sizeof(float), "async snapshot", err);
-    if (rc == BP_OK) rc = bp_alloc_checked((void **)&a->avg, (n + 1) * sizeof(float), "async average", err);
+    if (rc == BP_OK)
+        rc = bp_alloc_checked((void **)&a->avg, (n + 1) * sizeof(float), "async average", err);
     return rc;
 }
 
@@ -90,15 +93,17 @@ int bp_async_avg_start(bp_comm *c, float *x, size_t n, int interval_ms, bp_async
     bp_err err;
     bp_async_avg *a = NULL;
     int rc = async_new(c, x, n, interval_ms, &a, &err);
-    if (rc == BP_OK) rc = bp_comm_dup(c, NULL, &a->dup);
-    else comm_record(c, rc, &err);
+    if (rc == BP_OK)
+        rc = bp_comm_dup(c, NULL, &a->dup);
+    else
+        bpc_comm_record(c, rc, &err);
     if (rc == BP_OK) {
         atomic_store(&a->running, true);
         a->thread_started = pthread_create(&a->thread, NULL, async_main, a) == 0;
         if (!a->thread_started) {
             atomic_store(&a->running, false);
             bp_fail(&err, BP_EINTERNAL, "cannot start the averaging thread");
-            rc = comm_record(c, BP_EINTERNAL, &err);
+            rc = bpc_comm_record(c, BP_EINTERNAL, &err);
         }
     }
     if (rc != BP_OK) {

@@ -1,5 +1,5 @@
 /* Collectives: our own algorithms over point-to-point messages, or MPI's
- * (tx_own_path decides), and their public entry points.
+ * (bpc_tx_own_path decides), and their public entry points.
  *
  * Own algorithms: dissemination barrier; binomial-tree broadcast and reduce;
  * ring reduce-scatter and allgather (each rank sends and receives (p-1)/p of the
@@ -32,14 +32,14 @@ static void block_at(const blocks *b, int p, int i, size_t *off, size_t *len) {
 
 static int fits_int(op_ctx *op, size_t count) {
     if (count <= INT_MAX) return BP_OK;
-    return op_fail(op, BP_EUSAGE, "%zu elements exceed the %d that one MPI call takes", count,
-                   INT_MAX);
+    return bpc_op_fail(op, BP_EUSAGE, "%zu elements exceed the %d that one MPI call takes", count,
+                       INT_MAX);
 }
 
 /* MPI's int counts and displacements for blocks b; free with free(). */
 static int mpi_layout(op_ctx *op, const blocks *b, int p, int **counts, int **displs) {
     *counts = malloc(2 * (size_t)p * sizeof(int));
-    if (!*counts) return op_fail(op, BP_ENOMEM, "cannot allocate MPI counts");
+    if (!*counts) return bpc_op_fail(op, BP_ENOMEM, "cannot allocate MPI counts");
     *displs = *counts + p;
     for (int i = 0; i < p; i++) {
         size_t off, len;
@@ -54,28 +54,28 @@ static int mpi_layout(op_ctx *op, const blocks *b, int p, int **counts, int **di
     return BP_OK;
 }
 
-int x_barrier(op_ctx *op, bp_comm *g) {
-    if (!tx_own_path(g)) {
+int bpc_x_barrier(op_ctx *op, bp_comm *g) {
+    if (!bpc_tx_own_path(g)) {
         double t0 = bp_now();
         int rc = MPI_Barrier(g->mpi);
-        op_mpi_done(op, t0, 0, 0);
-        return rc == MPI_SUCCESS ? BP_OK : op_mpi_fail(op, rc, "MPI_Barrier");
+        bpc_op_mpi_done(op, t0, 0, 0);
+        return rc == MPI_SUCCESS ? BP_OK : bpc_op_mpi_fail(op, rc, "MPI_Barrier");
     }
     char out = 0, in = 0;
     int rc = BP_OK;
     for (int k = 1; k < g->size && rc == BP_OK; k <<= 1)
-        rc = tx_sendrecv(op, g, &out, 0, (g->rank + k) % g->size, &in, 0,
-                         (g->rank - k + g->size) % g->size, TAG_BARRIER);
+        rc = bpc_tx_sendrecv(op, g, &out, 0, (g->rank + k) % g->size, &in, 0,
+                             (g->rank - k + g->size) % g->size, TAG_BARRIER);
     return rc;
 }
 
-int x_bcast(op_ctx *op, bp_comm *g, void *buf, size_t bytes, int root) {
+int bpc_x_bcast(op_ctx *op, bp_comm *g, void *buf, size_t bytes, int root) {
     int p = g->size, rc = fits_int(op, bytes);
-    if (rc == BP_OK && !tx_own_path(g)) {
+    if (rc == BP_OK && !bpc_tx_own_path(g)) {
         double t0 = bp_now();
         rc = MPI_Bcast(buf, (int)bytes, MPI_BYTE, root, g->mpi);
-        op_mpi_done(op, t0, g->rank == root ? bytes : 0, g->rank == root ? 0 : bytes);
-        return rc == MPI_SUCCESS ? BP_OK : op_mpi_fail(op, rc, "MPI_Bcast");
+        bpc_op_mpi_done(op, t0, g->rank == root ? bytes : 0, g->rank == root ? 0 : bytes);
+        return rc == MPI_SUCCESS ? BP_OK : bpc_op_mpi_fail(op, rc, "MPI_Bcast");
     }
     /* Binomial tree over ranks relative to the root: receive from the parent at
      * the lowest set bit, then send to the children below it. */
@@ -83,42 +83,44 @@ int x_bcast(op_ctx *op, bp_comm *g, void *buf, size_t bytes, int root) {
     for (; rc == BP_OK && mask < p; mask <<= 1)
         if (vr & mask) {
             tx_req r;
-            rc = tx_irecv(op, g, buf, bytes, (vr - mask + root) % p, TAG_BCAST, &r);
-            if (rc == BP_OK) rc = tx_wait(op, &r, 1);
+            rc = bpc_tx_irecv(op, g, buf, bytes, (vr - mask + root) % p, TAG_BCAST, &r);
+            if (rc == BP_OK) rc = bpc_tx_wait(op, &r, 1);
             break;
         }
     tx_req sends[sizeof(int) * CHAR_BIT];
     int k = 0;
     for (mask >>= 1; rc == BP_OK && mask > 0; mask >>= 1)
-        if (vr + mask < p) rc = tx_isend(op, g, buf, bytes, (vr + mask + root) % p, TAG_BCAST, &sends[k++]);
-    return rc == BP_OK ? tx_wait(op, sends, k) : rc;
+        if (vr + mask < p)
+            rc = bpc_tx_isend(op, g, buf, bytes, (vr + mask + root) % p, TAG_BCAST, &sends[k++]);
+    return rc == BP_OK ? bpc_tx_wait(op, sends, k) : rc;
 }
 
-int x_reduce_sum(op_ctx *op, bp_comm *g, float *x, size_t n, int root) {
+int bpc_x_reduce_sum(op_ctx *op, bp_comm *g, float *x, size_t n, int root) {
     int p = g->size, rc = fits_int(op, n);
-    if (rc == BP_OK && !tx_own_path(g)) {
+    if (rc == BP_OK && !bpc_tx_own_path(g)) {
         double t0 = bp_now();
         rc = MPI_Reduce(g->rank == root ? MPI_IN_PLACE : x, x, (int)n, MPI_FLOAT, MPI_SUM, root,
                         g->mpi);
-        op_mpi_done(op, t0, g->rank == root ? 0 : n * sizeof *x, g->rank == root ? n * sizeof *x : 0);
-        return rc == MPI_SUCCESS ? BP_OK : op_mpi_fail(op, rc, "MPI_Reduce");
+        bpc_op_mpi_done(op, t0, g->rank == root ? 0 : n * sizeof *x,
+                        g->rank == root ? n * sizeof *x : 0);
+        return rc == MPI_SUCCESS ? BP_OK : bpc_op_mpi_fail(op, rc, "MPI_Reduce");
     }
     float *tmp = NULL;
-    if (rc == BP_OK && p > 1) rc = op_scratch(op, g, n * sizeof *x, (void **)&tmp);
-    /* Binomial tree, the mirror of x_bcast: add the children's sums, then send. */
+    if (rc == BP_OK && p > 1) rc = bpc_op_scratch(op, g, n * sizeof *x, (void **)&tmp);
+    /* Binomial tree, the mirror of bpc_x_bcast: add the children's sums, then send. */
     int vr = (g->rank - root + p) % p;
     for (int mask = 1; rc == BP_OK && mask < p; mask <<= 1) {
         if (vr & mask) {
             tx_req r;
-            rc = tx_isend(op, g, x, n * sizeof *x, (vr - mask + root) % p, TAG_REDUCE, &r);
-            if (rc == BP_OK) rc = tx_wait(op, &r, 1);
+            rc = bpc_tx_isend(op, g, x, n * sizeof *x, (vr - mask + root) % p, TAG_REDUCE, &r);
+            if (rc == BP_OK) rc = bpc_tx_wait(op, &r, 1);
             break;
         }
         if (vr + mask < p) {
             tx_req r;
-            rc = tx_irecv(op, g, tmp, n * sizeof *x, (vr + mask + root) % p, TAG_REDUCE, &r);
-            if (rc == BP_OK) rc = tx_wait(op, &r, 1);
-            if (rc == BP_OK) vec_add(x, tmp, n);
+            rc = bpc_tx_irecv(op, g, tmp, n * sizeof *x, (vr + mask + root) % p, TAG_REDUCE, &r);
+            if (rc == BP_OK) rc = bpc_tx_wait(op, &r, 1);
+            if (rc == BP_OK) bpc_vec_add(x, tmp, n);
         }
     }
     return rc;
@@ -131,11 +133,11 @@ static int mpi_reduce_scatter(op_ctx *op, bp_comm *g, float *x, size_t n) {
     if (rc != BP_OK) return rc;
     double t0 = bp_now();
     rc = MPI_Reduce_scatter(MPI_IN_PLACE, x, counts, MPI_FLOAT, MPI_SUM, g->mpi);
-    op_mpi_done(op, t0, n * sizeof *x, (size_t)counts[g->rank] * sizeof *x);
+    bpc_op_mpi_done(op, t0, n * sizeof *x, (size_t)counts[g->rank] * sizeof *x);
     /* MPI puts this rank's part at the start of the buffer; ours is at its place. */
     if (rc == MPI_SUCCESS) memmove(x + displs[g->rank], x, (size_t)counts[g->rank] * sizeof *x);
     free(counts);
-    return rc == MPI_SUCCESS ? BP_OK : op_mpi_fail(op, rc, "MPI_Reduce_scatter");
+    return rc == MPI_SUCCESS ? BP_OK : bpc_op_mpi_fail(op, rc, "MPI_Reduce_scatter");
 }
 
 /* Segments of a ring step's chunk, in floats. Received into two alternating
@@ -150,15 +152,15 @@ static size_t segment_len(size_t len, size_t k) {
 
 /* Post segment k of a ring step: the k-th segment of `send` (slen floats) to the
  * right, and the left's k-th segment (of rlen floats) into buffer k % 2. */
-static int rs_post(op_ctx *op, bp_comm *g, const float *send, size_t slen, size_t rlen,
-                   float *tmp, size_t k, tx_req *sreq, tx_req *rreq) {
+static int rs_post(op_ctx *op, bp_comm *g, const float *send, size_t slen, size_t rlen, float *tmp,
+                   size_t k, tx_req *sreq, tx_req *rreq) {
     int p = g->size, rc = BP_OK;
     if (k < segments(rlen))
-        rc = tx_irecv(op, g, tmp + (k % 2) * SEGMENT, segment_len(rlen, k) * sizeof *tmp,
-                      (g->rank - 1 + p) % p, TAG_REDUCE_SCATTER, rreq);
+        rc = bpc_tx_irecv(op, g, tmp + (k % 2) * SEGMENT, segment_len(rlen, k) * sizeof *tmp,
+                          (g->rank - 1 + p) % p, TAG_REDUCE_SCATTER, rreq);
     if (rc == BP_OK && k < segments(slen))
-        rc = tx_isend(op, g, send + k * SEGMENT, segment_len(slen, k) * sizeof *send,
-                      (g->rank + 1) % p, TAG_REDUCE_SCATTER, sreq);
+        rc = bpc_tx_isend(op, g, send + k * SEGMENT, segment_len(slen, k) * sizeof *send,
+                          (g->rank + 1) % p, TAG_REDUCE_SCATTER, sreq);
     return rc;
 }
 
@@ -172,25 +174,25 @@ static int rs_step(op_ctx *op, bp_comm *g, float *x, size_t soff, size_t slen, s
     for (size_t k = 0; k < 2 && rc == BP_OK; k++)
         rc = rs_post(op, g, x + soff, slen, len, tmp, k, &sreq[k], &rreq[k]);
     for (size_t k = 0; k < steps && rc == BP_OK; k++) {
-        if (k < segments(len)) rc = tx_wait(op, &rreq[k % 2], 1);
-        if (rc == BP_OK && k < segments(slen)) rc = tx_wait(op, &sreq[k % 2], 1);
+        if (k < segments(len)) rc = bpc_tx_wait(op, &rreq[k % 2], 1);
+        if (rc == BP_OK && k < segments(slen)) rc = bpc_tx_wait(op, &sreq[k % 2], 1);
         if (rc == BP_OK && k < segments(len))
-            vec_add(x + off + k * SEGMENT, tmp + (k % 2) * SEGMENT, segment_len(len, k));
+            bpc_vec_add(x + off + k * SEGMENT, tmp + (k % 2) * SEGMENT, segment_len(len, k));
         if (rc == BP_OK)
             rc = rs_post(op, g, x + soff, slen, len, tmp, k + 2, &sreq[k % 2], &rreq[k % 2]);
     }
     return rc;
 }
 
-int x_reduce_scatter(op_ctx *op, bp_comm *g, float *x, size_t n) {
+int bpc_x_reduce_scatter(op_ctx *op, bp_comm *g, float *x, size_t n) {
     int p = g->size, r = g->rank;
-    if (!tx_own_path(g)) return mpi_reduce_scatter(op, g, x, n);
+    if (!bpc_tx_own_path(g)) return mpi_reduce_scatter(op, g, x, n);
     if (p == 1) return BP_OK;
     size_t off, len, max_len;
     bp_chunk(n, p, 0, &off, &max_len);
     float *tmp;
     size_t buf = max_len < SEGMENT ? max_len : 2 * SEGMENT;
-    int rc = op_scratch(op, g, buf * sizeof *x, (void **)&tmp);
+    int rc = bpc_op_scratch(op, g, buf * sizeof *x, (void **)&tmp);
     /* Ring: at step s rank r passes its partial sum of chunk r-s-1 to the right
      * and adds the left neighbour's partial sum of chunk r-s-2 to its own; after
      * p-1 steps chunk r holds all p contributions. */
@@ -203,10 +205,10 @@ int x_reduce_scatter(op_ctx *op, bp_comm *g, float *x, size_t n) {
     return rc;
 }
 
-int x_allgather(op_ctx *op, bp_comm *g, void *base, const blocks *b) {
+int bpc_x_allgather(op_ctx *op, bp_comm *g, void *base, const blocks *b) {
     int p = g->size, r = g->rank;
     unsigned char *buf = base;
-    if (!tx_own_path(g)) {
+    if (!bpc_tx_own_path(g)) {
         int *counts, *displs;
         int rc = mpi_layout(op, b, p, &counts, &displs);
         if (rc != BP_OK) return rc;
@@ -214,9 +216,9 @@ int x_allgather(op_ctx *op, bp_comm *g, void *base, const blocks *b) {
         rc = MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, base, counts, displs, MPI_BYTE,
                             g->mpi);
         size_t total = (size_t)displs[p - 1] + (size_t)counts[p - 1];
-        op_mpi_done(op, t0, (size_t)counts[r], total - (size_t)counts[r]);
+        bpc_op_mpi_done(op, t0, (size_t)counts[r], total - (size_t)counts[r]);
         free(counts);
-        return rc == MPI_SUCCESS ? BP_OK : op_mpi_fail(op, rc, "MPI_Allgatherv");
+        return rc == MPI_SUCCESS ? BP_OK : bpc_op_mpi_fail(op, rc, "MPI_Allgatherv");
     }
     /* Ring: at step s pass block r-s to the right, get block r-s-1 from the left. */
     int rc = BP_OK;
@@ -224,8 +226,8 @@ int x_allgather(op_ctx *op, bp_comm *g, void *base, const blocks *b) {
         size_t soff, slen, roff, rlen;
         block_at(b, p, (r - s + p) % p, &soff, &slen);
         block_at(b, p, (r - s - 1 + p) % p, &roff, &rlen);
-        rc = tx_sendrecv(op, g, buf + soff, slen, (r + 1) % p, buf + roff, rlen, (r - 1 + p) % p,
-                         TAG_ALLGATHER);
+        rc = bpc_tx_sendrecv(op, g, buf + soff, slen, (r + 1) % p, buf + roff, rlen,
+                             (r - 1 + p) % p, TAG_ALLGATHER);
     }
     return rc;
 }
@@ -244,18 +246,18 @@ static int mpi_alltoall(op_ctx *op, bp_comm *g, const void *send, const blocks *
     rc = MPI_Alltoallv(send, sc, sd, MPI_BYTE, recv, rcnt, rd, MPI_BYTE, g->mpi);
     size_t sent = 0, got = 0;
     for (int i = 0; i < g->size; i++) sent += (size_t)sc[i], got += (size_t)rcnt[i];
-    op_mpi_done(op, t0, sent, got);
+    bpc_op_mpi_done(op, t0, sent, got);
     free(sc);
     free(rcnt);
-    return rc == MPI_SUCCESS ? BP_OK : op_mpi_fail(op, rc, "MPI_Alltoallv");
+    return rc == MPI_SUCCESS ? BP_OK : bpc_op_mpi_fail(op, rc, "MPI_Alltoallv");
 }
 
-int x_alltoall(op_ctx *op, bp_comm *g, const void *send, const blocks *sb, void *recv,
-               const blocks *rb) {
+int bpc_x_alltoall(op_ctx *op, bp_comm *g, const void *send, const blocks *sb, void *recv,
+                   const blocks *rb) {
     int p = g->size, r = g->rank;
-    if (!tx_own_path(g)) return mpi_alltoall(op, g, send, sb, recv, rb);
+    if (!bpc_tx_own_path(g)) return mpi_alltoall(op, g, send, sb, recv, rb);
     tx_req *reqs = malloc(2 * (size_t)p * sizeof *reqs);
-    if (!reqs) return op_fail(op, BP_ENOMEM, "cannot allocate %d requests", 2 * p);
+    if (!reqs) return bpc_op_fail(op, BP_ENOMEM, "cannot allocate %d requests", 2 * p);
     int rc = BP_OK, k = 0;
     size_t off, len;
     /* Receives first so that no message waits for its buffer; peers in the order
@@ -263,19 +265,21 @@ int x_alltoall(op_ctx *op, bp_comm *g, const void *send, const blocks *sb, void 
     for (int s = 1; rc == BP_OK && s < p; s++) {
         int from = (r - s + p) % p;
         block_at(rb, p, from, &off, &len);
-        rc = tx_irecv(op, g, (unsigned char *)recv + off, len, from, TAG_ALLTOALL, &reqs[k++]);
+        rc = bpc_tx_irecv(op, g, (unsigned char *)recv + off, len, from, TAG_ALLTOALL, &reqs[k++]);
     }
     for (int s = 1; rc == BP_OK && s < p; s++) {
         int to = (r + s) % p;
         block_at(sb, p, to, &off, &len);
-        rc = tx_isend(op, g, (const unsigned char *)send + off, len, to, TAG_ALLTOALL, &reqs[k++]);
+        rc = bpc_tx_isend(op, g, (const unsigned char *)send + off, len, to, TAG_ALLTOALL,
+                          &reqs[k++]);
     }
     if (rc == BP_OK) {
         size_t roff, rlen;
         block_at(sb, p, r, &off, &len);
         block_at(rb, p, r, &roff, &rlen);
-        memcpy((unsigned char *)recv + roff, (const unsigned char *)send + off, len < rlen ? len : rlen);
-        rc = tx_wait(op, reqs, k);
+        memcpy((unsigned char *)recv + roff, (const unsigned char *)send + off,
+               len < rlen ? len : rlen);
+        rc = bpc_tx_wait(op, reqs, k);
     }
     free(reqs);
     return rc;
@@ -285,39 +289,39 @@ int x_alltoall(op_ctx *op, bp_comm *g, const void *send, const blocks *sb, void 
 
 static int check_root(op_ctx *op, const bp_comm *c, int root) {
     if (root >= 0 && root < c->size) return BP_OK;
-    return op_fail(op, BP_EUSAGE, "root %d is not a rank of a group of %d", root, c->size);
+    return bpc_op_fail(op, BP_EUSAGE, "root %d is not a rank of a group of %d", root, c->size);
 }
 
 int bp_barrier(bp_comm *c) {
     op_ctx op;
-    op_begin(&op, c, BP_OP_BARRIER, 0);
-    return op_end(&op, x_barrier(&op, c));
+    bpc_op_begin(&op, c, BP_OP_BARRIER, 0);
+    return bpc_op_end(&op, bpc_x_barrier(&op, c));
 }
 
 int bp_bcast(bp_comm *c, float *x, size_t n, int root) {
     op_ctx op;
-    op_begin(&op, c, BP_OP_BCAST, n);
+    bpc_op_begin(&op, c, BP_OP_BCAST, n);
     int rc = check_root(&op, c, root);
-    if (rc == BP_OK) rc = x_bcast(&op, c, x, n * sizeof *x, root);
-    return op_end(&op, rc);
+    if (rc == BP_OK) rc = bpc_x_bcast(&op, c, x, n * sizeof *x, root);
+    return bpc_op_end(&op, rc);
 }
 
 int bp_reduce_scatter_sum(bp_comm *c, float *x, size_t n) {
     op_ctx op;
-    op_begin(&op, c, BP_OP_REDUCE_SCATTER, n);
-    return op_end(&op, x_reduce_scatter(&op, c, x, n));
+    bpc_op_begin(&op, c, BP_OP_REDUCE_SCATTER, n);
+    return bpc_op_end(&op, bpc_x_reduce_scatter(&op, c, x, n));
 }
 
 int bp_allgather(bp_comm *c, float *x, size_t n) {
     op_ctx op;
-    op_begin(&op, c, BP_OP_ALLGATHER, n);
+    bpc_op_begin(&op, c, BP_OP_ALLGATHER, n);
     blocks b = {NULL, NULL, n, sizeof *x};
-    return op_end(&op, x_allgather(&op, c, x, &b));
+    return bpc_op_end(&op, bpc_x_allgather(&op, c, x, &b));
 }
 
 int bp_alltoall(bp_comm *c, const float *send, float *recv, size_t count) {
     op_ctx op;
-    op_begin(&op, c, BP_OP_ALLTOALL, count * (size_t)c->size);
+    bpc_op_begin(&op, c, BP_OP_ALLTOALL, count * (size_t)c->size);
     blocks b = {NULL, NULL, count * (size_t)c->size, sizeof *send};
-    return op_end(&op, x_alltoall(&op, c, send, &b, recv, &b));
+    return bpc_op_end(&op, bpc_x_alltoall(&op, c, send, &b, recv, &b));
 }

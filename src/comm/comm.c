@@ -20,13 +20,13 @@ static int world_new(bool owns_mpi, bp_world **out, bp_err *err) {
     w->procs = procs;
     w->owns_mpi = owns_mpi;
     pthread_mutex_init(&w->mu, NULL);
-    cond_init_monotonic(&w->wake);
+    bpc_cond_init_monotonic(&w->wake);
     *out = w;
     return BP_OK;
 }
 
 static void world_destroy(bp_world *w) {
-    watch_stop(w);
+    bpc_watch_stop(w);
     pthread_cond_destroy(&w->wake);
     pthread_mutex_destroy(&w->mu);
     free(w->link_free);
@@ -53,7 +53,7 @@ static int proc_table(MPI_Comm mpi, int size, int **out, bp_err *err) {
     MPI_Group_free(&mine);
     MPI_Group_free(&world);
     *out = tab;
-    return rc == MPI_SUCCESS ? BP_OK : mpi_error(rc, "MPI_Group_translate_ranks", err);
+    return rc == MPI_SUCCESS ? BP_OK : bpc_mpi_error(rc, "MPI_Group_translate_ranks", err);
 }
 
 /* A group that takes ownership of mpi (already a communicator of its own). */
@@ -77,7 +77,7 @@ static int group_new(MPI_Comm mpi, const char *name, bp_world *w, bp_comm **out,
     MPI_Comm_rank(mpi, &c->rank);
     MPI_Comm_size(mpi, &c->size);
     int rc = MPI_Comm_dup(mpi, &c->stamps);
-    if (rc != MPI_SUCCESS) return mpi_error(rc, "MPI_Comm_dup", err);
+    if (rc != MPI_SUCCESS) return bpc_mpi_error(rc, "MPI_Comm_dup", err);
     return proc_table(mpi, c->size, &c->proc, err);
 }
 
@@ -108,11 +108,11 @@ static int wrap(MPI_Comm mpi, const char *name, bool owns_mpi, bp_comm **out, bp
     int level = MPI_THREAD_SINGLE;
     MPI_Query_thread(&level);
     if (level != MPI_THREAD_MULTIPLE)
-        return bp_fail(err, BP_ECOMM, "MPI runs at thread level %d; bagpipe needs MPI_THREAD_MULTIPLE",
-                       level);
+        return bp_fail(err, BP_ECOMM,
+                       "MPI runs at thread level %d; bagpipe needs MPI_THREAD_MULTIPLE", level);
     MPI_Comm dup;
     int rc = MPI_Comm_dup(mpi, &dup);
-    if (rc != MPI_SUCCESS) return mpi_error(rc, "MPI_Comm_dup", err);
+    if (rc != MPI_SUCCESS) return bpc_mpi_error(rc, "MPI_Comm_dup", err);
     bp_world *w = NULL;
     rc = world_new(owns_mpi, &w, err);
     if (rc != BP_OK) {
@@ -141,7 +141,7 @@ int bp_comm_init(int *argc, char ***argv, bp_comm **world, bp_err *err) {
     MPI_Initialized(&started);
     if (!started) {
         int rc = MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided);
-        if (rc != MPI_SUCCESS) return mpi_error(rc, "MPI_Init_thread", err);
+        if (rc != MPI_SUCCESS) return bpc_mpi_error(rc, "MPI_Init_thread", err);
     }
     int rc = wrap(MPI_COMM_WORLD, "world", !started, world, err);
     if (rc != BP_OK && !started) MPI_Finalize();
@@ -156,9 +156,9 @@ int bp_comm_finalize(bp_comm *world) {
     pthread_mutex_unlock(&w->mu);
     if (others > 0) {
         bp_err err;
-        bp_fail(&err, BP_EUSAGE, "finalize: %d groups of this world are still open; free them first",
-                others);
-        return comm_record(world, BP_EUSAGE, &err);
+        bp_fail(&err, BP_EUSAGE,
+                "finalize: %d groups of this world are still open; free them first", others);
+        return bpc_comm_record(world, BP_EUSAGE, &err);
     }
     bool owns = w->owns_mpi;
     bp_comm_free(world);
@@ -170,7 +170,7 @@ static int derive(bp_comm *c, const char *call, MPI_Comm made, int mpi_rc, const
                   bp_comm **out) {
     *out = NULL;
     bp_err err;
-    if (mpi_rc != MPI_SUCCESS) return comm_record(c, mpi_error(mpi_rc, call, &err), &err);
+    if (mpi_rc != MPI_SUCCESS) return bpc_comm_record(c, bpc_mpi_error(mpi_rc, call, &err), &err);
     if (made == MPI_COMM_NULL) return BP_OK;
     int rc = group_new(made, name, c->world, out, &err);
     if (rc == BP_OK) {
@@ -179,7 +179,7 @@ static int derive(bp_comm *c, const char *call, MPI_Comm made, int mpi_rc, const
     }
     bp_comm_free(*out);
     *out = NULL;
-    return comm_record(c, rc, &err);
+    return bpc_comm_record(c, rc, &err);
 }
 
 typedef enum how { BY_COLOR, BY_SHARED_MEMORY, DUP } how;
@@ -189,13 +189,13 @@ typedef enum how { BY_COLOR, BY_SHARED_MEMORY, DUP } how;
 static int make(bp_comm *c, how h, int color, int key, const char *name, bp_comm **out) {
     static const char *calls[] = {"MPI_Comm_split", "MPI_Comm_split_type", "MPI_Comm_dup"};
     op_ctx op;
-    op_begin_named(&op, c, calls[h]);
+    bpc_op_begin_named(&op, c, calls[h]);
     MPI_Comm made = MPI_COMM_NULL;
     int rc = h == BY_COLOR ? MPI_Comm_split(c->mpi, color < 0 ? MPI_UNDEFINED : color, key, &made)
              : h == BY_SHARED_MEMORY
                  ? MPI_Comm_split_type(c->mpi, MPI_COMM_TYPE_SHARED, key, MPI_INFO_NULL, &made)
                  : MPI_Comm_dup(c->mpi, &made);
-    op_end(&op, BP_OK);
+    bpc_op_end(&op, BP_OK);
     return derive(c, calls[h], made, rc, name, out);
 }
 
@@ -233,7 +233,7 @@ int bp_comm_set_hierarchical(bp_comm *c, bool on, int node_size) {
     if (rc != MPI_SUCCESS) {
         bp_err err;
         hier_free(c);
-        return comm_record(c, mpi_error(rc, "MPI_Bcast", &err), &err);
+        return bpc_comm_record(c, bpc_mpi_error(rc, "MPI_Bcast", &err), &err);
     }
     c->hier = true;
     c->node_size = node_size;
@@ -254,7 +254,7 @@ int bp_comm_dup(bp_comm *c, const char *name, bp_comm **out) {
 int bp_comm_abort(bp_comm *c, int code) {
     int rc = MPI_Abort(c->mpi, code);
     bp_err err;
-    return comm_record(c, mpi_error(rc, "MPI_Abort", &err), &err);
+    return bpc_comm_record(c, bpc_mpi_error(rc, "MPI_Abort", &err), &err);
 }
 
 int bp_comm_rank(const bp_comm *c) { return c->rank; }
@@ -265,7 +265,7 @@ int bp_comm_set_path(bp_comm *c, bp_path path) {
     if (path != BP_PATH_OWN && path != BP_PATH_MPI) {
         bp_err err;
         bp_fail(&err, BP_EUSAGE, "unknown path %d", (int)path);
-        return comm_record(c, BP_EUSAGE, &err);
+        return bpc_comm_record(c, BP_EUSAGE, &err);
     }
     c->path = path;
     if (c->local) c->local->path = path;
@@ -275,6 +275,6 @@ int bp_comm_set_path(bp_comm *c, bp_path path) {
 
 int bp_comm_set_timeout(bp_comm *c, double seconds) {
     bp_err err;
-    int rc = watch_set_timeout(c->world, seconds, &err);
-    return rc == BP_OK ? rc : comm_record(c, rc, &err);
+    int rc = bpc_watch_set_timeout(c->world, seconds, &err);
+    return rc == BP_OK ? rc : bpc_comm_record(c, rc, &err);
 }

@@ -1,14 +1,15 @@
 /* The inside of the communication library, shared by the files of src/comm.
  *
- * Every public call runs as one operation (op_ctx): op_begin registers it with the
+ * Every public call runs as one operation (op_ctx): bpc_op_begin registers it with the
  * watchdog and starts its counters, the work below charges messages, bytes and
- * blocked time to it, and op_end adds them to the group's counters once and
+ * blocked time to it, and bpc_op_end adds them to the group's counters once and
  * turns a failure into the group's error line (rank, group, operation, cause).
  * Internal functions take the op and the group whose MPI communicator carries the
  * traffic, which may differ from the op's group (node-local and leader groups of a
  * hierarchical primitive, the dup'd group of the async thread): traffic is always
  * charged to the group the user called. Internal functions never call public ones,
- * so nothing is counted or watched twice. */
+ * so nothing is counted or watched twice. Functions shared between the files
+ * of src/comm are named bpc_ so that they meet no other layer's names. */
 #ifndef BP_COMM_INTERNAL_H
 #define BP_COMM_INTERNAL_H
 
@@ -37,7 +38,7 @@ typedef struct op_ctx {
     bp_op kind;       /* counters to charge; BP_OP_COUNT for group management */
     const char *name; /* operation name in messages */
     size_t n;         /* floats, for messages */
-    bp_op_stats acc;  /* added to c's counters by op_end */
+    bp_op_stats acc;  /* added to c's counters by bpc_op_end */
     bp_err err;
     double deadline; /* watchdog; 0 when not watched */
     struct op_ctx *prev, *next;
@@ -84,35 +85,36 @@ struct bp_comm {
 
 /* --- operations (ops.c) ---------------------------------------------------------- */
 
-void op_begin(op_ctx *op, bp_comm *c, bp_op kind, size_t n);
+void bpc_op_begin(op_ctx *op, bp_comm *c, bp_op kind, size_t n);
 /* A management operation (split, dup...): watched and named, not counted. */
-void op_begin_named(op_ctx *op, bp_comm *c, const char *name);
-int op_end(op_ctx *op, int rc);
-int op_fail(op_ctx *op, bp_status code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+void bpc_op_begin_named(op_ctx *op, bp_comm *c, const char *name);
+int bpc_op_end(op_ctx *op, int rc);
+int bpc_op_fail(op_ctx *op, bp_status code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 /* BP_ECOMM in err with MPI's text for error code mpi_rc of `call`. */
-int mpi_error(int mpi_rc, const char *call, bp_err *err);
-/* mpi_error into the op's error. */
-int op_mpi_fail(op_ctx *op, int mpi_rc, const char *call);
+int bpc_mpi_error(int mpi_rc, const char *call, bp_err *err);
+/* bpc_mpi_error into the op's error. */
+int bpc_op_mpi_fail(op_ctx *op, int mpi_rc, const char *call);
 /* Charge one call of an MPI collective that ran from t0 until now. */
-void op_mpi_done(op_ctx *op, double t0, size_t sent, size_t recv);
+void bpc_op_mpi_done(op_ctx *op, double t0, size_t sent, size_t recv);
 /* Store err as c's last error (for calls that are not operations); returns rc. */
-int comm_record(bp_comm *c, int rc, const bp_err *err);
+int bpc_comm_record(bp_comm *c, int rc, const bp_err *err);
 /* A buffer of at least `bytes` owned by g, valid until the next scratch call on g. */
-int op_scratch(op_ctx *op, bp_comm *g, size_t bytes, void **out);
+int bpc_op_scratch(op_ctx *op, bp_comm *g, size_t bytes, void **out);
 
 /* --- timed waits (wait.c) ---------------------------------------------------------- */
 
-void cond_init_monotonic(pthread_cond_t *cv);
+void bpc_cond_init_monotonic(pthread_cond_t *cv);
 /* Wait on cv (mu held) until signalled or until the monotonic time `until`;
  * false when the time ran out. */
-bool cond_wait_until(pthread_cond_t *cv, pthread_mutex_t *mu, double until);
+bool bpc_cond_wait_until(pthread_cond_t *cv, pthread_mutex_t *mu, double until);
 
 /* --- watchdog (watchdog.c) ------------------------------------------------------- */
 
-void watch_add(bp_world *w, op_ctx *op);
-void watch_remove(bp_world *w, op_ctx *op);
-int watch_set_timeout(bp_world *w, double seconds, bp_err *err);
-void watch_stop(bp_world *w);
+void bpc_watch_add(bp_world *w, op_ctx *op);
+void bpc_watch_remove(bp_world *w, op_ctx *op);
+int bpc_watch_set_timeout(bp_world *w, double seconds, bp_err *err);
+void bpc_watch_stop(bp_world *w);
 
 /* --- transport with emulation (transport.c) -------------------------------------- */
 
@@ -123,19 +125,19 @@ typedef struct tx_req {
     bool recv;
 } tx_req;
 
-int tx_isend(op_ctx *op, bp_comm *g, const void *buf, size_t bytes, int peer, int tag,
-             tx_req *r);
-int tx_irecv(op_ctx *op, bp_comm *g, void *buf, size_t bytes, int peer, int tag, tx_req *r);
+int bpc_tx_isend(op_ctx *op, bp_comm *g, const void *buf, size_t bytes, int peer, int tag,
+                 tx_req *r);
+int bpc_tx_irecv(op_ctx *op, bp_comm *g, void *buf, size_t bytes, int peer, int tag, tx_req *r);
 /* Complete k requests, then wait for the emulated link times. */
-int tx_wait(op_ctx *op, tx_req *r, int k);
-int tx_sendrecv(op_ctx *op, bp_comm *g, const void *sbuf, size_t sbytes, int dst, void *rbuf,
-                size_t rbytes, int src, int tag);
+int bpc_tx_wait(op_ctx *op, tx_req *r, int k);
+int bpc_tx_sendrecv(op_ctx *op, bp_comm *g, const void *sbuf, size_t sbytes, int dst, void *rbuf,
+                    size_t rbytes, int src, int tag);
 /* Whether our own algorithms must run (emulation on, or the own path chosen). */
-bool tx_own_path(const bp_comm *g);
-bool net_on(bp_world *w);
+bool bpc_tx_own_path(const bp_comm *g);
+bool bpc_net_on(bp_world *w);
 /* The next free time and arrival of `bytes` on our link to MPI_COMM_WORLD rank
  * `proc`; false when emulation is off. */
-bool net_reserve(bp_world *w, int proc, size_t bytes, double *sent, double *arrive);
+bool bpc_net_reserve(bp_world *w, int proc, size_t bytes, double *sent, double *arrive);
 
 /* --- collectives (coll.c) ---------------------------------------------------------- */
 
@@ -146,15 +148,15 @@ typedef struct blocks {
     size_t total, elem;
 } blocks;
 
-int x_barrier(op_ctx *op, bp_comm *g);
-int x_bcast(op_ctx *op, bp_comm *g, void *buf, size_t bytes, int root);
+int bpc_x_barrier(op_ctx *op, bp_comm *g);
+int bpc_x_bcast(op_ctx *op, bp_comm *g, void *buf, size_t bytes, int root);
 /* Sum to root; x on other ranks is scratch afterwards. Uses g's scratch. */
-int x_reduce_sum(op_ctx *op, bp_comm *g, float *x, size_t n, int root);
+int bpc_x_reduce_sum(op_ctx *op, bp_comm *g, float *x, size_t n, int root);
 /* Uses g's scratch. */
-int x_reduce_scatter(op_ctx *op, bp_comm *g, float *x, size_t n);
-int x_allgather(op_ctx *op, bp_comm *g, void *base, const blocks *b);
-int x_alltoall(op_ctx *op, bp_comm *g, const void *send, const blocks *sb, void *recv,
-               const blocks *rb);
+int bpc_x_reduce_scatter(op_ctx *op, bp_comm *g, float *x, size_t n);
+int bpc_x_allgather(op_ctx *op, bp_comm *g, void *base, const blocks *b);
+int bpc_x_alltoall(op_ctx *op, bp_comm *g, const void *send, const blocks *sb, void *recv,
+                   const blocks *rb);
 
 /* --- primitives (prim.c) ------------------------------------------------------------ */
 
@@ -167,16 +169,16 @@ typedef int (*prim_fn)(op_ctx *op, bp_comm *g, float *x, size_t n, void *arg);
 typedef enum node_scale { NODE_SUM, NODE_MEAN, NODE_SHARE } node_scale;
 
 /* fn on c, or hierarchically when c is (reduce to leaders, fn among them, broadcast). */
-int run_prim(op_ctx *op, bp_comm *c, float *x, size_t n, node_scale scale, prim_fn fn,
-             void *arg);
-/* A whole public operation: op_begin, run_prim, op_end. */
-int run_op(bp_comm *c, bp_op kind, float *x, size_t n, node_scale scale, prim_fn fn, void *arg);
-int flat_allreduce_sum(op_ctx *op, bp_comm *g, float *x, size_t n, void *arg);
-int flat_allreduce_avg(op_ctx *op, bp_comm *g, float *x, size_t n, void *arg);
+int bpc_run_prim(op_ctx *op, bp_comm *c, float *x, size_t n, node_scale scale, prim_fn fn,
+                 void *arg);
+/* A whole public operation: bpc_op_begin, bpc_run_prim, bpc_op_end. */
+int bpc_run_op(bp_comm *c, bp_op kind, float *x, size_t n, node_scale scale, prim_fn fn, void *arg);
+int bpc_flat_allreduce_sum(op_ctx *op, bp_comm *g, float *x, size_t n, void *arg);
+int bpc_flat_allreduce_avg(op_ctx *op, bp_comm *g, float *x, size_t n, void *arg);
 
 /* --- vector helpers (vec.c) ---------------------------------------------------------- */
 
-void vec_add(float *restrict y, const float *restrict x, size_t n);
-void vec_div(float *y, float d, size_t n);
+void bpc_vec_add(float *restrict y, const float *restrict x, size_t n);
+void bpc_vec_div(float *y, float d, size_t n);
 
 #endif

@@ -59,7 +59,8 @@ static int parse_field(char *field, bp_net *net, bool seen[2], bp_err *err) {
                        value);
     if (k == 1 && !parse_lat(value, &net->lat_s))
         return bp_fail(err, BP_EUSAGE,
-                       "net: bad lat '%s' (expected a time with unit us, ms or s, e.g. 1ms)", value);
+                       "net: bad lat '%s' (expected a time with unit us, ms or s, e.g. 1ms)",
+                       value);
     return BP_OK;
 }
 
@@ -87,14 +88,14 @@ double bp_net_time(const bp_net *net, size_t bytes) {
     return net->on ? serialization(net, bytes) + net->lat_s : 0.0;
 }
 
-bool net_on(bp_world *w) {
+bool bpc_net_on(bp_world *w) {
     pthread_mutex_lock(&w->mu);
     bool on = w->net.on;
     pthread_mutex_unlock(&w->mu);
     return on;
 }
 
-bool net_reserve(bp_world *w, int proc, size_t bytes, double *sent, double *arrive) {
+bool bpc_net_reserve(bp_world *w, int proc, size_t bytes, double *sent, double *arrive) {
     pthread_mutex_lock(&w->mu);
     bool on = w->net.on;
     if (on) {
@@ -111,7 +112,7 @@ int bp_comm_set_net(bp_comm *c, const char *spec) {
     bp_net net;
     bp_err err;
     int rc = bp_net_parse(spec, &net, &err);
-    if (rc != BP_OK) return comm_record(c, rc, &err);
+    if (rc != BP_OK) return bpc_comm_record(c, rc, &err);
     bp_world *w = c->world;
     pthread_mutex_lock(&w->mu);
     w->net = net;

@@ -26,16 +26,16 @@ const char *bp_op_name(bp_op op) {
     return (unsigned)op < BP_OP_COUNT ? names[op] : "unknown operation";
 }
 
-void op_begin_named(op_ctx *op, bp_comm *c, const char *name) {
+void bpc_op_begin_named(op_ctx *op, bp_comm *c, const char *name) {
     memset(op, 0, sizeof *op);
     op->c = c;
     op->kind = BP_OP_COUNT;
     op->name = name;
-    watch_add(c->world, op);
+    bpc_watch_add(c->world, op);
 }
 
-void op_begin(op_ctx *op, bp_comm *c, bp_op kind, size_t n) {
-    op_begin_named(op, c, bp_op_name(kind));
+void bpc_op_begin(op_ctx *op, bp_comm *c, bp_op kind, size_t n) {
+    bpc_op_begin_named(op, c, bp_op_name(kind));
     op->kind = kind;
     op->n = n;
     op->acc.calls = 1;
@@ -49,19 +49,19 @@ static void stats_add(bp_op_stats *to, const bp_op_stats *from) {
     to->blocked_s += from->blocked_s;
 }
 
-int op_end(op_ctx *op, int rc) {
+int bpc_op_end(op_ctx *op, int rc) {
     bp_comm *c = op->c;
-    watch_remove(c->world, op);
+    bpc_watch_remove(c->world, op);
     pthread_mutex_lock(&c->mu);
     if (op->kind != BP_OP_COUNT) stats_add(&c->stats.op[op->kind], &op->acc);
     if (rc != BP_OK)
-        bp_fail(&c->err, (bp_status)rc, "rank %d of group '%s': %s: %s", c->rank, c->name,
-                op->name, op->err.msg);
+        bp_fail(&c->err, (bp_status)rc, "rank %d of group '%s': %s: %s", c->rank, c->name, op->name,
+                op->err.msg);
     pthread_mutex_unlock(&c->mu);
     return rc;
 }
 
-int op_fail(op_ctx *op, bp_status code, const char *fmt, ...) {
+int bpc_op_fail(op_ctx *op, bp_status code, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     op->err.code = code;
@@ -70,28 +70,31 @@ int op_fail(op_ctx *op, bp_status code, const char *fmt, ...) {
     return (int)code;
 }
 
-int mpi_error(int mpi_rc, const char *call, bp_err *err) {
+int bpc_mpi_error(int mpi_rc, const char *call, bp_err *err) {
     char text[MPI_MAX_ERROR_STRING];
     int len = 0;
     if (MPI_Error_string(mpi_rc, text, &len) != MPI_SUCCESS) snprintf(text, sizeof text, "?");
     return bp_fail(err, BP_ECOMM, "%s failed: %s", call, text);
 }
 
-int op_mpi_fail(op_ctx *op, int mpi_rc, const char *call) { return mpi_error(mpi_rc, call, &op->err); }
+int bpc_op_mpi_fail(op_ctx *op, int mpi_rc, const char *call) {
+    return bpc_mpi_error(mpi_rc, call, &op->err);
+}
 
-void op_mpi_done(op_ctx *op, double t0, size_t sent, size_t recv) {
+void bpc_op_mpi_done(op_ctx *op, double t0, size_t sent, size_t recv) {
     op->acc.messages++;
     op->acc.bytes_sent += sent;
     op->acc.bytes_recv += recv;
     op->acc.blocked_s += bp_now() - t0;
 }
 
-int op_scratch(op_ctx *op, bp_comm *g, size_t bytes, void **out) {
+int bpc_op_scratch(op_ctx *op, bp_comm *g, size_t bytes, void **out) {
     if (bytes > g->scratch_bytes) {
         bp_free(g->scratch);
         g->scratch = bp_alloc(bytes);
         g->scratch_bytes = g->scratch ? bytes : 0;
-        if (!g->scratch) return op_fail(op, BP_ENOMEM, "cannot allocate %zu bytes of scratch", bytes);
+        if (!g->scratch)
+            return bpc_op_fail(op, BP_ENOMEM, "cannot allocate %zu bytes of scratch", bytes);
     }
     *out = g->scratch;
     return BP_OK;
@@ -107,7 +110,7 @@ int bp_comm_stats(bp_comm *c, bp_stats *out, bool reset) {
     return BP_OK;
 }
 
-int comm_record(bp_comm *c, int rc, const bp_err *err) {
+int bpc_comm_record(bp_comm *c, int rc, const bp_err *err) {
     pthread_mutex_lock(&c->mu);
     bp_fail(&c->err, (bp_status)rc, "rank %d of group '%s': %s", c->rank, c->name, err->msg);
     pthread_mutex_unlock(&c->mu);

@@ -13,30 +13,30 @@ struct bp_request {
 
 static int check(op_ctx *op, const bp_comm *c, size_t n, int peer, int tag) {
     if (peer < 0 || peer >= c->size)
-        return op_fail(op, BP_EUSAGE, "peer %d is not a rank of a group of %d", peer, c->size);
+        return bpc_op_fail(op, BP_EUSAGE, "peer %d is not a rank of a group of %d", peer, c->size);
     if (tag < 0 || tag > BP_TAG_MAX)
-        return op_fail(op, BP_EUSAGE, "tag %d is outside 0..%d", tag, BP_TAG_MAX);
-    if (n > SIZE_MAX / sizeof(float)) return op_fail(op, BP_EUSAGE, "%zu floats overflow", n);
+        return bpc_op_fail(op, BP_EUSAGE, "tag %d is outside 0..%d", tag, BP_TAG_MAX);
+    if (n > SIZE_MAX / sizeof(float)) return bpc_op_fail(op, BP_EUSAGE, "%zu floats overflow", n);
     return BP_OK;
 }
 
 /* Post one message as an operation of its own. */
 static int post(bp_comm *c, bp_op kind, float *x, size_t n, int peer, int tag, tx_req *tx) {
     op_ctx op;
-    op_begin(&op, c, kind, n);
+    bpc_op_begin(&op, c, kind, n);
     int rc = check(&op, c, n, peer, tag);
     if (rc == BP_OK)
-        rc = kind == BP_OP_SEND ? tx_isend(&op, c, x, n * sizeof *x, peer, tag, tx)
-                                : tx_irecv(&op, c, x, n * sizeof *x, peer, tag, tx);
-    return op_end(&op, rc);
+        rc = kind == BP_OP_SEND ? bpc_tx_isend(&op, c, x, n * sizeof *x, peer, tag, tx)
+                                : bpc_tx_irecv(&op, c, x, n * sizeof *x, peer, tag, tx);
+    return bpc_op_end(&op, rc);
 }
 
 /* Complete a posted message; its call was counted when it was posted. */
 static int complete(bp_comm *c, bp_op kind, size_t n, tx_req *tx) {
     op_ctx op;
-    op_begin(&op, c, kind, n);
+    bpc_op_begin(&op, c, kind, n);
     op.acc.calls = 0;
-    return op_end(&op, tx_wait(&op, tx, 1));
+    return bpc_op_end(&op, bpc_tx_wait(&op, tx, 1));
 }
 
 static int blocking(bp_comm *c, bp_op kind, float *x, size_t n, int peer, int tag) {
@@ -60,7 +60,7 @@ static int nonblocking(bp_comm *c, bp_op kind, float *x, size_t n, int peer, int
     if (!*req) {
         bp_err err;
         bp_fail(&err, BP_ENOMEM, "cannot allocate a request");
-        return comm_record(c, BP_ENOMEM, &err);
+        return bpc_comm_record(c, BP_ENOMEM, &err);
     }
     **req = (bp_request){.c = c, .kind = kind, .n = n};
     int rc = post(c, kind, x, n, peer, tag, &(*req)->tx);

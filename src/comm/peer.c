@@ -23,9 +23,9 @@ static int flat_shift_one(op_ctx *op, bp_comm *g, float *x, size_t n, void *arg)
     uint64_t round = *(const uint64_t *)arg;
     int peer = bp_shift_one_peer(g->rank, g->size, round);
     float *tmp;
-    int rc = op_scratch(op, g, n * sizeof *x, (void **)&tmp);
+    int rc = bpc_op_scratch(op, g, n * sizeof *x, (void **)&tmp);
     if (rc == BP_OK)
-        rc = tx_sendrecv(op, g, x, n * sizeof *x, peer, tmp, n * sizeof *x, peer, TAG_PEER);
+        rc = bpc_tx_sendrecv(op, g, x, n * sizeof *x, peer, tmp, n * sizeof *x, peer, TAG_PEER);
     /* x_r + x_peer is the same sum on both ranks, so both get the same bits. */
     for (size_t i = 0; rc == BP_OK && i < n; i++) x[i] = (x[i] + tmp[i]) * 0.5f;
     return rc;
@@ -33,17 +33,17 @@ static int flat_shift_one(op_ctx *op, bp_comm *g, float *x, size_t n, void *arg)
 
 int bp_peer_avg(bp_comm *c, float *x, size_t n, bp_peers peers, uint64_t round) {
     if (peers == BP_PEERS_ALL)
-        return run_op(c, BP_OP_PEER_AVG, x, n, NODE_SHARE, flat_allreduce_avg, NULL);
+        return bpc_run_op(c, BP_OP_PEER_AVG, x, n, NODE_SHARE, bpc_flat_allreduce_avg, NULL);
     op_ctx op;
-    op_begin(&op, c, BP_OP_PEER_AVG, n);
+    bpc_op_begin(&op, c, BP_OP_PEER_AVG, n);
     int rc = BP_OK, size = ring_size(c);
     if (peers != BP_PEERS_SHIFT_ONE)
-        rc = op_fail(&op, BP_EUSAGE, "unknown peer selection %d", (int)peers);
+        rc = bpc_op_fail(&op, BP_EUSAGE, "unknown peer selection %d", (int)peers);
     else if (size > 1 && size % 2)
-        rc = op_fail(&op, BP_EUSAGE, "shift_one needs an even number of %s, not %d",
-                     c->hier ? "nodes" : "ranks", size);
-    if (rc == BP_OK) rc = run_prim(&op, c, x, n, NODE_MEAN, flat_shift_one, &round);
-    return op_end(&op, rc);
+        rc = bpc_op_fail(&op, BP_EUSAGE, "shift_one needs an even number of %s, not %d",
+                         c->hier ? "nodes" : "ranks", size);
+    if (rc == BP_OK) rc = bpc_run_prim(&op, c, x, n, NODE_MEAN, flat_shift_one, &round);
+    return bpc_op_end(&op, rc);
 }
 
 /* --- D_LP_S ------------------------------------------------------------------------- */
@@ -64,16 +64,16 @@ static int ring_init(op_ctx *op, bp_comm *g, float *x, size_t n, void *arg) {
     bp_ring_lp *s = arg;
     size_t bytes = n * sizeof *x;
     memcpy(s->w, x, bytes);
-    int rc = tx_sendrecv(op, g, x, bytes, right_of(g), s->l, bytes, left_of(g), TAG_TO_RIGHT);
+    int rc = bpc_tx_sendrecv(op, g, x, bytes, right_of(g), s->l, bytes, left_of(g), TAG_TO_RIGHT);
     if (rc == BP_OK)
-        rc = tx_sendrecv(op, g, x, bytes, left_of(g), s->r, bytes, right_of(g), TAG_TO_LEFT);
+        rc = bpc_tx_sendrecv(op, g, x, bytes, left_of(g), s->r, bytes, right_of(g), TAG_TO_LEFT);
     return rc;
 }
 
 /* replica += D(enc) */
 static int absorb(op_ctx *op, bp_ring_lp *s, const unsigned char *enc, float *replica) {
     int rc = bp_codec_decode(s->codec, enc, s->n, s->tmp, &op->err);
-    if (rc == BP_OK) vec_add(replica, s->tmp, s->n);
+    if (rc == BP_OK) bpc_vec_add(replica, s->tmp, s->n);
     return rc;
 }
 
@@ -85,11 +85,14 @@ static int ring_step(op_ctx *op, bp_comm *g, float *x, size_t n, void *arg) {
     int rc = bp_codec_encode(s->codec, s->tmp, n, s->enc[0], &op->err);
     tx_req req[4];
     int k = 0;
-    if (rc == BP_OK) rc = tx_irecv(op, g, s->enc[1], bytes, left_of(g), TAG_TO_RIGHT, &req[k++]);
-    if (rc == BP_OK) rc = tx_irecv(op, g, s->enc[2], bytes, right_of(g), TAG_TO_LEFT, &req[k++]);
-    if (rc == BP_OK) rc = tx_isend(op, g, s->enc[0], bytes, right_of(g), TAG_TO_RIGHT, &req[k++]);
-    if (rc == BP_OK) rc = tx_isend(op, g, s->enc[0], bytes, left_of(g), TAG_TO_LEFT, &req[k++]);
-    if (rc == BP_OK) rc = tx_wait(op, req, k);
+    if (rc == BP_OK)
+        rc = bpc_tx_irecv(op, g, s->enc[1], bytes, left_of(g), TAG_TO_RIGHT, &req[k++]);
+    if (rc == BP_OK)
+        rc = bpc_tx_irecv(op, g, s->enc[2], bytes, right_of(g), TAG_TO_LEFT, &req[k++]);
+    if (rc == BP_OK)
+        rc = bpc_tx_isend(op, g, s->enc[0], bytes, right_of(g), TAG_TO_RIGHT, &req[k++]);
+    if (rc == BP_OK) rc = bpc_tx_isend(op, g, s->enc[0], bytes, left_of(g), TAG_TO_LEFT, &req[k++]);
+    if (rc == BP_OK) rc = bpc_tx_wait(op, req, k);
     if (rc == BP_OK) rc = absorb(op, s, s->enc[1], s->l);
     if (rc == BP_OK) rc = absorb(op, s, s->enc[2], s->r);
     if (rc == BP_OK) rc = absorb(op, s, s->enc[0], s->w);
@@ -117,12 +120,13 @@ void bp_ring_lp_free(bp_ring_lp *s) {
 
 int bp_ring_lp_new(bp_comm *c, const float *x0, size_t n, bp_codec *codec, bp_ring_lp **out) {
     op_ctx op;
-    op_begin(&op, c, BP_OP_RING_LP, n);
+    bpc_op_begin(&op, c, BP_OP_RING_LP, n);
     *out = NULL;
     bp_ring_lp *s = calloc(1, sizeof *s);
     float *x = NULL;
-    int rc = s ? BP_OK : op_fail(&op, BP_ENOMEM, "cannot allocate the ring state");
-    if (rc == BP_OK && n == 0) rc = op_fail(&op, BP_EUSAGE, "the ring needs at least one value");
+    int rc = s ? BP_OK : bpc_op_fail(&op, BP_ENOMEM, "cannot allocate the ring state");
+    if (rc == BP_OK && n == 0)
+        rc = bpc_op_fail(&op, BP_EUSAGE, "the ring needs at least one value");
     if (rc == BP_OK) {
         *s = (bp_ring_lp){.c = c, .codec = codec, .n = n};
         /* Only ring members keep replicas: everyone when flat, leaders when not. */
@@ -131,18 +135,18 @@ int bp_ring_lp_new(bp_comm *c, const float *x0, size_t n, bp_codec *codec, bp_ri
     if (rc == BP_OK) rc = bp_alloc_checked((void **)&x, n * sizeof *x, "ring_lp start", &op.err);
     if (rc == BP_OK) {
         memcpy(x, x0, n * sizeof *x);
-        rc = run_prim(&op, c, x, n, NODE_MEAN, ring_init, s);
+        rc = bpc_run_prim(&op, c, x, n, NODE_MEAN, ring_init, s);
     }
     bp_free(x);
     if (rc == BP_OK)
         *out = s;
     else
         bp_ring_lp_free(s);
-    return op_end(&op, rc);
+    return bpc_op_end(&op, rc);
 }
 
 int bp_ring_lp_step(bp_ring_lp *s, float *x) {
-    return run_op(s->c, BP_OP_RING_LP, x, s->n, NODE_MEAN, ring_step, s);
+    return bpc_run_op(s->c, BP_OP_RING_LP, x, s->n, NODE_MEAN, ring_step, s);
 }
 
 void bp_ring_lp_replicas(const bp_ring_lp *s, const float **w, const float **l, const float **r) {

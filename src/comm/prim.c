@@ -5,62 +5,63 @@
 #include "comm/internal.h"
 #include "core/timer.h"
 
-int run_prim(op_ctx *op, bp_comm *c, float *x, size_t n, node_scale scale, prim_fn fn,
-             void *arg) {
+int bpc_run_prim(op_ctx *op, bp_comm *c, float *x, size_t n, node_scale scale, prim_fn fn,
+                 void *arg) {
     if (!c->hier) return fn(op, c, x, n, arg);
-    int rc = x_reduce_sum(op, c->local, x, n, 0);
+    int rc = bpc_x_reduce_sum(op, c->local, x, n, 0);
     if (rc == BP_OK && c->leaders) {
         float d = scale == NODE_SUM    ? 1.0f
                   : scale == NODE_MEAN ? (float)c->local->size
                                        : (float)c->size / (float)c->leaders->size;
-        if (d != 1.0f) vec_div(x, d, n);
+        if (d != 1.0f) bpc_vec_div(x, d, n);
         rc = fn(op, c->leaders, x, n, arg);
     }
-    return rc == BP_OK ? x_bcast(op, c->local, x, n * sizeof *x, 0) : rc;
+    return rc == BP_OK ? bpc_x_bcast(op, c->local, x, n * sizeof *x, 0) : rc;
 }
 
-int run_op(bp_comm *c, bp_op kind, float *x, size_t n, node_scale scale, prim_fn fn, void *arg) {
+int bpc_run_op(bp_comm *c, bp_op kind, float *x, size_t n, node_scale scale, prim_fn fn,
+               void *arg) {
     op_ctx op;
-    op_begin(&op, c, kind, n);
-    return op_end(&op, run_prim(&op, c, x, n, scale, fn, arg));
+    bpc_op_begin(&op, c, kind, n);
+    return bpc_op_end(&op, bpc_run_prim(&op, c, x, n, scale, fn, arg));
 }
 
 /* Ring reduce-scatter + allgather (the owner of a chunk divides it in between
  * for an average), or MPI_Allreduce. */
 static int allreduce(op_ctx *op, bp_comm *g, float *x, size_t n, bool avg) {
-    if (!tx_own_path(g)) {
-        if (n > INT32_MAX) return op_fail(op, BP_EUSAGE, "%zu floats exceed one MPI call", n);
+    if (!bpc_tx_own_path(g)) {
+        if (n > INT32_MAX) return bpc_op_fail(op, BP_EUSAGE, "%zu floats exceed one MPI call", n);
         double t0 = bp_now();
         int rc = MPI_Allreduce(MPI_IN_PLACE, x, (int)n, MPI_FLOAT, MPI_SUM, g->mpi);
-        op_mpi_done(op, t0, n * sizeof *x, n * sizeof *x);
-        if (rc != MPI_SUCCESS) return op_mpi_fail(op, rc, "MPI_Allreduce");
-        if (avg) vec_div(x, (float)g->size, n);
+        bpc_op_mpi_done(op, t0, n * sizeof *x, n * sizeof *x);
+        if (rc != MPI_SUCCESS) return bpc_op_mpi_fail(op, rc, "MPI_Allreduce");
+        if (avg) bpc_vec_div(x, (float)g->size, n);
         return BP_OK;
     }
-    int rc = x_reduce_scatter(op, g, x, n);
+    int rc = bpc_x_reduce_scatter(op, g, x, n);
     size_t off, len;
     bp_chunk(n, g->size, g->rank, &off, &len);
-    if (rc == BP_OK && avg) vec_div(x + off, (float)g->size, len);
+    if (rc == BP_OK && avg) bpc_vec_div(x + off, (float)g->size, len);
     blocks b = {NULL, NULL, n, sizeof *x};
-    return rc == BP_OK ? x_allgather(op, g, x, &b) : rc;
+    return rc == BP_OK ? bpc_x_allgather(op, g, x, &b) : rc;
 }
 
-int flat_allreduce_sum(op_ctx *op, bp_comm *g, float *x, size_t n, void *arg) {
+int bpc_flat_allreduce_sum(op_ctx *op, bp_comm *g, float *x, size_t n, void *arg) {
     (void)arg;
     return allreduce(op, g, x, n, false);
 }
 
-int flat_allreduce_avg(op_ctx *op, bp_comm *g, float *x, size_t n, void *arg) {
+int bpc_flat_allreduce_avg(op_ctx *op, bp_comm *g, float *x, size_t n, void *arg) {
     (void)arg;
     return allreduce(op, g, x, n, true);
 }
 
 int bp_allreduce_sum(bp_comm *c, float *x, size_t n) {
-    return run_op(c, BP_OP_ALLREDUCE, x, n, NODE_SUM, flat_allreduce_sum, NULL);
+    return bpc_run_op(c, BP_OP_ALLREDUCE, x, n, NODE_SUM, bpc_flat_allreduce_sum, NULL);
 }
 
 int bp_allreduce_avg(bp_comm *c, float *x, size_t n) {
-    return run_op(c, BP_OP_ALLREDUCE, x, n, NODE_SHARE, flat_allreduce_avg, NULL);
+    return bpc_run_op(c, BP_OP_ALLREDUCE, x, n, NODE_SHARE, bpc_flat_allreduce_avg, NULL);
 }
 
 /* --- C_LP_S ------------------------------------------------------------------------- */
@@ -72,10 +73,9 @@ typedef struct lp_layout {
     size_t total;
 } lp_layout;
 
-static int lp_layout_new(op_ctx *op, const bp_codec *codec, size_t n, int p, int r,
-                         lp_layout *L) {
+static int lp_layout_new(op_ctx *op, const bp_codec *codec, size_t n, int p, int r, lp_layout *L) {
     size_t *tab = malloc(4 * (size_t)p * sizeof *tab);
-    if (!tab) return op_fail(op, BP_ENOMEM, "cannot allocate the chunk table");
+    if (!tab) return bpc_op_fail(op, BP_ENOMEM, "cannot allocate the chunk table");
     L->enc_off = tab, L->enc_len = tab + p, L->recv_off = tab + 2 * p, L->recv_len = tab + 3 * p;
     L->total = 0;
     for (int j = 0; j < p; j++) {
@@ -85,7 +85,8 @@ static int lp_layout_new(op_ctx *op, const bp_codec *codec, size_t n, int p, int
         L->enc_len[j] = bp_codec_encoded_size(codec, len);
         L->total += L->enc_len[j];
     }
-    for (int j = 0; j < p; j++) L->recv_off[j] = (size_t)j * L->enc_len[r], L->recv_len[j] = L->enc_len[r];
+    for (int j = 0; j < p; j++)
+        L->recv_off[j] = (size_t)j * L->enc_len[r], L->recv_len[j] = L->enc_len[r];
     return BP_OK;
 }
 
@@ -95,9 +96,9 @@ static int lp_average_own(op_ctx *op, bp_codec *codec, const unsigned char *recv
     int rc = BP_OK;
     for (int j = 0; j < p && rc == BP_OK; j++) {
         rc = bp_codec_decode(codec, recv + L->recv_off[j], len, j ? dec : xr, &op->err);
-        if (rc == BP_OK && j) vec_add(xr, dec, len);
+        if (rc == BP_OK && j) bpc_vec_add(xr, dec, len);
     }
-    if (rc == BP_OK) vec_div(xr, (float)p, len);
+    if (rc == BP_OK) bpc_vec_div(xr, (float)p, len);
     return rc;
 }
 
@@ -115,11 +116,11 @@ static int lp_exchange(op_ctx *op, bp_comm *g, float *x, size_t n, bp_codec *cod
         rc = bp_codec_encode(codec, x + off, len, send + L->enc_off[j], &op->err);
     }
     blocks sb = {L->enc_off, L->enc_len, 0, 0}, rb = {L->recv_off, L->recv_len, 0, 0};
-    if (rc == BP_OK) rc = x_alltoall(op, g, send, &sb, recv, &rb);
+    if (rc == BP_OK) rc = bpc_x_alltoall(op, g, send, &sb, recv, &rb);
     if (rc == BP_OK) rc = lp_average_own(op, codec, recv, L, p, x + off_r, len_r, dec);
     /* The averaged chunks travel compressed again; `send` is free for them. */
     if (rc == BP_OK) rc = bp_codec_encode(codec, x + off_r, len_r, send + L->enc_off[r], &op->err);
-    if (rc == BP_OK) rc = x_allgather(op, g, send, &sb);
+    if (rc == BP_OK) rc = bpc_x_allgather(op, g, send, &sb);
     for (int j = 0; j < p && rc == BP_OK; j++) {
         size_t off, len;
         bp_chunk(n, p, j, &off, &len);
@@ -136,34 +137,35 @@ static int flat_allreduce_lp(op_ctx *op, bp_comm *g, float *x, size_t n, void *a
     size_t off_r, len_r;
     bp_chunk(n, g->size, g->rank, &off_r, &len_r);
     void *buf;
-    rc = op_scratch(op, g, len_r * sizeof(float) + L.total + (size_t)g->size * L.enc_len[g->rank],
-                    &buf);
+    rc = bpc_op_scratch(
+        op, g, len_r * sizeof(float) + L.total + (size_t)g->size * L.enc_len[g->rank], &buf);
     if (rc == BP_OK) rc = lp_exchange(op, g, x, n, codec, &L, buf);
     free(L.enc_off);
     return rc;
 }
 
 int bp_allreduce_avg_lp(bp_comm *c, float *x, size_t n, bp_codec *codec) {
-    return run_op(c, BP_OP_ALLREDUCE_LP, x, n, NODE_SHARE, flat_allreduce_lp, codec);
+    return bpc_run_op(c, BP_OP_ALLREDUCE_LP, x, n, NODE_SHARE, flat_allreduce_lp, codec);
 }
 
 /* --- PowerSGD ----------------------------------------------------------------------- */
 
 static int powersgd(op_ctx *op, bp_comm *c, float *x, size_t n, bp_codec *ps) {
     if (bp_powersgd_rank(ps) == 0)
-        return op_fail(op, BP_EUSAGE, "codec %s is not powersgd", bp_codec_name(ps));
-    if (!bp_powersgd_compresses(ps)) return run_prim(op, c, x, n, NODE_SHARE, flat_allreduce_avg, NULL);
+        return bpc_op_fail(op, BP_EUSAGE, "codec %s is not powersgd", bp_codec_name(ps));
+    if (!bp_powersgd_compresses(ps))
+        return bpc_run_prim(op, c, x, n, NODE_SHARE, bpc_flat_allreduce_avg, NULL);
     float *p, *q;
     size_t p_len, q_len;
     int rc = bp_powersgd_project(ps, x, n, &p, &p_len, &op->err);
-    if (rc == BP_OK) rc = run_prim(op, c, p, p_len, NODE_SHARE, flat_allreduce_avg, NULL);
+    if (rc == BP_OK) rc = bpc_run_prim(op, c, p, p_len, NODE_SHARE, bpc_flat_allreduce_avg, NULL);
     if (rc == BP_OK) rc = bp_powersgd_reproject(ps, &q, &q_len, &op->err);
-    if (rc == BP_OK) rc = run_prim(op, c, q, q_len, NODE_SHARE, flat_allreduce_avg, NULL);
+    if (rc == BP_OK) rc = bpc_run_prim(op, c, q, q_len, NODE_SHARE, bpc_flat_allreduce_avg, NULL);
     return rc == BP_OK ? bp_powersgd_finish(ps, x, n, &op->err) : rc;
 }
 
 int bp_allreduce_avg_powersgd(bp_comm *c, float *x, size_t n, bp_codec *ps) {
     op_ctx op;
-    op_begin(&op, c, BP_OP_POWERSGD, n);
-    return op_end(&op, powersgd(&op, c, x, n, ps));
+    bpc_op_begin(&op, c, BP_OP_POWERSGD, n);
+    return bpc_op_end(&op, powersgd(&op, c, x, n, ps));
 }

@@ -1,7 +1,7 @@
 /* Messages between ranks: MPI point-to-point plus the emulated link.
  *
  * With emulation on, a message to another rank books its serialization on our
- * directed link to that process (net_reserve) and carries its arrival time as a
+ * directed link to that process (bpc_net_reserve) and carries its arrival time as a
  * small second message on the group's stamp communicator, same tag, so the data
  * itself travels untouched. MPI keeps messages of one (source, tag, communicator)
  * in order, so the n-th stamp belongs to the n-th message. The receiver completes
@@ -13,47 +13,47 @@
 #include "comm/internal.h"
 #include "core/timer.h"
 
-bool tx_own_path(const bp_comm *g) { return g->path == BP_PATH_OWN || net_on(g->world); }
+bool bpc_tx_own_path(const bp_comm *g) { return g->path == BP_PATH_OWN || bpc_net_on(g->world); }
 
 static int begin(op_ctx *op, size_t bytes, tx_req *r, bool recv) {
     memset(r, 0, sizeof *r);
     r->req[0] = r->req[1] = MPI_REQUEST_NULL;
     r->recv = recv;
     if (bytes > INT_MAX)
-        return op_fail(op, BP_EUSAGE, "a message of %zu bytes exceeds MPI's limit of %d", bytes,
-                       INT_MAX);
+        return bpc_op_fail(op, BP_EUSAGE, "a message of %zu bytes exceeds MPI's limit of %d", bytes,
+                           INT_MAX);
     return BP_OK;
 }
 
-int tx_isend(op_ctx *op, bp_comm *g, const void *buf, size_t bytes, int peer, int tag,
-             tx_req *r) {
+int bpc_tx_isend(op_ctx *op, bp_comm *g, const void *buf, size_t bytes, int peer, int tag,
+                 tx_req *r) {
     int rc = begin(op, bytes, r, false);
     if (rc != BP_OK) return rc;
-    if (peer != g->rank && net_reserve(g->world, g->proc[peer], bytes, &r->sent, &r->arrive)) {
+    if (peer != g->rank && bpc_net_reserve(g->world, g->proc[peer], bytes, &r->sent, &r->arrive)) {
         rc = MPI_Isend(&r->arrive, 1, MPI_DOUBLE, peer, tag, g->stamps, &r->req[1]);
-        if (rc != MPI_SUCCESS) return op_mpi_fail(op, rc, "MPI_Isend");
+        if (rc != MPI_SUCCESS) return bpc_op_mpi_fail(op, rc, "MPI_Isend");
     }
     rc = MPI_Isend(buf, (int)bytes, MPI_BYTE, peer, tag, g->mpi, &r->req[0]);
-    if (rc != MPI_SUCCESS) return op_mpi_fail(op, rc, "MPI_Isend");
+    if (rc != MPI_SUCCESS) return bpc_op_mpi_fail(op, rc, "MPI_Isend");
     op->acc.messages++;
     op->acc.bytes_sent += bytes;
     return BP_OK;
 }
 
-int tx_irecv(op_ctx *op, bp_comm *g, void *buf, size_t bytes, int peer, int tag, tx_req *r) {
+int bpc_tx_irecv(op_ctx *op, bp_comm *g, void *buf, size_t bytes, int peer, int tag, tx_req *r) {
     int rc = begin(op, bytes, r, true);
     if (rc != BP_OK) return rc;
-    if (peer != g->rank && net_on(g->world)) {
+    if (peer != g->rank && bpc_net_on(g->world)) {
         rc = MPI_Irecv(&r->arrive, 1, MPI_DOUBLE, peer, tag, g->stamps, &r->req[1]);
-        if (rc != MPI_SUCCESS) return op_mpi_fail(op, rc, "MPI_Irecv");
+        if (rc != MPI_SUCCESS) return bpc_op_mpi_fail(op, rc, "MPI_Irecv");
     }
     rc = MPI_Irecv(buf, (int)bytes, MPI_BYTE, peer, tag, g->mpi, &r->req[0]);
-    if (rc != MPI_SUCCESS) return op_mpi_fail(op, rc, "MPI_Irecv");
+    if (rc != MPI_SUCCESS) return bpc_op_mpi_fail(op, rc, "MPI_Irecv");
     op->acc.bytes_recv += bytes;
     return BP_OK;
 }
 
-int tx_wait(op_ctx *op, tx_req *r, int k) {
+int bpc_tx_wait(op_ctx *op, tx_req *r, int k) {
     double t0 = bp_now(), until = 0;
     int rc = MPI_SUCCESS;
     for (int i = 0; i < k && rc == MPI_SUCCESS; i++) {
@@ -63,13 +63,13 @@ int tx_wait(op_ctx *op, tx_req *r, int k) {
     }
     if (rc == MPI_SUCCESS && until > 0) bp_sleep_until(until);
     op->acc.blocked_s += bp_now() - t0;
-    return rc == MPI_SUCCESS ? BP_OK : op_mpi_fail(op, rc, "MPI_Waitall");
+    return rc == MPI_SUCCESS ? BP_OK : bpc_op_mpi_fail(op, rc, "MPI_Waitall");
 }
 
-int tx_sendrecv(op_ctx *op, bp_comm *g, const void *sbuf, size_t sbytes, int dst, void *rbuf,
-                size_t rbytes, int src, int tag) {
+int bpc_tx_sendrecv(op_ctx *op, bp_comm *g, const void *sbuf, size_t sbytes, int dst, void *rbuf,
+                    size_t rbytes, int src, int tag) {
     tx_req r[2];
-    int rc = tx_irecv(op, g, rbuf, rbytes, src, tag, &r[0]);
-    if (rc == BP_OK) rc = tx_isend(op, g, sbuf, sbytes, dst, tag, &r[1]);
-    return rc == BP_OK ? tx_wait(op, r, 2) : rc;
+    int rc = bpc_tx_irecv(op, g, rbuf, rbytes, src, tag, &r[0]);
+    if (rc == BP_OK) rc = bpc_tx_isend(op, g, sbuf, sbytes, dst, tag, &r[1]);
+    return rc == BP_OK ? bpc_tx_wait(op, r, 2) : rc;
 }

@@ -4,14 +4,14 @@
 
 enum { BLOCK = 64 };
 
-void vec_add(float *restrict y, const float *restrict x, size_t n) {
+void bpc_vec_add(float *restrict y, const float *restrict x, size_t n) {
     size_t i = 0;
     for (; i + BLOCK <= n; i += BLOCK)
         for (int j = 0; j < BLOCK; j++) y[i + j] += x[i + j];
     for (; i < n; i++) y[i] += x[i];
 }
 
-void vec_div(float *y, float d, size_t n) {
+void bpc_vec_div(float *y, float d, size_t n) {
     size_t i = 0;
     for (; i + BLOCK <= n; i += BLOCK)
         for (int j = 0; j < BLOCK; j++) y[i + j] /= d;

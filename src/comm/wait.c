@@ -5,7 +5,7 @@
 
 #include "comm/internal.h"
 
-void cond_init_monotonic(pthread_cond_t *cv) {
+void bpc_cond_init_monotonic(pthread_cond_t *cv) {
     pthread_condattr_t attr;
     pthread_condattr_init(&attr);
     pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
@@ -13,7 +13,7 @@ void cond_init_monotonic(pthread_cond_t *cv) {
     pthread_condattr_destroy(&attr);
 }
 
-bool cond_wait_until(pthread_cond_t *cv, pthread_mutex_t *mu, double until) {
+bool bpc_cond_wait_until(pthread_cond_t *cv, pthread_mutex_t *mu, double until) {
     struct timespec ts;
     ts.tv_sec = (time_t)until;
     ts.tv_nsec = (long)((until - (double)ts.tv_sec) * 1e9);

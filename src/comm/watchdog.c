@@ -11,7 +11,7 @@
 #include "comm/internal.h"
 #include "core/timer.h"
 
-void watch_add(bp_world *w, op_ctx *op) {
+void bpc_watch_add(bp_world *w, op_ctx *op) {
     pthread_mutex_lock(&w->mu);
     if (w->timeout > 0) {
         op->deadline = bp_now() + w->timeout;
@@ -23,7 +23,7 @@ void watch_add(bp_world *w, op_ctx *op) {
     pthread_mutex_unlock(&w->mu);
 }
 
-void watch_remove(bp_world *w, op_ctx *op) {
+void bpc_watch_remove(bp_world *w, op_ctx *op) {
     if (op->deadline == 0) return;
     pthread_mutex_lock(&w->mu);
     if (op->prev)
@@ -56,13 +56,13 @@ static void *watch(void *arg) {
         double now = bp_now();
         for (const op_ctx *op = w->ops; op; op = op->next)
             if (now > op->deadline) fire(w, op);
-        cond_wait_until(&w->wake, &w->mu, now + fmin(fmax(w->timeout / 20, 0.001), 0.5));
+        bpc_cond_wait_until(&w->wake, &w->mu, now + fmin(fmax(w->timeout / 20, 0.001), 0.5));
     }
     pthread_mutex_unlock(&w->mu);
     return NULL;
 }
 
-int watch_set_timeout(bp_world *w, double seconds, bp_err *err) {
+int bpc_watch_set_timeout(bp_world *w, double seconds, bp_err *err) {
     if (!(seconds >= 0) || !isfinite(seconds))
         return bp_fail(err, BP_EUSAGE, "watchdog timeout must be >= 0 seconds, not %g", seconds);
     pthread_mutex_lock(&w->mu);
@@ -75,7 +75,7 @@ int watch_set_timeout(bp_world *w, double seconds, bp_err *err) {
     return BP_OK;
 }
 
-void watch_stop(bp_world *w) {
+void bpc_watch_stop(bp_world *w) {
     pthread_mutex_lock(&w->mu);
     bool joining = w->watching;
     w->stop_watching = true;

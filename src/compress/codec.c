@@ -37,6 +37,6 @@ bool bp_all_finite(const float *x, size_t n) {
 int bp_codec_reject_nonfinite(const char *codec, const float *x, size_t n, bp_err *err) {
     size_t i = 0;
     while (i < n && isfinite(x[i])) i++;
-    return bp_fail(err, BP_ENONFINITE, "%s: input value %zu of %zu is %s; not encoded", codec, i,
-                   n, i < n && isnan(x[i]) ? "NaN" : "infinite");
+    return bp_fail(err, BP_ENONFINITE, "%s: input value %zu of %zu is %s; not encoded", codec, i, n,
+                   i < n && isnan(x[i]) ? "NaN" : "infinite");
 }

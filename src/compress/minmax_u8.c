@@ -29,7 +29,7 @@
 enum { BLOCK = 64 };
 
 #define HEADER_BYTES (2 * sizeof(float))
-#define RINT_MAGIC 12582912.0f /* 1.5 * 2^23 */
+#define RINT_MAGIC 12582912.0f      /* 1.5 * 2^23 */
 #define RINT_MAGIC_LIMIT 4194304.0f /* 2^22 */
 
 typedef struct quant {

@@ -190,9 +190,11 @@ int bp_codec_powersgd_new(size_t rows, size_t cols, int rank, uint64_t seed, bp_
     if (is_2d(s)) {
         rc = bp_alloc_checked((void **)&s->m, rows * cols * sizeof(float), "powersgd error", err);
         if (rc == BP_OK)
-            rc = bp_alloc_checked((void **)&s->p, rows * s->rank * sizeof(float), "powersgd P", err);
+            rc =
+                bp_alloc_checked((void **)&s->p, rows * s->rank * sizeof(float), "powersgd P", err);
         if (rc == BP_OK)
-            rc = bp_alloc_checked((void **)&s->q, cols * s->rank * sizeof(float), "powersgd Q", err);
+            rc =
+                bp_alloc_checked((void **)&s->q, cols * s->rank * sizeof(float), "powersgd Q", err);
     }
     if (rc != BP_OK) {
         psgd_destroy(&s->base);
@@ -200,7 +202,8 @@ int bp_codec_powersgd_new(size_t rows, size_t cols, int rank, uint64_t seed, bp_
     }
     bp_rng rng;
     bp_rng_seed(&rng, seed, 0);
-    for (size_t i = 0; s->q && i < cols * (size_t)s->rank; i++) s->q[i] = (float)bp_rng_normal(&rng);
+    for (size_t i = 0; s->q && i < cols * (size_t)s->rank; i++)
+        s->q[i] = (float)bp_rng_normal(&rng);
     *out = &s->base;
     return BP_OK;
 }

@@ -74,7 +74,9 @@ static inline float value_of(int r, size_t i, uint64_t salt) {
 }
 
 /* A small integer, so that sums of a few are exact in float. */
-static inline float int_of(int r, size_t i) { return (float)((int)((i * 7 + (size_t)r * 13) % 17) - 8); }
+static inline float int_of(int r, size_t i) {
+    return (float)((int)((i * 7 + (size_t)r * 13) % 17) - 8);
+}
 
 static inline float *floats(size_t n) {
     float *x = malloc((n ? n : 1) * sizeof *x);
@@ -104,8 +106,8 @@ static inline void assert_all_ranks_true(int ok) {
 }
 
 /* Start MPI through the library, run the tests, finalize. */
-static inline int run_mpi_tests(int argc, char **argv, const char *name, const struct CMUnitTest *tests,
-                         size_t count) {
+static inline int run_mpi_tests(int argc, char **argv, const char *name,
+                                const struct CMUnitTest *tests, size_t count) {
     bp_err err;
     if (bp_comm_init(&argc, &argv, &world, &err) != BP_OK) {
         fprintf(stderr, "%s\n", err.msg);

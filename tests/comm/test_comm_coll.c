@@ -91,7 +91,8 @@ static void test_reduce_scatter_and_allgather(void **state) {
                 assert_true(x[i] == sum);
             }
             /* allgather: each rank owns its chunk; the rest starts as garbage. */
-            for (size_t i = 0; i < n; i++) x[i] = (i >= off && i < off + len) ? value_of(me, i, 3) : -7.0f;
+            for (size_t i = 0; i < n; i++)
+                x[i] = (i >= off && i < off + len) ? value_of(me, i, 3) : -7.0f;
             assert_int_equal(bp_allgather(g, x, n), BP_OK);
             for (int r = 0; r < nranks; r++) {
                 size_t o, l;

@@ -147,5 +147,6 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_message_time_matches_the_model),
         cmocka_unit_test(test_emulation_takes_our_path),
     };
-    return run_mpi_tests(argc, argv, "comm network emulation", tests, sizeof tests / sizeof tests[0]);
+    return run_mpi_tests(argc, argv, "comm network emulation", tests,
+                         sizeof tests / sizeof tests[0]);
 }

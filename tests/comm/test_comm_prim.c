@@ -103,9 +103,11 @@ static void check_lp_bound(const config *cfg, const float *x, size_t n, uint64_t
             max_r = fmax(max_r, r);
         }
         double lo = INFINITY, hi = -INFINITY;
-        for (size_t i = off; i < off + len; i++) lo = fmin(lo, exact_avg(i, salt)), hi = fmax(hi, exact_avg(i, salt));
+        for (size_t i = off; i < off + len; i++)
+            lo = fmin(lo, exact_avg(i, salt)), hi = fmax(hi, exact_avg(i, salt));
         double bound = (mean_r + (hi - lo) + 2 * max_r / 510) / 510 * 1.001 + 1e-6;
-        for (size_t i = off; i < off + len; i++) assert_true(fabs(x[i] - exact_avg(i, salt)) <= bound);
+        for (size_t i = off; i < off + len; i++)
+            assert_true(fabs(x[i] - exact_avg(i, salt)) <= bound);
     }
     for (int q = 0; q < p; q++) free(in[q]);
 }
@@ -157,14 +159,16 @@ static void test_shift_one_pairs_by_the_formula(void **state) {
             if (nranks % 2 && nranks > 1) {
                 assert_int_equal(rc, BP_EUSAGE);
                 char want[96];
-                snprintf(want, sizeof want, "rank %d of group 'own': peer_avg (D_FP_S): shift_one", me);
+                snprintf(want, sizeof want, "rank %d of group 'own': peer_avg (D_FP_S): shift_one",
+                         me);
                 assert_non_null(strstr(bp_comm_errmsg(g), want));
                 break;
             }
             assert_int_equal(rc, BP_OK);
             int peer = nranks == 1 ? me : expected_peer(me, nranks, round);
             assert_int_equal(bp_shift_one_peer(me, nranks, (uint64_t)round), peer);
-            for (size_t i = 0; i < n; i++) assert_true(x[i] == (base_of(me, i) + base_of(peer, i)) / 2);
+            for (size_t i = 0; i < n; i++)
+                assert_true(x[i] == (base_of(me, i) + base_of(peer, i)) / 2);
             if (round < nranks / 2) met |= 1 << peer;
         }
         /* Over n/2 rounds a rank meets every rank of the other half once. */
@@ -235,7 +239,8 @@ static void check_replicas(const config *cfg, const bp_ring_lp *s, size_t n) {
         assert_null(w);
         return;
     }
-    int q = me / per, left = ring_member(cfg, (q - 1 + size) % size), right = ring_member(cfg, (q + 1) % size);
+    int q = me / per, left = ring_member(cfg, (q - 1 + size) % size),
+        right = ring_member(cfg, (q + 1) % size);
     float *lw = floats(n), *rw = floats(n);
     MPI_Sendrecv(w, (int)n, MPI_FLOAT, right, 1, lw, (int)n, MPI_FLOAT, left, 1, MPI_COMM_WORLD,
                  MPI_STATUS_IGNORE);
@@ -305,7 +310,8 @@ static void test_powersgd_allreduce(void **state) {
                 for (int k = 0; k < K; k++) {
                     double b = value_of(99, (size_t)(j * K + k), 25);
                     mine += value_of(me, (size_t)(i * K + k), 26) * b;
-                    for (int r = 0; r < nranks; r++) avg += value_of(r, (size_t)(i * K + k), 26) * b / nranks;
+                    for (int r = 0; r < nranks; r++)
+                        avg += value_of(r, (size_t)(i * K + k), 26) * b / nranks;
                 }
                 gr[i * C + j] = x[i * C + j] = (float)mine;
                 want[i * C + j] = (float)avg;
@@ -341,7 +347,8 @@ static void test_lp_rejects_nonfinite_and_counts_less(void **state) {
     x[0] = NAN;
     assert_int_equal(bp_allreduce_avg_lp(g, x, n, codec), BP_ENONFINITE);
     char want[96];
-    snprintf(want, sizeof want, "rank %d of group 'own': allreduce_lp (C_LP_S): minmax_u8: input value 0", me);
+    snprintf(want, sizeof want,
+             "rank %d of group 'own': allreduce_lp (C_LP_S): minmax_u8: input value 0", me);
     assert_non_null(strstr(bp_comm_errmsg(g), want));
     assert_non_null(strstr(bp_comm_errmsg(g), "NaN"));
     /* The group is still usable (nothing was sent); compare the traffic. */

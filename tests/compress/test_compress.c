@@ -118,7 +118,8 @@ static void test_minmax_random_and_slow_path(void **state) {
      * 1e7 also past 2^24, where lb = ub - 255 is rounded and the clamp acts. */
     const float offsets[] = {0, 0, 0, 2e6f, 1e7f}, widths[] = {10, 10, 1e-3f, 10, 10};
     for (int trial = 0; trial < 5; trial++) {
-        for (int i = 0; i < N; i++) x[i] = offsets[trial] + widths[trial] * (float)bp_rng_normal(&rng);
+        for (int i = 0; i < N; i++)
+            x[i] = offsets[trial] + widths[trial] * (float)bp_rng_normal(&rng);
         check_bit_exact(c, x, N);
         assert_int_equal(bp_codec_encode(c, x, N, out, NULL), BP_OK);
         assert_int_equal(bp_codec_decode(c, out, N, back, NULL), BP_OK);
