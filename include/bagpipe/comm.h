@@ -15,7 +15,8 @@
  *
  * Buffers may have any length, not only multiples of the group size: collectives
  * that split a buffer across ranks use bp_chunk(). Sums and averages are computed
- * in float32 and the result is bitwise identical on every rank.
+ * in float32; on our own path every rank gets the same bits (each part is summed
+ * once, by its owner, and copied), as MPI's collectives usually also give.
  *
  * Paths. By default every operation runs our own algorithms over point-to-point
  * messages (ring reduce-scatter + allgather for allreduce, binomial trees for
