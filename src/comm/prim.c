@@ -13,7 +13,7 @@ int bpc_run_prim(op_ctx *op, bp_comm *c, float *x, size_t n, node_scale scale, p
         float d = scale == NODE_SUM    ? 1.0f
                   : scale == NODE_MEAN ? (float)c->local->size
                                        : (float)c->size / (float)c->leaders->size;
-        if (d != 1.0f) bpc_vec_div(x, d, n);
+        if (d != 1.0f) bpc_vec_scale(x, 1.0f / d, n);
         rc = fn(op, c->leaders, x, n, arg);
     }
     return rc == BP_OK ? bpc_x_bcast(op, c->local, x, n * sizeof *x, 0) : rc;
@@ -35,13 +35,13 @@ static int allreduce(op_ctx *op, bp_comm *g, float *x, size_t n, bool avg) {
         int rc = MPI_Allreduce(MPI_IN_PLACE, x, (int)n, MPI_FLOAT, MPI_SUM, g->mpi);
         bpc_op_mpi_done(op, t0, n * sizeof *x, n * sizeof *x);
         if (rc != MPI_SUCCESS) return bpc_op_mpi_fail(op, rc, "MPI_Allreduce");
-        if (avg) bpc_vec_div(x, (float)g->size, n);
+        if (avg) bpc_vec_scale(x, 1.0f / (float)g->size, n);
         return BP_OK;
     }
     int rc = bpc_x_reduce_scatter(op, g, x, n);
     size_t off, len;
     bp_chunk(n, g->size, g->rank, &off, &len);
-    if (rc == BP_OK && avg) bpc_vec_div(x + off, (float)g->size, len);
+    if (rc == BP_OK && avg) bpc_vec_scale(x + off, 1.0f / (float)g->size, len);
     blocks b = {NULL, NULL, n, sizeof *x};
     return rc == BP_OK ? bpc_x_allgather(op, g, x, &b) : rc;
 }
@@ -98,7 +98,7 @@ static int lp_average_own(op_ctx *op, bp_codec *codec, const unsigned char *recv
         rc = bp_codec_decode(codec, recv + L->recv_off[j], len, j ? dec : xr, &op->err);
         if (rc == BP_OK && j) bpc_vec_add(xr, dec, len);
     }
-    if (rc == BP_OK) bpc_vec_div(xr, (float)p, len);
+    if (rc == BP_OK) bpc_vec_scale(xr, 1.0f / (float)p, len);
     return rc;
 }
 

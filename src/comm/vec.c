@@ -11,9 +11,9 @@ void bpc_vec_add(float *restrict y, const float *restrict x, size_t n) {
     for (; i < n; i++) y[i] += x[i];
 }
 
-void bpc_vec_div(float *y, float d, size_t n) {
+void bpc_vec_scale(float *y, float s, size_t n) {
     size_t i = 0;
     for (; i + BLOCK <= n; i += BLOCK)
-        for (int j = 0; j < BLOCK; j++) y[i + j] /= d;
-    for (; i < n; i++) y[i] /= d;
+        for (int j = 0; j < BLOCK; j++) y[i + j] *= s;
+    for (; i < n; i++) y[i] *= s;
 }
