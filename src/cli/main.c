@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "bagpipe/comm.h"
 #include "bagpipe/status.h"
 #include "core/log.h"
 #include "core/options.h"
@@ -34,29 +35,56 @@ static int fail(int rc, const bp_err *err) {
     return bp_exit_code(rc);
 }
 
-static int cmd_train(int argc, char **argv) {
-    bp_train_config cfg, defaults;
-    bp_train_config_defaults(&cfg);
-    defaults = cfg;
-    int n, help = 0;
-    const bp_option *opts = bp_train_options(&n);
-    bp_err err = {0};
-    int rc = bp_options_parse(opts, n, &cfg, argc, argv, &help, &err);
-    if (rc) return fail(rc, &err);
-    if (help) {
-        printf("usage: bagpipe train [options]\n\noptions:\n");
-        bp_options_print_help(stdout, opts, n, &defaults);
-        return 0;
-    }
-    if ((rc = bp_train_config_finalize(&cfg, &err))) return fail(rc, &err);
-    bp_train_result res;
-    if ((rc = bp_train_run(&cfg, &res, &err))) return fail(rc, &err);
-    printf("done: %lld steps, last training loss %.4f", (long long)res.steps, res.final_loss);
-    if (res.val_loss == res.val_loss) printf(", validation loss %.4f", res.val_loss);
-    if (res.val_acc == res.val_acc) printf(", test accuracy %.4f", res.val_acc);
-    if (res.checkpoint[0]) printf("\ncheckpoint: %s", res.checkpoint);
+static void print_result(const bp_train_result *res) {
+    printf("done: %lld steps, last training loss %.4f", (long long)res->steps, res->final_loss);
+    if (res->val_loss == res->val_loss) printf(", validation loss %.4f", res->val_loss);
+    if (res->val_acc == res->val_acc) printf(", test accuracy %.4f", res->val_acc);
+    if (res->checkpoint[0]) printf("\ncheckpoint: %s", res->checkpoint);
     printf("\n");
-    return 0;
+}
+
+/* Options and their combinations; every rank reaches the same verdict. */
+static int train_config(int argc, char **argv, int world, bp_train_config *cfg, int *help,
+                        bp_err *err) {
+    bp_train_config defaults;
+    bp_train_config_defaults(cfg);
+    defaults = *cfg;
+    int n;
+    const bp_option *opts = bp_train_options(&n);
+    int rc = bp_options_parse(opts, n, cfg, argc, argv, help, err);
+    if (rc || *help) {
+        if (*help) {
+            printf("usage: [mpirun -np W] bagpipe train [options]\n\noptions:\n");
+            bp_options_print_help(stdout, opts, n, &defaults);
+        }
+        return rc;
+    }
+    rc = bp_train_config_finalize(cfg, err);
+    return rc ? rc : bp_train_config_check_world(cfg, world, err);
+}
+
+/* Every rank runs this. Configuration errors are the same on every rank and are
+ * printed once, by rank 0; a runtime failure is printed by the rank that hit it,
+ * which then ends the whole job, since the others may be waiting for it. */
+static int cmd_train(int argc, char **argv) {
+    bp_err err = {0};
+    bp_comm *world = NULL;
+    int rc = bp_comm_init(&argc, &argv, &world, &err);
+    if (rc) return fail(rc, &err);
+    int rank = bp_comm_rank(world), size = bp_comm_size(world), help = 0;
+    if (size > 1) bp_log_set_rank(rank);
+    bp_train_config cfg;
+    rc = train_config(argc, argv, size, &cfg, &help, &err);
+    bp_train_result res;
+    if (rc == BP_OK && !help) rc = bp_train_run(&cfg, world, &res, &err);
+    if (rc == BP_OK && !help && rank == 0) print_result(&res);
+    if (rc != BP_OK && (rank == 0 || rc != BP_EUSAGE)) bp_log_error("%s", err.msg);
+    if (rc != BP_OK && rc != BP_EUSAGE && size > 1) {
+        fflush(NULL);
+        bp_comm_abort(world, bp_exit_code(rc));
+    }
+    bp_comm_finalize(world);
+    return bp_exit_code(rc);
 }
 
 static int cmd_sample(int argc, char **argv) {

@@ -321,16 +321,23 @@ static void gpt_backward(bp_model *m, bp_acts *a, const bp_batch *b, const bp_re
                          bp_real *dx_in, bp_real loss_scale) {
     size_t NC = (size_t)a->B * a->T * m->cfg.n_embd;
     gpt_work w = work_of(m, a->B, a->T);
-    if (bp_model_has_last(m))
+    if (bp_model_has_last(m)) {
         head_backward(m, a, b->targets, loss_scale, &w);
-    else
+        bp_model_block_done(m, m->end - 1);
+    } else {
         memcpy(w.dres, dy, NC * sizeof *dy);
-    for (int l = end_layer(m) - 1; l >= first_layer(m); l--) layer_backward(m, a, l, &w);
-    if (bp_model_has_first(m))
+    }
+    for (int l = end_layer(m) - 1; l >= first_layer(m); l--) {
+        layer_backward(m, a, l, &w);
+        bp_model_block_done(m, l);
+    }
+    if (bp_model_has_first(m)) {
         bp_embedding_backward(bp_model_grad(m, 0, E_WTE), bp_model_grad(m, 0, E_WPE), w.dres,
                               b->tokens, a->B, a->T, m->cfg.n_embd);
-    else if (dx_in)
+        bp_model_block_done(m, 0);
+    } else if (dx_in) {
         memcpy(dx_in, w.dres, NC * sizeof *dx_in);
+    }
 }
 
 const bp_model_ops bp_gpt_ops = {

@@ -151,6 +151,7 @@ static void mlp_backward(bp_model *m, bp_acts *a, const bp_batch *b, const bp_re
         bp_real *dx = blk > m->begin ? other : dx_in; /* dx_in is NULL on the first stage */
         bp_linear_backward(dx, bp_model_grad(m, blk, FC_W), bp_model_grad(m, blk, FC_B), cur,
                            block_in(a, blk), bp_model_param(m, blk, FC_W), B, in, out);
+        bp_model_block_done(m, blk);
         if (blk == m->begin) break;
         bp_relu_backward(other, block_in(a, blk), other, (size_t)B * in);
         bp_real *t = cur;

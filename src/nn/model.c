@@ -323,6 +323,11 @@ static int ensure_scratch(bp_model *m, size_t n, bp_err *err) {
     return rc;
 }
 
+void bp_model_set_grad_hook(bp_model *m, bp_grad_ready_fn fn, void *ctx) {
+    m->grad_hook = fn;
+    m->grad_hook_ctx = ctx;
+}
+
 int bp_model_backward(bp_model *m, bp_acts *a, const bp_batch *batch, const bp_real *dy,
                       bp_real *dx_in, bp_real loss_scale, bp_err *err) {
     if (a->B == 0)

@@ -138,6 +138,14 @@ const bp_real *bp_acts_output(const bp_acts *a);
 /* Logits of the last forward, [B*T, vocab] or [B, n_class], when has_last. */
 const bp_real *bp_acts_logits(const bp_acts *a);
 
+/* Called by bp_model_backward each time the gradients of a block are final, from
+ * the last block of the range down to the first, so that a caller can start
+ * sending them while backward goes on. Tensors lie in forward order, so after
+ * block b the gradients from its first tensor to the end of the buffer are final.
+ * fn == NULL removes the hook. The hook runs on the thread calling backward. */
+typedef void (*bp_grad_ready_fn)(void *ctx, int block);
+void bp_model_set_grad_hook(bp_model *m, bp_grad_ready_fn fn, void *ctx);
+
 /* Backward: accumulates (+=) into the gradient buffer.
  * When has_last, the gradient of loss_scale * (mean loss) is propagated and dy
  * must be NULL; otherwise dy is the gradient of the boundary output.

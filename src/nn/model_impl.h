@@ -73,6 +73,8 @@ struct bp_model {
     bp_real *params, *grads;
     bp_real *scratch; /* backward workspace shared by all micro-batches, grown on demand */
     size_t scratch_len;
+    bp_grad_ready_fn grad_hook; /* see bp_model_set_grad_hook */
+    void *grad_hook_ctx;
 };
 
 struct bp_acts {
@@ -92,6 +94,11 @@ static inline bp_real *bp_model_param(bp_model *m, int block, int j) {
 }
 static inline bp_real *bp_model_grad(bp_model *m, int block, int j) {
     return m->grads + m->tensors[m->block_first[block - m->begin] + j].offset;
+}
+
+/* Backward of the kinds calls this once the gradients of `block` are final. */
+static inline void bp_model_block_done(bp_model *m, int block) {
+    if (m->grad_hook) m->grad_hook(m->grad_hook_ctx, block);
 }
 
 /* Fills a tensor spec: a 1-D tensor when d1 == 0. */

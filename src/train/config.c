@@ -63,6 +63,36 @@ static const bp_option train_options[] = {
     CHOICE("progress", progress, "auto|bar|lines|none",
            "live bar on a terminal, plain lines otherwise (auto)", NULL),
     NUM("threads", BP_OPT_INT, threads, 1, 1024, "N", "BLAS threads of this process"),
+    {"dp", BP_OPT_INT, OFF(dp), 0, NULL, 1, 1 << 20, "N", "data-parallel replicas",
+     "every rank"},
+    NUM("grad-accum", BP_OPT_INT, grad_accum, 1, 1 << 20, "K",
+        "micro-batches per optimizer step (the global batch becomes --batch x K)"),
+    CHOICE("dp-algo", dp_algo, BP_DP_ALGO_CHOICES, "how the data-parallel replicas agree", NULL),
+    CHOICE("peers", peers, "shift_one|all", "decentralized: whom a rank averages with", NULL),
+    NUM("interval", BP_OPT_INT64, interval, 1, 1e12, "K",
+        "decentralized: average weights every K steps"),
+    NUM("sync-ms", BP_OPT_INT, sync_ms, 1, 1e7, "MS", "async: milliseconds between averagings"),
+    NUM("rank", BP_OPT_INT, psgd_rank, 1, 1 << 16, "R", "powersgd: rank of the approximation"),
+    NUM("powersgd-warmup", BP_OPT_INT64, psgd_warmup, 0, 1e12, "N",
+        "powersgd: steps of full-precision allreduce first"),
+    NUM("ea-alpha", BP_OPT_DOUBLE, ea_alpha, 0, 1, "X", "easgd: elastic coefficient alpha"),
+    NUM("ea-period", BP_OPT_INT64, ea_period, 1, 1e12, "TAU",
+        "easgd: steps between elastic averagings"),
+    NUM("qadam-warmup", BP_OPT_INT64, qadam_warmup, 0, 1e12, "N",
+        "qadam: steps of AdamW on full-precision gradients before the momentum is compressed"),
+    {"hierarchical", BP_OPT_FLAG, OFF(hierarchical), 0, NULL, 0, 0, NULL,
+     "reduce within nodes, run the algorithm among node leaders, broadcast back", NULL},
+    NUM("node-size", BP_OPT_INT, node_size, 0, 1 << 20, "N",
+        "hierarchical: ranks per node (0: ranks sharing memory)"),
+    NUM("bucket-mb", BP_OPT_DOUBLE, bucket_mb, 1e-6, 1e6, "MB", "gradient bucket size"),
+    {"no-overlap", BP_OPT_FLAG, OFF(no_overlap), 0, NULL, 0, 0, NULL,
+     "send gradient buckets after backward instead of during it", NULL},
+    STR("net", net, "SPEC", "emulate a network, e.g. bw=1Gbit,lat=1ms (off on real clusters)",
+        "off"),
+    NUM("comm-timeout", BP_OPT_DOUBLE, comm_timeout, 0, 1e9, "S",
+        "abort the job when a communication has not finished after S seconds (0: never)"),
+    CHOICE("comm-path", comm_path, "own|mpi",
+           "collectives: our algorithms over point-to-point, or MPI's", NULL),
 };
 
 const bp_option *bp_train_options(int *n) {
@@ -99,6 +129,16 @@ void bp_train_config_defaults(bp_train_config *c) {
     c->log_every = 10;
     c->progress = BP_PROGRESS_AUTO;
     c->threads = 1;
+    c->grad_accum = 1;
+    c->dp_algo = BP_DP_ALLREDUCE;
+    c->interval = 1;
+    c->sync_ms = 20;
+    c->psgd_rank = 4;
+    c->ea_alpha = 0.5;
+    c->ea_period = 4;
+    c->qadam_warmup = 100;
+    c->bucket_mb = 10;
+    c->comm_timeout = 600;
 }
 
 static void default_cache_dir(char *out, size_t n) {
@@ -172,6 +212,42 @@ void bp_train_optim_config(const bp_train_config *c, bp_optim_config *o) {
     o->beta2 = c->beta2;
     o->eps = c->eps;
     o->weight_decay = c->weight_decay;
+}
+
+void bp_train_dp_config(const bp_train_config *c, bp_dp_config *d) {
+    *d = (bp_dp_config){
+        .algo = c->dp_algo,
+        .peers = c->peers == 0 ? BP_PEERS_SHIFT_ONE : BP_PEERS_ALL,
+        .interval = c->interval,
+        .sync_ms = c->sync_ms,
+        .rank = c->psgd_rank,
+        .powersgd_warmup = c->psgd_warmup,
+        .ea_alpha = c->ea_alpha,
+        .ea_period = c->ea_period,
+        .qadam_warmup = c->qadam_warmup,
+        .hierarchical = c->hierarchical != 0,
+        .node_size = c->node_size,
+        .bucket_mb = c->bucket_mb,
+        .overlap = !c->no_overlap,
+        .seed = (uint64_t)c->seed,
+    };
+}
+
+int bp_train_config_check_world(bp_train_config *c, int world, bp_err *err) {
+    if (c->dp == 0) c->dp = world;
+    if (c->dp != world)
+        return bp_fail(err, BP_EUSAGE,
+                       "option --dp: %d replicas need %d ranks, but the job has %d (mpirun -np)",
+                       c->dp, c->dp, world);
+    if (c->batch % c->dp)
+        return bp_fail(err, BP_EUSAGE, "option --batch: %d is not divisible by --dp %d", c->batch,
+                       c->dp);
+    bp_net net;
+    int rc = bp_net_parse(c->net, &net, err);
+    if (rc) return bp_err_context(err, "option --net");
+    bp_dp_config d;
+    bp_train_dp_config(c, &d);
+    return bp_dp_config_check(&d, c->dp, err);
 }
 
 void bp_train_lr_schedule(const bp_train_config *c, bp_lr_schedule *s) {

@@ -14,6 +14,7 @@
 #include "nn/lr.h"
 #include "nn/model.h"
 #include "nn/optim.h"
+#include "parallel/dp.h"
 
 typedef enum bp_progress_mode {
     BP_PROGRESS_AUTO, /* a live bar on a terminal, plain lines otherwise */
@@ -46,6 +47,25 @@ typedef struct bp_train_config {
     int64_t log_every;
     int progress; /* bp_progress_mode */
     int threads;
+    /* parallelism and communication */
+    int dp;          /* data-parallel replicas (0: every rank) */
+    int grad_accum;  /* micro-batches per optimizer step */
+    int dp_algo;     /* bp_dp_algo */
+    int peers;       /* 0 shift_one, 1 all */
+    int64_t interval;
+    int sync_ms;
+    int psgd_rank;
+    int64_t psgd_warmup;
+    double ea_alpha;
+    int64_t ea_period;
+    int64_t qadam_warmup;
+    int hierarchical;
+    int node_size;
+    double bucket_mb;
+    int no_overlap;
+    char net[256];
+    double comm_timeout;
+    int comm_path; /* bp_path */
 } bp_train_config;
 
 void bp_train_config_defaults(bp_train_config *c);
@@ -57,6 +77,10 @@ int bp_train_config_finalize(bp_train_config *c, bp_err *err);
 void bp_train_model_config(const bp_train_config *c, bp_model_config *m);
 void bp_train_optim_config(const bp_train_config *c, bp_optim_config *o);
 void bp_train_lr_schedule(const bp_train_config *c, bp_lr_schedule *s);
+void bp_train_dp_config(const bp_train_config *c, bp_dp_config *d);
+
+/* Check the options that depend on the number of ranks (world size W). */
+int bp_train_config_check_world(bp_train_config *c, int world, bp_err *err);
 
 /* Name the first field where a checkpoint's model configuration differs from this
  * run's, as the option that sets it; BP_OK when they agree. */

@@ -33,6 +33,9 @@ void bp_metrics_step(bp_metrics *m, const bp_step_record *r) {
     num(m->f, "lr", r->lr);
     num(m->f, "grad_norm", r->grad_norm);
     num(m->f, "step_ms", r->step_ms);
+    num(m->f, "compute_ms", r->compute_ms);
+    num(m->f, "comm_exposed_ms", r->comm_exposed_ms);
+    num(m->f, "bytes_sent", r->bytes_sent);
     num(m->f, "items_per_s", r->items_per_s);
     fputs("}\n", m->f);
     fflush(m->f);

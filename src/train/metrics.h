@@ -1,10 +1,15 @@
 /* The JSONL metrics log: one JSON object per line, flushed line by line so a
  * crashed run leaves only complete records. Records:
- *   {"type":"step","step":k,"loss":..,"lr":..,"grad_norm":..,"step_ms":..,"items_per_s":..}
+ *   {"type":"config","model":..,"params":..,"world":..,"dp":..,"batch":..,"grad_accum":..,
+ *    "dp_algo":"<algorithm and its settings>","net":..}
+ *   {"type":"step","step":k,"loss":..,"lr":..,"grad_norm":..,"step_ms":..,"compute_ms":..,
+ *    "comm_exposed_ms":..,"bytes_sent":..,"items_per_s":..}
  *   {"type":"eval","step":k,"val_loss":..[,"val_acc":..]}
  *   {"type":"summary","steps":..,"median_step_ms":..,"peak_rss_bytes":..,"param_bytes":..,
  *    "grad_bytes":..,"optim_bytes":..,"act_bytes":..}
- * k counts completed optimizer steps (1 after the first step). */
+ * k counts completed optimizer steps (1 after the first step). The loss is the
+ * mean over ranks; times and bytes are rank 0's: compute_ms is the step time not
+ * spent waiting for communication, comm_exposed_ms the time spent waiting. */
 #ifndef BP_TRAIN_METRICS_H
 #define BP_TRAIN_METRICS_H
 
@@ -19,7 +24,7 @@ typedef struct bp_metrics {
 
 typedef struct bp_step_record {
     int64_t step;
-    double loss, lr, grad_norm, step_ms, items_per_s;
+    double loss, lr, grad_norm, step_ms, compute_ms, comm_exposed_ms, bytes_sent, items_per_s;
 } bp_step_record;
 
 typedef struct bp_memory_record {

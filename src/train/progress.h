@@ -1,6 +1,7 @@
-/* The progress line of rank 0: step/total, loss, throughput, ETA. On a terminal
+/* The progress line of rank 0: step/total, loss, throughput, MB sent per step, ETA. On a terminal
  * one line is redrawn in place with a bar; otherwise (logs, CI) a plain line is
- * printed every `every` steps. Output goes to stdout. */
+ * printed each time. The trainer updates it every --log-every steps. Output goes
+ * to stdout. */
 #ifndef BP_TRAIN_PROGRESS_H
 #define BP_TRAIN_PROGRESS_H
 
@@ -10,14 +11,16 @@
 
 typedef struct bp_progress {
     int mode; /* BP_PROGRESS_BAR, _LINES or _NONE after resolving AUTO */
-    int64_t total, every;
+    int64_t total;
     const char *unit; /* "tok" or "samples" */
     int drawn;        /* a bar is on screen and needs a newline before other output */
 } bp_progress;
 
-void bp_progress_init(bp_progress *p, int mode, int64_t total, int64_t every, const char *unit);
-/* After step `step` (1-based) with its loss, throughput and seconds left. */
-void bp_progress_step(bp_progress *p, int64_t step, double loss, double items_per_s, double eta_s);
+void bp_progress_init(bp_progress *p, int mode, int64_t total, const char *unit);
+/* After step `step` (1-based) with its loss, throughput, MB this rank sent in the
+ * step and seconds left. */
+void bp_progress_step(bp_progress *p, int64_t step, double loss, double items_per_s,
+                      double mb_sent, double eta_s);
 /* Any other line (evaluation results, messages): printed on its own line. */
 void bp_progress_note(bp_progress *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void bp_progress_finish(bp_progress *p);

@@ -117,20 +117,23 @@ static int eval_images(bp_task *t, bp_model *m, bp_acts *a, double *loss, double
     return BP_OK;
 }
 
+/* The fixed validation windows are eval_batches x B_global, whatever the number
+ * of ranks, evaluated B_local at a time (the size the activations were made for). */
 static int eval_text(bp_task *t, bp_model *m, bp_acts *a, double *loss, bp_err *err) {
-    int n_windows = t->eval_batches * t->B_local;
+    int n_windows = t->eval_batches * t->B_global;
     double sum = 0;
-    for (int batch = 0; batch < t->eval_batches; batch++) {
-        for (int row = 0; row < t->B_local; row++)
-            bp_text_val_window(&t->text, batch * t->B_local + row, n_windows, t->T,
+    for (int first = 0; first < n_windows; first += t->B_local) {
+        int rows = n_windows - first < t->B_local ? n_windows - first : t->B_local;
+        for (int row = 0; row < rows; row++)
+            bp_text_val_window(&t->text, first + row, n_windows, t->T,
                                t->tokens + (size_t)row * t->T, t->targets + (size_t)row * t->T);
-        bp_batch b = {.B = t->B_local, .T = t->T, .tokens = t->tokens, .targets = t->targets};
+        bp_batch b = {.B = rows, .T = t->T, .tokens = t->tokens, .targets = t->targets};
         double l;
         int rc = bp_model_forward(m, a, &b, NULL, &l, err);
         if (rc) return rc;
-        sum += l;
+        sum += l * rows;
     }
-    *loss = sum / t->eval_batches;
+    *loss = sum / n_windows;
     return BP_OK;
 }
 

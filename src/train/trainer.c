@@ -1,12 +1,15 @@
 #include "train/trainer.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
 
+#include "bagpipe/comm_mpi.h"
 #include "core/blas.h"
 #include "core/timer.h"
+#include "parallel/dp.h"
 #include "train/checkpoint.h"
 #include "train/metrics.h"
 #include "train/progress.h"
@@ -14,17 +17,39 @@
 
 typedef struct trainer {
     const bp_train_config *cfg;
+    bp_comm *world;
+    bp_comm *meta; /* bookkeeping (losses, agreement) on its own, never emulated */
+    int rank, size;
     bp_model *model;
     bp_acts *acts;
     bp_optim optim;
+    bp_dp *dp;
     bp_lr_schedule lr;
     bp_task task;
     bp_metrics metrics;
     bp_progress progress;
     int64_t step, first_step;
-    double *step_ms; /* per step of this run, for the median */
+    double start_time;
+    double *step_ms;          /* per step of this run, for the median */
+    bp_step_record *pending;  /* steps not logged yet (losses are averaged over ranks) */
+    int n_pending;
     bp_train_result *res;
 } trainer;
+
+static int meta_fail(trainer *t, int rc, bp_err *err) {
+    return bp_fail(err, (bp_status)rc, "%s", bp_comm_errmsg(t->meta));
+}
+
+/* Every rank learns whether setup failed anywhere, so that no rank goes on into
+ * collectives that others never join. */
+static int agree(trainer *t, int rc, bp_err *err) {
+    float worst = (float)rc;
+    int mrc = bp_allreduce_sum(t->meta, &worst, 1);
+    if (mrc) return meta_fail(t, mrc, err);
+    if (rc == BP_OK && worst != 0)
+        return bp_fail(err, BP_ECOMM, "stopping because another rank failed to start");
+    return rc;
+}
 
 static int resume(trainer *t, bp_err *err) {
     bp_checkpoint ck;
@@ -47,7 +72,22 @@ static int resume(trainer *t, bp_err *err) {
     return rc;
 }
 
-static int setup(trainer *t, bp_err *err) {
+static void log_config(trainer *t) {
+    if (!t->metrics.f) return;
+    char algo[256];
+    bp_dp_config d;
+    bp_train_dp_config(t->cfg, &d);
+    bp_dp_describe(&d, algo, sizeof algo);
+    fprintf(t->metrics.f,
+            "{\"type\":\"config\",\"model\":\"%s\",\"params\":%zu,\"world\":%d,\"dp\":%d,"
+            "\"batch\":%d,\"grad_accum\":%d,\"dp_algo\":\"%s\",\"net\":\"%s\"}\n",
+            t->cfg->model == BP_MODEL_GPT ? "gpt" : "mlp", bp_model_num_params(t->model), t->size,
+            t->cfg->dp, t->cfg->batch, t->cfg->grad_accum, algo, t->cfg->net[0] ? t->cfg->net : "off");
+    fflush(t->metrics.f);
+}
+
+/* Setup on this rank only: nothing here talks to other ranks. */
+static int setup_local(trainer *t, bp_err *err) {
     const bp_train_config *c = t->cfg;
     bp_model_config mc;
     bp_optim_config oc;
@@ -55,61 +95,128 @@ static int setup(trainer *t, bp_err *err) {
     bp_train_optim_config(c, &oc);
     bp_train_lr_schedule(c, &t->lr);
     bp_blas_set_threads(c->threads);
-    bp_progress_init(&t->progress, c->progress, c->steps, c->log_every,
+    bp_progress_init(&t->progress, t->rank == 0 ? c->progress : BP_PROGRESS_NONE, c->steps,
                      c->model == BP_MODEL_GPT ? "tok" : "samples");
-    int rc = bp_task_init(&t->task, c, 0, 1, err);
+    int rc = bp_task_init(&t->task, c, t->rank, t->size, err);
     if (rc == BP_OK) rc = bp_model_create(&mc, 0, -1, &t->model, err);
     if (rc == BP_OK) bp_model_init_weights(t->model, (uint64_t)c->seed);
     if (rc == BP_OK) rc = bp_optim_init(&t->optim, &oc, bp_model_num_params(t->model), err);
     if (rc == BP_OK) rc = bp_acts_create(t->model, t->task.B_local, t->task.T, &t->acts, err);
-    if (rc == BP_OK && !(t->step_ms = calloc((size_t)c->steps + 1, sizeof(double))))
+    if (rc == BP_OK && (!(t->step_ms = calloc((size_t)c->steps + 1, sizeof(double))) ||
+                        !(t->pending = calloc((size_t)c->log_every, sizeof *t->pending))))
         rc = bp_fail(err, BP_ENOMEM, "out of memory");
     if (rc == BP_OK && c->resume[0]) rc = resume(t, err);
-    if (rc == BP_OK) rc = bp_mkdir_p(c->out, err);
-    if (rc == BP_OK) rc = bp_metrics_open(&t->metrics, c->metrics, c->resume[0] != 0, err);
+    if (rc == BP_OK && t->rank == 0) rc = bp_mkdir_p(c->out, err);
+    if (rc == BP_OK && t->rank == 0)
+        rc = bp_metrics_open(&t->metrics, c->metrics, c->resume[0] != 0, err);
+    return rc;
+}
+
+static int setup(trainer *t, bp_err *err) {
+    t->rank = bp_comm_rank(t->world);
+    t->size = bp_comm_size(t->world);
+    int rc = bp_comm_wrap(bp_comm_mpi(t->world), "meta", &t->meta, err);
+    if (rc) return rc;
+    rc = agree(t, setup_local(t, err), err);
+    if (rc == BP_OK && (rc = bp_comm_set_path(t->world, (bp_path)t->cfg->comm_path)))
+        rc = bp_fail(err, (bp_status)rc, "%s", bp_comm_errmsg(t->world));
+    if (rc == BP_OK && (rc = bp_comm_set_net(t->world, t->cfg->net)))
+        rc = bp_fail(err, (bp_status)rc, "option --net: %s", bp_comm_errmsg(t->world));
+    if (rc == BP_OK) bp_comm_set_timeout(t->world, t->cfg->comm_timeout);
+    bp_dp_config d;
+    bp_train_dp_config(t->cfg, &d);
+    if (rc == BP_OK) rc = bp_dp_create(t->world, &d, t->model, &t->optim, &t->dp, err);
+    if (rc == BP_OK) log_config(t);
     return rc;
 }
 
 static void teardown(trainer *t) {
+    bp_dp_destroy(t->dp);
     bp_metrics_close(&t->metrics);
     bp_acts_destroy(t->acts);
     bp_optim_free(&t->optim);
     bp_model_destroy(t->model);
     bp_task_free(&t->task);
+    bp_comm_free(t->meta);
     free(t->step_ms);
+    free(t->pending);
+}
+
+/* Forward and backward of one micro-batch; the last one is synchronized. */
+static int micro_batch(trainer *t, int k, double *loss, bp_err *err) {
+    int accum = t->cfg->grad_accum;
+    bp_batch b;
+    bp_task_next(&t->task, &b);
+    int rc = bp_model_forward(t->model, t->acts, &b, NULL, loss, err);
+    if (rc) return rc;
+    if (!isfinite(*loss))
+        return bp_fail(err, BP_ENONFINITE, "rank %d, step %lld: the training loss is %g", t->rank,
+                       (long long)t->step + 1, *loss);
+    if (k == accum - 1) bp_dp_backward_begin(t->dp);
+    return bp_model_backward(t->model, t->acts, &b, NULL, NULL, (bp_real)(1.0 / accum), err);
 }
 
 /* One optimizer step on the next batch; fills the record. */
 static int train_step(trainer *t, bp_step_record *r, bp_err *err) {
-    double t0 = bp_now();
-    bp_batch b;
-    bp_task_next(&t->task, &b);
+    double t0 = bp_now(), loss_sum = 0;
     bp_model_zero_grad(t->model);
-    double loss;
-    int rc = bp_model_forward(t->model, t->acts, &b, NULL, &loss, err);
-    if (rc) return rc;
-    if (!isfinite(loss))
-        return bp_fail(err, BP_ENONFINITE, "step %lld: the training loss is %g",
-                       (long long)t->step + 1, loss);
-    rc = bp_model_backward(t->model, t->acts, &b, NULL, NULL, 1, err);
-    if (rc) return rc;
-    size_t n = bp_model_num_params(t->model);
-    r->grad_norm = bp_clip_grad_norm(bp_model_grads(t->model), n, t->cfg->clip);
-    if (!isfinite(r->grad_norm))
-        return bp_fail(err, BP_ENONFINITE, "step %lld: the gradient norm is %g",
-                       (long long)t->step + 1, r->grad_norm);
+    bp_dp_step_begin(t->dp);
+    int rc = BP_OK;
+    for (int k = 0; rc == BP_OK && k < t->cfg->grad_accum; k++) {
+        double loss;
+        rc = micro_batch(t, k, &loss, err);
+        loss_sum += loss;
+    }
+    if (rc == BP_OK) rc = bp_dp_backward_end(t->dp, err);
+    if (rc == BP_OK) {
+        size_t n = bp_model_num_params(t->model);
+        r->grad_norm = bp_clip_grad_norm(bp_model_grads(t->model), n, t->cfg->clip);
+        if (!isfinite(r->grad_norm))
+            rc = bp_fail(err, BP_ENONFINITE, "rank %d, step %lld: the gradient norm is %g",
+                         t->rank, (long long)t->step + 1, r->grad_norm);
+    }
     r->lr = bp_lr_at(&t->lr, t->step);
-    bp_optim_step(&t->optim, bp_model_params(t->model), bp_model_grads(t->model), r->lr);
+    if (rc == BP_OK) rc = bp_dp_step(t->dp, r->lr, err);
+    if (rc) return rc;
     t->step++;
+    bp_stats s;
+    bp_comm_stats(t->world, &s, true);
     r->step = t->step;
-    r->loss = loss;
+    r->loss = loss_sum / t->cfg->grad_accum;
     r->step_ms = (bp_now() - t0) * 1e3;
-    r->items_per_s = (double)bp_task_items_per_step(&t->task) / (r->step_ms * 1e-3);
+    r->comm_exposed_ms = bp_dp_exposed_seconds(t->dp) * 1e3;
+    r->compute_ms = r->step_ms - r->comm_exposed_ms;
+    r->bytes_sent = (double)s.total.bytes_sent;
+    r->items_per_s = (double)bp_task_items_per_step(&t->task) * t->cfg->grad_accum /
+                     (r->step_ms * 1e-3);
+    return BP_OK;
+}
+
+/* Log the pending steps with their loss averaged over the ranks (one small
+ * collective per log interval, not per step). */
+static int flush_steps(trainer *t, bp_err *err) {
+    if (t->n_pending == 0) return BP_OK;
+    float losses[t->n_pending];
+    for (int i = 0; i < t->n_pending; i++) losses[i] = (float)t->pending[i].loss;
+    int rc = t->size > 1 ? bp_allreduce_avg(t->meta, losses, (size_t)t->n_pending) : BP_OK;
+    if (rc) return meta_fail(t, rc, err);
+    for (int i = 0; i < t->n_pending; i++) {
+        bp_step_record *r = &t->pending[i];
+        if (t->size > 1) r->loss = losses[i];
+        bp_metrics_step(&t->metrics, r);
+    }
+    bp_step_record *last = &t->pending[t->n_pending - 1];
+    double elapsed = bp_now() - t->start_time, done = (double)(t->step - t->first_step);
+    bp_progress_step(&t->progress, t->step, last->loss, last->items_per_s,
+                     last->bytes_sent / 1048576.0, elapsed / done * (double)(t->cfg->steps - t->step));
+    t->res->final_loss = last->loss;
+    t->n_pending = 0;
     return BP_OK;
 }
 
 static int evaluate(trainer *t, bp_err *err) {
     double loss, acc;
+    if (t->rank != 0) return BP_OK; /* rank 0's replica is evaluated; others go on */
     int rc = bp_task_eval(&t->task, t->model, t->acts, &loss, &acc, err);
     if (rc) return rc;
     bp_metrics_eval(&t->metrics, t->step, loss, acc);
@@ -124,35 +231,32 @@ static int evaluate(trainer *t, bp_err *err) {
 }
 
 static int checkpoint(trainer *t, bp_err *err) {
-    bp_resume_state rs = {.step = t->step};
-    bp_task_get_state(&t->task, &rs);
-    int rc = bp_checkpoint_save(t->cfg->out, t->model, &t->optim, &rs, t->cfg->keep_checkpoints, err);
     char name[64];
     snprintf(name, sizeof name, "ckpt-%08lld", (long long)t->step);
-    if (rc == BP_OK)
-        rc = bp_path_join(t->res->checkpoint, sizeof t->res->checkpoint, t->cfg->out, name, err);
-    return rc;
+    int rc = bp_path_join(t->res->checkpoint, sizeof t->res->checkpoint, t->cfg->out, name, err);
+    if (rc || t->rank != 0) return rc;
+    bp_resume_state rs = {.step = t->step};
+    bp_task_get_state(&t->task, &rs);
+    return bp_checkpoint_save(t->cfg->out, t->model, &t->optim, &rs, t->cfg->keep_checkpoints, err);
 }
 
 static int every(int64_t step, int64_t n) { return n > 0 && step % n == 0; }
 
 static int loop(trainer *t, bp_err *err) {
     const bp_train_config *c = t->cfg;
-    double start = bp_now();
+    t->start_time = bp_now();
     int rc = BP_OK;
     while (rc == BP_OK && t->step < c->steps) {
-        bp_step_record r;
-        if ((rc = train_step(t, &r, err))) break;
-        t->step_ms[t->step - t->first_step - 1] = r.step_ms;
-        t->res->final_loss = r.loss;
-        bp_metrics_step(&t->metrics, &r);
-        double elapsed = bp_now() - start, done = (double)(t->step - t->first_step);
-        bp_progress_step(&t->progress, t->step, r.loss, r.items_per_s,
-                         elapsed / done * (double)(c->steps - t->step));
-        if (every(t->step, c->eval_every) || (c->eval_every > 0 && t->step == c->steps))
-            rc = evaluate(t, err);
-        if (rc == BP_OK && (every(t->step, c->checkpoint_every) || t->step == c->steps))
-            rc = checkpoint(t, err);
+        bp_step_record *r = &t->pending[t->n_pending];
+        if ((rc = train_step(t, r, err))) break;
+        t->step_ms[t->step - t->first_step - 1] = r->step_ms;
+        t->n_pending++;
+        bool last = t->step == c->steps;
+        bool eval = every(t->step, c->eval_every) || (c->eval_every > 0 && last);
+        bool save = every(t->step, c->checkpoint_every) || last;
+        if (t->n_pending == c->log_every || eval || save) rc = flush_steps(t, err);
+        if (rc == BP_OK && eval) rc = evaluate(t, err);
+        if (rc == BP_OK && save) rc = checkpoint(t, err);
     }
     return rc;
 }
@@ -180,14 +284,17 @@ static void summary(trainer *t) {
     bp_metrics_summary(&t->metrics, &m);
 }
 
-int bp_train_run(const bp_train_config *cfg, bp_train_result *res, bp_err *err) {
-    trainer t = {.cfg = cfg, .res = res};
+int bp_train_run(const bp_train_config *cfg, bp_comm *world, bp_train_result *res, bp_err *err) {
+    trainer t = {.cfg = cfg, .world = world, .res = res};
     *res = (bp_train_result){.final_loss = NAN, .val_loss = NAN, .val_acc = NAN};
     int rc = setup(&t, err);
     if (rc == BP_OK) rc = loop(&t, err);
+    if (rc == BP_OK) rc = bp_dp_finish(t.dp, err);
     bp_progress_finish(&t.progress);
     if (rc == BP_OK) summary(&t);
     res->steps = t.step;
-    teardown(&t);
+    /* After a failure with several ranks, others may be inside collectives that
+     * will never finish: leave everything as it is for the caller to abort the job. */
+    if (rc == BP_OK || t.size == 1) teardown(&t);
     return rc;
 }

@@ -5,6 +5,7 @@
 
 #include <stdint.h>
 
+#include "bagpipe/comm.h"
 #include "bagpipe/status.h"
 #include "train/config.h"
 
@@ -16,7 +17,10 @@ typedef struct bp_train_result {
     char checkpoint[BP_PATH_MAX]; /* where the final checkpoint went */
 } bp_train_result;
 
-/* Run training as configured; cfg must have been finalized. */
-int bp_train_run(const bp_train_config *cfg, bp_train_result *res, bp_err *err);
+/* Run training as configured on the ranks of `world` (collective); cfg must have
+ * been finalized and checked against the world size. Rank 0 prints progress,
+ * writes the metrics log and checkpoints. When setup fails on any rank, every rank
+ * returns an error: BP_OK never comes back to some ranks only. */
+int bp_train_run(const bp_train_config *cfg, bp_comm *world, bp_train_result *res, bp_err *err);
 
 #endif

@@ -13,7 +13,7 @@ for cmd in train sample; do
   # Each listed flag is known: the parser reports a bad value, never an unknown option.
   for opt in $(grep -oE '^  --[a-z0-9-]+' "$WORK/help"); do
     rc=0
-    "$BP" $cmd "$opt" >/dev/null 2>"$WORK/err" || rc=$?
+    "$BP" $cmd "$opt" x --help >/dev/null 2>"$WORK/err" || rc=$?
     if grep -q "unknown option" "$WORK/err"; then fail "$cmd lists $opt but rejects it"; fi
   done
 done

@@ -1,0 +1,114 @@
+#include "parallel/buckets.h"
+
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Buckets of whole tensors from the end of the buffer; a tensor larger than the
+ * bucket size gets a bucket of its own. */
+static int plan(bp_bucketer *bk, const bp_model *m, size_t bucket_bytes, bp_err *err) {
+    int nt = bp_model_num_tensors(m);
+    bk->buckets = calloc((size_t)nt, sizeof *bk->buckets);
+    if (!bk->buckets) return bp_fail(err, BP_ENOMEM, "cannot allocate %d buckets", nt);
+    size_t limit = bucket_bytes / sizeof(float);
+    for (int t = nt - 1; t >= 0;) {
+        bp_bucket *b = &bk->buckets[bk->n++];
+        const bp_tensor_info *top = bp_model_tensor(m, t);
+        size_t end = top->offset + top->numel;
+        b->min_block = INT_MAX;
+        do {
+            const bp_tensor_info *ti = bp_model_tensor(m, t);
+            b->first_tensor = t;
+            b->offset = ti->offset;
+            b->len = end - ti->offset;
+            b->n_tensors++;
+            if (ti->block < b->min_block) b->min_block = ti->block;
+            t--;
+        } while (t >= 0 && end - bp_model_tensor(m, t)->offset <= limit);
+    }
+    return BP_OK;
+}
+
+static void *thread_main(void *arg) {
+    bp_bucketer *bk = arg;
+    pthread_mutex_lock(&bk->mu);
+    for (;;) {
+        while (!bk->quit && !(bk->round_open && bk->next < bk->n &&
+                              bk->lowest_done <= bk->buckets[bk->next].min_block))
+            pthread_cond_wait(&bk->cv, &bk->mu);
+        if (bk->quit) break;
+        const bp_bucket *b = &bk->buckets[bk->next];
+        int failed = bk->status != BP_OK; /* after a failure, skip the rest of the round */
+        pthread_mutex_unlock(&bk->mu);
+        bp_err err;
+        int rc = failed ? BP_OK : bk->run(bk->ctx, b, &err);
+        pthread_mutex_lock(&bk->mu);
+        if (rc != BP_OK && bk->status == BP_OK) {
+            bk->status = rc;
+            bk->err = err;
+        }
+        bk->next++;
+        pthread_cond_broadcast(&bk->cv);
+    }
+    pthread_mutex_unlock(&bk->mu);
+    return NULL;
+}
+
+int bp_bucketer_init(bp_bucketer *bk, const bp_model *m, size_t bucket_bytes, bp_bucket_fn run,
+                     void *ctx, bp_err *err) {
+    memset(bk, 0, sizeof *bk);
+    bk->run = run;
+    bk->ctx = ctx;
+    int rc = plan(bk, m, bucket_bytes, err);
+    if (rc) return rc;
+    bk->next = bk->n;
+    pthread_mutex_init(&bk->mu, NULL);
+    pthread_cond_init(&bk->cv, NULL);
+    if (pthread_create(&bk->thread, NULL, thread_main, bk) != 0) {
+        free(bk->buckets);
+        return bp_fail(err, BP_EINTERNAL, "cannot start the communication thread");
+    }
+    return BP_OK;
+}
+
+void bp_bucketer_destroy(bp_bucketer *bk) {
+    if (!bk->buckets) return;
+    pthread_mutex_lock(&bk->mu);
+    bk->quit = true;
+    pthread_cond_broadcast(&bk->cv);
+    pthread_mutex_unlock(&bk->mu);
+    pthread_join(bk->thread, NULL);
+    pthread_mutex_destroy(&bk->mu);
+    pthread_cond_destroy(&bk->cv);
+    free(bk->buckets);
+    memset(bk, 0, sizeof *bk);
+}
+
+void bp_bucketer_begin(bp_bucketer *bk) {
+    pthread_mutex_lock(&bk->mu);
+    bk->lowest_done = INT_MAX;
+    bk->next = 0;
+    bk->status = BP_OK;
+    bk->round_open = true;
+    pthread_mutex_unlock(&bk->mu);
+}
+
+void bp_bucketer_block_done(void *bucketer, int block) {
+    bp_bucketer *bk = bucketer;
+    pthread_mutex_lock(&bk->mu);
+    if (block < bk->lowest_done) bk->lowest_done = block;
+    pthread_cond_broadcast(&bk->cv);
+    pthread_mutex_unlock(&bk->mu);
+}
+
+int bp_bucketer_finish(bp_bucketer *bk, bp_err *err) {
+    pthread_mutex_lock(&bk->mu);
+    bk->lowest_done = INT_MIN;
+    pthread_cond_broadcast(&bk->cv);
+    while (bk->next < bk->n) pthread_cond_wait(&bk->cv, &bk->mu);
+    bk->round_open = false;
+    int rc = bk->status;
+    if (rc && err) *err = bk->err;
+    pthread_mutex_unlock(&bk->mu);
+    return rc;
+}

@@ -1,0 +1,316 @@
+#include "parallel/dp.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/buf.h"
+#include "core/timer.h"
+
+struct bp_dp {
+    bp_dp_config cfg;
+    bp_comm *comm;
+    bp_model *model;
+    bp_optim *optim;
+    int64_t step;         /* steps taken */
+    bool use_buckets;     /* gradients of this step go through the bucketer */
+    bp_bucketer bk;       /* gradient algorithms; unused (n == 0) otherwise */
+    bp_codec *minmax;     /* bytegrad, qadam */
+    bp_codec **psgd;      /* powersgd: one per 2-D tensor, NULL for 1-D */
+    float *pack;          /* powersgd: the 1-D tensors of a bucket, packed */
+    bp_ring_lp *ring;     /* lp-decentralized */
+    bp_async_avg *async;  /* async */
+    float *center, *diff; /* easgd */
+    uint64_t rounds;      /* decentralized: weight averagings so far */
+    double exposed_s;
+};
+
+static const char *algo_names[] = {"allreduce", "bytegrad", "qadam",    "decentralized",
+                                   "lp-decentralized", "async", "powersgd", "easgd"};
+
+const char *bp_dp_algo_name(int algo) {
+    return algo >= 0 && algo <= BP_DP_EASGD ? algo_names[algo] : "unknown";
+}
+
+static bool is_gradient_algo(int algo) {
+    return algo == BP_DP_ALLREDUCE || algo == BP_DP_BYTEGRAD || algo == BP_DP_POWERSGD ||
+           algo == BP_DP_QADAM;
+}
+
+int bp_dp_config_check(const bp_dp_config *c, int size, bp_err *err) {
+    if (c->algo == BP_DP_DECENTRALIZED && c->peers == BP_PEERS_SHIFT_ONE && size % 2 && size > 1)
+        return bp_fail(err, BP_EUSAGE, "option --peers: shift_one needs an even --dp, not %d", size);
+    if (c->algo == BP_DP_LP_DECENTRALIZED && size == 2)
+        return bp_fail(err, BP_EUSAGE,
+                       "option --dp-algo: lp-decentralized needs a ring of at least 3 ranks "
+                       "(with 2 both neighbours are the same rank)");
+    if (c->algo == BP_DP_ASYNC && c->sync_ms < 1)
+        return bp_fail(err, BP_EUSAGE, "option --sync-ms: must be at least 1");
+    if (c->bucket_mb <= 0) return bp_fail(err, BP_EUSAGE, "option --bucket-mb: must be positive");
+    return BP_OK;
+}
+
+void bp_dp_describe(const bp_dp_config *c, char *buf, size_t n) {
+    int k = snprintf(buf, n, "%s", bp_dp_algo_name(c->algo));
+    size_t at = k > 0 && (size_t)k < n ? (size_t)k : n - 1;
+    switch (c->algo) {
+    case BP_DP_DECENTRALIZED:
+        snprintf(buf + at, n - at, " peers=%s interval=%lld",
+                 c->peers == BP_PEERS_ALL ? "all" : "shift_one", (long long)c->interval);
+        break;
+    case BP_DP_ASYNC: snprintf(buf + at, n - at, " sync_ms=%d", c->sync_ms); break;
+    case BP_DP_POWERSGD:
+        snprintf(buf + at, n - at, " rank=%d warmup=%lld", c->rank, (long long)c->powersgd_warmup);
+        break;
+    case BP_DP_EASGD:
+        snprintf(buf + at, n - at, " alpha=%g period=%lld", c->ea_alpha, (long long)c->ea_period);
+        break;
+    case BP_DP_QADAM: snprintf(buf + at, n - at, " warmup=%lld", (long long)c->qadam_warmup); break;
+    default: break;
+    }
+    size_t len = strlen(buf);
+    if (is_gradient_algo(c->algo) && len < n)
+        snprintf(buf + len, n - len, " bucket_mb=%g overlap=%s", c->bucket_mb,
+                 c->overlap ? "on" : "off");
+    len = strlen(buf);
+    if (c->hierarchical && len < n) snprintf(buf + len, n - len, " hierarchical");
+}
+
+/* Failures of comm/ carry their message in the group; move it into err. */
+static int comm_fail(bp_dp *dp, int rc, bp_err *err) {
+    return bp_fail(err, (bp_status)rc, "%s", bp_comm_errmsg(dp->comm));
+}
+
+/* ---- gradient buckets -------------------------------------------------------- */
+
+/* The bucket's 2-D tensors go through PowerSGD one by one; its 1-D tensors
+ * (biases, LayerNorm) are packed and averaged in full with one allreduce. */
+static int powersgd_bucket(bp_dp *dp, const bp_bucket *b) {
+    float *grads = bp_model_grads(dp->model);
+    size_t packed = 0;
+    int end = b->first_tensor + b->n_tensors;
+    for (int t = b->first_tensor; t < end; t++) {
+        const bp_tensor_info *ti = bp_model_tensor(dp->model, t);
+        if (dp->psgd[t]) {
+            int rc = bp_allreduce_avg_powersgd(dp->comm, grads + ti->offset, ti->numel, dp->psgd[t]);
+            if (rc) return rc;
+        } else {
+            memcpy(dp->pack + packed, grads + ti->offset, ti->numel * sizeof(float));
+            packed += ti->numel;
+        }
+    }
+    int rc = packed ? bp_allreduce_avg(dp->comm, dp->pack, packed) : BP_OK;
+    packed = 0;
+    for (int t = b->first_tensor; rc == BP_OK && t < end; t++) {
+        const bp_tensor_info *ti = bp_model_tensor(dp->model, t);
+        if (dp->psgd[t]) continue;
+        memcpy(grads + ti->offset, dp->pack + packed, ti->numel * sizeof(float));
+        packed += ti->numel;
+    }
+    return rc;
+}
+
+static int run_bucket(void *ctx, const bp_bucket *b, bp_err *err) {
+    bp_dp *dp = ctx;
+    float *g = bp_model_grads(dp->model) + b->offset;
+    int rc;
+    if (dp->cfg.algo == BP_DP_BYTEGRAD)
+        rc = bp_allreduce_avg_lp(dp->comm, g, b->len, dp->minmax);
+    else if (dp->cfg.algo == BP_DP_POWERSGD && dp->step >= dp->cfg.powersgd_warmup)
+        rc = powersgd_bucket(dp, b);
+    else
+        rc = bp_allreduce_avg(dp->comm, g, b->len);
+    return rc ? comm_fail(dp, rc, err) : BP_OK;
+}
+
+/* ---- state of each algorithm ---------------------------------------------------- */
+
+static int create_powersgd(bp_dp *dp, bp_err *err) {
+    int nt = bp_model_num_tensors(dp->model);
+    size_t largest_1d = 0;
+    if (!(dp->psgd = calloc((size_t)nt, sizeof *dp->psgd)))
+        return bp_fail(err, BP_ENOMEM, "out of memory");
+    for (int t = 0; t < nt; t++) {
+        const bp_tensor_info *ti = bp_model_tensor(dp->model, t);
+        if (ti->ndim == 2 && ti->shape[0] > 1 && ti->shape[1] > 1) {
+            /* Every rank seeds tensor t's Q alike, so Q stays the same everywhere. */
+            int rc = bp_codec_powersgd_new((size_t)ti->shape[0], (size_t)ti->shape[1],
+                                           dp->cfg.rank, dp->cfg.seed + (uint64_t)t, &dp->psgd[t],
+                                           err);
+            if (rc) return rc;
+        } else {
+            largest_1d += ti->numel;
+        }
+    }
+    return bp_alloc_checked((void **)&dp->pack, largest_1d * sizeof(float) + 1, "powersgd buffer",
+                            err);
+}
+
+static int create_state(bp_dp *dp, bp_err *err) {
+    float *params = bp_model_params(dp->model);
+    size_t n = bp_model_num_params(dp->model);
+    int rc = BP_OK;
+    switch (dp->cfg.algo) {
+    case BP_DP_BYTEGRAD:
+    case BP_DP_QADAM: rc = bp_codec_minmax_u8_new(&dp->minmax, err); break;
+    case BP_DP_POWERSGD: rc = create_powersgd(dp, err); break;
+    case BP_DP_LP_DECENTRALIZED:
+        rc = bp_codec_minmax_u8_new(&dp->minmax, err);
+        if (rc == BP_OK && (rc = bp_ring_lp_new(dp->comm, params, n, dp->minmax, &dp->ring)))
+            rc = comm_fail(dp, rc, err);
+        break;
+    case BP_DP_ASYNC:
+        if ((rc = bp_async_avg_start(dp->comm, params, n, dp->cfg.sync_ms, &dp->async)))
+            rc = comm_fail(dp, rc, err);
+        break;
+    case BP_DP_EASGD:
+        rc = bp_alloc_checked((void **)&dp->center, n * sizeof(float), "easgd center", err);
+        if (rc == BP_OK)
+            rc = bp_alloc_checked((void **)&dp->diff, n * sizeof(float), "easgd buffer", err);
+        if (rc == BP_OK) memcpy(dp->center, params, n * sizeof(float));
+        break;
+    default: break;
+    }
+    return rc;
+}
+
+int bp_dp_create(bp_comm *comm, const bp_dp_config *cfg, bp_model *m, bp_optim *optim,
+                 bp_dp **out, bp_err *err) {
+    *out = NULL;
+    int rc = bp_dp_config_check(cfg, bp_comm_size(comm), err);
+    if (rc) return rc;
+    bp_dp *dp = calloc(1, sizeof *dp);
+    if (!dp) return bp_fail(err, BP_ENOMEM, "out of memory");
+    *dp = (bp_dp){.cfg = *cfg, .comm = comm, .model = m, .optim = optim};
+    if (cfg->algo == BP_DP_QADAM && optim->cfg.kind != BP_OPTIM_ADAMW)
+        rc = bp_fail(err, BP_EUSAGE, "option --optim: qadam needs adamw");
+    if (rc == BP_OK && cfg->hierarchical &&
+        (rc = bp_comm_set_hierarchical(comm, true, cfg->node_size)))
+        rc = comm_fail(dp, rc, err);
+    if (rc == BP_OK && bp_comm_size(comm) > 1 &&
+        (rc = bp_bcast(comm, bp_model_params(m), bp_model_num_params(m), 0)))
+        rc = comm_fail(dp, rc, err);
+    if (rc == BP_OK) rc = create_state(dp, err);
+    if (rc == BP_OK && is_gradient_algo(cfg->algo) && bp_comm_size(comm) > 1)
+        rc = bp_bucketer_init(&dp->bk, m, (size_t)(cfg->bucket_mb * 1048576.0), run_bucket, dp,
+                              err);
+    if (rc) {
+        bp_dp_destroy(dp);
+        return rc;
+    }
+    *out = dp;
+    return BP_OK;
+}
+
+int bp_dp_finish(bp_dp *dp, bp_err *err) {
+    if (!dp || !dp->async) return BP_OK;
+    int rc = bp_async_avg_stop(dp->async);
+    return rc ? comm_fail(dp, rc, err) : BP_OK;
+}
+
+void bp_dp_destroy(bp_dp *dp) {
+    if (!dp) return;
+    bp_bucketer_destroy(&dp->bk);
+    if (dp->async) bp_async_avg_free(dp->async);
+    bp_ring_lp_free(dp->ring);
+    bp_codec_free(dp->minmax);
+    for (int t = 0; dp->psgd && t < bp_model_num_tensors(dp->model); t++) bp_codec_free(dp->psgd[t]);
+    free(dp->psgd);
+    bp_free(dp->pack);
+    bp_free(dp->center);
+    bp_free(dp->diff);
+    free(dp);
+}
+
+/* ---- one step ------------------------------------------------------------------ */
+
+static bool qadam_warm(const bp_dp *dp) { return dp->step < dp->cfg.qadam_warmup; }
+
+void bp_dp_step_begin(bp_dp *dp) {
+    dp->exposed_s = 0;
+    if (dp->async) bp_async_avg_lock(dp->async);
+}
+
+void bp_dp_backward_begin(bp_dp *dp) {
+    dp->use_buckets = dp->bk.n > 0 && (dp->cfg.algo != BP_DP_QADAM || qadam_warm(dp));
+    if (!dp->use_buckets) return;
+    bp_bucketer_begin(&dp->bk);
+    if (dp->cfg.overlap) bp_model_set_grad_hook(dp->model, bp_bucketer_block_done, &dp->bk);
+}
+
+int bp_dp_backward_end(bp_dp *dp, bp_err *err) {
+    if (!dp->use_buckets) return BP_OK;
+    bp_model_set_grad_hook(dp->model, NULL, NULL);
+    double t0 = bp_now();
+    int rc = bp_bucketer_finish(&dp->bk, err);
+    dp->exposed_s += bp_now() - t0;
+    return rc;
+}
+
+/* After warm-up: m = b1 m + (1-b1) g on local gradients, m averaged with C_LP_S,
+ * then Adam's update with the frozen second moment. */
+static int qadam_step(bp_dp *dp, double lr, bp_err *err) {
+    bp_optim *o = dp->optim;
+    const bp_optim_config *c = &o->cfg;
+    float *p = bp_model_params(dp->model);
+    const float *g = bp_model_grads(dp->model);
+    o->t++;
+    const float b1 = (float)c->beta1;
+    for (size_t i = 0; i < o->n; i++) o->m[i] = b1 * o->m[i] + (1 - b1) * g[i];
+    int rc = bp_allreduce_avg_lp(dp->comm, o->m, o->n, dp->minmax);
+    if (rc) return comm_fail(dp, rc, err);
+    double bc1 = 1.0 - pow(c->beta1, (double)o->t);
+    double bc2 = 1.0 - pow(c->beta2, (double)dp->cfg.qadam_warmup);
+    const float step = (float)(lr / bc1), inv_sqrt_bc2 = (float)(1.0 / sqrt(bc2));
+    const float decay = (float)(1.0 - lr * c->weight_decay), eps = (float)c->eps;
+    for (size_t i = 0; i < o->n; i++)
+        p[i] = p[i] * decay - step * o->m[i] / (sqrtf(o->v[i]) * inv_sqrt_bc2 + eps);
+    return BP_OK;
+}
+
+static int easgd_step(bp_dp *dp) {
+    float *w = bp_model_params(dp->model);
+    size_t n = bp_model_num_params(dp->model);
+    const float alpha = (float)dp->cfg.ea_alpha;
+    for (size_t i = 0; i < n; i++) {
+        dp->diff[i] = alpha * (w[i] - dp->center[i]);
+        w[i] -= dp->diff[i];
+    }
+    int rc = bp_allreduce_sum(dp->comm, dp->diff, n);
+    for (size_t i = 0; rc == BP_OK && i < n; i++) dp->center[i] += dp->diff[i];
+    return rc;
+}
+
+/* What weight algorithms do after the local optimizer step. */
+static int mix_weights(bp_dp *dp) {
+    float *w = bp_model_params(dp->model);
+    size_t n = bp_model_num_params(dp->model);
+    switch (dp->cfg.algo) {
+    case BP_DP_DECENTRALIZED:
+        if (dp->step % dp->cfg.interval) return BP_OK;
+        return bp_peer_avg(dp->comm, w, n, (bp_peers)dp->cfg.peers, dp->rounds++);
+    case BP_DP_LP_DECENTRALIZED: return bp_ring_lp_step(dp->ring, w);
+    case BP_DP_EASGD: return dp->step % dp->cfg.ea_period ? BP_OK : easgd_step(dp);
+    default: return BP_OK;
+    }
+}
+
+int bp_dp_step(bp_dp *dp, double lr, bp_err *err) {
+    int rc = BP_OK;
+    double t0 = bp_now();
+    if (dp->cfg.algo == BP_DP_QADAM && !qadam_warm(dp)) {
+        rc = qadam_step(dp, lr, err);
+        dp->step++;
+    } else {
+        bp_optim_step(dp->optim, bp_model_params(dp->model), bp_model_grads(dp->model), lr);
+        dp->step++;
+        t0 = bp_now();
+        if (bp_comm_size(dp->comm) > 1 && (rc = mix_weights(dp))) rc = comm_fail(dp, rc, err);
+    }
+    dp->exposed_s += bp_now() - t0;
+    if (dp->async) bp_async_avg_unlock(dp->async);
+    return rc;
+}
+
+double bp_dp_exposed_seconds(const bp_dp *dp) { return dp->exposed_s; }

@@ -1,0 +1,85 @@
+/* Data parallelism: how the replicas of one model on the ranks of a dp group agree
+ * (DESIGN.md section 5). One bp_dp per replica; the trainer calls, per step:
+ *
+ *   bp_dp_step_begin    before the first forward of the step
+ *   bp_dp_backward_begin before the backward whose gradients are synchronized
+ *                       (the last micro-batch with gradient accumulation)
+ *   bp_dp_backward_end  after it: gradient algorithms wait for their buckets here
+ *   bp_dp_step          optimizer step and whatever the algorithm does to weights
+ *
+ * Gradient algorithms (allreduce, bytegrad, powersgd, and qadam while warming up)
+ * average gradients in buckets on a communication thread that starts each bucket
+ * as soon as backward has written it. Weight algorithms (decentralized,
+ * lp-decentralized, easgd, async) step on local gradients and then mix weights.
+ * qadam: AdamW on averaged gradients for `qadam_warmup` steps; afterwards the
+ * second moment is frozen and each step averages the *momentum* with C_LP_S
+ * (MinMaxUInt8) instead of the gradients; its bias correction is frozen with it. */
+#ifndef BP_PARALLEL_DP_H
+#define BP_PARALLEL_DP_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "bagpipe/comm.h"
+#include "nn/model.h"
+#include "nn/optim.h"
+#include "parallel/buckets.h"
+
+typedef enum bp_dp_algo {
+    BP_DP_ALLREDUCE,
+    BP_DP_BYTEGRAD,
+    BP_DP_QADAM,
+    BP_DP_DECENTRALIZED,
+    BP_DP_LP_DECENTRALIZED,
+    BP_DP_ASYNC,
+    BP_DP_POWERSGD,
+    BP_DP_EASGD,
+} bp_dp_algo;
+
+/* In the order of bp_dp_algo, for option tables. */
+#define BP_DP_ALGO_CHOICES \
+    "allreduce|bytegrad|qadam|decentralized|lp-decentralized|async|powersgd|easgd"
+
+typedef struct bp_dp_config {
+    int algo;              /* bp_dp_algo */
+    int peers;             /* decentralized: BP_PEERS_SHIFT_ONE or BP_PEERS_ALL */
+    int64_t interval;      /* decentralized: steps between weight averagings */
+    int sync_ms;           /* async: milliseconds between averagings */
+    int rank;              /* powersgd: rank of the approximation */
+    int64_t powersgd_warmup; /* powersgd: steps of plain allreduce first */
+    double ea_alpha;       /* easgd: elastic coefficient */
+    int64_t ea_period;     /* easgd: steps between elastic averagings (tau) */
+    int64_t qadam_warmup;  /* qadam: steps of AdamW on averaged gradients */
+    bool hierarchical;     /* reduce within nodes, run the algorithm among node leaders */
+    int node_size;         /* ranks per node for hierarchical (0: find by shared memory) */
+    double bucket_mb;      /* gradient bucket size */
+    bool overlap;          /* start buckets during backward (off: after it) */
+    uint64_t seed;         /* PowerSGD's Q */
+} bp_dp_config;
+
+/* Check cfg for a dp group of `size` ranks; the message names the option. */
+int bp_dp_config_check(const bp_dp_config *cfg, int size, bp_err *err);
+/* "bytegrad" etc. */
+const char *bp_dp_algo_name(int algo);
+/* The algorithm and its settings in one line, e.g. "decentralized peers=shift_one interval=1". */
+void bp_dp_describe(const bp_dp_config *cfg, char *buf, size_t n);
+
+typedef struct bp_dp bp_dp;
+
+/* Collective over comm: broadcasts rank 0's weights to every replica, then builds
+ * the algorithm's state. m and optim stay owned by the caller. */
+int bp_dp_create(bp_comm *comm, const bp_dp_config *cfg, bp_model *m, bp_optim *optim,
+                 bp_dp **out, bp_err *err);
+/* Stops background communication (async ends in a round every rank agrees on). */
+int bp_dp_finish(bp_dp *dp, bp_err *err);
+void bp_dp_destroy(bp_dp *dp);
+
+void bp_dp_step_begin(bp_dp *dp);
+void bp_dp_backward_begin(bp_dp *dp);
+int bp_dp_backward_end(bp_dp *dp, bp_err *err);
+int bp_dp_step(bp_dp *dp, double lr, bp_err *err);
+
+/* Seconds this step spent waiting for communication (not hidden behind compute). */
+double bp_dp_exposed_seconds(const bp_dp *dp);
+
+#endif
