@@ -176,13 +176,14 @@ static int create_state(bp_dp *dp, bp_err *err) {
 }
 
 int bp_dp_create(bp_comm *comm, const bp_dp_config *cfg, bp_model *m, bp_optim *optim,
-                 bp_dp **out, bp_err *err) {
+                 int64_t step, bp_dp **out, bp_err *err) {
     *out = NULL;
     int rc = bp_dp_config_check(cfg, bp_comm_size(comm), err);
     if (rc) return rc;
     bp_dp *dp = calloc(1, sizeof *dp);
     if (!dp) return bp_fail(err, BP_ENOMEM, "out of memory");
-    *dp = (bp_dp){.cfg = *cfg, .comm = comm, .model = m, .optim = optim};
+    *dp = (bp_dp){.cfg = *cfg, .comm = comm, .model = m, .optim = optim, .step = step};
+    if (cfg->algo == BP_DP_DECENTRALIZED) dp->rounds = (uint64_t)(step / cfg->interval);
     if (cfg->algo == BP_DP_QADAM && optim->cfg.kind != BP_OPTIM_ADAMW)
         rc = bp_fail(err, BP_EUSAGE, "option --optim: qadam needs adamw");
     if (rc == BP_OK && cfg->hierarchical &&

@@ -67,9 +67,13 @@ void bp_dp_describe(const bp_dp_config *cfg, char *buf, size_t n);
 typedef struct bp_dp bp_dp;
 
 /* Collective over comm: broadcasts rank 0's weights to every replica, then builds
- * the algorithm's state. m and optim stay owned by the caller. */
+ * the algorithm's state. m and optim stay owned by the caller. `step` is the number
+ * of steps already taken (non-zero when resuming), so that warm-ups and intervals
+ * continue where they were. State that checkpoints do not hold starts afresh on
+ * resume: PowerSGD's Q and error, the easgd center (the resumed weights), the
+ * lp-decentralized replicas. */
 int bp_dp_create(bp_comm *comm, const bp_dp_config *cfg, bp_model *m, bp_optim *optim,
-                 bp_dp **out, bp_err *err);
+                 int64_t step, bp_dp **out, bp_err *err);
 /* Stops background communication (async ends in a round every rank agrees on). */
 int bp_dp_finish(bp_dp *dp, bp_err *err);
 void bp_dp_destroy(bp_dp *dp);

@@ -125,7 +125,7 @@ static int setup(trainer *t, bp_err *err) {
     if (rc == BP_OK) bp_comm_set_timeout(t->world, t->cfg->comm_timeout);
     bp_dp_config d;
     bp_train_dp_config(t->cfg, &d);
-    if (rc == BP_OK) rc = bp_dp_create(t->world, &d, t->model, &t->optim, &t->dp, err);
+    if (rc == BP_OK) rc = bp_dp_create(t->world, &d, t->model, &t->optim, t->step, &t->dp, err);
     if (rc == BP_OK) log_config(t);
     return rc;
 }

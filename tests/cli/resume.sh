@@ -8,16 +8,17 @@ losses() { # metrics file, steps from..to: the loss of each step, as written
     awk -v a="$2" -v b="$3" '$1 >= a && $1 <= b'
 }
 
+LAUNCH=() # prefix of the bagpipe command, e.g. mpiexec -n 2
 check() { # name, options...
   local name=$1
   shift
-  "$BP" train "$@" --steps 12 --checkpoint-every 5 --keep-checkpoints 5 --out "$WORK/$name-full" >/dev/null
+  "${LAUNCH[@]}" "$BP" train "$@" --steps 12 --checkpoint-every 5 --keep-checkpoints 5 --out "$WORK/$name-full" >/dev/null
   # The interrupted run: it stops at step 5 (as if killed after its checkpoint) ...
-  "$BP" train "$@" --steps 12 --checkpoint-every 5 --keep-checkpoints 5 --out "$WORK/$name-cut" >/dev/null
+  "${LAUNCH[@]}" "$BP" train "$@" --steps 12 --checkpoint-every 5 --keep-checkpoints 5 --out "$WORK/$name-cut" >/dev/null
   rm -rf "$WORK/$name-cut/ckpt-00000010" "$WORK/$name-cut/ckpt-00000012"
   echo "ckpt-00000005" >"$WORK/$name-cut/latest"
   # ... and is resumed from its output directory.
-  "$BP" train "$@" --steps 12 --checkpoint-every 5 --resume "$WORK/$name-cut" --out "$WORK/$name-res" >/dev/null
+  "${LAUNCH[@]}" "$BP" train "$@" --steps 12 --checkpoint-every 5 --resume "$WORK/$name-cut" --out "$WORK/$name-res" >/dev/null
   diff <(losses "$WORK/$name-full/metrics.jsonl" 6 12) <(losses "$WORK/$name-res/metrics.jsonl" 6 12) \
     || fail "$name: resumed losses differ"
   [ "$(losses "$WORK/$name-res/metrics.jsonl" 1 12 | wc -l)" -eq 7 ] || fail "$name: resumed run did not run steps 6..12"
@@ -27,4 +28,7 @@ check() { # name, options...
 
 check gpt "${TINY[@]}" --data "$TEXT" --lr-schedule cosine --warmup 3 --eval-every 0
 check mlp --model mlp --hidden 32 --batch 32 --progress none --eval-every 0
+# Data-parallel on 2 ranks: every rank's state is the same, so resuming is exact too.
+read -ra LAUNCH <<<"$BP_MPIEXEC $BP_MPIEXEC_FLAGS -n 2"
+check gpt-dp2 "${TINY[@]}" --data "$TEXT" --eval-every 0 --dp 2 --dp-algo allreduce
 echo "ok"
