@@ -15,6 +15,7 @@
 
 #include <mpi.h>
 #include <pthread.h>
+#include <stdatomic.h>
 
 #include "bagpipe/comm.h"
 
@@ -41,6 +42,9 @@ typedef struct op_ctx {
     bp_op_stats acc;  /* added to c's counters by bpc_op_end */
     bp_err err;
     double deadline; /* watchdog; 0 when not watched */
+    /* MPI_COMM_WORLD rank whose message this operation waits for (-1: none), so the
+     * watchdog can name the rank that is gone or stuck. Read by the watchdog thread. */
+    atomic_int waiting_for;
     struct op_ctx *prev, *next;
 } op_ctx;
 
@@ -120,6 +124,7 @@ void bpc_watch_stop(bp_world *w);
 
 typedef struct tx_req {
     MPI_Request req[2]; /* data, emulation stamp */
+    int proc;           /* MPI_COMM_WORLD rank of the peer */
     double arrive;      /* stamp: when the message arrives on the emulated link */
     double sent;        /* sender: when the emulated link has serialized it */
     bool recv;

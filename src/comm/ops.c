@@ -31,6 +31,7 @@ void bpc_op_begin_named(op_ctx *op, bp_comm *c, const char *name) {
     op->c = c;
     op->kind = BP_OP_COUNT;
     op->name = name;
+    atomic_store(&op->waiting_for, -1);
     bpc_watch_add(c->world, op);
 }
 

@@ -15,10 +15,11 @@
 
 bool bpc_tx_own_path(const bp_comm *g) { return g->path == BP_PATH_OWN || bpc_net_on(g->world); }
 
-static int begin(op_ctx *op, size_t bytes, tx_req *r, bool recv) {
+static int begin(op_ctx *op, const bp_comm *g, int peer, size_t bytes, tx_req *r, bool recv) {
     memset(r, 0, sizeof *r);
     r->req[0] = r->req[1] = MPI_REQUEST_NULL;
     r->recv = recv;
+    r->proc = g->proc[peer];
     if (bytes > INT_MAX)
         return bpc_op_fail(op, BP_EUSAGE, "a message of %zu bytes exceeds MPI's limit of %d", bytes,
                            INT_MAX);
@@ -27,7 +28,7 @@ static int begin(op_ctx *op, size_t bytes, tx_req *r, bool recv) {
 
 int bpc_tx_isend(op_ctx *op, bp_comm *g, const void *buf, size_t bytes, int peer, int tag,
                  tx_req *r) {
-    int rc = begin(op, bytes, r, false);
+    int rc = begin(op, g, peer, bytes, r, false);
     if (rc != BP_OK) return rc;
     if (peer != g->rank && bpc_net_reserve(g->world, g->proc[peer], bytes, &r->sent, &r->arrive)) {
         rc = MPI_Isend(&r->arrive, 1, MPI_DOUBLE, peer, tag, g->stamps, &r->req[1]);
@@ -41,7 +42,7 @@ int bpc_tx_isend(op_ctx *op, bp_comm *g, const void *buf, size_t bytes, int peer
 }
 
 int bpc_tx_irecv(op_ctx *op, bp_comm *g, void *buf, size_t bytes, int peer, int tag, tx_req *r) {
-    int rc = begin(op, bytes, r, true);
+    int rc = begin(op, g, peer, bytes, r, true);
     if (rc != BP_OK) return rc;
     if (peer != g->rank && bpc_net_on(g->world)) {
         rc = MPI_Irecv(&r->arrive, 1, MPI_DOUBLE, peer, tag, g->stamps, &r->req[1]);
@@ -57,10 +58,12 @@ int bpc_tx_wait(op_ctx *op, tx_req *r, int k) {
     double t0 = bp_now(), until = 0;
     int rc = MPI_SUCCESS;
     for (int i = 0; i < k && rc == MPI_SUCCESS; i++) {
+        atomic_store(&op->waiting_for, r[i].proc);
         rc = MPI_Waitall(2, r[i].req, MPI_STATUSES_IGNORE);
         double t = r[i].recv ? r[i].arrive : r[i].sent;
         until = t > until ? t : until;
     }
+    atomic_store(&op->waiting_for, -1);
     if (rc == MPI_SUCCESS && until > 0) bp_sleep_until(until);
     op->acc.blocked_s += bp_now() - t0;
     return rc == MPI_SUCCESS ? BP_OK : bpc_op_mpi_fail(op, rc, "MPI_Waitall");

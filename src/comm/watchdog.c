@@ -38,12 +38,14 @@ void bpc_watch_remove(bp_world *w, op_ctx *op) {
 static void fire(bp_world *w, const op_ctx *op) {
     int world_rank = -1;
     MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
-    char size[48] = "";
+    char size[48] = "", peer[64] = "";
     if (op->n) snprintf(size, sizeof size, " of %zu floats", op->n);
+    int waiting = atomic_load(&op->waiting_for);
+    if (waiting >= 0) snprintf(peer, sizeof peer, " waiting for world rank %d", waiting);
     fprintf(stderr,
             "bagpipe: watchdog: rank %d of group '%s' (world rank %d): %s%s has not finished "
-            "after %.1f s; aborting the job\n",
-            op->c->rank, op->c->name, world_rank, op->name, size, w->timeout);
+            "after %.1f s%s; aborting the job\n",
+            op->c->rank, op->c->name, world_rank, op->name, size, w->timeout, peer);
     fflush(stderr);
     pthread_mutex_unlock(&w->mu);
     MPI_Abort(MPI_COMM_WORLD, 1);
