@@ -218,7 +218,7 @@ def safetensors_path(path):
         if os.path.exists(os.path.join(path, "latest")):
             with open(os.path.join(path, "latest")) as f:
                 path = os.path.join(path, f.read().strip())
-        path = os.path.join(path, "model.safetensors")
+        path = os.path.join(path, "stage0-tp0.safetensors")
     return path
 
 

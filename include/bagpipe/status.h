@@ -23,6 +23,7 @@ typedef enum bp_status {
     BP_ECOMM,      /* the communication layer (MPI) reported a failure */
     BP_ETIMEOUT,   /* an operation did not finish in time */
     BP_EINTERNAL,  /* a broken invariant: a bug in bagpipe */
+    BP_EINTERRUPTED, /* stopped on request (a signal) after saving what was done */
 } bp_status;
 
 #define BP_ERR_MSG_MAX 512
@@ -48,7 +49,8 @@ void bp_err_clear(bp_err *err);
 const char *bp_status_name(int status);
 
 /* The process exit code documented for a status: 0 for BP_OK, 2 for BP_EUSAGE,
- * 1 for every runtime failure. */
+ * 3 for BP_EINTERRUPTED (stopped by SIGINT/SIGTERM, checkpoint saved), 1 for every
+ * runtime failure. */
 int bp_exit_code(int status);
 
 #ifdef __cplusplus

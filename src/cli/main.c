@@ -2,6 +2,7 @@
  * turns its status into the documented exit code (0 success, 2 usage or
  * configuration error, 1 runtime failure), printing one line that names the
  * problem. Nothing below cli/ ever exits. */
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -63,9 +64,27 @@ static int train_config(int argc, char **argv, int world, bp_train_config *cfg, 
     return rc ? rc : bp_train_config_check_world(cfg, world, err);
 }
 
+/* Set by SIGINT/SIGTERM; the trainer stops all ranks after the same step. */
+static volatile sig_atomic_t stop_requested;
+
+static void on_stop_signal(int sig) {
+    (void)sig;
+    stop_requested = 1;
+}
+
+static void catch_stop_signals(void) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_stop_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+}
+
 /* Every rank runs this. Configuration errors are the same on every rank and are
- * printed once, by rank 0; a runtime failure is printed by the rank that hit it,
- * which then ends the whole job, since the others may be waiting for it. */
+ * printed once, by rank 0; a runtime failure is printed by the rank that hit it.
+ * When the ranks did not stop together, that rank ends the whole job, since the
+ * others may be waiting for it. */
 static int cmd_train(int argc, char **argv) {
     bp_err err = {0};
     bp_comm *world = NULL;
@@ -75,11 +94,17 @@ static int cmd_train(int argc, char **argv) {
     if (size > 1) bp_log_set_rank(rank);
     bp_train_config cfg;
     rc = train_config(argc, argv, size, &cfg, &help, &err);
-    bp_train_result res;
-    if (rc == BP_OK && !help) rc = bp_train_run(&cfg, world, &res, &err);
+    bp_train_result res = {0};
+    catch_stop_signals();
+    if (rc == BP_OK && !help) rc = bp_train_run(&cfg, world, &stop_requested, &res, &err);
     if (rc == BP_OK && !help && rank == 0) print_result(&res);
-    if (rc != BP_OK && (rank == 0 || rc != BP_EUSAGE)) bp_log_error("%s", err.msg);
-    if (rc != BP_OK && rc != BP_EUSAGE && size > 1) {
+    if (rc != BP_OK && err.msg[0] && (rank == 0 || rc != BP_EUSAGE)) {
+        if (rc == BP_EINTERRUPTED)
+            bp_log_warn("%s", err.msg);
+        else
+            bp_log_error("%s", err.msg);
+    }
+    if (rc != BP_OK && rc != BP_EUSAGE && size > 1 && !res.stopped_together) {
         fflush(NULL);
         bp_comm_abort(world, bp_exit_code(rc));
     }

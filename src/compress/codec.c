@@ -20,20 +20,6 @@ void bp_codec_free(bp_codec *codec) {
     if (codec) codec->ops->destroy(codec);
 }
 
-bool bp_all_finite(const float *x, size_t n) {
-    /* v - v is 0 for a finite v and NaN for NaN or infinity, and stays NaN once
-     * summed; lanes without a carried dependence let the compiler vectorize. */
-    enum { LANES = 8 };
-    float acc[LANES] = {0};
-    size_t i = 0;
-    for (; i + LANES <= n; i += LANES)
-        for (int j = 0; j < LANES; j++) acc[j] += x[i + j] - x[i + j];
-    for (; i < n; i++) acc[0] += x[i] - x[i];
-    for (int j = 0; j < LANES; j++)
-        if (acc[j] != 0.0f) return false;
-    return true;
-}
-
 int bp_codec_reject_nonfinite(const char *codec, const float *x, size_t n, bp_err *err) {
     size_t i = 0;
     while (i < n && isfinite(x[i])) i++;

@@ -7,6 +7,7 @@
 #include <stddef.h>
 
 #include "bagpipe/compress.h"
+#include "core/finite.h"
 
 typedef struct bp_codec_ops {
     const char *name;
@@ -23,8 +24,5 @@ struct bp_codec {
 /* BP_ENONFINITE naming the codec and the first NaN or infinity of x[0..n) (the
  * caller has found that there is one); writes nothing to any wire. */
 int bp_codec_reject_nonfinite(const char *codec, const float *x, size_t n, bp_err *err);
-
-/* Whether x[0..n) holds only finite values. */
-bool bp_all_finite(const float *x, size_t n);
 
 #endif

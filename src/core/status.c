@@ -57,11 +57,13 @@ const char *bp_status_name(int status) {
     case BP_ECOMM: return "communication error";
     case BP_ETIMEOUT: return "timeout";
     case BP_EINTERNAL: return "internal error";
+    case BP_EINTERRUPTED: return "interrupted";
     default: return "unknown error";
     }
 }
 
 int bp_exit_code(int status) {
     if (status == BP_OK) return 0;
+    if (status == BP_EINTERRUPTED) return 3;
     return status == BP_EUSAGE ? 2 : 1;
 }

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "core/buf.h"
+#include "core/finite.h"
 #include "core/timer.h"
 
 struct bp_dp {
@@ -23,6 +24,7 @@ struct bp_dp {
     bp_async_avg *async;  /* async */
     float *center, *diff; /* easgd */
     uint64_t rounds;      /* decentralized: weight averagings so far */
+    int nonfinite;        /* lowest tensor a bucket found non-finite in this step, -1: none */
     double exposed_s;
 };
 
@@ -111,10 +113,24 @@ static int powersgd_bucket(bp_dp *dp, const bp_bucket *b) {
     return rc;
 }
 
+/* Zero the non-finite values of the bucket's tensors, remembering the first tensor. */
+static void scrub_nonfinite(bp_dp *dp, const bp_bucket *b) {
+    float *grads = bp_model_grads(dp->model);
+    for (int t = b->first_tensor + b->n_tensors - 1; t >= b->first_tensor; t--) {
+        const bp_tensor_info *ti = bp_model_tensor(dp->model, t);
+        float *x = grads + ti->offset;
+        if (bp_all_finite(x, ti->numel)) continue;
+        for (size_t i = 0; i < ti->numel; i++)
+            if (!isfinite(x[i])) x[i] = 0;
+        dp->nonfinite = t; /* buckets run from high tensors to low: the last one is lowest */
+    }
+}
+
 static int run_bucket(void *ctx, const bp_bucket *b, bp_err *err) {
     bp_dp *dp = ctx;
     float *g = bp_model_grads(dp->model) + b->offset;
     int rc;
+    scrub_nonfinite(dp, b);
     if (dp->cfg.algo == BP_DP_BYTEGRAD)
         rc = bp_allreduce_avg_lp(dp->comm, g, b->len, dp->minmax);
     else if (dp->cfg.algo == BP_DP_POWERSGD && dp->step >= dp->cfg.powersgd_warmup)
@@ -230,6 +246,7 @@ static bool qadam_warm(const bp_dp *dp) { return dp->step < dp->cfg.qadam_warmup
 
 void bp_dp_step_begin(bp_dp *dp) {
     dp->exposed_s = 0;
+    dp->nonfinite = -1;
     if (dp->async) bp_async_avg_lock(dp->async);
 }
 
@@ -315,3 +332,27 @@ int bp_dp_step(bp_dp *dp, double lr, bp_err *err) {
 }
 
 double bp_dp_exposed_seconds(const bp_dp *dp) { return dp->exposed_s; }
+
+int bp_dp_nonfinite_tensor(const bp_dp *dp) { return dp->nonfinite; }
+
+void bp_dp_skip_step(bp_dp *dp) {
+    dp->step++;
+    if (dp->async) bp_async_avg_unlock(dp->async);
+}
+
+bool bp_dp_replicas_differ(const bp_dp *dp) {
+    return bp_comm_size(dp->comm) > 1 && !is_gradient_algo(dp->cfg.algo);
+}
+
+int bp_dp_average_replicas(bp_dp *dp, float *params, float *m, float *v, bp_err *err) {
+    size_t n = bp_model_num_params(dp->model);
+    if (dp->async) bp_async_avg_lock(dp->async); /* the averaging thread writes the weights */
+    memcpy(params, bp_model_params(dp->model), n * sizeof(float));
+    if (dp->async) bp_async_avg_unlock(dp->async);
+    memcpy(m, dp->optim->m, n * sizeof(float));
+    if (v) memcpy(v, dp->optim->v, n * sizeof(float));
+    int rc = bp_allreduce_avg(dp->comm, params, n);
+    if (rc == BP_OK) rc = bp_allreduce_avg(dp->comm, m, n);
+    if (rc == BP_OK && v) rc = bp_allreduce_avg(dp->comm, v, n);
+    return rc ? comm_fail(dp, rc, err) : BP_OK;
+}

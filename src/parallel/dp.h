@@ -83,6 +83,20 @@ void bp_dp_backward_begin(bp_dp *dp);
 int bp_dp_backward_end(bp_dp *dp, bp_err *err);
 int bp_dp_step(bp_dp *dp, double lr, bp_err *err);
 
+/* Whether the replicas may hold different weights (weight algorithms on > 1 rank). */
+bool bp_dp_replicas_differ(const bp_dp *dp);
+/* Collective: the average over the replicas of the weights and the optimizer's
+ * buffers, into params, m and v (v may be NULL when the optimizer has none). */
+int bp_dp_average_replicas(bp_dp *dp, float *params, float *m, float *v, bp_err *err);
+
+/* The lowest model tensor index in which a bucket of this step found a NaN or an
+ * infinity (-1: none). Such values are replaced by zeros before they are sent, so
+ * that compressed collectives (which refuse them) stay in step on every rank; the
+ * caller must then agree with the other ranks to skip the step or stop. */
+int bp_dp_nonfinite_tensor(const bp_dp *dp);
+/* Instead of bp_dp_step: this step's update is dropped (on every rank alike). */
+void bp_dp_skip_step(bp_dp *dp);
+
 /* Seconds this step spent waiting for communication (not hidden behind compute). */
 double bp_dp_exposed_seconds(const bp_dp *dp);
 

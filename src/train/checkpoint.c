@@ -1,18 +1,15 @@
 #include "train/checkpoint.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 #include <zlib.h>
 
 #include "core/buf.h"
 
 #define STATE_MAGIC "BPSTATE1"
-#define CKPT_PREFIX "ckpt-"
 
 /* Model configuration fields stored as safetensors metadata ("bagpipe.<key>"). */
 static const struct {
@@ -57,12 +54,11 @@ static int put(wbuf *b, const void *data, size_t n) {
 
 #define PUT(b, v) put((b), &(v), sizeof(v))
 
-static int save_weights(const char *path, bp_model *m, int64_t step, uint32_t *crc,
-                        uint64_t *size, bp_err *err) {
+static int save_weights(const char *path, const bp_model *m, const bp_real *params, int64_t step,
+                        uint32_t *crc, uint64_t *size, bp_err *err) {
     int n = bp_model_num_tensors(m);
     bp_st_tensor *t = calloc((size_t)n + 1, sizeof *t);
     if (!t) return bp_fail(err, BP_ENOMEM, "out of memory");
-    const bp_real *params = bp_model_params(m);
     for (int i = 0; i < n; i++) {
         const bp_tensor_info *ti = bp_model_tensor(m, i);
         t[i].name = ti->name;
@@ -107,56 +103,25 @@ static int save_state(const char *path, const bp_optim *o, const bp_resume_state
     return rc;
 }
 
-/* Remove checkpoints older than the newest `keep` (names sort by step). */
-static int cmp_names(const void *a, const void *b) {
-    return strcmp(*(char *const *)a, *(char *const *)b);
+int bp_checkpoint_shard_name(int stage, int tp, const char *ext, char *buf, size_t n) {
+    int k = snprintf(buf, n, "stage%d-tp%d.%s", stage, tp, ext);
+    return k > 0 && (size_t)k < n ? BP_OK : BP_EINTERNAL;
 }
 
-static void remove_ckpt(const char *out_dir, const char *name) {
-    char dir[BP_PATH_MAX], path[BP_PATH_MAX];
-    const char *files[] = {"model.safetensors", "state.bin"};
-    if (bp_path_join(dir, sizeof dir, out_dir, name, NULL)) return;
-    for (int i = 0; i < 2; i++)
-        if (bp_path_join(path, sizeof path, dir, files[i], NULL) == BP_OK) unlink(path);
-    rmdir(dir);
-}
-
-static void prune(const char *out_dir, int keep) {
-    DIR *d = opendir(out_dir);
-    if (!d) return;
-    char *names[4096];
-    int n = 0;
-    for (struct dirent *e; (e = readdir(d)) && n < 4096;)
-        if (strncmp(e->d_name, CKPT_PREFIX, strlen(CKPT_PREFIX)) == 0 && !strchr(e->d_name, '.'))
-            if ((names[n] = strdup(e->d_name))) n++;
-    closedir(d);
-    qsort(names, (size_t)n, sizeof *names, cmp_names);
-    for (int i = 0; i < n; i++) {
-        if (i < n - keep) remove_ckpt(out_dir, names[i]);
-        free(names[i]);
-    }
-}
-
-int bp_checkpoint_save(const char *out_dir, bp_model *m, const bp_optim *o,
-                       const bp_resume_state *rs, int keep, bp_err *err) {
-    char name[64], dir[BP_PATH_MAX], path[BP_PATH_MAX];
-    snprintf(name, sizeof name, CKPT_PREFIX "%08lld", (long long)rs->step);
-    int rc = bp_path_join(dir, sizeof dir, out_dir, name, err);
-    if (rc == BP_OK) rc = bp_mkdir_p(dir, err);
+int bp_checkpoint_write_shard(const char *ckpt_dir, int stage, int tp, const bp_model *m,
+                              const bp_real *params, const bp_optim *o, const bp_resume_state *rs,
+                              bp_err *err) {
+    char name[64], path[BP_PATH_MAX];
     uint32_t crc = 0;
     uint64_t size = 0;
-    if (rc == BP_OK && (rc = bp_path_join(path, sizeof path, dir, "model.safetensors", err)) == BP_OK)
-        rc = save_weights(path, m, rs->step, &crc, &size, err);
-    if (rc == BP_OK && (rc = bp_path_join(path, sizeof path, dir, "state.bin", err)) == BP_OK)
+    int rc = bp_mkdir_p(ckpt_dir, err);
+    if (rc == BP_OK) bp_checkpoint_shard_name(stage, tp, "safetensors", name, sizeof name);
+    if (rc == BP_OK && (rc = bp_path_join(path, sizeof path, ckpt_dir, name, err)) == BP_OK)
+        rc = save_weights(path, m, params, rs->step, &crc, &size, err);
+    if (rc == BP_OK) bp_checkpoint_shard_name(stage, tp, "state", name, sizeof name);
+    if (rc == BP_OK && (rc = bp_path_join(path, sizeof path, ckpt_dir, name, err)) == BP_OK)
         rc = save_state(path, o, rs, crc, size, err);
-    if (rc == BP_OK && (rc = bp_path_join(path, sizeof path, out_dir, "latest", err)) == BP_OK) {
-        char line[80];
-        int k = snprintf(line, sizeof line, "%s\n", name);
-        rc = bp_write_file_atomic(path, line, (size_t)k, err);
-    }
-    if (rc) return bp_err_context(err, "saving checkpoint %s", dir);
-    if (keep > 0) prune(out_dir, keep);
-    return BP_OK;
+    return rc ? bp_err_context(err, "saving checkpoint %s", ckpt_dir) : BP_OK;
 }
 
 /* ---- reading ---------------------------------------------------------------- */
@@ -175,40 +140,15 @@ static int get(rbuf *b, void *out, size_t n) {
 
 #define GET(b, v) get((b), &(v), sizeof(v))
 
-/* DIR/latest names the newest checkpoint; a directory without it is one itself. */
-static int resolve_dir(const char *dir, char *out, size_t n, bp_err *err) {
-    char path[BP_PATH_MAX];
-    bp_bytes latest = {0};
-    int rc = bp_path_join(path, sizeof path, dir, "latest", err);
-    if (rc) return rc;
-    if (!bp_path_exists(path)) {
-        if (strlen(dir) >= n) return bp_fail(err, BP_EUSAGE, "path too long: %s", dir);
-        memcpy(out, dir, strlen(dir) + 1);
-        return BP_OK;
-    }
-    if ((rc = bp_read_file(path, &latest, err))) return rc;
-    size_t k = latest.n;
-    while (k > 0 && (latest.data[k - 1] == '\n' || latest.data[k - 1] == ' ')) k--;
-    int ok = k > strlen(CKPT_PREFIX) && k < 64 && memcmp(latest.data, CKPT_PREFIX, 5) == 0 &&
-             !memchr(latest.data, '/', k);
-    char name[64];
-    if (ok) {
-        memcpy(name, latest.data, k);
-        name[k] = '\0';
-    }
-    free(latest.data);
-    if (!ok) return bp_fail(err, BP_EFORMAT, "%s does not name a checkpoint", path);
-    return bp_path_join(out, n, dir, name, err);
-}
-
-static int parse_state(bp_checkpoint *ck, uint32_t *w_crc, uint64_t *w_size, bp_err *err) {
+static int parse_state(bp_checkpoint *ck, const char *name, uint32_t *w_crc, uint64_t *w_size,
+                       bp_err *err) {
     const bp_bytes *s = &ck->state;
     uint32_t stored;
     if (s->n < 12 || memcmp(s->data, STATE_MAGIC, 8) != 0)
-        return bp_fail(err, BP_EFORMAT, "state.bin is not a bagpipe state file");
+        return bp_fail(err, BP_EFORMAT, "%s is not a bagpipe state file", name);
     memcpy(&stored, s->data + s->n - 4, 4);
     if ((uint32_t)crc32_z(0, s->data, s->n - 4) != stored)
-        return bp_fail(err, BP_EFORMAT, "state.bin is damaged (checksum mismatch)");
+        return bp_fail(err, BP_EFORMAT, "%s is damaged (checksum mismatch)", name);
     rbuf b = {s->data, s->n - 4, 8};
     uint32_t version = 0, kind = 0;
     int bad = GET(&b, version) | GET(&b, ck->rs.step) |
@@ -216,34 +156,46 @@ static int parse_state(bp_checkpoint *ck, uint32_t *w_crc, uint64_t *w_size, bp_
               GET(&b, ck->rs.pos) | GET(&b, *w_crc) | GET(&b, *w_size) | GET(&b, kind) |
               GET(&b, ck->optim_t) | GET(&b, ck->n_params);
     if (bad || version != 1 || kind > BP_OPTIM_ADAMW)
-        return bp_fail(err, BP_EFORMAT, "state.bin has an unknown layout");
+        return bp_fail(err, BP_EFORMAT, "%s has an unknown layout", name);
     ck->optim_kind = (int)kind;
     uint64_t buffers = kind == BP_OPTIM_ADAMW ? 2 : 1;
     if (ck->n_params > (b.n - b.at) / sizeof(bp_real) ||
         b.n - b.at != buffers * ck->n_params * sizeof(bp_real))
-        return bp_fail(err, BP_EFORMAT, "state.bin has the wrong size for its optimizer state");
+        return bp_fail(err, BP_EFORMAT, "%s has the wrong size for its optimizer state", name);
     ck->moments = b.p + b.at;
     return BP_OK;
 }
 
-int bp_checkpoint_open(const char *dir, bp_checkpoint *ck, bp_err *err) {
-    memset(ck, 0, sizeof *ck);
-    int rc = resolve_dir(dir, ck->dir, sizeof ck->dir, err);
-    char path[BP_PATH_MAX];
+/* Read shard (stage, tp) of the checkpoint in ck->dir, checking both CRCs. */
+static int open_shard(bp_checkpoint *ck, int stage, int tp, bp_err *err) {
+    char name[64], path[BP_PATH_MAX];
     uint32_t w_crc = 0;
     uint64_t w_size = 0;
     bp_bytes weights = {0};
-    if (rc == BP_OK && (rc = bp_path_join(path, sizeof path, ck->dir, "state.bin", err)) == BP_OK)
-        rc = bp_read_file(path, &ck->state, err);
-    if (rc == BP_OK) rc = parse_state(ck, &w_crc, &w_size, err);
-    if (rc == BP_OK &&
-        (rc = bp_path_join(path, sizeof path, ck->dir, "model.safetensors", err)) == BP_OK)
+    bp_checkpoint_shard_name(stage, tp, "state", name, sizeof name);
+    int rc = bp_path_join(path, sizeof path, ck->dir, name, err);
+    if (rc == BP_OK) rc = bp_read_file(path, &ck->state, err);
+    if (rc == BP_OK) rc = parse_state(ck, name, &w_crc, &w_size, err);
+    bp_checkpoint_shard_name(stage, tp, "safetensors", name, sizeof name);
+    if (rc == BP_OK && (rc = bp_path_join(path, sizeof path, ck->dir, name, err)) == BP_OK)
         rc = bp_read_file(path, &weights, err);
-    if (rc == BP_OK && (weights.n != w_size || (uint32_t)crc32_z(0, weights.data, weights.n) != w_crc)) {
+    if (rc == BP_OK &&
+        (weights.n != w_size || (uint32_t)crc32_z(0, weights.data, weights.n) != w_crc)) {
         free(weights.data);
-        rc = bp_fail(err, BP_EFORMAT, "model.safetensors is damaged (size or checksum mismatch)");
+        rc = bp_fail(err, BP_EFORMAT, "%s is damaged (size or checksum mismatch)", name);
     }
     if (rc == BP_OK) rc = bp_safetensors_parse(weights, &ck->weights, err);
+    return rc;
+}
+
+int bp_checkpoint_open(const char *dir, int stage, int tp, bp_checkpoint *ck, bp_err *err) {
+    memset(ck, 0, sizeof *ck);
+    int rc = bp_checkpoint_resolve(dir, ck->dir, sizeof ck->dir, err);
+    if (rc == BP_OK) rc = bp_manifest_read(ck->dir, &ck->manifest, err);
+    if (rc == BP_OK && (stage >= ck->manifest.pp || tp >= ck->manifest.tp))
+        rc = bp_fail(err, BP_EUSAGE, "has no shard for stage %d, tp rank %d (grid pp=%d tp=%d)",
+                     stage, tp, ck->manifest.pp, ck->manifest.tp);
+    if (rc == BP_OK) rc = open_shard(ck, stage, tp, err);
     if (rc) {
         bp_checkpoint_close(ck);
         return bp_err_context(err, "checkpoint %s", dir);

@@ -1,14 +1,18 @@
 /* Checkpoints: everything a run needs to continue bit-identically.
  *
  * Layout of an output directory:
- *   DIR/ckpt-00000500/model.safetensors   weights (+ model configuration as metadata)
- *   DIR/ckpt-00000500/state.bin           step, data-sampler state, optimizer state,
- *                                         size and CRC-32 of model.safetensors, own CRC
- *   DIR/latest                            "ckpt-00000500": the newest complete one
- * Each file is written atomically (core/file.h) and `latest` is switched only after
- * both files of the new checkpoint are on disk, so an interrupted save leaves the
- * previous checkpoint intact and pointed to. Older checkpoints beyond `keep` are
- * removed after the switch. A flipped byte anywhere fails a CRC check on load. */
+ *   DIR/ckpt-00000500/manifest.json          step, grid (dp x pp x tp), algorithm, how the
+ *                                            dp replicas were combined, the list of shards,
+ *                                            and a CRC-32 of the manifest itself
+ *   DIR/ckpt-00000500/stage0-tp0.safetensors weights of pipeline stage 0, tensor-parallel
+ *                                            rank 0 (+ model configuration as metadata)
+ *   DIR/ckpt-00000500/stage0-tp0.state       step, data-sampler state, optimizer state,
+ *                                            size and CRC-32 of the .safetensors, own CRC
+ *   DIR/latest                               "ckpt-00000500": the newest complete one
+ * One shard per (stage, tp rank); data-parallel replicas share their shard. Every
+ * file is written atomically (core/file.h); `latest` is switched only after every
+ * shard and the manifest are on disk, so an interrupted save leaves the previous
+ * checkpoint intact and pointed to. A flipped byte anywhere fails a CRC on load. */
 #ifndef BP_TRAIN_CHECKPOINT_H
 #define BP_TRAIN_CHECKPOINT_H
 
@@ -22,17 +26,44 @@
 
 /* Training progress besides weights and optimizer moments. */
 typedef struct bp_resume_state {
-    int64_t step;     /* optimizer steps completed */
-    bp_rng data_rng;  /* text sampler */
-    int64_t epoch;    /* image sampler */
-    int64_t pos;      /* image sampler */
+    int64_t step;    /* optimizer steps completed */
+    bp_rng data_rng; /* text sampler */
+    int64_t epoch;   /* image sampler */
+    int64_t pos;     /* image sampler */
 } bp_resume_state;
 
-int bp_checkpoint_save(const char *out_dir, bp_model *m, const bp_optim *o,
-                       const bp_resume_state *rs, int keep, bp_err *err);
+typedef struct bp_manifest {
+    int64_t step;
+    int dp, pp, tp;      /* the grid that wrote it */
+    char dp_algo[128];   /* algorithm and settings */
+    char replicas[16];   /* "identical" (dp replicas were equal) or "averaged" */
+} bp_manifest;
+
+/* "stage<s>-tp<t>.<ext>" */
+int bp_checkpoint_shard_name(int stage, int tp, const char *ext, char *buf, size_t n);
+/* out_dir/ckpt-<step, 8 digits> */
+int bp_checkpoint_dir(const char *out_dir, int64_t step, char *buf, size_t n, bp_err *err);
+
+/* Write the shard (stage, tp) into ckpt_dir: the weights `params` laid out as the
+ * tensors of m (usually bp_model_params(m); an average of replicas otherwise) and
+ * the optimizer state of o. */
+int bp_checkpoint_write_shard(const char *ckpt_dir, int stage, int tp, const bp_model *m,
+                              const bp_real *params, const bp_optim *o, const bp_resume_state *rs,
+                              bp_err *err);
+/* Write ckpt_dir/manifest.json (after every shard is written). */
+int bp_manifest_write(const char *ckpt_dir, const bp_manifest *mf, bp_err *err);
+/* Read and verify ckpt_dir/manifest.json. */
+int bp_manifest_read(const char *ckpt_dir, bp_manifest *mf, bp_err *err);
+/* Point out_dir/latest at the checkpoint of `step` and remove older ones beyond
+ * the newest `keep`. */
+int bp_checkpoint_commit(const char *out_dir, int64_t step, int keep, bp_err *err);
+/* The checkpoint directory that `dir` means: dir/latest's target when dir is an
+ * output directory, else dir itself. */
+int bp_checkpoint_resolve(const char *dir, char *out, size_t n, bp_err *err);
 
 typedef struct bp_checkpoint {
     char dir[4096]; /* the ckpt-* directory actually read */
+    bp_manifest manifest;
     bp_safetensors weights;
     bp_bytes state;
     bp_resume_state rs;
@@ -42,9 +73,9 @@ typedef struct bp_checkpoint {
     const uint8_t *moments; /* optimizer buffers inside `state`, n_params floats each */
 } bp_checkpoint;
 
-/* Open `dir`: an output directory (follows its `latest`) or a ckpt-* directory.
- * Verifies both CRCs and the safetensors structure. */
-int bp_checkpoint_open(const char *dir, bp_checkpoint *ck, bp_err *err);
+/* Open shard (stage, tp) of the checkpoint `dir` means (see bp_checkpoint_resolve),
+ * verifying the manifest, both CRCs and the safetensors structure. */
+int bp_checkpoint_open(const char *dir, int stage, int tp, bp_checkpoint *ck, bp_err *err);
 void bp_checkpoint_close(bp_checkpoint *ck);
 
 /* The model configuration recorded in the checkpoint. */

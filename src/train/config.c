@@ -93,6 +93,17 @@ static const bp_option train_options[] = {
         "abort the job when a communication has not finished after S seconds (0: never)"),
     CHOICE("comm-path", comm_path, "own|mpi",
            "collectives: our algorithms over point-to-point, or MPI's", NULL),
+    {"skip-nonfinite", BP_OPT_FLAG, OFF(skip_nonfinite), 0, NULL, 0, 0, NULL,
+     "skip a step whose loss or gradients are not finite (on every rank) instead of stopping",
+     NULL},
+    NUM("fault-kill-rank", BP_OPT_INT, fault_kill_rank, -1, 1 << 20, "R",
+        "testing: rank R kills itself (SIGKILL) at --fault-at-step"),
+    NUM("fault-hang-rank", BP_OPT_INT, fault_hang_rank, -1, 1 << 20, "R",
+        "testing: rank R stops communicating at --fault-at-step"),
+    NUM("fault-nan-rank", BP_OPT_INT, fault_nan_rank, -1, 1 << 20, "R",
+        "testing: rank R's loss and gradients become NaN at --fault-at-step"),
+    NUM("fault-at-step", BP_OPT_INT64, fault_at_step, -1, 1e12, "S",
+        "testing: the step (1-based) at which a --fault-* happens"),
 };
 
 const bp_option *bp_train_options(int *n) {
@@ -139,6 +150,8 @@ void bp_train_config_defaults(bp_train_config *c) {
     c->qadam_warmup = 100;
     c->bucket_mb = 10;
     c->comm_timeout = 600;
+    c->fault_kill_rank = c->fault_hang_rank = c->fault_nan_rank = -1;
+    c->fault_at_step = -1;
 }
 
 static void default_cache_dir(char *out, size_t n) {
@@ -245,6 +258,8 @@ int bp_train_config_check_world(bp_train_config *c, int world, bp_err *err) {
     bp_net net;
     int rc = bp_net_parse(c->net, &net, err);
     if (rc) return bp_err_context(err, "option --net");
+    if (c->dp_algo == BP_DP_QADAM && c->optim != BP_OPTIM_ADAMW)
+        return bp_fail(err, BP_EUSAGE, "option --optim: --dp-algo qadam needs adamw");
     bp_dp_config d;
     bp_train_dp_config(c, &d);
     return bp_dp_config_check(&d, c->dp, err);

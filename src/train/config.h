@@ -66,6 +66,11 @@ typedef struct bp_train_config {
     char net[256];
     double comm_timeout;
     int comm_path; /* bp_path */
+    int skip_nonfinite;
+    /* fault injection, for tests: at step fault_at_step (-1: never) the given rank
+     * kills itself (SIGKILL), hangs, or produces a NaN loss */
+    int fault_kill_rank, fault_hang_rank, fault_nan_rank;
+    int64_t fault_at_step;
 } bp_train_config;
 
 void bp_train_config_defaults(bp_train_config *c);

@@ -99,7 +99,7 @@ static int generate(bp_model *m, const bp_sample_config *c, FILE *out, bp_err *e
 
 int bp_sample_run(const bp_sample_config *c, FILE *out, bp_err *err) {
     bp_checkpoint ck;
-    int rc = bp_checkpoint_open(c->ckpt, &ck, err);
+    int rc = bp_checkpoint_open(c->ckpt, 0, 0, &ck, err);
     if (rc) return rc;
     bp_model_config mc;
     bp_model *m = NULL;

@@ -1,13 +1,17 @@
 #include "train/trainer.h"
 
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include "bagpipe/comm_mpi.h"
 #include "core/blas.h"
+#include "core/finite.h"
+#include "core/log.h"
 #include "core/timer.h"
 #include "parallel/dp.h"
 #include "train/checkpoint.h"
@@ -34,6 +38,9 @@ typedef struct trainer {
     bp_step_record *pending;  /* steps not logged yet (losses are averaged over ranks) */
     int n_pending;
     bp_train_result *res;
+    const volatile sig_atomic_t *stop;
+    bool stopping;           /* every rank agreed to stop after this step */
+    float *avg_params, *avg_m, *avg_v; /* replicas averaged for a checkpoint */
 } trainer;
 
 static int meta_fail(trainer *t, int rc, bp_err *err) {
@@ -46,14 +53,17 @@ static int agree(trainer *t, int rc, bp_err *err) {
     float worst = (float)rc;
     int mrc = bp_allreduce_sum(t->meta, &worst, 1);
     if (mrc) return meta_fail(t, mrc, err);
-    if (rc == BP_OK && worst != 0)
-        return bp_fail(err, BP_ECOMM, "stopping because another rank failed to start");
+    if (worst != 0) t->res->stopped_together = true;
+    if (rc == BP_OK && worst != 0) {
+        bp_err_clear(err); /* the rank that failed says why */
+        return BP_ECOMM;
+    }
     return rc;
 }
 
 static int resume(trainer *t, bp_err *err) {
     bp_checkpoint ck;
-    int rc = bp_checkpoint_open(t->cfg->resume, &ck, err);
+    int rc = bp_checkpoint_open(t->cfg->resume, 0, 0, &ck, err);
     if (rc) return rc;
     bp_model_config saved;
     rc = bp_checkpoint_model_config(&ck, &saved, err);
@@ -66,7 +76,8 @@ static int resume(trainer *t, bp_err *err) {
     if (rc == BP_OK) {
         bp_task_set_state(&t->task, &ck.rs);
         t->step = t->first_step = ck.rs.step;
-        bp_progress_note(&t->progress, "resumed from %s at step %lld", ck.dir, (long long)t->step);
+        bp_progress_note(&t->progress, "resumed from %s at step %lld (written by %d %s replicas)",
+                         ck.dir, (long long)t->step, ck.manifest.dp, ck.manifest.replicas);
     }
     bp_checkpoint_close(&ck);
     return rc;
@@ -140,6 +151,20 @@ static void teardown(trainer *t) {
     bp_comm_free(t->meta);
     free(t->step_ms);
     free(t->pending);
+    free(t->avg_params);
+    free(t->avg_m);
+    free(t->avg_v);
+}
+
+static bool fault_here(const trainer *t, int rank) {
+    return rank == t->rank && t->cfg->fault_at_step == t->step + 1;
+}
+
+/* Testing: this rank disappears (kill -9) or stops communicating (hangs). */
+static void inject_process_fault(trainer *t) {
+    if (fault_here(t, t->cfg->fault_kill_rank)) raise(SIGKILL);
+    if (fault_here(t, t->cfg->fault_hang_rank))
+        for (;;) pause();
 }
 
 /* Forward and backward of one micro-batch; the last one is synchronized. */
@@ -149,15 +174,50 @@ static int micro_batch(trainer *t, int k, double *loss, bp_err *err) {
     bp_task_next(&t->task, &b);
     int rc = bp_model_forward(t->model, t->acts, &b, NULL, loss, err);
     if (rc) return rc;
-    if (!isfinite(*loss))
-        return bp_fail(err, BP_ENONFINITE, "rank %d, step %lld: the training loss is %g", t->rank,
-                       (long long)t->step + 1, *loss);
+    bp_real scale = (bp_real)(1.0 / accum);
+    if (fault_here(t, t->cfg->fault_nan_rank)) *loss = scale = NAN;
     if (k == accum - 1) bp_dp_backward_begin(t->dp);
-    return bp_model_backward(t->model, t->acts, &b, NULL, NULL, (bp_real)(1.0 / accum), err);
+    /* A non-finite loss still runs backward, so that every rank's communication
+     * stays in step; the ranks agree on what to do after it (agree_step). */
+    return bp_model_backward(t->model, t->acts, &b, NULL, NULL, scale, err);
+}
+
+/* The first tensor whose gradient is not finite, or NULL. */
+static const char *nonfinite_tensor(trainer *t) {
+    int bad = bp_dp_nonfinite_tensor(t->dp);
+    const float *g = bp_model_grads(t->model);
+    for (int i = 0; bad < 0 && i < bp_model_num_tensors(t->model); i++) {
+        const bp_tensor_info *ti = bp_model_tensor(t->model, i);
+        if (!bp_all_finite(g + ti->offset, ti->numel)) bad = i;
+    }
+    return bad < 0 ? NULL : bp_model_tensor(t->model, bad)->name;
+}
+
+/* After backward, every rank learns whether any rank saw a non-finite loss or
+ * gradient, or was asked to stop, so that all take the same path. */
+static int agree_step(trainer *t, double loss, bool *skip, bp_err *err) {
+    const char *tensor = nonfinite_tensor(t);
+    bool bad = !isfinite(loss) || tensor;
+    float flags[2] = {bad ? 1.0f : 0.0f, *t->stop ? 1.0f : 0.0f};
+    int rc = t->size > 1 ? bp_allreduce_sum(t->meta, flags, 2) : BP_OK;
+    if (rc) return meta_fail(t, rc, err);
+    if (flags[1] > 0) t->stopping = true;
+    *skip = flags[0] > 0 && t->cfg->skip_nonfinite;
+    if (flags[0] == 0 || *skip) return BP_OK;
+    t->res->stopped_together = true;
+    if (!bad) {
+        bp_err_clear(err); /* the rank that saw it says so */
+        return BP_ENONFINITE;
+    }
+    return bp_fail(err, BP_ENONFINITE,
+                   "rank %d, step %lld: non-finite %s%s (--skip-nonfinite skips such steps)",
+                   t->rank, (long long)t->step + 1, tensor ? "gradient of tensor " : "loss",
+                   tensor ? tensor : "");
 }
 
 /* One optimizer step on the next batch; fills the record. */
 static int train_step(trainer *t, bp_step_record *r, bp_err *err) {
+    inject_process_fault(t);
     double t0 = bp_now(), loss_sum = 0;
     bp_model_zero_grad(t->model);
     bp_dp_step_begin(t->dp);
@@ -168,16 +228,20 @@ static int train_step(trainer *t, bp_step_record *r, bp_err *err) {
         loss_sum += loss;
     }
     if (rc == BP_OK) rc = bp_dp_backward_end(t->dp, err);
-    if (rc == BP_OK) {
-        size_t n = bp_model_num_params(t->model);
-        r->grad_norm = bp_clip_grad_norm(bp_model_grads(t->model), n, t->cfg->clip);
-        if (!isfinite(r->grad_norm))
-            rc = bp_fail(err, BP_ENONFINITE, "rank %d, step %lld: the gradient norm is %g",
-                         t->rank, (long long)t->step + 1, r->grad_norm);
-    }
-    r->lr = bp_lr_at(&t->lr, t->step);
-    if (rc == BP_OK) rc = bp_dp_step(t->dp, r->lr, err);
+    bool skip = false;
+    if (rc == BP_OK) rc = agree_step(t, loss_sum, &skip, err);
     if (rc) return rc;
+    size_t n = bp_model_num_params(t->model);
+    r->lr = bp_lr_at(&t->lr, t->step);
+    if (skip) {
+        r->grad_norm = NAN;
+        bp_dp_skip_step(t->dp);
+        bp_log_warn("step %lld: non-finite loss or gradient on some rank; step skipped",
+                    (long long)t->step + 1);
+    } else {
+        r->grad_norm = bp_clip_grad_norm(bp_model_grads(t->model), n, t->cfg->clip);
+        if ((rc = bp_dp_step(t->dp, r->lr, err))) return rc;
+    }
     t->step++;
     bp_stats s;
     bp_comm_stats(t->world, &s, true);
@@ -230,14 +294,44 @@ static int evaluate(trainer *t, bp_err *err) {
     return BP_OK;
 }
 
+/* The weights and optimizer state to save: this replica's, or, when replicas
+ * differ (weight algorithms), their average over the dp group (collective). */
+static int checkpoint_state(trainer *t, const bp_real **params, bp_optim *view, bp_err *err) {
+    *params = bp_model_params(t->model);
+    *view = t->optim;
+    if (!bp_dp_replicas_differ(t->dp)) return BP_OK;
+    size_t bytes = bp_model_num_params(t->model) * sizeof(float);
+    if (!t->avg_params && (!(t->avg_params = malloc(bytes)) || !(t->avg_m = malloc(bytes)) ||
+                           (t->optim.v && !(t->avg_v = malloc(bytes)))))
+        return bp_fail(err, BP_ENOMEM, "cannot allocate the averaged checkpoint");
+    int rc = bp_dp_average_replicas(t->dp, t->avg_params, t->avg_m, t->avg_v, err);
+    *params = t->avg_params;
+    view->m = t->avg_m;
+    view->v = t->avg_v;
+    return rc;
+}
+
 static int checkpoint(trainer *t, bp_err *err) {
-    char name[64];
-    snprintf(name, sizeof name, "ckpt-%08lld", (long long)t->step);
-    int rc = bp_path_join(t->res->checkpoint, sizeof t->res->checkpoint, t->cfg->out, name, err);
+    const bp_real *params;
+    bp_optim view;
+    int rc = checkpoint_state(t, &params, &view, err);
+    if (rc == BP_OK)
+        rc = bp_checkpoint_dir(t->cfg->out, t->step, t->res->checkpoint,
+                               sizeof t->res->checkpoint, err);
     if (rc || t->rank != 0) return rc;
     bp_resume_state rs = {.step = t->step};
     bp_task_get_state(&t->task, &rs);
-    return bp_checkpoint_save(t->cfg->out, t->model, &t->optim, &rs, t->cfg->keep_checkpoints, err);
+    bp_manifest mf = {.step = t->step, .dp = t->cfg->dp, .pp = 1, .tp = 1};
+    bp_dp_config d;
+    bp_train_dp_config(t->cfg, &d);
+    bp_dp_describe(&d, mf.dp_algo, sizeof mf.dp_algo);
+    snprintf(mf.replicas, sizeof mf.replicas, "%s",
+             bp_dp_replicas_differ(t->dp) ? "averaged" : "identical");
+    const char *dir = t->res->checkpoint;
+    rc = bp_checkpoint_write_shard(dir, 0, 0, t->model, params, &view, &rs, err);
+    if (rc == BP_OK) rc = bp_manifest_write(dir, &mf, err);
+    if (rc == BP_OK) rc = bp_checkpoint_commit(t->cfg->out, t->step, t->cfg->keep_checkpoints, err);
+    return rc;
 }
 
 static int every(int64_t step, int64_t n) { return n > 0 && step % n == 0; }
@@ -251,12 +345,23 @@ static int loop(trainer *t, bp_err *err) {
         if ((rc = train_step(t, r, err))) break;
         t->step_ms[t->step - t->first_step - 1] = r->step_ms;
         t->n_pending++;
-        bool last = t->step == c->steps;
+        bool last = t->step == c->steps || t->stopping;
         bool eval = every(t->step, c->eval_every) || (c->eval_every > 0 && last);
         bool save = every(t->step, c->checkpoint_every) || last;
         if (t->n_pending == c->log_every || eval || save) rc = flush_steps(t, err);
         if (rc == BP_OK && eval) rc = evaluate(t, err);
         if (rc == BP_OK && save) rc = checkpoint(t, err);
+        if (rc == BP_OK && t->stopping) {
+            t->res->stopped_together = true;
+            if (t->rank != 0) {
+                bp_err_clear(err);
+                return BP_EINTERRUPTED;
+            }
+            return bp_fail(err, BP_EINTERRUPTED,
+                           "stopped by a signal after step %lld; checkpoint %s; continue with "
+                           "--resume %s",
+                           (long long)t->step, t->res->checkpoint, c->out);
+        }
     }
     return rc;
 }
@@ -284,8 +389,9 @@ static void summary(trainer *t) {
     bp_metrics_summary(&t->metrics, &m);
 }
 
-int bp_train_run(const bp_train_config *cfg, bp_comm *world, bp_train_result *res, bp_err *err) {
-    trainer t = {.cfg = cfg, .world = world, .res = res};
+int bp_train_run(const bp_train_config *cfg, bp_comm *world, const volatile sig_atomic_t *stop,
+                 bp_train_result *res, bp_err *err) {
+    trainer t = {.cfg = cfg, .world = world, .res = res, .stop = stop};
     *res = (bp_train_result){.final_loss = NAN, .val_loss = NAN, .val_acc = NAN};
     int rc = setup(&t, err);
     if (rc == BP_OK) rc = loop(&t, err);
@@ -295,6 +401,6 @@ int bp_train_run(const bp_train_config *cfg, bp_comm *world, bp_train_result *re
     res->steps = t.step;
     /* After a failure with several ranks, others may be inside collectives that
      * will never finish: leave everything as it is for the caller to abort the job. */
-    if (rc == BP_OK || t.size == 1) teardown(&t);
+    if (rc == BP_OK || t.size == 1 || res->stopped_together) teardown(&t);
     return rc;
 }

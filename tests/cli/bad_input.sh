@@ -40,16 +40,16 @@ expect 1 "train-labels-idx1-ubyte.gz: wrong IDX magic 0x00000804" -- "$BP" train
 "$BP" train "${TINY[@]}" --data "$TEXT" --steps 4 --out "$WORK/ck" >/dev/null
 ckpt="$WORK/ck/ckpt-00000004"
 cp -r "$WORK/ck" "$WORK/ck_orig"
-printf '\x5a' | dd of="$ckpt/model.safetensors" bs=1 seek=5000 conv=notrunc status=none
-expect 1 "model.safetensors is damaged" -- "$BP" train "${TINY[@]}" --data "$TEXT" --steps 8 --resume "$WORK/ck" --out "$WORK/ck"
-cmp -s "$ckpt/state.bin" "$WORK/ck_orig/ckpt-00000004/state.bin" || fail "state.bin changed"
+printf '\x5a' | dd of="$ckpt/stage0-tp0.safetensors" bs=1 seek=5000 conv=notrunc status=none
+expect 1 "stage0-tp0.safetensors is damaged" -- "$BP" train "${TINY[@]}" --data "$TEXT" --steps 8 --resume "$WORK/ck" --out "$WORK/ck"
+cmp -s "$ckpt/stage0-tp0.state" "$WORK/ck_orig/ckpt-00000004/stage0-tp0.state" || fail "stage0-tp0.state changed"
 [ ! -e "$WORK/ck/ckpt-00000008" ] || fail "a failed resume wrote a checkpoint"
 rm -rf "$WORK/ck" && cp -r "$WORK/ck_orig" "$WORK/ck"
-printf '\x01' | dd of="$ckpt/state.bin" bs=1 seek=40 conv=notrunc status=none
-expect 1 "state.bin is damaged" -- "$BP" train "${TINY[@]}" --data "$TEXT" --steps 8 --resume "$WORK/ck"
+printf '\x01' | dd of="$ckpt/stage0-tp0.state" bs=1 seek=40 conv=notrunc status=none
+expect 1 "stage0-tp0.state is damaged" -- "$BP" train "${TINY[@]}" --data "$TEXT" --steps 8 --resume "$WORK/ck"
 rm -rf "$WORK/ck" && cp -r "$WORK/ck_orig" "$WORK/ck"
 expect 2 "written with --embd 16 but this run has --embd 32" -- "$BP" train "${TINY[@]}" --embd 32 --data "$TEXT" --steps 8 --resume "$WORK/ck"
 expect 2 "holds a gpt model but --model is mlp" -- "$BP" train --model mlp --resume "$WORK/ck"
-expect 1 "cannot open $WORK/nothing/state.bin" -- "$BP" sample --ckpt "$WORK/nothing"
+expect 1 "cannot open $WORK/nothing/manifest.json" -- "$BP" sample --ckpt "$WORK/nothing"
 no_partial_files "$WORK"
 echo "ok"

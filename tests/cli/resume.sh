@@ -22,7 +22,7 @@ check() { # name, options...
   diff <(losses "$WORK/$name-full/metrics.jsonl" 6 12) <(losses "$WORK/$name-res/metrics.jsonl" 6 12) \
     || fail "$name: resumed losses differ"
   [ "$(losses "$WORK/$name-res/metrics.jsonl" 1 12 | wc -l)" -eq 7 ] || fail "$name: resumed run did not run steps 6..12"
-  cmp "$WORK/$name-full/ckpt-00000012/model.safetensors" "$WORK/$name-res/ckpt-00000012/model.safetensors" \
+  cmp "$WORK/$name-full/ckpt-00000012/stage0-tp0.safetensors" "$WORK/$name-res/ckpt-00000012/stage0-tp0.safetensors" \
     || fail "$name: final weights differ"
 }
 

@@ -15,7 +15,7 @@ run() {
 }
 
 run hang 1
-want="bagpipe: watchdog: rank 0 of group 'dp' (world rank 0): allreduce (C_FP_S) of 4099 floats has not finished after 1.0 s; aborting the job"
+want="bagpipe: watchdog: rank 0 of group 'dp' (world rank 0): allreduce (C_FP_S) of 4099 floats has not finished after 1.0 s waiting for world rank 1; aborting the job"
 [ "$rc" -ne 0 ] || fail "the hung job succeeded"
 [ "$rc" -ne 3 ] || fail "the watchdog did not fire"
 [ "$elapsed" -lt 15 ] || fail "the hung job took ${elapsed}s"

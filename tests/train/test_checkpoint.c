@@ -41,11 +41,19 @@ static int setup(void **state) {
     return 0;
 }
 
+/* A checkpoint as the trainer writes one: shard, manifest, then `latest`. */
 static void save(bp_model *m, bp_optim *o, int64_t step, int keep) {
     bp_resume_state rs = {.step = step, .epoch = 2, .pos = 17};
     bp_rng_seed(&rs.data_rng, 5, 6);
+    bp_manifest mf = {.step = step, .dp = 2, .pp = 1, .tp = 1, .dp_algo = "allreduce",
+                      .replicas = "identical"};
+    char dir[256];
     bp_err err;
-    if (bp_checkpoint_save(out_dir, m, o, &rs, keep, &err)) fail_msg("%s", err.msg);
+    int rc = bp_checkpoint_dir(out_dir, step, dir, sizeof dir, &err);
+    if (rc == BP_OK) rc = bp_checkpoint_write_shard(dir, 0, 0, m, bp_model_params(m), o, &rs, &err);
+    if (rc == BP_OK) rc = bp_manifest_write(dir, &mf, &err);
+    if (rc == BP_OK) rc = bp_checkpoint_commit(out_dir, step, keep, &err);
+    if (rc) fail_msg("%s", err.msg);
 }
 
 static void test_round_trip(void **state) {
@@ -58,11 +66,14 @@ static void test_round_trip(void **state) {
     save(m, &o, 20, 5);
     bp_checkpoint ck;
     bp_err err;
-    if (bp_checkpoint_open(out_dir, &ck, &err)) fail_msg("%s", err.msg);
+    if (bp_checkpoint_open(out_dir, 0, 0, &ck, &err)) fail_msg("%s", err.msg);
     assert_non_null(strstr(ck.dir, "ckpt-00000020")); /* `latest` is followed */
     assert_int_equal(ck.rs.step, 20);
     assert_int_equal(ck.rs.epoch, 2);
     assert_int_equal(ck.rs.pos, 17);
+    assert_int_equal(ck.manifest.step, 20);
+    assert_int_equal(ck.manifest.dp, 2);
+    assert_string_equal(ck.manifest.replicas, "identical");
     bp_model_config saved;
     assert_int_equal(bp_checkpoint_model_config(&ck, &saved, NULL), BP_OK);
     assert_int_equal(bp_train_config_match(&c, &saved, ck.dir, NULL), BP_OK);
@@ -95,7 +106,7 @@ static void flip_every_byte(const char *file) {
         assert_int_equal(bp_write_file_atomic(path, b.data, b.n, NULL), BP_OK);
         bp_checkpoint ck;
         bp_err err;
-        int rc = bp_checkpoint_open(dir, &ck, &err);
+        int rc = bp_checkpoint_open(dir, 0, 0, &ck, &err);
         if (rc == BP_OK) fail_msg("flipped byte %zu of %s was not detected", i, file);
         assert_non_null(strstr(err.msg, dir)); /* the message names the checkpoint */
         b.data[i] ^= 0xff;
@@ -106,10 +117,11 @@ static void flip_every_byte(const char *file) {
 
 static void test_any_flipped_byte_is_detected(void **state) {
     (void)state;
-    flip_every_byte("model.safetensors");
-    flip_every_byte("state.bin");
+    flip_every_byte("stage0-tp0.safetensors");
+    flip_every_byte("stage0-tp0.state");
+    flip_every_byte("manifest.json");
     bp_checkpoint ck;
-    assert_int_equal(bp_checkpoint_open(out_dir, &ck, NULL), BP_OK); /* restored intact */
+    assert_int_equal(bp_checkpoint_open(out_dir, 0, 0, &ck, NULL), BP_OK); /* restored intact */
     bp_checkpoint_close(&ck);
 }
 
@@ -121,7 +133,7 @@ static void test_other_configuration_is_refused(void **state) {
     make(&c, &m, &o);
     bp_checkpoint ck;
     bp_err err;
-    assert_int_equal(bp_checkpoint_open(out_dir, &ck, NULL), BP_OK);
+    assert_int_equal(bp_checkpoint_open(out_dir, 0, 0, &ck, NULL), BP_OK);
     bp_model_config saved;
     assert_int_equal(bp_checkpoint_model_config(&ck, &saved, NULL), BP_OK);
     assert_int_equal(bp_train_config_match(&c, &saved, ck.dir, &err), BP_EUSAGE);
@@ -143,7 +155,7 @@ static void test_keep_prunes_old_checkpoints(void **state) {
     save(m, &o, 30, 2);
     char path[128];
     snprintf(path, sizeof path, "%s/ckpt-00000010", out_dir);
-    assert_false(bp_path_exists(path));
+    assert_false(bp_path_exists(path)); /* removed whole, files and directory */
     snprintf(path, sizeof path, "%s/ckpt-00000020", out_dir);
     assert_true(bp_path_exists(path));
     bp_model_destroy(m);

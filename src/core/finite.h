@@ -1,0 +1,12 @@
+/* Finiteness checks of float buffers. */
+#ifndef BP_CORE_FINITE_H
+#define BP_CORE_FINITE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+/* True when no element of x[0..n) is NaN or infinite. One pass of integer tests
+ * on the exponent bits, so it vectorizes without fast-math. */
+bool bp_all_finite(const float *x, size_t n);
+
+#endif

@@ -1,0 +1,175 @@
+/* The checkpoint manifest and the output directory's `latest` pointer.
+ *
+ * manifest.json protects itself: its last member is "crc32", the CRC-32 of the
+ * whole file as written with that member's value set to eight zeros. */
+#include <dirent.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include "core/file.h"
+#include "core/json.h"
+#include "train/checkpoint.h"
+
+#define CKPT_PREFIX "ckpt-"
+#define MANIFEST "manifest.json"
+#define CRC_KEY "\"crc32\":\""
+
+int bp_checkpoint_dir(const char *out_dir, int64_t step, char *buf, size_t n, bp_err *err) {
+    char name[64];
+    snprintf(name, sizeof name, CKPT_PREFIX "%08" PRId64, step);
+    return bp_path_join(buf, n, out_dir, name, err);
+}
+
+/* The CRC of text with the 8 hex digits after CRC_KEY taken as zeros. */
+static uint32_t manifest_crc(const char *text, size_t n, const char *digits) {
+    uLong c = crc32_z(0, (const Bytef *)text, (size_t)(digits - text));
+    c = crc32_z(c, (const Bytef *)"00000000", 8);
+    return (uint32_t)crc32_z(c, (const Bytef *)digits + 8, n - (size_t)(digits - text) - 8);
+}
+
+int bp_manifest_write(const char *ckpt_dir, const bp_manifest *mf, bp_err *err) {
+    char text[8192], path[BP_PATH_MAX];
+    int k = snprintf(text, sizeof text,
+                     "{\"format\":\"bagpipe-checkpoint\",\"version\":1,\"step\":%" PRId64
+                     ",\"dp\":%d,\"pp\":%d,\"tp\":%d,\"dp_algo\":\"%s\",\"replicas\":\"%s\","
+                     "\"shards\":[",
+                     mf->step, mf->dp, mf->pp, mf->tp, mf->dp_algo, mf->replicas);
+    for (int s = 0; s < mf->pp; s++)
+        for (int t = 0; t < mf->tp && k > 0 && (size_t)k < sizeof text; t++)
+            k += snprintf(text + k, sizeof text - (size_t)k,
+                          "%s{\"stage\":%d,\"tp\":%d,\"weights\":\"stage%d-tp%d.safetensors\","
+                          "\"state\":\"stage%d-tp%d.state\"}",
+                          s || t ? "," : "", s, t, s, t, s, t);
+    if (k > 0 && (size_t)k < sizeof text)
+        k += snprintf(text + k, sizeof text - (size_t)k, "]," CRC_KEY "00000000\"}\n");
+    if (k <= 0 || (size_t)k >= sizeof text)
+        return bp_fail(err, BP_EINTERNAL, "manifest of %s too long", ckpt_dir);
+    char *digits = strstr(text, CRC_KEY) + strlen(CRC_KEY);
+    char hex[9];
+    snprintf(hex, sizeof hex, "%08x", manifest_crc(text, (size_t)k, digits));
+    memcpy(digits, hex, 8);
+    int rc = bp_path_join(path, sizeof path, ckpt_dir, MANIFEST, err);
+    return rc ? rc : bp_write_file_atomic(path, text, (size_t)k, err);
+}
+
+static int manifest_fields(const bp_json *j, bp_manifest *mf) {
+    unsigned long long step, dp, pp, tp;
+    int ok = bp_json_str_eq(j, bp_json_get(j, 0, "format"), "bagpipe-checkpoint") &&
+             bp_json_uint(j, bp_json_get(j, 0, "step"), &step) &&
+             bp_json_uint(j, bp_json_get(j, 0, "dp"), &dp) &&
+             bp_json_uint(j, bp_json_get(j, 0, "pp"), &pp) &&
+             bp_json_uint(j, bp_json_get(j, 0, "tp"), &tp) && dp >= 1 && pp >= 1 && tp >= 1 &&
+             dp < (1u << 24) && pp < (1u << 24) && tp < (1u << 24) &&
+             bp_json_str_copy(j, bp_json_get(j, 0, "dp_algo"), mf->dp_algo, sizeof mf->dp_algo) &&
+             bp_json_str_copy(j, bp_json_get(j, 0, "replicas"), mf->replicas, sizeof mf->replicas);
+    mf->step = (int64_t)step;
+    mf->dp = (int)dp;
+    mf->pp = (int)pp;
+    mf->tp = (int)tp;
+    return ok;
+}
+
+int bp_manifest_read(const char *ckpt_dir, bp_manifest *mf, bp_err *err) {
+    char path[BP_PATH_MAX];
+    bp_bytes b = {0};
+    memset(mf, 0, sizeof *mf);
+    int rc = bp_path_join(path, sizeof path, ckpt_dir, MANIFEST, err);
+    if (rc == BP_OK) rc = bp_read_file(path, &b, err);
+    if (rc) return rc;
+    /* The digits are found in the raw bytes, so the file must be text without NULs. */
+    char *text = malloc(b.n + 1), *digits = NULL;
+    if (text) {
+        memcpy(text, b.data, b.n);
+        text[b.n] = '\0';
+        digits = strlen(text) == b.n ? strstr(text, CRC_KEY) : NULL;
+    }
+    unsigned stored = 0;
+    int ok = digits && (size_t)(digits - text) + strlen(CRC_KEY) + 8 <= b.n &&
+             sscanf(digits + strlen(CRC_KEY), "%8x", &stored) == 1 &&
+             manifest_crc(text, b.n, digits + strlen(CRC_KEY)) == stored;
+    bp_json j = {0};
+    if (!ok)
+        rc = bp_fail(err, BP_EFORMAT, MANIFEST " is damaged (checksum mismatch)");
+    else if ((rc = bp_json_parse(text, b.n, &j, err)) == BP_OK && !manifest_fields(&j, mf))
+        rc = bp_fail(err, BP_EFORMAT, MANIFEST " lacks a field or has a bad value");
+    bp_json_free(&j);
+    free(text);
+    free(b.data);
+    return rc;
+}
+
+int bp_checkpoint_resolve(const char *dir, char *out, size_t n, bp_err *err) {
+    char path[BP_PATH_MAX];
+    bp_bytes latest = {0};
+    int rc = bp_path_join(path, sizeof path, dir, "latest", err);
+    if (rc) return rc;
+    if (!bp_path_exists(path)) {
+        if (strlen(dir) >= n) return bp_fail(err, BP_EUSAGE, "path too long: %s", dir);
+        memcpy(out, dir, strlen(dir) + 1);
+        return BP_OK;
+    }
+    if ((rc = bp_read_file(path, &latest, err))) return rc;
+    size_t k = latest.n;
+    while (k > 0 && (latest.data[k - 1] == '\n' || latest.data[k - 1] == ' ')) k--;
+    int ok = k > strlen(CKPT_PREFIX) && k < 64 &&
+             memcmp(latest.data, CKPT_PREFIX, strlen(CKPT_PREFIX)) == 0 &&
+             !memchr(latest.data, '/', k) && !memchr(latest.data, '\0', k);
+    char name[64];
+    if (ok) {
+        memcpy(name, latest.data, k);
+        name[k] = '\0';
+    }
+    free(latest.data);
+    if (!ok) return bp_fail(err, BP_EFORMAT, "%s does not name a checkpoint", path);
+    return bp_path_join(out, n, dir, name, err);
+}
+
+static void remove_dir(const char *out_dir, const char *name) {
+    char dir[BP_PATH_MAX], path[BP_PATH_MAX];
+    if (bp_path_join(dir, sizeof dir, out_dir, name, NULL)) return;
+    DIR *d = opendir(dir);
+    if (!d) return;
+    for (struct dirent *e; (e = readdir(d));)
+        if (e->d_name[0] != '.' && bp_path_join(path, sizeof path, dir, e->d_name, NULL) == BP_OK)
+            unlink(path);
+    closedir(d);
+    rmdir(dir);
+}
+
+static int cmp_names(const void *a, const void *b) {
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Keep the committed checkpoint and the keep-1 newest before it. Directories of
+ * later steps (left by an interrupted earlier run) are not touched. */
+static void prune(const char *out_dir, const char *committed, int keep) {
+    DIR *d = opendir(out_dir);
+    if (!d) return;
+    char *names[4096];
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d)) && n < 4096;)
+        if (strncmp(e->d_name, CKPT_PREFIX, strlen(CKPT_PREFIX)) == 0 && !strchr(e->d_name, '.') &&
+            strcmp(e->d_name, committed) < 0 && (names[n] = strdup(e->d_name)))
+            n++;
+    closedir(d);
+    qsort(names, (size_t)n, sizeof *names, cmp_names);
+    for (int i = 0; i < n; i++) {
+        if (i < n - (keep - 1)) remove_dir(out_dir, names[i]);
+        free(names[i]);
+    }
+}
+
+int bp_checkpoint_commit(const char *out_dir, int64_t step, int keep, bp_err *err) {
+    char path[BP_PATH_MAX], line[80];
+    int k = snprintf(line, sizeof line, CKPT_PREFIX "%08" PRId64 "\n", step);
+    int rc = bp_path_join(path, sizeof path, out_dir, "latest", err);
+    if (rc == BP_OK) rc = bp_write_file_atomic(path, line, (size_t)k, err);
+    if (rc) return rc;
+    line[k - 1] = '\0';
+    if (keep > 0) prune(out_dir, line, keep);
+    return BP_OK;
+}
