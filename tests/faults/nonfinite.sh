@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# A NaN on one rank stops every rank with a line naming the step and the tensor,
+# or, with --skip-nonfinite, drops that step on every rank and trains on.
+source "$(dirname "$0")/lib.sh"
+
+opts=("${TINY[@]}" --data "$TEXT" --eval-every 0 --steps 12 --fault-nan-rank 1 --fault-at-step 6)
+for algo in allreduce bytegrad decentralized; do
+  run_np 2 60 "${opts[@]}" --dp-algo "$algo" --out "$WORK/nan-$algo"
+  [ "$rc" -eq 1 ] || fail "$algo: exit $rc after a NaN, expected 1: $(cat "$WORK/out")"
+  grep -qE "rank 1, step 6: non-finite gradient of tensor [a-z_.0-9]+ \(--skip-nonfinite" "$WORK/out" \
+    || fail "$algo: no line naming step and tensor: $(cat "$WORK/out")"
+  [ "$(grep -c 'error' "$WORK/out")" -eq 1 ] || fail "$algo: expected one error line: $(cat "$WORK/out")"
+  ! grep -q "MPI_ABORT" "$WORK/out" || fail "$algo: ranks stopped together, no abort expected"
+
+  run_np 2 60 "${opts[@]}" --dp-algo "$algo" --skip-nonfinite --out "$WORK/skip-$algo"
+  [ "$rc" -eq 0 ] || fail "$algo: --skip-nonfinite run failed: $(cat "$WORK/out")"
+  grep -q '"step":6,"loss":null' "$WORK/skip-$algo/metrics.jsonl" || fail "$algo: step 6 not logged as skipped"
+  losses "$WORK/skip-$algo/metrics.jsonl" | awk '$1 > 6 && $2 == "null" { exit 1 }' || fail "$algo: NaN after the skip"
+done
+echo "ok"

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# SIGTERM to any one rank: every rank stops after the same step, a checkpoint of
+# that step is written, the ranks exit with code 3, and --resume continues with the
+# losses an uninterrupted run has.
+source "$(dirname "$0")/lib.sh"
+
+opts=("${TINY[@]}" --data "$TEXT" --eval-every 0 --log-every 1)
+for n in 2 4; do
+  out="$WORK/sig$n"
+  # shellcheck disable=SC2086
+  timeout -k 5 60 $BP_MPIEXEC $BP_MPIEXEC_FLAGS -n "$n" "$BP" train "${opts[@]}" --steps 100000000 \
+    --out "$out" >"$WORK/out" 2>&1 &
+  launcher=$!
+  for _ in $(seq 100); do [ -s "$out/metrics.jsonl" ] && break; sleep 0.1; done
+  sleep 1
+  victim=$(pgrep -f "$BP train .*--out $out" | tail -n 1)
+  [ -n "$victim" ] || fail "no rank process found"
+  kill -TERM "$victim"
+  rc=0
+  wait "$launcher" || rc=$?
+  [ "$rc" -eq 3 ] || fail "exit code $rc after SIGTERM, expected 3: $(cat "$WORK/out")"
+  grep -q "stopped by a signal after step" "$WORK/out" || fail "no stop message"
+  step=$(sed -E 's/ckpt-0*//' "$out/latest")
+  [ "$(losses "$out/metrics.jsonl" | tail -n 1 | cut -d' ' -f1)" = "$step" ] || fail "checkpoint is not at the last step"
+  # Resume for 5 more steps and compare with an uninterrupted run to the same step.
+  total=$((step + 5))
+  run_np "$n" 60 "${opts[@]}" --steps "$total" --resume "$out" --out "$WORK/res$n"
+  [ "$rc" -eq 0 ] || fail "resume failed: $(cat "$WORK/out")"
+  run_np "$n" 60 "${opts[@]}" --steps "$total" --out "$WORK/full$n"
+  diff <(losses "$WORK/full$n/metrics.jsonl" | tail -n 5) <(losses "$WORK/res$n/metrics.jsonl") \
+    || fail "resumed losses differ from the uninterrupted run"
+done
+echo "ok"
