@@ -236,8 +236,9 @@ static int train_step(trainer *t, bp_step_record *r, bp_err *err) {
     if (skip) {
         r->grad_norm = NAN;
         bp_dp_skip_step(t->dp);
-        bp_log_warn("step %lld: non-finite loss or gradient on some rank; step skipped",
-                    (long long)t->step + 1);
+        if (t->rank == 0)
+            bp_log_warn("step %lld: non-finite loss or gradient on some rank; step skipped",
+                        (long long)t->step + 1);
     } else {
         r->grad_norm = bp_clip_grad_norm(bp_model_grads(t->model), n, t->cfg->clip);
         if ((rc = bp_dp_step(t->dp, r->lr, err))) return rc;
