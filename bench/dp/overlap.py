@@ -1,0 +1,94 @@
+#!/usr/bin/python3
+"""Overlap of gradient communication with backward, measured in one run.
+
+Alternates (overlap, --no-overlap, overlap, ...) bucketed allreduce on N ranks under an
+emulated network and prints:
+  overlapped step time          median step_ms of the overlap runs
+  sequential compute + comm     from the --no-overlap runs: median compute_ms + median
+                                comm_exposed_ms (buckets sent only after backward, so all of
+                                the communication is exposed)
+  ratio overlapped / sequential target <= 0.70 (at least 30% below)
+
+  bench/dp/overlap.sh                             # 2 ranks, bw=1Gbit,lat=0.1ms, 0.25 MB buckets
+  bench/dp/overlap.sh --bucket-mb 0.25,1,10       # one line per bucket size
+  bench/dp/overlap.sh --net bw=1Gbit,lat=0.1ms --rounds 7 --steps 40 -- --batch 32
+Arguments after `--` go to every `bagpipe train` unchanged.
+"""
+import argparse
+import json
+import sys
+
+from common import Bagpipe, RunFailed, load_note, median, table, wait_quiet
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--bagpipe", default=None, help="binary (default build/bagpipe)")
+    p.add_argument("--ranks", type=int, default=2)
+    p.add_argument("--net", default="bw=1Gbit,lat=0.1ms", help="emulated network (default bw=1Gbit,lat=0.1ms)")
+    p.add_argument("--bucket-mb", default="0.25", help="comma-separated bucket sizes (default 0.25)")
+    p.add_argument("--rounds", type=int, default=5, help="alternating rounds (default 5)")
+    p.add_argument("--steps", type=int, default=30, help="timed steps per run (default 30)")
+    p.add_argument("--warmup", type=int, default=5, help="untimed steps at the start of each run (default 5)")
+    p.add_argument("--quiet-cores", type=float, default=1.7,
+                   help="before each run wait until this many cores are idle (0: do not wait; default 1.7)")
+    p.add_argument("--quiet-wait", type=float, default=120, help="wait at most this many seconds (default 120)")
+    p.add_argument("--json", help="also write all numbers here")
+    p.add_argument("extra", nargs="*", help="after --: more bagpipe train options (e.g. --batch 32)")
+    a = p.parse_args()
+    bp = Bagpipe(a.bagpipe) if a.bagpipe else Bagpipe()
+    sizes = [s for s in a.bucket_mb.split(",") if s]
+    base = ["--steps", str(a.warmup + a.steps), "--eval-every", "0", "--net", a.net] + a.extra
+    print(f"overlap: {a.ranks} ranks, --net {a.net}, buckets {','.join(sizes)} MB, {a.rounds} rounds x "
+          f"{a.steps} timed steps (+{a.warmup} warm-up), extra: {' '.join(a.extra) or 'none'}; {load_note()}",
+          flush=True)
+    res = {s: {m: {"step": [], "compute": [], "exposed": [], "round_step": []} for m in ("overlap", "seq")}
+           for s in sizes}
+    try:
+        for r in range(a.rounds):
+            for s in sizes:
+                # alternate which mode goes first, so a drift in background load hits both alike
+                order = ("overlap", "seq") if r % 2 == 0 else ("seq", "overlap")
+                for mode in order:
+                    args = base + ["--bucket-mb", s] + (["--no-overlap"] if mode == "seq" else [])
+                    idle = wait_quiet(a.quiet_cores, a.quiet_wait)
+                    run = bp.train(a.ranks, args)
+                    d = res[s][mode]
+                    d["step"] += run.timed("step_ms", a.warmup)
+                    d["compute"] += run.timed("compute_ms", a.warmup)
+                    d["exposed"] += run.timed("comm_exposed_ms", a.warmup)
+                    d["round_step"].append(median(run.timed("step_ms", a.warmup)))
+                    d["bytes"] = run.steps[-1]["bytes_sent"]
+                    print(f"  round {r + 1} bucket {s} MB {mode:7s}: step {d['round_step'][-1]:7.2f} ms "
+                          f"(compute {median(run.timed('compute_ms', a.warmup)):6.2f}, exposed comm "
+                          f"{median(run.timed('comm_exposed_ms', a.warmup)):6.2f}); idle cores before {idle:.1f}", flush=True)
+    except RunFailed as e:
+        sys.exit(f"overlap: {e}")
+    finally:
+        bp.close()
+
+    rows, out = [], {}
+    for s in sizes:
+        o, q = res[s]["overlap"], res[s]["seq"]
+        seq = median(q["compute"]) + median(q["exposed"])
+        ratio = median(o["step"]) / seq
+        out[s] = {"overlap_step_ms": median(o["step"]), "overlap_compute_ms": median(o["compute"]),
+                  "overlap_exposed_ms": median(o["exposed"]), "seq_compute_ms": median(q["compute"]),
+                  "seq_comm_ms": median(q["exposed"]), "seq_step_ms": median(q["step"]),
+                  "ratio": ratio, "bytes_per_step": o.get("bytes"), "round_medians_overlap": o["round_step"],
+                  "round_medians_seq": q["round_step"]}
+        rows.append([s, f"{median(o['step']):.2f}", f"{median(o['compute']):.2f}", f"{median(o['exposed']):.2f}",
+                     f"{median(q['compute']):.2f}", f"{median(q['exposed']):.2f}", f"{seq:.2f}", f"{ratio:.3f}",
+                     "meets" if ratio <= 0.70 else "MISSES"])
+    print("\nmedians over all timed steps (ms); overlap compute = step - exposed, so it includes any slow-down"
+          " of backward by the communication thread:")
+    print(table(["bucket MB", "overlap step", "overlap compute", "overlap exposed", "seq compute", "seq comm",
+                 "seq sum", "ratio", "target <= 0.70"], rows))
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(out, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

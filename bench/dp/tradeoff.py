@@ -1,0 +1,129 @@
+#!/usr/bin/python3
+"""The Bagua paper's trade-off table in miniature: time to reach a fixed validation loss.
+
+For each emulated network and each algorithm, trains the default gpt on N ranks until the
+validation loss (evaluated every --eval-every steps) first reaches --target, and reports
+the training time it took: the sum of the step times (step_ms) up to that evaluation
+(evaluation itself is not training time). Expected shape: low-precision algorithms win at
+low bandwidth (target: bytegrad >= 1.5x faster than allreduce at 100 Mbit), decentralized
+ones at high latency. A second table gives what explains the first: median step time,
+exposed communication per step and bytes sent per step.
+
+  bench/dp/tradeoff.sh --quick          # looser target, fewer steps (~15-25 min on 2 cores)
+  bench/dp/tradeoff.sh                  # the full table (~1 h on 2 shared cores)
+  bench/dp/tradeoff.sh --nets none,100Mbit --algos allreduce,bytegrad
+Arguments after `--` go to every `bagpipe train` unchanged.
+"""
+import argparse
+import json
+import shlex
+import sys
+
+from common import ALGOS, Bagpipe, RunFailed, load_note, median, min_ranks, table
+
+NETS = {  # column name: --net value
+    "none": "off",
+    "1Gbit/0.1ms": "bw=1Gbit,lat=0.1ms",
+    "100Mbit/0.1ms": "bw=100Mbit,lat=0.1ms",
+    "1Gbit/5ms": "bw=1Gbit,lat=5ms",
+}
+NET_ALIASES = {"none": "none", "off": "none", "1Gbit": "1Gbit/0.1ms", "100Mbit": "100Mbit/0.1ms", "5ms": "1Gbit/5ms"}
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--bagpipe", default=None, help="binary (default build/bagpipe)")
+    p.add_argument("--ranks", type=int, default=2, help="(lp-decentralized runs only with >= 3)")
+    p.add_argument("--quick", action="store_true", help="target 2.60 within 300 steps instead of 2.40 within 600")
+    p.add_argument("--target", type=float, help="validation loss to reach (default 2.40; --quick 2.60)")
+    p.add_argument("--max-steps", type=int, help="give up after this many steps (default 600; --quick 300)")
+    p.add_argument("--eval-every", type=int, default=10)
+    p.add_argument("--eval-batches", type=int, default=20)
+    p.add_argument("--nets", default=",".join(NETS), help="comma-separated, of: " + ", ".join(NETS))
+    p.add_argument("--algos", default=",".join(ALGOS), help="comma-separated (default: all that fit --ranks)")
+    p.add_argument("--variant", action="append", default=[],
+                   help='extra rows: "ALGO option value ...", e.g. "decentralized --interval 4" (repeatable)')
+    p.add_argument("--json", help="also write all numbers here")
+    p.add_argument("extra", nargs="*", help="after --: more bagpipe train options for every run")
+    a = p.parse_args()
+    a.target = a.target if a.target is not None else (2.60 if a.quick else 2.40)
+    a.max_steps = a.max_steps or (300 if a.quick else 600)
+    nets = [NET_ALIASES.get(n, n) for n in a.nets.split(",") if n]
+    for n in nets:
+        if n not in NETS:
+            p.error(f"--nets: unknown '{n}' (one of {', '.join(NETS)})")
+    rows = [(x, x, []) for x in a.algos.split(",") if x and a.ranks >= min_ranks(x)]
+    skipped = [x for x in a.algos.split(",") if x and a.ranks < min_ranks(x)]
+    rows += [(v, shlex.split(v)[0], shlex.split(v)[1:]) for v in a.variant]
+    bp = Bagpipe(a.bagpipe) if a.bagpipe else Bagpipe()
+    print(f"tradeoff: gpt, {a.ranks} ranks, time to val loss <= {a.target} (eval every {a.eval_every} steps, "
+          f"at most {a.max_steps} steps); nets {', '.join(nets)}; {load_note()}"
+          + (f"; skipped (needs >= 3 ranks): {', '.join(skipped)}" if skipped else ""), flush=True)
+    res = {}
+    try:
+        for net in nets:
+            for label, algo, extra in rows:
+                args = ["--steps", str(a.max_steps), "--eval-every", str(a.eval_every), "--eval-batches",
+                        str(a.eval_batches), "--net", NETS[net], "--dp-algo", algo] + extra + a.extra
+                # the run ends once an evaluation reaches the target: the steps after it are not needed
+                reached = lambda recs: any(r.get("type") == "eval" and r["val_loss"] <= a.target  # noqa: E731
+                                           for r in recs)
+                run = bp.train(a.ranks, args, timeout=7200, stop_when=reached)
+                hit = run.time_to_val(a.target)
+                d = {"hit_step": hit[0] if hit else None, "time_s": hit[1] / 1e3 if hit else None,
+                     "median_step_ms": median(run.timed("step_ms", 2)),
+                     "median_exposed_ms": median(run.timed("comm_exposed_ms", 2)),
+                     "mb_per_step": median(run.timed("bytes_sent", 2)) / 1e6,
+                     "best_val": min((e["val_loss"] for e in run.evals), default=float("nan")),
+                     "wall_s": run.wall_s}
+                res[(net, label)] = d
+                reached = (f"reached at step {d['hit_step']} in {d['time_s']:.1f} s" if hit else
+                           f"not reached in {a.max_steps} steps (best {d['best_val']:.3f})")
+                print(f"  {net:13s} {label:16s} {reached}; {d['median_step_ms']:.1f} ms/step, exposed "
+                      f"{d['median_exposed_ms']:.1f} ms, {d['mb_per_step']:.2f} MB/step", flush=True)
+    except RunFailed as e:
+        sys.exit(f"tradeoff: {e}")
+    finally:
+        bp.close()
+
+    t_rows, s_rows = [], []
+    for label, algo, _ in rows:
+        tr, sr = [label], [label]
+        for net in nets:
+            d, ref = res[(net, label)], res[(net, "allreduce")] if (net, "allreduce") in res else None
+            if d["time_s"] is None:
+                tr.append(f"> {a.max_steps} steps")
+            else:
+                speed = ""
+                if ref and ref["time_s"]:
+                    speed = f" ({ref['time_s'] / d['time_s']:.2f}x)"
+                tr.append(f"{d['time_s']:.1f} s @{d['hit_step']}{speed}")
+            sr.append(f"{d['median_step_ms']:.0f} / {d['median_exposed_ms']:.0f} / {d['mb_per_step']:.2f}")
+        t_rows.append(tr)
+        s_rows.append(sr)
+    print(f"\ntime to val loss <= {a.target}: training seconds @ step reached (speed-up vs allreduce, same network):")
+    print(table(["algorithm"] + nets, t_rows))
+    print("\nper step (medians): step ms / exposed communication ms / MB sent by a rank:")
+    print(table(["algorithm"] + nets, s_rows))
+    checks = []
+    if ("100Mbit/0.1ms", "allreduce") in res and ("100Mbit/0.1ms", "bytegrad") in res:
+        r, b = res[("100Mbit/0.1ms", "allreduce")]["time_s"], res[("100Mbit/0.1ms", "bytegrad")]["time_s"]
+        if r and b:
+            checks.append(f"bytegrad vs allreduce at 100 Mbit: {r / b:.2f}x faster "
+                          f"({'meets' if r / b >= 1.5 else 'MISSES'} target >= 1.5x)")
+        else:
+            checks.append("bytegrad vs allreduce at 100 Mbit: not comparable (one did not reach the target)")
+    if ("1Gbit/5ms", "allreduce") in res and ("1Gbit/5ms", "decentralized") in res:
+        r, d = res[("1Gbit/5ms", "allreduce")]["time_s"], res[("1Gbit/5ms", "decentralized")]["time_s"]
+        if r and d:
+            checks.append(f"decentralized vs allreduce at 1 Gbit / 5 ms: {r / d:.2f}x faster")
+    for c in checks:
+        print(c)
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump({f"{n}|{l}": v for (n, l), v in res.items()}, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
