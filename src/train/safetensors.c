@@ -192,7 +192,9 @@ int bp_safetensors_parse(bp_bytes file, bp_safetensors *out, bp_err *err) {
 }
 
 void bp_safetensors_free(bp_safetensors *st) {
-    for (int i = 0; st->names && i < st->n_tensors; i++) free(st->names[i]);
+    /* names is NULL-terminated and may hold one more name than n_tensors: that of an
+     * entry that failed to parse. */
+    for (int i = 0; st->names && st->names[i]; i++) free(st->names[i]);
     free(st->names);
     free(st->tensors);
     bp_json_free(&st->json);
