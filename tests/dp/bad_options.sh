@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Wrong data-parallel options under mpiexec: every rank reaches the same verdict
+# before any work, rank 0 alone prints one error line naming the option, every rank
+# exits with 2 (usage error) and nothing is trained.
+#
+# The exit code of the launcher: Open MPI 4.1's mpirun returns the exit code of the
+# first rank that ended with a non-zero one, here 2 (every rank returns 2), after
+# printing its own banner ("Primary job terminated normally, but 1 process
+# returned a non-zero exit code...") on stderr. So the test asserts 2 and counts
+# only the lines that bagpipe prints (they start with "bagpipe:"), and checks that
+# no rank ended the job with MPI_Abort, which is for runtime failures.
+source "$(dirname "$0")/lib.sh"
+
+# expect W OPTION -- options...: on W ranks, exit code 2 and exactly one line from
+# bagpipe, rank 0's error naming OPTION.
+expect() {
+  local w=$1 option=$2
+  shift 3
+  local rc=0
+  launch "$w" "$BP" train "${TINY_GPT[@]}" --steps 2 --out "$WORK/run" "$@" \
+    >"$WORK/stdout" 2>"$WORK/stderr" || rc=$?
+  local what="'$*' on $w ranks"
+  [ "$rc" -eq 2 ] || fail "$what exited $rc, expected 2; stderr: $(cat "$WORK/stderr")"
+  local lines
+  lines=$(grep -c '^bagpipe:' "$WORK/stderr" || true)
+  [ "$lines" -eq 1 ] || fail "$what printed $lines bagpipe lines, expected 1: $(cat "$WORK/stderr")"
+  grep -qE -- "^bagpipe: \[rank 0\] error: option $option: " "$WORK/stderr" ||
+    fail "$what said '$(grep '^bagpipe:' "$WORK/stderr")', expected rank 0's error naming $option"
+  if grep -q 'MPI_ABORT' "$WORK/stderr"; then fail "$what aborted the job: $(cat "$WORK/stderr")"; fi
+  [ ! -s "$WORK/stdout" ] || fail "$what printed on stdout: $(cat "$WORK/stdout")"
+  [ ! -e "$WORK/run/metrics.jsonl" ] || fail "$what started training"
+  rm -rf "$WORK/run"
+}
+
+expect 2 --dp -- --dp 3
+expect 2 --batch -- --batch 15
+expect 3 --peers -- --dp-algo decentralized --peers shift_one --batch 12
+expect 2 --dp-algo -- --dp-algo lp-decentralized
+expect 2 --net -- --net bw=fast
+expect 2 --optim -- --dp-algo qadam --optim sgd
+echo "ok"

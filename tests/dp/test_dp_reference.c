@@ -1,0 +1,928 @@
+/* The data-parallel engine (parallel/dp.h) against plain references of each
+ * algorithm's rule (DESIGN.md section 5), on 2, 3 and 4 ranks.
+ *
+ * Every case trains a tiny model two ways on every rank, step by step, from the
+ * same seeds and on the same batches:
+ *   - the engine, driven exactly as the trainer drives it (train/trainer.c:
+ *     step_begin, forward/backward per micro-batch with backward_begin before the
+ *     last backward, backward_end, clip, step), on a group wrapped around
+ *     MPI_COMM_WORLD;
+ *   - a reference written here: no buckets, no threads, no comm/ calls, only raw
+ *     MPI calls on a duplicate of MPI_COMM_WORLD and the rule spelled out;
+ * and compares the weights on every rank after every step. Each rank initializes
+ * its weights from its own seed, so the common start must come from rank 0's
+ * broadcast, as the rule says.
+ *
+ * Tolerances. The local forward/backward and the optimizer are the same code on
+ * both sides and deterministic, so what can differ is the communication:
+ *   - Exact (bit for bit) wherever the reference can do the same float operations
+ *     in the same order: every average of 2 ranks (a + b is the same sum in either
+ *     order, and times 1/2 equals divided by 2), C_LP_S on any number of ranks
+ *     (the owner adds the decoded chunks in rank order, then multiplies by 1/p:
+ *     the reference does the same), peer averaging with shift_one ((a + b) / 2 is
+ *     the same on both ranks), D_LP_S (the formula of z as DESIGN.md writes it),
+ *     and any comparison of the engine with itself that changes only timing.
+ *   - TOL_SUM when an average of 3 or 4 ranks is taken by MPI_Allreduce in the
+ *     reference and by the engine's ring: the ring adds an element's p values in an
+ *     order that starts at the owner of its chunk, MPI in its own order, so the
+ *     averages differ by an ulp or two, and 20 Adam steps carry that along.
+ *     Measured: at most 8e-7 after 20 steps (weights are O(0.02..1)); TOL_SUM
+ *     allows 4e-6 + 4e-6 |w|, 0.4% of one Adam step (lr 1e-3), while a wrong rule
+ *     (a sign, a missing average, a round too early) moves weights by about a step.
+ *   - TOL_ACCUM, the same, for gradient accumulation against a doubled batch: the
+ *     mean over 2B rows is summed in another order than the mean of two means over
+ *     B rows (measured: at most 9e-7).
+ * AdamW's update hardly changes when every gradient is scaled alike (and clipping
+ * then hides the scale entirely), so the cases where a wrong scale could hide
+ * (allreduce against MPI's on 3 and 4 ranks, hierarchical) also run with SGD: the
+ * mlp, and the gpt with SGD for hierarchical.
+ * Each comparison was checked to fail when the rule is broken on either side (in
+ * the reference: a sign flipped, an average, requantization or clipping left out,
+ * the shift_one peer a round late, an interval off by one, a frozen term not
+ * frozen; in the engine: a bucket started one block early, qadam warm one step
+ * too long, a node average scaled 0.2% off).
+ *
+ * Where the reference uses the library: the MinMaxUInt8 codec's encode and decode
+ * for each chunk (the codec is tested bit for bit against its formula in
+ * tests/compress), the PowerSGD codec's local matrix steps (project, reproject,
+ * finish; tested in tests/compress), the model's forward/backward (tests/nn), the
+ * optimizer (tests/train) and the data task (tests/data). The distributed part of
+ * each rule (what is averaged, when, with whom, chunking, scaling) is written here.
+ *
+ * Every comparison is collective (all ranks agree through MPI_COMM_WORLD before
+ * asserting), so a failure on one rank fails the test on all instead of leaving
+ * the others in a collective; the engine's watchdog and an alarm end the job if
+ * something hangs anyway. Set BP_DP_VERBOSE=1 to print the largest difference
+ * seen in each case. Arguments: an optional cmocka test-name filter. */
+#include <math.h>
+#include <mpi.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "bagpipe/comm.h"
+#include "bagpipe/comm_mpi.h"
+#include "bagpipe/compress.h"
+#include "nn/lr.h"
+#include "nn/model.h"
+#include "nn/optim.h"
+#include "parallel/dp.h"
+#include "train/config.h"
+#include "train/task.h"
+
+#define STEPS 20
+#define TEXT "/usr/share/common-licenses/GPL-3"
+
+static int me, np, verbose;
+static MPI_Comm ref_comm; /* the reference's own communicator */
+static bp_err err;
+
+typedef struct tol {
+    double abs, rel; /* both 0: bit for bit */
+} tol;
+static const tol EXACT = {0, 0};
+static const tol TOL_SUM = {4e-6, 4e-6};
+static const tol TOL_ACCUM = {4e-6, 4e-6};
+
+static void ok(int rc, const char *what) {
+    if (rc != BP_OK) fail_msg("rank %d: %s: %s", me, what, err.msg);
+}
+
+static int all_ranks(int local) {
+    int all = 0;
+    MPI_Allreduce(&local, &all, 1, MPI_INT, MPI_LAND, MPI_COMM_WORLD);
+    return all;
+}
+
+static double max_over_ranks(double x) {
+    double y = 0;
+    MPI_Allreduce(&x, &y, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    return y;
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* --- comparisons ------------------------------------------------------------------ */
+
+static double worst; /* largest difference of the current case, for BP_DP_VERBOSE */
+
+/* a (engine) and b (reference) agree within t on every rank. */
+static void expect_close(const char *what, int64_t step, const float *a, const float *b, size_t n,
+                         tol t) {
+    int good = 1;
+    double diff = 0;
+    if (t.abs == 0 && t.rel == 0) good = memcmp(a, b, n * sizeof *a) == 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs((double)a[i] - (double)b[i]);
+        if (!(d <= t.abs + t.rel * fabs((double)b[i]))) good = 0; /* NaN fails too */
+        if (!(d <= diff)) diff = d;
+    }
+    int all = all_ranks(good);
+    diff = max_over_ranks(diff);
+    if (diff > worst) worst = diff;
+    if (!all && me == 0)
+        fprintf(stderr, "%s: step %lld: max |difference| %.3g over the ranks (allowed: %s)\n", what,
+                (long long)step, diff, t.abs == 0 && t.rel == 0 ? "none" : "tolerance");
+    assert_true(all);
+}
+
+static uint64_t hash_of(const void *p, size_t bytes) {
+    const unsigned char *c = p;
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < bytes; i++) h = (h ^ c[i]) * 1099511628211ull;
+    return h;
+}
+
+/* The same bytes on every rank. */
+static int same_everywhere(const void *p, size_t bytes) {
+    uint64_t h = hash_of(p, bytes), lo, hi;
+    MPI_Allreduce(&h, &lo, 1, MPI_UINT64_T, MPI_MIN, MPI_COMM_WORLD);
+    MPI_Allreduce(&h, &hi, 1, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD);
+    return lo == hi;
+}
+
+/* Root mean square distance of the ranks' x from their mean. */
+static double spread(const float *x, size_t n) {
+    double *mean = calloc(n, sizeof *mean), ss = 0, total = 0;
+    assert_non_null(mean);
+    for (size_t i = 0; i < n; i++) mean[i] = x[i];
+    MPI_Allreduce(MPI_IN_PLACE, mean, (int)n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+    for (size_t i = 0; i < n; i++) {
+        double d = x[i] - mean[i] / np;
+        ss += d * d;
+    }
+    MPI_Allreduce(&ss, &total, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+    free(mean);
+    return sqrt(total / ((double)n * np));
+}
+
+static void case_begin(void) { worst = 0; }
+
+static void case_end(const char *name) {
+    if (verbose && me == 0)
+        printf("[%d ranks] %-40s max |engine - reference| %.3g\n", np, name, worst);
+}
+
+/* --- configurations ------------------------------------------------------------------ */
+
+/* A tiny gpt (7664 parameters) on a short text, 4 rows of 16 tokens per rank,
+ * AdamW at 1e-3, and clipping, which the trainer applies to the synchronized
+ * gradient (its norm here is about 1.3). */
+static bp_train_config gpt_config(void) {
+    bp_train_config c;
+    bp_train_config_defaults(&c);
+    c.model = BP_MODEL_GPT;
+    snprintf(c.data, sizeof c.data, "%s", TEXT);
+    c.layers = 1, c.embd = 16, c.heads = 2, c.seq_len = 16;
+    c.batch = 4 * np;
+    c.steps = STEPS;
+    c.clip = 1.0;
+    c.eval_every = 0;
+    c.progress = BP_PROGRESS_NONE;
+    ok(bp_train_config_finalize(&c, &err), "gpt configuration");
+    return c;
+}
+
+/* A small mlp (784-32-32-10) on Fashion-MNIST, 8 images per rank, SGD with
+ * momentum and a cosine schedule (the mlp defaults). */
+static bp_train_config mlp_config(void) {
+    bp_train_config c;
+    bp_train_config_defaults(&c);
+    c.model = BP_MODEL_MLP;
+    c.hidden = 32;
+    c.batch = 8 * np;
+    c.steps = STEPS;
+    c.eval_every = 0;
+    c.progress = BP_PROGRESS_NONE;
+    ok(bp_train_config_finalize(&c, &err), "mlp configuration");
+    return c;
+}
+
+/* --- one replica: model, optimizer, data --------------------------------------------- */
+
+typedef struct replica {
+    bp_train_config cfg;
+    bp_task task;
+    bp_model *m;
+    bp_acts *a;
+    bp_optim o;
+    bp_lr_schedule lr;
+    int64_t step; /* steps taken */
+    size_t n;
+} replica;
+
+static void replica_init(replica *r, const bp_train_config *c) {
+    memset(r, 0, sizeof *r);
+    r->cfg = *c;
+    bp_model_config mc;
+    bp_optim_config oc;
+    bp_train_model_config(c, &mc);
+    bp_train_optim_config(c, &oc);
+    bp_train_lr_schedule(c, &r->lr);
+    ok(bp_task_init(&r->task, c, me, np, &err), "task");
+    ok(bp_model_create(&mc, 0, -1, &r->m, &err), "model");
+    /* Each rank starts elsewhere: the common start must come from rank 0. */
+    bp_model_init_weights(r->m, (uint64_t)c->seed + (uint64_t)me);
+    r->n = bp_model_num_params(r->m);
+    ok(bp_optim_init(&r->o, &oc, r->n, &err), "optimizer");
+    ok(bp_acts_create(r->m, r->task.B_local, r->task.T, &r->a, &err), "activations");
+}
+
+static void replica_free(replica *r) {
+    bp_acts_destroy(r->a);
+    bp_model_destroy(r->m);
+    bp_optim_free(&r->o);
+    bp_task_free(&r->task);
+}
+
+static float *weights(replica *r) { return bp_model_params(r->m); }
+static float *grads(replica *r) { return bp_model_grads(r->m); }
+
+/* Forward and backward of micro-batch k of `accum` on this rank's rows; with an
+ * engine, its backward hook is armed before the last backward, as the trainer does. */
+static void micro_batch(replica *r, bp_dp *dp, int k, int accum) {
+    bp_batch b;
+    double loss;
+    bp_task_next(&r->task, &b);
+    ok(bp_model_forward(r->m, r->a, &b, NULL, &loss, &err), "forward");
+    if (dp && k == accum - 1) bp_dp_backward_begin(dp);
+    ok(bp_model_backward(r->m, r->a, &b, NULL, NULL, (bp_real)(1.0 / accum), &err), "backward");
+}
+
+/* --- the engine, as the trainer drives it ------------------------------------------- */
+
+typedef struct engine {
+    replica r;
+    bp_comm *g;
+    bp_dp *dp;
+} engine;
+
+static void engine_init(engine *e, const bp_train_config *c) {
+    replica_init(&e->r, c);
+    ok(bp_comm_wrap(MPI_COMM_WORLD, "dp", &e->g, &err), "bp_comm_wrap");
+    bp_comm_set_timeout(e->g, 60); /* a stuck collective ends the job with a line */
+    bp_dp_config d;
+    bp_train_dp_config(c, &d);
+    ok(bp_dp_create(e->g, &d, e->r.m, &e->r.o, 0, &e->dp, &err), "bp_dp_create");
+}
+
+/* One step as the trainer takes it. With `snapshot`, the weights are copied right
+ * after bp_dp_step_begin, where async's averaging thread cannot change them. */
+static void engine_step_snapshot(engine *e, float *snapshot) {
+    replica *r = &e->r;
+    int accum = r->cfg.grad_accum;
+    bp_model_zero_grad(r->m);
+    bp_dp_step_begin(e->dp);
+    if (snapshot) memcpy(snapshot, weights(r), r->n * sizeof *snapshot);
+    for (int k = 0; k < accum; k++) micro_batch(r, e->dp, k, accum);
+    ok(bp_dp_backward_end(e->dp, &err), "bp_dp_backward_end");
+    bp_clip_grad_norm(grads(r), r->n, r->cfg.clip);
+    ok(bp_dp_step(e->dp, bp_lr_at(&r->lr, r->step), &err), "bp_dp_step");
+    r->step++;
+}
+
+static void engine_step(engine *e) { engine_step_snapshot(e, NULL); }
+
+static void engine_free(engine *e) {
+    ok(bp_dp_finish(e->dp, &err), "bp_dp_finish");
+    bp_dp_destroy(e->dp);
+    bp_comm_free(e->g);
+    replica_free(&e->r);
+}
+
+/* --- the reference: each rule in plain MPI ---------------------------------------- */
+
+typedef struct reference {
+    replica r;
+    bp_dp_config d;
+    bp_codec *minmax;              /* bytegrad, qadam, lp-decentralized */
+    bp_codec **psgd;               /* powersgd: per 2-D tensor */
+    float *center, *diff;          /* easgd */
+    float *w, *left, *right, *tmp; /* lp-decentralized: own and neighbours' replicas */
+    uint64_t rounds;               /* decentralized: weight averagings so far */
+} reference;
+
+static float *floats(size_t n) {
+    float *x = calloc(n ? n : 1, sizeof *x);
+    assert_non_null(x);
+    return x;
+}
+
+/* Part i of n split into `parts` (comm.h: the first n % parts parts one longer). */
+static void chunk(size_t n, int parts, int i, size_t *off, size_t *len) {
+    size_t base = n / (size_t)parts, extra = n % (size_t)parts, k = (size_t)i;
+    *len = base + (k < extra);
+    *off = k * base + (k < extra ? k : extra);
+}
+
+static int left_of(int r) { return (r - 1 + np) % np; }
+static int right_of(int r) { return (r + 1) % np; }
+
+/* C_FP_S: x = average over the ranks. MPI's sum times 1/p: comm.h's averages
+ * multiply by 1/p (the same as dividing for p = 2 and 4). */
+static void ref_avg(float *x, size_t n) {
+    MPI_Allreduce(MPI_IN_PLACE, x, (int)n, MPI_FLOAT, MPI_SUM, ref_comm);
+    const float inv = 1.0f / (float)np;
+    for (size_t i = 0; i < n; i++) x[i] *= inv;
+}
+
+/* C_LP_S, DESIGN.md section 5: split x into p chunks, compress each, all-to-all;
+ * rank r decompresses the p versions of chunk r, averages them (in rank order,
+ * times 1/p), compresses the average again; allgather; everyone decompresses every
+ * chunk, its own included. Encode and decode are the library's MinMaxUInt8. */
+static void ref_avg_lp(reference *f, float *x, size_t n) {
+    int p = np, scount[4], sdispl[4], rcount[4], rdispl[4];
+    size_t off[4], len[4], total = 0;
+    for (int j = 0; j < p; j++) {
+        chunk(n, p, j, &off[j], &len[j]);
+        scount[j] = (int)bp_codec_encoded_size(f->minmax, len[j]);
+        sdispl[j] = (int)total;
+        total += (size_t)scount[j];
+    }
+    for (int j = 0; j < p; j++) rcount[j] = scount[me], rdispl[j] = j * scount[me];
+    unsigned char *send = malloc(total), *recv = malloc((size_t)(p * scount[me]) + 1);
+    float *dec = floats(len[me]), *mine = x + off[me];
+    assert_non_null(send), assert_non_null(recv);
+    for (int j = 0; j < p; j++)
+        ok(bp_codec_encode(f->minmax, x + off[j], len[j], send + sdispl[j], &err), "encode");
+    MPI_Alltoallv(send, scount, sdispl, MPI_BYTE, recv, rcount, rdispl, MPI_BYTE, ref_comm);
+    for (int j = 0; j < p; j++) {
+        ok(bp_codec_decode(f->minmax, recv + rdispl[j], len[me], j ? dec : mine, &err), "decode");
+        for (size_t i = 0; j && i < len[me]; i++) mine[i] += dec[i];
+    }
+    const float inv = 1.0f / (float)p;
+    for (size_t i = 0; i < len[me]; i++) mine[i] *= inv;
+    ok(bp_codec_encode(f->minmax, mine, len[me], send + sdispl[me], &err), "encode");
+    MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, send, scount, sdispl, MPI_BYTE, ref_comm);
+    for (int j = 0; j < p; j++)
+        ok(bp_codec_decode(f->minmax, send + sdispl[j], len[j], x + off[j], &err), "decode");
+    free(send), free(recv), free(dec);
+}
+
+/* PowerSGD for data parallelism, per 2-D tensor (both sides > 1): M = G + E;
+ * P = M Q; average P; orthonormalize P; Q = M^T P; average Q; G = P Q^T;
+ * E = M - G. The local matrix steps are the codec's (bp_powersgd_project,
+ * _reproject, _finish); the averages, which tensors are compressed, and the full
+ * average of the 1-D tensors are written here. Tensor t's Q is seeded with
+ * seed + t on every rank, as the engine does, so that Q starts alike everywhere. */
+static bool is_matrix(const bp_tensor_info *ti) {
+    return ti->ndim == 2 && ti->shape[0] > 1 && ti->shape[1] > 1;
+}
+
+static void ref_powersgd(reference *f) {
+    float *g = grads(&f->r);
+    for (int t = 0; t < bp_model_num_tensors(f->r.m); t++) {
+        const bp_tensor_info *ti = bp_model_tensor(f->r.m, t);
+        float *x = g + ti->offset;
+        if (!f->psgd[t]) {
+            ref_avg(x, ti->numel);
+            continue;
+        }
+        float *p, *q;
+        size_t p_len, q_len;
+        ok(bp_powersgd_project(f->psgd[t], x, ti->numel, &p, &p_len, &err), "project");
+        ref_avg(p, p_len);
+        ok(bp_powersgd_reproject(f->psgd[t], &q, &q_len, &err), "reproject");
+        ref_avg(q, q_len);
+        ok(bp_powersgd_finish(f->psgd[t], x, ti->numel, &err), "finish");
+    }
+}
+
+/* qadam after warm-up: local momentum m = b1 m + (1 - b1) g, m averaged with
+ * C_LP_S, then AdamW's update with the second moment v frozen (not updated) and
+ * its bias correction frozen at the last warm-up step:
+ *   p = p (1 - lr wd) - lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^warmup) + eps).
+ * Written in the same float form as nn/optim.c's AdamW (step size and 1/sqrt(bc2)
+ * rounded to float once), so that the comparison can be bit for bit. */
+static void ref_qadam(reference *f, double lr) {
+    bp_optim *o = &f->r.o;
+    const bp_optim_config *c = &o->cfg;
+    float *p = weights(&f->r);
+    const float *g = grads(&f->r);
+    o->t++;
+    const float b1 = (float)c->beta1;
+    for (size_t i = 0; i < o->n; i++) o->m[i] = b1 * o->m[i] + (1 - b1) * g[i];
+    ref_avg_lp(f, o->m, o->n);
+    double bc1 = 1.0 - pow(c->beta1, (double)o->t);
+    double bc2 = 1.0 - pow(c->beta2, (double)f->d.qadam_warmup);
+    const float step = (float)(lr / bc1), inv_sqrt_bc2 = (float)(1.0 / sqrt(bc2));
+    const float decay = (float)(1.0 - lr * c->weight_decay), eps = (float)c->eps;
+    for (size_t i = 0; i < o->n; i++)
+        p[i] = p[i] * decay - step * o->m[i] / (sqrtf(o->v[i]) * inv_sqrt_bc2 + eps);
+}
+
+/* D_FP_S shift_one: the peer of rank r in a group of even n at round k, h = n/2. */
+static int shift_one_peer(int r, int n, uint64_t k) {
+    int h = n / 2;
+    if (r < h) return (int)((k + (uint64_t)r) % (uint64_t)((n + 1) / 2)) + h;
+    long long m = ((long long)r - h - (long long)(k % (uint64_t)h)) % h;
+    return (int)(m < 0 ? m + h : m);
+}
+
+static void ref_peer_avg(reference *f, float *x, size_t n) {
+    uint64_t k = f->rounds++;
+    if (f->d.peers == BP_PEERS_ALL) {
+        ref_avg(x, n);
+        return;
+    }
+    int peer = shift_one_peer(me, np, k);
+    MPI_Sendrecv(x, (int)n, MPI_FLOAT, peer, 1, f->tmp, (int)n, MPI_FLOAT, peer, 1, ref_comm,
+                 MPI_STATUS_IGNORE);
+    for (size_t i = 0; i < n; i++) x[i] = (x[i] + f->tmp[i]) / 2.0f;
+}
+
+/* D_LP_S: z = x + l/3 + r/3 - 5w/3; C(z) to both neighbours; l += D(C(z_left));
+ * r += D(C(z_right)); w += D(C(z)); x = w. One codec chunk: the whole buffer. */
+static void ref_ring_step(reference *f, float *x, size_t n) {
+    size_t bytes = bp_codec_encoded_size(f->minmax, n);
+    unsigned char *mine = malloc(bytes), *from_left = malloc(bytes), *from_right = malloc(bytes);
+    assert_true(mine && from_left && from_right);
+    for (size_t i = 0; i < n; i++)
+        f->tmp[i] = x[i] + f->left[i] / 3.0f + f->right[i] / 3.0f - 5.0f * f->w[i] / 3.0f;
+    ok(bp_codec_encode(f->minmax, f->tmp, n, mine, &err), "encode");
+    MPI_Sendrecv(mine, (int)bytes, MPI_BYTE, right_of(me), 2, from_left, (int)bytes, MPI_BYTE,
+                 left_of(me), 2, ref_comm, MPI_STATUS_IGNORE);
+    MPI_Sendrecv(mine, (int)bytes, MPI_BYTE, left_of(me), 3, from_right, (int)bytes, MPI_BYTE,
+                 right_of(me), 3, ref_comm, MPI_STATUS_IGNORE);
+    struct {
+        const unsigned char *enc;
+        float *replica;
+    } parts[] = {{from_left, f->left}, {from_right, f->right}, {mine, f->w}};
+    for (int k = 0; k < 3; k++) {
+        ok(bp_codec_decode(f->minmax, parts[k].enc, n, f->tmp, &err), "decode");
+        for (size_t i = 0; i < n; i++) parts[k].replica[i] += f->tmp[i];
+    }
+    memcpy(x, f->w, n * sizeof *x);
+    free(mine), free(from_left), free(from_right);
+}
+
+/* EASGD every tau steps: D = alpha (W - C); W -= D; C += sum over ranks of D. */
+static void ref_easgd(reference *f, float *w, size_t n) {
+    const float alpha = (float)f->d.ea_alpha;
+    for (size_t i = 0; i < n; i++) {
+        f->diff[i] = alpha * (w[i] - f->center[i]);
+        w[i] -= f->diff[i];
+    }
+    MPI_Allreduce(MPI_IN_PLACE, f->diff, (int)n, MPI_FLOAT, MPI_SUM, ref_comm);
+    for (size_t i = 0; i < n; i++) f->center[i] += f->diff[i];
+}
+
+static void ref_init(reference *f, const bp_train_config *c) {
+    memset(f, 0, sizeof *f);
+    replica_init(&f->r, c);
+    bp_train_dp_config(c, &f->d);
+    size_t n = f->r.n;
+    float *w = weights(&f->r);
+    MPI_Bcast(w, (int)n, MPI_FLOAT, 0, ref_comm); /* everyone starts from rank 0's weights */
+    f->tmp = floats(n);
+    switch (f->d.algo) {
+    case BP_DP_BYTEGRAD:
+    case BP_DP_QADAM: ok(bp_codec_minmax_u8_new(&f->minmax, &err), "codec"); break;
+    case BP_DP_POWERSGD: {
+        int nt = bp_model_num_tensors(f->r.m);
+        f->psgd = calloc((size_t)nt, sizeof *f->psgd);
+        assert_non_null(f->psgd);
+        for (int t = 0; t < nt; t++) {
+            const bp_tensor_info *ti = bp_model_tensor(f->r.m, t);
+            if (is_matrix(ti))
+                ok(bp_codec_powersgd_new((size_t)ti->shape[0], (size_t)ti->shape[1], f->d.rank,
+                                         f->d.seed + (uint64_t)t, &f->psgd[t], &err),
+                   "powersgd codec");
+        }
+        break;
+    }
+    case BP_DP_LP_DECENTRALIZED:
+        ok(bp_codec_minmax_u8_new(&f->minmax, &err), "codec");
+        f->w = floats(n), f->left = floats(n), f->right = floats(n);
+        memcpy(f->w, w, n * sizeof *w);
+        MPI_Sendrecv(w, (int)n, MPI_FLOAT, right_of(me), 4, f->left, (int)n, MPI_FLOAT, left_of(me),
+                     4, ref_comm, MPI_STATUS_IGNORE);
+        MPI_Sendrecv(w, (int)n, MPI_FLOAT, left_of(me), 5, f->right, (int)n, MPI_FLOAT,
+                     right_of(me), 5, ref_comm, MPI_STATUS_IGNORE);
+        break;
+    case BP_DP_EASGD:
+        f->center = floats(n), f->diff = floats(n);
+        memcpy(f->center, w, n * sizeof *w);
+        break;
+    default: break;
+    }
+}
+
+static void ref_free(reference *f) {
+    bp_codec_free(f->minmax);
+    for (int t = 0; f->psgd && t < bp_model_num_tensors(f->r.m); t++) bp_codec_free(f->psgd[t]);
+    free(f->psgd);
+    free(f->center), free(f->diff), free(f->w), free(f->left), free(f->right), free(f->tmp);
+    replica_free(&f->r);
+}
+
+/* One step of the rule. Gradient algorithms average gradients, then clip and step;
+ * weight algorithms clip and step on local gradients, then mix weights. */
+static void ref_step(reference *f) {
+    replica *r = &f->r;
+    float *w = weights(r), *g = grads(r);
+    size_t n = r->n;
+    int64_t s = r->step; /* 0-based index of this step */
+    double lr = bp_lr_at(&r->lr, s);
+    int accum = r->cfg.grad_accum;
+    bp_model_zero_grad(r->m);
+    for (int k = 0; k < accum; k++) micro_batch(r, NULL, k, accum);
+    bool qadam_late = f->d.algo == BP_DP_QADAM && s >= f->d.qadam_warmup;
+    switch (f->d.algo) {
+    case BP_DP_ALLREDUCE: ref_avg(g, n); break;
+    case BP_DP_BYTEGRAD: ref_avg_lp(f, g, n); break;
+    case BP_DP_POWERSGD:
+        if (s >= f->d.powersgd_warmup)
+            ref_powersgd(f);
+        else
+            ref_avg(g, n);
+        break;
+    case BP_DP_QADAM:
+        if (!qadam_late) ref_avg(g, n);
+        break;
+    default: break;
+    }
+    bp_clip_grad_norm(g, n, r->cfg.clip);
+    if (qadam_late)
+        ref_qadam(f, lr);
+    else
+        bp_optim_step(&r->o, w, g, lr);
+    switch (f->d.algo) {
+    case BP_DP_DECENTRALIZED:
+        if ((s + 1) % f->d.interval == 0) ref_peer_avg(f, w, n);
+        break;
+    case BP_DP_LP_DECENTRALIZED: ref_ring_step(f, w, n); break;
+    case BP_DP_EASGD:
+        if ((s + 1) % f->d.ea_period == 0) ref_easgd(f, w, n);
+        break;
+    default: break;
+    }
+    r->step++;
+}
+
+/* --- the cases ------------------------------------------------------------------------ */
+
+/* Engine and reference for STEPS steps, weights compared after every step. With
+ * `identical`, the engine's weights must also be the same bits on every rank. */
+static void engine_vs_reference(const char *name, const bp_train_config *c, tol t, bool identical) {
+    case_begin();
+    engine e;
+    reference f;
+    engine_init(&e, c);
+    ref_init(&f, c);
+    expect_close(name, 0, weights(&e.r), weights(&f.r), e.r.n, EXACT);
+    for (int s = 1; s <= STEPS; s++) {
+        engine_step(&e);
+        ref_step(&f);
+        expect_close(name, s, weights(&e.r), weights(&f.r), e.r.n, t);
+        if (identical) assert_true(same_everywhere(weights(&e.r), e.r.n * sizeof(float)));
+    }
+    engine_free(&e);
+    ref_free(&f);
+    case_end(name);
+}
+
+/* Tolerance of a rule whose averages are allreduces of p ranks. */
+static tol sum_tol(void) { return np == 2 ? EXACT : TOL_SUM; }
+
+static void test_allreduce_gpt(void **state) {
+    (void)state;
+    bp_train_config c = gpt_config();
+    c.dp_algo = BP_DP_ALLREDUCE;
+    engine_vs_reference("allreduce gpt", &c, sum_tol(), true);
+}
+
+/* The mlp (SGD, so the scale of the gradient matters, unlike with Adam) on 2 and
+ * 4 ranks; loading Fashion-MNIST twice per rank is the slow part of this file. */
+static void test_allreduce_mlp(void **state) {
+    (void)state;
+    if (np == 3) skip();
+    bp_train_config c = mlp_config();
+    c.dp_algo = BP_DP_ALLREDUCE;
+    engine_vs_reference("allreduce mlp", &c, sum_tol(), true);
+}
+
+/* C_LP_S is exact on any number of ranks (see the top). One bucket (the default
+ * 10 MB holds the whole model) so that the chunks are the reference's. */
+static void test_bytegrad_gpt(void **state) {
+    (void)state;
+    bp_train_config c = gpt_config();
+    c.dp_algo = BP_DP_BYTEGRAD;
+    engine_vs_reference("bytegrad gpt", &c, EXACT, true);
+}
+
+static void test_bytegrad_mlp(void **state) {
+    (void)state;
+    if (np != 2) skip();
+    bp_train_config c = mlp_config();
+    c.dp_algo = BP_DP_BYTEGRAD;
+    engine_vs_reference("bytegrad mlp", &c, EXACT, true);
+}
+
+/* qadam: the same bits as allreduce (engine against engine) while warming up,
+ * different afterwards; against the reference for all 20 steps. Exact on 2
+ * ranks only: on more, the warm-up's allreduce differs from MPI's in the last
+ * bits, and the 8-bit momentum turns that into whole quantization steps. */
+static void test_qadam_gpt(void **state) {
+    (void)state;
+    if (np != 2) skip();
+    case_begin();
+    bp_train_config c = gpt_config(), a = gpt_config();
+    c.dp_algo = BP_DP_QADAM;
+    c.qadam_warmup = 8;
+    a.dp_algo = BP_DP_ALLREDUCE;
+    engine q, ar;
+    reference f;
+    engine_init(&q, &c);
+    engine_init(&ar, &a);
+    ref_init(&f, &c);
+    for (int s = 1; s <= STEPS; s++) {
+        engine_step(&q);
+        engine_step(&ar);
+        ref_step(&f);
+        expect_close("qadam gpt", s, weights(&q.r), weights(&f.r), q.r.n, EXACT);
+        int same = memcmp(weights(&q.r), weights(&ar.r), q.r.n * sizeof(float)) == 0;
+        if (s <= c.qadam_warmup) {
+            assert_true(all_ranks(same));
+            assert_true(all_ranks(memcmp(q.r.o.v, ar.r.o.v, q.r.n * sizeof(float)) == 0));
+        } else {
+            assert_false(all_ranks(same));
+        }
+        if (s > c.qadam_warmup) /* the second moment stays frozen */
+            assert_true(all_ranks(memcmp(q.r.o.v, f.r.o.v, q.r.n * sizeof(float)) == 0));
+    }
+    engine_free(&q);
+    engine_free(&ar);
+    ref_free(&f);
+    case_end("qadam gpt");
+}
+
+static void decentralized(const char *name, int peers, tol t) {
+    bp_train_config c = gpt_config();
+    c.dp_algo = BP_DP_DECENTRALIZED;
+    c.peers = peers == BP_PEERS_ALL ? 1 : 0;
+    c.interval = 2;
+    engine_vs_reference(name, &c, t, false);
+}
+
+/* shift_one needs an even number of ranks; on 4 the pairs change every round. */
+static void test_decentralized_shift_one(void **state) {
+    (void)state;
+    if (np % 2) skip();
+    decentralized("decentralized shift_one interval=2", BP_PEERS_SHIFT_ONE, EXACT);
+}
+
+static void test_decentralized_all(void **state) {
+    (void)state;
+    decentralized("decentralized all interval=2", BP_PEERS_ALL, sum_tol());
+}
+
+/* D_LP_S is exact on any ring (>= 3 ranks). The reference's replicas also keep the
+ * invariant: l is the left neighbour's w and r the right neighbour's, bit for bit. */
+static void test_lp_decentralized(void **state) {
+    (void)state;
+    if (np < 3) skip();
+    case_begin();
+    bp_train_config c = gpt_config();
+    c.dp_algo = BP_DP_LP_DECENTRALIZED;
+    engine e;
+    reference f;
+    engine_init(&e, &c);
+    ref_init(&f, &c);
+    size_t n = e.r.n;
+    float *nb = floats(n);
+    for (int s = 1; s <= STEPS; s++) {
+        engine_step(&e);
+        ref_step(&f);
+        expect_close("lp-decentralized", s, weights(&e.r), weights(&f.r), n, EXACT);
+        MPI_Sendrecv(f.w, (int)n, MPI_FLOAT, right_of(me), 6, nb, (int)n, MPI_FLOAT, left_of(me), 6,
+                     MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        assert_true(all_ranks(memcmp(nb, f.left, n * sizeof *nb) == 0));
+        MPI_Sendrecv(f.w, (int)n, MPI_FLOAT, left_of(me), 7, nb, (int)n, MPI_FLOAT, right_of(me), 7,
+                     MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        assert_true(all_ranks(memcmp(nb, f.right, n * sizeof *nb) == 0));
+    }
+    free(nb);
+    engine_free(&e);
+    ref_free(&f);
+    case_end("lp-decentralized");
+}
+
+/* PowerSGD rank 2 after 2 warm-up steps of allreduce. P and Q are averaged with
+ * allreduces, so: exact on 2 ranks, TOL_SUM on more (measured: at most 7e-7). */
+static void test_powersgd_gpt(void **state) {
+    (void)state;
+    bp_train_config c = gpt_config();
+    c.dp_algo = BP_DP_POWERSGD;
+    c.psgd_rank = 2;
+    c.psgd_warmup = 2;
+    engine_vs_reference("powersgd rank=2 warmup=2 gpt", &c, sum_tol(), true);
+}
+
+static void test_powersgd_mlp(void **state) {
+    (void)state;
+    if (np != 2) skip();
+    bp_train_config c = mlp_config();
+    c.dp_algo = BP_DP_POWERSGD;
+    c.psgd_rank = 2;
+    engine_vs_reference("powersgd rank=2 mlp", &c, EXACT, true);
+}
+
+static void test_easgd(void **state) {
+    (void)state;
+    bp_train_config c = gpt_config();
+    c.dp_algo = BP_DP_EASGD;
+    c.ea_alpha = 0.3;
+    c.ea_period = 3;
+    engine_vs_reference("easgd alpha=0.3 period=3", &c, sum_tol(), false);
+}
+
+/* Engine against engine: `a` and `b` differ only in bucketing settings. */
+static void engine_vs_engine(const char *name, const bp_train_config *a, const bp_train_config *b,
+                             tol t) {
+    case_begin();
+    engine x, y;
+    engine_init(&x, a);
+    engine_init(&y, b);
+    for (int s = 1; s <= STEPS; s++) {
+        engine_step(&x);
+        engine_step(&y);
+        expect_close(name, s, weights(&x.r), weights(&y.r), x.r.n, t);
+    }
+    engine_free(&x);
+    engine_free(&y);
+    case_end(name);
+}
+
+/* Many small buckets (about 260 floats each, so nearly one per tensor) started
+ * during backward against one bucket sent after it. On 2 ranks: the same bits.
+ * On 3 and 4 ranks an element's ring sum starts at the owner of its chunk, and the
+ * chunks follow the bucket boundaries, so the order of the p additions differs
+ * between the two: the last bits differ, hence TOL_SUM. Timing alone (overlap on
+ * or off with the same buckets) changes nothing on any number of ranks. */
+static void test_buckets(void **state) {
+    (void)state;
+    bp_train_config small = gpt_config(), one = gpt_config(), small_off = gpt_config();
+    small.bucket_mb = small_off.bucket_mb = 0.001;
+    small_off.no_overlap = 1;
+    one.no_overlap = 1;
+    engine_vs_engine("small buckets overlap on vs one bucket off", &small, &one, sum_tol());
+    engine_vs_engine("small buckets overlap on vs off", &small, &small_off, EXACT);
+    /* And against the reference, which has no buckets at all. */
+    engine_vs_reference("allreduce small buckets", &small, sum_tol(), true);
+}
+
+/* Hierarchical (2-rank "nodes") against flat: the same average, summed in another
+ * order (within nodes, then between leaders). With SGD (lr 0.1, momentum 0.9), not
+ * AdamW: Adam's update does not change when every gradient is scaled alike, so a
+ * wrong scale between the node and leader stages would go unseen. */
+static void test_hierarchical(void **state) {
+    (void)state;
+    if (np != 4) skip();
+    bp_train_config h = gpt_config();
+    h.optim = BP_OPTIM_SGD;
+    h.lr = 0.1;
+    bp_train_config flat = h;
+    h.hierarchical = 1;
+    h.node_size = 2;
+    engine_vs_engine("hierarchical vs flat allreduce", &h, &flat, TOL_SUM);
+    engine_vs_reference("hierarchical allreduce", &h, TOL_SUM, true);
+}
+
+/* --grad-accum 2 with batch B against the reference with one batch of 2B: the
+ * same 2B windows (the data generator draws the same sequence) and the same mean
+ * gradient, summed in another order. */
+static void test_grad_accum(void **state) {
+    (void)state;
+    case_begin();
+    bp_train_config c = gpt_config(), big = gpt_config();
+    c.grad_accum = 2;
+    big.batch = 2 * c.batch;
+    engine e;
+    reference f;
+    engine_init(&e, &c);
+    ref_init(&f, &big);
+    for (int s = 1; s <= STEPS; s++) {
+        engine_step(&e);
+        ref_step(&f);
+        expect_close("grad-accum 2", s, weights(&e.r), weights(&f.r), e.r.n, TOL_ACCUM);
+    }
+    engine_free(&e);
+    ref_free(&f);
+    case_end("grad-accum 2 vs batch 2B");
+}
+
+/* Async (C_FP_A on weights, every 1 ms): ranks take different numbers of steps
+ * (rank r: 16 + r), each followed by a pause in which the averaging thread can
+ * apply its rounds. bp_dp_finish returns OK on every rank within a bound, and the
+ * replicas are closer together than the same steps without averaging, both during
+ * training (after step 15, which every rank takes; this needs rounds while
+ * training, not only the last round that bp_dp_finish ends with) and at the end. */
+#define ASYNC_COMMON 15
+
+static void test_async(void **state) {
+    (void)state;
+    case_begin();
+    bp_train_config c = gpt_config();
+    c.dp_algo = BP_DP_ASYNC;
+    c.sync_ms = 1;
+    int steps = ASYNC_COMMON + 1 + me;
+    engine e;
+    engine_init(&e, &c);
+    size_t n = e.r.n;
+    float *mid = floats(n);
+    for (int s = 0; s < steps; s++) {
+        engine_step_snapshot(&e, s == ASYNC_COMMON ? mid : NULL);
+        usleep(2000);
+    }
+    double t0 = now_s();
+    int rc = bp_dp_finish(e.dp, &err);
+    double took = now_s() - t0;
+    if (rc != BP_OK) fprintf(stderr, "rank %d: bp_dp_finish: %s\n", me, err.msg);
+    assert_true(all_ranks(rc == BP_OK));
+    assert_true(max_over_ranks(took) < 5.0);
+    double mid_avg = spread(mid, n), end_avg = spread(weights(&e.r), n);
+    bp_dp_destroy(e.dp);
+    bp_comm_free(e.g);
+    replica_free(&e.r);
+
+    /* The same local steps from the same start, never averaged. */
+    reference f;
+    c.dp_algo = BP_DP_DECENTRALIZED;
+    c.interval = 1000000;
+    ref_init(&f, &c);
+    for (int s = 0; s < steps; s++) {
+        if (s == ASYNC_COMMON) memcpy(mid, weights(&f.r), n * sizeof *mid);
+        ref_step(&f);
+    }
+    double mid_local = spread(mid, n), end_local = spread(weights(&f.r), n);
+    ref_free(&f);
+    free(mid);
+    if (verbose && me == 0)
+        printf("[%d ranks] async: spread after %d steps %.3g (without averaging %.3g), at the end "
+               "%.3g (%.3g); finish took %.3g s\n",
+               np, ASYNC_COMMON, mid_avg, mid_local, end_avg, end_local, took);
+    assert_true(mid_local > 0 && end_local > 0);
+    assert_true(mid_avg < 0.5 * mid_local);
+    assert_true(end_avg < 0.5 * end_local);
+}
+
+static void on_alarm(int sig) {
+    (void)sig;
+    static const char msg[] = "test_dp_reference: still running after 100 s; ending the job\n";
+    ssize_t w = write(2, msg, sizeof msg - 1);
+    (void)w;
+    _exit(1);
+}
+
+int main(int argc, char **argv) {
+    int provided;
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+    if (provided < MPI_THREAD_MULTIPLE) {
+        fprintf(stderr, "MPI without MPI_THREAD_MULTIPLE\n");
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    MPI_Comm_rank(MPI_COMM_WORLD, &me);
+    MPI_Comm_size(MPI_COMM_WORLD, &np);
+    MPI_Comm_dup(MPI_COMM_WORLD, &ref_comm);
+    verbose = getenv("BP_DP_VERBOSE") && atoi(getenv("BP_DP_VERBOSE"));
+    signal(SIGALRM, on_alarm);
+    alarm(100);
+    if (argc > 1) cmocka_set_test_filter(argv[1]);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_allreduce_gpt),
+        cmocka_unit_test(test_allreduce_mlp),
+        cmocka_unit_test(test_bytegrad_gpt),
+        cmocka_unit_test(test_bytegrad_mlp),
+        cmocka_unit_test(test_qadam_gpt),
+        cmocka_unit_test(test_decentralized_shift_one),
+        cmocka_unit_test(test_decentralized_all),
+        cmocka_unit_test(test_lp_decentralized),
+        cmocka_unit_test(test_powersgd_gpt),
+        cmocka_unit_test(test_powersgd_mlp),
+        cmocka_unit_test(test_easgd),
+        cmocka_unit_test(test_buckets),
+        cmocka_unit_test(test_hierarchical),
+        cmocka_unit_test(test_grad_accum),
+        cmocka_unit_test(test_async),
+    };
+    int failed = cmocka_run_group_tests_name("dp reference", tests, NULL, NULL);
+    int any = 0;
+    MPI_Allreduce(&failed, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    MPI_Comm_free(&ref_comm);
+    MPI_Finalize();
+    return any ? 1 : 0;
+}
