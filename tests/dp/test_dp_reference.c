@@ -310,6 +310,7 @@ typedef struct reference {
     bp_dp_config d;
     bp_codec *minmax;              /* bytegrad, qadam, lp-decentralized */
     bp_codec **psgd;               /* powersgd: per 2-D tensor */
+    float **qprev;                 /* powersgd: each tensor's last averaged Q */
     float *center, *diff;          /* easgd */
     float *w, *left, *right, *tmp; /* lp-decentralized: own and neighbours' replicas */
     uint64_t rounds;               /* decentralized: weight averagings so far */
@@ -377,9 +378,42 @@ static void ref_avg_lp(reference *f, float *x, size_t n) {
  * E = M - G. The local matrix steps are the codec's (bp_powersgd_project,
  * _reproject, _finish); the averages, which tensors are compressed, and the full
  * average of the 1-D tensors are written here. Tensor t's Q is seeded with
- * seed + t on every rank, as the engine does, so that Q starts alike everywhere. */
+ * seed + t on every rank, as the engine does, so that Q starts alike everywhere.
+ * So that the comparison does not rest on the codec alone, each of its steps is
+ * also checked here in double against the rule: P = M Q with the previous step's
+ * averaged Q (warm start; from the second compressed step on, the first Q being
+ * the codec's seeded Gaussian), P^T P = I after orthonormalization, Q = M^T P,
+ * G = P Q^T with the averaged Q, and the new error E = M - G. */
 static bool is_matrix(const bp_tensor_info *ti) {
     return ti->ndim == 2 && ti->shape[0] > 1 && ti->shape[1] > 1;
+}
+
+static bool algebra_ok = true; /* asserted, collectively, after every step */
+
+/* got (float) against want (double) within 1e-4 of want's largest magnitude: the
+ * float products sum at most 784 terms. */
+static void expect_matrix(const char *what, int t, const float *got, const double *want, size_t n) {
+    double scale = 0, d = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (fabs(want[i]) > scale) scale = fabs(want[i]);
+        double e = fabs((double)got[i] - want[i]);
+        if (!(e <= d)) d = e;
+    }
+    if (d <= 1e-4 * scale + 1e-12) return;
+    algebra_ok = false;
+    fprintf(stderr, "rank %d: powersgd tensor %d: %s off by %.3g (largest value %.3g)\n", me, t,
+            what, d, scale);
+}
+
+/* c (r x k) = a (r x m) b (m x k), or a^T b with a (m x r) when ta. */
+static void matmul(bool ta, const double *a, const float *b, size_t r, size_t m, size_t k,
+                   double *c) {
+    for (size_t i = 0; i < r; i++)
+        for (size_t j = 0; j < k; j++) {
+            double s = 0;
+            for (size_t l = 0; l < m; l++) s += (ta ? a[l * r + i] : a[i * m + l]) * b[l * k + j];
+            c[i * k + j] = s;
+        }
 }
 
 static void ref_powersgd(reference *f) {
@@ -387,17 +421,55 @@ static void ref_powersgd(reference *f) {
     for (int t = 0; t < bp_model_num_tensors(f->r.m); t++) {
         const bp_tensor_info *ti = bp_model_tensor(f->r.m, t);
         float *x = g + ti->offset;
-        if (!f->psgd[t]) {
+        bp_codec *c = f->psgd[t];
+        if (!c) {
             ref_avg(x, ti->numel);
             continue;
         }
+        size_t rows = (size_t)ti->shape[0], cols = (size_t)ti->shape[1], n = ti->numel;
+        size_t k = (size_t)bp_powersgd_rank(c), big = (rows > cols ? rows : cols) * k;
+        double *m = malloc(n * sizeof *m), *want = malloc((n > big ? n : big) * sizeof *want);
+        double *pd = malloc(rows * k * sizeof *pd);
+        assert_true(m && want && pd);
+        const float *e = bp_powersgd_error(c);
+        for (size_t i = 0; i < n; i++) m[i] = (double)x[i] + (double)e[i];
         float *p, *q;
         size_t p_len, q_len;
-        ok(bp_powersgd_project(f->psgd[t], x, ti->numel, &p, &p_len, &err), "project");
+        ok(bp_powersgd_project(c, x, n, &p, &p_len, &err), "project");
+        if (f->qprev[t]) {
+            matmul(false, m, f->qprev[t], rows, cols, k, want);
+            expect_matrix("P = M Q", t, p, want, p_len);
+        }
         ref_avg(p, p_len);
-        ok(bp_powersgd_reproject(f->psgd[t], &q, &q_len, &err), "reproject");
+        ok(bp_powersgd_reproject(c, &q, &q_len, &err), "reproject");
+        for (size_t a = 0; a < k; a++) /* P^T P = I (a zero column may stay zero) */
+            for (size_t b = 0; b < k; b++) {
+                double dot = 0;
+                for (size_t i = 0; i < rows; i++) dot += (double)p[i * k + a] * p[i * k + b];
+                bool zero = a == b && fabs(dot) < 1e-12;
+                if (!zero && fabs(dot - (a == b)) > 1e-5) {
+                    algebra_ok = false;
+                    fprintf(stderr, "rank %d: powersgd tensor %d: (P^T P)[%zu][%zu] = %.9g\n", me,
+                            t, a, b, dot);
+                }
+            }
+        matmul(true, m, p, cols, rows, k, want);
+        expect_matrix("Q = M^T P", t, q, want, q_len);
         ref_avg(q, q_len);
-        ok(bp_powersgd_finish(f->psgd[t], x, ti->numel, &err), "finish");
+        ok(bp_powersgd_finish(c, x, n, &err), "finish");
+        for (size_t i = 0; i < rows * k; i++) pd[i] = p[i];
+        for (size_t i = 0; i < rows; i++) /* want = P Q^T */
+            for (size_t j = 0; j < cols; j++) {
+                double s = 0;
+                for (size_t l = 0; l < k; l++) s += pd[i * k + l] * q[j * k + l];
+                want[i * cols + j] = s;
+            }
+        expect_matrix("G = P Q^T", t, x, want, n);
+        for (size_t i = 0; i < n; i++) want[i] = m[i] - (double)x[i];
+        expect_matrix("E = M - G", t, bp_powersgd_error(c), want, n);
+        if (!f->qprev[t]) f->qprev[t] = floats(q_len);
+        memcpy(f->qprev[t], q, q_len * sizeof *q);
+        free(m), free(want), free(pd);
     }
 }
 
@@ -494,7 +566,8 @@ static void ref_init(reference *f, const bp_train_config *c) {
     case BP_DP_POWERSGD: {
         int nt = bp_model_num_tensors(f->r.m);
         f->psgd = calloc((size_t)nt, sizeof *f->psgd);
-        assert_non_null(f->psgd);
+        f->qprev = calloc((size_t)nt, sizeof *f->qprev);
+        assert_true(f->psgd && f->qprev);
         for (int t = 0; t < nt; t++) {
             const bp_tensor_info *ti = bp_model_tensor(f->r.m, t);
             if (is_matrix(ti))
@@ -523,8 +596,11 @@ static void ref_init(reference *f, const bp_train_config *c) {
 
 static void ref_free(reference *f) {
     bp_codec_free(f->minmax);
-    for (int t = 0; f->psgd && t < bp_model_num_tensors(f->r.m); t++) bp_codec_free(f->psgd[t]);
-    free(f->psgd);
+    for (int t = 0; f->psgd && t < bp_model_num_tensors(f->r.m); t++) {
+        bp_codec_free(f->psgd[t]);
+        free(f->qprev[t]);
+    }
+    free(f->psgd), free(f->qprev);
     free(f->center), free(f->diff), free(f->w), free(f->left), free(f->right), free(f->tmp);
     replica_free(&f->r);
 }
@@ -588,6 +664,7 @@ static void engine_vs_reference(const char *name, const bp_train_config *c, tol 
         engine_step(&e);
         ref_step(&f);
         expect_close(name, s, weights(&e.r), weights(&f.r), e.r.n, t);
+        assert_true(all_ranks(algebra_ok));
         if (identical) assert_true(same_everywhere(weights(&e.r), e.r.n * sizeof(float)));
     }
     engine_free(&e);
@@ -826,12 +903,19 @@ static void test_grad_accum(void **state) {
 }
 
 /* Async (C_FP_A on weights, every 1 ms): ranks take different numbers of steps
- * (rank r: 16 + r), each followed by a pause in which the averaging thread can
- * apply its rounds. bp_dp_finish returns OK on every rank within a bound, and the
- * replicas are closer together than the same steps without averaging, both during
- * training (after step 15, which every rank takes; this needs rounds while
- * training, not only the last round that bp_dp_finish ends with) and at the end. */
-#define ASYNC_COMMON 15
+ * (rank r: 11 + r); after each of the first 10, which every rank takes, a pause in
+ * which the averaging thread runs a few rounds. bp_dp_finish returns OK on every
+ * rank within a bound, and the replicas are closer together than the same steps
+ * without averaging, both during training (at the start of step 11; this needs
+ * rounds while training, not only the last round that bp_dp_finish ends with) and
+ * at the end. */
+#define ASYNC_COMMON 10
+
+static uint64_t async_rounds(engine *e) {
+    bp_stats st;
+    bp_comm_stats(e->g, &st, false);
+    return st.op[BP_OP_ASYNC_AVG].calls;
+}
 
 static void test_async(void **state) {
     (void)state;
@@ -846,7 +930,13 @@ static void test_async(void **state) {
     float *mid = floats(n);
     for (int s = 0; s < steps; s++) {
         engine_step_snapshot(&e, s == ASYNC_COMMON ? mid : NULL);
-        usleep(2000);
+        if (s >= ASYNC_COMMON) continue; /* a rank may have stopped the rounds */
+        /* Wait (up to 2 s, however loaded the machine) for three more rounds: the
+         * second of them then has snapshot the weights after this step and updated
+         * them. The count is what comm/ charges to the group per round. */
+        uint64_t r0 = async_rounds(&e);
+        double until = now_s() + 2.0;
+        while (async_rounds(&e) < r0 + 3 && now_s() < until) usleep(200);
     }
     double t0 = now_s();
     int rc = bp_dp_finish(e.dp, &err);
