@@ -345,8 +345,10 @@ static void ref_avg(float *x, size_t n) {
  * times 1/p), compresses the average again; allgather; everyone decompresses every
  * chunk, its own included. Encode and decode are the library's MinMaxUInt8. */
 static void ref_avg_lp(reference *f, float *x, size_t n) {
-    int p = np, scount[4], sdispl[4], rcount[4], rdispl[4];
-    size_t off[4], len[4], total = 0;
+    enum { MAX_RANKS = 8 };
+    assert_true(np <= MAX_RANKS);
+    int p = np, scount[MAX_RANKS], sdispl[MAX_RANKS], rcount[MAX_RANKS], rdispl[MAX_RANKS];
+    size_t off[MAX_RANKS], len[MAX_RANKS], total = 0;
     for (int j = 0; j < p; j++) {
         chunk(n, p, j, &off[j], &len[j]);
         scount[j] = (int)bp_codec_encoded_size(f->minmax, len[j]);
