@@ -57,7 +57,7 @@ int bp_manifest_write(const char *ckpt_dir, const bp_manifest *mf, bp_err *err) 
 }
 
 static int manifest_fields(const bp_json *j, bp_manifest *mf) {
-    unsigned long long step, dp, pp, tp;
+    unsigned long long step = 0, dp = 0, pp = 0, tp = 0;
     int ok = bp_json_str_eq(j, bp_json_get(j, 0, "format"), "bagpipe-checkpoint") &&
              bp_json_uint(j, bp_json_get(j, 0, "step"), &step) &&
              bp_json_uint(j, bp_json_get(j, 0, "dp"), &dp) &&
