@@ -59,13 +59,20 @@ void bp_optim_step(bp_optim *o, bp_real *params, const bp_real *grads, double lr
         adamw_step(o, params, grads, lr);
 }
 
-double bp_clip_grad_norm(bp_real *grads, size_t n, double max_norm) {
+double bp_grad_sumsq(const bp_real *grads, size_t n) {
     double sum = 0;
     for (size_t i = 0; i < n; i++) sum += (double)grads[i] * (double)grads[i];
-    double norm = sqrt(sum);
-    if (max_norm > 0 && norm > max_norm) {
-        bp_real scale = (bp_real)(max_norm / (norm + 1e-6));
-        for (size_t i = 0; i < n; i++) grads[i] *= scale;
-    }
+    return sum;
+}
+
+void bp_clip_to(bp_real *grads, size_t n, double norm, double max_norm) {
+    if (max_norm <= 0 || norm <= max_norm) return;
+    bp_real scale = (bp_real)(max_norm / (norm + 1e-6));
+    for (size_t i = 0; i < n; i++) grads[i] *= scale;
+}
+
+double bp_clip_grad_norm(bp_real *grads, size_t n, double max_norm) {
+    double norm = sqrt(bp_grad_sumsq(grads, n));
+    bp_clip_to(grads, n, norm, max_norm);
     return norm;
 }

@@ -42,5 +42,9 @@ int bp_optim_num_buffers(const bp_optim_config *cfg);
 /* L2 norm of grads; when max_norm > 0 and the norm exceeds it, scale grads down to
  * max_norm (PyTorch's clip_grad_norm_). Returns the norm before clipping. */
 double bp_clip_grad_norm(bp_real *grads, size_t n, double max_norm);
+/* The parts of bp_clip_grad_norm, for gradients spread over several processes:
+ * the sum of squares (in double), and the scaling once the global norm is known. */
+double bp_grad_sumsq(const bp_real *grads, size_t n);
+void bp_clip_to(bp_real *grads, size_t n, double norm, double max_norm);
 
 #endif

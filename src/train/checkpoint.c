@@ -1,6 +1,7 @@
 #include "train/checkpoint.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -229,20 +230,81 @@ int bp_checkpoint_model_config(const bp_checkpoint *ck, bp_model_config *cfg, bp
     return BP_OK;
 }
 
-int bp_checkpoint_load_model(const bp_checkpoint *ck, bp_model *m, bp_err *err) {
+/* Tensor ti of the shard, or NULL when absent; BP_EFORMAT when present with another shape. */
+static int shard_tensor(const bp_checkpoint *ck, const bp_tensor_info *ti, const bp_st_tensor **out,
+                        bp_err *err) {
+    const bp_st_tensor *t = bp_safetensors_find(&ck->weights, ti->name);
+    *out = t;
+    int same = !t || (t->ndim == ti->ndim && t->numel == ti->numel);
+    for (int d = 0; t && same && d < ti->ndim; d++) same = t->shape[d] == ti->shape[d];
+    if (!same)
+        return bp_fail(err, BP_EFORMAT,
+                       "checkpoint %s: tensor %s has another shape (checkpoint from a different "
+                       "model configuration)",
+                       ck->dir, ti->name);
+    return BP_OK;
+}
+
+int bp_checkpoint_load_present(const bp_checkpoint *ck, bp_model *m, int *loaded, bp_err *err) {
     bp_real *params = bp_model_params(m);
     for (int i = 0; i < bp_model_num_tensors(m); i++) {
         const bp_tensor_info *ti = bp_model_tensor(m, i);
-        const bp_st_tensor *t = bp_safetensors_find(&ck->weights, ti->name);
-        int same = t && t->ndim == ti->ndim && t->numel == ti->numel;
-        for (int d = 0; same && d < ti->ndim; d++) same = t->shape[d] == ti->shape[d];
-        if (!same)
-            return bp_fail(err, BP_EFORMAT,
-                           "checkpoint %s: tensor %s is missing or has another shape (checkpoint "
-                           "from a different model configuration)",
-                           ck->dir, ti->name);
+        const bp_st_tensor *t;
+        int rc = shard_tensor(ck, ti, &t, err);
+        if (rc) return rc;
+        if (!t) continue;
         memcpy(params + ti->offset, t->data, ti->numel * sizeof(float));
+        ++*loaded;
     }
+    return BP_OK;
+}
+
+int bp_checkpoint_load_model(const bp_checkpoint *ck, bp_model *m, bp_err *err) {
+    int loaded = 0, rc = bp_checkpoint_load_present(ck, m, &loaded, err);
+    for (int i = 0; rc == BP_OK && i < bp_model_num_tensors(m); i++)
+        if (!bp_safetensors_find(&ck->weights, bp_model_tensor(m, i)->name))
+            rc = bp_fail(err, BP_EFORMAT,
+                         "checkpoint %s: tensor %s is missing (checkpoint from a different model "
+                         "configuration)",
+                         ck->dir, bp_model_tensor(m, i)->name);
+    return rc;
+}
+
+/* Load the tensors of shard (stage, 0) into m, marking them in `have`. */
+static int load_stage(const char *dir, int stage, bp_model *m, bool *have, bp_err *err) {
+    bp_checkpoint ck;
+    int loaded = 0, rc = bp_checkpoint_open(dir, stage, 0, &ck, err);
+    if (rc == BP_OK) rc = bp_checkpoint_load_present(&ck, m, &loaded, err);
+    for (int i = 0; rc == BP_OK && i < bp_model_num_tensors(m); i++)
+        if (bp_safetensors_find(&ck.weights, bp_model_tensor(m, i)->name)) have[i] = true;
+    bp_checkpoint_close(&ck);
+    return rc;
+}
+
+int bp_checkpoint_load_whole(const char *dir, bp_model **out, bp_err *err) {
+    *out = NULL;
+    bp_checkpoint ck;
+    bp_model_config mc;
+    int rc = bp_checkpoint_open(dir, 0, 0, &ck, err);
+    if (rc) return rc;
+    int stages = ck.manifest.pp;
+    rc = bp_checkpoint_model_config(&ck, &mc, err);
+    bp_checkpoint_close(&ck);
+    bp_model *m = NULL;
+    if (rc == BP_OK) rc = bp_model_create(&mc, 0, -1, &m, err);
+    bool *have = rc == BP_OK ? calloc((size_t)bp_model_num_tensors(m), sizeof *have) : NULL;
+    if (rc == BP_OK && !have) rc = bp_fail(err, BP_ENOMEM, "out of memory");
+    for (int s = 0; rc == BP_OK && s < stages; s++) rc = load_stage(dir, s, m, have, err);
+    for (int i = 0; rc == BP_OK && i < bp_model_num_tensors(m); i++)
+        if (!have[i])
+            rc = bp_fail(err, BP_EFORMAT, "checkpoint %s: no shard holds tensor %s", dir,
+                         bp_model_tensor(m, i)->name);
+    free(have);
+    if (rc) {
+        bp_model_destroy(m);
+        return rc;
+    }
+    *out = m;
     return BP_OK;
 }
 

@@ -37,6 +37,7 @@ typedef struct bp_manifest {
     int dp, pp, tp;      /* the grid that wrote it */
     char dp_algo[128];   /* algorithm and settings */
     char replicas[16];   /* "identical" (dp replicas were equal) or "averaged" */
+    char partition[256]; /* blocks per stage, "2,3,3" */
 } bp_manifest;
 
 /* "stage<s>-tp<t>.<ext>" */
@@ -82,6 +83,13 @@ void bp_checkpoint_close(bp_checkpoint *ck);
 int bp_checkpoint_model_config(const bp_checkpoint *ck, bp_model_config *cfg, bp_err *err);
 /* Copy weights into m; every tensor of m must be present with the same shape. */
 int bp_checkpoint_load_model(const bp_checkpoint *ck, bp_model *m, bp_err *err);
+/* Copy the tensors of m that this shard holds (same shape required) and count them
+ * in *loaded: for assembling a whole model from the shards of several stages. */
+int bp_checkpoint_load_present(const bp_checkpoint *ck, bp_model *m, int *loaded, bp_err *err);
+/* The whole model of the checkpoint `dir` means, assembled from the shards of all
+ * its pipeline stages (e.g. for sampling). */
+int bp_checkpoint_load_whole(const char *dir, bp_model **out, bp_err *err);
+
 /* Copy optimizer state into o (same kind and size). */
 int bp_checkpoint_load_optim(const bp_checkpoint *ck, bp_optim *o, bp_err *err);
 

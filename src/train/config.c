@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "parallel/partition.h"
+
 #define FASHION_MNIST_DIR "/usr/share/datasets/fashion-mnist"
 #define FASHION_TRAIN_IMAGES 60000
 
@@ -64,7 +66,14 @@ static const bp_option train_options[] = {
            "live bar on a terminal, plain lines otherwise (auto)", NULL),
     NUM("threads", BP_OPT_INT, threads, 1, 1024, "N", "BLAS threads of this process"),
     {"dp", BP_OPT_INT, OFF(dp), 0, NULL, 1, 1 << 20, "N", "data-parallel replicas",
-     "every rank"},
+     "the ranks / (pp x tp)"},
+    NUM("pp", BP_OPT_INT, pp, 1, 1 << 16, "S", "pipeline stages"),
+    STR("partition", partition, "N,N,..",
+        "blocks per pipeline stage (gpt has layers + 2 blocks: embedding, layers, head)",
+        "balanced by measured block time"),
+    NUM("micro-batches", BP_OPT_INT, micro_batches, 1, 1 << 20, "M",
+        "micro-batches each replica's batch is split into (the pipeline's unit of work)"),
+    STR("schedule", pipe_schedule, "NAME", "pipeline schedule: gpipe, 1f1b or afp:K", "1f1b"),
     NUM("grad-accum", BP_OPT_INT, grad_accum, 1, 1 << 20, "K",
         "micro-batches per optimizer step (the global batch becomes --batch x K)"),
     CHOICE("dp-algo", dp_algo, BP_DP_ALGO_CHOICES, "how the data-parallel replicas agree", NULL),
@@ -141,6 +150,9 @@ void bp_train_config_defaults(bp_train_config *c) {
     c->progress = BP_PROGRESS_AUTO;
     c->threads = 1;
     c->grad_accum = 1;
+    c->pp = 1;
+    c->micro_batches = 1;
+    snprintf(c->pipe_schedule, sizeof c->pipe_schedule, "1f1b");
     c->dp_algo = BP_DP_ALLREDUCE;
     c->interval = 1;
     c->sync_ms = 20;
@@ -247,16 +259,34 @@ void bp_train_dp_config(const bp_train_config *c, bp_dp_config *d) {
 }
 
 int bp_train_config_check_world(bp_train_config *c, int world, bp_err *err) {
-    if (c->dp == 0) c->dp = world;
-    if (c->dp != world)
+    if (world % c->pp)
+        return bp_fail(err, BP_EUSAGE, "option --pp: %d stages do not divide the %d ranks", c->pp,
+                       world);
+    if (c->dp == 0) c->dp = world / c->pp;
+    if (c->dp * c->pp != world)
         return bp_fail(err, BP_EUSAGE,
-                       "option --dp: %d replicas need %d ranks, but the job has %d (mpirun -np)",
-                       c->dp, c->dp, world);
-    if (c->batch % c->dp)
-        return bp_fail(err, BP_EUSAGE, "option --batch: %d is not divisible by --dp %d", c->batch,
-                       c->dp);
+                       "option --dp: %d replicas x %d stages need %d ranks, but the job has %d "
+                       "(mpirun -np)",
+                       c->dp, c->pp, c->dp * c->pp, world);
+    if (c->batch % (c->dp * c->micro_batches))
+        return bp_fail(err, BP_EUSAGE,
+                       "option --batch: %d is not divisible by --dp %d x --micro-batches %d",
+                       c->batch, c->dp, c->micro_batches);
+    bp_schedule sched;
+    int rc = bp_schedule_parse(c->pipe_schedule, &sched, err);
+    if (rc) return rc;
+    bp_model_config mc;
+    bp_train_model_config(c, &mc);
+    if (c->pp > bp_model_num_blocks(&mc))
+        return bp_fail(err, BP_EUSAGE, "option --pp: %d stages for a model of %d blocks", c->pp,
+                       bp_model_num_blocks(&mc));
+    if (c->partition[0]) {
+        int first[c->pp + 1];
+        if ((rc = bp_partition_parse(c->partition, bp_model_num_blocks(&mc), c->pp, first, err)))
+            return rc;
+    }
     bp_net net;
-    int rc = bp_net_parse(c->net, &net, err);
+    rc = bp_net_parse(c->net, &net, err);
     if (rc) return bp_err_context(err, "option --net");
     if (c->dp_algo == BP_DP_QADAM && c->optim != BP_OPTIM_ADAMW)
         return bp_fail(err, BP_EUSAGE, "option --optim: --dp-algo qadam needs adamw");

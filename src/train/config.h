@@ -15,6 +15,7 @@
 #include "nn/model.h"
 #include "nn/optim.h"
 #include "parallel/dp.h"
+#include "parallel/schedule.h"
 
 typedef enum bp_progress_mode {
     BP_PROGRESS_AUTO, /* a live bar on a terminal, plain lines otherwise */
@@ -48,7 +49,11 @@ typedef struct bp_train_config {
     int progress; /* bp_progress_mode */
     int threads;
     /* parallelism and communication */
-    int dp;          /* data-parallel replicas (0: every rank) */
+    int dp;          /* data-parallel replicas (0: every rank not used by other axes) */
+    int pp;          /* pipeline stages */
+    char partition[256]; /* blocks per stage, "2,3,3"; "" balances measured time */
+    int micro_batches;   /* per optimizer step and per gradient accumulation */
+    char pipe_schedule[32]; /* gpipe | 1f1b | afp:K */
     int grad_accum;  /* micro-batches per optimizer step */
     int dp_algo;     /* bp_dp_algo */
     int peers;       /* 0 shift_one, 1 all */

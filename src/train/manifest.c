@@ -36,8 +36,8 @@ int bp_manifest_write(const char *ckpt_dir, const bp_manifest *mf, bp_err *err) 
     int k = snprintf(text, sizeof text,
                      "{\"format\":\"bagpipe-checkpoint\",\"version\":1,\"step\":%" PRId64
                      ",\"dp\":%d,\"pp\":%d,\"tp\":%d,\"dp_algo\":\"%s\",\"replicas\":\"%s\","
-                     "\"shards\":[",
-                     mf->step, mf->dp, mf->pp, mf->tp, mf->dp_algo, mf->replicas);
+                     "\"partition\":\"%s\",\"shards\":[",
+                     mf->step, mf->dp, mf->pp, mf->tp, mf->dp_algo, mf->replicas, mf->partition);
     for (int s = 0; s < mf->pp; s++)
         for (int t = 0; t < mf->tp && k > 0 && (size_t)k < sizeof text; t++)
             k += snprintf(text + k, sizeof text - (size_t)k,
@@ -65,7 +65,9 @@ static int manifest_fields(const bp_json *j, bp_manifest *mf) {
              bp_json_uint(j, bp_json_get(j, 0, "tp"), &tp) && dp >= 1 && pp >= 1 && tp >= 1 &&
              dp < (1u << 24) && pp < (1u << 24) && tp < (1u << 24) &&
              bp_json_str_copy(j, bp_json_get(j, 0, "dp_algo"), mf->dp_algo, sizeof mf->dp_algo) &&
-             bp_json_str_copy(j, bp_json_get(j, 0, "replicas"), mf->replicas, sizeof mf->replicas);
+             bp_json_str_copy(j, bp_json_get(j, 0, "replicas"), mf->replicas, sizeof mf->replicas) &&
+             bp_json_str_copy(j, bp_json_get(j, 0, "partition"), mf->partition,
+                              sizeof mf->partition);
     mf->step = (int64_t)step;
     mf->dp = (int)dp;
     mf->pp = (int)pp;

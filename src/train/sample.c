@@ -98,19 +98,15 @@ static int generate(bp_model *m, const bp_sample_config *c, FILE *out, bp_err *e
 }
 
 int bp_sample_run(const bp_sample_config *c, FILE *out, bp_err *err) {
-    bp_checkpoint ck;
-    int rc = bp_checkpoint_open(c->ckpt, 0, 0, &ck, err);
-    if (rc) return rc;
-    bp_model_config mc;
     bp_model *m = NULL;
-    rc = bp_checkpoint_model_config(&ck, &mc, err);
-    if (rc == BP_OK && mc.kind != BP_MODEL_GPT)
-        rc = bp_fail(err, BP_EUSAGE, "checkpoint %s holds an mlp; sampling needs a gpt", ck.dir);
-    if (rc == BP_OK && mc.vocab > 1024)
-        rc = bp_fail(err, BP_EFORMAT, "checkpoint %s: vocabulary of %d is too large", ck.dir, mc.vocab);
-    if (rc == BP_OK) rc = bp_model_create(&mc, 0, -1, &m, err);
-    if (rc == BP_OK) rc = bp_checkpoint_load_model(&ck, m, err);
-    bp_checkpoint_close(&ck);
+    int rc = bp_checkpoint_load_whole(c->ckpt, &m, err);
+    if (rc) return rc;
+    const bp_model_config *mc = bp_model_get_config(m);
+    if (mc->kind != BP_MODEL_GPT)
+        rc = bp_fail(err, BP_EUSAGE, "checkpoint %s holds an mlp; sampling needs a gpt", c->ckpt);
+    else if (mc->vocab > 1024)
+        rc = bp_fail(err, BP_EFORMAT, "checkpoint %s: vocabulary of %d is too large", c->ckpt,
+                     mc->vocab);
     if (rc == BP_OK) rc = generate(m, c, out, err);
     bp_model_destroy(m);
     return rc;

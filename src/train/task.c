@@ -27,7 +27,8 @@ static int init_images(bp_task *t, const bp_train_config *c, bp_err *err) {
                      t->B_global, t->train.n);
     if (rc == BP_OK) rc = bp_epoch_sampler_init(&t->sampler, t->train.n, (uint64_t)c->seed, err);
     if (rc == BP_OK)
-        rc = bp_alloc_checked((void **)&t->images, (size_t)t->B_local * 784 * sizeof(float),
+        rc = bp_alloc_checked((void **)&t->images,
+                              (size_t)t->slots * (size_t)t->B_local * 784 * sizeof(float),
                               "image batch", err);
     if (rc == BP_OK)
         rc = bp_alloc_checked((void **)&t->idx, (size_t)t->B_local * sizeof(int), "batch", err);
@@ -43,7 +44,8 @@ int bp_task_init(bp_task *t, const bp_train_config *c, int rank, int world, bp_e
     t->B_local = c->batch / world;
     t->T = t->kind == BP_MODEL_GPT ? c->seq_len : 1;
     t->eval_batches = c->eval_batches;
-    size_t n = (size_t)t->B_local * (size_t)t->T * sizeof(int32_t);
+    t->slots = c->grad_accum;
+    size_t n = (size_t)t->slots * (size_t)t->B_local * (size_t)t->T * sizeof(int32_t);
     int rc = bp_alloc_checked((void **)&t->tokens, n, "token batch", err);
     if (rc == BP_OK) rc = bp_alloc_checked((void **)&t->targets, n, "target batch", err);
     if (rc == BP_OK && (rc = t->kind == BP_MODEL_GPT ? init_text(t, c, err) : init_images(t, c, err)))
@@ -64,29 +66,34 @@ void bp_task_free(bp_task *t) {
     memset(t, 0, sizeof *t);
 }
 
-/* Rows [first, first+n) of an image set as a batch. */
-static void image_rows(bp_task *t, const bp_images *im, const int *idx, int first, int n,
-                       bp_batch *b) {
+/* Rows idx[0..n) (or first..first+n when idx is NULL) of an image set as a batch
+ * in slot `slot`. */
+static void image_rows(bp_task *t, int slot, const bp_images *im, const int *idx, int first,
+                       int n, bp_batch *b) {
+    float *images = t->images + (size_t)slot * t->B_local * 784;
+    int32_t *targets = t->targets + (size_t)slot * t->B_local;
     for (int i = 0; i < n; i++) {
         int k = idx ? idx[i] : first + i;
-        memcpy(t->images + (size_t)i * 784, im->pixels + (size_t)k * 784, 784 * sizeof(float));
-        t->targets[i] = im->labels[k];
+        memcpy(images + (size_t)i * 784, im->pixels + (size_t)k * 784, 784 * sizeof(float));
+        targets[i] = im->labels[k];
     }
-    *b = (bp_batch){.B = n, .T = 1, .images = t->images, .targets = t->targets};
+    *b = (bp_batch){.B = n, .T = 1, .images = images, .targets = targets};
 }
 
-void bp_task_next(bp_task *t, bp_batch *b) {
+void bp_task_next(bp_task *t, int slot, bp_batch *b) {
     if (t->kind == BP_MODEL_GPT) {
+        size_t at = (size_t)slot * t->B_local * t->T;
         bp_text_train_batch(&t->text, &t->data_rng, t->B_global, t->T, t->rank, t->world,
-                            t->tokens, t->targets);
-        *b = (bp_batch){.B = t->B_local, .T = t->T, .tokens = t->tokens, .targets = t->targets};
+                            t->tokens + at, t->targets + at);
+        *b = (bp_batch){.B = t->B_local, .T = t->T, .tokens = t->tokens + at,
+                        .targets = t->targets + at};
         return;
     }
     bp_epoch_sampler_next(&t->sampler, t->B_global, t->rank, t->world, t->idx);
-    image_rows(t, &t->train, t->idx, 0, t->B_local, b);
+    image_rows(t, slot, &t->train, t->idx, 0, t->B_local, b);
 }
 
-static int argmax_correct(const bp_real *logits, const int32_t *labels, int B, int classes) {
+int bp_count_correct(const bp_real *logits, const int32_t *labels, int B, int classes) {
     int correct = 0;
     for (int i = 0; i < B; i++) {
         const bp_real *row = logits + (size_t)i * classes;
@@ -98,50 +105,24 @@ static int argmax_correct(const bp_real *logits, const int32_t *labels, int B, i
     return correct;
 }
 
-static int eval_images(bp_task *t, bp_model *m, bp_acts *a, double *loss, double *acc,
-                       bp_err *err) {
-    double sum = 0;
-    int correct = 0;
-    for (int first = 0; first < t->test.n; first += t->B_local) {
-        int n = t->test.n - first < t->B_local ? t->test.n - first : t->B_local;
-        bp_batch b;
-        double l;
-        image_rows(t, &t->test, NULL, first, n, &b);
-        int rc = bp_model_forward(m, a, &b, NULL, &l, err);
-        if (rc) return rc;
-        sum += l * n;
-        correct += argmax_correct(bp_acts_logits(a), t->targets, n, 10);
-    }
-    *loss = sum / t->test.n;
-    *acc = (double)correct / t->test.n;
-    return BP_OK;
+static int eval_items(const bp_task *t) {
+    return t->kind == BP_MODEL_GPT ? t->eval_batches * t->B_global : t->test.n;
 }
 
-/* The fixed validation windows are eval_batches x B_global, whatever the number
- * of ranks, evaluated B_local at a time (the size the activations were made for). */
-static int eval_text(bp_task *t, bp_model *m, bp_acts *a, double *loss, bp_err *err) {
-    int n_windows = t->eval_batches * t->B_global;
-    double sum = 0;
-    for (int first = 0; first < n_windows; first += t->B_local) {
-        int rows = n_windows - first < t->B_local ? n_windows - first : t->B_local;
-        for (int row = 0; row < rows; row++)
-            bp_text_val_window(&t->text, first + row, n_windows, t->T,
-                               t->tokens + (size_t)row * t->T, t->targets + (size_t)row * t->T);
-        bp_batch b = {.B = rows, .T = t->T, .tokens = t->tokens, .targets = t->targets};
-        double l;
-        int rc = bp_model_forward(m, a, &b, NULL, &l, err);
-        if (rc) return rc;
-        sum += l * rows;
-    }
-    *loss = sum / n_windows;
-    return BP_OK;
-}
+int bp_task_eval_count(const bp_task *t, int rows) { return (eval_items(t) + rows - 1) / rows; }
 
-int bp_task_eval(bp_task *t, bp_model *m, bp_acts *a, double *loss, double *accuracy,
-                 bp_err *err) {
-    *accuracy = NAN;
-    if (t->kind == BP_MODEL_GPT) return eval_text(t, m, a, loss, err);
-    return eval_images(t, m, a, loss, accuracy, err);
+void bp_task_eval_batch(bp_task *t, int i, int rows, bp_batch *b) {
+    int n_items = eval_items(t), first = i * rows;
+    int n = n_items - first < rows ? n_items - first : rows;
+    if (t->kind == BP_MODEL_MLP) {
+        image_rows(t, 0, &t->test, NULL, first, n, b);
+        return;
+    }
+    /* Validation windows have fixed starts evenly spaced over the split. */
+    for (int row = 0; row < n; row++)
+        bp_text_val_window(&t->text, first + row, n_items, t->T, t->tokens + (size_t)row * t->T,
+                           t->targets + (size_t)row * t->T);
+    *b = (bp_batch){.B = n, .T = t->T, .tokens = t->tokens, .targets = t->targets};
 }
 
 int64_t bp_task_items_per_step(const bp_task *t) { return (int64_t)t->B_global * t->T; }

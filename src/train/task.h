@@ -1,6 +1,10 @@
 /* What is learned from which data: next-byte prediction on text for gpt,
  * classification of Fashion-MNIST images for mlp. The trainer stays generic: it
- * asks the task for the next training batch and for an evaluation. */
+ * asks the task for training batches and for the fixed evaluation batches.
+ *
+ * Every rank draws every global batch from the same generator and keeps the rows
+ * of its data-parallel replica (rank, world), so the data stream does not depend
+ * on how the batch is split; pipeline stages of one replica see the same rows. */
 #ifndef BP_TRAIN_TASK_H
 #define BP_TRAIN_TASK_H
 
@@ -18,6 +22,7 @@ typedef struct bp_task {
     bp_model_kind kind;
     int B_global, B_local, T;
     int rank, world;
+    int slots; /* batches held at once (gradient accumulation) */
     int eval_batches;
     /* gpt */
     bp_text text;
@@ -27,25 +32,31 @@ typedef struct bp_task {
     bp_epoch_sampler sampler;
     int *idx;
     float *images;
-    /* the current batch */
+    /* batches: `slots` of B_local rows each */
     int32_t *tokens, *targets;
 } bp_task;
 
+/* rank, world: this replica among the data-parallel replicas. */
 int bp_task_init(bp_task *t, const bp_train_config *c, int rank, int world, bp_err *err);
 void bp_task_free(bp_task *t);
 
-/* This rank's part of the next global training batch. */
-void bp_task_next(bp_task *t, bp_batch *b);
+/* This rank's part (B_local rows) of the next global training batch, held in
+ * slot `slot` (0 <= slot < c->grad_accum) until that slot is drawn again. */
+void bp_task_next(bp_task *t, int slot, bp_batch *b);
 
-/* Mean loss (and accuracy for classification; NaN for gpt) of model m on the fixed
- * evaluation set, using activations a (sized for B_local x T). */
-int bp_task_eval(bp_task *t, bp_model *m, bp_acts *a, double *loss, double *accuracy,
-                 bp_err *err);
+/* The fixed evaluation set (validation windows for gpt: eval_batches x B_global of
+ * them, whatever the number of ranks; the test images for mlp) in batches of at most
+ * `rows` rows (rows <= B_local): how many batches, and batch i (held in slot 0). */
+int bp_task_eval_count(const bp_task *t, int rows);
+void bp_task_eval_batch(bp_task *t, int i, int rows, bp_batch *b);
 
 /* Tokens (gpt) or samples (mlp) in one global batch, for throughput. */
 int64_t bp_task_items_per_step(const bp_task *t);
 
 void bp_task_get_state(const bp_task *t, bp_resume_state *rs);
 void bp_task_set_state(bp_task *t, const bp_resume_state *rs);
+
+/* Rows of logits [B, classes] whose largest entry is the label. */
+int bp_count_correct(const bp_real *logits, const int32_t *labels, int B, int classes);
 
 #endif

@@ -1,7 +1,9 @@
+/* The training loop on a grid of ranks: set-up, one step (pipeline over the
+ * micro-batches, data-parallel synchronization, optimizer), the ranks' agreement
+ * after every step, logging and the final summary. */
 #include "train/trainer.h"
 
 #include <math.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,46 +15,19 @@
 #include "core/finite.h"
 #include "core/log.h"
 #include "core/timer.h"
-#include "parallel/dp.h"
-#include "train/checkpoint.h"
-#include "train/metrics.h"
-#include "train/progress.h"
-#include "train/task.h"
+#include "parallel/partition.h"
+#include "train/trainer_impl.h"
 
-typedef struct trainer {
-    const bp_train_config *cfg;
-    bp_comm *world;
-    bp_comm *meta; /* bookkeeping (losses, agreement) on its own, never emulated */
-    int rank, size;
-    bp_model *model;
-    bp_acts *acts;
-    bp_optim optim;
-    bp_dp *dp;
-    bp_lr_schedule lr;
-    bp_task task;
-    bp_metrics metrics;
-    bp_progress progress;
-    int64_t step, first_step;
-    double start_time;
-    double *step_ms;          /* per step of this run, for the median */
-    bp_step_record *pending;  /* steps not logged yet (losses are averaged over ranks) */
-    int n_pending;
-    bp_train_result *res;
-    const volatile sig_atomic_t *stop;
-    bool stopping;           /* every rank agreed to stop after this step */
-    float *avg_params, *avg_m, *avg_v; /* replicas averaged for a checkpoint */
-} trainer;
-
-static int meta_fail(trainer *t, int rc, bp_err *err) {
+int trainer_meta_fail(trainer *t, int rc, bp_err *err) {
     return bp_fail(err, (bp_status)rc, "%s", bp_comm_errmsg(t->meta));
 }
 
-/* Every rank learns whether setup failed anywhere, so that no rank goes on into
- * collectives that others never join. */
+/* Every rank learns whether a part of set-up failed anywhere, so that no rank goes
+ * on into collectives that others never join. */
 static int agree(trainer *t, int rc, bp_err *err) {
     float worst = (float)rc;
     int mrc = bp_allreduce_sum(t->meta, &worst, 1);
-    if (mrc) return meta_fail(t, mrc, err);
+    if (mrc) return trainer_meta_fail(t, mrc, err);
     if (worst != 0) t->res->stopped_together = true;
     if (rc == BP_OK && worst != 0) {
         bp_err_clear(err); /* the rank that failed says why */
@@ -61,100 +36,149 @@ static int agree(trainer *t, int rc, bp_err *err) {
     return rc;
 }
 
-static int resume(trainer *t, bp_err *err) {
-    bp_checkpoint ck;
-    int rc = bp_checkpoint_open(t->cfg->resume, 0, 0, &ck, err);
-    if (rc) return rc;
-    bp_model_config saved;
-    rc = bp_checkpoint_model_config(&ck, &saved, err);
-    if (rc == BP_OK) rc = bp_train_config_match(bp_model_get_config(t->model), &saved, ck.dir, err);
-    if (rc == BP_OK) rc = bp_checkpoint_load_model(&ck, t->model, err);
-    if (rc == BP_OK) rc = bp_checkpoint_load_optim(&ck, &t->optim, err);
-    if (rc == BP_OK && ck.rs.step > t->cfg->steps)
-        rc = bp_fail(err, BP_EUSAGE, "checkpoint %s is at step %lld, beyond --steps %lld", ck.dir,
-                     (long long)ck.rs.step, (long long)t->cfg->steps);
-    if (rc == BP_OK) {
-        bp_task_set_state(&t->task, &ck.rs);
-        t->step = t->first_step = ck.rs.step;
-        bp_progress_note(&t->progress, "resumed from %s at step %lld (written by %d %s replicas)",
-                         ck.dir, (long long)t->step, ck.manifest.dp, ck.manifest.replicas);
-    }
-    bp_checkpoint_close(&ck);
-    return rc;
-}
-
 static void log_config(trainer *t) {
     if (!t->metrics.f) return;
-    char algo[256];
+    char algo[256], sched[32];
     bp_dp_config d;
     bp_train_dp_config(t->cfg, &d);
     bp_dp_describe(&d, algo, sizeof algo);
+    bp_schedule s;
+    bp_schedule_parse(t->cfg->pipe_schedule, &s, NULL);
+    bp_schedule_name(&s, sched, sizeof sched);
     fprintf(t->metrics.f,
             "{\"type\":\"config\",\"model\":\"%s\",\"params\":%zu,\"world\":%d,\"dp\":%d,"
+            "\"pp\":%d,\"partition\":\"%s\",\"micro_batches\":%d,\"schedule\":\"%s\","
             "\"batch\":%d,\"grad_accum\":%d,\"dp_algo\":\"%s\",\"net\":\"%s\"}\n",
             t->cfg->model == BP_MODEL_GPT ? "gpt" : "mlp", bp_model_num_params(t->model), t->size,
-            t->cfg->dp, t->cfg->batch, t->cfg->grad_accum, algo, t->cfg->net[0] ? t->cfg->net : "off");
+            t->grid.dp, t->grid.pp, t->partition, t->cfg->micro_batches, sched, t->cfg->batch,
+            t->cfg->grad_accum, algo, t->cfg->net[0] ? t->cfg->net : "off");
     fflush(t->metrics.f);
 }
 
-/* Setup on this rank only: nothing here talks to other ranks. */
-static int setup_local(trainer *t, bp_err *err) {
+/* Blocks per stage: given, taken from the checkpoint being resumed, or balanced by
+ * the time rank 0 measures (and broadcasts, so every rank cuts alike). */
+static int choose_partition(trainer *t, const bp_model_config *mc, bp_err *err) {
+    int S = t->grid.pp, n = bp_model_num_blocks(mc);
+    if (!(t->first = calloc((size_t)S + 1, sizeof *t->first)))
+        return bp_fail(err, BP_ENOMEM, "out of memory");
+    const char *given = t->cfg->partition[0] ? t->cfg->partition
+                        : t->resuming        ? t->resume_from.partition
+                                             : NULL;
+    if (given) return bp_partition_parse(given, n, S, t->first, err);
+    if (S == 1) {
+        t->first[1] = n;
+        return BP_OK;
+    }
+    float cut[S + 1];
+    if (t->rank == 0) {
+        double cost[n];
+        int rc = bp_profile_blocks(mc, t->micro_B, t->task.T, cost, err);
+        if (rc) return rc;
+        bp_partition_balance(cost, n, S, t->first);
+        for (int s = 0; s <= S; s++) cut[s] = (float)t->first[s];
+    }
+    int rc = bp_bcast(t->meta, cut, (size_t)S + 1, 0);
+    if (rc) return trainer_meta_fail(t, rc, err);
+    for (int s = 0; s <= S; s++) t->first[s] = (int)cut[s];
+    return BP_OK;
+}
+
+/* Views of the micro-batches of one step into the task's batch slots. */
+static int make_micro_views(trainer *t, bp_err *err) {
+    t->n_micro = t->cfg->micro_batches * t->cfg->grad_accum;
+    if (!(t->micro = calloc((size_t)t->n_micro, sizeof *t->micro)))
+        return bp_fail(err, BP_ENOMEM, "out of memory");
+    return BP_OK;
+}
+
+/* Set-up of this rank that talks to nobody, before the partition is known. */
+static int setup_data(trainer *t, bp_err *err) {
     const bp_train_config *c = t->cfg;
-    bp_model_config mc;
-    bp_optim_config oc;
-    bp_train_model_config(c, &mc);
-    bp_train_optim_config(c, &oc);
     bp_train_lr_schedule(c, &t->lr);
     bp_blas_set_threads(c->threads);
     bp_progress_init(&t->progress, t->rank == 0 ? c->progress : BP_PROGRESS_NONE, c->steps,
                      c->model == BP_MODEL_GPT ? "tok" : "samples");
-    int rc = bp_task_init(&t->task, c, t->rank, t->size, err);
-    if (rc == BP_OK) rc = bp_model_create(&mc, 0, -1, &t->model, err);
-    if (rc == BP_OK) bp_model_init_weights(t->model, (uint64_t)c->seed);
-    if (rc == BP_OK) rc = bp_optim_init(&t->optim, &oc, bp_model_num_params(t->model), err);
-    if (rc == BP_OK) rc = bp_acts_create(t->model, t->task.B_local, t->task.T, &t->acts, err);
+    int rc = trainer_read_resume_manifest(t, err);
+    if (rc == BP_OK) rc = bp_task_init(&t->task, c, t->grid.d, t->grid.dp, err);
+    t->micro_B = t->task.B_local / c->micro_batches;
+    if (rc == BP_OK) rc = make_micro_views(t, err);
     if (rc == BP_OK && (!(t->step_ms = calloc((size_t)c->steps + 1, sizeof(double))) ||
                         !(t->pending = calloc((size_t)c->log_every, sizeof *t->pending))))
         rc = bp_fail(err, BP_ENOMEM, "out of memory");
-    if (rc == BP_OK && c->resume[0]) rc = resume(t, err);
-    if (rc == BP_OK && t->rank == 0) rc = bp_mkdir_p(c->out, err);
-    if (rc == BP_OK && t->rank == 0)
-        rc = bp_metrics_open(&t->metrics, c->metrics, c->resume[0] != 0, err);
     return rc;
 }
 
+/* This stage's model, optimizer and pipeline; the checkpoint when resuming. */
+static int setup_stage(trainer *t, const bp_model_config *mc, bp_err *err) {
+    const bp_train_config *c = t->cfg;
+    bp_optim_config oc;
+    bp_schedule sched;
+    bp_train_optim_config(c, &oc);
+    bp_partition_format(t->first, t->grid.pp, t->partition, sizeof t->partition);
+    int p = t->grid.p;
+    int rc = bp_model_create(mc, t->first[p], t->first[p + 1], &t->model, err);
+    if (rc == BP_OK) bp_model_init_weights(t->model, (uint64_t)c->seed);
+    if (rc == BP_OK) rc = bp_optim_init(&t->optim, &oc, bp_model_num_params(t->model), err);
+    if (rc == BP_OK) rc = bp_schedule_parse(c->pipe_schedule, &sched, err);
+    if (rc == BP_OK)
+        rc = bp_pipe_create(t->grid.pp_comm, t->model, &sched, t->n_micro, t->micro_B, t->task.T,
+                            &t->pipe, err);
+    if (rc == BP_OK && t->resuming) rc = trainer_resume(t, err);
+    if (rc == BP_OK && t->rank == 0) rc = bp_mkdir_p(c->out, err);
+    if (rc == BP_OK && t->rank == 0)
+        rc = bp_metrics_open(&t->metrics, c->metrics, t->resuming, err);
+    return rc;
+}
+
+static int setup_comm(trainer *t, bp_err *err) {
+    const bp_train_config *c = t->cfg;
+    int rc = bp_comm_set_path(t->world, (bp_path)c->comm_path);
+    if (rc == BP_OK && (rc = bp_comm_set_net(t->world, c->net)))
+        return bp_fail(err, (bp_status)rc, "option --net: %s", bp_comm_errmsg(t->world));
+    if (rc == BP_OK) rc = bp_comm_set_timeout(t->world, c->comm_timeout);
+    return rc ? bp_fail(err, (bp_status)rc, "%s", bp_comm_errmsg(t->world)) : BP_OK;
+}
+
 static int setup(trainer *t, bp_err *err) {
+    const bp_train_config *c = t->cfg;
     t->rank = bp_comm_rank(t->world);
     t->size = bp_comm_size(t->world);
+    bp_model_config mc;
+    bp_train_model_config(c, &mc);
     int rc = bp_comm_wrap(bp_comm_mpi(t->world), "meta", &t->meta, err);
     if (rc) return rc;
-    rc = agree(t, setup_local(t, err), err);
-    if (rc == BP_OK && (rc = bp_comm_set_path(t->world, (bp_path)t->cfg->comm_path)))
-        rc = bp_fail(err, (bp_status)rc, "%s", bp_comm_errmsg(t->world));
-    if (rc == BP_OK && (rc = bp_comm_set_net(t->world, t->cfg->net)))
-        rc = bp_fail(err, (bp_status)rc, "option --net: %s", bp_comm_errmsg(t->world));
-    if (rc == BP_OK) bp_comm_set_timeout(t->world, t->cfg->comm_timeout);
+    rc = bp_grid_create(t->world, c->dp, c->pp, 1, mc.kind == BP_MODEL_GPT, &t->grid, err);
+    if (rc == BP_OK) rc = agree(t, setup_data(t, err), err);
+    if (rc == BP_OK) rc = agree(t, choose_partition(t, &mc, err), err);
+    if (rc == BP_OK) rc = agree(t, setup_stage(t, &mc, err), err);
+    if (rc == BP_OK) rc = setup_comm(t, err);
     bp_dp_config d;
-    bp_train_dp_config(t->cfg, &d);
-    if (rc == BP_OK) rc = bp_dp_create(t->world, &d, t->model, &t->optim, t->step, &t->dp, err);
+    bp_train_dp_config(c, &d);
+    if (rc == BP_OK)
+        rc = bp_dp_create(t->grid.dp_comm, &d, t->model, &t->optim, t->step, &t->dp, err);
     if (rc == BP_OK) log_config(t);
     return rc;
 }
 
 static void teardown(trainer *t) {
     bp_dp_destroy(t->dp);
+    bp_pipe_destroy(t->pipe);
     bp_metrics_close(&t->metrics);
-    bp_acts_destroy(t->acts);
     bp_optim_free(&t->optim);
     bp_model_destroy(t->model);
     bp_task_free(&t->task);
+    bp_grid_destroy(&t->grid);
     bp_comm_free(t->meta);
+    free(t->first);
+    free(t->micro);
     free(t->step_ms);
     free(t->pending);
     free(t->avg_params);
     free(t->avg_m);
     free(t->avg_v);
 }
+
+/* ---- one step ------------------------------------------------------------------- */
 
 static bool fault_here(const trainer *t, int rank) {
     return rank == t->rank && t->cfg->fault_at_step == t->step + 1;
@@ -167,19 +191,31 @@ static void inject_process_fault(trainer *t) {
         for (;;) pause();
 }
 
-/* Forward and backward of one micro-batch; the last one is synchronized. */
-static int micro_batch(trainer *t, int k, double *loss, bp_err *err) {
-    int accum = t->cfg->grad_accum;
-    bp_batch b;
-    bp_task_next(&t->task, &b);
-    int rc = bp_model_forward(t->model, t->acts, &b, NULL, loss, err);
-    if (rc) return rc;
-    bp_real scale = (bp_real)(1.0 / accum);
-    if (fault_here(t, t->cfg->fault_nan_rank)) *loss = scale = NAN;
-    if (k == accum - 1) bp_dp_backward_begin(t->dp);
-    /* A non-finite loss still runs backward, so that every rank's communication
-     * stays in step; the ranks agree on what to do after it (agree_step). */
-    return bp_model_backward(t->model, t->acts, &b, NULL, NULL, scale, err);
+/* Draw this step's batches and cut each into micro-batches of micro_B rows. */
+static void next_micro_batches(trainer *t) {
+    int M = t->cfg->micro_batches;
+    for (int k = 0; k < t->cfg->grad_accum; k++) {
+        bp_batch b;
+        bp_task_next(&t->task, k, &b);
+        for (int i = 0; i < M; i++) {
+            size_t rows = (size_t)i * t->micro_B * b.T;
+            bp_batch *mb = &t->micro[k * M + i];
+            *mb = (bp_batch){.B = t->micro_B, .T = b.T};
+            if (b.tokens) mb->tokens = b.tokens + rows;
+            if (b.images) mb->images = b.images + rows * 784;
+            mb->targets = b.targets + rows;
+        }
+    }
+}
+
+static void before_last_backward(void *ctx) { bp_dp_backward_begin(ctx); }
+
+/* The first and last stage hold the tied embedding; their gradients add up. */
+static int sync_tied_embedding(trainer *t, bp_err *err) {
+    if (!t->grid.embed_comm) return BP_OK;
+    const bp_tensor_info *ti = bp_model_find_tensor(t->model, "wte.weight");
+    int rc = bp_allreduce_sum(t->grid.embed_comm, bp_model_grads(t->model) + ti->offset, ti->numel);
+    return rc ? bp_fail(err, (bp_status)rc, "%s", bp_comm_errmsg(t->grid.embed_comm)) : BP_OK;
 }
 
 /* The first tensor whose gradient is not finite, or NULL. */
@@ -197,10 +233,10 @@ static const char *nonfinite_tensor(trainer *t) {
  * gradient, or was asked to stop, so that all take the same path. */
 static int agree_step(trainer *t, double loss, bool *skip, bp_err *err) {
     const char *tensor = nonfinite_tensor(t);
-    bool bad = !isfinite(loss) || tensor;
+    bool bad = (trainer_reports_loss(t) && !isfinite(loss)) || tensor;
     float flags[2] = {bad ? 1.0f : 0.0f, *t->stop ? 1.0f : 0.0f};
     int rc = t->size > 1 ? bp_allreduce_sum(t->meta, flags, 2) : BP_OK;
-    if (rc) return meta_fail(t, rc, err);
+    if (rc) return trainer_meta_fail(t, rc, err);
     if (flags[1] > 0) t->stopping = true;
     *skip = flags[0] > 0 && t->cfg->skip_nonfinite;
     if (flags[0] == 0 || *skip) return BP_OK;
@@ -215,23 +251,56 @@ static int agree_step(trainer *t, double loss, bool *skip, bp_err *err) {
                    tensor ? tensor : "");
 }
 
+/* Gradient norm over the whole model: the stages' sums of squares add up (the tied
+ * embedding's copy on the last stage is the same tensor, counted once). */
+static int clip_gradients(trainer *t, double *norm, bp_err *err) {
+    bp_real *g = bp_model_grads(t->model);
+    size_t n = bp_model_num_params(t->model);
+    double sumsq = bp_grad_sumsq(g, n);
+    const bp_tensor_info *copy = bp_model_find_tensor(t->model, "wte.weight");
+    if (copy && copy->tied_copy) sumsq -= bp_grad_sumsq(g + copy->offset, copy->numel);
+    if (t->grid.pp > 1) {
+        float s = (float)sumsq;
+        int rc = bp_allreduce_sum(t->grid.pp_comm, &s, 1);
+        if (rc) return bp_fail(err, (bp_status)rc, "%s", bp_comm_errmsg(t->grid.pp_comm));
+        sumsq = s;
+    }
+    *norm = sqrt(sumsq);
+    bp_clip_to(g, n, *norm, t->cfg->clip);
+    return BP_OK;
+}
+
+static void fill_record(trainer *t, bp_step_record *r, double t0, double loss) {
+    bp_stats s;
+    bp_pipe_stats ps;
+    bp_comm_stats(t->world, &s, true);
+    bp_pipe_stats_take(t->pipe, &ps);
+    t->busy_s += ps.busy_s;
+    t->idle_s += ps.idle_s;
+    r->step = t->step;
+    r->loss = loss;
+    r->step_ms = (bp_now() - t0) * 1e3;
+    r->comm_exposed_ms = (bp_dp_exposed_seconds(t->dp) + ps.idle_s) * 1e3;
+    r->compute_ms = r->step_ms - r->comm_exposed_ms;
+    r->bytes_sent = (double)s.total.bytes_sent;
+    r->items_per_s = (double)bp_task_items_per_step(&t->task) * t->cfg->grad_accum /
+                     (r->step_ms * 1e-3);
+}
+
 /* One optimizer step on the next batch; fills the record. */
 static int train_step(trainer *t, bp_step_record *r, bp_err *err) {
     inject_process_fault(t);
-    double t0 = bp_now(), loss_sum = 0;
+    double t0 = bp_now(), loss;
     bp_model_zero_grad(t->model);
     bp_dp_step_begin(t->dp);
-    int rc = BP_OK;
-    for (int k = 0; rc == BP_OK && k < t->cfg->grad_accum; k++) {
-        double loss;
-        rc = micro_batch(t, k, &loss, err);
-        loss_sum += loss;
-    }
+    next_micro_batches(t);
+    if (fault_here(t, t->cfg->fault_nan_rank)) bp_model_grads(t->model)[0] = NAN;
+    int rc = bp_pipe_step(t->pipe, t->micro, before_last_backward, t->dp, &loss, err);
     if (rc == BP_OK) rc = bp_dp_backward_end(t->dp, err);
+    if (rc == BP_OK) rc = sync_tied_embedding(t, err);
     bool skip = false;
-    if (rc == BP_OK) rc = agree_step(t, loss_sum, &skip, err);
+    if (rc == BP_OK) rc = agree_step(t, loss, &skip, err);
     if (rc) return rc;
-    size_t n = bp_model_num_params(t->model);
     r->lr = bp_lr_at(&t->lr, t->step);
     if (skip) {
         r->grad_norm = NAN;
@@ -240,34 +309,29 @@ static int train_step(trainer *t, bp_step_record *r, bp_err *err) {
             bp_log_warn("step %lld: non-finite loss or gradient on some rank; step skipped",
                         (long long)t->step + 1);
     } else {
-        r->grad_norm = bp_clip_grad_norm(bp_model_grads(t->model), n, t->cfg->clip);
-        if ((rc = bp_dp_step(t->dp, r->lr, err))) return rc;
+        rc = clip_gradients(t, &r->grad_norm, err);
+        if (rc == BP_OK) rc = bp_dp_step(t->dp, r->lr, err);
+        if (rc) return rc;
     }
     t->step++;
-    bp_stats s;
-    bp_comm_stats(t->world, &s, true);
-    r->step = t->step;
-    r->loss = loss_sum / t->cfg->grad_accum;
-    r->step_ms = (bp_now() - t0) * 1e3;
-    r->comm_exposed_ms = bp_dp_exposed_seconds(t->dp) * 1e3;
-    r->compute_ms = r->step_ms - r->comm_exposed_ms;
-    r->bytes_sent = (double)s.total.bytes_sent;
-    r->items_per_s = (double)bp_task_items_per_step(&t->task) * t->cfg->grad_accum /
-                     (r->step_ms * 1e-3);
+    fill_record(t, r, t0, skip ? NAN : loss);
     return BP_OK;
 }
 
-/* Log the pending steps with their loss averaged over the ranks (one small
- * collective per log interval, not per step). */
+/* ---- logging -------------------------------------------------------------------- */
+
+/* Log the pending steps with the last stages' losses averaged over the replicas
+ * (one small collective per log interval, not per step). */
 static int flush_steps(trainer *t, bp_err *err) {
     if (t->n_pending == 0) return BP_OK;
     float losses[t->n_pending];
-    for (int i = 0; i < t->n_pending; i++) losses[i] = (float)t->pending[i].loss;
-    int rc = t->size > 1 ? bp_allreduce_avg(t->meta, losses, (size_t)t->n_pending) : BP_OK;
-    if (rc) return meta_fail(t, rc, err);
+    bool reports = trainer_reports_loss(t);
+    for (int i = 0; i < t->n_pending; i++) losses[i] = reports ? (float)t->pending[i].loss : 0;
+    int rc = t->size > 1 ? bp_allreduce_sum(t->meta, losses, (size_t)t->n_pending) : BP_OK;
+    if (rc) return trainer_meta_fail(t, rc, err);
     for (int i = 0; i < t->n_pending; i++) {
         bp_step_record *r = &t->pending[i];
-        if (t->size > 1) r->loss = losses[i];
+        r->loss = losses[i] / t->grid.dp;
         bp_metrics_step(&t->metrics, r);
     }
     bp_step_record *last = &t->pending[t->n_pending - 1];
@@ -279,63 +343,18 @@ static int flush_steps(trainer *t, bp_err *err) {
     return BP_OK;
 }
 
-static int evaluate(trainer *t, bp_err *err) {
-    double loss, acc;
-    if (t->rank != 0) return BP_OK; /* rank 0's replica is evaluated; others go on */
-    int rc = bp_task_eval(&t->task, t->model, t->acts, &loss, &acc, err);
-    if (rc) return rc;
-    bp_metrics_eval(&t->metrics, t->step, loss, acc);
-    if (isnan(acc))
-        bp_progress_note(&t->progress, "step %lld: validation loss %.4f", (long long)t->step, loss);
-    else
-        bp_progress_note(&t->progress, "step %lld: test loss %.4f, accuracy %.4f",
-                         (long long)t->step, loss, acc);
-    t->res->val_loss = loss;
-    t->res->val_acc = acc;
-    return BP_OK;
-}
-
-/* The weights and optimizer state to save: this replica's, or, when replicas
- * differ (weight algorithms), their average over the dp group (collective). */
-static int checkpoint_state(trainer *t, const bp_real **params, bp_optim *view, bp_err *err) {
-    *params = bp_model_params(t->model);
-    *view = t->optim;
-    if (!bp_dp_replicas_differ(t->dp)) return BP_OK;
-    size_t bytes = bp_model_num_params(t->model) * sizeof(float);
-    if (!t->avg_params && (!(t->avg_params = malloc(bytes)) || !(t->avg_m = malloc(bytes)) ||
-                           (t->optim.v && !(t->avg_v = malloc(bytes)))))
-        return bp_fail(err, BP_ENOMEM, "cannot allocate the averaged checkpoint");
-    int rc = bp_dp_average_replicas(t->dp, t->avg_params, t->avg_m, t->avg_v, err);
-    *params = t->avg_params;
-    view->m = t->avg_m;
-    view->v = t->avg_v;
-    return rc;
-}
-
-static int checkpoint(trainer *t, bp_err *err) {
-    const bp_real *params;
-    bp_optim view;
-    int rc = checkpoint_state(t, &params, &view, err);
-    if (rc == BP_OK)
-        rc = bp_checkpoint_dir(t->cfg->out, t->step, t->res->checkpoint,
-                               sizeof t->res->checkpoint, err);
-    if (rc || t->rank != 0) return rc;
-    bp_resume_state rs = {.step = t->step};
-    bp_task_get_state(&t->task, &rs);
-    bp_manifest mf = {.step = t->step, .dp = t->cfg->dp, .pp = 1, .tp = 1};
-    bp_dp_config d;
-    bp_train_dp_config(t->cfg, &d);
-    bp_dp_describe(&d, mf.dp_algo, sizeof mf.dp_algo);
-    snprintf(mf.replicas, sizeof mf.replicas, "%s",
-             bp_dp_replicas_differ(t->dp) ? "averaged" : "identical");
-    const char *dir = t->res->checkpoint;
-    rc = bp_checkpoint_write_shard(dir, 0, 0, t->model, params, &view, &rs, err);
-    if (rc == BP_OK) rc = bp_manifest_write(dir, &mf, err);
-    if (rc == BP_OK) rc = bp_checkpoint_commit(t->cfg->out, t->step, t->cfg->keep_checkpoints, err);
-    return rc;
-}
-
 static int every(int64_t step, int64_t n) { return n > 0 && step % n == 0; }
+
+static int stop_now(trainer *t, bp_err *err) {
+    t->res->stopped_together = true;
+    if (t->rank != 0) {
+        bp_err_clear(err);
+        return BP_EINTERRUPTED;
+    }
+    return bp_fail(err, BP_EINTERRUPTED,
+                   "stopped by a signal after step %lld; checkpoint %s; continue with --resume %s",
+                   (long long)t->step, t->res->checkpoint, t->cfg->out);
+}
 
 static int loop(trainer *t, bp_err *err) {
     const bp_train_config *c = t->cfg;
@@ -350,33 +369,56 @@ static int loop(trainer *t, bp_err *err) {
         bool eval = every(t->step, c->eval_every) || (c->eval_every > 0 && last);
         bool save = every(t->step, c->checkpoint_every) || last;
         if (t->n_pending == c->log_every || eval || save) rc = flush_steps(t, err);
-        if (rc == BP_OK && eval) rc = evaluate(t, err);
-        if (rc == BP_OK && save) rc = checkpoint(t, err);
-        if (rc == BP_OK && t->stopping) {
-            t->res->stopped_together = true;
-            if (t->rank != 0) {
-                bp_err_clear(err);
-                return BP_EINTERRUPTED;
-            }
-            return bp_fail(err, BP_EINTERRUPTED,
-                           "stopped by a signal after step %lld; checkpoint %s; continue with "
-                           "--resume %s",
-                           (long long)t->step, t->res->checkpoint, c->out);
-        }
+        if (rc == BP_OK && eval) rc = trainer_evaluate(t, err);
+        if (rc == BP_OK && save) rc = trainer_checkpoint(t, err);
+        if (rc == BP_OK && t->stopping) return stop_now(t, err);
     }
     return rc;
 }
+
+/* ---- summary -------------------------------------------------------------------- */
 
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return x < y ? -1 : x > y;
 }
 
-static void summary(trainer *t) {
+/* Per stage, from replica 0: time computing, time idle (bubbles), the most
+ * micro-batches stashed at once and their activation memory. */
+static int stage_summary(trainer *t, bp_err *err) {
+    int S = t->grid.pp;
+    float v[4 * S];
+    memset(v, 0, sizeof v);
+    bp_pipe_stats ps;
+    bp_pipe_stats_take(t->pipe, &ps);
+    if (trainer_in_replica0(t)) {
+        int p = t->grid.p;
+        v[p] = (float)t->busy_s;
+        v[S + p] = (float)t->idle_s;
+        v[2 * S + p] = (float)ps.peak_stash;
+        v[3 * S + p] = (float)ps.act_bytes;
+    }
+    int rc = t->size > 1 ? bp_allreduce_sum(t->meta, v, (size_t)(4 * S)) : BP_OK;
+    if (rc) return trainer_meta_fail(t, rc, err);
+    if (!t->metrics.f) return BP_OK;
+    const char *keys[] = {"busy_s", "idle_s", "peak_stash", "act_bytes_per_micro"};
+    fprintf(t->metrics.f, "{\"type\":\"stages\"");
+    for (int k = 0; k < 4; k++) {
+        fprintf(t->metrics.f, ",\"%s\":[", keys[k]);
+        for (int s = 0; s < S; s++) fprintf(t->metrics.f, "%s%.9g", s ? "," : "", v[k * S + s]);
+        fprintf(t->metrics.f, "]");
+    }
+    fprintf(t->metrics.f, "}\n");
+    return BP_OK;
+}
+
+static int summary(trainer *t, bp_err *err) {
     int64_t n = t->step - t->first_step;
     qsort(t->step_ms, (size_t)n, sizeof(double), cmp_double);
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
+    bp_pipe_stats ps;
+    bp_pipe_stats_take(t->pipe, &ps);
     uint64_t params = bp_model_num_params(t->model) * sizeof(bp_real);
     bp_memory_record m = {
         .steps = t->step,
@@ -385,9 +427,11 @@ static void summary(trainer *t) {
         .param_bytes = params,
         .grad_bytes = params,
         .optim_bytes = params * (uint64_t)bp_optim_num_buffers(&t->optim.cfg),
-        .act_bytes = bp_acts_bytes(t->acts),
+        .act_bytes = ps.act_bytes * (uint64_t)ps.peak_stash,
     };
+    int rc = stage_summary(t, err);
     bp_metrics_summary(&t->metrics, &m);
+    return rc;
 }
 
 int bp_train_run(const bp_train_config *cfg, bp_comm *world, const volatile sig_atomic_t *stop,
@@ -398,7 +442,7 @@ int bp_train_run(const bp_train_config *cfg, bp_comm *world, const volatile sig_
     if (rc == BP_OK) rc = loop(&t, err);
     if (rc == BP_OK) rc = bp_dp_finish(t.dp, err);
     bp_progress_finish(&t.progress);
-    if (rc == BP_OK) summary(&t);
+    if (rc == BP_OK) rc = summary(&t, err);
     res->steps = t.step;
     /* After a failure with several ranks, others may be inside collectives that
      * will never finish: leave everything as it is for the caller to abort the job. */

@@ -256,7 +256,7 @@ static float *grads(replica *r) { return bp_model_grads(r->m); }
 static void micro_batch(replica *r, bp_dp *dp, int k, int accum) {
     bp_batch b;
     double loss;
-    bp_task_next(&r->task, &b);
+    bp_task_next(&r->task, k, &b);
     ok(bp_model_forward(r->m, r->a, &b, NULL, &loss, &err), "forward");
     if (dp && k == accum - 1) bp_dp_backward_begin(dp);
     ok(bp_model_backward(r->m, r->a, &b, NULL, NULL, (bp_real)(1.0 / accum), &err), "backward");

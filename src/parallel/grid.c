@@ -1,0 +1,42 @@
+#include "parallel/grid.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static int split(bp_comm *world, int color, int key, const char *name, bp_comm **out,
+                 bp_err *err) {
+    int rc = bp_comm_split(world, color, key, name, out);
+    return rc ? bp_fail(err, (bp_status)rc, "%s", bp_comm_errmsg(world)) : BP_OK;
+}
+
+int bp_grid_create(bp_comm *world, int dp, int pp, int tp, bool tied_embedding, bp_grid *g,
+                   bp_err *err) {
+    memset(g, 0, sizeof *g);
+    int rank = bp_comm_rank(world);
+    if (bp_comm_size(world) != dp * pp * tp)
+        return bp_fail(err, BP_EUSAGE, "the job has %d ranks, not dp %d x pp %d x tp %d",
+                       bp_comm_size(world), dp, pp, tp);
+    *g = (bp_grid){.dp = dp, .pp = pp, .tp = tp, .p = rank / (dp * tp), .d = rank / tp % dp,
+                   .t = rank % tp};
+    char name[64];
+    snprintf(name, sizeof name, "dp(p%d,t%d)", g->p, g->t);
+    int rc = split(world, g->p * tp + g->t, g->d, name, &g->dp_comm, err);
+    snprintf(name, sizeof name, "pp(d%d,t%d)", g->d, g->t);
+    if (rc == BP_OK) rc = split(world, g->d * tp + g->t, g->p, name, &g->pp_comm, err);
+    snprintf(name, sizeof name, "tp(d%d,p%d)", g->d, g->p);
+    if (rc == BP_OK) rc = split(world, g->p * dp + g->d, g->t, name, &g->tp_comm, err);
+    bool ends = tied_embedding && pp > 1 && (g->p == 0 || g->p == pp - 1);
+    snprintf(name, sizeof name, "embed(d%d,t%d)", g->d, g->t);
+    if (rc == BP_OK)
+        rc = split(world, ends ? g->d * tp + g->t : BP_COLOR_NONE, g->p, name, &g->embed_comm, err);
+    if (rc) bp_grid_destroy(g);
+    return rc;
+}
+
+void bp_grid_destroy(bp_grid *g) {
+    bp_comm_free(g->embed_comm);
+    bp_comm_free(g->tp_comm);
+    bp_comm_free(g->pp_comm);
+    bp_comm_free(g->dp_comm);
+    memset(g, 0, sizeof *g);
+}

@@ -1,0 +1,27 @@
+/* Splitting a model's blocks over pipeline stages.
+ *
+ * The default balances measured time: every block's forward + backward is timed
+ * alone on a micro-batch, and the blocks are cut into contiguous stages so that
+ * the slowest stage is as fast as possible. --partition gives the counts instead. */
+#ifndef BP_PARALLEL_PARTITION_H
+#define BP_PARALLEL_PARTITION_H
+
+#include "bagpipe/status.h"
+#include "nn/model.h"
+
+/* Seconds of forward + backward of each block of cfg alone on a micro_B x T
+ * micro-batch (median of a few runs), into cost[num_blocks]. */
+int bp_profile_blocks(const bp_model_config *cfg, int micro_B, int T, double *cost, bp_err *err);
+
+/* Contiguous stages minimizing the largest stage cost: stage s holds blocks
+ * [first[s], first[s+1]), first[0] = 0, first[S] = n_blocks. Needs n_blocks >= S. */
+void bp_partition_balance(const double *cost, int n_blocks, int S, int *first);
+
+/* "2,3,3": block counts per stage; BP_EUSAGE naming --partition when they are not S
+ * positive numbers summing to n_blocks. */
+int bp_partition_parse(const char *text, int n_blocks, int S, int *first, bp_err *err);
+
+/* "2,3,3" from first[0..S]. */
+void bp_partition_format(const int *first, int S, char *buf, size_t n);
+
+#endif

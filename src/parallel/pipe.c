@@ -1,0 +1,203 @@
+#include "parallel/pipe.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/buf.h"
+#include "core/timer.h"
+
+enum { TAG_ACT = 0, TAG_GRAD = 1 };
+
+/* Activations of one micro-batch in flight, and the sends that read from it. */
+typedef struct slot {
+    bp_acts *acts;
+    bp_real *dx;         /* gradient of the stage input, sent backward */
+    bp_request *fwd_req; /* send of acts' output */
+    bp_request *bwd_req; /* send of dx */
+    int micro;           /* -1 when free */
+} slot;
+
+struct bp_pipe {
+    bp_comm *pp;
+    int S, s, M, micro_B, T;
+    size_t in_n, out_n; /* floats of a stage input / output for a full micro-batch */
+    bp_model *m;
+    bp_pipe_op *ops;
+    slot *slots;
+    int n_slots, in_use;
+    bp_real *x_in, *dy; /* receive buffers, consumed before the next receive */
+    bp_pipe_stats stats;
+};
+
+static int comm_fail(bp_pipe *p, int rc, bp_err *err) {
+    return bp_fail(err, (bp_status)rc, "%s", bp_comm_errmsg(p->pp));
+}
+
+static int alloc_slots(bp_pipe *p, bp_err *err) {
+    int rc = BP_OK;
+    p->slots = calloc((size_t)p->n_slots, sizeof *p->slots);
+    if (!p->slots) return bp_fail(err, BP_ENOMEM, "out of memory");
+    for (int i = 0; rc == BP_OK && i < p->n_slots; i++) {
+        p->slots[i].micro = -1;
+        rc = bp_acts_create(p->m, p->micro_B, p->T, &p->slots[i].acts, err);
+        if (rc == BP_OK && p->s > 0)
+            rc = bp_alloc_checked((void **)&p->slots[i].dx, p->in_n * sizeof(bp_real),
+                                  "pipeline gradient buffer", err);
+    }
+    if (rc == BP_OK) p->stats.act_bytes = bp_acts_bytes(p->slots[0].acts);
+    return rc;
+}
+
+int bp_pipe_create(bp_comm *pp, bp_model *m, const bp_schedule *sched, int M, int micro_B, int T,
+                   bp_pipe **out, bp_err *err) {
+    *out = NULL;
+    bp_pipe *p = calloc(1, sizeof *p);
+    if (!p) return bp_fail(err, BP_ENOMEM, "out of memory");
+    const bp_model_config *cfg = bp_model_get_config(m);
+    *p = (bp_pipe){.pp = pp, .S = bp_comm_size(pp), .s = bp_comm_rank(pp), .M = M,
+                   .micro_B = micro_B, .T = T, .m = m};
+    size_t rows = (size_t)micro_B * (size_t)T;
+    p->in_n = rows * (size_t)bp_model_boundary_width(cfg, bp_model_block_begin(m));
+    p->out_n = rows * (size_t)bp_model_boundary_width(cfg, bp_model_block_end(m));
+    p->n_slots = bp_schedule_peak_stash(sched, p->S, p->s, M);
+    int rc = (p->ops = malloc(2 * (size_t)M * sizeof *p->ops)) ? BP_OK
+                                                               : bp_fail(err, BP_ENOMEM, "out of memory");
+    if (rc == BP_OK) bp_schedule_ops(sched, p->S, p->s, M, p->ops);
+    if (rc == BP_OK) rc = alloc_slots(p, err);
+    if (rc == BP_OK && p->s > 0)
+        rc = bp_alloc_checked((void **)&p->x_in, p->in_n * sizeof(bp_real), "pipeline input", err);
+    if (rc == BP_OK && p->s < p->S - 1)
+        rc = bp_alloc_checked((void **)&p->dy, p->out_n * sizeof(bp_real), "pipeline gradient", err);
+    if (rc) {
+        bp_pipe_destroy(p);
+        return rc;
+    }
+    *out = p;
+    return BP_OK;
+}
+
+void bp_pipe_destroy(bp_pipe *p) {
+    if (!p) return;
+    for (int i = 0; p->slots && i < p->n_slots; i++) {
+        bp_wait(&p->slots[i].fwd_req);
+        bp_wait(&p->slots[i].bwd_req);
+        bp_acts_destroy(p->slots[i].acts);
+        bp_free(p->slots[i].dx);
+    }
+    free(p->slots);
+    free(p->ops);
+    bp_free(p->x_in);
+    bp_free(p->dy);
+    free(p);
+}
+
+/* Time blocked in communication counts as idle (a pipeline bubble). */
+static int timed_wait(bp_pipe *p, bp_request **req) {
+    if (!*req) return BP_OK;
+    double t0 = bp_now();
+    int rc = bp_wait(req);
+    p->stats.idle_s += bp_now() - t0;
+    return rc;
+}
+
+static int timed_recv(bp_pipe *p, bp_real *x, size_t n, int peer, int tag) {
+    double t0 = bp_now();
+    int rc = bp_recv(p->pp, x, n, peer, tag);
+    p->stats.idle_s += bp_now() - t0;
+    return rc;
+}
+
+static slot *take_slot(bp_pipe *p, int micro) {
+    for (int i = 0; i < p->n_slots; i++)
+        if (p->slots[i].micro < 0) {
+            p->slots[i].micro = micro;
+            if (++p->in_use > p->stats.peak_stash) p->stats.peak_stash = p->in_use;
+            return &p->slots[i];
+        }
+    return NULL; /* impossible: slots are sized by the schedule's peak */
+}
+
+static slot *find_slot(bp_pipe *p, int micro) {
+    for (int i = 0; i < p->n_slots; i++)
+        if (p->slots[i].micro == micro) return &p->slots[i];
+    return NULL;
+}
+
+static int forward(bp_pipe *p, const bp_batch *b, int micro, double *loss, bp_err *err) {
+    slot *sl = take_slot(p, micro);
+    if (!sl) return bp_fail(err, BP_EINTERNAL, "stage %d: no free activation slot", p->s);
+    size_t rows = (size_t)b->B * (size_t)b->T;
+    size_t in_n = p->in_n / ((size_t)p->micro_B * p->T) * rows;
+    /* The previous send from this slot's output must be done before it is overwritten. */
+    int rc = timed_wait(p, &sl->fwd_req);
+    if (rc == BP_OK && p->s > 0) rc = timed_recv(p, p->x_in, in_n, p->s - 1, TAG_ACT);
+    if (rc) return comm_fail(p, rc, err);
+    double t0 = bp_now();
+    rc = bp_model_forward(p->m, sl->acts, b, p->s > 0 ? p->x_in : NULL, loss, err);
+    p->stats.busy_s += bp_now() - t0;
+    if (rc == BP_OK && p->s < p->S - 1) {
+        size_t out_n = p->out_n / ((size_t)p->micro_B * p->T) * rows;
+        if ((rc = bp_isend(p->pp, bp_acts_output(sl->acts), out_n, p->s + 1, TAG_ACT, &sl->fwd_req)))
+            return comm_fail(p, rc, err);
+    }
+    return rc;
+}
+
+static int backward(bp_pipe *p, const bp_batch *b, int micro, bp_err *err) {
+    slot *sl = find_slot(p, micro);
+    if (!sl) return bp_fail(err, BP_EINTERNAL, "stage %d: micro-batch %d has no activations", p->s, micro);
+    int rc = timed_wait(p, &sl->bwd_req);
+    if (rc == BP_OK && p->s < p->S - 1) rc = timed_recv(p, p->dy, p->out_n, p->s + 1, TAG_GRAD);
+    if (rc) return comm_fail(p, rc, err);
+    double t0 = bp_now();
+    rc = bp_model_backward(p->m, sl->acts, b, p->s < p->S - 1 ? p->dy : NULL,
+                           p->s > 0 ? sl->dx : NULL, (bp_real)(1.0 / p->M), err);
+    p->stats.busy_s += bp_now() - t0;
+    sl->micro = -1;
+    p->in_use--;
+    if (rc == BP_OK && p->s > 0 && (rc = bp_isend(p->pp, sl->dx, p->in_n, p->s - 1, TAG_GRAD, &sl->bwd_req)))
+        return comm_fail(p, rc, err);
+    return rc;
+}
+
+int bp_pipe_step(bp_pipe *p, const bp_batch *micro, bp_pipe_last_backward_fn last_backward,
+                 void *ctx, double *loss, bp_err *err) {
+    double sum = 0;
+    int rc = BP_OK;
+    for (int i = 0; rc == BP_OK && i < 2 * p->M; i++) {
+        const bp_pipe_op *op = &p->ops[i];
+        if (op->forward) {
+            double l = 0;
+            rc = forward(p, &micro[op->micro], op->micro, &l, err);
+            sum += l;
+        } else {
+            if (i == 2 * p->M - 1 && last_backward) last_backward(ctx);
+            rc = backward(p, &micro[op->micro], op->micro, err);
+        }
+    }
+    *loss = p->s == p->S - 1 ? sum / p->M : NAN;
+    return rc;
+}
+
+int bp_pipe_eval(bp_pipe *p, const bp_batch *b, double *loss, const bp_real **logits, bp_err *err) {
+    *loss = NAN;
+    *logits = NULL;
+    double l = NAN;
+    int rc = forward(p, b, 0, &l, err);
+    slot *sl = find_slot(p, 0);
+    if (sl) {
+        sl->micro = -1;
+        p->in_use--;
+    }
+    if (rc == BP_OK && p->s == p->S - 1) {
+        *loss = l;
+        *logits = bp_acts_logits(sl->acts);
+    }
+    return rc;
+}
+
+void bp_pipe_stats_take(bp_pipe *p, bp_pipe_stats *out) {
+    *out = p->stats;
+    p->stats.busy_s = p->stats.idle_s = 0;
+}

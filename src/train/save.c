@@ -1,0 +1,104 @@
+/* Checkpoints of the grid and resuming from them.
+ *
+ * Replica 0 writes one shard per stage; rank 0 writes the manifest and switches
+ * `latest` once every stage has written (a barrier over replica 0's stages). With
+ * the weight algorithms the replicas differ and are averaged first (a collective
+ * over each stage's replicas), so a checkpoint holds one consensus model. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "train/trainer_impl.h"
+
+int trainer_read_resume_manifest(trainer *t, bp_err *err) {
+    const bp_train_config *c = t->cfg;
+    char dir[BP_PATH_MAX];
+    t->resuming = c->resume[0] != 0;
+    if (!t->resuming) return BP_OK;
+    int rc = bp_checkpoint_resolve(c->resume, dir, sizeof dir, err);
+    if (rc == BP_OK) rc = bp_manifest_read(dir, &t->resume_from, err);
+    if (rc) return bp_err_context(err, "checkpoint %s", c->resume);
+    if (t->resume_from.pp != c->pp)
+        return bp_fail(err, BP_EUSAGE,
+                       "checkpoint %s was written with --pp %d but this run has --pp %d (a "
+                       "checkpoint resumes on any --dp, but with its own pipeline stages)",
+                       dir, t->resume_from.pp, c->pp);
+    if (c->partition[0] && strcmp(c->partition, t->resume_from.partition) != 0)
+        return bp_fail(err, BP_EUSAGE,
+                       "checkpoint %s was written with --partition %s but this run has "
+                       "--partition %s",
+                       dir, t->resume_from.partition, c->partition);
+    return BP_OK;
+}
+
+int trainer_resume(trainer *t, bp_err *err) {
+    bp_checkpoint ck;
+    int rc = bp_checkpoint_open(t->cfg->resume, t->grid.p, t->grid.t, &ck, err);
+    if (rc) return rc;
+    bp_model_config saved;
+    rc = bp_checkpoint_model_config(&ck, &saved, err);
+    if (rc == BP_OK) rc = bp_train_config_match(bp_model_get_config(t->model), &saved, ck.dir, err);
+    if (rc == BP_OK) rc = bp_checkpoint_load_model(&ck, t->model, err);
+    if (rc == BP_OK) rc = bp_checkpoint_load_optim(&ck, &t->optim, err);
+    if (rc == BP_OK && ck.rs.step > t->cfg->steps)
+        rc = bp_fail(err, BP_EUSAGE, "checkpoint %s is at step %lld, beyond --steps %lld", ck.dir,
+                     (long long)ck.rs.step, (long long)t->cfg->steps);
+    if (rc == BP_OK) {
+        bp_task_set_state(&t->task, &ck.rs);
+        t->step = t->first_step = ck.rs.step;
+        bp_progress_note(&t->progress, "resumed from %s at step %lld (written by %d %s replicas)",
+                         ck.dir, (long long)t->step, ck.manifest.dp, ck.manifest.replicas);
+    }
+    bp_checkpoint_close(&ck);
+    return rc;
+}
+
+/* The weights and optimizer state to save: this replica's, or, when replicas
+ * differ (weight algorithms), their average over the stage's replicas (collective). */
+static int checkpoint_state(trainer *t, const bp_real **params, bp_optim *view, bp_err *err) {
+    *params = bp_model_params(t->model);
+    *view = t->optim;
+    if (!bp_dp_replicas_differ(t->dp)) return BP_OK;
+    size_t bytes = bp_model_num_params(t->model) * sizeof(float);
+    if (!t->avg_params && (!(t->avg_params = malloc(bytes)) || !(t->avg_m = malloc(bytes)) ||
+                           (t->optim.v && !(t->avg_v = malloc(bytes)))))
+        return bp_fail(err, BP_ENOMEM, "cannot allocate the averaged checkpoint");
+    int rc = bp_dp_average_replicas(t->dp, t->avg_params, t->avg_m, t->avg_v, err);
+    *params = t->avg_params;
+    view->m = t->avg_m;
+    view->v = t->avg_v;
+    return rc;
+}
+
+static void manifest_of(const trainer *t, bp_manifest *mf) {
+    *mf = (bp_manifest){.step = t->step, .dp = t->grid.dp, .pp = t->grid.pp, .tp = t->grid.tp};
+    bp_dp_config d;
+    bp_train_dp_config(t->cfg, &d);
+    bp_dp_describe(&d, mf->dp_algo, sizeof mf->dp_algo);
+    snprintf(mf->replicas, sizeof mf->replicas, "%s",
+             bp_dp_replicas_differ(t->dp) ? "averaged" : "identical");
+    snprintf(mf->partition, sizeof mf->partition, "%s", t->partition);
+}
+
+int trainer_checkpoint(trainer *t, bp_err *err) {
+    const bp_real *params;
+    bp_optim view;
+    int rc = checkpoint_state(t, &params, &view, err);
+    if (rc == BP_OK)
+        rc = bp_checkpoint_dir(t->cfg->out, t->step, t->res->checkpoint,
+                               sizeof t->res->checkpoint, err);
+    if (rc || !trainer_in_replica0(t)) return rc;
+    bp_resume_state rs = {.step = t->step};
+    bp_task_get_state(&t->task, &rs);
+    const char *dir = t->res->checkpoint;
+    rc = bp_checkpoint_write_shard(dir, t->grid.p, t->grid.t, t->model, params, &view, &rs, err);
+    /* Every stage reports before the manifest makes the checkpoint visible. A rank
+     * that failed above ends the whole job (cli/), so none waits here forever. */
+    if (rc == BP_OK && t->grid.pp > 1 && (rc = bp_barrier(t->grid.pp_comm)))
+        rc = bp_fail(err, (bp_status)rc, "%s", bp_comm_errmsg(t->grid.pp_comm));
+    if (rc || t->rank != 0) return rc;
+    bp_manifest mf;
+    manifest_of(t, &mf);
+    rc = bp_manifest_write(dir, &mf, err);
+    return rc ? rc : bp_checkpoint_commit(t->cfg->out, t->step, t->cfg->keep_checkpoints, err);
+}

@@ -1,0 +1,69 @@
+/* The trainer's state, shared by trainer.c (set-up and the step loop), evaluate.c
+ * and save.c (checkpoints and resume). Not part of any public API. */
+#ifndef BP_TRAIN_TRAINER_IMPL_H
+#define BP_TRAIN_TRAINER_IMPL_H
+
+#include <signal.h>
+#include <stdbool.h>
+
+#include "parallel/dp.h"
+#include "parallel/grid.h"
+#include "parallel/pipe.h"
+#include "train/checkpoint.h"
+#include "train/metrics.h"
+#include "train/progress.h"
+#include "train/task.h"
+#include "train/trainer.h"
+
+typedef struct trainer {
+    const bp_train_config *cfg;
+    bp_comm *world;
+    bp_comm *meta; /* bookkeeping (losses, agreement) on its own, never emulated */
+    int rank, size;
+    bp_grid grid;
+    int *first;          /* pipeline partition: stage s holds blocks [first[s], first[s+1]) */
+    char partition[256]; /* the same as text */
+    bp_model *model;     /* this stage's blocks */
+    bp_optim optim;
+    bp_dp *dp;
+    bp_pipe *pipe;
+    bp_batch *micro; /* the micro-batches of one step */
+    int n_micro, micro_B;
+    bp_lr_schedule lr;
+    bp_task task;
+    bp_metrics metrics;
+    bp_progress progress;
+    int64_t step, first_step;
+    double start_time;
+    double *step_ms;         /* per step of this run, for the median */
+    double busy_s, idle_s;   /* pipeline stage time computing / waiting, whole run */
+    bp_step_record *pending; /* steps not logged yet (losses come from the last stage) */
+    int n_pending;
+    bp_train_result *res;
+    const volatile sig_atomic_t *stop;
+    bool stopping; /* every rank agreed to stop after this step */
+    bool resuming;
+    bp_manifest resume_from; /* when resuming */
+    float *avg_params, *avg_m, *avg_v; /* replicas averaged for a checkpoint */
+} trainer;
+
+/* The ranks whose loss is logged: the last stage of every replica (tp rank 0). */
+static inline bool trainer_reports_loss(const trainer *t) {
+    return t->grid.p == t->grid.pp - 1 && t->grid.t == 0;
+}
+/* The ranks that evaluate and save: every stage of replica 0 (tp rank 0). */
+static inline bool trainer_in_replica0(const trainer *t) {
+    return t->grid.d == 0 && t->grid.t == 0;
+}
+
+int trainer_meta_fail(trainer *t, int rc, bp_err *err);
+
+/* save.c */
+int trainer_read_resume_manifest(trainer *t, bp_err *err);
+int trainer_resume(trainer *t, bp_err *err);
+int trainer_checkpoint(trainer *t, bp_err *err);
+
+/* evaluate.c */
+int trainer_evaluate(trainer *t, bp_err *err);
+
+#endif
