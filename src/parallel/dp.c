@@ -12,8 +12,11 @@
 struct bp_dp {
     bp_dp_config cfg;
     bp_comm *comm;
-    bp_model *model;
-    bp_optim *optim;
+    bp_model *model;  /* replica 0 */
+    bp_optim *optim;  /* replica 0's */
+    bp_model **models; /* avgpipe: every replica of this rank */
+    bp_optim *optims;
+    int n_replicas;
     int64_t step;         /* steps taken */
     bool use_buckets;     /* gradients of this step go through the bucketer */
     bp_bucketer bk;       /* gradient algorithms; unused (n == 0) otherwise */
@@ -22,17 +25,17 @@ struct bp_dp {
     float *pack;          /* powersgd: the 1-D tensors of a bucket, packed */
     bp_ring_lp *ring;     /* lp-decentralized */
     bp_async_avg *async;  /* async */
-    float *center, *diff; /* easgd */
+    float *center, *diff; /* easgd, avgpipe */
     uint64_t rounds;      /* decentralized: weight averagings so far */
     int nonfinite;        /* lowest tensor a bucket found non-finite in this step, -1: none */
     double exposed_s;
 };
 
 static const char *algo_names[] = {"allreduce", "bytegrad", "qadam",    "decentralized",
-                                   "lp-decentralized", "async", "powersgd", "easgd"};
+                                   "lp-decentralized", "async", "powersgd", "easgd", "avgpipe"};
 
 const char *bp_dp_algo_name(int algo) {
-    return algo >= 0 && algo <= BP_DP_EASGD ? algo_names[algo] : "unknown";
+    return algo >= 0 && algo <= BP_DP_AVGPIPE ? algo_names[algo] : "unknown";
 }
 
 static bool is_gradient_algo(int algo) {
@@ -66,6 +69,7 @@ void bp_dp_describe(const bp_dp_config *c, char *buf, size_t n) {
         snprintf(buf + at, n - at, " rank=%d warmup=%lld", c->rank, (long long)c->powersgd_warmup);
         break;
     case BP_DP_EASGD:
+    case BP_DP_AVGPIPE:
         snprintf(buf + at, n - at, " alpha=%g period=%lld", c->ea_alpha, (long long)c->ea_period);
         break;
     case BP_DP_QADAM: snprintf(buf + at, n - at, " warmup=%lld", (long long)c->qadam_warmup); break;
@@ -181,7 +185,8 @@ static int create_state(bp_dp *dp, bp_err *err) {
             rc = comm_fail(dp, rc, err);
         break;
     case BP_DP_EASGD:
-        rc = bp_alloc_checked((void **)&dp->center, n * sizeof(float), "easgd center", err);
+    case BP_DP_AVGPIPE:
+        rc = bp_alloc_checked((void **)&dp->center, n * sizeof(float), "elastic center", err);
         if (rc == BP_OK)
             rc = bp_alloc_checked((void **)&dp->diff, n * sizeof(float), "easgd buffer", err);
         if (rc == BP_OK) memcpy(dp->center, params, n * sizeof(float));
@@ -191,14 +196,26 @@ static int create_state(bp_dp *dp, bp_err *err) {
     return rc;
 }
 
-int bp_dp_create(bp_comm *comm, const bp_dp_config *cfg, bp_model *m, bp_optim *optim,
-                 int64_t step, bp_dp **out, bp_err *err) {
+/* Every replica of this rank starts from replica 0 (after rank 0's broadcast). */
+static void copy_replica0(bp_dp *dp) {
+    size_t n = bp_model_num_params(dp->model);
+    for (int j = 1; j < dp->n_replicas; j++)
+        memcpy(bp_model_params(dp->models[j]), bp_model_params(dp->model), n * sizeof(float));
+}
+
+int bp_dp_create(bp_comm *comm, const bp_dp_config *cfg, bp_model **models, bp_optim *optims,
+                 int n, int64_t step, bp_dp **out, bp_err *err) {
     *out = NULL;
     int rc = bp_dp_config_check(cfg, bp_comm_size(comm), err);
     if (rc) return rc;
+    if (n > 1 && cfg->algo != BP_DP_AVGPIPE)
+        return bp_fail(err, BP_EINTERNAL, "%d replicas on one rank need avgpipe", n);
     bp_dp *dp = calloc(1, sizeof *dp);
     if (!dp) return bp_fail(err, BP_ENOMEM, "out of memory");
-    *dp = (bp_dp){.cfg = *cfg, .comm = comm, .model = m, .optim = optim, .step = step};
+    bp_model *m = models[0];
+    bp_optim *optim = &optims[0];
+    *dp = (bp_dp){.cfg = *cfg, .comm = comm, .model = m, .optim = optim, .models = models,
+                  .optims = optims, .n_replicas = n, .step = step};
     if (cfg->algo == BP_DP_DECENTRALIZED) dp->rounds = (uint64_t)(step / cfg->interval);
     if (cfg->algo == BP_DP_QADAM && optim->cfg.kind != BP_OPTIM_ADAMW)
         rc = bp_fail(err, BP_EUSAGE, "option --optim: qadam needs adamw");
@@ -208,6 +225,7 @@ int bp_dp_create(bp_comm *comm, const bp_dp_config *cfg, bp_model *m, bp_optim *
     if (rc == BP_OK && bp_comm_size(comm) > 1 &&
         (rc = bp_bcast(comm, bp_model_params(m), bp_model_num_params(m), 0)))
         rc = comm_fail(dp, rc, err);
+    if (rc == BP_OK) copy_replica0(dp);
     if (rc == BP_OK) rc = create_state(dp, err);
     if (rc == BP_OK && is_gradient_algo(cfg->algo) && bp_comm_size(comm) > 1)
         rc = bp_bucketer_init(&dp->bk, m, (size_t)(cfg->bucket_mb * 1048576.0), run_bucket, dp,
@@ -300,6 +318,24 @@ static int easgd_step(bp_dp *dp) {
     return rc;
 }
 
+/* Every replica of this rank pulled toward the center, the center moved by the sum
+ * of the pulls; then the data-parallel ranks' centers are averaged. */
+static int avgpipe_average(bp_dp *dp) {
+    size_t n = bp_model_num_params(dp->model);
+    const float alpha = (float)dp->cfg.ea_alpha;
+    memset(dp->diff, 0, n * sizeof(float));
+    for (int j = 0; j < dp->n_replicas; j++) {
+        float *w = bp_model_params(dp->models[j]);
+        for (size_t i = 0; i < n; i++) {
+            float d = alpha * (w[i] - dp->center[i]);
+            w[i] -= d;
+            dp->diff[i] += d;
+        }
+    }
+    for (size_t i = 0; i < n; i++) dp->center[i] += dp->diff[i];
+    return bp_comm_size(dp->comm) > 1 ? bp_allreduce_avg(dp->comm, dp->center, n) : BP_OK;
+}
+
 /* What weight algorithms do after the local optimizer step. */
 static int mix_weights(bp_dp *dp) {
     float *w = bp_model_params(dp->model);
@@ -310,6 +346,7 @@ static int mix_weights(bp_dp *dp) {
         return bp_peer_avg(dp->comm, w, n, (bp_peers)dp->cfg.peers, dp->rounds++);
     case BP_DP_LP_DECENTRALIZED: return bp_ring_lp_step(dp->ring, w);
     case BP_DP_EASGD: return dp->step % dp->cfg.ea_period ? BP_OK : easgd_step(dp);
+    case BP_DP_AVGPIPE: return dp->step % dp->cfg.ea_period ? BP_OK : avgpipe_average(dp);
     default: return BP_OK;
     }
 }
@@ -321,10 +358,13 @@ int bp_dp_step(bp_dp *dp, double lr, bp_err *err) {
         rc = qadam_step(dp, lr, err);
         dp->step++;
     } else {
-        bp_optim_step(dp->optim, bp_model_params(dp->model), bp_model_grads(dp->model), lr);
+        for (int j = 0; j < dp->n_replicas; j++)
+            bp_optim_step(&dp->optims[j], bp_model_params(dp->models[j]),
+                          bp_model_grads(dp->models[j]), lr);
         dp->step++;
         t0 = bp_now();
-        if (bp_comm_size(dp->comm) > 1 && (rc = mix_weights(dp))) rc = comm_fail(dp, rc, err);
+        bool mixes = bp_comm_size(dp->comm) > 1 || dp->cfg.algo == BP_DP_AVGPIPE;
+        if (mixes && (rc = mix_weights(dp))) rc = comm_fail(dp, rc, err);
     }
     dp->exposed_s += bp_now() - t0;
     if (dp->async) bp_async_avg_unlock(dp->async);
@@ -341,16 +381,32 @@ void bp_dp_skip_step(bp_dp *dp) {
 }
 
 bool bp_dp_replicas_differ(const bp_dp *dp) {
-    return bp_comm_size(dp->comm) > 1 && !is_gradient_algo(dp->cfg.algo);
+    return (bp_comm_size(dp->comm) > 1 || dp->n_replicas > 1) && !is_gradient_algo(dp->cfg.algo);
 }
+
+/* out = mean over this rank's replicas of x(j) (n floats each). */
+static void mean_of_replicas(const bp_dp *dp, float *out, size_t n, const float *(*x)(const bp_dp *, int)) {
+    memcpy(out, x(dp, 0), n * sizeof(float));
+    for (int j = 1; j < dp->n_replicas; j++) {
+        const float *y = x(dp, j);
+        for (size_t i = 0; i < n; i++) out[i] += y[i];
+    }
+    const float inv = 1.0f / (float)dp->n_replicas;
+    for (size_t i = 0; dp->n_replicas > 1 && i < n; i++) out[i] *= inv;
+}
+
+static const float *params_of(const bp_dp *dp, int j) { return bp_model_params(dp->models[j]); }
+static const float *m_of(const bp_dp *dp, int j) { return dp->optims[j].m; }
+static const float *v_of(const bp_dp *dp, int j) { return dp->optims[j].v; }
 
 int bp_dp_average_replicas(bp_dp *dp, float *params, float *m, float *v, bp_err *err) {
     size_t n = bp_model_num_params(dp->model);
     if (dp->async) bp_async_avg_lock(dp->async); /* the averaging thread writes the weights */
-    memcpy(params, bp_model_params(dp->model), n * sizeof(float));
+    mean_of_replicas(dp, params, n, params_of);
     if (dp->async) bp_async_avg_unlock(dp->async);
-    memcpy(m, dp->optim->m, n * sizeof(float));
-    if (v) memcpy(v, dp->optim->v, n * sizeof(float));
+    mean_of_replicas(dp, m, n, m_of);
+    if (v) mean_of_replicas(dp, v, n, v_of);
+    if (bp_comm_size(dp->comm) == 1) return BP_OK;
     int rc = bp_allreduce_avg(dp->comm, params, n);
     if (rc == BP_OK) rc = bp_allreduce_avg(dp->comm, m, n);
     if (rc == BP_OK && v) rc = bp_allreduce_avg(dp->comm, v, n);

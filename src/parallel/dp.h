@@ -11,6 +11,10 @@
  * average gradients in buckets on a communication thread that starts each bucket
  * as soon as backward has written it. Weight algorithms (decentralized,
  * lp-decentralized, easgd, async) step on local gradients and then mix weights.
+ * avgpipe (DESIGN.md section 6, chosen by --pipelines): this rank holds N replicas
+ * of its blocks, one per parallel pipeline, each with its own optimizer; every tau
+ * steps D_j = alpha (W_j - C), W_j -= D_j, C += sum_j D_j around a center C on this
+ * rank, and the centers of the data-parallel ranks are then averaged (C_FP_S).
  * qadam: AdamW on averaged gradients for `qadam_warmup` steps; afterwards the
  * second moment is frozen and each step averages the *momentum* with C_LP_S
  * (MinMaxUInt8) instead of the gradients; its bias correction is frozen with it. */
@@ -34,6 +38,7 @@ typedef enum bp_dp_algo {
     BP_DP_ASYNC,
     BP_DP_POWERSGD,
     BP_DP_EASGD,
+    BP_DP_AVGPIPE, /* not an --dp-algo choice: --pipelines selects it */
 } bp_dp_algo;
 
 /* In the order of bp_dp_algo, for option tables. */
@@ -67,13 +72,14 @@ void bp_dp_describe(const bp_dp_config *cfg, char *buf, size_t n);
 typedef struct bp_dp bp_dp;
 
 /* Collective over comm: broadcasts rank 0's weights to every replica, then builds
- * the algorithm's state. m and optim stay owned by the caller. `step` is the number
+ * the algorithm's state. models[0..n) and optims[0..n) (n > 1 only for avgpipe) stay
+ * owned by the caller; every replica starts from rank 0's replica 0. `step` is the number
  * of steps already taken (non-zero when resuming), so that warm-ups and intervals
  * continue where they were. State that checkpoints do not hold starts afresh on
  * resume: PowerSGD's Q and error, the easgd center (the resumed weights), the
  * lp-decentralized replicas. */
-int bp_dp_create(bp_comm *comm, const bp_dp_config *cfg, bp_model *m, bp_optim *optim,
-                 int64_t step, bp_dp **out, bp_err *err);
+int bp_dp_create(bp_comm *comm, const bp_dp_config *cfg, bp_model **models, bp_optim *optims,
+                 int n, int64_t step, bp_dp **out, bp_err *err);
 /* Stops background communication (async ends in a round every rank agrees on). */
 int bp_dp_finish(bp_dp *dp, bp_err *err);
 void bp_dp_destroy(bp_dp *dp);
@@ -85,8 +91,9 @@ int bp_dp_step(bp_dp *dp, double lr, bp_err *err);
 
 /* Whether the replicas may hold different weights (weight algorithms on > 1 rank). */
 bool bp_dp_replicas_differ(const bp_dp *dp);
-/* Collective: the average over the replicas of the weights and the optimizer's
- * buffers, into params, m and v (v may be NULL when the optimizer has none). */
+/* Collective: the average over all replicas (this rank's and the other ranks') of
+ * the weights and the optimizer's buffers, into params, m and v (v may be NULL when
+ * the optimizer has none). */
 int bp_dp_average_replicas(bp_dp *dp, float *params, float *m, float *v, bp_err *err);
 
 /* The lowest model tensor index in which a bucket of this step found a NaN or an

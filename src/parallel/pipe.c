@@ -9,7 +9,8 @@
 
 enum { TAG_ACT = 0, TAG_GRAD = 1 };
 
-/* Activations of one micro-batch in flight, and the sends that read from it. */
+/* Activations of one micro-batch in flight, and the sends that read from it. Each
+ * replica has its own slots, since activations belong to one model. */
 typedef struct slot {
     bp_acts *acts;
     bp_real *dx;         /* gradient of the stage input, sent backward */
@@ -20,11 +21,11 @@ typedef struct slot {
 
 struct bp_pipe {
     bp_comm *pp;
-    int S, s, M, micro_B, T;
+    int S, s, N, M, micro_B, T; /* M: per pipeline */
     size_t in_n, out_n; /* floats of a stage input / output for a full micro-batch */
-    bp_model *m;
-    bp_pipe_op *ops;
-    slot *slots;
+    bp_model **models;  /* [N] */
+    bp_pipe_op *ops;    /* 2 N M, over positions v = i*N + j */
+    slot *slots;        /* [N][n_slots] */
     int n_slots, in_use;
     bp_real *x_in, *dy; /* receive buffers, consumed before the next receive */
     bp_pipe_stats stats;
@@ -36,11 +37,11 @@ static int comm_fail(bp_pipe *p, int rc, bp_err *err) {
 
 static int alloc_slots(bp_pipe *p, bp_err *err) {
     int rc = BP_OK;
-    p->slots = calloc((size_t)p->n_slots, sizeof *p->slots);
+    p->slots = calloc((size_t)(p->N * p->n_slots), sizeof *p->slots);
     if (!p->slots) return bp_fail(err, BP_ENOMEM, "out of memory");
-    for (int i = 0; rc == BP_OK && i < p->n_slots; i++) {
+    for (int i = 0; rc == BP_OK && i < p->N * p->n_slots; i++) {
         p->slots[i].micro = -1;
-        rc = bp_acts_create(p->m, p->micro_B, p->T, &p->slots[i].acts, err);
+        rc = bp_acts_create(p->models[i / p->n_slots], p->micro_B, p->T, &p->slots[i].acts, err);
         if (rc == BP_OK && p->s > 0)
             rc = bp_alloc_checked((void **)&p->slots[i].dx, p->in_n * sizeof(bp_real),
                                   "pipeline gradient buffer", err);
@@ -49,21 +50,23 @@ static int alloc_slots(bp_pipe *p, bp_err *err) {
     return rc;
 }
 
-int bp_pipe_create(bp_comm *pp, bp_model *m, const bp_schedule *sched, int M, int micro_B, int T,
-                   bp_pipe **out, bp_err *err) {
+int bp_pipe_create(bp_comm *pp, bp_model **models, int N, const bp_schedule *sched, int M,
+                   int micro_B, int T, bp_pipe **out, bp_err *err) {
     *out = NULL;
     bp_pipe *p = calloc(1, sizeof *p);
     if (!p) return bp_fail(err, BP_ENOMEM, "out of memory");
+    bp_model *m = models[0];
     const bp_model_config *cfg = bp_model_get_config(m);
-    *p = (bp_pipe){.pp = pp, .S = bp_comm_size(pp), .s = bp_comm_rank(pp), .M = M,
-                   .micro_B = micro_B, .T = T, .m = m};
+    *p = (bp_pipe){.pp = pp, .S = bp_comm_size(pp), .s = bp_comm_rank(pp), .N = N, .M = M,
+                   .micro_B = micro_B, .T = T, .models = models};
     size_t rows = (size_t)micro_B * (size_t)T;
     p->in_n = rows * (size_t)bp_model_boundary_width(cfg, bp_model_block_begin(m));
     p->out_n = rows * (size_t)bp_model_boundary_width(cfg, bp_model_block_end(m));
-    p->n_slots = bp_schedule_peak_stash(sched, p->S, p->s, M);
-    int rc = (p->ops = malloc(2 * (size_t)M * sizeof *p->ops)) ? BP_OK
+    int V = N * M; /* positions of the interleaved stream */
+    p->n_slots = bp_schedule_peak_stash(sched, p->S, p->s, V);
+    int rc = (p->ops = malloc(2 * (size_t)V * sizeof *p->ops)) ? BP_OK
                                                                : bp_fail(err, BP_ENOMEM, "out of memory");
-    if (rc == BP_OK) bp_schedule_ops(sched, p->S, p->s, M, p->ops);
+    if (rc == BP_OK) bp_schedule_ops(sched, p->S, p->s, V, p->ops);
     if (rc == BP_OK) rc = alloc_slots(p, err);
     if (rc == BP_OK && p->s > 0)
         rc = bp_alloc_checked((void **)&p->x_in, p->in_n * sizeof(bp_real), "pipeline input", err);
@@ -79,7 +82,7 @@ int bp_pipe_create(bp_comm *pp, bp_model *m, const bp_schedule *sched, int M, in
 
 void bp_pipe_destroy(bp_pipe *p) {
     if (!p) return;
-    for (int i = 0; p->slots && i < p->n_slots; i++) {
+    for (int i = 0; p->slots && i < p->N * p->n_slots; i++) {
         bp_wait(&p->slots[i].fwd_req);
         bp_wait(&p->slots[i].bwd_req);
         bp_acts_destroy(p->slots[i].acts);
@@ -108,19 +111,22 @@ static int timed_recv(bp_pipe *p, bp_real *x, size_t n, int peer, int tag) {
     return rc;
 }
 
-static slot *take_slot(bp_pipe *p, int micro) {
+/* Slots of replica j hold positions v with v % N == j. */
+static slot *take_slot(bp_pipe *p, int v) {
+    slot *own = p->slots + (size_t)(v % p->N) * p->n_slots;
     for (int i = 0; i < p->n_slots; i++)
-        if (p->slots[i].micro < 0) {
-            p->slots[i].micro = micro;
+        if (own[i].micro < 0) {
+            own[i].micro = v;
             if (++p->in_use > p->stats.peak_stash) p->stats.peak_stash = p->in_use;
-            return &p->slots[i];
+            return &own[i];
         }
     return NULL; /* impossible: slots are sized by the schedule's peak */
 }
 
-static slot *find_slot(bp_pipe *p, int micro) {
+static slot *find_slot(bp_pipe *p, int v) {
+    slot *own = p->slots + (size_t)(v % p->N) * p->n_slots;
     for (int i = 0; i < p->n_slots; i++)
-        if (p->slots[i].micro == micro) return &p->slots[i];
+        if (own[i].micro == v) return &own[i];
     return NULL;
 }
 
@@ -134,7 +140,8 @@ static int forward(bp_pipe *p, const bp_batch *b, int micro, double *loss, bp_er
     if (rc == BP_OK && p->s > 0) rc = timed_recv(p, p->x_in, in_n, p->s - 1, TAG_ACT);
     if (rc) return comm_fail(p, rc, err);
     double t0 = bp_now();
-    rc = bp_model_forward(p->m, sl->acts, b, p->s > 0 ? p->x_in : NULL, loss, err);
+    rc = bp_model_forward(p->models[micro % p->N], sl->acts, b, p->s > 0 ? p->x_in : NULL, loss,
+                          err);
     p->stats.busy_s += bp_now() - t0;
     if (rc == BP_OK && p->s < p->S - 1) {
         size_t out_n = p->out_n / ((size_t)p->micro_B * p->T) * rows;
@@ -151,7 +158,7 @@ static int backward(bp_pipe *p, const bp_batch *b, int micro, bp_err *err) {
     if (rc == BP_OK && p->s < p->S - 1) rc = timed_recv(p, p->dy, p->out_n, p->s + 1, TAG_GRAD);
     if (rc) return comm_fail(p, rc, err);
     double t0 = bp_now();
-    rc = bp_model_backward(p->m, sl->acts, b, p->s < p->S - 1 ? p->dy : NULL,
+    rc = bp_model_backward(p->models[micro % p->N], sl->acts, b, p->s < p->S - 1 ? p->dy : NULL,
                            p->s > 0 ? sl->dx : NULL, (bp_real)(1.0 / p->M), err);
     p->stats.busy_s += bp_now() - t0;
     sl->micro = -1;
@@ -164,28 +171,29 @@ static int backward(bp_pipe *p, const bp_batch *b, int micro, bp_err *err) {
 int bp_pipe_step(bp_pipe *p, const bp_batch *micro, bp_pipe_last_backward_fn last_backward,
                  void *ctx, double *loss, bp_err *err) {
     double sum = 0;
-    int rc = BP_OK;
-    for (int i = 0; rc == BP_OK && i < 2 * p->M; i++) {
+    int rc = BP_OK, n_ops = 2 * p->N * p->M;
+    for (int i = 0; rc == BP_OK && i < n_ops; i++) {
         const bp_pipe_op *op = &p->ops[i];
         if (op->forward) {
             double l = 0;
             rc = forward(p, &micro[op->micro], op->micro, &l, err);
             sum += l;
         } else {
-            if (i == 2 * p->M - 1 && last_backward) last_backward(ctx);
+            if (i == n_ops - 1 && last_backward) last_backward(ctx);
             rc = backward(p, &micro[op->micro], op->micro, err);
         }
     }
-    *loss = p->s == p->S - 1 ? sum / p->M : NAN;
+    *loss = p->s == p->S - 1 ? sum / (p->N * p->M) : NAN;
     return rc;
 }
 
-int bp_pipe_eval(bp_pipe *p, const bp_batch *b, double *loss, const bp_real **logits, bp_err *err) {
+int bp_pipe_eval(bp_pipe *p, int j, const bp_batch *b, double *loss, const bp_real **logits,
+                 bp_err *err) {
     *loss = NAN;
     *logits = NULL;
     double l = NAN;
-    int rc = forward(p, b, 0, &l, err);
-    slot *sl = find_slot(p, 0);
+    int rc = forward(p, b, j, &l, err); /* position j belongs to replica j */
+    slot *sl = find_slot(p, j);
     if (sl) {
         sl->micro = -1;
         p->in_use--;

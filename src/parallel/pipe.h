@@ -6,7 +6,14 @@
  * counters apply; sends are non-blocking and overlap the next computation, and a
  * buffer being sent is not reused before its send completed.
  *
- * With a single stage this is plain gradient accumulation over the micro-batches. */
+ * With a single stage this is plain gradient accumulation over the micro-batches.
+ *
+ * AvgPipe (DESIGN.md section 6): a stage may host N replicas of its blocks, one per
+ * parallel pipeline. Pipeline j trains replica j on its own micro-batches; the
+ * schedule runs the N x M micro-batches as one stream with the pipelines' micro-
+ * batches interleaved (micro-batch i of pipeline j is position i*N + j), so that
+ * the work of one pipeline fills the other's idle slots. Being one stream of the
+ * chosen schedule, it cannot deadlock. */
 #ifndef BP_PARALLEL_PIPE_H
 #define BP_PARALLEL_PIPE_H
 
@@ -29,22 +36,24 @@ typedef struct bp_pipe_stats {
 /* Called once, right before the backward of the last micro-batch of a step. */
 typedef void (*bp_pipe_last_backward_fn)(void *ctx);
 
-/* m: this stage's blocks; M: micro-batches per step, each of micro_B x T. */
-int bp_pipe_create(bp_comm *pp, bp_model *m, const bp_schedule *sched, int M, int micro_B, int T,
-                   bp_pipe **out, bp_err *err);
+/* models[0..N): this stage's blocks, one replica per pipeline; M: micro-batches per
+ * pipeline and step, each of micro_B x T. */
+int bp_pipe_create(bp_comm *pp, bp_model **models, int N, const bp_schedule *sched, int M,
+                   int micro_B, int T, bp_pipe **out, bp_err *err);
 void bp_pipe_destroy(bp_pipe *p);
 
-/* One step over the M micro-batches micro[0..M) (inputs are used by the first stage,
- * targets by the last). Gradients accumulate into the model (the caller zeroes
- * them), each micro-batch's loss scaled by 1/M so they sum to the mean. On the last
- * stage *loss is the mean loss over the micro-batches; NaN elsewhere. */
+/* One step over the N x M micro-batches micro[0..N*M), pipeline j's micro-batch i
+ * at index i*N + j (inputs are used by the first stage, targets by the last).
+ * Gradients accumulate into each replica (the caller zeroes them), each micro-
+ * batch's loss scaled by 1/M so they sum to the pipeline's mean. On the last stage
+ * *loss is the mean loss over all micro-batches; NaN elsewhere. */
 int bp_pipe_step(bp_pipe *p, const bp_batch *micro, bp_pipe_last_backward_fn last_backward,
                  void *ctx, double *loss, bp_err *err);
 
-/* Forward only, for evaluation (collective over the stages). On the last stage
- * *loss is the mean loss of batch b (at most micro_B rows, targets required) and
- * *logits its logits; elsewhere NaN and NULL. */
-int bp_pipe_eval(bp_pipe *p, const bp_batch *b, double *loss, const bp_real **logits,
+/* Forward only through replica `j`, for evaluation (collective over the stages). On
+ * the last stage *loss is the mean loss of batch b (at most micro_B rows, targets
+ * required) and *logits its logits; elsewhere NaN and NULL. */
+int bp_pipe_eval(bp_pipe *p, int j, const bp_batch *b, double *loss, const bp_real **logits,
                  bp_err *err);
 
 void bp_pipe_stats_take(bp_pipe *p, bp_pipe_stats *out);

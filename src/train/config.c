@@ -74,6 +74,10 @@ static const bp_option train_options[] = {
     NUM("micro-batches", BP_OPT_INT, micro_batches, 1, 1 << 20, "M",
         "micro-batches each replica's batch is split into (the pipeline's unit of work)"),
     STR("schedule", pipe_schedule, "NAME", "pipeline schedule: gpipe, 1f1b or afp:K", "1f1b"),
+    {"pipelines", BP_OPT_INT, OFF(pipelines), 0, NULL, 1, 1024, "N",
+     "AvgPipe: N parallel pipelines, each stage rank holding N replicas pulled together by "
+     "elastic averaging (--ea-alpha, --ea-period)",
+     "off"},
     NUM("grad-accum", BP_OPT_INT, grad_accum, 1, 1 << 20, "K",
         "micro-batches per optimizer step (the global batch becomes --batch x K)"),
     CHOICE("dp-algo", dp_algo, BP_DP_ALGO_CHOICES, "how the data-parallel replicas agree", NULL),
@@ -241,7 +245,7 @@ void bp_train_optim_config(const bp_train_config *c, bp_optim_config *o) {
 
 void bp_train_dp_config(const bp_train_config *c, bp_dp_config *d) {
     *d = (bp_dp_config){
-        .algo = c->dp_algo,
+        .algo = c->pipelines > 0 ? BP_DP_AVGPIPE : c->dp_algo,
         .peers = c->peers == 0 ? BP_PEERS_SHIFT_ONE : BP_PEERS_ALL,
         .interval = c->interval,
         .sync_ms = c->sync_ms,
@@ -268,10 +272,16 @@ int bp_train_config_check_world(bp_train_config *c, int world, bp_err *err) {
                        "option --dp: %d replicas x %d stages need %d ranks, but the job has %d "
                        "(mpirun -np)",
                        c->dp, c->pp, c->dp * c->pp, world);
-    if (c->batch % (c->dp * c->micro_batches))
+    int N = c->pipelines > 0 ? c->pipelines : 1;
+    if (c->batch % (c->dp * N * c->micro_batches))
         return bp_fail(err, BP_EUSAGE,
-                       "option --batch: %d is not divisible by --dp %d x --micro-batches %d",
-                       c->batch, c->dp, c->micro_batches);
+                       "option --batch: %d is not divisible by --dp %d x --pipelines %d x "
+                       "--micro-batches %d",
+                       c->batch, c->dp, N, c->micro_batches);
+    if (c->pipelines > 0 && c->dp_algo != BP_DP_ALLREDUCE)
+        return bp_fail(err, BP_EUSAGE,
+                       "option --dp-algo: with --pipelines, data-parallel replicas agree through "
+                       "AvgPipe's elastic averaging of their centers");
     bp_schedule sched;
     int rc = bp_schedule_parse(c->pipe_schedule, &sched, err);
     if (rc) return rc;

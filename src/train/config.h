@@ -54,6 +54,7 @@ typedef struct bp_train_config {
     char partition[256]; /* blocks per stage, "2,3,3"; "" balances measured time */
     int micro_batches;   /* per optimizer step and per gradient accumulation */
     char pipe_schedule[32]; /* gpipe | 1f1b | afp:K */
+    int pipelines;          /* AvgPipe: parallel pipelines per stage rank (0: off) */
     int grad_accum;  /* micro-batches per optimizer step */
     int dp_algo;     /* bp_dp_algo */
     int peers;       /* 0 shift_one, 1 all */

@@ -16,7 +16,7 @@ static int score(trainer *t, double *sum, double *correct, double *rows, bp_err 
         bp_task_eval_batch(&t->task, i, t->micro_B, &b);
         double loss;
         const bp_real *logits;
-        int rc = bp_pipe_eval(t->pipe, &b, &loss, &logits, err);
+        int rc = bp_pipe_eval(t->pipe, 0, &b, &loss, &logits, err);
         if (rc) return rc;
         if (!logits) continue;
         *sum += loss * b.B;

@@ -38,8 +38,11 @@ int trainer_resume(trainer *t, bp_err *err) {
     bp_model_config saved;
     rc = bp_checkpoint_model_config(&ck, &saved, err);
     if (rc == BP_OK) rc = bp_train_config_match(bp_model_get_config(t->model), &saved, ck.dir, err);
-    if (rc == BP_OK) rc = bp_checkpoint_load_model(&ck, t->model, err);
-    if (rc == BP_OK) rc = bp_checkpoint_load_optim(&ck, &t->optim, err);
+    /* Every AvgPipe replica starts from the checkpoint's (averaged) model. */
+    for (int j = 0; rc == BP_OK && j < t->n_rep; j++) {
+        rc = bp_checkpoint_load_model(&ck, t->models[j], err);
+        if (rc == BP_OK) rc = bp_checkpoint_load_optim(&ck, &t->optims[j], err);
+    }
     if (rc == BP_OK && ck.rs.step > t->cfg->steps)
         rc = bp_fail(err, BP_EUSAGE, "checkpoint %s is at step %lld, beyond --steps %lld", ck.dir,
                      (long long)ck.rs.step, (long long)t->cfg->steps);
@@ -57,11 +60,11 @@ int trainer_resume(trainer *t, bp_err *err) {
  * differ (weight algorithms), their average over the stage's replicas (collective). */
 static int checkpoint_state(trainer *t, const bp_real **params, bp_optim *view, bp_err *err) {
     *params = bp_model_params(t->model);
-    *view = t->optim;
+    *view = *t->optim;
     if (!bp_dp_replicas_differ(t->dp)) return BP_OK;
     size_t bytes = bp_model_num_params(t->model) * sizeof(float);
     if (!t->avg_params && (!(t->avg_params = malloc(bytes)) || !(t->avg_m = malloc(bytes)) ||
-                           (t->optim.v && !(t->avg_v = malloc(bytes)))))
+                           (t->optim->v && !(t->avg_v = malloc(bytes)))))
         return bp_fail(err, BP_ENOMEM, "cannot allocate the averaged checkpoint");
     int rc = bp_dp_average_replicas(t->dp, t->avg_params, t->avg_m, t->avg_v, err);
     *params = t->avg_params;

@@ -47,11 +47,12 @@ static void log_config(trainer *t) {
     bp_schedule_name(&s, sched, sizeof sched);
     fprintf(t->metrics.f,
             "{\"type\":\"config\",\"model\":\"%s\",\"params\":%zu,\"world\":%d,\"dp\":%d,"
-            "\"pp\":%d,\"partition\":\"%s\",\"micro_batches\":%d,\"schedule\":\"%s\","
-            "\"batch\":%d,\"grad_accum\":%d,\"dp_algo\":\"%s\",\"net\":\"%s\"}\n",
+            "\"pp\":%d,\"partition\":\"%s\",\"pipelines\":%d,\"micro_batches\":%d,"
+            "\"schedule\":\"%s\",\"batch\":%d,\"grad_accum\":%d,\"dp_algo\":\"%s\","
+            "\"net\":\"%s\"}\n",
             t->cfg->model == BP_MODEL_GPT ? "gpt" : "mlp", bp_model_num_params(t->model), t->size,
-            t->grid.dp, t->grid.pp, t->partition, t->cfg->micro_batches, sched, t->cfg->batch,
-            t->cfg->grad_accum, algo, t->cfg->net[0] ? t->cfg->net : "off");
+            t->grid.dp, t->grid.pp, t->partition, t->n_rep, t->cfg->micro_batches, sched,
+            t->cfg->batch, t->cfg->grad_accum, algo, t->cfg->net[0] ? t->cfg->net : "off");
     fflush(t->metrics.f);
 }
 
@@ -85,7 +86,7 @@ static int choose_partition(trainer *t, const bp_model_config *mc, bp_err *err) 
 
 /* Views of the micro-batches of one step into the task's batch slots. */
 static int make_micro_views(trainer *t, bp_err *err) {
-    t->n_micro = t->cfg->micro_batches * t->cfg->grad_accum;
+    t->n_micro = t->n_rep * t->cfg->micro_batches * t->cfg->grad_accum;
     if (!(t->micro = calloc((size_t)t->n_micro, sizeof *t->micro)))
         return bp_fail(err, BP_ENOMEM, "out of memory");
     return BP_OK;
@@ -100,7 +101,8 @@ static int setup_data(trainer *t, bp_err *err) {
                      c->model == BP_MODEL_GPT ? "tok" : "samples");
     int rc = trainer_read_resume_manifest(t, err);
     if (rc == BP_OK) rc = bp_task_init(&t->task, c, t->grid.d, t->grid.dp, err);
-    t->micro_B = t->task.B_local / c->micro_batches;
+    t->n_rep = c->pipelines > 0 ? c->pipelines : 1;
+    t->micro_B = t->task.B_local / (t->n_rep * c->micro_batches);
     if (rc == BP_OK) rc = make_micro_views(t, err);
     if (rc == BP_OK && (!(t->step_ms = calloc((size_t)c->steps + 1, sizeof(double))) ||
                         !(t->pending = calloc((size_t)c->log_every, sizeof *t->pending))))
@@ -108,21 +110,34 @@ static int setup_data(trainer *t, bp_err *err) {
     return rc;
 }
 
-/* This stage's model, optimizer and pipeline; the checkpoint when resuming. */
+/* This stage's blocks and optimizer, once per replica (AvgPipe runs several). */
+static int create_replicas(trainer *t, const bp_model_config *mc, bp_err *err) {
+    bp_optim_config oc;
+    bp_train_optim_config(t->cfg, &oc);
+    t->models = calloc((size_t)t->n_rep, sizeof *t->models);
+    t->optims = calloc((size_t)t->n_rep, sizeof *t->optims);
+    if (!t->models || !t->optims) return bp_fail(err, BP_ENOMEM, "out of memory");
+    int p = t->grid.p, rc = BP_OK;
+    for (int j = 0; rc == BP_OK && j < t->n_rep; j++) {
+        rc = bp_model_create(mc, t->first[p], t->first[p + 1], &t->models[j], err);
+        if (rc == BP_OK) bp_model_init_weights(t->models[j], (uint64_t)t->cfg->seed);
+        if (rc == BP_OK) rc = bp_optim_init(&t->optims[j], &oc, bp_model_num_params(t->models[j]), err);
+    }
+    t->model = t->models[0];
+    t->optim = &t->optims[0];
+    return rc;
+}
+
+/* This stage's replicas and pipeline; the checkpoint when resuming. */
 static int setup_stage(trainer *t, const bp_model_config *mc, bp_err *err) {
     const bp_train_config *c = t->cfg;
-    bp_optim_config oc;
     bp_schedule sched;
-    bp_train_optim_config(c, &oc);
     bp_partition_format(t->first, t->grid.pp, t->partition, sizeof t->partition);
-    int p = t->grid.p;
-    int rc = bp_model_create(mc, t->first[p], t->first[p + 1], &t->model, err);
-    if (rc == BP_OK) bp_model_init_weights(t->model, (uint64_t)c->seed);
-    if (rc == BP_OK) rc = bp_optim_init(&t->optim, &oc, bp_model_num_params(t->model), err);
+    int rc = create_replicas(t, mc, err);
     if (rc == BP_OK) rc = bp_schedule_parse(c->pipe_schedule, &sched, err);
     if (rc == BP_OK)
-        rc = bp_pipe_create(t->grid.pp_comm, t->model, &sched, t->n_micro, t->micro_B, t->task.T,
-                            &t->pipe, err);
+        rc = bp_pipe_create(t->grid.pp_comm, t->models, t->n_rep, &sched, t->n_micro / t->n_rep,
+                            t->micro_B, t->task.T, &t->pipe, err);
     if (rc == BP_OK && t->resuming) rc = trainer_resume(t, err);
     if (rc == BP_OK && t->rank == 0) rc = bp_mkdir_p(c->out, err);
     if (rc == BP_OK && t->rank == 0)
@@ -155,7 +170,7 @@ static int setup(trainer *t, bp_err *err) {
     bp_dp_config d;
     bp_train_dp_config(c, &d);
     if (rc == BP_OK)
-        rc = bp_dp_create(t->grid.dp_comm, &d, t->model, &t->optim, t->step, &t->dp, err);
+        rc = bp_dp_create(t->grid.dp_comm, &d, t->models, t->optims, t->n_rep, t->step, &t->dp, err);
     if (rc == BP_OK) log_config(t);
     return rc;
 }
@@ -164,8 +179,12 @@ static void teardown(trainer *t) {
     bp_dp_destroy(t->dp);
     bp_pipe_destroy(t->pipe);
     bp_metrics_close(&t->metrics);
-    bp_optim_free(&t->optim);
-    bp_model_destroy(t->model);
+    for (int j = 0; j < t->n_rep && t->models; j++) {
+        bp_optim_free(&t->optims[j]);
+        bp_model_destroy(t->models[j]);
+    }
+    free(t->models);
+    free(t->optims);
     bp_task_free(&t->task);
     bp_grid_destroy(&t->grid);
     bp_comm_free(t->meta);
@@ -191,15 +210,17 @@ static void inject_process_fault(trainer *t) {
         for (;;) pause();
 }
 
-/* Draw this step's batches and cut each into micro-batches of micro_B rows. */
+/* Draw this step's batches and cut each into micro-batches of micro_B rows: with
+ * N AvgPipe pipelines, pipeline j takes the j-th N-th of the rows, and its
+ * micro-batch i sits at position i*N + j of the pipeline stream. */
 static void next_micro_batches(trainer *t) {
-    int M = t->cfg->micro_batches;
+    int M = t->cfg->micro_batches, N = t->n_rep;
     for (int k = 0; k < t->cfg->grad_accum; k++) {
         bp_batch b;
         bp_task_next(&t->task, k, &b);
-        for (int i = 0; i < M; i++) {
-            size_t rows = (size_t)i * t->micro_B * b.T;
-            bp_batch *mb = &t->micro[k * M + i];
+        for (int c = 0; c < N * M; c++) { /* chunk c of the rows: pipeline c / M, micro c % M */
+            size_t rows = (size_t)c * t->micro_B * b.T;
+            bp_batch *mb = &t->micro[((size_t)k * M + (size_t)(c % M)) * N + (size_t)(c / M)];
             *mb = (bp_batch){.B = t->micro_B, .T = b.T};
             if (b.tokens) mb->tokens = b.tokens + rows;
             if (b.images) mb->images = b.images + rows * 784;
@@ -214,17 +235,22 @@ static void before_last_backward(void *ctx) { bp_dp_backward_begin(ctx); }
 static int sync_tied_embedding(trainer *t, bp_err *err) {
     if (!t->grid.embed_comm) return BP_OK;
     const bp_tensor_info *ti = bp_model_find_tensor(t->model, "wte.weight");
-    int rc = bp_allreduce_sum(t->grid.embed_comm, bp_model_grads(t->model) + ti->offset, ti->numel);
+    int rc = BP_OK;
+    for (int j = 0; rc == BP_OK && j < t->n_rep; j++)
+        rc = bp_allreduce_sum(t->grid.embed_comm, bp_model_grads(t->models[j]) + ti->offset,
+                              ti->numel);
     return rc ? bp_fail(err, (bp_status)rc, "%s", bp_comm_errmsg(t->grid.embed_comm)) : BP_OK;
 }
 
-/* The first tensor whose gradient is not finite, or NULL. */
+/* The first tensor whose gradient is not finite in some replica, or NULL. */
 static const char *nonfinite_tensor(trainer *t) {
     int bad = bp_dp_nonfinite_tensor(t->dp);
-    const float *g = bp_model_grads(t->model);
-    for (int i = 0; bad < 0 && i < bp_model_num_tensors(t->model); i++) {
-        const bp_tensor_info *ti = bp_model_tensor(t->model, i);
-        if (!bp_all_finite(g + ti->offset, ti->numel)) bad = i;
+    for (int j = 0; bad < 0 && j < t->n_rep; j++) {
+        const float *g = bp_model_grads(t->models[j]);
+        for (int i = 0; bad < 0 && i < bp_model_num_tensors(t->model); i++) {
+            const bp_tensor_info *ti = bp_model_tensor(t->model, i);
+            if (!bp_all_finite(g + ti->offset, ti->numel)) bad = i;
+        }
     }
     return bad < 0 ? NULL : bp_model_tensor(t->model, bad)->name;
 }
@@ -251,22 +277,24 @@ static int agree_step(trainer *t, double loss, bool *skip, bp_err *err) {
                    tensor ? tensor : "");
 }
 
-/* Gradient norm over the whole model: the stages' sums of squares add up (the tied
- * embedding's copy on the last stage is the same tensor, counted once). */
+/* Gradient norm of each replica over the whole model: the stages' sums of squares
+ * add up (the tied embedding's copy on the last stage is the same tensor, counted
+ * once). *norm is replica 0's. */
 static int clip_gradients(trainer *t, double *norm, bp_err *err) {
-    bp_real *g = bp_model_grads(t->model);
     size_t n = bp_model_num_params(t->model);
-    double sumsq = bp_grad_sumsq(g, n);
     const bp_tensor_info *copy = bp_model_find_tensor(t->model, "wte.weight");
-    if (copy && copy->tied_copy) sumsq -= bp_grad_sumsq(g + copy->offset, copy->numel);
-    if (t->grid.pp > 1) {
-        float s = (float)sumsq;
-        int rc = bp_allreduce_sum(t->grid.pp_comm, &s, 1);
-        if (rc) return bp_fail(err, (bp_status)rc, "%s", bp_comm_errmsg(t->grid.pp_comm));
-        sumsq = s;
+    float sumsq[t->n_rep];
+    for (int j = 0; j < t->n_rep; j++) {
+        const bp_real *g = bp_model_grads(t->models[j]);
+        double s = bp_grad_sumsq(g, n);
+        if (copy && copy->tied_copy) s -= bp_grad_sumsq(g + copy->offset, copy->numel);
+        sumsq[j] = (float)s;
     }
-    *norm = sqrt(sumsq);
-    bp_clip_to(g, n, *norm, t->cfg->clip);
+    int rc = t->grid.pp > 1 ? bp_allreduce_sum(t->grid.pp_comm, sumsq, (size_t)t->n_rep) : BP_OK;
+    if (rc) return bp_fail(err, (bp_status)rc, "%s", bp_comm_errmsg(t->grid.pp_comm));
+    for (int j = 0; j < t->n_rep; j++)
+        bp_clip_to(bp_model_grads(t->models[j]), n, sqrt(sumsq[j]), t->cfg->clip);
+    *norm = sqrt(sumsq[0]);
     return BP_OK;
 }
 
@@ -291,7 +319,7 @@ static void fill_record(trainer *t, bp_step_record *r, double t0, double loss) {
 static int train_step(trainer *t, bp_step_record *r, bp_err *err) {
     inject_process_fault(t);
     double t0 = bp_now(), loss;
-    bp_model_zero_grad(t->model);
+    for (int j = 0; j < t->n_rep; j++) bp_model_zero_grad(t->models[j]);
     bp_dp_step_begin(t->dp);
     next_micro_batches(t);
     if (fault_here(t, t->cfg->fault_nan_rank)) bp_model_grads(t->model)[0] = NAN;
@@ -426,7 +454,7 @@ static int summary(trainer *t, bp_err *err) {
         .peak_rss_bytes = (uint64_t)ru.ru_maxrss * 1024,
         .param_bytes = params,
         .grad_bytes = params,
-        .optim_bytes = params * (uint64_t)bp_optim_num_buffers(&t->optim.cfg),
+        .optim_bytes = params * (uint64_t)bp_optim_num_buffers(&t->optim->cfg),
         .act_bytes = ps.act_bytes * (uint64_t)ps.peak_stash,
     };
     int rc = stage_summary(t, err);

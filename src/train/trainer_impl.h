@@ -23,8 +23,11 @@ typedef struct trainer {
     bp_grid grid;
     int *first;          /* pipeline partition: stage s holds blocks [first[s], first[s+1]) */
     char partition[256]; /* the same as text */
-    bp_model *model;     /* this stage's blocks */
-    bp_optim optim;
+    int n_rep;           /* replicas of this stage on this rank (AvgPipe pipelines; else 1) */
+    bp_model **models;   /* [n_rep]: this stage's blocks */
+    bp_optim *optims;    /* [n_rep] */
+    bp_model *model;     /* models[0] */
+    bp_optim *optim;     /* &optims[0] */
     bp_dp *dp;
     bp_pipe *pipe;
     bp_batch *micro; /* the micro-batches of one step */

@@ -276,7 +276,7 @@ static void engine_init(engine *e, const bp_train_config *c) {
     bp_comm_set_timeout(e->g, 60); /* a stuck collective ends the job with a line */
     bp_dp_config d;
     bp_train_dp_config(c, &d);
-    ok(bp_dp_create(e->g, &d, e->r.m, &e->r.o, 0, &e->dp, &err), "bp_dp_create");
+    ok(bp_dp_create(e->g, &d, &e->r.m, &e->r.o, 1, 0, &e->dp, &err), "bp_dp_create");
 }
 
 /* One step as the trainer takes it. With `snapshot`, the weights are copied right
