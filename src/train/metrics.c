@@ -37,6 +37,15 @@ void bp_metrics_step(bp_metrics *m, const bp_step_record *r) {
     num(m->f, "comm_exposed_ms", r->comm_exposed_ms);
     num(m->f, "bytes_sent", r->bytes_sent);
     num(m->f, "items_per_s", r->items_per_s);
+    static const char *axes[BP_AXES] = {"dp", "pp", "tp", "embed"};
+    const double *split[2] = {r->axis_bytes, r->axis_exposed_ms};
+    const char *names[2] = {"axis_bytes", "axis_exposed_ms"};
+    for (int k = 0; k < 2; k++) {
+        fprintf(m->f, ",\"%s\":{", names[k]);
+        for (int a = 0; a < BP_AXES; a++)
+            fprintf(m->f, "%s\"%s\":%.9g", a ? "," : "", axes[a], isfinite(split[k][a]) ? split[k][a] : 0);
+        fputc('}', m->f);
+    }
     fputs("}\n", m->f);
     fflush(m->f);
 }

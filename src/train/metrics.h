@@ -3,13 +3,16 @@
  *   {"type":"config","model":..,"params":..,"world":..,"dp":..,"batch":..,"grad_accum":..,
  *    "dp_algo":"<algorithm and its settings>","net":..}
  *   {"type":"step","step":k,"loss":..,"lr":..,"grad_norm":..,"step_ms":..,"compute_ms":..,
- *    "comm_exposed_ms":..,"bytes_sent":..,"items_per_s":..}
+ *    "comm_exposed_ms":..,"bytes_sent":..,"items_per_s":..,
+ *    "axis_bytes":{"dp":..,"pp":..,"tp":..,"embed":..},"axis_exposed_ms":{...same keys...}}
  *   {"type":"eval","step":k,"val_loss":..[,"val_acc":..]}
  *   {"type":"summary","steps":..,"median_step_ms":..,"peak_rss_bytes":..,"param_bytes":..,
  *    "grad_bytes":..,"optim_bytes":..,"act_bytes":..}
  * k counts completed optimizer steps (1 after the first step). The loss is the
  * mean over ranks; times and bytes are rank 0's: compute_ms is the step time not
- * spent waiting for communication, comm_exposed_ms the time spent waiting. */
+ * spent waiting for communication, comm_exposed_ms the time spent waiting, both also
+ * split by the axis of the grid they belong to (embed: the tied embedding's sync
+ * between first and last pipeline stage; pp's exposed time is the bubble). */
 #ifndef BP_TRAIN_METRICS_H
 #define BP_TRAIN_METRICS_H
 
@@ -22,9 +25,12 @@ typedef struct bp_metrics {
     FILE *f; /* NULL: logging off */
 } bp_metrics;
 
+enum { BP_AXIS_DP, BP_AXIS_PP, BP_AXIS_TP, BP_AXIS_EMBED, BP_AXES };
+
 typedef struct bp_step_record {
     int64_t step;
     double loss, lr, grad_norm, step_ms, compute_ms, comm_exposed_ms, bytes_sent, items_per_s;
+    double axis_bytes[BP_AXES], axis_exposed_ms[BP_AXES];
 } bp_step_record;
 
 typedef struct bp_memory_record {

@@ -233,12 +233,15 @@ static void before_last_backward(void *ctx) { bp_dp_backward_begin(ctx); }
 
 /* The first and last stage hold the tied embedding; their gradients add up. */
 static int sync_tied_embedding(trainer *t, bp_err *err) {
+    t->embed_s = 0;
     if (!t->grid.embed_comm) return BP_OK;
+    double t0 = bp_now();
     const bp_tensor_info *ti = bp_model_find_tensor(t->model, "wte.weight");
     int rc = BP_OK;
     for (int j = 0; rc == BP_OK && j < t->n_rep; j++)
         rc = bp_allreduce_sum(t->grid.embed_comm, bp_model_grads(t->models[j]) + ti->offset,
                               ti->numel);
+    t->embed_s = bp_now() - t0;
     return rc ? bp_fail(err, (bp_status)rc, "%s", bp_comm_errmsg(t->grid.embed_comm)) : BP_OK;
 }
 
@@ -298,19 +301,39 @@ static int clip_gradients(trainer *t, double *norm, bp_err *err) {
     return BP_OK;
 }
 
+/* Bytes this rank sent on each axis's group in this step (counters reset). */
+static void axis_bytes(trainer *t, double *bytes, double *tp_blocked_s) {
+    bp_comm *groups[BP_AXES] = {t->grid.dp_comm, t->grid.pp_comm, t->grid.tp_comm,
+                                t->grid.embed_comm};
+    *tp_blocked_s = 0;
+    for (int a = 0; a < BP_AXES; a++) {
+        bp_stats s = {0};
+        if (groups[a]) bp_comm_stats(groups[a], &s, true);
+        bytes[a] = (double)s.total.bytes_sent;
+        if (a == BP_AXIS_TP) *tp_blocked_s = s.total.blocked_s;
+    }
+}
+
 static void fill_record(trainer *t, bp_step_record *r, double t0, double loss) {
-    bp_stats s;
     bp_pipe_stats ps;
-    bp_comm_stats(t->world, &s, true);
+    double tp_s;
     bp_pipe_stats_take(t->pipe, &ps);
     t->busy_s += ps.busy_s;
     t->idle_s += ps.idle_s;
+    axis_bytes(t, r->axis_bytes, &tp_s);
+    r->axis_exposed_ms[BP_AXIS_DP] = bp_dp_exposed_seconds(t->dp) * 1e3;
+    r->axis_exposed_ms[BP_AXIS_PP] = ps.idle_s * 1e3;
+    r->axis_exposed_ms[BP_AXIS_TP] = tp_s * 1e3;
+    r->axis_exposed_ms[BP_AXIS_EMBED] = t->embed_s * 1e3;
     r->step = t->step;
     r->loss = loss;
     r->step_ms = (bp_now() - t0) * 1e3;
-    r->comm_exposed_ms = (bp_dp_exposed_seconds(t->dp) + ps.idle_s) * 1e3;
+    r->comm_exposed_ms = r->bytes_sent = 0;
+    for (int a = 0; a < BP_AXES; a++) {
+        r->comm_exposed_ms += r->axis_exposed_ms[a];
+        r->bytes_sent += r->axis_bytes[a];
+    }
     r->compute_ms = r->step_ms - r->comm_exposed_ms;
-    r->bytes_sent = (double)s.total.bytes_sent;
     r->items_per_s = (double)bp_task_items_per_step(&t->task) * t->cfg->grad_accum /
                      (r->step_ms * 1e-3);
 }
