@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Wrong pipeline options under mpiexec: every rank reaches the same verdict before
+# any work, one error line names the option (rank 0's when there are several
+# ranks), every rank exits with 2 (usage error) and nothing is trained. As in
+# tests/dp/bad_options.sh, only lines that bagpipe prints (starting "bagpipe:") are
+# counted, since mpirun adds its own banner about the non-zero exit code.
+source "$(dirname "$0")/lib.sh"
+
+# expect W OPTION -- options...: on W ranks, exit code 2 and exactly one line from
+# bagpipe, an error naming OPTION.
+expect() {
+  local w=$1 option=$2
+  shift 3
+  local rc=0
+  launch "$w" "$BP" train "$@" --data "$TEXT" --progress none --eval-every 0 --steps 2 \
+    --out "$WORK/run" >"$WORK/stdout" 2>"$WORK/stderr" || rc=$?
+  local what="'$*' on $w ranks"
+  [ "$rc" -eq 2 ] || fail "$what exited $rc, expected 2; stderr: $(cat "$WORK/stderr")"
+  local lines rank0=""
+  lines=$(grep -c '^bagpipe:' "$WORK/stderr" || true)
+  [ "$lines" -eq 1 ] || fail "$what printed $lines bagpipe lines, expected 1: $(cat "$WORK/stderr")"
+  [ "$w" -gt 1 ] && rank0='\[rank 0\] '
+  grep -qE -- "^bagpipe: ${rank0}error: option $option: " "$WORK/stderr" ||
+    fail "$what said '$(grep '^bagpipe:' "$WORK/stderr")', expected an error naming $option"
+  if grep -q 'MPI_ABORT' "$WORK/stderr"; then fail "$what aborted the job: $(cat "$WORK/stderr")"; fi
+  [ ! -s "$WORK/stdout" ] || fail "$what printed on stdout: $(cat "$WORK/stdout")"
+  [ ! -e "$WORK/run/metrics.jsonl" ] || fail "$what started training"
+  echo "$what: $(grep '^bagpipe:' "$WORK/stderr")"
+  rm -rf "$WORK/run"
+}
+
+# The small gpt has 4 blocks: embedding, 2 layers, head. A failing job takes mpirun
+# about 1.5 s to end, so the cases are few; tests/pipe/test_schedule.c checks the
+# parsing of --schedule and --partition in all its forms.
+G=(--layers 2 --embd 16 --heads 2 --seq-len 16 --batch 8)
+expect 4 --pp -- "${G[@]}" --pp 3
+expect 1 --pp -- "${G[@]}" --pp 2
+expect 3 --partition -- "${G[@]}" --pp 3 --partition 1,1
+expect 2 --partition -- "${G[@]}" --pp 2 --partition 2,3
+expect 2 --schedule -- "${G[@]}" --pp 2 --schedule zigzag
+expect 2 --schedule -- "${G[@]}" --pp 2 --schedule afp:-1
+expect 1 --schedule -- "${G[@]}" --schedule gpipe:2
+expect 1 --micro-batches -- "${G[@]}" --micro-batches 0
+# A gpt of 1 layer has 3 blocks.
+expect 4 --pp -- --layers 1 --embd 16 --heads 2 --seq-len 16 --batch 8 --pp 4
+expect 4 --batch -- "${G[@]}" --pp 2 --dp 2 --micro-batches 3
+echo "ok"
