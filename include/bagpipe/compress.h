@@ -78,6 +78,9 @@ int bp_powersgd_rank(const bp_codec *codec);
 /* The error-feedback matrix E (rows x cols); all zero at the start. */
 const float *bp_powersgd_error(const bp_codec *codec);
 
+/* Set E to zero: the next encode compresses its input alone (error feedback off). */
+void bp_powersgd_clear_error(bp_codec *codec);
+
 /* Step 1: M = G + E; P = M Q. *p points at P (*p_len = rows * r floats) for the
  * caller to average across ranks in place. */
 int bp_powersgd_project(bp_codec *codec, const float *grad, size_t n, float **p, size_t *p_len,

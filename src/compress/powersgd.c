@@ -219,3 +219,9 @@ int bp_powersgd_rank(const bp_codec *codec) {
 const float *bp_powersgd_error(const bp_codec *codec) {
     return codec->ops == &powersgd_ops ? ((const powersgd *)codec)->m : NULL;
 }
+
+void bp_powersgd_clear_error(bp_codec *codec) {
+    if (codec->ops != &powersgd_ops) return;
+    powersgd *s = (powersgd *)codec;
+    if (s->m && s->at == IDLE) memset(s->m, 0, s->rows * s->cols * sizeof(float));
+}

@@ -14,6 +14,7 @@ enum { TAG_ACT = 0, TAG_GRAD = 1 };
 typedef struct slot {
     bp_acts *acts;
     bp_real *dx;         /* gradient of the stage input, sent backward */
+    float *wire;         /* dx compressed (P then Q), when compressed backpropagation is on */
     bp_request *fwd_req; /* send of acts' output */
     bp_request *bwd_req; /* send of dx */
     int micro;           /* -1 when free */
@@ -29,6 +30,13 @@ struct bp_pipe {
     int n_slots, in_use;
     bp_real *x_in, *dy; /* receive buffers, consumed before the next receive */
     bp_pipe_stats stats;
+    /* compressed backpropagation */
+    bp_pipe_cb cb;
+    bp_codec **enc;       /* [N] senders' codecs (they hold the error E and Q) */
+    bp_codec *dec;        /* receiver's codec: decoding P Q^T needs only the shape */
+    size_t enc_n, dec_n;  /* floats on the wire for a sent / received gradient */
+    float *wire_in;
+    int bwd_done;         /* backward ops done in this step */
 };
 
 static int comm_fail(bp_pipe *p, int rc, bp_err *err) {
@@ -50,8 +58,40 @@ static int alloc_slots(bp_pipe *p, bp_err *err) {
     return rc;
 }
 
+/* Codecs and wire buffers of compressed backpropagation: stage s > 0 encodes the
+ * gradients it sends, stage s < S-1 decodes the ones it receives. */
+static int alloc_cb(bp_pipe *p, bp_err *err) {
+    size_t rows = (size_t)p->micro_B * p->T;
+    int rc = BP_OK;
+    if (p->cb.rank <= 0) return BP_OK;
+    if (p->s > 0) {
+        size_t cols = p->in_n / rows;
+        rc = (p->enc = calloc((size_t)p->N, sizeof *p->enc)) ? BP_OK
+                                                             : bp_fail(err, BP_ENOMEM, "out of memory");
+        for (int j = 0; rc == BP_OK && j < p->N; j++)
+            rc = bp_codec_powersgd_new(rows, cols, p->cb.rank, p->cb.seed + (uint64_t)j, &p->enc[j], err);
+        if (rc == BP_OK) p->enc_n = bp_codec_encoded_size(p->enc[0], p->in_n) / sizeof(float);
+        for (int i = 0; rc == BP_OK && i < p->N * p->n_slots; i++)
+            rc = bp_alloc_checked((void **)&p->slots[i].wire, p->enc_n * sizeof(float), "cb wire", err);
+    }
+    if (rc == BP_OK && p->s < p->S - 1) {
+        rc = bp_codec_powersgd_new(rows, p->out_n / rows, p->cb.rank, p->cb.seed, &p->dec, err);
+        if (rc == BP_OK) p->dec_n = bp_codec_encoded_size(p->dec, p->out_n) / sizeof(float);
+        if (rc == BP_OK)
+            rc = bp_alloc_checked((void **)&p->wire_in, p->dec_n * sizeof(float), "cb wire", err);
+    }
+    return rc;
+}
+
+/* Whether backward send number b (0-based, of n per step) of stage `sender` is
+ * compressed; the receiving stage asks the same question. */
+static bool compressed(const bp_pipe *p, int sender, int b, int n) {
+    if (p->cb.rank <= 0) return false;
+    return !p->cb.epilogue_only || b >= n - (p->S - sender);
+}
+
 int bp_pipe_create(bp_comm *pp, bp_model **models, int N, const bp_schedule *sched, int M,
-                   int micro_B, int T, bp_pipe **out, bp_err *err) {
+                   int micro_B, int T, const bp_pipe_cb *cb, bp_pipe **out, bp_err *err) {
     *out = NULL;
     bp_pipe *p = calloc(1, sizeof *p);
     if (!p) return bp_fail(err, BP_ENOMEM, "out of memory");
@@ -59,6 +99,7 @@ int bp_pipe_create(bp_comm *pp, bp_model **models, int N, const bp_schedule *sch
     const bp_model_config *cfg = bp_model_get_config(m);
     *p = (bp_pipe){.pp = pp, .S = bp_comm_size(pp), .s = bp_comm_rank(pp), .N = N, .M = M,
                    .micro_B = micro_B, .T = T, .models = models};
+    if (cb) p->cb = *cb;
     size_t rows = (size_t)micro_B * (size_t)T;
     p->in_n = rows * (size_t)bp_model_boundary_width(cfg, bp_model_block_begin(m));
     p->out_n = rows * (size_t)bp_model_boundary_width(cfg, bp_model_block_end(m));
@@ -68,6 +109,7 @@ int bp_pipe_create(bp_comm *pp, bp_model **models, int N, const bp_schedule *sch
                                                                : bp_fail(err, BP_ENOMEM, "out of memory");
     if (rc == BP_OK) bp_schedule_ops(sched, p->S, p->s, V, p->ops);
     if (rc == BP_OK) rc = alloc_slots(p, err);
+    if (rc == BP_OK) rc = alloc_cb(p, err);
     if (rc == BP_OK && p->s > 0)
         rc = bp_alloc_checked((void **)&p->x_in, p->in_n * sizeof(bp_real), "pipeline input", err);
     if (rc == BP_OK && p->s < p->S - 1)
@@ -87,7 +129,12 @@ void bp_pipe_destroy(bp_pipe *p) {
         bp_wait(&p->slots[i].bwd_req);
         bp_acts_destroy(p->slots[i].acts);
         bp_free(p->slots[i].dx);
+        bp_free(p->slots[i].wire);
     }
+    for (int j = 0; p->enc && j < p->N; j++) bp_codec_free(p->enc[j]);
+    free(p->enc);
+    bp_codec_free(p->dec);
+    bp_free(p->wire_in);
     free(p->slots);
     free(p->ops);
     bp_free(p->x_in);
@@ -151,27 +198,56 @@ static int forward(bp_pipe *p, const bp_batch *b, int micro, double *loss, bp_er
     return rc;
 }
 
+/* The gradient of this stage's output: received whole, or as P and Q. */
+static int receive_dy(bp_pipe *p, int b, bp_err *err) {
+    int n = p->N * p->M;
+    if (!compressed(p, p->s + 1, b, n)) {
+        int rc = timed_recv(p, p->dy, p->out_n, p->s + 1, TAG_GRAD);
+        return rc ? comm_fail(p, rc, err) : BP_OK;
+    }
+    int rc = timed_recv(p, p->wire_in, p->dec_n, p->s + 1, TAG_GRAD);
+    if (rc) return comm_fail(p, rc, err);
+    return bp_codec_decode(p->dec, p->wire_in, p->out_n, p->dy, err);
+}
+
+/* Send the gradient of this stage's input backward, compressed when the rule says. */
+static int send_dx(bp_pipe *p, slot *sl, int micro, int b, bp_err *err) {
+    int n = p->N * p->M, rc;
+    p->stats.cb_sends++;
+    if (!compressed(p, p->s, b, n)) {
+        rc = bp_isend(p->pp, sl->dx, p->in_n, p->s - 1, TAG_GRAD, &sl->bwd_req);
+        return rc ? comm_fail(p, rc, err) : BP_OK;
+    }
+    bp_codec *enc = p->enc[micro % p->N];
+    if (!p->cb.lep) bp_powersgd_clear_error(enc);
+    p->stats.cb_compressed++;
+    rc = bp_codec_encode(enc, sl->dx, p->in_n, sl->wire, err);
+    if (rc) return bp_err_context(err, "stage %d: compressing a gradient", p->s);
+    rc = bp_isend(p->pp, sl->wire, p->enc_n, p->s - 1, TAG_GRAD, &sl->bwd_req);
+    return rc ? comm_fail(p, rc, err) : BP_OK;
+}
+
 static int backward(bp_pipe *p, const bp_batch *b, int micro, bp_err *err) {
     slot *sl = find_slot(p, micro);
     if (!sl) return bp_fail(err, BP_EINTERNAL, "stage %d: micro-batch %d has no activations", p->s, micro);
+    int k = p->bwd_done++;
     int rc = timed_wait(p, &sl->bwd_req);
-    if (rc == BP_OK && p->s < p->S - 1) rc = timed_recv(p, p->dy, p->out_n, p->s + 1, TAG_GRAD);
     if (rc) return comm_fail(p, rc, err);
+    if (p->s < p->S - 1 && (rc = receive_dy(p, k, err))) return rc;
     double t0 = bp_now();
     rc = bp_model_backward(p->models[micro % p->N], sl->acts, b, p->s < p->S - 1 ? p->dy : NULL,
                            p->s > 0 ? sl->dx : NULL, (bp_real)(1.0 / p->M), err);
     p->stats.busy_s += bp_now() - t0;
     sl->micro = -1;
     p->in_use--;
-    if (rc == BP_OK && p->s > 0 && (rc = bp_isend(p->pp, sl->dx, p->in_n, p->s - 1, TAG_GRAD, &sl->bwd_req)))
-        return comm_fail(p, rc, err);
-    return rc;
+    return rc == BP_OK && p->s > 0 ? send_dx(p, sl, micro, k, err) : rc;
 }
 
 int bp_pipe_step(bp_pipe *p, const bp_batch *micro, bp_pipe_last_backward_fn last_backward,
                  void *ctx, double *loss, bp_err *err) {
     double sum = 0;
     int rc = BP_OK, n_ops = 2 * p->N * p->M;
+    p->bwd_done = 0;
     for (int i = 0; rc == BP_OK && i < n_ops; i++) {
         const bp_pipe_op *op = &p->ops[i];
         if (op->forward) {
@@ -208,4 +284,5 @@ int bp_pipe_eval(bp_pipe *p, int j, const bp_batch *b, double *loss, const bp_re
 void bp_pipe_stats_take(bp_pipe *p, bp_pipe_stats *out) {
     *out = p->stats;
     p->stats.busy_s = p->stats.idle_s = 0;
+    p->stats.cb_sends = p->stats.cb_compressed = 0;
 }

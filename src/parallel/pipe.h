@@ -17,7 +17,9 @@
 #ifndef BP_PARALLEL_PIPE_H
 #define BP_PARALLEL_PIPE_H
 
+#include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "bagpipe/comm.h"
 #include "nn/model.h"
@@ -25,12 +27,29 @@
 
 typedef struct bp_pipe bp_pipe;
 
+/* Optimus-CC's compressed backpropagation (DESIGN.md section 7): the gradient a
+ * stage sends to the previous stage is PowerSGD-compressed by the sender (rank
+ * `rank`, viewing it as a (micro_B*T) x width matrix); the receiver uses P Q^T.
+ * With `lep` (lazy error propagation) the sender keeps the error E = M - P Q^T of
+ * a micro-batch and adds it to the next one's gradient; without, it is dropped.
+ * With `epilogue_only` stage s compresses only its last S - s backward sends of a
+ * step (the cool-down of 1F1B); sender and receiver derive that alike. Activations
+ * going forward are never compressed. rank 0 turns it off. */
+typedef struct bp_pipe_cb {
+    int rank;
+    bool lep;
+    bool epilogue_only;
+    uint64_t seed;
+} bp_pipe_cb;
+
 /* Time and memory of this stage, accumulated since the last bp_pipe_stats call. */
 typedef struct bp_pipe_stats {
     double busy_s;   /* forward and backward computation */
     double idle_s;   /* waiting for activations or gradients from other stages (bubbles) */
     int peak_stash;  /* most micro-batches whose activations were held at once */
     size_t act_bytes; /* activation memory of one micro-batch */
+    long cb_sends;      /* backward sends since the last bp_pipe_stats_take */
+    long cb_compressed; /* ... of which compressed */
 } bp_pipe_stats;
 
 /* Called once, right before the backward of the last micro-batch of a step. */
@@ -39,7 +58,7 @@ typedef void (*bp_pipe_last_backward_fn)(void *ctx);
 /* models[0..N): this stage's blocks, one replica per pipeline; M: micro-batches per
  * pipeline and step, each of micro_B x T. */
 int bp_pipe_create(bp_comm *pp, bp_model **models, int N, const bp_schedule *sched, int M,
-                   int micro_B, int T, bp_pipe **out, bp_err *err);
+                   int micro_B, int T, const bp_pipe_cb *cb, bp_pipe **out, bp_err *err);
 void bp_pipe_destroy(bp_pipe *p);
 
 /* One step over the N x M micro-batches micro[0..N*M), pipeline j's micro-batch i

@@ -106,6 +106,24 @@ static const bp_option train_options[] = {
         "abort the job when a communication has not finished after S seconds (0: never)"),
     CHOICE("comm-path", comm_path, "own|mpi",
            "collectives: our algorithms over point-to-point, or MPI's", NULL),
+    {"cb", BP_OPT_FLAG, OFF(cb), 0, NULL, 0, 0, NULL,
+     "Optimus-CC: PowerSGD-compress the activation gradients sent between pipeline stages",
+     NULL},
+    NUM("cb-rank", BP_OPT_INT, cb_rank, 1, 1 << 16, "R", "--cb: rank of the approximation"),
+    {"no-lep", BP_OPT_FLAG, OFF(no_lep), 0, NULL, 0, 0, NULL,
+     "--cb: drop the compression error instead of adding it to the next micro-batch", NULL},
+    {"cb-epilogue-only", BP_OPT_FLAG, OFF(cb_epilogue_only), 0, NULL, 0, 0, NULL,
+     "--cb: compress only the backward sends of the 1F1B cool-down (the last S-s of stage s)",
+     NULL},
+    {"fused-embedding-sync", BP_OPT_FLAG, OFF(fused_embedding), 0, NULL, 0, 0, NULL,
+     "Optimus-CC: reduce the tied embedding's gradient once over first and last stages of all "
+     "replicas instead of in the data-parallel reduction",
+     NULL},
+    NUM("sc-stages", BP_OPT_INT, sc_stages, 0, 1 << 16, "K",
+        "Optimus-CC: data-parallel gradients of stages below K are PowerSGD-compressed"),
+    NUM("sc-rank", BP_OPT_INT, sc_rank, 1, 1 << 16, "R", "--sc-stages: rank of the approximation"),
+    NUM("sc-warmup", BP_OPT_DOUBLE, sc_warmup, 0, 1, "F",
+        "--sc-stages: fraction of --steps of full-precision reduction first"),
     {"skip-nonfinite", BP_OPT_FLAG, OFF(skip_nonfinite), 0, NULL, 0, 0, NULL,
      "skip a step whose loss or gradients are not finite (on every rank) instead of stopping",
      NULL},
@@ -166,6 +184,9 @@ void bp_train_config_defaults(bp_train_config *c) {
     c->qadam_warmup = 100;
     c->bucket_mb = 10;
     c->comm_timeout = 600;
+    c->cb_rank = 12;
+    c->sc_rank = 4;
+    c->sc_warmup = 0.1;
     c->fault_kill_rank = c->fault_hang_rank = c->fault_nan_rank = -1;
     c->fault_at_step = -1;
 }

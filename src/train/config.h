@@ -55,6 +55,15 @@ typedef struct bp_train_config {
     int micro_batches;   /* per optimizer step and per gradient accumulation */
     char pipe_schedule[32]; /* gpipe | 1f1b | afp:K */
     int pipelines;          /* AvgPipe: parallel pipelines per stage rank (0: off) */
+    /* Optimus-CC */
+    int cb;               /* compressed backpropagation on */
+    int cb_rank;
+    int no_lep;
+    int cb_epilogue_only;
+    int fused_embedding;  /* fused embedding synchronization */
+    int sc_stages;        /* selective stage compression: stages below this compress dp */
+    int sc_rank;
+    double sc_warmup;     /* fraction of --steps with full-precision dp first */
     int grad_accum;  /* micro-batches per optimizer step */
     int dp_algo;     /* bp_dp_algo */
     int peers;       /* 0 shift_one, 1 all */

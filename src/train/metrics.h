@@ -9,10 +9,11 @@
  *   {"type":"summary","steps":..,"median_step_ms":..,"peak_rss_bytes":..,"param_bytes":..,
  *    "grad_bytes":..,"optim_bytes":..,"act_bytes":..}
  * k counts completed optimizer steps (1 after the first step). The loss is the
- * mean over ranks; times and bytes are rank 0's: compute_ms is the step time not
- * spent waiting for communication, comm_exposed_ms the time spent waiting, both also
- * split by the axis of the grid they belong to (embed: the tied embedding's sync
- * between first and last pipeline stage; pp's exposed time is the bubble). */
+ * mean over the replicas; bytes are those sent by all ranks together, split by the
+ * axis of the grid they belong to (embed: the tied embedding's sync between first
+ * and last pipeline stage); times are rank 0's: compute_ms is the step time not
+ * spent waiting for communication, comm_exposed_ms the time spent waiting, also
+ * split by axis (pp's exposed time is the pipeline bubble). */
 #ifndef BP_TRAIN_METRICS_H
 #define BP_TRAIN_METRICS_H
 

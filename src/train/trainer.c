@@ -135,9 +135,11 @@ static int setup_stage(trainer *t, const bp_model_config *mc, bp_err *err) {
     bp_partition_format(t->first, t->grid.pp, t->partition, sizeof t->partition);
     int rc = create_replicas(t, mc, err);
     if (rc == BP_OK) rc = bp_schedule_parse(c->pipe_schedule, &sched, err);
+    bp_pipe_cb cb = {.rank = c->cb ? c->cb_rank : 0, .lep = !c->no_lep,
+                     .epilogue_only = c->cb_epilogue_only != 0, .seed = (uint64_t)c->seed};
     if (rc == BP_OK)
         rc = bp_pipe_create(t->grid.pp_comm, t->models, t->n_rep, &sched, t->n_micro / t->n_rep,
-                            t->micro_B, t->task.T, &t->pipe, err);
+                            t->micro_B, t->task.T, &cb, &t->pipe, err);
     if (rc == BP_OK && t->resuming) rc = trainer_resume(t, err);
     if (rc == BP_OK && t->rank == 0) rc = bp_mkdir_p(c->out, err);
     if (rc == BP_OK && t->rank == 0)
@@ -320,6 +322,8 @@ static void fill_record(trainer *t, bp_step_record *r, double t0, double loss) {
     bp_pipe_stats_take(t->pipe, &ps);
     t->busy_s += ps.busy_s;
     t->idle_s += ps.idle_s;
+    t->cb_sends += ps.cb_sends;
+    t->cb_compressed += ps.cb_compressed;
     axis_bytes(t, r->axis_bytes, &tp_s);
     r->axis_exposed_ms[BP_AXIS_DP] = bp_dp_exposed_seconds(t->dp) * 1e3;
     r->axis_exposed_ms[BP_AXIS_PP] = ps.idle_s * 1e3;
@@ -328,11 +332,8 @@ static void fill_record(trainer *t, bp_step_record *r, double t0, double loss) {
     r->step = t->step;
     r->loss = loss;
     r->step_ms = (bp_now() - t0) * 1e3;
-    r->comm_exposed_ms = r->bytes_sent = 0;
-    for (int a = 0; a < BP_AXES; a++) {
-        r->comm_exposed_ms += r->axis_exposed_ms[a];
-        r->bytes_sent += r->axis_bytes[a];
-    }
+    r->comm_exposed_ms = 0;
+    for (int a = 0; a < BP_AXES; a++) r->comm_exposed_ms += r->axis_exposed_ms[a];
     r->compute_ms = r->step_ms - r->comm_exposed_ms;
     r->items_per_s = (double)bp_task_items_per_step(&t->task) * t->cfg->grad_accum /
                      (r->step_ms * 1e-3);
@@ -372,20 +373,27 @@ static int train_step(trainer *t, bp_step_record *r, bp_err *err) {
 /* ---- logging -------------------------------------------------------------------- */
 
 /* Log the pending steps with the last stages' losses averaged over the replicas
- * (one small collective per log interval, not per step). */
+ * and every rank's bytes added up (one small collective per log interval). */
 static int flush_steps(trainer *t, bp_err *err) {
-    if (t->n_pending == 0) return BP_OK;
-    float losses[t->n_pending];
+    enum { W = 1 + BP_AXES }; /* per step: loss, bytes of each axis */
+    int n = t->n_pending;
+    if (n == 0) return BP_OK;
+    float v[n * W];
     bool reports = trainer_reports_loss(t);
-    for (int i = 0; i < t->n_pending; i++) losses[i] = reports ? (float)t->pending[i].loss : 0;
-    int rc = t->size > 1 ? bp_allreduce_sum(t->meta, losses, (size_t)t->n_pending) : BP_OK;
+    for (int i = 0; i < n; i++) {
+        v[i * W] = reports ? (float)t->pending[i].loss : 0;
+        for (int a = 0; a < BP_AXES; a++) v[i * W + 1 + a] = (float)t->pending[i].axis_bytes[a];
+    }
+    int rc = t->size > 1 ? bp_allreduce_sum(t->meta, v, (size_t)(n * W)) : BP_OK;
     if (rc) return trainer_meta_fail(t, rc, err);
-    for (int i = 0; i < t->n_pending; i++) {
+    for (int i = 0; i < n; i++) {
         bp_step_record *r = &t->pending[i];
-        r->loss = losses[i] / t->grid.dp;
+        r->loss = v[i * W] / t->grid.dp;
+        r->bytes_sent = 0;
+        for (int a = 0; a < BP_AXES; a++) r->bytes_sent += r->axis_bytes[a] = v[i * W + 1 + a];
         bp_metrics_step(&t->metrics, r);
     }
-    bp_step_record *last = &t->pending[t->n_pending - 1];
+    bp_step_record *last = &t->pending[n - 1];
     double elapsed = bp_now() - t->start_time, done = (double)(t->step - t->first_step);
     bp_progress_step(&t->progress, t->step, last->loss, last->items_per_s,
                      last->bytes_sent / 1048576.0, elapsed / done * (double)(t->cfg->steps - t->step));
@@ -435,10 +443,12 @@ static int cmp_double(const void *a, const void *b) {
 }
 
 /* Per stage, from replica 0: time computing, time idle (bubbles), the most
- * micro-batches stashed at once and their activation memory. */
+ * micro-batches stashed at once, their activation memory, and the backward sends
+ * (all and compressed) over the run. */
 static int stage_summary(trainer *t, bp_err *err) {
+    enum { KEYS = 6 };
     int S = t->grid.pp;
-    float v[4 * S];
+    float v[KEYS * S];
     memset(v, 0, sizeof v);
     bp_pipe_stats ps;
     bp_pipe_stats_take(t->pipe, &ps);
@@ -448,13 +458,16 @@ static int stage_summary(trainer *t, bp_err *err) {
         v[S + p] = (float)t->idle_s;
         v[2 * S + p] = (float)ps.peak_stash;
         v[3 * S + p] = (float)ps.act_bytes;
+        v[4 * S + p] = (float)t->cb_sends;
+        v[5 * S + p] = (float)t->cb_compressed;
     }
-    int rc = t->size > 1 ? bp_allreduce_sum(t->meta, v, (size_t)(4 * S)) : BP_OK;
+    int rc = t->size > 1 ? bp_allreduce_sum(t->meta, v, (size_t)(KEYS * S)) : BP_OK;
     if (rc) return trainer_meta_fail(t, rc, err);
     if (!t->metrics.f) return BP_OK;
-    const char *keys[] = {"busy_s", "idle_s", "peak_stash", "act_bytes_per_micro"};
+    const char *keys[KEYS] = {"busy_s",    "idle_s",   "peak_stash", "act_bytes_per_micro",
+                              "bwd_sends", "bwd_compressed"};
     fprintf(t->metrics.f, "{\"type\":\"stages\"");
-    for (int k = 0; k < 4; k++) {
+    for (int k = 0; k < KEYS; k++) {
         fprintf(t->metrics.f, ",\"%s\":[", keys[k]);
         for (int s = 0; s < S; s++) fprintf(t->metrics.f, "%s%.9g", s ? "," : "", v[k * S + s]);
         fprintf(t->metrics.f, "]");

@@ -40,6 +40,7 @@ typedef struct trainer {
     double start_time;
     double *step_ms;         /* per step of this run, for the median */
     double busy_s, idle_s;   /* pipeline stage time computing / waiting, whole run */
+    long cb_sends, cb_compressed; /* backward sends of this stage, and compressed ones */
     double embed_s;          /* this step: time in the tied embedding's sync */
     bp_step_record *pending; /* steps not logged yet (losses come from the last stage) */
     int n_pending;
