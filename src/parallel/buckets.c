@@ -6,12 +6,16 @@
 
 /* Buckets of whole tensors from the end of the buffer; a tensor larger than the
  * bucket size gets a bucket of its own. */
-static int plan(bp_bucketer *bk, const bp_model *m, size_t bucket_bytes, bp_err *err) {
+static int plan(bp_bucketer *bk, const bp_model *m, size_t bucket_bytes, int skip, bp_err *err) {
     int nt = bp_model_num_tensors(m);
     bk->buckets = calloc((size_t)nt, sizeof *bk->buckets);
     if (!bk->buckets) return bp_fail(err, BP_ENOMEM, "cannot allocate %d buckets", nt);
     size_t limit = bucket_bytes / sizeof(float);
     for (int t = nt - 1; t >= 0;) {
+        if (t == skip) {
+            t--;
+            continue;
+        }
         bp_bucket *b = &bk->buckets[bk->n++];
         const bp_tensor_info *top = bp_model_tensor(m, t);
         size_t end = top->offset + top->numel;
@@ -24,7 +28,7 @@ static int plan(bp_bucketer *bk, const bp_model *m, size_t bucket_bytes, bp_err 
             b->n_tensors++;
             if (ti->block < b->min_block) b->min_block = ti->block;
             t--;
-        } while (t >= 0 && end - bp_model_tensor(m, t)->offset <= limit);
+        } while (t >= 0 && t != skip && end - bp_model_tensor(m, t)->offset <= limit);
     }
     return BP_OK;
 }
@@ -54,12 +58,12 @@ static void *thread_main(void *arg) {
     return NULL;
 }
 
-int bp_bucketer_init(bp_bucketer *bk, const bp_model *m, size_t bucket_bytes, bp_bucket_fn run,
-                     void *ctx, bp_err *err) {
+int bp_bucketer_init(bp_bucketer *bk, const bp_model *m, size_t bucket_bytes, int skip,
+                     bp_bucket_fn run, void *ctx, bp_err *err) {
     memset(bk, 0, sizeof *bk);
     bk->run = run;
     bk->ctx = ctx;
-    int rc = plan(bk, m, bucket_bytes, err);
+    int rc = plan(bk, m, bucket_bytes, skip, err);
     if (rc) return rc;
     bk->next = bk->n;
     pthread_mutex_init(&bk->mu, NULL);

@@ -44,9 +44,10 @@ typedef struct bp_bucketer {
     bp_err err;
 } bp_bucketer;
 
-/* Plan buckets over m's tensors (bucket_bytes > 0) and start the thread. */
-int bp_bucketer_init(bp_bucketer *bk, const bp_model *m, size_t bucket_bytes, bp_bucket_fn run,
-                     void *ctx, bp_err *err);
+/* Plan buckets over m's tensors (bucket_bytes > 0) and start the thread. Tensor
+ * `skip` (an index, -1 for none) is in no bucket; a bucket never spans it. */
+int bp_bucketer_init(bp_bucketer *bk, const bp_model *m, size_t bucket_bytes, int skip,
+                     bp_bucket_fn run, void *ctx, bp_err *err);
 void bp_bucketer_destroy(bp_bucketer *bk);
 
 /* Start a round: no block is done yet. */

@@ -196,6 +196,13 @@ static int create_state(bp_dp *dp, bp_err *err) {
     return rc;
 }
 
+/* Index of the tensor called name in m, or -1 (also for name NULL). */
+static int tensor_index(const bp_model *m, const char *name) {
+    for (int i = 0; name && i < bp_model_num_tensors(m); i++)
+        if (strcmp(bp_model_tensor(m, i)->name, name) == 0) return i;
+    return -1;
+}
+
 /* Every replica of this rank starts from replica 0 (after rank 0's broadcast). */
 static void copy_replica0(bp_dp *dp) {
     size_t n = bp_model_num_params(dp->model);
@@ -228,8 +235,8 @@ int bp_dp_create(bp_comm *comm, const bp_dp_config *cfg, bp_model **models, bp_o
     if (rc == BP_OK) copy_replica0(dp);
     if (rc == BP_OK) rc = create_state(dp, err);
     if (rc == BP_OK && is_gradient_algo(cfg->algo) && bp_comm_size(comm) > 1)
-        rc = bp_bucketer_init(&dp->bk, m, (size_t)(cfg->bucket_mb * 1048576.0), run_bucket, dp,
-                              err);
+        rc = bp_bucketer_init(&dp->bk, m, (size_t)(cfg->bucket_mb * 1048576.0),
+                              tensor_index(m, cfg->skip_tensor), run_bucket, dp, err);
     if (rc) {
         bp_dp_destroy(dp);
         return rc;

@@ -60,6 +60,9 @@ typedef struct bp_dp_config {
     double bucket_mb;      /* gradient bucket size */
     bool overlap;          /* start buckets during backward (off: after it) */
     uint64_t seed;         /* PowerSGD's Q */
+    /* A tensor (by name) the gradient algorithms leave out of their reduction because
+     * the caller reduces it otherwise (Optimus-CC's fused embedding sync); NULL: none. */
+    const char *skip_tensor;
 } bp_dp_config;
 
 /* Check cfg for a dp group of `size` ranks; the message names the option. */

@@ -9,8 +9,8 @@ static int split(bp_comm *world, int color, int key, const char *name, bp_comm *
     return rc ? bp_fail(err, (bp_status)rc, "%s", bp_comm_errmsg(world)) : BP_OK;
 }
 
-int bp_grid_create(bp_comm *world, int dp, int pp, int tp, bool tied_embedding, bp_grid *g,
-                   bp_err *err) {
+int bp_grid_create(bp_comm *world, int dp, int pp, int tp, bool tied_embedding,
+                   bool fused_embedding, bp_grid *g, bp_err *err) {
     memset(g, 0, sizeof *g);
     int rank = bp_comm_rank(world);
     if (bp_comm_size(world) != dp * pp * tp)
@@ -26,9 +26,13 @@ int bp_grid_create(bp_comm *world, int dp, int pp, int tp, bool tied_embedding, 
     snprintf(name, sizeof name, "tp(d%d,p%d)", g->d, g->p);
     if (rc == BP_OK) rc = split(world, g->p * dp + g->d, g->t, name, &g->tp_comm, err);
     bool ends = tied_embedding && pp > 1 && (g->p == 0 || g->p == pp - 1);
-    snprintf(name, sizeof name, "embed(d%d,t%d)", g->d, g->t);
+    int color = fused_embedding ? g->t : g->d * tp + g->t;
+    if (fused_embedding)
+        snprintf(name, sizeof name, "embed(t%d)", g->t);
+    else
+        snprintf(name, sizeof name, "embed(d%d,t%d)", g->d, g->t);
     if (rc == BP_OK)
-        rc = split(world, ends ? g->d * tp + g->t : BP_COLOR_NONE, g->p, name, &g->embed_comm, err);
+        rc = split(world, ends ? color : BP_COLOR_NONE, g->p * dp + g->d, name, &g->embed_comm, err);
     if (rc) bp_grid_destroy(g);
     return rc;
 }

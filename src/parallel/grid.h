@@ -17,13 +17,14 @@ typedef struct bp_grid {
     bp_comm *pp_comm; /* same (d, t): the stages of this pipeline, rank = stage */
     bp_comm *tp_comm; /* same (d, p): this stage's tensor-parallel ranks */
     /* With a tied embedding and pp > 1: the first and last stage of this pipeline
-     * (rank 0 = first stage); NULL on other stages. */
+     * (rank 0 = first stage), or, with fused_embedding, of every pipeline (all d);
+     * NULL on other stages. */
     bp_comm *embed_comm;
 } bp_grid;
 
 /* Collective over world, whose size must be dp * pp * tp. */
-int bp_grid_create(bp_comm *world, int dp, int pp, int tp, bool tied_embedding, bp_grid *g,
-                   bp_err *err);
+int bp_grid_create(bp_comm *world, int dp, int pp, int tp, bool tied_embedding,
+                   bool fused_embedding, bp_grid *g, bp_err *err);
 void bp_grid_destroy(bp_grid *g);
 
 #endif

@@ -15,8 +15,15 @@ static void fill_random(bp_real *x, size_t n, bp_rng *r) {
     for (size_t i = 0; i < n; i++) x[i] = (bp_real)(0.1 * bp_rng_normal(r));
 }
 
-/* Time forward + backward of block `b` alone; inputs are random but valid. */
-static int time_block(const bp_model_config *cfg, int b, int B, int T, double *secs, bp_err *err) {
+static double fastest(const double *t, int n) {
+    double best = DBL_MAX;
+    for (int i = 0; i < n; i++) best = t[i] < best ? t[i] : best;
+    return best;
+}
+
+/* Time forward and backward of block `b` alone; inputs are random but valid. */
+static int time_block(const bp_model_config *cfg, int b, int B, int T, bp_block_profile *out,
+                      bp_err *err) {
     bp_model *m = NULL;
     bp_acts *a = NULL;
     int32_t *tok = NULL, *tgt = NULL;
@@ -46,27 +53,41 @@ static int time_block(const bp_model_config *cfg, int b, int B, int T, double *s
     bool first = b == 0, last = b == bp_model_num_blocks(cfg) - 1;
     bp_batch batch = {.B = B, .T = T, .tokens = tok, .targets = tgt,
                       .images = first && cfg->kind == BP_MODEL_MLP ? x : NULL};
-    double t[PROFILE_RUNS + 1];
+    double tf[PROFILE_RUNS + 1], tb[PROFILE_RUNS + 1];
     for (int i = 0; rc == BP_OK && i <= PROFILE_RUNS; i++) { /* run 0 warms caches */
         double t0 = bp_now(), loss;
         rc = bp_model_forward(m, a, &batch, first ? NULL : x, &loss, err);
+        double t1 = bp_now();
         if (rc == BP_OK)
             rc = bp_model_backward(m, a, &batch, last ? NULL : dy, first ? NULL : dx, 1, err);
-        t[i] = bp_now() - t0;
+        tf[i] = t1 - t0;
+        tb[i] = bp_now() - t1;
     }
-    double best = DBL_MAX; /* the fastest run: the least disturbed by other processes */
-    for (int i = 1; i <= PROFILE_RUNS; i++) best = t[i] < best ? t[i] : best;
-    *secs = best;
+    if (rc == BP_OK)
+        *out = (bp_block_profile){.fwd_s = fastest(tf + 1, PROFILE_RUNS),
+                                  .bwd_s = fastest(tb + 1, PROFILE_RUNS),
+                                  .workspace_bytes = bp_model_workspace_bytes(m)};
     bp_free(tok), bp_free(tgt), bp_free(x), bp_free(dx), bp_free(dy);
     bp_acts_destroy(a);
     bp_model_destroy(m);
     return rc;
 }
 
-int bp_profile_blocks(const bp_model_config *cfg, int micro_B, int T, double *cost, bp_err *err) {
+int bp_profile_blocks_split(const bp_model_config *cfg, int micro_B, int T, bp_block_profile *prof,
+                            bp_err *err) {
     int rc = BP_OK;
     for (int b = 0; rc == BP_OK && b < bp_model_num_blocks(cfg); b++)
-        rc = time_block(cfg, b, micro_B, T, &cost[b], err);
+        rc = time_block(cfg, b, micro_B, T, &prof[b], err);
+    return rc;
+}
+
+int bp_profile_blocks(const bp_model_config *cfg, int micro_B, int T, double *cost, bp_err *err) {
+    int n = bp_model_num_blocks(cfg);
+    bp_block_profile *prof = malloc((size_t)n * sizeof *prof);
+    if (!prof) return bp_fail(err, BP_ENOMEM, "out of memory");
+    int rc = bp_profile_blocks_split(cfg, micro_B, T, prof, err);
+    for (int b = 0; rc == BP_OK && b < n; b++) cost[b] = prof[b].fwd_s + prof[b].bwd_s;
+    free(prof);
     return rc;
 }
 

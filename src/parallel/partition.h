@@ -9,8 +9,19 @@
 #include "bagpipe/status.h"
 #include "nn/model.h"
 
+/* One block alone on one micro-batch: the fastest of a few runs of each pass (the
+ * least disturbed by other processes), and the backward workspace it allocated. */
+typedef struct bp_block_profile {
+    double fwd_s, bwd_s;
+    size_t workspace_bytes;
+} bp_block_profile;
+
+/* Profile every block of cfg on a micro_B x T micro-batch into prof[num_blocks]. */
+int bp_profile_blocks_split(const bp_model_config *cfg, int micro_B, int T, bp_block_profile *prof,
+                            bp_err *err);
+
 /* Seconds of forward + backward of each block of cfg alone on a micro_B x T
- * micro-batch (median of a few runs), into cost[num_blocks]. */
+ * micro-batch, into cost[num_blocks] (from bp_profile_blocks_split). */
 int bp_profile_blocks(const bp_model_config *cfg, int micro_B, int T, double *cost, bp_err *err);
 
 /* Contiguous stages minimizing the largest stage cost: stage s holds blocks

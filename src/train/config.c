@@ -1,5 +1,6 @@
 #include "train/config.h"
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -299,6 +300,20 @@ int bp_train_config_check_world(bp_train_config *c, int world, bp_err *err) {
                        "option --batch: %d is not divisible by --dp %d x --pipelines %d x "
                        "--micro-batches %d",
                        c->batch, c->dp, N, c->micro_batches);
+    bool gradient_algo = c->dp_algo == BP_DP_ALLREDUCE || c->dp_algo == BP_DP_BYTEGRAD ||
+                         c->dp_algo == BP_DP_POWERSGD;
+    if (c->fused_embedding && (c->model != BP_MODEL_GPT || c->pp < 2 || !gradient_algo ||
+                               c->pipelines > 0))
+        return bp_fail(err, BP_EUSAGE,
+                       "option --fused-embedding-sync: needs gpt with --pp 2 or more and a "
+                       "gradient --dp-algo (allreduce, bytegrad, powersgd), without --pipelines");
+    if (c->sc_stages > 0 && (c->dp_algo != BP_DP_ALLREDUCE || c->pipelines > 0))
+        return bp_fail(err, BP_EUSAGE,
+                       "option --sc-stages: compresses the data-parallel allreduce of early "
+                       "stages; it needs --dp-algo allreduce and no --pipelines");
+    if (c->sc_stages > c->pp)
+        return bp_fail(err, BP_EUSAGE, "option --sc-stages: %d is more than --pp %d", c->sc_stages,
+                       c->pp);
     if (c->pipelines > 0 && c->dp_algo != BP_DP_ALLREDUCE)
         return bp_fail(err, BP_EUSAGE,
                        "option --dp-algo: with --pipelines, data-parallel replicas agree through "

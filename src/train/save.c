@@ -76,7 +76,7 @@ static int checkpoint_state(trainer *t, const bp_real **params, bp_optim *view, 
 static void manifest_of(const trainer *t, bp_manifest *mf) {
     *mf = (bp_manifest){.step = t->step, .dp = t->grid.dp, .pp = t->grid.pp, .tp = t->grid.tp};
     bp_dp_config d;
-    bp_train_dp_config(t->cfg, &d);
+    trainer_dp_config(t, &d);
     bp_dp_describe(&d, mf->dp_algo, sizeof mf->dp_algo);
     snprintf(mf->replicas, sizeof mf->replicas, "%s",
              bp_dp_replicas_differ(t->dp) ? "averaged" : "identical");

@@ -36,11 +36,23 @@ static int agree(trainer *t, int rc, bp_err *err) {
     return rc;
 }
 
+void trainer_dp_config(const trainer *t, bp_dp_config *d) {
+    const bp_train_config *c = t->cfg;
+    bp_train_dp_config(c, d);
+    bool holds_embedding = t->grid.p == 0 || t->grid.p == t->grid.pp - 1;
+    if (c->fused_embedding && holds_embedding) d->skip_tensor = "wte.weight";
+    if (t->grid.p < c->sc_stages) { /* early stages finish backward last: compress them */
+        d->algo = BP_DP_POWERSGD;
+        d->rank = c->sc_rank;
+        d->powersgd_warmup = (int64_t)(c->sc_warmup * (double)c->steps);
+    }
+}
+
 static void log_config(trainer *t) {
     if (!t->metrics.f) return;
     char algo[256], sched[32];
     bp_dp_config d;
-    bp_train_dp_config(t->cfg, &d);
+    trainer_dp_config(t, &d);
     bp_dp_describe(&d, algo, sizeof algo);
     bp_schedule s;
     bp_schedule_parse(t->cfg->pipe_schedule, &s, NULL);
@@ -164,13 +176,14 @@ static int setup(trainer *t, bp_err *err) {
     bp_train_model_config(c, &mc);
     int rc = bp_comm_wrap(bp_comm_mpi(t->world), "meta", &t->meta, err);
     if (rc) return rc;
-    rc = bp_grid_create(t->world, c->dp, c->pp, 1, mc.kind == BP_MODEL_GPT, &t->grid, err);
+    rc = bp_grid_create(t->world, c->dp, c->pp, 1, mc.kind == BP_MODEL_GPT, c->fused_embedding != 0,
+                        &t->grid, err);
     if (rc == BP_OK) rc = agree(t, setup_data(t, err), err);
     if (rc == BP_OK) rc = agree(t, choose_partition(t, &mc, err), err);
     if (rc == BP_OK) rc = agree(t, setup_stage(t, &mc, err), err);
     if (rc == BP_OK) rc = setup_comm(t, err);
     bp_dp_config d;
-    bp_train_dp_config(c, &d);
+    trainer_dp_config(t, &d);
     if (rc == BP_OK)
         rc = bp_dp_create(t->grid.dp_comm, &d, t->models, t->optims, t->n_rep, t->step, &t->dp, err);
     if (rc == BP_OK) log_config(t);
@@ -233,7 +246,9 @@ static void next_micro_batches(trainer *t) {
 
 static void before_last_backward(void *ctx) { bp_dp_backward_begin(ctx); }
 
-/* The first and last stage hold the tied embedding; their gradients add up. */
+/* The first and last stage hold the tied embedding; their gradients add up. With
+ * the fused sync the group spans every replica's first and last stage and replaces
+ * the data-parallel reduction of the embedding: the sum is divided by dp. */
 static int sync_tied_embedding(trainer *t, bp_err *err) {
     t->embed_s = 0;
     if (!t->grid.embed_comm) return BP_OK;
@@ -243,6 +258,10 @@ static int sync_tied_embedding(trainer *t, bp_err *err) {
     for (int j = 0; rc == BP_OK && j < t->n_rep; j++)
         rc = bp_allreduce_sum(t->grid.embed_comm, bp_model_grads(t->models[j]) + ti->offset,
                               ti->numel);
+    if (rc == BP_OK && t->cfg->fused_embedding && t->grid.dp > 1) {
+        bp_real *g = bp_model_grads(t->model) + ti->offset, inv = (bp_real)(1.0 / t->grid.dp);
+        for (size_t i = 0; i < ti->numel; i++) g[i] *= inv;
+    }
     t->embed_s = bp_now() - t0;
     return rc ? bp_fail(err, (bp_status)rc, "%s", bp_comm_errmsg(t->grid.embed_comm)) : BP_OK;
 }

@@ -62,6 +62,9 @@ static inline bool trainer_in_replica0(const trainer *t) {
 }
 
 int trainer_meta_fail(trainer *t, int rc, bp_err *err);
+/* This stage's data-parallel settings: --dp-algo, with Optimus-CC's changes (the
+ * fused embedding left out of the reduction, selective stage compression). */
+void trainer_dp_config(const trainer *t, bp_dp_config *d);
 
 /* save.c */
 int trainer_read_resume_manifest(trainer *t, bp_err *err);

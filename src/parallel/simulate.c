@@ -1,0 +1,151 @@
+#include "parallel/simulate.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* The state of the simulation: per stage its operations, its clock and its next
+ * operation; per (stage, position) when its input activation and its output
+ * gradient arrive (negative: not yet sent). */
+typedef struct sim {
+    const bp_sim_config *c;
+    int V;              /* positions of the stream, N x M */
+    bp_pipe_op *ops;    /* [S][2V] */
+    double *act_at;     /* [S][V]: activation of v arrives at stage s */
+    double *grad_at;    /* [S][V]: gradient of v arrives at stage s */
+    double *fwd_link;   /* [S]: link s -> s+1 is free from */
+    double *bwd_link;   /* [S]: link s -> s-1 is free from */
+    double *clock;      /* [S]: the stage is free from */
+    int *next, *in_use; /* [S] */
+    bp_sim_stage_result *out; /* [S] */
+} sim;
+
+double bp_sim_message_s(const bp_sim_link *l, size_t bytes) {
+    if (l->net.on) return bp_net_time(&l->net, bytes);
+    return l->msg_s + (l->copy_Bps > 0 ? (double)bytes / l->copy_Bps : 0.0);
+}
+
+double bp_sim_allreduce_s(const bp_sim_link *l, int ranks, size_t bytes) {
+    if (ranks <= 1) return 0.0;
+    size_t part = (bytes + (size_t)ranks - 1) / (size_t)ranks;
+    return 2.0 * (ranks - 1) * bp_sim_message_s(l, part);
+}
+
+/* When a message sent at `t` arrives. The emulated link serializes one message
+ * after another, like comm/ does; without emulation, messages do not queue. */
+static double deliver(const bp_sim_link *l, double *link_free, double t, size_t bytes) {
+    if (!l->net.on) return t + bp_sim_message_s(l, bytes);
+    double start = *link_free > t ? *link_free : t;
+    double ser = l->net.bw_bps > 0 ? (double)bytes * 8.0 / l->net.bw_bps : 0.0;
+    *link_free = start + ser;
+    return *link_free + l->net.lat_s;
+}
+
+static void sim_free(sim *m) {
+    free(m->ops), free(m->act_at), free(m->grad_at), free(m->fwd_link), free(m->bwd_link);
+    free(m->clock), free(m->next), free(m->in_use), free(m->out);
+}
+
+static int sim_init(sim *m, const bp_sim_config *c) {
+    int S = c->S, V = c->N * c->M;
+    size_t sv = (size_t)S * (size_t)V;
+    *m = (sim){.c = c, .V = V};
+    m->ops = malloc(2 * sv * sizeof *m->ops);
+    m->act_at = malloc(sv * sizeof(double));
+    m->grad_at = malloc(sv * sizeof(double));
+    m->fwd_link = calloc((size_t)S, sizeof(double));
+    m->bwd_link = calloc((size_t)S, sizeof(double));
+    m->clock = malloc((size_t)S * sizeof(double));
+    m->next = calloc((size_t)S, sizeof(int));
+    m->in_use = calloc((size_t)S, sizeof(int));
+    m->out = calloc((size_t)S, sizeof *m->out);
+    if (!m->ops || !m->act_at || !m->grad_at || !m->fwd_link || !m->bwd_link || !m->clock ||
+        !m->next || !m->in_use || !m->out) {
+        sim_free(m);
+        return BP_ENOMEM;
+    }
+    for (size_t i = 0; i < sv; i++) m->act_at[i] = m->grad_at[i] = -1;
+    for (int s = 0; s < S; s++) {
+        bp_schedule_ops(&c->sched, S, s, V, m->ops + (size_t)s * 2 * V);
+        m->clock[s] = c->stage[s].update_s;
+    }
+    return BP_OK;
+}
+
+/* When the input of stage s's next operation is there; negative if not yet. */
+static double ready_at(const sim *m, int s, const bp_pipe_op *op) {
+    size_t at = (size_t)s * (size_t)m->V + (size_t)op->micro;
+    if (op->forward) return s == 0 ? 0.0 : m->act_at[at];
+    return s == m->c->S - 1 ? 0.0 : m->grad_at[at];
+}
+
+/* Run stage s's next operation, which can start once its input is there at `ready`,
+ * and send its result on. */
+static void run_op(sim *m, int s, const bp_pipe_op *op, double ready) {
+    const bp_sim_stage *st = &m->c->stage[s];
+    bp_sim_stage_result *o = &m->out[s];
+    double start = ready > m->clock[s] ? ready : m->clock[s];
+    double dur = op->forward ? st->fwd_s : st->bwd_s;
+    o->idle_s += start - m->clock[s];
+    o->busy_s += dur;
+    m->clock[s] = start + dur;
+    if (op->forward && ++m->in_use[s] > o->peak_stash) o->peak_stash = m->in_use[s];
+    if (!op->forward) m->in_use[s]--;
+    size_t v = (size_t)op->micro, V = (size_t)m->V;
+    if (op->forward && s < m->c->S - 1)
+        m->act_at[(size_t)(s + 1) * V + v] =
+            deliver(&m->c->link, &m->fwd_link[s], m->clock[s], st->out_bytes);
+    if (!op->forward && s > 0)
+        m->grad_at[(size_t)(s - 1) * V + v] =
+            deliver(&m->c->link, &m->bwd_link[s], m->clock[s], m->c->stage[s - 1].out_bytes);
+}
+
+/* Run stage s as far as its inputs allow; the number of operations run. */
+static int advance(sim *m, int s) {
+    int ran = 0;
+    const bp_pipe_op *ops = m->ops + (size_t)s * 2 * (size_t)m->V;
+    while (m->next[s] < 2 * m->V) {
+        const bp_pipe_op *op = &ops[m->next[s]];
+        double ready = ready_at(m, s, op);
+        if (ready < 0) break;
+        run_op(m, s, op, ready);
+        m->next[s]++;
+        ran++;
+    }
+    return ran;
+}
+
+static void summarize(sim *m, bp_sim_result *r) {
+    const bp_sim_config *c = m->c;
+    double end = 0, busy = 0;
+    r->peak_bytes = 0;
+    for (int s = 0; s < c->S; s++) {
+        bp_sim_stage_result *o = &m->out[s];
+        o->end_s = m->clock[s];
+        o->peak_bytes = (double)c->N * (double)c->stage[s].replica_bytes +
+                        (double)o->peak_stash * (double)c->stage[s].act_bytes;
+        end = o->end_s > end ? o->end_s : end;
+        busy += o->busy_s;
+        r->peak_bytes = o->peak_bytes > r->peak_bytes ? o->peak_bytes : r->peak_bytes;
+    }
+    r->step_s = end + c->sync_s;
+    r->bubble = r->step_s > 0 ? 1.0 - busy / (c->S * r->step_s) : 0.0;
+}
+
+int bp_sim_run(const bp_sim_config *c, bp_sim_result *r, bp_sim_stage_result *per_stage) {
+    memset(r, 0, sizeof *r);
+    sim m;
+    if (sim_init(&m, c)) return BP_ENOMEM;
+    /* Sweep the stages until none can move: each sweep runs at least one operation
+     * unless every stage is done or waits for an input that never comes. */
+    int ran, left = c->S * 2 * m.V;
+    do {
+        ran = 0;
+        for (int s = 0; s < c->S; s++) ran += advance(&m, s);
+        left -= ran;
+    } while (ran > 0 && left > 0);
+    r->deadlock = left > 0;
+    summarize(&m, r);
+    if (per_stage) memcpy(per_stage, m.out, (size_t)c->S * sizeof *per_stage);
+    sim_free(&m);
+    return r->deadlock ? BP_EINTERNAL : BP_OK;
+}

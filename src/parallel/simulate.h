@@ -1,0 +1,80 @@
+/* A predictor of one training step of a pipeline (DESIGN.md sections 4 and 6).
+ *
+ * A discrete-event simulation of exactly what the runtime (parallel/pipe.c) does:
+ * every stage runs its operations of bp_schedule_ops over the N x M positions of
+ * the AvgPipe stream, in order, one at a time. F(v) on stage s starts when the
+ * stage is free and the activation of F(v) on stage s-1 has arrived; B(v) when the
+ * gradient of B(v) on stage s+1 has arrived. Sends do not block the sender.
+ *
+ * A message takes, with an emulated network (bagpipe/comm.h), its serialization
+ * on the sender's directed link, queued behind the link's earlier messages, plus
+ * the latency; without one, a fixed cost plus its bytes at a copy bandwidth.
+ *
+ * A step on stage s is: `update_s` (zeroing gradients, the optimizer steps of its
+ * N replicas, their averaging), then its operations, then the collectives that end
+ * a step on every rank (`sync_s`), which make all stages wait for the slowest. So
+ * the step time is the latest stage's end plus sync_s.
+ *
+ * Memory of stage s: N replicas' parameters, gradients, optimizer state and
+ * workspace, plus the most micro-batch activations it holds at once. */
+#ifndef BP_PARALLEL_SIMULATE_H
+#define BP_PARALLEL_SIMULATE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "bagpipe/comm.h"
+#include "bagpipe/status.h"
+#include "parallel/schedule.h"
+
+/* What one stage costs; times in seconds, per micro-batch where it says so. */
+typedef struct bp_sim_stage {
+    double fwd_s, bwd_s;  /* one micro-batch, including the per-operation overhead */
+    double update_s;      /* once per step, before the first operation */
+    size_t act_bytes;     /* activations one micro-batch in flight holds */
+    size_t replica_bytes; /* parameters + gradients + optimizer state + workspace */
+    size_t out_bytes;     /* activation sent to stage s+1 (its gradient comes back) */
+} bp_sim_stage;
+
+/* How long a message takes. */
+typedef struct bp_sim_link {
+    bp_net net;     /* when on, this alone decides */
+    double msg_s;   /* otherwise: fixed cost of a message */
+    double copy_Bps; /* otherwise: bytes per second (0: free) */
+} bp_sim_link;
+
+typedef struct bp_sim_config {
+    int S, N, M; /* stages, pipelines, micro-batches per pipeline */
+    bp_schedule sched;
+    const bp_sim_stage *stage; /* [S] */
+    bp_sim_link link;
+    double sync_s; /* collectives at the end of a step */
+} bp_sim_config;
+
+typedef struct bp_sim_stage_result {
+    double end_s;   /* the stage's last operation ends */
+    double busy_s;  /* computing */
+    double idle_s;  /* waiting for activations or gradients */
+    int peak_stash; /* most micro-batches held at once */
+    double peak_bytes;
+} bp_sim_stage_result;
+
+typedef struct bp_sim_result {
+    double step_s;     /* one step */
+    double peak_bytes; /* the largest stage's */
+    double bubble;     /* idle share of the stages' time in the step */
+    bool deadlock;     /* some stage waits forever (never for the runtime's schedules) */
+} bp_sim_result;
+
+/* Seconds one message of `bytes` takes on an idle link. */
+double bp_sim_message_s(const bp_sim_link *l, size_t bytes);
+
+/* Seconds of an allreduce of `bytes` over `ranks` (a ring: reduce-scatter then
+ * allgather, 2 (ranks - 1) exchanges of bytes / ranks); 0 for one rank. */
+double bp_sim_allreduce_s(const bp_sim_link *l, int ranks, size_t bytes);
+
+/* Simulate one step. per_stage ([S], or NULL) gets every stage's figures.
+ * BP_EINTERNAL (and r->deadlock) when the stages cannot all finish; BP_ENOMEM. */
+int bp_sim_run(const bp_sim_config *c, bp_sim_result *r, bp_sim_stage_result *per_stage);
+
+#endif
