@@ -7,12 +7,21 @@
  *
  * Activations per transformer block (N = B*T rows): the slots of enum layer_slot.
  * The residual stream entering the first non-embed block of the range is slot 0:
- * the embedding output when the range holds block 0, else the copied boundary input. */
+ * the embedding output when the range holds block 0, else the copied boundary input.
+ *
+ * Tensor parallelism over T ranks (model.h): a rank holds A = C/T attention channels
+ * (n_head/T whole heads) and F = 4C/T MLP units, so its block is
+ *   x -> ln_1 -> c_attn [3A,C] -> attention (its heads) -> c_proj [C,A] -> sum -> + b
+ *   r -> ln_2 -> c_fc [F,C] -> GELU -> c_proj [C,F] -> sum -> + b
+ * Its c_attn rows are the q, k and v rows of its heads, so its qkv [N, 3A] is laid
+ * out as attention expects and attention runs unchanged on A channels and n_head/T
+ * heads. The residual stream [N, C] and everything on it is whole on every rank. */
 #include <stdio.h>
 #include <string.h>
 
 #include "nn/layers.h"
 #include "nn/model_impl.h"
+#include "nn/vec.h"
 
 enum layer_tensor {
     LN1_W,
@@ -69,6 +78,15 @@ static int gpt_check(const bp_model_config *c, bp_err *err) {
     return BP_OK;
 }
 
+/* Each tp rank takes n_head/T whole heads; then C (n_head times the head size) and
+ * the MLP's 4C units divide by T as well. */
+static int gpt_check_tp(const bp_model_config *c, int tp_size, bp_err *err) {
+    if (c->n_head % tp_size != 0)
+        return bp_fail(err, BP_EUSAGE, "gpt config: n_head (%d) must be divisible by the tp size (%d)",
+                       c->n_head, tp_size);
+    return BP_OK;
+}
+
 static int gpt_num_blocks(const bp_model_config *c) { return c->n_layer + 2; }
 
 static void gpt_block_name(const bp_model_config *c, int block, char *buf, size_t n) {
@@ -96,29 +114,36 @@ static int gpt_block_tensors(const bp_model_config *c, int block, bp_tensor_spec
      * the number of residual additions (2 per block) so the stream's variance does
      * not grow with depth. */
     double proj_std = 0.02 / sqrt(2.0 * c->n_layer);
+    /* Tensor parallelism (split_dim): Megatron's column-parallel layers split their
+     * output features (dim 0 of W [out, in] and the bias), row-parallel layers
+     * their input features (dim 1); c_attn's outputs are 3 groups, q, k and v. */
+    enum { REPL = -1, COLUMN = 0, ROW = 1 };
     const struct {
         const char *suffix;
         int d0, d1;
         bp_init_kind init;
         double scale;
+        int split, groups;
     } t[] = {
-        {"ln_1.weight", C, 0, BP_INIT_ONE, 0},
-        {"ln_1.bias", C, 0, BP_INIT_ZERO, 0},
-        {"attn.c_attn.weight", 3 * C, C, BP_INIT_NORMAL, 0.02},
-        {"attn.c_attn.bias", 3 * C, 0, BP_INIT_ZERO, 0},
-        {"attn.c_proj.weight", C, C, BP_INIT_NORMAL, proj_std},
-        {"attn.c_proj.bias", C, 0, BP_INIT_ZERO, 0},
-        {"ln_2.weight", C, 0, BP_INIT_ONE, 0},
-        {"ln_2.bias", C, 0, BP_INIT_ZERO, 0},
-        {"mlp.c_fc.weight", 4 * C, C, BP_INIT_NORMAL, 0.02},
-        {"mlp.c_fc.bias", 4 * C, 0, BP_INIT_ZERO, 0},
-        {"mlp.c_proj.weight", C, 4 * C, BP_INIT_NORMAL, proj_std},
-        {"mlp.c_proj.bias", C, 0, BP_INIT_ZERO, 0},
+        {"ln_1.weight", C, 0, BP_INIT_ONE, 0, REPL, 1},
+        {"ln_1.bias", C, 0, BP_INIT_ZERO, 0, REPL, 1},
+        {"attn.c_attn.weight", 3 * C, C, BP_INIT_NORMAL, 0.02, COLUMN, 3},
+        {"attn.c_attn.bias", 3 * C, 0, BP_INIT_ZERO, 0, COLUMN, 3},
+        {"attn.c_proj.weight", C, C, BP_INIT_NORMAL, proj_std, ROW, 1},
+        {"attn.c_proj.bias", C, 0, BP_INIT_ZERO, 0, REPL, 1},
+        {"ln_2.weight", C, 0, BP_INIT_ONE, 0, REPL, 1},
+        {"ln_2.bias", C, 0, BP_INIT_ZERO, 0, REPL, 1},
+        {"mlp.c_fc.weight", 4 * C, C, BP_INIT_NORMAL, 0.02, COLUMN, 1},
+        {"mlp.c_fc.bias", 4 * C, 0, BP_INIT_ZERO, 0, COLUMN, 1},
+        {"mlp.c_proj.weight", C, 4 * C, BP_INIT_NORMAL, proj_std, ROW, 1},
+        {"mlp.c_proj.bias", C, 0, BP_INIT_ZERO, 0, REPL, 1},
     };
     for (int j = 0; j < LAYER_TENSORS; j++) {
         char name[BP_TENSOR_NAME_MAX];
         snprintf(name, sizeof name, "h.%d.%s", block - 1, t[j].suffix);
         bp_tensor_spec_set(&s[j], name, t[j].d0, t[j].d1, t[j].init, t[j].scale);
+        s[j].split_dim = t[j].split;
+        s[j].split_groups = t[j].groups;
     }
     return LAYER_TENSORS;
 }
@@ -151,6 +176,17 @@ static int gpt_check_batch(const bp_model *m, const bp_batch *b, bool backward, 
 
 /* ---- activation layout ---- */
 
+/* Widths on one tp rank: A attention channels (NH heads) and F MLP units; the
+ * residual stream C is whole on every rank. */
+typedef struct gpt_dims {
+    int C, A, NH, F;
+} gpt_dims;
+
+static gpt_dims dims_of(const bp_model *m) {
+    int C = m->cfg.n_embd, tp = m->tp.size;
+    return (gpt_dims){C, C / tp, m->cfg.n_head / tp, 4 * C / tp};
+}
+
 /* Transformer blocks of the range: [first_layer, end_layer). */
 static int first_layer(const bp_model *m) { return m->begin > 1 ? m->begin : 1; }
 static int end_layer(const bp_model *m) {
@@ -158,20 +194,21 @@ static int end_layer(const bp_model *m) {
 }
 
 static int gpt_acts_slots(const bp_model *m, int B, int T, size_t *sizes) {
-    size_t N = (size_t)B * T, C = (size_t)m->cfg.n_embd;
+    gpt_dims d = dims_of(m);
+    size_t N = (size_t)B * T, C = (size_t)d.C, A = (size_t)d.A, F = (size_t)d.F;
     size_t layer[LAYER_SLOTS] = {
         [S_LN1] = N * C,
         [S_MEAN1] = N,
         [S_RSTD1] = N,
-        [S_QKV] = 3 * N * C,
-        [S_ATT] = (size_t)B * m->cfg.n_head * T * T,
-        [S_ATTY] = N * C,
+        [S_QKV] = 3 * N * A,
+        [S_ATT] = (size_t)B * d.NH * T * T,
+        [S_ATTY] = N * A,
         [S_RES2] = N * C,
         [S_LN2] = N * C,
         [S_MEAN2] = N,
         [S_RSTD2] = N,
-        [S_FCH] = 4 * N * C,
-        [S_FCHG] = 4 * N * C,
+        [S_FCH] = N * F,
+        [S_FCHG] = N * F,
         [S_OUT] = N * C,
     };
     size_t head[HEAD_SLOTS] = {
@@ -215,22 +252,45 @@ static bp_real *head_wte(bp_model *m, bool grad) {
 
 /* ---- forward ---- */
 
-static void layer_forward(bp_model *m, bp_acts *a, int block) {
-    int B = a->B, T = a->T, N = B * T, C = m->cfg.n_embd;
-    size_t NC = (size_t)N * C;
+/* A row-split linear: x and W hold this rank's slice of the input features.
+ *   x [N, IC], w [OC, IC], b [OC] (replicated) -> y [N, OC] = (sum over the tp ranks
+ *   of x W^T) + b, the bias added once, after the sum. Without tensor parallelism
+ *   it is bp_linear_forward itself, so that results stay bit for bit as before. */
+static int row_linear_forward(bp_model *m, int block, const char *what, bp_real *y,
+                              const bp_real *x, const bp_real *w, const bp_real *b, int N, int IC,
+                              int OC, bp_err *err) {
+    if (m->tp.size == 1) {
+        bp_linear_forward(y, x, w, b, N, IC, OC);
+        return BP_OK;
+    }
+    bp_linear_forward(y, x, w, NULL, N, IC, OC);
+    int rc = bp_model_tp_allreduce(m, y, (size_t)N * OC, block, what, err);
+    for (int n = 0; !rc && n < N; n++) bp_vacc(y + (size_t)n * OC, b, (size_t)OC);
+    return rc;
+}
+
+static int layer_forward(bp_model *m, bp_acts *a, int block, bp_err *err) {
+    int B = a->B, T = a->T, N = B * T;
+    gpt_dims d = dims_of(m);
+    size_t NC = (size_t)N * d.C;
     const bp_real *x = stream_in(a, block);
 #define P(j) bp_model_param(m, block, j)
 #define S(k) layer_slot(a, block, k)
-    bp_layernorm_forward(S(S_LN1), S(S_MEAN1), S(S_RSTD1), x, P(LN1_W), P(LN1_B), N, C);
-    bp_linear_forward(S(S_QKV), S(S_LN1), P(ATTN_W), P(ATTN_B), N, C, 3 * C);
-    bp_attention_forward(S(S_ATTY), S(S_ATT), S(S_QKV), B, T, C, m->cfg.n_head);
-    bp_linear_forward(S(S_RES2), S(S_ATTY), P(APROJ_W), P(APROJ_B), N, C, C);
+    bp_layernorm_forward(S(S_LN1), S(S_MEAN1), S(S_RSTD1), x, P(LN1_W), P(LN1_B), N, d.C);
+    bp_linear_forward(S(S_QKV), S(S_LN1), P(ATTN_W), P(ATTN_B), N, d.C, 3 * d.A);
+    bp_attention_forward(S(S_ATTY), S(S_ATT), S(S_QKV), B, T, d.A, d.NH);
+    int rc = row_linear_forward(m, block, "attn.c_proj forward", S(S_RES2), S(S_ATTY), P(APROJ_W),
+                                P(APROJ_B), N, d.A, d.C, err);
+    if (rc) return rc;
     bp_residual_forward(S(S_RES2), S(S_RES2), x, NC);
-    bp_layernorm_forward(S(S_LN2), S(S_MEAN2), S(S_RSTD2), S(S_RES2), P(LN2_W), P(LN2_B), N, C);
-    bp_linear_forward(S(S_FCH), S(S_LN2), P(FC_W), P(FC_B), N, C, 4 * C);
-    bp_gelu_forward(S(S_FCHG), S(S_FCH), 4 * NC);
-    bp_linear_forward(S(S_OUT), S(S_FCHG), P(MPROJ_W), P(MPROJ_B), N, 4 * C, C);
+    bp_layernorm_forward(S(S_LN2), S(S_MEAN2), S(S_RSTD2), S(S_RES2), P(LN2_W), P(LN2_B), N, d.C);
+    bp_linear_forward(S(S_FCH), S(S_LN2), P(FC_W), P(FC_B), N, d.C, d.F);
+    bp_gelu_forward(S(S_FCHG), S(S_FCH), (size_t)N * d.F);
+    rc = row_linear_forward(m, block, "mlp.c_proj forward", S(S_OUT), S(S_FCHG), P(MPROJ_W),
+                            P(MPROJ_B), N, d.F, d.C, err);
+    if (rc) return rc;
     bp_residual_forward(S(S_OUT), S(S_OUT), S(S_RES2), NC);
+    return BP_OK;
 #undef P
 #undef S
 }
@@ -245,59 +305,76 @@ static double head_forward(bp_model *m, bp_acts *a, const int32_t *targets) {
     return targets ? bp_crossentropy_forward(head_slot(a, S_LSE), logits, targets, N, V) : 0;
 }
 
-static void gpt_forward(bp_model *m, bp_acts *a, const bp_batch *b, double *loss) {
+static int gpt_forward(bp_model *m, bp_acts *a, const bp_batch *b, double *loss, bp_err *err) {
     if (bp_model_has_first(m))
         bp_embedding_forward(a->slot[0], b->tokens, bp_model_param(m, 0, E_WTE),
                              bp_model_param(m, 0, E_WPE), b->B, b->T, m->cfg.n_embd);
-    for (int l = first_layer(m); l < end_layer(m); l++) layer_forward(m, a, l);
+    for (int l = first_layer(m); l < end_layer(m); l++) {
+        int rc = layer_forward(m, a, l, err);
+        if (rc) return rc;
+    }
     if (bp_model_has_last(m)) *loss = head_forward(m, a, b->targets);
+    return BP_OK;
 }
 
 /* ---- backward ---- */
 
 /* Backward workspace: dres [N,C] holds the gradient of the residual stream and is
  * updated in place block by block (a residual add passes its gradient through
- * unchanged); dC [N,C] and dwide [N, max(4C, V)] hold gradients inside a block;
- * datt [T,T] serves one (batch, head) of attention at a time. */
+ * unchanged); dC [N,C] and dwide [N, max(F, V)] (F = 4C/tp >= 3A) hold gradients
+ * inside a block; datt [T,T] serves one (batch, head) of attention at a time. */
 typedef struct gpt_work {
     bp_real *dres, *dC, *dwide, *datt;
 } gpt_work;
 
-static size_t wide_width(const bp_model_config *c) {
-    return (size_t)(4 * c->n_embd > c->vocab ? 4 * c->n_embd : c->vocab);
+static size_t wide_width(const bp_model *m) {
+    int F = dims_of(m).F;
+    return (size_t)(F > m->cfg.vocab ? F : m->cfg.vocab);
 }
 
 static size_t gpt_scratch_len(const bp_model *m, int B, int T) {
     size_t N = (size_t)B * T;
-    return 2 * N * m->cfg.n_embd + N * wide_width(&m->cfg) + (size_t)T * T;
+    return 2 * N * m->cfg.n_embd + N * wide_width(m) + (size_t)T * T;
 }
 
 static gpt_work work_of(bp_model *m, int B, int T) {
     size_t N = (size_t)B * T, NC = N * m->cfg.n_embd;
     gpt_work w = {m->scratch, m->scratch + NC, m->scratch + 2 * NC, NULL};
-    w.datt = w.dwide + N * wide_width(&m->cfg);
+    w.datt = w.dwide + N * wide_width(m);
     return w;
 }
 
-static void layer_backward(bp_model *m, bp_acts *a, int block, const gpt_work *w) {
-    int B = a->B, T = a->T, N = B * T, C = m->cfg.n_embd;
+/* c_fc and c_attn are column-split, so each tp rank's dC is the part of d ln_2 (d
+ * ln_1) that flows through its units (heads); the sum over the tp ranks is the
+ * whole gradient, which the replicated LayerNorm and the residual stream need.
+ * The row-split c_projs need no sum backward: their input gradient is this rank's
+ * slice, and dres is whole on every rank. */
+static int layer_backward(bp_model *m, bp_acts *a, int block, const gpt_work *w, bp_err *err) {
+    int B = a->B, T = a->T, N = B * T;
+    gpt_dims d = dims_of(m);
+    size_t NC = (size_t)N * d.C;
     const bp_real *x = stream_in(a, block);
 #define P(j) bp_model_param(m, block, j)
 #define G(j) bp_model_grad(m, block, j)
 #define S(k) layer_slot(a, block, k)
     /* MLP branch: dres is d out, which is also d res2 through the residual. */
-    bp_linear_backward(w->dwide, G(MPROJ_W), G(MPROJ_B), w->dres, S(S_FCHG), P(MPROJ_W), N, 4 * C,
-                       C);
-    bp_gelu_backward(w->dwide, S(S_FCH), w->dwide, (size_t)N * 4 * C);
-    bp_linear_backward(w->dC, G(FC_W), G(FC_B), w->dwide, S(S_LN2), P(FC_W), N, C, 4 * C);
+    bp_linear_backward(w->dwide, G(MPROJ_W), G(MPROJ_B), w->dres, S(S_FCHG), P(MPROJ_W), N, d.F,
+                       d.C);
+    bp_gelu_backward(w->dwide, S(S_FCH), w->dwide, (size_t)N * d.F);
+    bp_linear_backward(w->dC, G(FC_W), G(FC_B), w->dwide, S(S_LN2), P(FC_W), N, d.C, d.F);
+    int rc = bp_model_tp_allreduce(m, w->dC, NC, block, "mlp.c_fc backward", err);
+    if (rc) return rc;
     bp_layernorm_backward(w->dres, G(LN2_W), G(LN2_B), w->dC, S(S_RES2), P(LN2_W), S(S_MEAN2),
-                          S(S_RSTD2), N, C);
+                          S(S_RSTD2), N, d.C);
     /* Attention branch: dres is now d res2, which is also d x through the residual. */
-    bp_linear_backward(w->dC, G(APROJ_W), G(APROJ_B), w->dres, S(S_ATTY), P(APROJ_W), N, C, C);
-    bp_attention_backward(w->dwide, w->datt, w->dC, S(S_QKV), S(S_ATT), B, T, C, m->cfg.n_head);
-    bp_linear_backward(w->dC, G(ATTN_W), G(ATTN_B), w->dwide, S(S_LN1), P(ATTN_W), N, C, 3 * C);
+    bp_linear_backward(w->dC, G(APROJ_W), G(APROJ_B), w->dres, S(S_ATTY), P(APROJ_W), N, d.A, d.C);
+    bp_attention_backward(w->dwide, w->datt, w->dC, S(S_QKV), S(S_ATT), B, T, d.A, d.NH);
+    bp_linear_backward(w->dC, G(ATTN_W), G(ATTN_B), w->dwide, S(S_LN1), P(ATTN_W), N, d.C, 3 * d.A);
+    rc = bp_model_tp_allreduce(m, w->dC, NC, block, "attn.c_attn backward", err);
+    if (rc) return rc;
     bp_layernorm_backward(w->dres, G(LN1_W), G(LN1_B), w->dC, x, P(LN1_W), S(S_MEAN1), S(S_RSTD1),
-                          N, C);
+                          N, d.C);
+    return BP_OK;
 #undef P
 #undef G
 #undef S
@@ -317,8 +394,8 @@ static void head_backward(bp_model *m, bp_acts *a, const int32_t *targets, bp_re
                           head_slot(a, S_MEANF), head_slot(a, S_RSTDF), N, C);
 }
 
-static void gpt_backward(bp_model *m, bp_acts *a, const bp_batch *b, const bp_real *dy,
-                         bp_real *dx_in, bp_real loss_scale) {
+static int gpt_backward(bp_model *m, bp_acts *a, const bp_batch *b, const bp_real *dy,
+                        bp_real *dx_in, bp_real loss_scale, bp_err *err) {
     size_t NC = (size_t)a->B * a->T * m->cfg.n_embd;
     gpt_work w = work_of(m, a->B, a->T);
     if (bp_model_has_last(m)) {
@@ -328,7 +405,8 @@ static void gpt_backward(bp_model *m, bp_acts *a, const bp_batch *b, const bp_re
         memcpy(w.dres, dy, NC * sizeof *dy);
     }
     for (int l = end_layer(m) - 1; l >= first_layer(m); l--) {
-        layer_backward(m, a, l, &w);
+        int rc = layer_backward(m, a, l, &w, err);
+        if (rc) return rc;
         bp_model_block_done(m, l);
     }
     if (bp_model_has_first(m)) {
@@ -338,10 +416,12 @@ static void gpt_backward(bp_model *m, bp_acts *a, const bp_batch *b, const bp_re
     } else if (dx_in) {
         memcpy(dx_in, w.dres, NC * sizeof *dx_in);
     }
+    return BP_OK;
 }
 
 const bp_model_ops bp_gpt_ops = {
     .check = gpt_check,
+    .check_tp = gpt_check_tp,
     .num_blocks = gpt_num_blocks,
     .block_name = gpt_block_name,
     .block_tensors = gpt_block_tensors,

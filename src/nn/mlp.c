@@ -109,7 +109,8 @@ static const bp_real *mlp_logits(const bp_acts *a) { return head_slot(a, S_LOGIT
 
 /* ---- forward / backward ---- */
 
-static void mlp_forward(bp_model *m, bp_acts *a, const bp_batch *b, double *loss) {
+static int mlp_forward(bp_model *m, bp_acts *a, const bp_batch *b, double *loss, bp_err *err) {
+    (void)err;
     int B = a->B;
     if (bp_model_has_first(m)) {
         /* Converted (not just copied) because the double build's bp_real is double. */
@@ -127,6 +128,7 @@ static void mlp_forward(bp_model *m, bp_acts *a, const bp_batch *b, double *loss
         else if (b->targets)
             *loss = bp_crossentropy_forward(head_slot(a, S_LSE), y, b->targets, B, out);
     }
+    return BP_OK;
 }
 
 static size_t mlp_scratch_len(const bp_model *m, int B, int T) {
@@ -137,8 +139,9 @@ static size_t mlp_scratch_len(const bp_model *m, int B, int T) {
 
 /* Two workspace buffers take turns: `cur` holds the gradient of the current block's
  * pre-activation output, `other` receives the gradient of its input. */
-static void mlp_backward(bp_model *m, bp_acts *a, const bp_batch *b, const bp_real *dy,
-                         bp_real *dx_in, bp_real loss_scale) {
+static int mlp_backward(bp_model *m, bp_acts *a, const bp_batch *b, const bp_real *dy,
+                        bp_real *dx_in, bp_real loss_scale, bp_err *err) {
+    (void)err;
     int B = a->B, last = m->end - 1;
     bp_real *cur = m->scratch, *other = m->scratch + m->scratch_len / 2;
     if (bp_model_has_last(m))
@@ -152,7 +155,7 @@ static void mlp_backward(bp_model *m, bp_acts *a, const bp_batch *b, const bp_re
         bp_linear_backward(dx, bp_model_grad(m, blk, FC_W), bp_model_grad(m, blk, FC_B), cur,
                            block_in(a, blk), bp_model_param(m, blk, FC_W), B, in, out);
         bp_model_block_done(m, blk);
-        if (blk == m->begin) break;
+        if (blk == m->begin) return BP_OK;
         bp_relu_backward(other, block_in(a, blk), other, (size_t)B * in);
         bp_real *t = cur;
         cur = other;
@@ -162,6 +165,7 @@ static void mlp_backward(bp_model *m, bp_acts *a, const bp_batch *b, const bp_re
 
 const bp_model_ops bp_mlp_ops = {
     .check = mlp_check,
+    .check_tp = NULL, /* nothing to split: the trainer runs mlp with tp 1 */
     .num_blocks = mlp_num_blocks,
     .block_name = mlp_block_name,
     .block_tensors = mlp_block_tensors,

@@ -54,6 +54,8 @@ void bp_tensor_spec_set(bp_tensor_spec *s, const char *name, int d0, int d1, bp_
     s->shape[1] = d1;
     s->init = init;
     s->scale = scale;
+    s->split_dim = -1;
+    s->split_groups = 1;
 }
 
 /* ---- tensor table ---- */
@@ -72,17 +74,22 @@ static int alloc_table(bp_model *m, int n, bp_err *err) {
     return rc;
 }
 
-/* Appends one tensor at the end of the flat buffers. */
+/* Appends one tensor (this model's shard of it) at the end of the flat buffers. */
 static void add_tensor(bp_model *m, const bp_tensor_spec *s, int block, uint64_t stream,
                        bool copy) {
     bp_tensor_info *t = &m->tensors[m->ntensors];
     memcpy(t->name, s->name, sizeof t->name);
     t->ndim = s->ndim;
-    t->numel = 1;
+    t->full_numel = 1;
     for (int d = 0; d < s->ndim; d++) {
-        t->shape[d] = s->shape[d];
-        t->numel *= (size_t)s->shape[d];
+        t->full_shape[d] = s->shape[d];
+        t->full_numel *= (size_t)s->shape[d];
     }
+    t->split_dim = s->split_dim;
+    t->split_groups = s->split_groups;
+    t->tp_rank = m->tp.rank;
+    t->tp_size = m->tp.size;
+    t->numel = bp_tensor_shard_shape(t, m->tp.size, t->shape);
     t->offset = m->nparams;
     t->block = block;
     t->tied_copy = copy;
@@ -128,16 +135,46 @@ static int check_range(const bp_model_config *cfg, int begin, int *end, bp_err *
     return BP_OK;
 }
 
+int bp_model_tp_check(const bp_model_config *cfg, int tp_size, bp_err *err) {
+    int rc = bp_model_config_check(cfg, err);
+    if (rc || tp_size == 1) return rc;
+    if (tp_size < 1) return bp_fail(err, BP_EUSAGE, "tp size (%d) must be >= 1", tp_size);
+    const bp_model_ops *ops = ops_of(cfg->kind);
+    if (!ops->check_tp)
+        return bp_fail(err, BP_EUSAGE,
+                       "tp size %d: tensor parallelism splits gpt only; this model needs tp 1",
+                       tp_size);
+    return ops->check_tp(cfg, tp_size, err);
+}
+
+static int check_tp(const bp_model_config *cfg, const bp_tp *tp, bp_err *err) {
+    int rc = bp_model_tp_check(cfg, tp->size, err);
+    if (rc) return rc;
+    if (tp->rank < 0 || tp->rank >= tp->size)
+        return bp_fail(err, BP_EUSAGE, "tp rank (%d) is not in [0, %d)", tp->rank, tp->size);
+    if (tp->size > 1 && !tp->allreduce_sum)
+        return bp_fail(err, BP_EUSAGE, "tp size %d needs an allreduce_sum callback", tp->size);
+    return BP_OK;
+}
+
 int bp_model_create(const bp_model_config *cfg, int block_begin, int block_end, bp_model **out,
                     bp_err *err) {
+    return bp_model_create_tp(cfg, block_begin, block_end, NULL, out, err);
+}
+
+int bp_model_create_tp(const bp_model_config *cfg, int block_begin, int block_end, const bp_tp *tp,
+                       bp_model **out, bp_err *err) {
     *out = NULL;
-    int rc = bp_model_config_check(cfg, err);
+    const bp_tp one = {.rank = 0, .size = 1};
+    if (!tp) tp = &one;
+    int rc = check_tp(cfg, tp, err);
     if (!rc) rc = check_range(cfg, block_begin, &block_end, err);
     if (rc) return rc;
     bp_model *m = calloc(1, sizeof *m);
     if (!m) return bp_fail(err, BP_ENOMEM, "cannot allocate the model");
     m->cfg = *cfg;
     m->ops = ops_of(cfg->kind);
+    m->tp = *tp;
     m->begin = block_begin;
     m->end = block_end;
     rc = build_table(m, err);
@@ -168,6 +205,8 @@ void bp_model_destroy(bp_model *m) {
 
 const bp_model_config *bp_model_get_config(const bp_model *m) { return &m->cfg; }
 int bp_model_block_begin(const bp_model *m) { return m->begin; }
+int bp_model_tp_rank(const bp_model *m) { return m->tp.rank; }
+int bp_model_tp_size(const bp_model *m) { return m->tp.size; }
 int bp_model_block_end(const bp_model *m) { return m->end; }
 bool bp_model_has_first(const bp_model *m) { return m->begin == 0; }
 bool bp_model_has_last(const bp_model *m) { return m->end == m->ops->num_blocks(&m->cfg); }
@@ -200,13 +239,26 @@ static bp_real draw(const bp_tensor_init *in, bp_rng *r) {
     return 0;
 }
 
-void bp_model_init_weights(bp_model *m, uint64_t seed) {
-    for (int i = 0; i < m->ntensors; i++) {
-        bp_real *p = m->params + m->tensors[i].offset;
-        bp_rng r;
-        bp_rng_seed(&r, seed, m->init[i].stream);
-        for (size_t k = 0; k < m->tensors[i].numel; k++) p[k] = draw(&m->init[i], &r);
+/* Every tp rank draws the whole tensor from its stream and keeps its own runs, so
+ * that the shards together are the tensor of one process. */
+static void init_tensor(bp_model *m, int i, uint64_t seed) {
+    const bp_tensor_info *t = &m->tensors[i];
+    bp_shard_runs s = bp_tensor_shard_runs(t, m->tp.size);
+    bp_real *p = m->params + t->offset;
+    bp_rng r;
+    bp_rng_seed(&r, seed, m->init[i].stream);
+    for (size_t k = 0; k < s.count; k++) {
+        bool mine = k % (size_t)s.parts == (size_t)(m->tp.rank % s.parts);
+        bp_real *run = p + k / (size_t)s.parts * s.len;
+        for (size_t e = 0; e < s.len; e++) {
+            bp_real v = draw(&m->init[i], &r);
+            if (mine) run[e] = v;
+        }
     }
+}
+
+void bp_model_init_weights(bp_model *m, uint64_t seed) {
+    for (int i = 0; i < m->ntensors; i++) init_tensor(m, i, seed);
 }
 
 void bp_model_zero_grad(bp_model *m) { memset(m->grads, 0, m->nparams * sizeof(bp_real)); }
@@ -309,9 +361,24 @@ int bp_model_forward(bp_model *m, bp_acts *a, const bp_batch *batch, const bp_re
         memcpy(a->slot[0], x_in, n * sizeof *x_in);
     }
     double l = 0;
-    m->ops->forward(m, a, batch, &l);
+    rc = m->ops->forward(m, a, batch, &l, err);
+    if (rc) {
+        a->B = a->T = 0; /* half-computed: a backward on them must fail */
+        return rc;
+    }
     if (loss) *loss = l;
     return BP_OK;
+}
+
+int bp_model_tp_allreduce(bp_model *m, bp_real *x, size_t n, int block, const char *what,
+                          bp_err *err) {
+    if (m->tp.size == 1) return BP_OK;
+    int rc = m->tp.allreduce_sum(m->tp.ctx, x, n);
+    if (rc == BP_OK) return BP_OK;
+    char name[32];
+    bp_model_block_name(&m->cfg, block, name, sizeof name);
+    return bp_fail(err, rc, "tensor-parallel allreduce at %s.%s (tp rank %d of %d) failed: %s",
+                   name, what, m->tp.rank, m->tp.size, bp_status_name(rc));
 }
 
 static int ensure_scratch(bp_model *m, size_t n, bp_err *err) {
@@ -343,6 +410,5 @@ int bp_model_backward(bp_model *m, bp_acts *a, const bp_batch *batch, const bp_r
                        m->end);
     rc = ensure_scratch(m, m->ops->scratch_len(m, a->B, a->T), err);
     if (rc) return rc;
-    m->ops->backward(m, a, batch, dy, dx_in, loss_scale);
-    return BP_OK;
+    return m->ops->backward(m, a, batch, dy, dx_in, loss_scale, err);
 }

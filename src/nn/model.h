@@ -19,6 +19,22 @@
  * of the tensor in the full model), so a stage is initialized exactly like the same
  * blocks of the full model, whatever the range.
  *
+ * Tensor parallelism (gpt only; DESIGN.md section 4, Megatron-style): a model created
+ * with bp_model_create_tp is the shard of tp rank r out of T of its block range. In
+ * every transformer block the attention heads and the MLP's hidden units are divided
+ * among the T ranks: attn.c_attn is column-split (rank r holds the q, k and v rows
+ * of W [3C,C] that belong to its n_head/T heads), attn.c_proj row-split (the input
+ * columns of those heads), mlp.c_fc column-split (4C/T of its outputs) and
+ * mlp.c_proj row-split. Forward sums the partial outputs of each row-split product
+ * over the tp ranks through the caller's allreduce and then adds the (replicated)
+ * bias; backward sums the partial input gradients of each column-split product. So
+ * forward and backward each call the allreduce exactly twice per transformer block,
+ * on contiguous [B*T, C] buffers. Everything else (LayerNorms, wte, wpe, the head, the
+ * row-split biases) is replicated, and because its inputs are identical on every tp
+ * rank so are its gradients: they need no tensor-parallel reduction. Boundary
+ * activations and their gradients are identical on every tp rank as well.
+ * nn/ does no communication of its own: the allreduce is the caller's callback.
+ *
  * Activations of one micro-batch live in a bp_acts, separate from the model, so a
  * pipeline schedule can keep several micro-batches in flight. The backward
  * workspace belongs to the model and is shared by them, so calls on one model must
@@ -61,6 +77,20 @@ typedef struct bp_tensor_info {
     size_t numel;
     int block;      /* index (in the full model) of the block that owns the tensor */
     bool tied_copy; /* a head-side copy of the tied embedding (see above) */
+    /* Tensor parallelism. shape/numel above are those of this model's shard (the
+     * whole tensor when tp_size is 1 or the tensor is replicated); full_shape and
+     * full_numel those of the whole tensor. split_dim is how tensor parallelism
+     * splits the tensor, whatever tp_size: -1 replicated (every tp rank holds it
+     * whole), 0 column-split (rows of W [out, in] and of its bias), 1 row-split
+     * (columns of W). Dimension split_dim of the full tensor is made of split_groups
+     * equal groups (3 for attn.c_attn: q, k, v; else 1), each cut into tp_size equal
+     * pieces; the shard of tp rank r holds piece r of every group, in group order.
+     * bp_tensor_shard_to_full / _from_full convert between the layouts. */
+    int split_dim;
+    int split_groups;
+    int full_shape[BP_TENSOR_MAX_DIM];
+    size_t full_numel;
+    int tp_rank, tp_size; /* the shard this model holds: 0, 1 without tensor parallelism */
 } bp_tensor_info;
 
 /* One micro-batch of input. gpt: tokens and targets are [B,T] bytes as int32.
@@ -88,6 +118,39 @@ int bp_model_create(const bp_model_config *cfg, int block_begin, int block_end, 
                     bp_err *err);
 void bp_model_destroy(bp_model *m);
 
+/* Tensor parallelism. allreduce_sum replaces x[0..n) on every tp rank by its sum
+ * over the tp ranks, identically on all of them (every rank must get the very same
+ * bits, or the replicated tensors drift apart), and returns BP_OK or a bp_status;
+ * forward and backward return that status unchanged when it is not BP_OK. All tp
+ * ranks call it in the same order with the same n. Called only when size > 1. */
+typedef struct bp_tp {
+    int rank, size;
+    int (*allreduce_sum)(void *ctx, bp_real *x, size_t n);
+    void *ctx;
+} bp_tp;
+
+/* Whether cfg can be split across tp_size ranks: tp_size >= 1; for tp_size > 1 only
+ * gpt, with n_head divisible by tp_size. The message names the field. */
+int bp_model_tp_check(const bp_model_config *cfg, int tp_size, bp_err *err);
+/* The shard of tp rank tp->rank out of tp->size of the range [block_begin,
+ * block_end); tp == NULL or tp->size == 1 is bp_model_create. The callback and its
+ * context must outlive the model. */
+int bp_model_create_tp(const bp_model_config *cfg, int block_begin, int block_end, const bp_tp *tp,
+                       bp_model **out, bp_err *err);
+int bp_model_tp_rank(const bp_model *m);
+int bp_model_tp_size(const bp_model *m);
+
+/* Shape (written to shape[0..t->ndim)) and element count of the shard of t that
+ * each of `size` tp ranks holds; size must be valid for the model (bp_model_tp_check). */
+size_t bp_tensor_shard_shape(const bp_tensor_info *t, int size, int *shape);
+/* full [t->full_shape] <- the shard of tp rank `rank` of `size`, at its place;
+ * the other ranks' places are left alone, so the shards of all ranks assemble it. */
+void bp_tensor_shard_to_full(const bp_tensor_info *t, int rank, int size, const bp_real *shard,
+                             bp_real *full);
+/* shard <- the slice of full [t->full_shape] that tp rank `rank` of `size` holds. */
+void bp_tensor_shard_from_full(const bp_tensor_info *t, int rank, int size, const bp_real *full,
+                               bp_real *shard);
+
 const bp_model_config *bp_model_get_config(const bp_model *m);
 int bp_model_block_begin(const bp_model *m);
 int bp_model_block_end(const bp_model *m);
@@ -104,7 +167,8 @@ const bp_tensor_info *bp_model_find_tensor(const bp_model *m, const char *name);
 
 /* GPT-2 initialization for gpt (weights N(0, 0.02), residual projections
  * N(0, 0.02/sqrt(2L)), biases 0, LayerNorm gain 1); PyTorch's nn.Linear default
- * (uniform +-1/sqrt(fan_in)) for mlp. */
+ * (uniform +-1/sqrt(fan_in)) for mlp. A tensor-parallel shard is the slice of the
+ * tensor one process would have, so the tp ranks together equal one process. */
 void bp_model_init_weights(bp_model *m, uint64_t seed);
 void bp_model_zero_grad(bp_model *m);
 
@@ -129,7 +193,9 @@ size_t bp_model_workspace_bytes(const bp_model *m);
  * copied into the activations, so the caller may reuse its buffer at once.
  * On success, when has_last and batch->targets != NULL, *loss is the mean
  * cross-entropy over the B*T (gpt) or B (mlp) targets; otherwise *loss is 0.
- * loss may be NULL. Token and target ids out of range fail with BP_EUSAGE. */
+ * loss may be NULL. Token and target ids out of range fail with BP_EUSAGE. A failing
+ * tensor-parallel allreduce fails with its status and leaves the activations as
+ * if no forward had run on them. */
 int bp_model_forward(bp_model *m, bp_acts *a, const bp_batch *batch, const bp_real *x_in,
                      double *loss, bp_err *err);
 
@@ -152,7 +218,9 @@ void bp_model_set_grad_hook(bp_model *m, bp_grad_ready_fn fn, void *ctx);
  * dx_in receives the gradient of the boundary input when !has_first (else NULL;
  * a later stage may also pass NULL when it does not need it).
  * batch must be the one of the last forward on `a`; `a` is not modified, so a
- * second backward adds the same gradient again. */
+ * second backward adds the same gradient again. A failing tensor-parallel allreduce
+ * fails with its status and leaves the gradient buffer partly accumulated (the
+ * caller zeroes it or stops). */
 int bp_model_backward(bp_model *m, bp_acts *a, const bp_batch *batch, const bp_real *dy,
                       bp_real *dx_in, bp_real loss_scale, bp_err *err);
 

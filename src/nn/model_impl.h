@@ -23,6 +23,7 @@ typedef struct bp_tensor_spec {
     int shape[BP_TENSOR_MAX_DIM];
     bp_init_kind init;
     double scale;
+    int split_dim, split_groups; /* as in bp_tensor_info; -1 and 1 unless set */
 } bp_tensor_spec;
 
 /* How a tensor of the model is initialized. */
@@ -35,6 +36,9 @@ typedef struct bp_tensor_init {
 typedef struct bp_model_ops {
     /* Checks the kind's fields of cfg; the message names the field. */
     int (*check)(const bp_model_config *cfg, bp_err *err);
+    /* Checks that a valid cfg splits across tp_size > 1 ranks; NULL when the kind
+     * has no tensor parallelism. */
+    int (*check_tp)(const bp_model_config *cfg, int tp_size, bp_err *err);
     int (*num_blocks)(const bp_model_config *cfg);
     void (*block_name)(const bp_model_config *cfg, int block, char *buf, size_t n);
     /* Fills out[] with the tensors of `block` in forward order; returns how many. */
@@ -50,10 +54,11 @@ typedef struct bp_model_ops {
     int (*acts_slots)(const bp_model *m, int B, int T, size_t *sizes);
     /* Elements of backward workspace for a B x T micro-batch. */
     size_t (*scratch_len)(const bp_model *m, int B, int T);
-    /* Run after the generic and kind checks passed, so they cannot fail. */
-    void (*forward)(bp_model *m, bp_acts *a, const bp_batch *b, double *loss);
-    void (*backward)(bp_model *m, bp_acts *a, const bp_batch *b, const bp_real *dy, bp_real *dx_in,
-                     bp_real loss_scale);
+    /* Run after the generic and kind checks passed, so only the tensor-parallel
+     * allreduce (bp_model_tp_allreduce) can make them fail. */
+    int (*forward)(bp_model *m, bp_acts *a, const bp_batch *b, double *loss, bp_err *err);
+    int (*backward)(bp_model *m, bp_acts *a, const bp_batch *b, const bp_real *dy, bp_real *dx_in,
+                    bp_real loss_scale, bp_err *err);
     const bp_real *(*output)(const bp_acts *a);
     const bp_real *(*logits)(const bp_acts *a);
 } bp_model_ops;
@@ -65,6 +70,7 @@ struct bp_model {
     bp_model_config cfg;
     const bp_model_ops *ops;
     int begin, end; /* block range [begin, end) of the full model */
+    bp_tp tp;       /* size 1 without tensor parallelism */
     int ntensors;
     bp_tensor_info *tensors;
     bp_tensor_init *init; /* per tensor */
@@ -101,7 +107,21 @@ static inline void bp_model_block_done(bp_model *m, int block) {
     if (m->grad_hook) m->grad_hook(m->grad_hook_ctx, block);
 }
 
-/* Fills a tensor spec: a 1-D tensor when d1 == 0. */
+/* Sums x[0..n) over the tp ranks (nothing to do without tensor parallelism); on
+ * failure the message names `what` (the layer) and `block`. */
+int bp_model_tp_allreduce(bp_model *m, bp_real *x, size_t n, int block, const char *what,
+                          bp_err *err);
+
+/* A tensor seen as consecutive runs of len elements, count of them: run k belongs to
+ * tp rank k % parts and is run k / parts of that rank's shard. parts is the tp size,
+ * or 1 for a replicated tensor (every rank holds its one run). */
+typedef struct bp_shard_runs {
+    size_t len, count;
+    int parts;
+} bp_shard_runs;
+bp_shard_runs bp_tensor_shard_runs(const bp_tensor_info *t, int size);
+
+/* Fills a tensor spec, replicated: a 1-D tensor when d1 == 0. */
 void bp_tensor_spec_set(bp_tensor_spec *s, const char *name, int d0, int d1, bp_init_kind init,
                         double scale);
 
