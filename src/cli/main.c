@@ -4,6 +4,7 @@
  * problem. Nothing below cli/ ever exits. */
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "bagpipe/comm.h"
@@ -13,6 +14,7 @@
 #include "train/config.h"
 #include "train/sample.h"
 #include "train/trainer.h"
+#include "train/tune.h"
 
 #define BAGPIPE_VERSION "0.1.0"
 
@@ -25,6 +27,7 @@ static void usage(FILE *f) {
             "commands:\n"
             "  train    train a model (gpt on text, mlp on Fashion-MNIST)\n"
             "  sample   generate text from a trained gpt checkpoint\n"
+            "  tune     choose pipelines, micro-batches and schedule for a pipeline run\n"
             "\n"
             "Run 'bagpipe <command> --help' for the options of a command.\n"
             "Exit codes: 0 success, 2 usage or configuration error, 1 runtime failure.\n",
@@ -130,6 +133,28 @@ static int cmd_sample(int argc, char **argv) {
     return 0;
 }
 
+/* One process: profiles and predicts, then prints the train command to run. */
+static int cmd_tune(int argc, char **argv, const char *prog) {
+    bp_tune_config cfg, defaults;
+    bp_tune_config_defaults(&cfg, 0);
+    bp_tune_config_defaults(&defaults, 1);
+    int n, help = 0;
+    bp_err err = {0};
+    bp_option *opts = bp_tune_options(&n);
+    if (!opts) return fail(bp_fail(&err, BP_ENOMEM, "out of memory"), &err);
+    int rc = bp_options_parse(opts, n, &cfg, argc, argv, &help, &err);
+    if (rc == BP_OK && help) {
+        printf("usage: bagpipe tune [options]\n\n"
+               "The options of bagpipe train; --pipelines, --micro-batches or --schedule, when\n"
+               "given, fixes that choice instead of searching it. Then tune's own.\n\noptions:\n");
+        bp_options_print_help(stdout, opts, n, &defaults);
+    }
+    free(opts);
+    if (rc == BP_OK && !help) rc = bp_tune_config_finalize(&cfg, &err);
+    if (rc == BP_OK && !help) rc = bp_tune_run(&cfg, prog, argc, argv, stdout, &err);
+    return rc ? fail(rc, &err) : 0;
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) {
         usage(stderr);
@@ -146,6 +171,7 @@ int main(int argc, char **argv) {
     }
     if (strcmp(cmd, "train") == 0) return cmd_train(argc - 2, argv + 2);
     if (strcmp(cmd, "sample") == 0) return cmd_sample(argc - 2, argv + 2);
-    bp_log_error("unknown command '%s' (commands: train, sample; see bagpipe --help)", cmd);
+    if (strcmp(cmd, "tune") == 0) return cmd_tune(argc - 2, argv + 2, argv[0]);
+    bp_log_error("unknown command '%s' (commands: train, sample, tune; see bagpipe --help)", cmd);
     return 2;
 }
