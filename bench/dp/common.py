@@ -163,6 +163,12 @@ class Run:
         """`key` of every step record after the first `skip` steps."""
         return [r[key] for r in self.steps if r["step"] > skip and key in r]
 
+    def mb_per_rank(self, skip=2):
+        """Median megabytes one rank sent per step: the log's bytes_sent is summed over all
+        ranks (it has per-axis parts, axis_bytes); divided by the world size."""
+        world = self.config.get("world", 1) or 1
+        return median(self.timed("bytes_sent", skip)) / world / 1e6
+
     def final_val(self):
         return self.evals[-1]["val_loss"] if self.evals else float("nan")
 

@@ -80,11 +80,11 @@ def main():
         curve = {e["step"]: e["val_loss"] for e in run.evals}
         table_rows.append([label, ranks, f"{v:.4f}", f"{r:.4f}", f"{100 * rel:+.2f}%", f"<= {100 * target(algo):.0f}%",
                            "meets" if ok else "MISSES", f"{median(run.timed('step_ms', 0)):.1f}",
-                           f"{run.steps[-1].get('bytes_sent', 0) / 1e6:.2f}"])
+                           f"{run.mb_per_rank():.2f}"])
         out[label] = {"algo": algo, "ranks": ranks, "val_loss": v, "allreduce_val_loss": r, "rel": rel, "ok": ok,
                       "curve": curve, "config": run.config}
     print(f"\nfinal validation loss after {a.steps} steps (nats/byte):")
-    print(table(["algorithm", "ranks", "val loss", "allreduce", "difference", "target", "", "ms/step", "MB/step"],
+    print(table(["algorithm", "ranks", "val loss", "allreduce", "difference", "target", "", "ms/step", "MB/step/rank"],
                 table_rows))
     if a.json:
         with open(a.json, "w") as f:

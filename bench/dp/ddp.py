@@ -81,7 +81,7 @@ def main():
                 res[(algo, impl)]["steps"] += t
                 res[(algo, impl)]["rounds"].append(median(t))
                 if impl == "bagpipe":
-                    res[(algo, impl)]["bytes_per_step"] = run.steps[-1].get("bytes_sent")
+                    res[(algo, impl)]["mb_per_rank_step"] = run.mb_per_rank()
                 print(f"  round {r + 1}: {algo:9s} {impl:7s} median {median(t):7.2f} ms/step; idle cores before "
                       f"{idle:.1f}", flush=True)
     except RunFailed as e:
@@ -99,7 +99,7 @@ def main():
         rows.append([algo, f"{mb:.2f}", f"{min(b['rounds']):.1f}..{max(b['rounds']):.1f}", f"{mt:.2f}",
                      f"{min(t['rounds']):.1f}..{max(t['rounds']):.1f}", f"{ratio:.3f}", f"{target} {verdict}"])
         out[algo] = {"bagpipe_ms": mb, "torch_ms": mt, "ratio": ratio, "bagpipe_round_medians": b["rounds"],
-                     "torch_round_medians": t["rounds"], "bagpipe_bytes_per_step": b.get("bytes_per_step")}
+                     "torch_round_medians": t["rounds"], "bagpipe_mb_per_rank_step": b.get("mb_per_rank_step")}
     print("\nmedian over all timed steps of all rounds (ms/step):")
     print(table(["algorithm", "bagpipe", "rounds", "PyTorch DDP", "rounds", "ratio bagpipe/PyTorch", "target"],
                 rows))

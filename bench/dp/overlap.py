@@ -58,7 +58,7 @@ def main():
                     d["compute"] += run.timed("compute_ms", a.warmup)
                     d["exposed"] += run.timed("comm_exposed_ms", a.warmup)
                     d["round_step"].append(median(run.timed("step_ms", a.warmup)))
-                    d["bytes"] = run.steps[-1]["bytes_sent"]
+                    d["mb_per_rank"] = run.mb_per_rank()
                     print(f"  round {r + 1} bucket {s} MB {mode:7s}: step {d['round_step'][-1]:7.2f} ms "
                           f"(compute {median(run.timed('compute_ms', a.warmup)):6.2f}, exposed comm "
                           f"{median(run.timed('comm_exposed_ms', a.warmup)):6.2f}); idle cores before {idle:.1f}", flush=True)
@@ -75,7 +75,7 @@ def main():
         out[s] = {"overlap_step_ms": median(o["step"]), "overlap_compute_ms": median(o["compute"]),
                   "overlap_exposed_ms": median(o["exposed"]), "seq_compute_ms": median(q["compute"]),
                   "seq_comm_ms": median(q["exposed"]), "seq_step_ms": median(q["step"]),
-                  "ratio": ratio, "bytes_per_step": o.get("bytes"), "round_medians_overlap": o["round_step"],
+                  "ratio": ratio, "mb_per_rank_step": o.get("mb_per_rank"), "round_medians_overlap": o["round_step"],
                   "round_medians_seq": q["round_step"]}
         rows.append([s, f"{median(o['step']):.2f}", f"{median(o['compute']):.2f}", f"{median(o['exposed']):.2f}",
                      f"{median(q['compute']):.2f}", f"{median(q['exposed']):.2f}", f"{seq:.2f}", f"{ratio:.3f}",

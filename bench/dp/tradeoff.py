@@ -34,9 +34,9 @@ def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--bagpipe", default=None, help="binary (default build/bagpipe)")
     p.add_argument("--ranks", type=int, default=2, help="(lp-decentralized runs only with >= 3)")
-    p.add_argument("--quick", action="store_true", help="target 2.60 within 300 steps instead of 2.40 within 600")
-    p.add_argument("--target", type=float, help="validation loss to reach (default 2.40; --quick 2.60)")
-    p.add_argument("--max-steps", type=int, help="give up after this many steps (default 600; --quick 300)")
+    p.add_argument("--quick", action="store_true", help="target 2.60 within 200 steps instead of 2.25 within 600")
+    p.add_argument("--target", type=float, help="validation loss to reach (default 2.25; --quick 2.60)")
+    p.add_argument("--max-steps", type=int, help="give up after this many steps (default 600; --quick 200)")
     p.add_argument("--eval-every", type=int, default=10)
     p.add_argument("--eval-batches", type=int, default=20)
     p.add_argument("--nets", default=",".join(NETS), help="comma-separated, of: " + ", ".join(NETS))
@@ -46,8 +46,8 @@ def main():
     p.add_argument("--json", help="also write all numbers here")
     p.add_argument("extra", nargs="*", help="after --: more bagpipe train options for every run")
     a = p.parse_args()
-    a.target = a.target if a.target is not None else (2.60 if a.quick else 2.40)
-    a.max_steps = a.max_steps or (300 if a.quick else 600)
+    a.target = a.target if a.target is not None else (2.60 if a.quick else 2.25)
+    a.max_steps = a.max_steps or (200 if a.quick else 600)
     nets = [NET_ALIASES.get(n, n) for n in a.nets.split(",") if n]
     for n in nets:
         if n not in NETS:
@@ -73,7 +73,7 @@ def main():
                 d = {"hit_step": hit[0] if hit else None, "time_s": hit[1] / 1e3 if hit else None,
                      "median_step_ms": median(run.timed("step_ms", 2)),
                      "median_exposed_ms": median(run.timed("comm_exposed_ms", 2)),
-                     "mb_per_step": median(run.timed("bytes_sent", 2)) / 1e6,
+                     "mb_per_step": run.mb_per_rank(),
                      "best_val": min((e["val_loss"] for e in run.evals), default=float("nan")),
                      "wall_s": run.wall_s}
                 res[(net, label)] = d
