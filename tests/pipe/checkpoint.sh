@@ -13,11 +13,11 @@ source "$(dirname "$0")/lib.sh"
 opts=("${SMALL_GPT[@]}" --eval-every 0 --pp 2 --micro-batches 4 --schedule afp:1)
 
 # ---- interrupt and resume ------------------------------------------------------------
-# --partition 3,1 is not what balancing gives for equal layers, so a resume that
-# ignored the checkpoint's partition would not load.
+# --partition 1,3 is not what balancing gives (3,1: the head costs most), so a
+# resume that ignored the checkpoint's partition would show.
 sig="$WORK/sig"
 read -ra flags <<<"${BP_MPIEXEC_FLAGS:-}"
-timeout -k 5 60 "$BP_MPIEXEC" "${flags[@]}" -n 2 "$BP" train "${opts[@]}" --partition 3,1 \
+timeout -k 5 60 "$BP_MPIEXEC" "${flags[@]}" -n 2 "$BP" train "${opts[@]}" --partition 1,3 \
   --steps 100000000 --out "$sig" >"$WORK/sig.out" 2>&1 &
 launcher=$!
 for _ in $(seq 200); do
@@ -40,13 +40,13 @@ done
 echo "interrupted at step $step"
 
 total=$((step + 5))
-launch 2 "$BP" train "${opts[@]}" --partition 3,1 --steps "$total" --out "$WORK/full" \
+launch 2 "$BP" train "${opts[@]}" --partition 1,3 --steps "$total" --out "$WORK/full" \
   >/dev/null 2>"$WORK/err" || fail "the uninterrupted run failed: $(cat "$WORK/err")"
 launch 2 "$BP" train "${opts[@]}" --steps "$total" --resume "$sig" --out "$WORK/res" --progress lines \
   >"$WORK/res.out" 2>&1 || fail "resume failed: $(cat "$WORK/res.out")"
 grep -q "resumed from .* at step $step" "$WORK/res.out" || fail "no resume note: $(cat "$WORK/res.out")"
-[ "$(field "$WORK/res/metrics.jsonl" config partition)" = 3,1 ] ||
-  fail "resumed on partition $(field "$WORK/res/metrics.jsonl" config partition), not the checkpoint's 3,1"
+[ "$(field "$WORK/res/metrics.jsonl" config partition)" = 1,3 ] ||
+  fail "resumed on partition $(field "$WORK/res/metrics.jsonl" config partition), not the checkpoint's 1,3"
 diff <(values "$WORK/full/metrics.jsonl" step loss | tail -n 5) <(values "$WORK/res/metrics.jsonl" step loss) ||
   fail "resumed losses differ from the uninterrupted run"
 echo "resumed at step $step: the next 5 losses are bit-identical"
@@ -77,7 +77,7 @@ refused() {
 }
 refused 1 "--pp" "resume of 2 stages on 1" --pp 1
 refused 4 "--pp" "resume of 2 stages on 4" --pp 4
-refused 2 "--partition" "resume of 3,1 on 2,2" --pp 2 --partition 2,2
+refused 2 "--partition" "resume of 1,3 on 2,2" --pp 2 --partition 2,2
 
 # ---- sampling ------------------------------------------------------------------------
 launch 1 "$BP" train "${SMALL_GPT[@]}" --eval-every 0 --steps 20 --out "$WORK/one" >/dev/null 2>&1 ||
