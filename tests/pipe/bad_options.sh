@@ -38,7 +38,7 @@ expect 1 --pp -- "${G[@]}" --pp 2
 expect 3 --partition -- "${G[@]}" --pp 3 --partition 1,1
 expect 2 --partition -- "${G[@]}" --pp 2 --partition 2,3
 expect 2 --schedule -- "${G[@]}" --pp 2 --schedule zigzag
-expect 2 --schedule -- "${G[@]}" --pp 2 --schedule afp:-1
+expect 1 --schedule -- "${G[@]}" --schedule afp:-1
 expect 1 --schedule -- "${G[@]}" --schedule gpipe:2
 expect 1 --micro-batches -- "${G[@]}" --micro-batches 0
 # A gpt of 1 layer has 3 blocks.

@@ -20,10 +20,13 @@ read -ra flags <<<"${BP_MPIEXEC_FLAGS:-}"
 timeout -k 5 60 "$BP_MPIEXEC" "${flags[@]}" -n 2 "$BP" train "${opts[@]}" --partition 1,3 \
   --steps 100000000 --out "$sig" >"$WORK/sig.out" 2>&1 &
 launcher=$!
-for _ in $(seq 200); do
+# Stop it once it has logged 20 steps (the signal handlers are in place by then).
+for _ in $(seq 600); do
   [ "$(values "$sig/metrics.jsonl" step loss 2>/dev/null | wc -l)" -ge 20 ] && break
   sleep 0.05
 done
+[ "$(values "$sig/metrics.jsonl" step loss 2>/dev/null | wc -l)" -ge 20 ] ||
+  fail "the 2-stage run logged no 20 steps in 30 s: $(cat "$WORK/sig.out")"
 victim=$(pgrep -f "^$BP train .*--out $sig" | tail -n 1 || true)
 [ -n "$victim" ] || fail "no rank of the 2-stage run found: $(cat "$WORK/sig.out")"
 kill -TERM "$victim"

@@ -7,7 +7,7 @@
 #  - an explicit --partition on 2 and 3 stages, --grad-accum 2, and --clip (the
 #    gradient norm is over all stages, so the logged norm matches one process too),
 #  - the default-size gpt on 2 and 3 stages, partitioned by measured block times,
-#  - the mlp on 2 and 3 stages.
+#  - the mlp on 2 stages (also the test accuracy).
 # Every run's `stages` record gives a peak stash per stage of M for gpipe,
 # min(M, S-s) for 1f1b and min(M, S-s+K) for afp:K (M: micro-batches per step,
 # x --grad-accum), and busy time and activation memory on every stage.
@@ -74,9 +74,10 @@ check() {
   launch "$w" "$BP" train "$@" --steps "$STEPS" --eval-every "$STEPS" --eval-batches 2 --pp "$S" \
     --schedule "$sched" --micro-batches "$M" --out "$WORK/$name" >/dev/null 2>"$WORK/err" ||
     fail "$name: the run on $w ranks failed: $(cat "$WORK/err")"
-  [ "$(field "$f" config world)" = "$w" ] && [ "$(field "$f" config pp)" = "$S" ] &&
-    [ "$(field "$f" config schedule)" = "$sched" ] ||
+  if [ "$(field "$f" config world)" != "$w" ] || [ "$(field "$f" config pp)" != "$S" ] ||
+    [ "$(field "$f" config schedule)" != "$sched" ]; then
     fail "$name: not a run of $w ranks, $S stages, $sched: $(head -n 1 "$f")"
+  fi
   [ "$(values "$f" step loss | wc -l)" -eq "$STEPS" ] || fail "$name: not $STEPS steps logged"
   same "$name" "$WORK/$ref/metrics.jsonl" "$f" step loss "$LIMIT"
   same "$name" "$WORK/$ref/metrics.jsonl" "$f" eval val_loss "$LIMIT"
@@ -105,7 +106,6 @@ check gpt-partition-1-2-1 gpt 3 3 afp:2 4 "${SMALL_GPT[@]}" --partition 1,2,1
 
 reference gpt-accum2 "${SMALL_GPT[@]}" --grad-accum 2
 check gpt-accum2-pp2 gpt-accum2 2 2 1f1b 2 "${SMALL_GPT[@]}" --grad-accum 2
-check gpt-accum2-pp4 gpt-accum2 4 4 afp:1 2 "${SMALL_GPT[@]}" --grad-accum 2
 
 # Clipping binds (the gradient norm is above the limit) on every stage alike.
 reference gpt-clip "${SMALL_GPT[@]}" --clip 0.5
@@ -126,8 +126,8 @@ check gpt-default-pp2 gpt-default 2 2 1f1b 4 "${DEFAULT_GPT[@]}"
 check gpt-default-pp3 gpt-default 3 3 afp:1 4 "${DEFAULT_GPT[@]}"
 for S in 2 3; do
   field "$WORK/gpt-default-pp$S/metrics.jsonl" config partition | awk -F, -v S="$S" '
-    { n = 0; for (i = 1; i <= NF; i++) { if ($i < 1) exit 1; n += $i } }
-    END { exit !(NF == S && n == 6) }' ||
+    { n = 0; bad = NF != S; for (i = 1; i <= NF; i++) { if ($i < 1) bad = 1; n += $i } }
+    END { exit bad || n != 6 }' ||
     fail "default gpt on $S stages: partition '$(field "$WORK/gpt-default-pp$S/metrics.jsonl" config partition)'"
   echo "gpt-default-pp$S: balanced partition $(field "$WORK/gpt-default-pp$S/metrics.jsonl" config partition)"
 done
@@ -135,11 +135,8 @@ done
 # The mlp (3 blocks): SGD with momentum and a cosine schedule; also the accuracy.
 STEPS=30
 reference mlp "${SMALL_MLP[@]}"
-check mlp-pp2 mlp 2 2 gpipe 4 "${SMALL_MLP[@]}"
-check mlp-pp3 mlp 3 3 1f1b 2 "${SMALL_MLP[@]}"
-for S in 2 3; do
-  same "mlp-pp$S" "$WORK/mlp/metrics.jsonl" "$WORK/mlp-pp$S/metrics.jsonl" eval val_acc 1e-3
-done
+check mlp-pp2 mlp 2 2 afp:1 4 "${SMALL_MLP[@]}"
+same mlp-pp2 "$WORK/mlp/metrics.jsonl" "$WORK/mlp-pp2/metrics.jsonl" eval val_acc 1e-3
 
 # The comparison can fail: another seed on 2 stages differs by far more.
 launch 2 "$BP" train "${SMALL_GPT[@]}" --steps "$STEPS" --pp 2 --seed 99 --out "$WORK/other" \
