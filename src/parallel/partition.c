@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "core/buf.h"
 #include "core/rng.h"
@@ -19,6 +20,28 @@ static double fastest(const double *t, int n) {
     double best = DBL_MAX;
     for (int i = 0; i < n; i++) best = t[i] < best ? t[i] : best;
     return best;
+}
+
+static double thread_cpu_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Wall and CPU time of each pass of each run: [run][pass][clock]. */
+typedef double run_times[2][2];
+
+static void summarize_runs(const run_times *t, bp_block_profile *out) {
+    double fwd[PROFILE_RUNS], bwd[PROFILE_RUNS];
+    out->wall_s = out->cpu_s = 0;
+    for (int i = 0; i < PROFILE_RUNS; i++) {
+        fwd[i] = t[i][0][1];
+        bwd[i] = t[i][1][1];
+        out->wall_s += t[i][0][0] + t[i][1][0];
+        out->cpu_s += fwd[i] + bwd[i];
+    }
+    out->fwd_cpu_s = fastest(fwd, PROFILE_RUNS);
+    out->bwd_cpu_s = fastest(bwd, PROFILE_RUNS);
 }
 
 /* Time forward and backward of block `b` alone; inputs are random but valid. */
@@ -53,20 +76,20 @@ static int time_block(const bp_model_config *cfg, int b, int B, int T, bp_block_
     bool first = b == 0, last = b == bp_model_num_blocks(cfg) - 1;
     bp_batch batch = {.B = B, .T = T, .tokens = tok, .targets = tgt,
                       .images = first && cfg->kind == BP_MODEL_MLP ? x : NULL};
-    double tf[PROFILE_RUNS + 1], tb[PROFILE_RUNS + 1];
+    run_times t[PROFILE_RUNS + 1];
     for (int i = 0; rc == BP_OK && i <= PROFILE_RUNS; i++) { /* run 0 warms caches */
-        double t0 = bp_now(), loss;
+        double w0 = bp_now(), c0 = thread_cpu_now(), loss;
         rc = bp_model_forward(m, a, &batch, first ? NULL : x, &loss, err);
-        double t1 = bp_now();
+        double w1 = bp_now(), c1 = thread_cpu_now();
         if (rc == BP_OK)
             rc = bp_model_backward(m, a, &batch, last ? NULL : dy, first ? NULL : dx, 1, err);
-        tf[i] = t1 - t0;
-        tb[i] = bp_now() - t1;
+        t[i][0][0] = w1 - w0, t[i][0][1] = c1 - c0;
+        t[i][1][0] = bp_now() - w1, t[i][1][1] = thread_cpu_now() - c1;
     }
-    if (rc == BP_OK)
-        *out = (bp_block_profile){.fwd_s = fastest(tf + 1, PROFILE_RUNS),
-                                  .bwd_s = fastest(tb + 1, PROFILE_RUNS),
-                                  .workspace_bytes = bp_model_workspace_bytes(m)};
+    if (rc == BP_OK) {
+        summarize_runs(t + 1, out);
+        out->workspace_bytes = bp_model_workspace_bytes(m);
+    }
     bp_free(tok), bp_free(tgt), bp_free(x), bp_free(dx), bp_free(dy);
     bp_acts_destroy(a);
     bp_model_destroy(m);
@@ -86,7 +109,7 @@ int bp_profile_blocks(const bp_model_config *cfg, int micro_B, int T, double *co
     bp_block_profile *prof = malloc((size_t)n * sizeof *prof);
     if (!prof) return bp_fail(err, BP_ENOMEM, "out of memory");
     int rc = bp_profile_blocks_split(cfg, micro_B, T, prof, err);
-    for (int b = 0; rc == BP_OK && b < n; b++) cost[b] = prof[b].fwd_s + prof[b].bwd_s;
+    for (int b = 0; rc == BP_OK && b < n; b++) cost[b] = prof[b].fwd_cpu_s + prof[b].bwd_cpu_s;
     free(prof);
     return rc;
 }

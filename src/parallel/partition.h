@@ -9,11 +9,13 @@
 #include "bagpipe/status.h"
 #include "nn/model.h"
 
-/* One block alone on one micro-batch: the fastest of a few runs of each pass (the
- * least disturbed by other processes), and the backward workspace it allocated. */
+/* One block alone on one micro-batch, over a few runs. Wall-clock time includes
+ * the time other processes held the core; this thread's CPU time does not, so
+ * wall_s / cpu_s says how much the machine's load slows a computation down. */
 typedef struct bp_block_profile {
-    double fwd_s, bwd_s;
-    size_t workspace_bytes;
+    double fwd_cpu_s, bwd_cpu_s;  /* fastest forward and backward, CPU time */
+    double wall_s, cpu_s;         /* all runs together */
+    size_t workspace_bytes;       /* backward workspace the block allocated */
 } bp_block_profile;
 
 /* Profile every block of cfg on a micro_B x T micro-batch into prof[num_blocks]. */
@@ -21,7 +23,8 @@ int bp_profile_blocks_split(const bp_model_config *cfg, int micro_B, int T, bp_b
                             bp_err *err);
 
 /* Seconds of forward + backward of each block of cfg alone on a micro_B x T
- * micro-batch, into cost[num_blocks] (from bp_profile_blocks_split). */
+ * micro-batch, into cost[num_blocks]: CPU time, which other processes on a loaded
+ * machine disturb far less than wall-clock time, so the balance found is stable. */
 int bp_profile_blocks(const bp_model_config *cfg, int micro_B, int T, double *cost, bp_err *err);
 
 /* Contiguous stages minimizing the largest stage cost: stage s holds blocks

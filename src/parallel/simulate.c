@@ -27,7 +27,7 @@ double bp_sim_message_s(const bp_sim_link *l, size_t bytes) {
 double bp_sim_allreduce_s(const bp_sim_link *l, int ranks, size_t bytes) {
     if (ranks <= 1) return 0.0;
     size_t part = (bytes + (size_t)ranks - 1) / (size_t)ranks;
-    return 2.0 * (ranks - 1) * bp_sim_message_s(l, part);
+    return 2.0 * (ranks - 1) * (bp_sim_message_s(l, part) + l->wake_s);
 }
 
 /* When a message sent at `t` arrives. The emulated link serializes one message
@@ -83,7 +83,7 @@ static double ready_at(const sim *m, int s, const bp_pipe_op *op) {
 static void run_op(sim *m, int s, const bp_pipe_op *op, double ready) {
     const bp_sim_stage *st = &m->c->stage[s];
     bp_sim_stage_result *o = &m->out[s];
-    double start = ready > m->clock[s] ? ready : m->clock[s];
+    double start = ready > m->clock[s] ? ready + m->c->link.wake_s : m->clock[s];
     double dur = op->forward ? st->fwd_s : st->bwd_s;
     o->idle_s += start - m->clock[s];
     o->busy_s += dur;

@@ -8,7 +8,10 @@
  *
  * A message takes, with an emulated network (bagpipe/comm.h), its serialization
  * on the sender's directed link, queued behind the link's earlier messages, plus
- * the latency; without one, a fixed cost plus its bytes at a copy bandwidth.
+ * the latency; without one, a fixed cost plus its bytes at a copy bandwidth. A
+ * stage that had to wait for a message resumes `wake_s` after it arrived: on a
+ * machine with more runnable processes than cores, a rank that waits gives its
+ * core away (MPI yields when idle) and must be scheduled again.
  *
  * A step on stage s is: `update_s` (zeroing gradients, the optimizer steps of its
  * N replicas, their averaging), then its operations, then the collectives that end
@@ -38,9 +41,10 @@ typedef struct bp_sim_stage {
 
 /* How long a message takes. */
 typedef struct bp_sim_link {
-    bp_net net;     /* when on, this alone decides */
-    double msg_s;   /* otherwise: fixed cost of a message */
+    bp_net net;      /* when on, it decides how long a message travels */
+    double msg_s;    /* otherwise: fixed cost of a message */
     double copy_Bps; /* otherwise: bytes per second (0: free) */
+    double wake_s;   /* a receiver that waited resumes this long after arrival */
 } bp_sim_link;
 
 typedef struct bp_sim_config {
@@ -66,11 +70,12 @@ typedef struct bp_sim_result {
     bool deadlock;     /* some stage waits forever (never for the runtime's schedules) */
 } bp_sim_result;
 
-/* Seconds one message of `bytes` takes on an idle link. */
+/* Seconds one message of `bytes` takes on an idle link (without wake_s). */
 double bp_sim_message_s(const bp_sim_link *l, size_t bytes);
 
 /* Seconds of an allreduce of `bytes` over `ranks` (a ring: reduce-scatter then
- * allgather, 2 (ranks - 1) exchanges of bytes / ranks); 0 for one rank. */
+ * allgather, 2 (ranks - 1) exchanges of bytes / ranks, each waited for); 0 for one
+ * rank. */
 double bp_sim_allreduce_s(const bp_sim_link *l, int ranks, size_t bytes);
 
 /* Simulate one step. per_stage ([S], or NULL) gets every stage's figures.

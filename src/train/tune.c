@@ -1,6 +1,10 @@
 #include "train/tune.h"
 
 #include <float.h>
+#include <math.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdlib.h>
@@ -26,13 +30,17 @@ static const bp_option tune_options[] = {
      "all"},
     {"msg-us", BP_OPT_DOUBLE, OFF(msg_us), 0, NULL, 0, 1e9, "US",
      "without --net: fixed cost of one message between ranks, in microseconds", NULL},
+    {"busy-threads", BP_OPT_INT, OFF(busy_threads), 0, NULL, 0, 1024, "N",
+     "threads kept busy while profiling, standing for the job's other ranks on this machine",
+     "ranks - 1"},
 };
 #undef OFF
 
 /* Options of the train command that tune chooses itself or that only tune has: the
  * suggested command line gets them from the chosen candidate, not from argv. */
-static const char *const chosen_options[] = {"pipelines", "micro-batches", "schedule", "partition",
-                                             "mem-cap",   "top",           "msg-us"};
+static const char *const chosen_options[] = {"pipelines", "micro-batches", "schedule",
+                                             "partition", "mem-cap",       "top",
+                                             "msg-us",    "busy-threads"};
 
 bp_option *bp_tune_options(int *n) {
     int n_train, n_tune = (int)(sizeof tune_options / sizeof tune_options[0]);
@@ -51,6 +59,7 @@ void bp_tune_config_defaults(bp_tune_config *c, int for_help) {
     /* Shared memory between two processes on one machine, as measured on Open MPI
      * with a loaded scheduler (bench/pipe/README.md). */
     c->msg_us = 30;
+    c->busy_threads = -1;
     if (for_help) return;
     c->train.micro_batches = 0; /* 0, "" and pipelines 0: search */
     c->train.pipe_schedule[0] = '\0';
@@ -76,7 +85,7 @@ int bp_tune_config_finalize(bp_tune_config *c, bp_err *err) {
 typedef struct size_profile {
     int micro_B;
     int *first;          /* [S+1] */
-    bp_sim_stage *stage; /* [S]; update_s is that of one replica */
+    bp_sim_stage *stage; /* [S]: CPU times; update_s is that of one replica */
     size_t *param_bytes; /* [S]: of one replica */
 } size_profile;
 
@@ -84,7 +93,8 @@ typedef struct candidate {
     int N, M, size; /* size: index into the profiles */
     bool avgpipe;   /* --pipelines given (also for N = 1) */
     bp_schedule sched;
-    bp_sim_result r;
+    bp_sim_result r;  /* under the machine's load while profiling */
+    double unloaded_s; /* step time on an otherwise idle machine */
 } candidate;
 
 typedef struct tuner {
@@ -96,6 +106,8 @@ typedef struct tuner {
     candidate *cand;
     int n_cand, cap_cand;
     bp_sim_link link;
+    double wall_s, cpu_s; /* of all profiled runs: wall / cpu is the machine's slowdown */
+    double wake_s;        /* how long a rank that waited takes to run again */
 } tuner;
 
 /* Zeroing the gradients, their sum of squares (for clipping) and the optimizer
@@ -122,15 +134,15 @@ static int time_update(const tuner *t, bp_model *m, double *secs, bp_err *err) {
 
 /* Stage s of profile p from its blocks' times, and its memory from the stage's
  * own model and activations. */
-static int profile_stage(const tuner *t, size_profile *p, const bp_block_profile *prof, int s,
+static int profile_stage(tuner *t, size_profile *p, const bp_block_profile *prof, int s,
                          bp_err *err) {
     bp_sim_stage *st = &p->stage[s];
     int b0 = p->first[s], b1 = p->first[s + 1];
     size_t work = 0;
     *st = (bp_sim_stage){0};
     for (int b = b0; b < b1; b++) {
-        st->fwd_s += prof[b].fwd_s;
-        st->bwd_s += prof[b].bwd_s;
+        st->fwd_s += prof[b].fwd_cpu_s;
+        st->bwd_s += prof[b].bwd_cpu_s;
         work = prof[b].workspace_bytes > work ? prof[b].workspace_bytes : work;
     }
     bp_model *m = NULL;
@@ -157,13 +169,13 @@ static int cut_stages(const tuner *t, const bp_block_profile *prof, int *first, 
         return bp_partition_parse(t->c->train.partition, t->n_blocks, t->S, first, err);
     double *cost = malloc((size_t)t->n_blocks * sizeof *cost);
     if (!cost) return bp_fail(err, BP_ENOMEM, "out of memory");
-    for (int b = 0; b < t->n_blocks; b++) cost[b] = prof[b].fwd_s + prof[b].bwd_s;
+    for (int b = 0; b < t->n_blocks; b++) cost[b] = prof[b].fwd_cpu_s + prof[b].bwd_cpu_s;
     bp_partition_balance(cost, t->n_blocks, t->S, first);
     free(cost);
     return BP_OK;
 }
 
-static int profile_size(const tuner *t, size_profile *p, bp_err *err) {
+static int profile_size(tuner *t, size_profile *p, bp_err *err) {
     p->first = calloc((size_t)t->S + 1, sizeof *p->first);
     p->stage = calloc((size_t)t->S, sizeof *p->stage);
     p->param_bytes = calloc((size_t)t->S, sizeof *p->param_bytes);
@@ -172,9 +184,117 @@ static int profile_size(const tuner *t, size_profile *p, bp_err *err) {
                                                            : bp_fail(err, BP_ENOMEM, "out of memory");
     if (rc == BP_OK) rc = bp_profile_blocks_split(&t->mc, p->micro_B, t->T, prof, err);
     if (rc == BP_OK) rc = cut_stages(t, prof, p->first, err);
+    for (int b = 0; rc == BP_OK && b < t->n_blocks; b++) {
+        t->wall_s += prof[b].wall_s;
+        t->cpu_s += prof[b].cpu_s;
+    }
     for (int s = 0; rc == BP_OK && s < t->S; s++) rc = profile_stage(t, p, prof, s, err);
     free(prof);
     return rc;
+}
+
+/* Threads that keep a core busy while profiling, standing for the job's other
+ * ranks: where the machine has fewer free cores than the job has ranks, they take
+ * their share of the cores from the profiled computation as the ranks will take
+ * theirs from each other. */
+typedef struct spinners {
+    pthread_t th[64];
+    int n;
+    atomic_int stop;
+} spinners;
+
+static void *spin(void *arg) {
+    atomic_int *stop = arg;
+    volatile double x = 1;
+    while (!atomic_load_explicit(stop, memory_order_relaxed)) x = x * 1.0000001 + 1e-9;
+    return NULL;
+}
+
+static void spinners_start(spinners *sp, int n) {
+    atomic_init(&sp->stop, 0);
+    sp->n = 0;
+    while (sp->n < n && sp->n < 64 && pthread_create(&sp->th[sp->n], NULL, spin, &sp->stop) == 0)
+        sp->n++;
+}
+
+static void spinners_stop(spinners *sp) {
+    atomic_store(&sp->stop, 1);
+    for (int i = 0; i < sp->n; i++) pthread_join(sp->th[i], NULL);
+}
+
+/* A token handed back and forth between two threads, each busy for a while (by
+ * the clock) before it passes the token on, the waiting one spinning with
+ * sched_yield as an MPI rank does (mpi_yield_when_idle). */
+typedef struct pingpong {
+    atomic_int turn; /* 0: main thread, 1: partner, 2: stop */
+    double work_s;
+} pingpong;
+
+static void busy_for(double s) {
+    double t0 = bp_now();
+    while (bp_now() - t0 < s) continue;
+}
+
+/* Wait for the token; false when told to stop. */
+static bool await_turn(pingpong *p, int me) {
+    int v;
+    while ((v = atomic_load(&p->turn)) != me && v != 2) sched_yield();
+    return v == me;
+}
+
+static void *partner(void *arg) {
+    pingpong *p = arg;
+    while (await_turn(p, 1)) {
+        busy_for(p->work_s);
+        atomic_store(&p->turn, 0);
+    }
+    return NULL;
+}
+
+/* How long after its message arrives a rank that waited for it runs again: the
+ * handoffs' time beyond the work, per handoff. On a machine with a core per rank it
+ * is microseconds; with more runnable processes than cores, a slice of another
+ * process's time. Measured for about half a second. */
+static double measure_wake(void) {
+    pingpong p = {.work_s = 1e-3};
+    atomic_init(&p.turn, 0);
+    pthread_t th;
+    if (pthread_create(&th, NULL, partner, &p)) return 0;
+    int rounds = 0;
+    double t0 = bp_now();
+    while (rounds < 200 && (rounds < 10 || bp_now() - t0 < 0.5)) {
+        busy_for(p.work_s);
+        atomic_store(&p.turn, 1);
+        await_turn(&p, 0);
+        rounds++;
+    }
+    double total = bp_now() - t0;
+    atomic_store(&p.turn, 2);
+    pthread_join(th, NULL);
+    double wake = (total - 2 * rounds * p.work_s) / (2 * rounds);
+    return wake > 0 ? wake : 0;
+}
+
+/* Profile with the job's other ranks standing by as busy threads: W - 1 while one
+ * thread computes, W - 2 while two hand a token over. */
+static int profile_all(tuner *t, bp_err *err) {
+    int others = t->c->busy_threads >= 0 ? t->c->busy_threads : t->W - 1;
+    spinners sp;
+    spinners_start(&sp, others);
+    int rc = BP_OK;
+    for (int i = 0; rc == BP_OK && i < t->n_sizes; i++) rc = profile_size(t, &t->sizes[i], err);
+    spinners_stop(&sp);
+    if (t->W > 1) {
+        spinners_start(&sp, others - 1);
+        t->wake_s = measure_wake();
+        spinners_stop(&sp);
+    }
+    return rc;
+}
+
+/* How much slower than its CPU time a computation runs here, now. */
+static double slowdown(const tuner *t) {
+    return t->cpu_s > 0 && t->wall_s > t->cpu_s ? t->wall_s / t->cpu_s : 1.0;
 }
 
 /* Bytes per second of copying a buffer like the largest activation message: a
@@ -289,17 +409,17 @@ static int enumerate(tuner *t, bp_err *err) {
  * global gradient norm over the stages (a float per replica), and across dp ranks
  * the gradients (an allreduce each step; other dp algorithms are costed alike) or,
  * for AvgPipe, the centers every --ea-period steps. */
-static double sync_seconds(const tuner *t, const candidate *k) {
+static double sync_seconds(const tuner *t, const candidate *k, const bp_sim_link *l) {
     const size_profile *p = &t->sizes[k->size];
     double s = 0;
     if (t->mc.kind == BP_MODEL_GPT && t->S > 1)
-        s += k->N * bp_sim_allreduce_s(&t->link, 2,
+        s += k->N * bp_sim_allreduce_s(l, 2,
                                        (size_t)t->mc.vocab * (size_t)t->mc.n_embd * sizeof(bp_real));
-    s += bp_sim_allreduce_s(&t->link, t->W, 2 * sizeof(float));
-    s += bp_sim_allreduce_s(&t->link, t->S, (size_t)k->N * sizeof(float));
+    s += bp_sim_allreduce_s(l, t->W, 2 * sizeof(float));
+    s += bp_sim_allreduce_s(l, t->S, (size_t)k->N * sizeof(float));
     size_t params = 0;
     for (int i = 0; i < t->S; i++) params = p->param_bytes[i] > params ? p->param_bytes[i] : params;
-    double dp_s = bp_sim_allreduce_s(&t->link, t->dp, params);
+    double dp_s = bp_sim_allreduce_s(l, t->dp, params);
     s += k->avgpipe ? dp_s / (double)t->c->train.ea_period : dp_s;
     return s;
 }
@@ -311,22 +431,38 @@ static double update_seconds(const tuner *t, const candidate *k, double one) {
     return k->N * (one + avg);
 }
 
-static int predict(tuner *t, candidate *k) {
+/* Simulate candidate k with computation `slow` times its CPU time and ranks that
+ * waited running again after `wake` seconds. */
+static int simulate(const tuner *t, const candidate *k, double slow, double wake,
+                    bp_sim_result *r) {
     const size_profile *p = &t->sizes[k->size];
     bp_sim_stage st[t->S];
     for (int s = 0; s < t->S; s++) {
         st[s] = p->stage[s];
-        st[s].update_s = update_seconds(t, k, p->stage[s].update_s);
+        st[s].fwd_s *= slow;
+        st[s].bwd_s *= slow;
+        st[s].update_s = slow * update_seconds(t, k, p->stage[s].update_s);
     }
     bp_sim_config sc = {.S = t->S, .N = k->N, .M = k->M * t->c->train.grad_accum,
-                        .sched = k->sched, .stage = st, .link = t->link,
-                        .sync_s = sync_seconds(t, k)};
-    return bp_sim_run(&sc, &k->r, NULL);
+                        .sched = k->sched, .stage = st, .link = t->link};
+    sc.link.wake_s = wake;
+    sc.sync_s = sync_seconds(t, k, &sc.link);
+    return bp_sim_run(&sc, r, NULL);
 }
 
+static int predict(const tuner *t, candidate *k) {
+    bp_sim_result idle;
+    int rc = simulate(t, k, slowdown(t), t->wake_s, &k->r);
+    if (rc == BP_OK) rc = simulate(t, k, 1.0, 0.0, &idle);
+    k->unloaded_s = idle.step_s;
+    return rc;
+}
+
+/* Faster first; of equal times (to the microsecond), less memory first. */
 static int by_time(const void *a, const void *b) {
     const candidate *x = a, *y = b;
-    if (x->r.step_s != y->r.step_s) return x->r.step_s < y->r.step_s ? -1 : 1;
+    long long tx = llround(x->r.step_s * 1e6), ty = llround(y->r.step_s * 1e6);
+    if (tx != ty) return tx < ty ? -1 : 1;
     return (x->r.peak_bytes > y->r.peak_bytes) - (x->r.peak_bytes < y->r.peak_bytes);
 }
 
@@ -341,9 +477,10 @@ static void print_header(const tuner *t, double secs, FILE *out) {
         fprintf(out, " (%d layers, %d channels, seq %d)", tc->layers, tc->embd, tc->seq_len);
     fprintf(out, ", batch %d, dp %d x pp %d = %d ranks, network %s\n", tc->batch, t->dp, t->S,
             t->W, tc->net[0] ? tc->net : "off");
-    fprintf(out, "profiled %d micro-batch sizes in %.1f s; per stage: forward/backward ms per "
-                 "micro-batch, activation MB per micro-batch\n",
-            t->n_sizes, secs);
+    fprintf(out, "profiled %d micro-batch sizes in %.1f s; machine load: computation runs %.2fx "
+                 "its CPU time, a rank that waited runs again after %.3f ms\n",
+            t->n_sizes, secs, slowdown(t), t->wake_s * 1e3);
+    fprintf(out, "per stage: forward/backward CPU ms and activation MB per micro-batch\n");
     fprintf(out, "  %5s  %-12s", "micro", "partition");
     for (int s = 0; s < t->S; s++) fprintf(out, "  stage %-15d", s);
     fprintf(out, "\n");
@@ -370,16 +507,17 @@ static void print_table(const tuner *t, FILE *out) {
     const bp_train_config *tc = &t->c->train;
     int rows = t->c->top > 0 && t->c->top < t->n_cand ? t->c->top : t->n_cand;
     fprintf(out, "predicted, fastest first (%d of %d candidates):\n", rows, t->n_cand);
-    fprintf(out, "  %4s %3s %3s %5s  %-9s %9s %10s %8s %6s %4s\n", "rank", "N", "M", "micro",
-            "schedule", "step_ms", "samples/s", "peak_MB", "bubble", "fits");
+    fprintf(out, "  %4s %3s %3s %5s  %-9s %9s %10s %8s %6s %4s %11s\n", "rank", "N", "M",
+            "micro", "schedule", "step_ms", "samples/s", "peak_MB", "bubble", "fits",
+            "unloaded_ms");
     for (int i = 0; i < rows; i++) {
         const candidate *k = &t->cand[i];
         char name[32];
         bp_schedule_name(&k->sched, name, sizeof name);
-        fprintf(out, "  %4d %3d %3d %5d  %-9s %9.2f %10.1f %8.2f %5.0f%% %4s\n", i + 1, k->N, k->M,
-                t->sizes[k->size].micro_B, name, k->r.step_s * 1e3,
+        fprintf(out, "  %4d %3d %3d %5d  %-9s %9.2f %10.1f %8.3f %5.0f%% %4s %11.2f\n", i + 1, k->N,
+                k->M, t->sizes[k->size].micro_B, name, k->r.step_s * 1e3,
                 tc->batch * tc->grad_accum / k->r.step_s, MB(k->r.peak_bytes), 100 * k->r.bubble,
-                fits(t, k) ? "yes" : "no");
+                fits(t, k) ? "yes" : "no", k->unloaded_s * 1e3);
     }
 }
 
@@ -450,13 +588,13 @@ static int choose(const tuner *t, const char *prog, int argc, char **argv, FILE 
     if (!best) {
         bp_schedule_name(&smallest->sched, name, sizeof name);
         return bp_fail(err, BP_EUSAGE,
-                       "option --mem-cap: no candidate fits in %g MB; the smallest needs %.2f MB "
+                       "option --mem-cap: no candidate fits in %g MB; the smallest needs %.3f MB "
                        "(N=%d, M=%d, %s)",
                        t->c->mem_cap_mb, MB(smallest->r.peak_bytes), smallest->N, smallest->M,
                        name);
     }
     bp_schedule_name(&best->sched, name, sizeof name);
-    fprintf(out, "fastest%s: N=%d M=%d %s, %.2f ms per step, %.1f samples/s, peak %.2f MB\n",
+    fprintf(out, "fastest%s: N=%d M=%d %s, %.2f ms per step, %.1f samples/s, peak %.3f MB\n",
             t->c->mem_cap_mb > 0 ? " within --mem-cap" : "", best->N, best->M, name,
             best->r.step_s * 1e3,
             t->c->train.batch * t->c->train.grad_accum / best->r.step_s, MB(best->r.peak_bytes));
@@ -499,7 +637,7 @@ int bp_tune_run(const bp_tune_config *c, const char *prog, int argc, char **argv
     bp_blas_set_threads(c->train.threads);
     double t0 = bp_now();
     int rc = enumerate(&t, err);
-    for (int i = 0; rc == BP_OK && i < t.n_sizes; i++) rc = profile_size(&t, &t.sizes[i], err);
+    if (rc == BP_OK) rc = profile_all(&t, err);
     if (rc == BP_OK) rc = set_link(&t, err);
     for (int i = 0; rc == BP_OK && i < t.n_cand; i++)
         if (predict(&t, &t.cand[i]) != BP_OK)

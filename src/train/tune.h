@@ -26,6 +26,7 @@ typedef struct bp_tune_config {
     double mem_cap_mb;     /* per rank; 0: no cap */
     int top;               /* rows of the table; 0: all */
     double msg_us;         /* without --net: fixed cost of one message between ranks */
+    int busy_threads;      /* busy while profiling, for the other ranks; -1: ranks - 1 */
 } bp_tune_config;
 
 /* Defaults; `for_help` keeps the train defaults that tune otherwise replaces by

@@ -7,8 +7,9 @@
  *    min(M, S - s + K) for afp:K, over the stream); afp's memory lies between 1f1b's
  *    and gpipe's; peak bytes = N x replica bytes + peak stash x activation bytes.
  *  - Messages: a latency on both directions, an emulated link that serializes
- *    messages one after another (hand-computed timeline), the copy cost without
- *    emulation; the ring allreduce's cost.
+ *    messages one after another (hand-computed timelines), the copy cost without
+ *    emulation, the wake-up delay only where a stage waited; the ring allreduce's
+ *    cost.
  *  - The update before and the collectives after the operations add up.
  *  - No candidate that tune can list (S <= 6, N in {1, 2, 4}, M <= 16, every
  *    advance) stalls, for random stage times and messages. */
@@ -160,6 +161,24 @@ static void test_copy_cost_without_emulation(void **state) {
     assert_near(run(&c, NULL).step_s, 3 * (1 + 2) + 4 * 0.75, 1e-9);
 }
 
+static void test_wake_after_waiting_only(void **state) {
+    (void)state;
+    bp_sim_stage st[MAX_S];
+    /* gpipe, S = 2, M = 2, F = 1, B = 2: stage 1 waits for F0 and F1 (each arrives
+     * when the stage is idle), stage 0 waits for B0 but not for B1 (it arrives
+     * while stage 0 computes B0). */
+    bp_sim_config c = equal_stages(st, 2, 1, 2, (bp_schedule){BP_SCHED_GPIPE, 0}, 1.0, 2.0);
+    c.link.wake_s = 0.5;
+    bp_sim_stage_result o[2];
+    bp_sim_result r = run(&c, o);
+    /* Stage 1: F0 1.5-2.5, F1 2.5-3.5 (its input came at 2, no wait), B0 3.5-5.5,
+     * B1 5.5-7.5. Stage 0: F0 0-1, F1 1-2, B0 6-8 (arrived 5.5), B1 8-10. */
+    assert_near(o[1].end_s, 7.5, 1e-9);
+    assert_near(r.step_s, 10, 1e-9);
+    bp_sim_link l = {.msg_s = 0.1, .wake_s = 0.5};
+    assert_near(bp_sim_allreduce_s(&l, 2, 8), 2 * 0.6, 1e-12);
+}
+
 static void test_allreduce_cost(void **state) {
     (void)state;
     bp_sim_link l = {.net = {.on = true, .lat_s = 1e-3}};
@@ -219,6 +238,7 @@ int main(void) {
         cmocka_unit_test(test_latency_both_ways),
         cmocka_unit_test(test_link_serializes_messages),
         cmocka_unit_test(test_copy_cost_without_emulation),
+        cmocka_unit_test(test_wake_after_waiting_only),
         cmocka_unit_test(test_allreduce_cost),
         cmocka_unit_test(test_update_and_sync_add_up),
         cmocka_unit_test(test_no_candidate_stalls),

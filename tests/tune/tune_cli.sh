@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# `bagpipe tune` on a tiny gpt over 2 stages: the table's structure (every valid
+# (N, M, schedule) once, micro-batch = batch / (N x M), sorted by predicted time),
+# the chosen candidate is the fastest within --mem-cap, a cap below every candidate
+# is a usage error (exit 2, one line), given --micro-batches/--schedule fix those,
+# --help lists every option with a default, and the printed command trains.
+set -euo pipefail
+: "${BAGPIPE_BIN:?set by ctest}"
+BP="$BAGPIPE_BIN"
+WORK=$(mktemp -d /tmp/bp_tune.XXXXXX)
+trap 'rm -rf "$WORK"' EXIT
+export OPENBLAS_NUM_THREADS=1
+TINY=(--layers 1 --embd 16 --heads 2 --seq-len 8 --batch 8 --pp 2)
+
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+# rows FILE: "N M micro schedule step_ms peak_MB fits" per table row
+rows() {
+  awk '/^  +rank /{t=1; next} /^fastest/{t=0} t {print $2, $3, $4, $5, $6, $8, $10}' "$1"
+}
+
+"$BP" tune "${TINY[@]}" >"$WORK/all" || fail "tune exited $?"
+grep -q "^bagpipe tune: gpt" "$WORK/all" || fail "no header"
+grep -qE "^  +micro +partition +stage 0 +stage 1" "$WORK/all" || fail "no profile table"
+rows "$WORK/all" >"$WORK/rows"
+n=$(wc -l <"$WORK/rows")
+grep -q "predicted, fastest first ($n of $n candidates)" "$WORK/all" || fail "row count $n"
+# Every N in {1,2,4}, M dividing 8 / N, micro = 8 / (N M); each row once.
+awk '{ if (!($1 == 1 || $1 == 2 || $1 == 4) || $3 * $1 * $2 != 8) { print "bad row:", $0; exit 1 } }' \
+  "$WORK/rows" || fail "candidate set"
+[ "$(cut -d' ' -f1,2,4 "$WORK/rows" | sort | uniq -d | wc -l)" -eq 0 ] || fail "duplicate rows"
+for nm in "1 1" "1 8" "2 4" "4 2"; do
+  grep -q "^$nm " "$WORK/rows" || fail "no row for N M = $nm"
+done
+grep -q " gpipe " "$WORK/rows" && grep -q " 1f1b " "$WORK/rows" && grep -q " afp:" "$WORK/rows" ||
+  fail "schedules missing"
+sort -s -g -k5,5 "$WORK/rows" | cmp -s - "$WORK/rows" || fail "not sorted by step time"
+head -1 "$WORK/rows" | grep -q " yes$" || fail "without a cap every row fits"
+grep -qE "^  mpirun -np 2 .*bagpipe train --layers 1 --embd 16 --heads 2 --seq-len 8 --batch 8 --pp 2 --partition [0-9]+,[0-9]+ .*--micro-batches [0-9]+ --schedule [a-z0-9:]+$" \
+  "$WORK/all" || fail "command line: $(tail -1 "$WORK/all")"
+
+# A cap in the widest gap between the peaks (far from any, whatever the rounding):
+# the first row that fits.
+cap=$(awk '{print $6}' "$WORK/rows" | sort -g | awk 'NR > 1 && $1 - p > g {g = $1 - p; c = (p + $1) / 2}
+  {p = $1} END {print c}')
+"$BP" tune "${TINY[@]}" --mem-cap "$cap" >"$WORK/capped" || fail "capped tune exited $?"
+rows "$WORK/capped" >"$WORK/crows"
+first=$(awk -v c="$cap" '$6 <= c {print; exit}' "$WORK/crows")
+[ -n "$first" ] || fail "nothing fits $cap"
+awk -v c="$cap" '($6 <= c) != ($7 == "yes") {exit 1}' "$WORK/crows" || fail "fits column vs cap $cap"
+read -r N M _ sched _ peak _ <<<"$first"
+grep -q "^fastest within --mem-cap: N=$N M=$M $sched, .* peak $peak MB$" "$WORK/capped" ||
+  fail "chose $(grep ^fastest "$WORK/capped"), expected N=$N M=$M $sched peak $peak"
+awk -v p="$peak" -v c="$cap" 'BEGIN {exit !(p <= c)}' || fail "peak $peak above cap $cap"
+
+# Below every candidate: exit 2 and one line that says so.
+rc=0
+"$BP" tune "${TINY[@]}" --mem-cap 0.001 >"$WORK/out" 2>"$WORK/err" || rc=$?
+[ "$rc" -eq 2 ] || fail "tiny cap exited $rc"
+[ "$(wc -l <"$WORK/err")" -eq 1 ] || fail "tiny cap stderr: $(cat "$WORK/err")"
+grep -q "option --mem-cap: no candidate fits in 0.001 MB; the smallest needs" "$WORK/err" ||
+  fail "tiny cap said: $(cat "$WORK/err")"
+
+# Given choices are fixed; a bad combination is a usage error.
+"$BP" tune "${TINY[@]}" --micro-batches 2 --schedule gpipe --top 3 >"$WORK/fixed"
+rows "$WORK/fixed" >"$WORK/frows"
+[ "$(wc -l <"$WORK/frows")" -eq 3 ] || fail "--top 3"
+awk '$2 != 2 || $4 != "gpipe" {exit 1}' "$WORK/frows" || fail "fixed M and schedule"
+rc=0
+"$BP" tune "${TINY[@]}" --micro-batches 3 >/dev/null 2>"$WORK/err" || rc=$?
+[ "$rc" -eq 2 ] && grep -q "option --batch: 8 is not divisible" "$WORK/err" ||
+  fail "--micro-batches 3: rc $rc, $(cat "$WORK/err")"
+
+# --help: every option with a default, tune's own among them.
+"$BP" tune --help >"$WORK/help"
+grep -q "^  --mem-cap" "$WORK/help" && grep -q "^  --pipelines" "$WORK/help" || fail "--help"
+if grep '^  --' "$WORK/help" | grep -v '(default: '; then fail "options without a default"; fi
+
+# The suggested command trains.
+if [ -n "${BP_MPIEXEC:-}" ]; then
+  cmd=$(tail -1 "$WORK/all" | sed "s|^  mpirun|$BP_MPIEXEC $BP_MPIEXEC_FLAGS|")
+  # shellcheck disable=SC2086
+  $cmd --steps 2 --eval-every 0 --progress none --out "$WORK/run" >"$WORK/train.log" 2>&1 ||
+    fail "suggested command failed: $(tail -3 "$WORK/train.log")"
+  grep -q '"type":"summary"' "$WORK/run/metrics.jsonl" || fail "no summary from the suggested run"
+fi
+echo "ok"
