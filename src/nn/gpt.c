@@ -82,8 +82,9 @@ static int gpt_check(const bp_model_config *c, bp_err *err) {
  * the MLP's 4C units divide by T as well. */
 static int gpt_check_tp(const bp_model_config *c, int tp_size, bp_err *err) {
     if (c->n_head % tp_size != 0)
-        return bp_fail(err, BP_EUSAGE, "gpt config: n_head (%d) must be divisible by the tp size (%d)",
-                       c->n_head, tp_size);
+        return bp_fail(err, BP_EUSAGE,
+                       "gpt config: n_head (%d) must be divisible by the tp size (%d)", c->n_head,
+                       tp_size);
     return BP_OK;
 }
 
@@ -269,6 +270,8 @@ static int row_linear_forward(bp_model *m, int block, const char *what, bp_real 
     return rc;
 }
 
+/* stream_in [N, C] -> S_OUT [N, C], through this rank's qkv [N, 3A], attention
+ * output [N, A] and MLP units [N, F]. */
 static int layer_forward(bp_model *m, bp_acts *a, int block, bp_err *err) {
     int B = a->B, T = a->T, N = B * T;
     gpt_dims d = dims_of(m);
@@ -348,7 +351,8 @@ static gpt_work work_of(bp_model *m, int B, int T) {
  * ln_1) that flows through its units (heads); the sum over the tp ranks is the
  * whole gradient, which the replicated LayerNorm and the residual stream need.
  * The row-split c_projs need no sum backward: their input gradient is this rank's
- * slice, and dres is whole on every rank. */
+ * slice, and dres is whole on every rank.
+ *   dres [N, C]: the gradient of the block's output in, of its input out (in place) */
 static int layer_backward(bp_model *m, bp_acts *a, int block, const gpt_work *w, bp_err *err) {
     int B = a->B, T = a->T, N = B * T;
     gpt_dims d = dims_of(m);

@@ -1,7 +1,9 @@
 /* The parts every model shares: configuration check, block ranges, the tensor table
- * over one flat parameter buffer and one flat gradient buffer, initialization from
- * per-tensor RNG streams, activation storage, and the checks of forward/backward
- * arguments. The model kinds (gpt.c, mlp.c) describe their blocks and run them. */
+ * over one flat parameter buffer and one flat gradient buffer (of a tensor-parallel
+ * shard: the shard's part of each tensor, tp.c), initialization from per-tensor RNG
+ * streams, activation storage, the checks of forward/backward arguments and the
+ * tensor-parallel allreduce's status. The model kinds (gpt.c, mlp.c) describe their
+ * blocks and run them. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -205,9 +207,9 @@ void bp_model_destroy(bp_model *m) {
 
 const bp_model_config *bp_model_get_config(const bp_model *m) { return &m->cfg; }
 int bp_model_block_begin(const bp_model *m) { return m->begin; }
+int bp_model_block_end(const bp_model *m) { return m->end; }
 int bp_model_tp_rank(const bp_model *m) { return m->tp.rank; }
 int bp_model_tp_size(const bp_model *m) { return m->tp.size; }
-int bp_model_block_end(const bp_model *m) { return m->end; }
 bool bp_model_has_first(const bp_model *m) { return m->begin == 0; }
 bool bp_model_has_last(const bp_model *m) { return m->end == m->ops->num_blocks(&m->cfg); }
 size_t bp_model_num_params(const bp_model *m) { return m->nparams; }

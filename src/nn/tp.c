@@ -30,8 +30,8 @@ size_t bp_tensor_shard_shape(const bp_tensor_info *t, int size, int *shape) {
 }
 
 /* Copies rank's runs from src to dst: shard to full, or full to shard. */
-static void copy_runs(const bp_tensor_info *t, int rank, int size, const bp_real *src,
-                      bp_real *dst, bool to_full) {
+static void copy_runs(const bp_tensor_info *t, int rank, int size, const bp_real *src, bp_real *dst,
+                      bool to_full) {
     bp_shard_runs s = bp_tensor_shard_runs(t, size);
     for (size_t k = (size_t)(rank % s.parts); k < s.count; k += (size_t)s.parts) {
         size_t in_shard = k / (size_t)s.parts * s.len, in_full = k * s.len;

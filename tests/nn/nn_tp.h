@@ -113,8 +113,8 @@ static void tp_team_stop(tp_team *t) {
 }
 
 static bp_tp tp_of(tp_team *t, int rank) {
-    return (bp_tp){.rank = rank, .size = t->size, .allreduce_sum = tp_allreduce,
-                   .ctx = &t->member[rank]};
+    return (bp_tp){
+        .rank = rank, .size = t->size, .allreduce_sum = tp_allreduce, .ctx = &t->member[rank]};
 }
 
 /* ---- a shard set: one model shard and its activations per tp rank ---- */

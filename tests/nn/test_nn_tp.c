@@ -83,9 +83,8 @@ static void check_equivalence(bp_model_config cfg, int begin, int end, int size)
     tp_set_load(&s, full);
     fx_batch fb;
     fx_batch_make(&fb, &cfg, B, T, 8);
-    size_t nin = (size_t)B * T * cfg.n_embd, nout = bp_model_has_last(full)
-                                                        ? (size_t)B * T * cfg.vocab
-                                                        : (size_t)B * T * cfg.n_embd;
+    size_t nin = (size_t)B * T * cfg.n_embd,
+           nout = bp_model_has_last(full) ? (size_t)B * T * cfg.vocab : (size_t)B * T * cfg.n_embd;
     bp_real *x_in = NULL, *dy = NULL, *dx = NULL;
     if (!bp_model_has_first(full)) {
         x_in = malloc(nin * sizeof *x_in);
@@ -113,15 +112,17 @@ static void check_equivalence(bp_model_config cfg, int begin, int end, int size)
     const bp_real *yf = bp_model_has_last(full) ? bp_acts_logits(a) : bp_acts_output(a);
     for (int r = 0; r < size; r++) {
         /* What is replicated comes out bit for bit the same on every rank. */
-        const bp_real *y = bp_model_has_last(full) ? bp_acts_logits(s.a[r]) : bp_acts_output(s.a[r]),
-                      *y0 = bp_model_has_last(full) ? bp_acts_logits(s.a[0]) : bp_acts_output(s.a[0]);
+        const bp_real *y =
+                          bp_model_has_last(full) ? bp_acts_logits(s.a[r]) : bp_acts_output(s.a[r]),
+                      *y0 =
+                          bp_model_has_last(full) ? bp_acts_logits(s.a[0]) : bp_acts_output(s.a[0]);
         assert_memory_equal(y, y0, nout * sizeof *y);
         assert_true(s.loss[r] == s.loss[0]);
         if (dx) assert_memory_equal(s.dx[r], s.dx[0], nin * sizeof *dx);
     }
     assert_true(fabs(s.loss[0] - loss) <= 1e-5 * fabs(loss));
-    assert_close_rel(bp_model_has_last(full) ? bp_acts_logits(s.a[0]) : bp_acts_output(s.a[0]),
-                     yf, nout, "logits/output", &worst);
+    assert_close_rel(bp_model_has_last(full) ? bp_acts_logits(s.a[0]) : bp_acts_output(s.a[0]), yf,
+                     nout, "logits/output", &worst);
     if (dx) assert_close_rel(s.dx[0], dx, nin, "boundary input gradient", &worst);
 
     /* Each shard's gradient is the slice of the full gradient; replicated tensors'
@@ -186,12 +187,18 @@ static void test_tp_tensor_info(void **state) {
         const char *name;
         int split, groups, d0, d1;
     } want[] = {
-        {"wte.weight", -1, 1, cfg.vocab, C},         {"wpe.weight", -1, 1, cfg.seq_len, C},
-        {"h.0.ln_1.weight", -1, 1, C, 0},            {"h.0.attn.c_attn.weight", 0, 3, 3 * A, C},
-        {"h.0.attn.c_attn.bias", 0, 3, 3 * A, 0},    {"h.0.attn.c_proj.weight", 1, 1, C, A},
-        {"h.0.attn.c_proj.bias", -1, 1, C, 0},       {"h.3.ln_2.bias", -1, 1, C, 0},
-        {"h.3.mlp.c_fc.weight", 0, 1, 4 * C / T, C}, {"h.3.mlp.c_fc.bias", 0, 1, 4 * C / T, 0},
-        {"h.3.mlp.c_proj.weight", 1, 1, C, 4 * C / T}, {"h.3.mlp.c_proj.bias", -1, 1, C, 0},
+        {"wte.weight", -1, 1, cfg.vocab, C},
+        {"wpe.weight", -1, 1, cfg.seq_len, C},
+        {"h.0.ln_1.weight", -1, 1, C, 0},
+        {"h.0.attn.c_attn.weight", 0, 3, 3 * A, C},
+        {"h.0.attn.c_attn.bias", 0, 3, 3 * A, 0},
+        {"h.0.attn.c_proj.weight", 1, 1, C, A},
+        {"h.0.attn.c_proj.bias", -1, 1, C, 0},
+        {"h.3.ln_2.bias", -1, 1, C, 0},
+        {"h.3.mlp.c_fc.weight", 0, 1, 4 * C / T, C},
+        {"h.3.mlp.c_fc.bias", 0, 1, 4 * C / T, 0},
+        {"h.3.mlp.c_proj.weight", 1, 1, C, 4 * C / T},
+        {"h.3.mlp.c_proj.bias", -1, 1, C, 0},
         {"ln_f.weight", -1, 1, C, 0},
     };
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
@@ -349,7 +356,8 @@ static void test_tp_size_one(void **state) {
 
 static void expect_usage(int rc, const bp_err *err, const char *needle) {
     assert_int_equal(rc, BP_EUSAGE);
-    if (!strstr(err->msg, needle)) fail_msg("message \"%s\" does not name \"%s\"", err->msg, needle);
+    if (!strstr(err->msg, needle))
+        fail_msg("message \"%s\" does not name \"%s\"", err->msg, needle);
 }
 
 static void test_tp_config_errors(void **state) {
@@ -384,8 +392,8 @@ static void test_tp_config_errors(void **state) {
     assert_int_equal(bp_model_tp_check(&gpt, 4, &err), BP_OK);
     assert_int_equal(bp_model_tp_check(&mlp, 1, &err), BP_OK);
     bp_model *m;
-    expect_usage(bp_model_create_tp(&gpt, 0, 9, &(bp_tp){0, 2, never_called, NULL}, &m, &err),
-                 &err, "range");
+    expect_usage(bp_model_create_tp(&gpt, 0, 9, &(bp_tp){0, 2, never_called, NULL}, &m, &err), &err,
+                 "range");
 }
 
 /* A failing allreduce: its status comes out of forward (which then leaves no
