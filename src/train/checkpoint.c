@@ -270,14 +270,42 @@ int bp_checkpoint_load_model(const bp_checkpoint *ck, bp_model *m, bp_err *err) 
     return rc;
 }
 
-/* Load the tensors of shard (stage, 0) into m, marking them in `have`. */
-static int load_stage(const char *dir, int stage, bp_model *m, bool *have, bp_err *err) {
+/* Tensor ti (of the whole model m) from shard `tp_rank` of `tp_size`: copied whole
+ * when the tensor is not split, else put at its place in the full tensor. */
+static int load_piece(const bp_checkpoint *ck, bp_model *m, const bp_tensor_info *ti, int tp_rank,
+                      int tp_size, bool *have, bp_err *err) {
+    const bp_st_tensor *t = bp_safetensors_find(&ck->weights, ti->name);
+    if (!t) return BP_OK;
+    bool split = ti->split_dim >= 0 && tp_size > 1;
+    int shape[BP_TENSOR_MAX_DIM];
+    size_t n = split ? bp_tensor_shard_shape(ti, tp_size, shape) : ti->numel;
+    int same = t->ndim == ti->ndim && t->numel == n;
+    for (int d = 0; same && d < ti->ndim; d++) same = t->shape[d] == (split ? shape[d] : ti->shape[d]);
+    if (!same)
+        return bp_fail(err, BP_EFORMAT, "checkpoint %s: tensor %s has another shape", ck->dir,
+                       ti->name);
+    bp_real *dst = bp_model_params(m) + ti->offset;
+    if (!split) {
+        memcpy(dst, t->data, n * sizeof(float));
+    } else {
+        float *piece = malloc(n * sizeof(float)); /* the file's bytes may be unaligned */
+        if (!piece) return bp_fail(err, BP_ENOMEM, "out of memory");
+        memcpy(piece, t->data, n * sizeof(float));
+        bp_tensor_shard_to_full(ti, tp_rank, tp_size, piece, dst);
+        free(piece);
+    }
+    *have = true;
+    return BP_OK;
+}
+
+/* Load the tensors of shard (stage, tp_rank) into the whole model m. */
+static int load_shard(const char *dir, int stage, int tp_rank, int tp_size, bp_model *m,
+                      bool *have, bp_err *err) {
     bp_checkpoint ck;
-    int loaded = 0, rc = bp_checkpoint_open(dir, stage, 0, &ck, err);
-    if (rc == BP_OK) rc = bp_checkpoint_load_present(&ck, m, &loaded, err);
+    int rc = bp_checkpoint_open(dir, stage, tp_rank, &ck, err);
     for (int i = 0; rc == BP_OK && i < bp_model_num_tensors(m); i++)
-        if (bp_safetensors_find(&ck.weights, bp_model_tensor(m, i)->name)) have[i] = true;
-    bp_checkpoint_close(&ck);
+        rc = load_piece(&ck, m, bp_model_tensor(m, i), tp_rank, tp_size, &have[i], err);
+    bp_checkpoint_close(&ck); /* a failed open leaves it empty: closing is harmless */
     return rc;
 }
 
@@ -287,14 +315,15 @@ int bp_checkpoint_load_whole(const char *dir, bp_model **out, bp_err *err) {
     bp_model_config mc;
     int rc = bp_checkpoint_open(dir, 0, 0, &ck, err);
     if (rc) return rc;
-    int stages = ck.manifest.pp;
+    int stages = ck.manifest.pp, tp = ck.manifest.tp;
     rc = bp_checkpoint_model_config(&ck, &mc, err);
     bp_checkpoint_close(&ck);
     bp_model *m = NULL;
     if (rc == BP_OK) rc = bp_model_create(&mc, 0, -1, &m, err);
     bool *have = rc == BP_OK ? calloc((size_t)bp_model_num_tensors(m), sizeof *have) : NULL;
     if (rc == BP_OK && !have) rc = bp_fail(err, BP_ENOMEM, "out of memory");
-    for (int s = 0; rc == BP_OK && s < stages; s++) rc = load_stage(dir, s, m, have, err);
+    for (int s = 0; rc == BP_OK && s < stages; s++)
+        for (int r = 0; rc == BP_OK && r < tp; r++) rc = load_shard(dir, s, r, tp, m, have, err);
     for (int i = 0; rc == BP_OK && i < bp_model_num_tensors(m); i++)
         if (!have[i])
             rc = bp_fail(err, BP_EFORMAT, "checkpoint %s: no shard holds tensor %s", dir,

@@ -69,6 +69,8 @@ static const bp_option train_options[] = {
     {"dp", BP_OPT_INT, OFF(dp), 0, NULL, 1, 1 << 20, "N", "data-parallel replicas",
      "the ranks / (pp x tp)"},
     NUM("pp", BP_OPT_INT, pp, 1, 1 << 16, "S", "pipeline stages"),
+    NUM("tp", BP_OPT_INT, tp, 1, 1 << 16, "T",
+        "tensor-parallel ranks per stage (gpt: heads and MLP split Megatron-style)"),
     STR("partition", partition, "N,N,..",
         "blocks per pipeline stage (gpt has layers + 2 blocks: embedding, layers, head)",
         "balanced by measured block time"),
@@ -174,6 +176,7 @@ void bp_train_config_defaults(bp_train_config *c) {
     c->threads = 1;
     c->grad_accum = 1;
     c->pp = 1;
+    c->tp = 1;
     c->micro_batches = 1;
     snprintf(c->pipe_schedule, sizeof c->pipe_schedule, "1f1b");
     c->dp_algo = BP_DP_ALLREDUCE;
@@ -285,15 +288,17 @@ void bp_train_dp_config(const bp_train_config *c, bp_dp_config *d) {
 }
 
 int bp_train_config_check_world(bp_train_config *c, int world, bp_err *err) {
-    if (world % c->pp)
-        return bp_fail(err, BP_EUSAGE, "option --pp: %d stages do not divide the %d ranks", c->pp,
-                       world);
-    if (c->dp == 0) c->dp = world / c->pp;
-    if (c->dp * c->pp != world)
+    int pt = c->pp * c->tp;
+    if (world % pt)
         return bp_fail(err, BP_EUSAGE,
-                       "option --dp: %d replicas x %d stages need %d ranks, but the job has %d "
-                       "(mpirun -np)",
-                       c->dp, c->pp, c->dp * c->pp, world);
+                       "option --pp: %d stages x --tp %d do not divide the %d ranks", c->pp,
+                       c->tp, world);
+    if (c->dp == 0) c->dp = world / pt;
+    if (c->dp * pt != world)
+        return bp_fail(err, BP_EUSAGE,
+                       "option --dp: %d replicas x %d stages x %d tp ranks need %d ranks, but the "
+                       "job has %d (mpirun -np)",
+                       c->dp, c->pp, c->tp, c->dp * pt, world);
     int N = c->pipelines > 0 ? c->pipelines : 1;
     if (c->batch % (c->dp * N * c->micro_batches))
         return bp_fail(err, BP_EUSAGE,
@@ -323,6 +328,7 @@ int bp_train_config_check_world(bp_train_config *c, int world, bp_err *err) {
     if (rc) return rc;
     bp_model_config mc;
     bp_train_model_config(c, &mc);
+    if ((rc = bp_model_tp_check(&mc, c->tp, err))) return bp_err_context(err, "option --tp");
     if (c->pp > bp_model_num_blocks(&mc))
         return bp_fail(err, BP_EUSAGE, "option --pp: %d stages for a model of %d blocks", c->pp,
                        bp_model_num_blocks(&mc));

@@ -51,6 +51,7 @@ typedef struct bp_train_config {
     /* parallelism and communication */
     int dp;          /* data-parallel replicas (0: every rank not used by other axes) */
     int pp;          /* pipeline stages */
+    int tp;          /* tensor-parallel ranks per stage (gpt) */
     char partition[256]; /* blocks per stage, "2,3,3"; "" balances measured time */
     int micro_batches;   /* per optimizer step and per gradient accumulation */
     char pipe_schedule[32]; /* gpipe | 1f1b | afp:K */

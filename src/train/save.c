@@ -18,6 +18,10 @@ int trainer_read_resume_manifest(trainer *t, bp_err *err) {
     int rc = bp_checkpoint_resolve(c->resume, dir, sizeof dir, err);
     if (rc == BP_OK) rc = bp_manifest_read(dir, &t->resume_from, err);
     if (rc) return bp_err_context(err, "checkpoint %s", c->resume);
+    if (t->resume_from.tp != c->tp)
+        return bp_fail(err, BP_EUSAGE,
+                       "checkpoint %s was written with --tp %d but this run has --tp %d", dir,
+                       t->resume_from.tp, c->tp);
     if (t->resume_from.pp != c->pp)
         return bp_fail(err, BP_EUSAGE,
                        "checkpoint %s was written with --pp %d but this run has --pp %d (a "
@@ -95,9 +99,12 @@ int trainer_checkpoint(trainer *t, bp_err *err) {
     bp_task_get_state(&t->task, &rs);
     const char *dir = t->res->checkpoint;
     rc = bp_checkpoint_write_shard(dir, t->grid.p, t->grid.t, t->model, params, &view, &rs, err);
-    /* Every stage reports before the manifest makes the checkpoint visible. A rank
-     * that failed above ends the whole job (cli/), so none waits here forever. */
-    if (rc == BP_OK && t->grid.pp > 1 && (rc = bp_barrier(t->grid.pp_comm)))
+    /* Every shard is written before the manifest makes the checkpoint visible: the
+     * tp ranks of each stage meet, then the stages (of tp rank 0). A rank that failed
+     * above ends the whole job (cli/), so none waits here forever. */
+    if (rc == BP_OK && t->grid.tp > 1 && (rc = bp_barrier(t->grid.tp_comm)))
+        return bp_fail(err, (bp_status)rc, "%s", bp_comm_errmsg(t->grid.tp_comm));
+    if (rc == BP_OK && t->grid.pp > 1 && t->grid.t == 0 && (rc = bp_barrier(t->grid.pp_comm)))
         rc = bp_fail(err, (bp_status)rc, "%s", bp_comm_errmsg(t->grid.pp_comm));
     if (rc || t->rank != 0) return rc;
     bp_manifest mf;

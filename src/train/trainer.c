@@ -122,6 +122,12 @@ static int setup_data(trainer *t, bp_err *err) {
     return rc;
 }
 
+/* The models' tensor-parallel sums go over this stage's tp group. */
+static int tp_allreduce(void *ctx, bp_real *x, size_t n) {
+    bp_comm *tp = ctx;
+    return bp_allreduce_sum(tp, x, n);
+}
+
 /* This stage's blocks and optimizer, once per replica (AvgPipe runs several). */
 static int create_replicas(trainer *t, const bp_model_config *mc, bp_err *err) {
     bp_optim_config oc;
@@ -131,7 +137,7 @@ static int create_replicas(trainer *t, const bp_model_config *mc, bp_err *err) {
     if (!t->models || !t->optims) return bp_fail(err, BP_ENOMEM, "out of memory");
     int p = t->grid.p, rc = BP_OK;
     for (int j = 0; rc == BP_OK && j < t->n_rep; j++) {
-        rc = bp_model_create(mc, t->first[p], t->first[p + 1], &t->models[j], err);
+        rc = bp_model_create_tp(mc, t->first[p], t->first[p + 1], &t->tp, &t->models[j], err);
         if (rc == BP_OK) bp_model_init_weights(t->models[j], (uint64_t)t->cfg->seed);
         if (rc == BP_OK) rc = bp_optim_init(&t->optims[j], &oc, bp_model_num_params(t->models[j]), err);
     }
@@ -176,8 +182,10 @@ static int setup(trainer *t, bp_err *err) {
     bp_train_model_config(c, &mc);
     int rc = bp_comm_wrap(bp_comm_mpi(t->world), "meta", &t->meta, err);
     if (rc) return rc;
-    rc = bp_grid_create(t->world, c->dp, c->pp, 1, mc.kind == BP_MODEL_GPT, c->fused_embedding != 0,
-                        &t->grid, err);
+    rc = bp_grid_create(t->world, c->dp, c->pp, c->tp, mc.kind == BP_MODEL_GPT,
+                        c->fused_embedding != 0, &t->grid, err);
+    t->tp = (bp_tp){.rank = t->grid.t, .size = t->grid.tp, .allreduce_sum = tp_allreduce,
+                    .ctx = t->grid.tp_comm};
     if (rc == BP_OK) rc = agree(t, setup_data(t, err), err);
     if (rc == BP_OK) rc = agree(t, choose_partition(t, &mc, err), err);
     if (rc == BP_OK) rc = agree(t, setup_stage(t, &mc, err), err);
@@ -301,21 +309,31 @@ static int agree_step(trainer *t, double loss, bool *skip, bp_err *err) {
                    tensor ? tensor : "");
 }
 
-/* Gradient norm of each replica over the whole model: the stages' sums of squares
- * add up (the tied embedding's copy on the last stage is the same tensor, counted
- * once). *norm is replica 0's. */
+/* A replica's sum of squared gradients on this rank, counting each tensor of the
+ * whole model once: the last stage's copy of the tied embedding is the first
+ * stage's tensor, and a tensor replicated over the tp ranks is counted on rank 0. */
+static double own_sumsq(const trainer *t, const bp_model *m) {
+    const bp_real *g = bp_model_grads((bp_model *)m);
+    double s = 0;
+    for (int i = 0; i < bp_model_num_tensors(m); i++) {
+        const bp_tensor_info *ti = bp_model_tensor(m, i);
+        if (ti->tied_copy || (ti->split_dim < 0 && t->grid.t != 0)) continue;
+        s += bp_grad_sumsq(g + ti->offset, ti->numel);
+    }
+    return s;
+}
+
+/* Gradient norm of each replica over the whole model (all stages and tp ranks),
+ * then clipping to --clip. *norm is replica 0's. */
 static int clip_gradients(trainer *t, double *norm, bp_err *err) {
     size_t n = bp_model_num_params(t->model);
-    const bp_tensor_info *copy = bp_model_find_tensor(t->model, "wte.weight");
     float sumsq[t->n_rep];
-    for (int j = 0; j < t->n_rep; j++) {
-        const bp_real *g = bp_model_grads(t->models[j]);
-        double s = bp_grad_sumsq(g, n);
-        if (copy && copy->tied_copy) s -= bp_grad_sumsq(g + copy->offset, copy->numel);
-        sumsq[j] = (float)s;
+    for (int j = 0; j < t->n_rep; j++) sumsq[j] = (float)own_sumsq(t, t->models[j]);
+    bp_comm *axes[2] = {t->grid.tp_comm, t->grid.pp_comm};
+    for (int a = 0; a < 2; a++) {
+        int rc = bp_comm_size(axes[a]) > 1 ? bp_allreduce_sum(axes[a], sumsq, (size_t)t->n_rep) : BP_OK;
+        if (rc) return bp_fail(err, (bp_status)rc, "%s", bp_comm_errmsg(axes[a]));
     }
-    int rc = t->grid.pp > 1 ? bp_allreduce_sum(t->grid.pp_comm, sumsq, (size_t)t->n_rep) : BP_OK;
-    if (rc) return bp_fail(err, (bp_status)rc, "%s", bp_comm_errmsg(t->grid.pp_comm));
     for (int j = 0; j < t->n_rep; j++)
         bp_clip_to(bp_model_grads(t->models[j]), n, sqrt(sumsq[j]), t->cfg->clip);
     *norm = sqrt(sumsq[0]);

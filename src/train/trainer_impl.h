@@ -21,6 +21,7 @@ typedef struct trainer {
     bp_comm *meta; /* bookkeeping (losses, agreement) on its own, never emulated */
     int rank, size;
     bp_grid grid;
+    bp_tp tp; /* tensor parallelism: the models' allreduce over grid.tp_comm */
     int *first;          /* pipeline partition: stage s holds blocks [first[s], first[s+1]) */
     char partition[256]; /* the same as text */
     int n_rep;           /* replicas of this stage on this rank (AvgPipe pipelines; else 1) */
@@ -56,10 +57,8 @@ typedef struct trainer {
 static inline bool trainer_reports_loss(const trainer *t) {
     return t->grid.p == t->grid.pp - 1 && t->grid.t == 0;
 }
-/* The ranks that evaluate and save: every stage of replica 0 (tp rank 0). */
-static inline bool trainer_in_replica0(const trainer *t) {
-    return t->grid.d == 0 && t->grid.t == 0;
-}
+/* The ranks that evaluate and save: every stage and tp rank of replica 0. */
+static inline bool trainer_in_replica0(const trainer *t) { return t->grid.d == 0; }
 
 int trainer_meta_fail(trainer *t, int rc, bp_err *err);
 /* This stage's data-parallel settings: --dp-algo, with Optimus-CC's changes (the
