@@ -238,7 +238,9 @@ int bp_train_config_finalize(bp_train_config *c, bp_err *err) {
         return bp_fail(err, BP_EUSAGE, "option --data: %s does not exist", c->data);
     bp_model_config m;
     bp_train_model_config(c, &m);
-    return bp_model_config_check(&m, err);
+    int rc = bp_model_config_check(&m, err);
+    if (rc == BP_OK && (rc = bp_model_tp_check(&m, c->tp, err))) bp_err_context(err, "option --tp");
+    return rc;
 }
 
 void bp_train_model_config(const bp_train_config *c, bp_model_config *m) {
@@ -328,7 +330,6 @@ int bp_train_config_check_world(bp_train_config *c, int world, bp_err *err) {
     if (rc) return rc;
     bp_model_config mc;
     bp_train_model_config(c, &mc);
-    if ((rc = bp_model_tp_check(&mc, c->tp, err))) return bp_err_context(err, "option --tp");
     if (c->pp > bp_model_num_blocks(&mc))
         return bp_fail(err, BP_EUSAGE, "option --pp: %d stages for a model of %d blocks", c->pp,
                        bp_model_num_blocks(&mc));
