@@ -479,9 +479,10 @@ static int cmp_double(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
-/* Per stage, from replica 0: time computing, time idle (bubbles), the most
- * micro-batches stashed at once, their activation memory, and the backward sends
- * (all and compressed) over the run. */
+/* Per stage, from replica 0 (its tp rank 0: the tp ranks of a stage run the same
+ * schedule, and adding them up would count each stage tp times): time computing,
+ * time idle (bubbles), the most micro-batches stashed at once, their activation
+ * memory, and the backward sends (all and compressed) over the run. */
 static int stage_summary(trainer *t, bp_err *err) {
     enum { KEYS = 6 };
     int S = t->grid.pp;
@@ -489,7 +490,7 @@ static int stage_summary(trainer *t, bp_err *err) {
     memset(v, 0, sizeof v);
     bp_pipe_stats ps;
     bp_pipe_stats_take(t->pipe, &ps);
-    if (trainer_in_replica0(t)) {
+    if (trainer_in_replica0(t) && t->grid.t == 0) {
         int p = t->grid.p;
         v[p] = (float)t->busy_s;
         v[S + p] = (float)t->idle_s;
