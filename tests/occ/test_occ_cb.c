@@ -30,7 +30,13 @@
  * from step to step) or dropped. The last stage's loss is equal too, and the
  * stage's counters say M backward sends per step of which M, S - s, or none were
  * compressed. The cases differ from one another (LEP against no LEP, compressed
- * against not), so a pipeline that followed another rule fails. */
+ * against not), so a pipeline that followed another rule fails.
+ *
+ * Cases: off, LEP, no LEP, each with and without epilogue-only, under 1f1b, gpipe
+ * and afp:1; and with 2 AvgPipe pipelines, whose micro-batches interleave in one
+ * stream of 2M positions: each pipeline's replica has its own sender codec (seed +
+ * j), so an error carries to that pipeline's next micro-batch only, and epilogue-
+ * only compresses the last S - s sends of the whole stream. */
 #include <math.h>
 #include <mpi.h>
 #include <setjmp.h>
@@ -50,7 +56,8 @@
 #include "parallel/schedule.h"
 
 enum {
-    MICRO = 4,  /* micro-batches per step */
+    MICRO = 4,  /* micro-batches per pipeline and step */
+    MAX_N = 2,  /* AvgPipe: pipelines (replicas of each stage on one rank) */
     MB = 2,     /* rows of a micro-batch */
     T = 16,     /* sequence length: a boundary gradient is (MB*T) x C = 32 x 16 */
     C = 16,     /* channels */
@@ -100,13 +107,14 @@ static bp_model *stage_model(int s) {
     return m;
 }
 
-static int32_t tokens[STEPS][MICRO][MB * T], targets[STEPS][MICRO][MB * T];
-static bp_batch batches[STEPS][MICRO];
+/* Position v of a step's stream: micro-batch v / N of pipeline v % N. */
+static int32_t tokens[STEPS][MAX_N * MICRO][MB * T], targets[STEPS][MAX_N * MICRO][MB * T];
+static bp_batch batches[STEPS][MAX_N * MICRO];
 
 static void make_data(void) {
     uint64_t z = 88172645463325252ull;
     for (int k = 0; k < STEPS; k++)
-        for (int i = 0; i < MICRO; i++) {
+        for (int i = 0; i < MAX_N * MICRO; i++) {
             for (int j = 0; j < MB * T; j++) {
                 z ^= z << 13, z ^= z >> 7, z ^= z << 17;
                 tokens[k][i][j] = (int32_t)(z % 256);
@@ -210,19 +218,22 @@ typedef struct cb_case {
     const char *schedule;
     int rank; /* 0: compression off */
     bool lep, epilogue_only;
+    int N; /* AvgPipe pipelines */
 } cb_case;
 
-/* Whether stage s's backward send b (of MICRO per step) is compressed. */
+/* Whether stage s's backward send b (of the N * MICRO of a step) is compressed. */
 static bool rule(const cb_case *c, int s, int b) {
-    return c->rank > 0 && (!c->epilogue_only || b >= MICRO - (S - s));
+    return c->rank > 0 && (!c->epilogue_only || b >= c->N * MICRO - (S - s));
 }
 
+/* Each pipeline j has its own replica of every stage and its own sender codecs (the
+ * error of one replica's gradients is not another's). */
 typedef struct replay {
-    bp_model *stage[MAX_S];
-    bp_acts *acts[MAX_S][MICRO];
-    bp_codec *sender[MAX_S]; /* stage s's, for s > 0 */
-    bp_codec *receiver;      /* decoding needs the shape only */
-    link_ref ref[MAX_S];
+    bp_model *stage[MAX_N][MAX_S];
+    bp_acts *acts[MAX_S][MAX_N * MICRO];
+    bp_codec *sender[MAX_N][MAX_S]; /* stage s's, for s > 0 */
+    bp_codec *receiver;             /* decoding needs the shape only */
+    link_ref ref[MAX_N][MAX_S];
     float *dx, *dy, *wire, *e_before, *decoded;
     size_t n; /* floats of a boundary gradient */
 } replay;
@@ -231,17 +242,20 @@ static void replay_init(replay *rp, const cb_case *c) {
     memset(rp, 0, sizeof *rp);
     size_t rows = MB * T;
     rp->n = rows * C;
-    for (int s = 0; s < S; s++) {
-        rp->stage[s] = stage_model(s);
-        for (int i = 0; i < MICRO; i++)
-            assert_int_equal(bp_acts_create(rp->stage[s], MB, T, &rp->acts[s][i], NULL), BP_OK);
-        if (s > 0 && c->rank > 0) {
-            /* The pipeline seeds the codec of its replica j with seed + j; one replica. */
-            assert_int_equal(bp_codec_powersgd_new(rows, C, c->rank, SEED, &rp->sender[s], NULL),
-                             BP_OK);
-            link_init(&rp->ref[s], rows, C, c->rank, SEED);
+    for (int j = 0; j < c->N; j++)
+        for (int s = 0; s < S; s++) {
+            rp->stage[j][s] = stage_model(s);
+            for (int v = j; v < c->N * MICRO; v += c->N)
+                assert_int_equal(bp_acts_create(rp->stage[j][s], MB, T, &rp->acts[s][v], NULL),
+                                 BP_OK);
+            if (s > 0 && c->rank > 0) {
+                /* The pipeline seeds the codec of its replica j with seed + j. */
+                uint64_t seed = SEED + (uint64_t)j;
+                assert_int_equal(
+                    bp_codec_powersgd_new(rows, C, c->rank, seed, &rp->sender[j][s], NULL), BP_OK);
+                link_init(&rp->ref[j][s], rows, C, c->rank, seed);
+            }
         }
-    }
     if (c->rank > 0)
         assert_int_equal(bp_codec_powersgd_new(rows, C, c->rank, 99, &rp->receiver, NULL), BP_OK);
     size_t wire = (rows + C) * (size_t)(c->rank > 0 ? c->rank : 1);
@@ -254,21 +268,23 @@ static void replay_init(replay *rp, const cb_case *c) {
 }
 
 static void replay_free(replay *rp) {
-    for (int s = 0; s < S; s++) {
-        for (int i = 0; i < MICRO; i++) bp_acts_destroy(rp->acts[s][i]);
-        bp_model_destroy(rp->stage[s]);
-        bp_codec_free(rp->sender[s]);
-        if (rp->sender[s]) link_free(&rp->ref[s]);
-    }
+    for (int s = 0; s < S; s++)
+        for (int v = 0; v < MAX_N * MICRO; v++) bp_acts_destroy(rp->acts[s][v]);
+    for (int j = 0; j < MAX_N; j++)
+        for (int s = 0; s < S; s++) {
+            bp_model_destroy(rp->stage[j][s]);
+            if (rp->sender[j][s]) link_free(&rp->ref[j][s]);
+            bp_codec_free(rp->sender[j][s]);
+        }
     bp_codec_free(rp->receiver);
     free(rp->dx), free(rp->dy), free(rp->wire), free(rp->e_before), free(rp->decoded);
 }
 
-/* Stage s compresses its gradient rp->dx (send b of the step) into rp->dy, checking
- * the codec against the rule. */
-static void compress_send(replay *rp, const cb_case *c, int s, int step, int b) {
-    bp_codec *enc = rp->sender[s];
-    link_ref *l = &rp->ref[s];
+/* Stage s of pipeline j compresses its gradient rp->dx (send b of the step) into
+ * rp->dy, checking the codec against the rule. */
+static void compress_send(replay *rp, const cb_case *c, int j, int s, int step, int b) {
+    bp_codec *enc = rp->sender[j][s];
+    link_ref *l = &rp->ref[j][s];
     size_t n = rp->n, r = (size_t)bp_powersgd_rank(enc);
     char what[96];
     if (!c->lep) bp_powersgd_clear_error(enc);
@@ -305,7 +321,7 @@ static void compress_send(replay *rp, const cb_case *c, int s, int step, int b) 
     for (size_t i = 0; i < l->rows; i++)
         for (size_t k = 0; k < l->cols; k++) {
             double v = 0;
-            for (size_t j = 0; j < r; j++) v += (double)p[i * r + j] * q[k * r + j];
+            for (size_t x = 0; x < r; x++) v += (double)p[i * r + x] * q[k * r + x];
             pq_scale = fmax(pq_scale, fabs(v));
             pq_worst = fmax(pq_worst, fabs(v - rp->decoded[i * l->cols + k]));
         }
@@ -316,76 +332,83 @@ static void compress_send(replay *rp, const cb_case *c, int s, int step, int b) 
     memcpy(rp->dy, rp->decoded, n * sizeof(float));
 }
 
-/* One step of the replay; *loss: mean over the micro-batches, summed in order. */
+/* One step of the replay over the stream's positions v (pipeline v % N); *loss:
+ * mean over all of them, summed in order. Each micro-batch's loss is scaled by
+ * 1 / MICRO, so that a pipeline's gradient is that of its mean loss. */
 static void replay_step(replay *rp, const cb_case *c, int step, double *loss) {
     const bp_real scale = (bp_real)(1.0 / MICRO);
+    int V = c->N * MICRO;
     double sum = 0;
-    for (int s = 0; s < S; s++) bp_model_zero_grad(rp->stage[s]);
-    for (int i = 0; i < MICRO; i++)
+    for (int j = 0; j < c->N; j++)
+        for (int s = 0; s < S; s++) bp_model_zero_grad(rp->stage[j][s]);
+    for (int v = 0; v < V; v++)
         for (int s = 0; s < S; s++) {
             double l = 0;
-            const bp_real *x = s > 0 ? bp_acts_output(rp->acts[s - 1][i]) : NULL;
-            assert_int_equal(bp_model_forward(rp->stage[s], rp->acts[s][i], &batches[step][i], x,
-                                              &l, NULL),
+            const bp_real *x = s > 0 ? bp_acts_output(rp->acts[s - 1][v]) : NULL;
+            assert_int_equal(bp_model_forward(rp->stage[v % c->N][s], rp->acts[s][v],
+                                              &batches[step][v], x, &l, NULL),
                              BP_OK);
             if (s == S - 1) sum += l;
         }
-    for (int i = 0; i < MICRO; i++)
+    for (int v = 0; v < V; v++)
         for (int s = S - 1; s >= 0; s--) {
-            assert_int_equal(bp_model_backward(rp->stage[s], rp->acts[s][i], &batches[step][i],
-                                               s < S - 1 ? rp->dy : NULL, s > 0 ? rp->dx : NULL,
-                                               scale, NULL),
+            assert_int_equal(bp_model_backward(rp->stage[v % c->N][s], rp->acts[s][v],
+                                               &batches[step][v], s < S - 1 ? rp->dy : NULL,
+                                               s > 0 ? rp->dx : NULL, scale, NULL),
                              BP_OK);
             if (s == 0) continue;
-            if (rule(c, s, i))
-                compress_send(rp, c, s, step, i);
+            if (rule(c, s, v))
+                compress_send(rp, c, v % c->N, s, step, v);
             else
                 memcpy(rp->dy, rp->dx, rp->n * sizeof(float));
         }
-    *loss = sum / MICRO;
+    *loss = sum / V;
 }
 
 /* --- the pipeline against the replay -------------------------------------------- */
 
-/* Stage 0's gradient after each step of each case, to tell the cases apart. */
+/* Stage 0's gradient (pipeline 0) after each step of each case, to tell the cases
+ * apart. */
 static float *first_grads[16][STEPS];
 static size_t first_n;
 
 static void run_case(const cb_case *c, int index) {
     replay rp;
     replay_init(&rp, c);
-    bp_model *mine = stage_model(me);
+    bp_model *mine[MAX_N];
+    for (int j = 0; j < c->N; j++) mine[j] = stage_model(me);
     bp_schedule sched;
     assert_int_equal(bp_schedule_parse(c->schedule, &sched, NULL), BP_OK);
     bp_pipe_cb cb = {.rank = c->rank, .lep = c->lep, .epilogue_only = c->epilogue_only,
                      .seed = SEED};
     bp_pipe *pipe = NULL;
     bp_err err = {0};
-    int rc = bp_pipe_create(world, &mine, 1, &sched, MICRO, MB, T, &cb, &pipe, &err);
+    int rc = bp_pipe_create(world, mine, c->N, &sched, MICRO, MB, T, &cb, &pipe, &err);
     if (rc) fprintf(stderr, "rank %d: %s\n", me, err.msg);
     assert_int_equal(rc, BP_OK);
-    size_t n = bp_model_num_params(mine);
+    size_t n = bp_model_num_params(mine[0]);
     for (int step = 0; step < STEPS; step++) {
         double want_loss, loss;
         replay_step(&rp, c, step, &want_loss);
-        bp_model_zero_grad(mine);
+        for (int j = 0; j < c->N; j++) bp_model_zero_grad(mine[j]);
         rc = bp_pipe_step(pipe, batches[step], NULL, NULL, &loss, &err);
         if (rc) fprintf(stderr, "rank %d: %s\n", me, err.msg);
         assert_int_equal(rc, BP_OK);
-        const bp_real *got = bp_model_grads(mine), *want = bp_model_grads(rp.stage[me]);
-        if (memcmp(got, want, n * sizeof *got) != 0) {
+        for (int j = 0; j < c->N; j++) {
+            const bp_real *got = bp_model_grads(mine[j]), *want = bp_model_grads(rp.stage[j][me]);
+            if (memcmp(got, want, n * sizeof *got) == 0) continue;
             size_t i = 0;
             while (got[i] == want[i]) i++;
-            mismatch("%s: stage %d step %d: gradient differs from the replay (first at %zu: %.9g "
-                     "vs %.9g)",
-                     c->name, me, step, i, (double)got[i], (double)want[i]);
+            mismatch("%s: stage %d (pipeline %d) step %d: gradient differs from the replay "
+                     "(first at %zu: %.9g vs %.9g)",
+                     c->name, me, j, step, i, (double)got[i], (double)want[i]);
         }
         if (me == S - 1 && loss != want_loss)
             mismatch("%s: step %d: loss %.9g, replay %.9g", c->name, step, loss, want_loss);
         bp_pipe_stats st;
         bp_pipe_stats_take(pipe, &st);
-        long want_sends = me > 0 ? MICRO : 0, want_comp = 0;
-        for (int b = 0; me > 0 && b < MICRO; b++) want_comp += rule(c, me, b);
+        long want_sends = me > 0 ? c->N * MICRO : 0, want_comp = 0;
+        for (int b = 0; me > 0 && b < c->N * MICRO; b++) want_comp += rule(c, me, b);
         if (st.cb_sends != want_sends || st.cb_compressed != want_comp)
             mismatch("%s: stage %d step %d: %ld backward sends, %ld compressed; expected %ld, %ld",
                      c->name, me, step, st.cb_sends, st.cb_compressed, want_sends, want_comp);
@@ -393,23 +416,25 @@ static void run_case(const cb_case *c, int index) {
             first_n = n;
             first_grads[index][step] = malloc(n * sizeof(float));
             assert_non_null(first_grads[index][step]);
-            memcpy(first_grads[index][step], got, n * sizeof(float));
+            memcpy(first_grads[index][step], bp_model_grads(mine[0]), n * sizeof(float));
         }
     }
     bp_pipe_destroy(pipe);
-    bp_model_destroy(mine);
+    for (int j = 0; j < c->N; j++) bp_model_destroy(mine[j]);
     replay_free(&rp);
     assert_all_ranks_ok();
 }
 
 static const cb_case CASES[] = {
-    {"off", "1f1b", 0, true, false},
-    {"lep", "1f1b", RANK, true, false},
-    {"no-lep", "1f1b", RANK, false, false},
-    {"lep-epilogue", "1f1b", RANK, true, true},
-    {"no-lep-epilogue", "1f1b", RANK, false, true},
-    {"lep-gpipe", "gpipe", RANK, true, false},
-    {"lep-epilogue-afp1", "afp:1", RANK, true, true},
+    {"off", "1f1b", 0, true, false, 1},
+    {"lep", "1f1b", RANK, true, false, 1},
+    {"no-lep", "1f1b", RANK, false, false, 1},
+    {"lep-epilogue", "1f1b", RANK, true, true, 1},
+    {"no-lep-epilogue", "1f1b", RANK, false, true, 1},
+    {"lep-gpipe", "gpipe", RANK, true, false, 1},
+    {"lep-epilogue-afp1", "afp:1", RANK, true, true, 1},
+    {"lep-2-pipelines", "1f1b", RANK, true, false, 2},
+    {"lep-epilogue-2-pipelines", "gpipe", RANK, true, true, 2},
 };
 #define NCASES (int)(sizeof CASES / sizeof CASES[0])
 
