@@ -107,7 +107,9 @@ int main(int argc, char **argv) {
     }
     printf("%ld inputs run, %ld accepted\n", runs, bp_fuzz_accepted);
     if (bp_fuzz_accepted < min_accepted) {
-        fprintf(stderr, "fewer than %ld inputs accepted: is the seed corpus out of date?\n",
+        fprintf(stderr,
+                "fewer than %ld inputs accepted: is the seed corpus out of date? If a file "
+                "format or an option changed, run fuzz/seeds.sh (fuzz/README.md)\n",
                 min_accepted);
         bad = 1;
     }

@@ -2,7 +2,9 @@
  * does: `latest`, the manifest, the shard's state file and its safetensors file
  * are written to a directory, then bp_checkpoint_open reads them back and, when it
  * accepts them, the model configuration, weights and optimizer state are loaded
- * into a model and optimizer built from that configuration.
+ * into a model and optimizer built from that configuration (for the shard of one
+ * stage or tp rank of several: the tensors it holds, as bp_checkpoint_load_whole
+ * does).
  *
  * Input: byte 0 holds flags, then four parts separated by BP_FUZZ_SEP: latest,
  * manifest.json, the .state file and the .safetensors file.
@@ -92,12 +94,20 @@ static void load(const bp_checkpoint *ck) {
         return;
     bp_model *m = NULL;
     if (bp_fuzz_reject(bp_model_create(&mc, 0, -1, &m, &err), &err)) return;
-    bp_optim o;
-    bp_optim_config oc = {.kind = (bp_optim_kind)ck->optim_kind, .beta1 = 0.9, .beta2 = 0.95};
-    if (!bp_fuzz_reject(bp_checkpoint_load_model(ck, m, &err), &err) &&
-        !bp_fuzz_reject(bp_optim_init(&o, &oc, bp_model_num_params(m), &err), &err)) {
-        if (!bp_fuzz_reject(bp_checkpoint_load_optim(ck, &o, &err), &err)) bp_fuzz_accepted++;
-        bp_optim_free(&o);
+    if (ck->manifest.pp > 1 || ck->manifest.tp > 1) {
+        /* One shard of several: what bp_checkpoint_load_whole does with each. */
+        int loaded = 0;
+        if (!bp_fuzz_reject(bp_checkpoint_load_present(ck, m, &loaded, &err), &err))
+            bp_fuzz_accepted++;
+    } else {
+        /* The whole model: what a resume does. */
+        bp_optim o;
+        bp_optim_config oc = {.kind = (bp_optim_kind)ck->optim_kind, .beta1 = 0.9, .beta2 = 0.95};
+        if (!bp_fuzz_reject(bp_checkpoint_load_model(ck, m, &err), &err) &&
+            !bp_fuzz_reject(bp_optim_init(&o, &oc, bp_model_num_params(m), &err), &err)) {
+            if (!bp_fuzz_reject(bp_checkpoint_load_optim(ck, &o, &err), &err)) bp_fuzz_accepted++;
+            bp_optim_free(&o);
+        }
     }
     bp_model_destroy(m);
 }

@@ -40,6 +40,18 @@ head -c 3000 /usr/share/dict/words 2>/dev/null >"$tmp/text.txt" ||
   --eval-every 0 --progress none --out "$tmp/gpt" >/dev/null
 "$BP" train --model mlp --hidden 1 --hidden-layers 1 --batch 1 --steps 1 --eval-every 0 \
   --progress none --out "$tmp/mlp" >/dev/null
+# Shards of the second pipeline stage and of the second tensor-parallel rank.
+mpi="scripts/mpirun.sh -np 2"
+$mpi "$BP" train --data "$tmp/text.txt" --layers 2 --embd 4 --heads 1 --seq-len 4 --batch 2 \
+  --steps 1 --eval-every 0 --progress none --pp 2 --partition 2,2 --out "$tmp/pp" >/dev/null
+$mpi "$BP" train --data "$tmp/text.txt" --layers 1 --embd 4 --heads 2 --seq-len 4 --batch 1 \
+  --steps 1 --eval-every 0 --progress none --tp 2 --out "$tmp/tp" >/dev/null
+for s in pp:007:stage1-tp0 tp:013:stage0-tp1; do
+  IFS=: read -r m flags shard <<<"$s"
+  d="$tmp/$m/$(cat "$tmp/$m/latest")"
+  seed $C/checkpoint/seed-$m $flags "$tmp/$m/latest" "$d/manifest.json" "$d/$shard.state" \
+    "$d/$shard.safetensors"
+done
 for m in gpt mlp; do
   d="$tmp/$m/$(cat "$tmp/$m/latest")"
   # flags 3: fix checksums (a no-op here), open through `latest`; 0: neither.
