@@ -1,6 +1,7 @@
 #include "parallel/partition.h"
 
 #include <float.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,16 +11,10 @@
 #include "core/rng.h"
 #include "core/timer.h"
 
-enum { PROFILE_RUNS = 3 };
+enum { PROFILE_RUNS = 5 };
 
 static void fill_random(bp_real *x, size_t n, bp_rng *r) {
     for (size_t i = 0; i < n; i++) x[i] = (bp_real)(0.1 * bp_rng_normal(r));
-}
-
-static double fastest(const double *t, int n) {
-    double best = DBL_MAX;
-    for (int i = 0; i < n; i++) best = t[i] < best ? t[i] : best;
-    return best;
 }
 
 static double thread_cpu_now(void) {
@@ -28,71 +23,99 @@ static double thread_cpu_now(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-/* Wall and CPU time of each pass of each run: [run][pass][clock]. */
-typedef double run_times[2][2];
+struct bp_range_bench {
+    bp_model *m;
+    bp_acts *a;
+    int32_t *tok, *tgt;
+    bp_real *x, *dy, *dx; /* input, output gradient, input gradient */
+    bp_batch batch;
+};
 
-static void summarize_runs(const run_times *t, bp_block_profile *out) {
-    double fwd[PROFILE_RUNS], bwd[PROFILE_RUNS];
-    out->wall_s = out->cpu_s = 0;
-    for (int i = 0; i < PROFILE_RUNS; i++) {
-        fwd[i] = t[i][0][1];
-        bwd[i] = t[i][1][1];
-        out->wall_s += t[i][0][0] + t[i][1][0];
-        out->cpu_s += fwd[i] + bwd[i];
-    }
-    out->fwd_cpu_s = fastest(fwd, PROFILE_RUNS);
-    out->bwd_cpu_s = fastest(bwd, PROFILE_RUNS);
+void bp_range_bench_destroy(bp_range_bench *rb) {
+    if (!rb) return;
+    bp_free(rb->tok), bp_free(rb->tgt), bp_free(rb->x), bp_free(rb->dx), bp_free(rb->dy);
+    bp_acts_destroy(rb->a);
+    bp_model_destroy(rb->m);
+    free(rb);
 }
 
-/* Time forward and backward of block `b` alone; inputs are random but valid. */
+/* Random weights, boundary input and output gradient, tokens and targets. */
+static void fill_inputs(bp_range_bench *rb, const bp_model_config *cfg, int b0, size_t rows,
+                        size_t in_n, size_t out_n) {
+    bp_rng r;
+    bp_rng_seed(&r, 7, (uint64_t)b0);
+    bp_model_init_weights(rb->m, 7);
+    fill_random(rb->x, in_n, &r);
+    fill_random(rb->dy, out_n, &r);
+    bool gpt = cfg->kind == BP_MODEL_GPT;
+    for (size_t i = 0; i < rows; i++) {
+        rb->tgt[i] = (int32_t)bp_rng_below(&r, (uint64_t)(gpt ? cfg->vocab : cfg->n_class));
+        rb->tok[i] = gpt ? (int32_t)bp_rng_below(&r, (uint64_t)cfg->vocab) : 0;
+    }
+}
+
+int bp_range_bench_create(const bp_model_config *cfg, int b0, int b1, int B, int T,
+                          bp_range_bench **out, bp_err *err) {
+    bp_range_bench *rb = *out = calloc(1, sizeof *rb);
+    if (!rb) return bp_fail(err, BP_ENOMEM, "out of memory");
+    size_t rows = (size_t)B * T;
+    size_t in_n = rows * (size_t)bp_model_boundary_width(cfg, b0);
+    size_t out_n = rows * (size_t)bp_model_boundary_width(cfg, b1);
+    int rc = bp_model_create(cfg, b0, b1, &rb->m, err);
+    if (rc == BP_OK) rc = bp_acts_create(rb->m, B, T, &rb->a, err);
+    if (rc == BP_OK) rc = bp_alloc_checked((void **)&rb->tok, rows * sizeof *rb->tok, "profile", err);
+    if (rc == BP_OK) rc = bp_alloc_checked((void **)&rb->tgt, rows * sizeof *rb->tgt, "profile", err);
+    if (rc == BP_OK) rc = bp_alloc_checked((void **)&rb->x, in_n * sizeof *rb->x, "profile", err);
+    if (rc == BP_OK) rc = bp_alloc_checked((void **)&rb->dx, in_n * sizeof *rb->dx, "profile", err);
+    if (rc == BP_OK) rc = bp_alloc_checked((void **)&rb->dy, out_n * sizeof *rb->dy, "profile", err);
+    if (rc) {
+        bp_range_bench_destroy(rb);
+        *out = NULL;
+        return rc;
+    }
+    fill_inputs(rb, cfg, b0, rows, in_n, out_n);
+    bool first_block = bp_model_has_first(rb->m);
+    rb->batch = (bp_batch){.B = B, .T = T, .tokens = rb->tok, .targets = rb->tgt,
+                           .images = first_block && cfg->kind == BP_MODEL_MLP ? rb->x : NULL};
+    return BP_OK;
+}
+
+int bp_range_bench_pass(bp_range_bench *rb, double t[4], bp_err *err) {
+    bool first = bp_model_has_first(rb->m), last = bp_model_has_last(rb->m);
+    double w0 = bp_now(), c0 = thread_cpu_now(), loss;
+    int rc = bp_model_forward(rb->m, rb->a, &rb->batch, first ? NULL : rb->x, &loss, err);
+    double w1 = bp_now(), c1 = thread_cpu_now();
+    if (rc == BP_OK)
+        rc = bp_model_backward(rb->m, rb->a, &rb->batch, last ? NULL : rb->dy, first ? NULL : rb->dx,
+                               1, err);
+    if (t) {
+        t[0] = w1 - w0, t[1] = c1 - c0;
+        t[2] = bp_now() - w1, t[3] = thread_cpu_now() - c1;
+    }
+    return rc;
+}
+
+bp_model *bp_range_bench_model(bp_range_bench *rb) { return rb->m; }
+
+size_t bp_range_bench_act_bytes(const bp_range_bench *rb) { return bp_acts_bytes(rb->a); }
+
+/* Block b alone: run 0 warms the caches, the others are timed. */
 static int time_block(const bp_model_config *cfg, int b, int B, int T, bp_block_profile *out,
                       bp_err *err) {
-    bp_model *m = NULL;
-    bp_acts *a = NULL;
-    int32_t *tok = NULL, *tgt = NULL;
-    bp_real *x = NULL, *dy = NULL, *dx = NULL;
-    size_t rows = (size_t)B * T;
-    size_t in_n = rows * (size_t)bp_model_boundary_width(cfg, b);
-    size_t out_n = rows * (size_t)bp_model_boundary_width(cfg, b + 1);
-    int rc = bp_model_create(cfg, b, b + 1, &m, err);
-    if (rc == BP_OK) rc = bp_acts_create(m, B, T, &a, err);
-    if (rc == BP_OK) rc = bp_alloc_checked((void **)&tok, rows * sizeof *tok, "profile", err);
-    if (rc == BP_OK) rc = bp_alloc_checked((void **)&tgt, rows * sizeof *tgt, "profile", err);
-    if (rc == BP_OK) rc = bp_alloc_checked((void **)&x, in_n * sizeof *x, "profile", err);
-    if (rc == BP_OK) rc = bp_alloc_checked((void **)&dx, in_n * sizeof *dx, "profile", err);
-    if (rc == BP_OK) rc = bp_alloc_checked((void **)&dy, out_n * sizeof *dy, "profile", err);
-    if (rc == BP_OK) {
-        bp_rng r;
-        bp_rng_seed(&r, 7, (uint64_t)b);
-        bp_model_init_weights(m, 7);
-        fill_random(x, in_n, &r);
-        fill_random(dy, out_n, &r);
-        bool gpt = cfg->kind == BP_MODEL_GPT;
-        for (size_t i = 0; i < rows; i++) {
-            tgt[i] = (int32_t)bp_rng_below(&r, (uint64_t)(gpt ? cfg->vocab : cfg->n_class));
-            tok[i] = gpt ? (int32_t)bp_rng_below(&r, (uint64_t)cfg->vocab) : 0;
-        }
+    bp_range_bench *rb;
+    int rc = bp_range_bench_create(cfg, b, b + 1, B, T, &rb, err);
+    double t[4];
+    *out = (bp_block_profile){0};
+    for (int i = 0; rc == BP_OK && i <= PROFILE_RUNS; i++) {
+        rc = bp_range_bench_pass(rb, t, err);
+        if (i == 0) continue;
+        out->fwd_cpu_s += t[1] / PROFILE_RUNS;
+        out->bwd_cpu_s += t[3] / PROFILE_RUNS;
+        out->wall_s += t[0] + t[2];
+        out->cpu_s += t[1] + t[3];
     }
-    bool first = b == 0, last = b == bp_model_num_blocks(cfg) - 1;
-    bp_batch batch = {.B = B, .T = T, .tokens = tok, .targets = tgt,
-                      .images = first && cfg->kind == BP_MODEL_MLP ? x : NULL};
-    run_times t[PROFILE_RUNS + 1];
-    for (int i = 0; rc == BP_OK && i <= PROFILE_RUNS; i++) { /* run 0 warms caches */
-        double w0 = bp_now(), c0 = thread_cpu_now(), loss;
-        rc = bp_model_forward(m, a, &batch, first ? NULL : x, &loss, err);
-        double w1 = bp_now(), c1 = thread_cpu_now();
-        if (rc == BP_OK)
-            rc = bp_model_backward(m, a, &batch, last ? NULL : dy, first ? NULL : dx, 1, err);
-        t[i][0][0] = w1 - w0, t[i][0][1] = c1 - c0;
-        t[i][1][0] = bp_now() - w1, t[i][1][1] = thread_cpu_now() - c1;
-    }
-    if (rc == BP_OK) {
-        summarize_runs(t + 1, out);
-        out->workspace_bytes = bp_model_workspace_bytes(m);
-    }
-    bp_free(tok), bp_free(tgt), bp_free(x), bp_free(dx), bp_free(dy);
-    bp_acts_destroy(a);
-    bp_model_destroy(m);
+    if (rc == BP_OK) out->workspace_bytes = bp_model_workspace_bytes(rb->m);
+    bp_range_bench_destroy(rb);
     return rc;
 }
 

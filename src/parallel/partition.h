@@ -11,12 +11,28 @@
 
 /* One block alone on one micro-batch, over a few runs. Wall-clock time includes
  * the time other processes held the core; this thread's CPU time does not, so
- * wall_s / cpu_s says how much the machine's load slows a computation down. */
+ * wall_s / cpu_s says how much the machine's load slows a computation down. The
+ * mean CPU time, not the least, since a loaded machine's other processes also
+ * evict the caches in between, in training as here. */
 typedef struct bp_block_profile {
-    double fwd_cpu_s, bwd_cpu_s;  /* fastest forward and backward, CPU time */
+    double fwd_cpu_s, bwd_cpu_s;  /* mean forward and backward, CPU time */
     double wall_s, cpu_s;         /* all runs together */
     size_t workspace_bytes;       /* backward workspace the block allocated */
 } bp_block_profile;
+
+/* Blocks [b0, b1) of cfg with random but valid inputs for micro_B x T micro-batches:
+ * the profiler's unit, also a workload like a pipeline stage's. */
+typedef struct bp_range_bench bp_range_bench;
+int bp_range_bench_create(const bp_model_config *cfg, int b0, int b1, int micro_B, int T,
+                          bp_range_bench **out, bp_err *err);
+/* One forward and one backward; t (or NULL) gets the forward's wall and CPU time,
+ * then the backward's. */
+int bp_range_bench_pass(bp_range_bench *rb, double t[4], bp_err *err);
+/* Its model (for its parameters and backward workspace) and the bytes of its
+ * activations for one micro-batch. */
+bp_model *bp_range_bench_model(bp_range_bench *rb);
+size_t bp_range_bench_act_bytes(const bp_range_bench *rb);
+void bp_range_bench_destroy(bp_range_bench *rb);
 
 /* Profile every block of cfg on a micro_B x T micro-batch into prof[num_blocks]. */
 int bp_profile_blocks_split(const bp_model_config *cfg, int micro_B, int T, bp_block_profile *prof,

@@ -18,7 +18,7 @@
 #include "parallel/simulate.h"
 
 /* Micro-batch counts beyond this only add per-operation overhead. */
-enum { MAX_MICRO = 32, TIMING_RUNS = 5 };
+enum { MAX_MICRO = 32, TIMING_RUNS = 5, STAGE_RUNS = 3 };
 
 #define OFF(f) offsetof(bp_tune_config, f)
 static const bp_option tune_options[] = {
@@ -30,8 +30,9 @@ static const bp_option tune_options[] = {
      "all"},
     {"msg-us", BP_OPT_DOUBLE, OFF(msg_us), 0, NULL, 0, 1e9, "US",
      "without --net: fixed cost of one message between ranks, in microseconds", NULL},
-    {"busy-threads", BP_OPT_INT, OFF(busy_threads), 0, NULL, 0, 1024, "N",
-     "threads kept busy while profiling, standing for the job's other ranks on this machine",
+    {"busy-threads", BP_OPT_INT, OFF(busy_threads), 0, NULL, 0, 64, "N",
+     "threads computing alongside the profile, standing for the job's other ranks on this "
+     "machine",
      "ranks - 1"},
 };
 #undef OFF
@@ -56,9 +57,9 @@ bp_option *bp_tune_options(int *n) {
 void bp_tune_config_defaults(bp_tune_config *c, int for_help) {
     memset(c, 0, sizeof *c);
     bp_train_config_defaults(&c->train);
-    /* Shared memory between two processes on one machine, as measured on Open MPI
-     * with a loaded scheduler (bench/pipe/README.md). */
-    c->msg_us = 30;
+    /* Open MPI's shared-memory latency plus comm/'s bookkeeping, on cores that are
+     * free; the scheduler's delay on a loaded machine is measured apart. */
+    c->msg_us = 10;
     c->busy_threads = -1;
     if (for_help) return;
     c->train.micro_batches = 0; /* 0, "" and pipelines 0: search */
@@ -81,19 +82,27 @@ int bp_tune_config_finalize(bp_tune_config *c, bp_err *err) {
 
 /* ---- profile -------------------------------------------------------------------- */
 
-/* The stages for one micro-batch size, cut as the trainer would cut them for it. */
+/* One micro-batch size: the stages cut from its blocks' times as the trainer would
+ * cut them (or --partition). */
 typedef struct size_profile {
     int micro_B;
-    int *first;          /* [S+1] */
-    bp_sim_stage *stage; /* [S]: CPU times; update_s is that of one replica */
-    size_t *param_bytes; /* [S]: of one replica */
+    int *first; /* [S+1] */
 } size_profile;
 
+/* N replicas per stage rank at one micro-batch size: each stage timed whole, its
+ * replicas' passes taking turns as AvgPipe's interleaved stream makes them (each
+ * replica's weights are colder in the caches than one model's). */
+typedef struct setup {
+    int N, size;         /* size: index into the size profiles */
+    bp_sim_stage *stage; /* [S]: CPU times; update_s is one replica's */
+    size_t *param_bytes; /* [S]: one replica's */
+} setup;
+
 typedef struct candidate {
-    int N, M, size; /* size: index into the profiles */
-    bool avgpipe;   /* --pipelines given (also for N = 1) */
+    int N, M, setup;  /* setup: index into the setups */
+    bool avgpipe;     /* --pipelines given (also for N = 1) */
     bp_schedule sched;
-    bp_sim_result r;  /* under the machine's load while profiling */
+    bp_sim_result r;   /* under the machine's load while profiling */
     double unloaded_s; /* step time on an otherwise idle machine */
 } candidate;
 
@@ -103,10 +112,12 @@ typedef struct tuner {
     int S, dp, W, T, n_blocks;
     size_profile *sizes;
     int n_sizes;
+    setup *setups;
+    int n_setups;
     candidate *cand;
     int n_cand, cap_cand;
     bp_sim_link link;
-    double wall_s, cpu_s; /* of all profiled runs: wall / cpu is the machine's slowdown */
+    double wall_s, cpu_s; /* of the timed stages: wall / cpu is the machine's slowdown */
     double wake_s;        /* how long a rank that waited takes to run again */
 } tuner;
 
@@ -132,94 +143,129 @@ static int time_update(const tuner *t, bp_model *m, double *secs, bp_err *err) {
     return rc;
 }
 
-/* Stage s of profile p from its blocks' times, and its memory from the stage's
- * own model and activations. */
-static int profile_stage(tuner *t, size_profile *p, const bp_block_profile *prof, int s,
-                         bp_err *err) {
-    bp_sim_stage *st = &p->stage[s];
-    int b0 = p->first[s], b1 = p->first[s + 1];
-    size_t work = 0;
+/* Mean forward and backward CPU time of rb[0..N) taking turns; round 0 warms up. */
+static int time_passes(tuner *t, bp_range_bench **rb, int N, bp_sim_stage *st, bp_err *err) {
+    double tm[4];
+    int rc = BP_OK, n = 0;
+    for (int i = 0; rc == BP_OK && i <= STAGE_RUNS; i++)
+        for (int j = 0; rc == BP_OK && j < N; j++) {
+            rc = bp_range_bench_pass(rb[j], tm, err);
+            if (i == 0) continue;
+            st->fwd_s += tm[1], st->bwd_s += tm[3], n++;
+            t->wall_s += tm[0] + tm[2];
+            t->cpu_s += tm[1] + tm[3];
+        }
+    st->fwd_s /= n > 0 ? n : 1;
+    st->bwd_s /= n > 0 ? n : 1;
+    return rc;
+}
+
+/* Stage s of setup u: its times, memory and update. */
+static int time_stage(tuner *t, setup *u, int s, bp_err *err) {
+    const size_profile *p = &t->sizes[u->size];
+    bp_sim_stage *st = &u->stage[s];
+    int b0 = p->first[s], b1 = p->first[s + 1], made = 0, rc = BP_OK;
+    bp_range_bench **rb = calloc((size_t)u->N, sizeof *rb);
+    if (!rb) return bp_fail(err, BP_ENOMEM, "out of memory");
+    for (; rc == BP_OK && made < u->N; made += rc == BP_OK)
+        rc = bp_range_bench_create(&t->mc, b0, b1, p->micro_B, t->T, &rb[made], err);
     *st = (bp_sim_stage){0};
-    for (int b = b0; b < b1; b++) {
-        st->fwd_s += prof[b].fwd_cpu_s;
-        st->bwd_s += prof[b].bwd_cpu_s;
-        work = prof[b].workspace_bytes > work ? prof[b].workspace_bytes : work;
-    }
-    bp_model *m = NULL;
-    bp_acts *a = NULL;
-    int rc = bp_model_create(&t->mc, b0, b1, &m, err);
-    if (rc == BP_OK) rc = bp_acts_create(m, p->micro_B, t->T, &a, err);
+    if (rc == BP_OK) rc = time_passes(t, rb, u->N, st, err);
+    bp_model *m = rc == BP_OK ? bp_range_bench_model(rb[0]) : NULL;
     if (rc == BP_OK) rc = time_update(t, m, &st->update_s, err);
     if (rc == BP_OK) {
         bp_optim_config oc;
         bp_train_optim_config(&t->c->train, &oc);
-        p->param_bytes[s] = bp_model_num_params(m) * sizeof(bp_real);
-        st->act_bytes = bp_acts_bytes(a);
-        st->replica_bytes = p->param_bytes[s] * (size_t)(2 + bp_optim_num_buffers(&oc)) + work;
+        u->param_bytes[s] = bp_model_num_params(m) * sizeof(bp_real);
+        st->act_bytes = bp_range_bench_act_bytes(rb[0]);
+        st->replica_bytes = u->param_bytes[s] * (size_t)(2 + bp_optim_num_buffers(&oc)) +
+                            bp_model_workspace_bytes(m);
         st->out_bytes = (size_t)p->micro_B * (size_t)t->T *
                         (size_t)bp_model_boundary_width(&t->mc, b1) * sizeof(bp_real);
     }
-    bp_acts_destroy(a);
-    bp_model_destroy(m);
+    for (int j = 0; j < made; j++) bp_range_bench_destroy(rb[j]);
+    free(rb);
     return rc;
 }
 
-static int cut_stages(const tuner *t, const bp_block_profile *prof, int *first, bp_err *err) {
-    if (t->c->train.partition[0])
-        return bp_partition_parse(t->c->train.partition, t->n_blocks, t->S, first, err);
-    double *cost = malloc((size_t)t->n_blocks * sizeof *cost);
-    if (!cost) return bp_fail(err, BP_ENOMEM, "out of memory");
-    for (int b = 0; b < t->n_blocks; b++) cost[b] = prof[b].fwd_cpu_s + prof[b].bwd_cpu_s;
-    bp_partition_balance(cost, t->n_blocks, t->S, first);
-    free(cost);
-    return BP_OK;
+static int time_setup(tuner *t, setup *u, bp_err *err) {
+    u->stage = calloc((size_t)t->S, sizeof *u->stage);
+    u->param_bytes = calloc((size_t)t->S, sizeof *u->param_bytes);
+    if (!u->stage || !u->param_bytes) return bp_fail(err, BP_ENOMEM, "out of memory");
+    int rc = BP_OK;
+    for (int s = 0; rc == BP_OK && s < t->S; s++) rc = time_stage(t, u, s, err);
+    return rc;
 }
 
-static int profile_size(tuner *t, size_profile *p, bp_err *err) {
-    p->first = calloc((size_t)t->S + 1, sizeof *p->first);
-    p->stage = calloc((size_t)t->S, sizeof *p->stage);
-    p->param_bytes = calloc((size_t)t->S, sizeof *p->param_bytes);
+/* The stages of a micro-batch size: --partition, or balanced on its blocks' CPU
+ * times (which a loaded machine disturbs less than wall-clock times). */
+static int cut_stages(const tuner *t, size_profile *p, bp_err *err) {
+    if (!(p->first = calloc((size_t)t->S + 1, sizeof *p->first)))
+        return bp_fail(err, BP_ENOMEM, "out of memory");
+    if (t->c->train.partition[0])
+        return bp_partition_parse(t->c->train.partition, t->n_blocks, t->S, p->first, err);
+    double *cost = malloc((size_t)t->n_blocks * sizeof *cost);
     bp_block_profile *prof = malloc((size_t)t->n_blocks * sizeof *prof);
-    int rc = p->first && p->stage && p->param_bytes && prof ? BP_OK
-                                                           : bp_fail(err, BP_ENOMEM, "out of memory");
+    int rc = cost && prof ? BP_OK : bp_fail(err, BP_ENOMEM, "out of memory");
     if (rc == BP_OK) rc = bp_profile_blocks_split(&t->mc, p->micro_B, t->T, prof, err);
-    if (rc == BP_OK) rc = cut_stages(t, prof, p->first, err);
-    for (int b = 0; rc == BP_OK && b < t->n_blocks; b++) {
-        t->wall_s += prof[b].wall_s;
-        t->cpu_s += prof[b].cpu_s;
-    }
-    for (int s = 0; rc == BP_OK && s < t->S; s++) rc = profile_stage(t, p, prof, s, err);
+    for (int b = 0; rc == BP_OK && b < t->n_blocks; b++) cost[b] = prof[b].fwd_cpu_s + prof[b].bwd_cpu_s;
+    if (rc == BP_OK) bp_partition_balance(cost, t->n_blocks, t->S, p->first);
+    free(cost);
     free(prof);
     return rc;
 }
 
-/* Threads that keep a core busy while profiling, standing for the job's other
- * ranks: where the machine has fewer free cores than the job has ranks, they take
- * their share of the cores from the profiled computation as the ranks will take
- * theirs from each other. */
-typedef struct spinners {
-    pthread_t th[64];
+/* Threads that stand for the job's other ranks while profiling: each runs passes
+ * of about a stage's worth of blocks at the micro-batch size being profiled, so
+ * the profiled computation shares the cores, caches and memory bandwidth with
+ * them as a rank will with the others. */
+enum { MAX_COMPANIONS = 64 };
+
+typedef struct companion {
+    pthread_t th;
+    bp_range_bench *rb;
+    atomic_int *stop;
+} companion;
+
+typedef struct companions {
+    companion c[MAX_COMPANIONS];
     int n;
     atomic_int stop;
-} spinners;
+} companions;
 
-static void *spin(void *arg) {
-    atomic_int *stop = arg;
-    volatile double x = 1;
-    while (!atomic_load_explicit(stop, memory_order_relaxed)) x = x * 1.0000001 + 1e-9;
+static void *run_companion(void *arg) {
+    companion *c = arg;
+    bp_err ignored;
+    while (!atomic_load_explicit(c->stop, memory_order_relaxed) &&
+           bp_range_bench_pass(c->rb, NULL, &ignored) == BP_OK)
+        continue;
     return NULL;
 }
 
-static void spinners_start(spinners *sp, int n) {
-    atomic_init(&sp->stop, 0);
-    sp->n = 0;
-    while (sp->n < n && sp->n < 64 && pthread_create(&sp->th[sp->n], NULL, spin, &sp->stop) == 0)
-        sp->n++;
+static int companions_start(const tuner *t, companions *cs, int n, int micro_B, bp_err *err) {
+    atomic_init(&cs->stop, 0);
+    cs->n = 0;
+    int blocks = (t->n_blocks + t->S - 1) / t->S, rc = BP_OK;
+    while (rc == BP_OK && cs->n < n && cs->n < MAX_COMPANIONS) {
+        companion *c = &cs->c[cs->n];
+        c->stop = &cs->stop;
+        rc = bp_range_bench_create(&t->mc, 0, blocks, micro_B, t->T, &c->rb, err);
+        if (rc == BP_OK && pthread_create(&c->th, NULL, run_companion, c)) {
+            bp_range_bench_destroy(c->rb);
+            rc = bp_fail(err, BP_ENOMEM, "cannot start a profiling thread");
+        }
+        if (rc == BP_OK) cs->n++;
+    }
+    return rc;
 }
 
-static void spinners_stop(spinners *sp) {
-    atomic_store(&sp->stop, 1);
-    for (int i = 0; i < sp->n; i++) pthread_join(sp->th[i], NULL);
+static void companions_stop(companions *cs) {
+    atomic_store(&cs->stop, 1);
+    for (int i = 0; i < cs->n; i++) {
+        pthread_join(cs->c[i].th, NULL);
+        bp_range_bench_destroy(cs->c[i].rb);
+    }
+    cs->n = 0;
 }
 
 /* A token handed back and forth between two threads, each busy for a while (by
@@ -275,19 +321,22 @@ static double measure_wake(void) {
     return wake > 0 ? wake : 0;
 }
 
-/* Profile with the job's other ranks standing by as busy threads: W - 1 while one
- * thread computes, W - 2 while two hand a token over. */
+/* Profile with the job's other ranks standing by as companion threads: W - 1
+ * while one thread computes, W - 2 while two hand a token over. */
 static int profile_all(tuner *t, bp_err *err) {
-    int others = t->c->busy_threads >= 0 ? t->c->busy_threads : t->W - 1;
-    spinners sp;
-    spinners_start(&sp, others);
-    int rc = BP_OK;
-    for (int i = 0; rc == BP_OK && i < t->n_sizes; i++) rc = profile_size(t, &t->sizes[i], err);
-    spinners_stop(&sp);
-    if (t->W > 1) {
-        spinners_start(&sp, others - 1);
-        t->wake_s = measure_wake();
-        spinners_stop(&sp);
+    int others = t->c->busy_threads >= 0 ? t->c->busy_threads : t->W - 1, rc = BP_OK;
+    companions cs;
+    for (int i = 0; rc == BP_OK && i < t->n_sizes; i++) {
+        rc = companions_start(t, &cs, others, t->sizes[i].micro_B, err);
+        if (rc == BP_OK) rc = cut_stages(t, &t->sizes[i], err);
+        for (int j = 0; rc == BP_OK && j < t->n_setups; j++)
+            if (t->setups[j].size == i) rc = time_setup(t, &t->setups[j], err);
+        companions_stop(&cs);
+    }
+    if (rc == BP_OK && t->W > 1) {
+        rc = companions_start(t, &cs, others - 1, t->sizes[0].micro_B, err);
+        if (rc == BP_OK) t->wake_s = measure_wake();
+        companions_stop(&cs);
     }
     return rc;
 }
@@ -316,7 +365,7 @@ static double copy_rate(size_t bytes) {
 
 /* ---- candidates ----------------------------------------------------------------- */
 
-/* *index: the profile of micro_B, added (not yet measured) if new. */
+/* *index: the size profile of micro_B, added (not yet measured) if new. */
 static int size_index(tuner *t, int micro_B, int *index, bp_err *err) {
     for (*index = 0; *index < t->n_sizes; ++*index)
         if (t->sizes[*index].micro_B == micro_B) return BP_OK;
@@ -324,6 +373,20 @@ static int size_index(tuner *t, int micro_B, int *index, bp_err *err) {
     if (!grown) return bp_fail(err, BP_ENOMEM, "out of memory");
     t->sizes = grown;
     t->sizes[t->n_sizes++] = (size_profile){.micro_B = micro_B};
+    return BP_OK;
+}
+
+/* *index: the setup of N replicas at micro_B, added (not yet measured) if new. */
+static int setup_index(tuner *t, int N, int micro_B, int *index, bp_err *err) {
+    int size;
+    int rc = size_index(t, micro_B, &size, err);
+    if (rc) return rc;
+    for (*index = 0; *index < t->n_setups; ++*index)
+        if (t->setups[*index].N == N && t->setups[*index].size == size) return BP_OK;
+    setup *grown = realloc(t->setups, (size_t)(t->n_setups + 1) * sizeof *grown);
+    if (!grown) return bp_fail(err, BP_ENOMEM, "out of memory");
+    t->setups = grown;
+    t->setups[t->n_setups++] = (setup){.N = N, .size = size};
     return BP_OK;
 }
 
@@ -348,8 +411,8 @@ static int add_candidate(tuner *t, const candidate *k, bp_err *err) {
         t->cap_cand = cap;
     }
     t->cand[t->n_cand] = *k;
-    return size_index(t, t->c->train.batch / (t->dp * k->N * k->M), &t->cand[t->n_cand++].size,
-                      err);
+    return setup_index(t, k->N, t->c->train.batch / (t->dp * k->N * k->M),
+                       &t->cand[t->n_cand++].setup, err);
 }
 
 static bool same_warmups(const tuner *t, const bp_schedule *a, const bp_schedule *b, int V) {
@@ -410,7 +473,7 @@ static int enumerate(tuner *t, bp_err *err) {
  * the gradients (an allreduce each step; other dp algorithms are costed alike) or,
  * for AvgPipe, the centers every --ea-period steps. */
 static double sync_seconds(const tuner *t, const candidate *k, const bp_sim_link *l) {
-    const size_profile *p = &t->sizes[k->size];
+    const setup *p = &t->setups[k->setup];
     double s = 0;
     if (t->mc.kind == BP_MODEL_GPT && t->S > 1)
         s += k->N * bp_sim_allreduce_s(l, 2,
@@ -435,7 +498,7 @@ static double update_seconds(const tuner *t, const candidate *k, double one) {
  * waited running again after `wake` seconds. */
 static int simulate(const tuner *t, const candidate *k, double slow, double wake,
                     bp_sim_result *r) {
-    const size_profile *p = &t->sizes[k->size];
+    const setup *p = &t->setups[k->setup];
     bp_sim_stage st[t->S];
     for (int s = 0; s < t->S; s++) {
         st[s] = p->stage[s];
@@ -470,6 +533,22 @@ static int by_time(const void *a, const void *b) {
 
 #define MB(x) ((double)(x) / 1048576.0)
 
+/* One row of the profile table: a setup's partition and per stage its forward and
+ * backward CPU ms and activation MB per micro-batch. */
+static void print_setup(const tuner *t, const setup *u, FILE *out) {
+    const size_profile *p = &t->sizes[u->size];
+    char part[256];
+    bp_partition_format(p->first, t->S, part, sizeof part);
+    fprintf(out, "  %3d %5d  %-12s", u->N, p->micro_B, part);
+    for (int s = 0; s < t->S; s++) {
+        char cell[64];
+        snprintf(cell, sizeof cell, "%.2f/%.2f %.2fMB", u->stage[s].fwd_s * 1e3,
+                 u->stage[s].bwd_s * 1e3, MB(u->stage[s].act_bytes));
+        fprintf(out, "  %-21s", cell);
+    }
+    fprintf(out, "\n");
+}
+
 static void print_header(const tuner *t, double secs, FILE *out) {
     const bp_train_config *tc = &t->c->train;
     fprintf(out, "bagpipe tune: %s", t->mc.kind == BP_MODEL_GPT ? "gpt" : "mlp");
@@ -480,23 +559,12 @@ static void print_header(const tuner *t, double secs, FILE *out) {
     fprintf(out, "profiled %d micro-batch sizes in %.1f s; machine load: computation runs %.2fx "
                  "its CPU time, a rank that waited runs again after %.3f ms\n",
             t->n_sizes, secs, slowdown(t), t->wake_s * 1e3);
-    fprintf(out, "per stage: forward/backward CPU ms and activation MB per micro-batch\n");
-    fprintf(out, "  %5s  %-12s", "micro", "partition");
+    fprintf(out, "per stage with N replicas: forward/backward CPU ms and activation MB per "
+                 "micro-batch\n");
+    fprintf(out, "  %3s %5s  %-12s", "N", "micro", "partition");
     for (int s = 0; s < t->S; s++) fprintf(out, "  stage %-15d", s);
     fprintf(out, "\n");
-    for (int i = 0; i < t->n_sizes; i++) {
-        const size_profile *p = &t->sizes[i];
-        char part[256];
-        bp_partition_format(p->first, t->S, part, sizeof part);
-        fprintf(out, "  %5d  %-12s", p->micro_B, part);
-        for (int s = 0; s < t->S; s++) {
-            char cell[64];
-            snprintf(cell, sizeof cell, "%.2f/%.2f %.2fMB", p->stage[s].fwd_s * 1e3,
-                     p->stage[s].bwd_s * 1e3, MB(p->stage[s].act_bytes));
-            fprintf(out, "  %-21s", cell);
-        }
-        fprintf(out, "\n");
-    }
+    for (int i = 0; i < t->n_setups; i++) print_setup(t, &t->setups[i], out);
 }
 
 static bool fits(const tuner *t, const candidate *k) {
@@ -515,7 +583,7 @@ static void print_table(const tuner *t, FILE *out) {
         char name[32];
         bp_schedule_name(&k->sched, name, sizeof name);
         fprintf(out, "  %4d %3d %3d %5d  %-9s %9.2f %10.1f %8.3f %5.0f%% %4s %11.2f\n", i + 1, k->N,
-                k->M, t->sizes[k->size].micro_B, name, k->r.step_s * 1e3,
+                k->M, t->sizes[t->setups[k->setup].size].micro_B, name, k->r.step_s * 1e3,
                 tc->batch * tc->grad_accum / k->r.step_s, MB(k->r.peak_bytes), 100 * k->r.bubble,
                 fits(t, k) ? "yes" : "no", k->unloaded_s * 1e3);
     }
@@ -571,7 +639,7 @@ static void print_command(const tuner *t, const candidate *k, const char *prog, 
     print_given(argc, argv, out);
     if (t->S > 1) {
         char part[256];
-        bp_partition_format(t->sizes[k->size].first, t->S, part, sizeof part);
+        bp_partition_format(t->sizes[t->setups[k->setup].size].first, t->S, part, sizeof part);
         fprintf(out, " --partition %s", part);
     }
     if (tc.pipelines > 0) fprintf(out, " --pipelines %d", tc.pipelines);
@@ -605,12 +673,13 @@ static int choose(const tuner *t, const char *prog, int argc, char **argv, FILE 
 /* ---- run ------------------------------------------------------------------------ */
 
 static void tuner_free(tuner *t) {
-    for (int i = 0; i < t->n_sizes; i++) {
-        free(t->sizes[i].first);
-        free(t->sizes[i].stage);
-        free(t->sizes[i].param_bytes);
+    for (int i = 0; i < t->n_sizes; i++) free(t->sizes[i].first);
+    for (int i = 0; i < t->n_setups; i++) {
+        free(t->setups[i].stage);
+        free(t->setups[i].param_bytes);
     }
     free(t->sizes);
+    free(t->setups);
     free(t->cand);
 }
 
@@ -619,9 +688,9 @@ static int set_link(tuner *t, bp_err *err) {
     int rc = bp_net_parse(t->c->train.net, &t->link.net, err);
     if (rc) return bp_err_context(err, "option --net");
     size_t largest = 0;
-    for (int i = 0; i < t->n_sizes; i++)
+    for (int i = 0; i < t->n_setups; i++)
         for (int s = 0; s < t->S; s++)
-            if (t->sizes[i].stage[s].out_bytes > largest) largest = t->sizes[i].stage[s].out_bytes;
+            if (t->setups[i].stage[s].out_bytes > largest) largest = t->setups[i].stage[s].out_bytes;
     t->link.msg_s = t->c->msg_us * 1e-6;
     t->link.copy_Bps = copy_rate(largest) / 2;
     return BP_OK;

@@ -21,7 +21,7 @@ rows() {
 
 "$BP" tune "${TINY[@]}" >"$WORK/all" || fail "tune exited $?"
 grep -q "^bagpipe tune: gpt" "$WORK/all" || fail "no header"
-grep -qE "^  +micro +partition +stage 0 +stage 1" "$WORK/all" || fail "no profile table"
+grep -qE "^ +N +micro +partition +stage 0 +stage 1" "$WORK/all" || fail "no profile table"
 rows "$WORK/all" >"$WORK/rows"
 n=$(wc -l <"$WORK/rows")
 grep -q "predicted, fastest first ($n of $n candidates)" "$WORK/all" || fail "row count $n"
