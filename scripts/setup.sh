@@ -4,7 +4,8 @@
 set -euo pipefail
 
 packages=(
-  build-essential cmake pkg-config      # compiler and build
+  build-essential cmake pkg-config      # compiler and build (gcc's ASan, UBSan and TSan too)
+  clang libclang-rt-dev                 # libFuzzer for the fuzz harnesses (scripts/fuzz.sh)
   openmpi-bin libopenmpi-dev            # MPI: every byte between ranks
   libopenblas-dev                       # matrix products
   zlib1g-dev                            # gzip'ed IDX files, CRC-32 of checkpoints
