@@ -1,0 +1,186 @@
+#!/usr/bin/env bash
+# Optimus-CC's ablation in miniature (bench/occ/README.md): a gpt on dp 2 x pp 2
+# (4 ranks) trained for a fixed number of samples by
+#   baseline, CB, CB+FE, CB+FE+SC, CB without LEP
+# on an emulated 1 Gbit / 1 ms network and without emulation, all in one run. Per
+# configuration: the median iteration time, the bytes per step on each axis (all
+# ranks together), rank 0's exposed communication time per axis, and the
+# validation loss at the end; speed and loss relative to the baseline on the same
+# network. Prints a Markdown table and writes it, with every run's metrics log,
+# under --out.
+#
+#   bench/occ/ablation.sh [--quick] [--steps N] [--out DIR] [--net SPEC|off ...]
+#                         [--diagnose] [--repeat R]
+#
+# --quick: 30 steps and 4 validation batches (about two minutes); default 150
+#   steps and 20 batches.
+# --net: the networks to run (default: bw=1Gbit,lat=1ms and off); repeatable.
+# --diagnose: two more configurations that tell where the time goes: SC on both
+#   stages (--sc-stages 2) and CB+FE+SC with a rank-32 CB.
+# --repeat R: run every configuration R times, interleaved, and take the median
+#   of the per-run medians (default 1).
+# The binary is $BAGPIPE_BIN or build/bagpipe; ranks run under `nice -n 5` with
+# one BLAS thread each.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+BP=${BAGPIPE_BIN:-$ROOT/build/bagpipe}
+STEPS=150
+EVAL_BATCHES=20
+OUT=""
+NETS=()
+DIAGNOSE=0
+REPEAT=1
+while [ $# -gt 0 ]; do
+  case $1 in
+  --quick) STEPS=30 EVAL_BATCHES=4 ;;
+  --steps) STEPS=$2 && shift ;;
+  --out) OUT=$2 && shift ;;
+  --net) NETS+=("$2") && shift ;;
+  --diagnose) DIAGNOSE=1 ;;
+  --repeat) REPEAT=$2 && shift ;;
+  -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//' && exit 0 ;;
+  *) echo "ablation.sh: unknown option $1 (see --help)" >&2 && exit 2 ;;
+  esac
+  shift
+done
+[ ${#NETS[@]} -gt 0 ] || NETS=(bw=1Gbit,lat=1ms off)
+[ -x "$BP" ] || { echo "ablation.sh: no bagpipe binary at $BP (build first, or set BAGPIPE_BIN)" >&2; exit 2; }
+OUT=${OUT:-$(mktemp -d /tmp/bp_occ_ablation.XXXXXX)}
+mkdir -p "$OUT"
+
+# The model: a gpt of 4 layers, 256 channels (1.65 M parameters), 8 sequences of
+# 32 bytes per step in 2 micro-batches, cut 3,3 (embedding + 2 layers | 2 layers +
+# head) so that every run has the same stages. Fixed samples: STEPS x 8.
+MODEL=(--model gpt --data kjv --layers 4 --embd 256 --heads 4 --seq-len 32 --batch 8 --dp 2
+  --pp 2 --partition 3,3 --micro-batches 2 --schedule 1f1b --lr 1e-3 --seed 1234
+  --steps "$STEPS" --eval-every "$STEPS" --eval-batches "$EVAL_BATCHES" --progress none
+  --log-every 10)
+
+CONFIGS=(
+  "baseline|"
+  "CB|--cb"
+  "CB+FE|--cb --fused-embedding-sync"
+  "CB+FE+SC|--cb --fused-embedding-sync --sc-stages 1"
+  "CB without LEP|--cb --no-lep"
+)
+if [ "$DIAGNOSE" = 1 ]; then
+  CONFIGS+=(
+    "CB+FE+SC on both stages|--cb --fused-embedding-sync --sc-stages 2"
+    "CB (rank 32)+FE+SC|--cb --cb-rank 32 --fused-embedding-sync --sc-stages 1"
+  )
+fi
+
+MPI=(mpirun)
+if mpirun --version 2>&1 | grep -q "Open MPI"; then
+  MPI+=(--oversubscribe --mca btl_tcp_if_include lo --mca oob_tcp_if_include lo
+    --mca mpi_yield_when_idle 1 -x OPENBLAS_NUM_THREADS=1)
+  [ "$(id -u)" = 0 ] && MPI+=(--allow-run-as-root)
+fi
+export OPENBLAS_NUM_THREADS=1
+
+{
+  echo "date: $(date -u '+%Y-%m-%d %H:%M UTC')"
+  echo "commit: $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)"
+  echo "cpus: $(nproc); steps: $STEPS; eval batches: $EVAL_BATCHES; repeat: $REPEAT"
+  echo "model: ${MODEL[*]}"
+} >"$OUT/about.txt"
+: >"$OUT/runs.tsv"
+n=0
+total=$((${#NETS[@]} * ${#CONFIGS[@]} * REPEAT))
+for r in $(seq 1 "$REPEAT"); do
+  for net in "${NETS[@]}"; do
+    for c in "${CONFIGS[@]}"; do
+      name=${c%%|*}
+      read -ra flags <<<"${c#*|}"
+      n=$((n + 1))
+      dir="$OUT/run$(printf %03d $n)"
+      load0=$(cut -d' ' -f1 /proc/loadavg)
+      t0=$(date +%s)
+      printf '[%d/%d] net %s, %s ... ' "$n" "$total" "$net" "$name" >&2
+      if ! nice -n 5 "${MPI[@]}" -np 4 "$BP" train "${MODEL[@]}" --net "$net" "${flags[@]}" \
+        --out "$dir" >"$dir.log" 2>&1; then
+        echo "failed:" >&2
+        tail -n 5 "$dir.log" >&2
+        exit 1
+      fi
+      load1=$(cut -d' ' -f1 /proc/loadavg)
+      echo "$(($(date +%s) - t0)) s (load $load0 -> $load1)" >&2
+      printf '%s\t%s\t%s\t%s\t%s\n' "$net" "$name" "$dir/metrics.jsonl" "$load0" "$load1" \
+        >>"$OUT/runs.tsv"
+    done
+  done
+done
+
+python3 - "$OUT" <<'EOF'
+"""Table of the runs in OUT/runs.tsv: medians over the steps after the first 10%
+(SC's full-precision warm-up), relative to the baseline on the same network."""
+import json
+import statistics as st
+import sys
+
+out = sys.argv[1]
+runs = {}
+loads = []
+order = []
+for line in open(f"{out}/runs.tsv"):
+    net, name, path, l0, l1 = line.rstrip("\n").split("\t")
+    loads += [float(l0), float(l1)]
+    recs = [json.loads(x) for x in open(path)]
+    steps = [r for r in recs if r["type"] == "step"]
+    steps = steps[max(1, len(steps) // 10):]
+    evals = [r for r in recs if r["type"] == "eval"]
+    stages = [r for r in recs if r["type"] == "stages"][-1]
+    med = lambda f: st.median(f(r) for r in steps)
+    row = {
+        "step_ms": med(lambda r: r["step_ms"]),
+        "bytes": {a: med(lambda r: r["axis_bytes"][a]) for a in ("dp", "pp", "embed")},
+        "exposed": {a: med(lambda r: r["axis_exposed_ms"][a]) for a in ("dp", "pp", "embed")},
+        "val_loss": evals[-1]["val_loss"] if evals else float("nan"),
+        "compressed": stages.get("bwd_compressed"),
+        "sends": stages.get("bwd_sends"),
+    }
+    key = (net, name)
+    if key not in runs:
+        order.append(key)
+    runs.setdefault(key, []).append(row)
+
+
+def merged(rows):
+    """Median over repeats of every number."""
+    if len(rows) == 1:
+        return rows[0]
+    m = dict(rows[0])
+    m["step_ms"] = st.median(r["step_ms"] for r in rows)
+    m["val_loss"] = st.median(r["val_loss"] for r in rows)
+    for k in ("bytes", "exposed"):
+        m[k] = {a: st.median(r[k][a] for r in rows) for a in rows[0][k]}
+    return m
+
+
+table = {k: merged(v) for k, v in runs.items()}
+lines = [
+    "| network | configuration | iteration ms | speed-up | dp MB | pp MB | embed MB "
+    "| exposed dp / pp / embed ms | val loss | vs baseline |",
+    "|---|---|---:|---:|---:|---:|---:|---|---:|---:|",
+]
+for net, name in order:
+    r, b = table[(net, name)], table.get((net, "baseline"))
+    speed = b["step_ms"] / r["step_ms"] if b else float("nan")
+    dloss = (r["val_loss"] / b["val_loss"] - 1) * 100 if b else float("nan")
+    e = r["exposed"]
+    lines.append(
+        f"| {'1 Gbit, 1 ms' if net == 'bw=1Gbit,lat=1ms' else net} | {name} | {r['step_ms']:.1f} "
+        f"| {speed:.2f}x | {r['bytes']['dp'] / 1e6:.2f} | {r['bytes']['pp'] / 1e6:.3f} "
+        f"| {r['bytes']['embed'] / 1e6:.3f} | {e['dp']:.1f} / {e['pp']:.1f} / {e['embed']:.1f} "
+        f"| {r['val_loss']:.4f} | {dloss:+.2f}% |")
+lines.append("")
+lines.append(f"1-minute load average while running: mean {st.mean(loads):.2f}, "
+             f"min {min(loads):.2f}, max {max(loads):.2f} ({len(loads) // 2} runs)")
+text = "\n".join(lines)
+print(text)
+open(f"{out}/table.md", "w").write(text + "\n")
+json.dump({f"{k[0]}|{k[1]}": v for k, v in table.items()}, open(f"{out}/results.json", "w"),
+          indent=1)
+EOF
+echo "runs and table: $OUT" >&2
