@@ -30,6 +30,14 @@ static const bp_option tune_options[] = {
      "all"},
     {"msg-us", BP_OPT_DOUBLE, OFF(msg_us), 0, NULL, 0, 1e9, "US",
      "without --net: fixed cost of one message between ranks, in microseconds", NULL},
+    {"load", BP_OPT_DOUBLE, OFF(load), 0, NULL, 1, 1e6, "X",
+     "predict for computation X times slower than its CPU time (1: cores free) instead of the "
+     "slowdown measured now",
+     "measured"},
+    {"wake-ms", BP_OPT_DOUBLE, OFF(wake_ms), 0, NULL, 0, 1e6, "MS",
+     "predict for ranks that run again this long after a message they waited for arrived, "
+     "instead of the delay measured now",
+     "measured"},
     {"busy-threads", BP_OPT_INT, OFF(busy_threads), 0, NULL, 0, 64, "N",
      "threads computing alongside the profile, standing for the job's other ranks on this "
      "machine",
@@ -39,9 +47,9 @@ static const bp_option tune_options[] = {
 
 /* Options of the train command that tune chooses itself or that only tune has: the
  * suggested command line gets them from the chosen candidate, not from argv. */
-static const char *const chosen_options[] = {"pipelines", "micro-batches", "schedule",
-                                             "partition", "mem-cap",       "top",
-                                             "msg-us",    "busy-threads"};
+static const char *const chosen_options[] = {
+    "pipelines", "micro-batches", "schedule", "partition",    "mem-cap",
+    "top",       "msg-us",        "load",     "wake-ms",      "busy-threads"};
 
 bp_option *bp_tune_options(int *n) {
     int n_train, n_tune = (int)(sizeof tune_options / sizeof tune_options[0]);
@@ -61,6 +69,7 @@ void bp_tune_config_defaults(bp_tune_config *c, int for_help) {
      * free; the scheduler's delay on a loaded machine is measured apart. */
     c->msg_us = 10;
     c->busy_threads = -1;
+    c->wake_ms = -1;
     if (for_help) return;
     c->train.micro_batches = 0; /* 0, "" and pipelines 0: search */
     c->train.pipe_schedule[0] = '\0';
@@ -216,14 +225,15 @@ static int cut_stages(const tuner *t, size_profile *p, bp_err *err) {
 }
 
 /* Threads that stand for the job's other ranks while profiling: each runs passes
- * of about a stage's worth of blocks at the micro-batch size being profiled, so
- * the profiled computation shares the cores, caches and memory bandwidth with
- * them as a rank will with the others. */
-enum { MAX_COMPANIONS = 64 };
+ * of about a stage's worth of blocks for the setup being profiled (its N replicas
+ * taking turns), so the profiled computation shares the cores, caches and memory
+ * bandwidth with them as a rank will with the others. */
+enum { MAX_COMPANIONS = 64, MAX_REPLICAS = 64 };
 
 typedef struct companion {
     pthread_t th;
-    bp_range_bench *rb;
+    bp_range_bench *rb[MAX_REPLICAS];
+    int n_rb;
     atomic_int *stop;
 } companion;
 
@@ -236,25 +246,35 @@ typedef struct companions {
 static void *run_companion(void *arg) {
     companion *c = arg;
     bp_err ignored;
-    while (!atomic_load_explicit(c->stop, memory_order_relaxed) &&
-           bp_range_bench_pass(c->rb, NULL, &ignored) == BP_OK)
-        continue;
+    for (int j = 0; !atomic_load_explicit(c->stop, memory_order_relaxed); j = (j + 1) % c->n_rb)
+        if (bp_range_bench_pass(c->rb[j], NULL, &ignored) != BP_OK) break;
     return NULL;
 }
 
-static int companions_start(const tuner *t, companions *cs, int n, int micro_B, bp_err *err) {
-    atomic_init(&cs->stop, 0);
-    cs->n = 0;
+static void companion_free(companion *c) {
+    for (int j = 0; j < c->n_rb; j++) bp_range_bench_destroy(c->rb[j]);
+    c->n_rb = 0;
+}
+
+static int companion_start(const tuner *t, companion *c, int N, int micro_B, bp_err *err) {
     int blocks = (t->n_blocks + t->S - 1) / t->S, rc = BP_OK;
-    while (rc == BP_OK && cs->n < n && cs->n < MAX_COMPANIONS) {
-        companion *c = &cs->c[cs->n];
-        c->stop = &cs->stop;
-        rc = bp_range_bench_create(&t->mc, 0, blocks, micro_B, t->T, &c->rb, err);
-        if (rc == BP_OK && pthread_create(&c->th, NULL, run_companion, c)) {
-            bp_range_bench_destroy(c->rb);
-            rc = bp_fail(err, BP_ENOMEM, "cannot start a profiling thread");
-        }
-        if (rc == BP_OK) cs->n++;
+    c->n_rb = 0;
+    for (; rc == BP_OK && c->n_rb < N && c->n_rb < MAX_REPLICAS; c->n_rb += rc == BP_OK)
+        rc = bp_range_bench_create(&t->mc, 0, blocks, micro_B, t->T, &c->rb[c->n_rb], err);
+    if (rc == BP_OK && pthread_create(&c->th, NULL, run_companion, c))
+        rc = bp_fail(err, BP_ENOMEM, "cannot start a profiling thread");
+    if (rc) companion_free(c);
+    return rc;
+}
+
+/* n companions, each with N replicas of micro_B. */
+static int companions_start(const tuner *t, companions *cs, int n, int N, int micro_B,
+                            bp_err *err) {
+    atomic_init(&cs->stop, 0);
+    int rc = BP_OK;
+    for (cs->n = 0; rc == BP_OK && cs->n < n && cs->n < MAX_COMPANIONS; cs->n += rc == BP_OK) {
+        cs->c[cs->n].stop = &cs->stop;
+        rc = companion_start(t, &cs->c[cs->n], N, micro_B, err);
     }
     return rc;
 }
@@ -263,7 +283,7 @@ static void companions_stop(companions *cs) {
     atomic_store(&cs->stop, 1);
     for (int i = 0; i < cs->n; i++) {
         pthread_join(cs->c[i].th, NULL);
-        bp_range_bench_destroy(cs->c[i].rb);
+        companion_free(&cs->c[i]);
     }
     cs->n = 0;
 }
@@ -327,22 +347,27 @@ static int profile_all(tuner *t, bp_err *err) {
     int others = t->c->busy_threads >= 0 ? t->c->busy_threads : t->W - 1, rc = BP_OK;
     companions cs;
     for (int i = 0; rc == BP_OK && i < t->n_sizes; i++) {
-        rc = companions_start(t, &cs, others, t->sizes[i].micro_B, err);
+        rc = companions_start(t, &cs, others, 1, t->sizes[i].micro_B, err);
         if (rc == BP_OK) rc = cut_stages(t, &t->sizes[i], err);
-        for (int j = 0; rc == BP_OK && j < t->n_setups; j++)
-            if (t->setups[j].size == i) rc = time_setup(t, &t->setups[j], err);
+        companions_stop(&cs);
+    }
+    for (int j = 0; rc == BP_OK && j < t->n_setups; j++) {
+        setup *u = &t->setups[j];
+        rc = companions_start(t, &cs, others, u->N, t->sizes[u->size].micro_B, err);
+        if (rc == BP_OK) rc = time_setup(t, u, err);
         companions_stop(&cs);
     }
     if (rc == BP_OK && t->W > 1) {
-        rc = companions_start(t, &cs, others - 1, t->sizes[0].micro_B, err);
-        if (rc == BP_OK) t->wake_s = measure_wake();
+        rc = companions_start(t, &cs, others - 1, 1, t->sizes[0].micro_B, err);
+        if (rc == BP_OK) t->wake_s = t->c->wake_ms >= 0 ? t->c->wake_ms * 1e-3 : measure_wake();
         companions_stop(&cs);
     }
     return rc;
 }
 
-/* How much slower than its CPU time a computation runs here, now. */
+/* How much slower than its CPU time a computation runs here, now (or --load). */
 static double slowdown(const tuner *t) {
+    if (t->c->load >= 1) return t->c->load;
     return t->cpu_s > 0 && t->wall_s > t->cpu_s ? t->wall_s / t->cpu_s : 1.0;
 }
 
@@ -557,8 +582,9 @@ static void print_header(const tuner *t, double secs, FILE *out) {
     fprintf(out, ", batch %d, dp %d x pp %d = %d ranks, network %s\n", tc->batch, t->dp, t->S,
             t->W, tc->net[0] ? tc->net : "off");
     fprintf(out, "profiled %d micro-batch sizes in %.1f s; machine load: computation runs %.2fx "
-                 "its CPU time, a rank that waited runs again after %.3f ms\n",
-            t->n_sizes, secs, slowdown(t), t->wake_s * 1e3);
+                 "its CPU time%s, a rank that waited runs again after %.3f ms%s\n",
+            t->n_sizes, secs, slowdown(t), t->c->load >= 1 ? " (given)" : "", t->wake_s * 1e3,
+            t->c->wake_ms >= 0 ? " (given)" : "");
     fprintf(out, "per stage with N replicas: forward/backward CPU ms and activation MB per "
                  "micro-batch\n");
     fprintf(out, "  %3s %5s  %-12s", "N", "micro", "partition");

@@ -26,6 +26,8 @@ typedef struct bp_tune_config {
     double mem_cap_mb;     /* per rank; 0: no cap */
     int top;               /* rows of the table; 0: all */
     double msg_us;         /* without --net: fixed cost of one message between ranks */
+    double load;           /* computation's slowdown to predict for; 0: measured */
+    double wake_ms;        /* a waiting rank's delay to run again; -1: measured */
     int busy_threads;      /* busy while profiling, for the other ranks; -1: ranks - 1 */
 } bp_tune_config;
 
