@@ -53,7 +53,7 @@ def main():
     base = ["--steps", str(a.steps), "--eval-every", str(a.eval_every)] + a.extra
     print(f"convergence: gpt, {a.steps} steps, ranks {a.ranks} (lp-decentralized on {a.lp_ranks}), "
           f"extra: {' '.join(a.extra) or 'none'}; {load_note()}", flush=True)
-    results, ref = {}, {}
+    results, ref, failed = {}, {}, {}
     try:
         for ranks in baselines:  # allreduce on each rank count used
             run = bp.train(ranks, base + ["--dp-algo", "allreduce"])
@@ -63,7 +63,13 @@ def main():
             if label == "allreduce" and ranks in ref:
                 run = ref[ranks]
             else:
-                run = bp.train(ranks, base + ["--dp-algo", algo] + extra)
+                try:
+                    run = bp.train(ranks, base + ["--dp-algo", algo] + extra)
+                except RunFailed as e:  # e.g. a setting that diverges: a row of the table, not the end
+                    why = next((x for x in str(e).splitlines() if "error" in x), str(e).splitlines()[0])
+                    failed[label] = (algo, ranks, why.strip())
+                    print(f"  {label} on {ranks} ranks: FAILED: {why.strip()}", flush=True)
+                    continue
             results[label] = (algo, ranks, run)
             print(f"  {label} on {ranks} ranks: val {run.final_val():.4f} ({run.wall_s:.0f} s, "
                   f"{median(run.timed('step_ms', 0)):.1f} ms/step)", flush=True)
@@ -83,6 +89,10 @@ def main():
                            f"{run.mb_per_rank():.2f}"])
         out[label] = {"algo": algo, "ranks": ranks, "val_loss": v, "allreduce_val_loss": r, "rel": rel, "ok": ok,
                       "curve": curve, "config": run.config}
+    for label, (algo, ranks, why) in failed.items():
+        table_rows.append([label, ranks, "failed", f"{ref[ranks].final_val():.4f}", "", f"<= {100 * target(algo):.0f}%",
+                           "MISSES", "", ""])
+        out[label] = {"algo": algo, "ranks": ranks, "failed": why}
     print(f"\nfinal validation loss after {a.steps} steps (nats/byte):")
     print(table(["algorithm", "ranks", "val loss", "allreduce", "difference", "target", "", "ms/step", "MB/step/rank"],
                 table_rows))
