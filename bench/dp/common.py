@@ -71,7 +71,7 @@ def _end_group(p):
             pass
 
 
-def run_cmd(cmd, timeout, what, cwd=ROOT, watch=None, stop_when=None):
+def run_cmd(cmd, timeout, what, cwd=ROOT, watch=None, stop_when=None, on_poll=None):
     """Run cmd in its own process group (so a timeout ends all of it); return
     (output, seconds, stopped). With watch (a JSONL file) and stop_when(records), the run
     is ended early, as a success (stopped = True), once stop_when is true of the records
@@ -86,6 +86,8 @@ def run_cmd(cmd, timeout, what, cwd=ROOT, watch=None, stop_when=None):
                 timed_out = True
                 break
             time.sleep(0.5)
+            if on_poll:
+                on_poll()
             if stop_when and watch and os.path.exists(watch):
                 try:
                     if stop_when(read_jsonl(watch, complete_only=True)):
@@ -130,16 +132,21 @@ class Bagpipe:
         if not self.keep:
             shutil.rmtree(self.tmp, ignore_errors=True)
 
-    def train(self, ranks, args, timeout=1800, what=None, stop_when=None):
+    def train(self, ranks, args, timeout=1800, what=None, stop_when=None, preload=None, thread_cpu=False):
         """Records of the metrics log of `mpirun -np ranks bagpipe train args`; with
-        stop_when(records), the run ends as soon as that returns true."""
+        stop_when(records), the run ends as soon as that returns true; preload: a shared
+        library loaded into every rank (LD_PRELOAD, Open MPI's -x); thread_cpu: sample the
+        CPU time of the ranks' threads while it runs (Run.thread_cpu)."""
         self.count += 1
         out_dir = os.path.join(self.tmp, f"run{self.count:03d}")
         metrics = os.path.join(out_dir, "metrics.jsonl")
-        cmd = mpirun_prefix(ranks) + [self.binary, "train", "--out", out_dir, "--metrics", metrics,
+        env = ["-x", f"LD_PRELOAD={preload}"] if preload else []
+        cmd = mpirun_prefix(ranks) + env + [self.binary, "train", "--out", out_dir, "--metrics", metrics,
                                       "--progress", "none", "--threads", "1"] + list(args)
         what = what or f"bagpipe -np {ranks} {' '.join(args)}"
-        out, wall, stopped = run_cmd(cmd, timeout, what, watch=metrics, stop_when=stop_when)
+        sampler = ThreadCpu(out_dir, metrics) if thread_cpu else None
+        out, wall, stopped = run_cmd(cmd, timeout, what, watch=metrics, stop_when=stop_when,
+                                     on_poll=sampler.sample if sampler else None)
         try:
             recs = read_jsonl(metrics, complete_only=stopped)
         except (OSError, ValueError) as e:
@@ -148,7 +155,51 @@ class Bagpipe:
             shutil.rmtree(out_dir, ignore_errors=True)  # checkpoints are not needed
         run = Run(recs, wall, " ".join(cmd))
         run.stopped = stopped
+        run.thread_cpu = sampler.result() if sampler else None
         return run
+
+
+class ThreadCpu:
+    """CPU seconds of each thread of the ranks of one run (processes whose command line
+    names its output folder), sampled from /proc while it runs. A thread's time leaves
+    /proc when it exits, so the last value seen of every thread is kept. result(): per
+    step, the main threads' and the other threads' CPU milliseconds, per rank (the other
+    threads: the communication thread, and MPI's own, which stay idle)."""
+
+    def __init__(self, marker, metrics):
+        self.marker, self.metrics = marker, metrics
+        self.cpu = {}  # (pid, tid): seconds
+        self.steps = 0
+
+    def sample(self):
+        tick = os.sysconf("SC_CLK_TCK")
+        for pid in os.listdir("/proc"):
+            if not pid.isdigit():
+                continue
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as f:
+                    cmd = f.read().split(b"\0")
+                if not (cmd and cmd[0].endswith(b"bagpipe") and self.marker.encode() in b" ".join(cmd)):
+                    continue
+                for tid in os.listdir(f"/proc/{pid}/task"):
+                    with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                        fields = f.read().rsplit(")", 1)[1].split()
+                    self.cpu[(pid, tid)] = (int(fields[11]) + int(fields[12])) / tick  # utime + stime
+            except (OSError, IndexError, ValueError):
+                continue
+        try:
+            self.steps = sum(1 for r in read_jsonl(self.metrics, complete_only=True) if r.get("type") == "step")
+        except (OSError, ValueError):
+            pass
+
+    def result(self):
+        ranks = len({pid for pid, _ in self.cpu})
+        if not ranks or not self.steps:
+            return None
+        main = sum(v for (pid, tid), v in self.cpu.items() if pid == tid)
+        other = sum(v for (pid, tid), v in self.cpu.items() if pid != tid)
+        return {"steps": self.steps, "ranks": ranks, "main_ms_per_step": 1e3 * main / ranks / self.steps,
+                "other_ms_per_step": 1e3 * other / ranks / self.steps}
 
 
 class Run:
@@ -194,6 +245,14 @@ def table(headers, rows):
         return "| " + " | ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, width))) + " |"
     sep = "|" + "|".join(":" + "-" * (w + 1) if i == 0 else "-" * (w + 1) + ":" for i, w in enumerate(width)) + "|"
     return "\n".join([line(cells[0]), sep] + [line(r) for r in cells[1:]])
+
+
+def build_waitpoll(folder):
+    """bench/dp/waitpoll.c as a shared library in folder (see the file for what it shows)."""
+    out = os.path.join(folder, "waitpoll.so")
+    run_cmd(["mpicc", "-O2", "-shared", "-fPIC", "-o", out, os.path.join(HERE, "waitpoll.c")], 120,
+            "mpicc waitpoll.c")
+    return out
 
 
 def _cpu_times():
