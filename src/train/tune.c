@@ -288,17 +288,19 @@ static void companions_stop(companions *cs) {
     cs->n = 0;
 }
 
-/* A token handed back and forth between two threads, each busy for a while (by
- * the clock) before it passes the token on, the waiting one spinning with
+/* A token handed back and forth between two threads that each run a pass of a
+ * stage's worth of blocks before passing it on, the waiting one spinning with
  * sched_yield as an MPI rank does (mpi_yield_when_idle). */
 typedef struct pingpong {
     atomic_int turn; /* 0: main thread, 1: partner, 2: stop */
-    double work_s;
+    bp_range_bench *rb[2];
+    double work_s[2]; /* wall time of each side's passes */
 } pingpong;
 
-static void busy_for(double s) {
-    double t0 = bp_now();
-    while (bp_now() - t0 < s) continue;
+static void work(pingpong *p, int side) {
+    double t[4];
+    bp_err ignored;
+    if (bp_range_bench_pass(p->rb[side], t, &ignored) == BP_OK) p->work_s[side] += t[0] + t[2];
 }
 
 /* Wait for the token; false when told to stop. */
@@ -311,34 +313,43 @@ static bool await_turn(pingpong *p, int me) {
 static void *partner(void *arg) {
     pingpong *p = arg;
     while (await_turn(p, 1)) {
-        busy_for(p->work_s);
+        work(p, 1);
         atomic_store(&p->turn, 0);
     }
     return NULL;
 }
 
 /* How long after its message arrives a rank that waited for it runs again: the
- * handoffs' time beyond the work, per handoff. On a machine with a core per rank it
- * is microseconds; with more runnable processes than cores, a slice of another
- * process's time. Measured for about half a second. */
-static double measure_wake(void) {
-    pingpong p = {.work_s = 1e-3};
+ * handoffs' time beyond the passes, per handoff. On a machine with a core per rank
+ * it is microseconds; with more runnable processes than cores, it is a share of
+ * other processes' time slices, which grows with how long the ranks compute in
+ * between, hence real passes at a middle micro-batch size. About a second. */
+static int measure_wake(const tuner *t, double *wake, bp_err *err) {
+    pingpong p = {.work_s = {0, 0}};
     atomic_init(&p.turn, 0);
+    int blocks = (t->n_blocks + t->S - 1) / t->S, micro_B = t->sizes[t->n_sizes / 2].micro_B;
+    int rc = bp_range_bench_create(&t->mc, 0, blocks, micro_B, t->T, &p.rb[0], err);
+    if (rc == BP_OK) rc = bp_range_bench_create(&t->mc, 0, blocks, micro_B, t->T, &p.rb[1], err);
     pthread_t th;
-    if (pthread_create(&th, NULL, partner, &p)) return 0;
+    if (rc == BP_OK && pthread_create(&th, NULL, partner, &p))
+        rc = bp_fail(err, BP_ENOMEM, "cannot start a profiling thread");
     int rounds = 0;
     double t0 = bp_now();
-    while (rounds < 200 && (rounds < 10 || bp_now() - t0 < 0.5)) {
-        busy_for(p.work_s);
+    while (rc == BP_OK && rounds < 500 && (rounds < 10 || bp_now() - t0 < 1.0)) {
+        work(&p, 0);
         atomic_store(&p.turn, 1);
         await_turn(&p, 0);
         rounds++;
     }
     double total = bp_now() - t0;
-    atomic_store(&p.turn, 2);
-    pthread_join(th, NULL);
-    double wake = (total - 2 * rounds * p.work_s) / (2 * rounds);
-    return wake > 0 ? wake : 0;
+    if (rc == BP_OK) {
+        atomic_store(&p.turn, 2);
+        pthread_join(th, NULL);
+        *wake = fmax(0, (total - p.work_s[0] - p.work_s[1]) / (2 * rounds));
+    }
+    bp_range_bench_destroy(p.rb[0]);
+    bp_range_bench_destroy(p.rb[1]);
+    return rc;
 }
 
 /* Profile with the job's other ranks standing by as companion threads: W - 1
@@ -357,9 +368,9 @@ static int profile_all(tuner *t, bp_err *err) {
         if (rc == BP_OK) rc = time_setup(t, u, err);
         companions_stop(&cs);
     }
-    if (rc == BP_OK && t->W > 1) {
+    if (rc == BP_OK && t->W > 1 && t->c->wake_ms < 0) {
         rc = companions_start(t, &cs, others - 1, 1, t->sizes[0].micro_B, err);
-        if (rc == BP_OK) t->wake_s = t->c->wake_ms >= 0 ? t->c->wake_ms * 1e-3 : measure_wake();
+        if (rc == BP_OK) rc = measure_wake(t, &t->wake_s, err);
         companions_stop(&cs);
     }
     return rc;
@@ -726,6 +737,7 @@ int bp_tune_run(const bp_tune_config *c, const char *prog, int argc, char **argv
                 bp_err *err) {
     tuner t = {.c = c, .S = c->train.pp, .dp = data_ranks(&c->train)};
     t.W = t.dp * t.S;
+    t.wake_s = c->wake_ms > 0 ? c->wake_ms * 1e-3 : 0;
     bp_train_model_config(&c->train, &t.mc);
     t.T = t.mc.kind == BP_MODEL_GPT ? c->train.seq_len : 1;
     t.n_blocks = bp_model_num_blocks(&t.mc);
