@@ -46,7 +46,7 @@ run_asan() {
     grep -vxE "$ASAN_EXCLUDE" | sort -u | paste -sd'|')
   # Slow (DWARF) unwinding at malloc: Open MPI is built without frame pointers, and
   # the suppressions match the MPI entry point deep in the allocation's stack.
-  ASAN_OPTIONS=fast_unwind_on_malloc=0:detect_leaks=1:check_initialization_order=1 \
+  ASAN_OPTIONS=fast_unwind_on_malloc=0:detect_leaks=1 \
   LSAN_OPTIONS=suppressions=$supp/lsan.supp:print_suppressions=0 \
   UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     ctest --test-dir build-asan --output-on-failure -j "$jobs" -R "^($names)\$" "$@"
