@@ -27,7 +27,7 @@ struct bp_pipe {
     bp_model **models;  /* [N] */
     bp_pipe_op *ops;    /* 2 N M, over positions v = i*N + j */
     slot *slots;        /* [N][n_slots] */
-    int n_slots, in_use;
+    int n_slots, in_use; /* n_slots per replica */
     bp_real *x_in, *dy; /* receive buffers, consumed before the next receive */
     bp_pipe_stats stats;
     /* compressed backpropagation */
@@ -104,7 +104,10 @@ int bp_pipe_create(bp_comm *pp, bp_model **models, int N, const bp_schedule *sch
     p->in_n = rows * (size_t)bp_model_boundary_width(cfg, bp_model_block_begin(m));
     p->out_n = rows * (size_t)bp_model_boundary_width(cfg, bp_model_block_end(m));
     int V = N * M; /* positions of the interleaved stream */
-    p->n_slots = bp_schedule_peak_stash(sched, p->S, p->s, V);
+    /* The positions in flight at once are consecutive (forwards and backwards both go
+     * in order), at most peak of them, so replica j holds at most ceil(peak / N). */
+    int peak = bp_schedule_peak_stash(sched, p->S, p->s, V);
+    p->n_slots = (peak + N - 1) / N;
     int rc = (p->ops = malloc(2 * (size_t)V * sizeof *p->ops)) ? BP_OK
                                                                : bp_fail(err, BP_ENOMEM, "out of memory");
     if (rc == BP_OK) bp_schedule_ops(sched, p->S, p->s, V, p->ops);
