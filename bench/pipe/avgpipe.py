@@ -1,0 +1,584 @@
+#!/usr/bin/python3
+"""AvgPipe against gpipe and 1f1b on 2 stages (2 ranks), same global batch.
+
+Three phases, all in one run (bench/pipe/README.md, section "AvgPipe"):
+
+1. Throughput. `bagpipe tune --pp 2` (with and without the emulated network) lists
+   its (N, M, K) candidates; the fastest one with N > 1 is "AvgPipe tuned". Then
+   gpipe and 1f1b at several M, the tuned AvgPipe and a few other AvgPipe
+   configurations are trained for --time-steps steps each, without emulation and
+   with --net, all configurations taking turns in every round (--rounds rounds);
+   per configuration the median over rounds of each run's median step time. Printed:
+   samples/s, the ratio to gpipe and to 1f1b at their best M, the bubble (the idle
+   share of the busier stage) and what a stream that is not flushed at every step
+   could reach at most (the busier stage never idle).
+2. Time to validation loss. 1f1b and gpipe at their best M and the tuned AvgPipe
+   train --conv-steps steps (no emulation; the losses do not depend on it) with an
+   evaluation every --eval-every steps. Target: the validation loss 1f1b reaches at
+   half the steps (or --target). Per configuration the samples and the training time
+   to the target (evaluations not counted), measured in its own run and projected
+   with phase 1's step times with and without emulation.
+3. AvgPipe's constants: N = 2 with --ea-alpha in --alphas (at --ea-period 4) and
+   --ea-period in --periods (at --ea-alpha 0.5), or the whole grid with --grid;
+   validation loss at half and all of --conv-steps against 1f1b (target of the
+   project: within 5%).
+
+Markdown tables go to stdout and to OUT/report.md, every number to OUT/results.json,
+every run's metrics log under OUT/runs. Standard library only.
+"""
+import argparse
+import datetime
+import json
+import os
+import re
+import signal
+import statistics
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+NET_ON = "bw=1Gbit,lat=1ms"
+
+
+def parse_args():
+    ap = argparse.ArgumentParser(
+        prog="bench/pipe/avgpipe.sh",
+        description="AvgPipe vs gpipe and 1f1b on 2 stages: samples/s with and without an emulated "
+        "network, time to a validation loss, and the --ea-alpha / --ea-period sweep.",
+        epilog="Options after -- go to both bagpipe tune and bagpipe train (the model: e.g. "
+        "-- --layers 8 --embd 256). The binary is $BAGPIPE_BIN or build/bagpipe; ranks run under "
+        "nice -n 5 with one BLAS thread each.")
+    ap.add_argument("--quick", action="store_true",
+                    help="2 rounds of 12 steps, M in 8,16, 200 convergence steps, alpha 0.1,0.5,0.9 "
+                    "only (about 10 minutes on a loaded 2-core machine)")
+    ap.add_argument("--out", help="working directory (default: a new one under /tmp)")
+    ap.add_argument("--rounds", type=int, help="timing rounds (default 5)")
+    ap.add_argument("--time-steps", type=int, help="steps of each timing run (default 40)")
+    ap.add_argument("--Ms", help="micro-batch counts of gpipe and 1f1b (default 4,8,16)")
+    ap.add_argument("--net", default=NET_ON, help="the emulated network (default %s)" % NET_ON)
+    ap.add_argument("--conv-steps", type=int, help="steps of each convergence run (default 1000)")
+    ap.add_argument("--eval-every", type=int, help="evaluation interval (default conv-steps / 20)")
+    ap.add_argument("--eval-batches", type=int, default=20, help="validation batches (default 20)")
+    ap.add_argument("--target", type=float, help="validation loss of time-to-loss (default: 1f1b's at "
+                    "half the steps)")
+    ap.add_argument("--alphas", help="--ea-alpha values of the sweep (default 0.1,0.3,0.5,0.9)")
+    ap.add_argument("--periods", help="--ea-period values of the sweep (default 1,4,16)")
+    ap.add_argument("--grid", action="store_true", help="every alpha with every period")
+    ap.add_argument("--n4-alphas", help="--ea-alpha values tried with N = 4 (default 0.5,0.2; none in --quick)")
+    ap.add_argument("--only", choices=["timing", "convergence"], help="run one part only")
+    ap.add_argument("extra", nargs="*", help=argparse.SUPPRESS)
+    a = ap.parse_args()
+    q = a.quick
+    a.rounds = a.rounds or (2 if q else 5)
+    a.time_steps = a.time_steps or (12 if q else 40)
+    a.Ms = [int(x) for x in (a.Ms or ("8,16" if q else "4,8,16")).split(",")]
+    a.conv_steps = a.conv_steps or (200 if q else 1000)
+    a.eval_every = a.eval_every or max(1, a.conv_steps // 20)
+    a.alphas = [float(x) for x in (a.alphas or ("0.1,0.5,0.9" if q else "0.1,0.3,0.5,0.9")).split(",")]
+    a.n4_alphas = [float(x) for x in (a.n4_alphas or ("" if q else "0.5,0.2")).split(",") if x]
+    a.periods = [int(x) for x in (a.periods or ("4" if q else "1,4,16")).split(",")]
+    return a
+
+
+ARGS = parse_args()
+BP = os.environ.get("BAGPIPE_BIN") or os.path.join(ROOT, "build", "bagpipe")
+OUT = ARGS.out or None
+LOADS = []  # 1-minute load average at the start of every run
+
+
+def load1():
+    with open("/proc/loadavg") as f:
+        return float(f.read().split()[0])
+
+
+def log(msg):
+    print(msg, file=sys.stderr, flush=True)
+
+
+def env():
+    e = dict(os.environ)
+    e.update(OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
+    return e
+
+
+def run(cmd, timeout, logfile, watch=None, stop=None):
+    """Run cmd in its own process group; its output goes to logfile. With watch (a JSONL
+    file) and stop(records), the run is ended early once stop says why (returned).
+    Raises on failure."""
+    LOADS.append(load1())
+    why = None
+    t0 = time.time()
+    with open(logfile, "w") as out:
+        p = subprocess.Popen(cmd, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, env=env(),
+                             start_new_session=True)
+        rc = None
+        while rc is None:
+            try:
+                rc = p.wait(timeout=2)
+            except subprocess.TimeoutExpired:
+                if time.time() - t0 > timeout:
+                    why = "timeout after %d s" % timeout
+                elif watch and stop and os.path.exists(watch):
+                    why = stop(read_metrics(watch, partial=True))
+                if why:
+                    end_group(p)
+                    break
+    if why and not why.startswith("timeout"):
+        return why
+    if rc != 0:
+        with open(logfile) as f:
+            tail = [l for l in f.read().strip().splitlines() if l.strip()][:3]
+        raise RuntimeError("%s: %s\n  %s\n  (%s)" % (" ".join(cmd), why or "exit %s" % rc, "\n  ".join(tail),
+                                                     logfile))
+    return None
+
+
+def end_group(p):
+    """End the process group of our own child p (mpirun and its ranks)."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(p.pid, sig)
+            p.wait(timeout=10)
+            return
+        except ProcessLookupError:
+            return
+        except subprocess.TimeoutExpired:
+            pass
+
+
+def mpirun():
+    return ["nice", "-n", "5", os.path.join(ROOT, "scripts", "mpirun.sh"), "-np", "2", BP, "train"]
+
+
+def net_args(net):
+    return ["--net", net] if net != "off" else []
+
+
+# --------------------------------------------------------------------------- tune
+
+def tune(net, path):
+    cmd = ["nice", "-n", "5", BP, "tune", "--pp", "2"] + net_args(net) + ARGS.extra
+    run(cmd, 900, path)
+    rows, part, table = [], None, False
+    with open(path) as f:
+        for line in f:
+            if re.match(r"^\s+rank\s+N\s+M\s+micro", line):
+                table = True
+                continue
+            if line.startswith("fastest:"):
+                table = False
+            m = re.search(r"--partition (\S+)", line)
+            if m and part is None and not table:
+                part = m.group(1)
+            if table:
+                f_ = line.split()
+                if len(f_) >= 11:
+                    rows.append(dict(rank=int(f_[0]), N=int(f_[1]), M=int(f_[2]), micro=int(f_[3]),
+                                     sched=f_[4], pred_ms=float(f_[5]), fits=f_[9] == "yes"))
+    if not rows or not part:
+        raise RuntimeError("no candidates or no partition in %s" % path)
+    return rows, part
+
+
+# --------------------------------------------------------------------------- runs
+
+def read_metrics(path, partial=False):
+    recs = []
+    with open(path) as f:
+        for line in f:
+            line = line.strip()
+            if line:
+                try:
+                    recs.append(json.loads(line))
+                except ValueError:
+                    if not partial:  # a line being written while the run goes on
+                        raise
+    out = {"steps": [], "evals": []}
+    for r in recs:
+        t = r.get("type")
+        if t == "step":
+            out["steps"].append(r)
+        elif t == "eval":
+            out["evals"].append((r["step"], r["val_loss"]))
+        elif t in ("summary", "stages", "config"):
+            out[t] = r
+    return out
+
+
+def cfg_args(c, part):
+    a = ["--pp", "2", "--partition", part, "--micro-batches", str(c["M"]), "--schedule", c["sched"]]
+    if c["N"] > 1:
+        a += ["--pipelines", str(c["N"]), "--ea-alpha", str(c.get("alpha", 0.5)),
+              "--ea-period", str(c.get("period", 4))]
+    return a
+
+
+def label(c):
+    if c["N"] == 1:
+        return "%s M=%d" % (c["sched"], c["M"])
+    s = "AvgPipe N=%d M=%d %s" % (c["N"], c["M"], c["sched"])
+    if "alpha" in c:
+        s += " a=%g tau=%d" % (c["alpha"], c["period"])
+    return s
+
+
+def key(c):
+    return (c["N"], c["M"], c["sched"], c.get("alpha", 0.5), c.get("period", 4))
+
+
+def diverged(m):
+    """Why a run is ended early: its validation loss has grown past twice its first one
+    (elastic averaging that amplifies instead of damping), or is not finite."""
+    ev = m["evals"]
+    if ev and (ev[-1][1] != ev[-1][1] or ev[-1][1] > 2 * ev[0][1]):
+        return "diverged: validation loss %.4g at step %d (first %.4g)" % (ev[-1][1], ev[-1][0], ev[0][1])
+    return None
+
+
+def train(c, part, net, steps, eval_every, name, watch=False):
+    d = os.path.join(OUT, "runs", name)
+    os.makedirs(d, exist_ok=True)
+    metrics = os.path.join(d, "metrics.jsonl")
+    cmd = mpirun() + cfg_args(c, part) + net_args(net) + [
+        "--steps", str(steps), "--eval-every", str(eval_every), "--eval-batches", str(ARGS.eval_batches),
+        "--progress", "none", "--log-every", str(max(steps, 1)), "--keep-checkpoints", "1",
+        "--out", d, "--metrics", metrics] + ARGS.extra
+    if os.path.exists(metrics):
+        os.remove(metrics)
+    try:
+        why = run(cmd, 600 + steps * 20, os.path.join(d, "log.txt"), metrics if watch else None, diverged)
+    except RuntimeError as e:
+        if not watch or not os.path.exists(metrics):
+            raise
+        m = read_metrics(metrics, partial=True)  # e.g. stopped at a non-finite gradient
+        with open(os.path.join(d, "log.txt")) as f:
+            errs = [l for l in f.read().splitlines() if "error" in l]
+        m["failed"] = errs[0] if errs else str(e).splitlines()[0]
+        return m
+    m = read_metrics(metrics, partial=why is not None)
+    if why:
+        m["failed"] = why
+    return m
+
+
+def batch():
+    for i, a in enumerate(ARGS.extra):
+        if a == "--batch":
+            return int(ARGS.extra[i + 1])
+        if a.startswith("--batch="):
+            return int(a.split("=", 1)[1])
+    return 16
+
+
+# --------------------------------------------------------------------------- phase 1
+
+def timing(part_of, tuned_of):
+    """Every configuration on both networks, taking turns; returns {net: {key: result}}."""
+    B = batch()
+    configs = {}
+    for net in NETS:
+        cs = [dict(N=1, M=m, sched=s) for s in ("gpipe", "1f1b") for m in ARGS.Ms if B % m == 0]
+        t = tuned_of[net]
+        cs.append(dict(N=t["N"], M=t["M"], sched=t["sched"], tuned=True))
+        others = [(2, 8, "gpipe"), (2, 8, "1f1b")] + ([] if ARGS.quick else [(2, 4, "gpipe"), (4, 4, "gpipe")])
+        for n, m, s in others:
+            if B % (n * m) == 0:
+                cs.append(dict(N=n, M=m, sched=s))
+        seen, uniq = set(), []
+        for c in cs:
+            if key(c) not in seen:
+                seen.add(key(c))
+                uniq.append(c)
+        configs[net] = uniq
+    runs = {net: {key(c): [] for c in configs[net]} for net in NETS}
+    total = ARGS.rounds * sum(len(v) for v in configs.values())
+    done = 0
+    for r in range(ARGS.rounds):
+        for i in range(max(len(v) for v in configs.values())):
+            for net in NETS:
+                cs = configs[net]
+                if i >= len(cs):
+                    continue
+                c = cs[(i + r) % len(cs)]  # each round starts one further: no fixed neighbours
+                done += 1
+                log("[timing %d/%d] %s, net %s" % (done, total, label(c), net))
+                name = "time_%s_%s_r%d" % (net.replace(",", "_").replace("=", ""),
+                                           label(c).replace(" ", "_").replace("=", ""), r)
+                m = train(c, part_of[net], net, ARGS.time_steps, 0, name)
+                runs[net][key(c)].append(m)
+    res = {}
+    for net in NETS:
+        res[net] = {}
+        for c in configs[net]:
+            ms = runs[net][key(c)]
+            meds = [m["summary"]["median_step_ms"] for m in ms]
+            bub, other, busy_sh = [], [], []
+            for m in ms:
+                n = len(m["steps"])
+                wall = sum(st["step_ms"] for st in m["steps"]) / 1000.0
+                idle, busy = m["stages"]["idle_s"], m["stages"]["busy_s"]
+                # The busier stage (least idle) sets the pace; its idle share is the bubble.
+                s_ = min(range(len(idle)), key=lambda i: idle[i])
+                bub.append(idle[s_] / wall)
+                busy_sh.append(max(busy) / wall)
+                # What it does besides forward, backward and waiting: optimizer steps,
+                # the tied embedding's sync, elastic averaging.
+                other.append((wall - idle[s_] - busy[s_]) / n * 1000.0)
+            step = statistics.median(meds)
+            b = statistics.median(bub)
+            res[net][key(c)] = dict(cfg=c, label=label(c), step_ms=step, runs_ms=meds,
+                                    samples_s=B / step * 1000.0, bubble=b, unflushed_bound=1.0 / (1.0 - b),
+                                    other_ms=statistics.median(other), busy=statistics.median(busy_sh))
+    return res
+
+
+def best(res_net, sched):
+    cands = [v for v in res_net.values() if v["cfg"]["N"] == 1 and v["cfg"]["sched"] == sched]
+    return max(cands, key=lambda v: v["samples_s"]) if cands else None
+
+
+def timing_table(res, pred_of):
+    lines = []
+    for net in NETS:
+        r = res[net]
+        g, o = best(r, "gpipe"), best(r, "1f1b")
+        lines.append("")
+        lines.append("Network %s: samples/s = %d / median step time (median over rounds of each run's "
+                     "median); ratios to gpipe M=%d and 1f1b M=%d (their best M); V = N x M micro-batches "
+                     "per step of %s sequences each; busy = forward and backward share of the step on the "
+                     "busiest stage; bubble = idle share (waits for the other stage) of the stage that "
+                     "waits least; unflushed bound = 1 / (1 - bubble); other = that stage's ms per step "
+                     "outside forward, backward and pipeline waits (optimizer steps, tied-embedding sync, "
+                     "elastic averaging); tune = predicted ms." % (
+                         net, batch(), g["cfg"]["M"], o["cfg"]["M"], "B/V"))
+        lines.append("")
+        lines.append("| configuration | V | step ms (runs) | samples/s | / gpipe | / 1f1b | busy | bubble | "
+                     "unflushed bound | other ms | tune ms |")
+        lines.append("|---|---|---|---|---|---|---|---|---|---|---|")
+        for v in sorted(r.values(), key=lambda v: -v["samples_s"]):
+            c = v["cfg"]
+            pred = pred_of[net].get((c["N"], c["M"], c["sched"]))
+            lines.append("| %s%s | %d | %.1f (%s) | %.1f | %.3f | %.3f | %.0f%% | %.0f%% | %.2fx | %.1f | %s |" % (
+                v["label"], " (tuned)" if c.get("tuned") else "", c["N"] * c["M"], v["step_ms"],
+                " ".join("%.0f" % x for x in v["runs_ms"]), v["samples_s"], v["samples_s"] / g["samples_s"],
+                v["samples_s"] / o["samples_s"], 100 * v["busy"], 100 * v["bubble"], v["unflushed_bound"],
+                v["other_ms"],
+                "%.1f" % pred if pred else "-"))
+    return lines
+
+
+# --------------------------------------------------------------------------- phases 2, 3
+
+def crossing(evals, target, B):
+    """Samples (interpolated between evaluations) at which the validation loss first
+    reaches target; None if it never does."""
+    prev = (0, None)
+    for step, v in evals:
+        if v <= target:
+            if prev[1] is None or prev[1] == v:
+                return step * B
+            s0, v0 = prev
+            return (s0 + (step - s0) * (v0 - target) / (v0 - v)) * B
+        prev = (step, v)
+    return None
+
+
+def train_seconds(m, samples, B):
+    """Training time (sum of step times) up to the interpolated step samples / B."""
+    x = samples / B
+    t = 0.0
+    for s in m["steps"]:
+        if s["step"] <= x:
+            t += s["step_ms"] / 1000.0
+        else:
+            t += (x - (s["step"] - 1)) * s["step_ms"] / 1000.0 if x > s["step"] - 1 else 0.0
+            break
+    return t
+
+
+def val_at(evals, step):
+    for s, v in evals:
+        if s == step:
+            return v
+    return None
+
+
+def convergence(part, tres):
+    B = batch()
+    S = ARGS.conv_steps
+    half = (S // 2) // ARGS.eval_every * ARGS.eval_every or ARGS.eval_every
+    off = tres.get("off") if tres else None
+
+    def fastest(n, sched=None):
+        if off is None:
+            return None
+        cs = [v for v in off.values() if v["cfg"]["N"] == n and (sched is None or v["cfg"]["sched"] == sched)]
+        return max(cs, key=lambda v: v["samples_s"])["cfg"] if cs else None
+
+    base = fastest(1, "1f1b") or dict(N=1, M=8, sched="1f1b")
+    gp = fastest(1, "gpipe") or dict(N=1, M=16, sched="gpipe")
+    tuned = next((v["cfg"] for v in off.values() if v["cfg"].get("tuned")), None) if off else None
+    n2 = fastest(2) or dict(N=2, M=8, sched="gpipe")
+    runs = [dict(base, role="1f1b"), dict(gp, role="gpipe")]
+    if tuned:
+        runs.append(dict(tuned, role="AvgPipe tuned", alpha=0.5, period=4))
+    pts = ([(a, p) for a in ARGS.alphas for p in ARGS.periods] if ARGS.grid else
+           [(a, 4) for a in ARGS.alphas] + [(0.5, p) for p in ARGS.periods if p != 4])
+    for a, p in pts:
+        runs.append(dict(N=2, M=n2["M"], sched=n2["sched"], alpha=a, period=p, role="sweep"))
+    for a in ARGS.n4_alphas:
+        n4 = fastest(4) or dict(N=4, M=4, sched="gpipe")
+        runs.append(dict(N=4, M=n4["M"], sched=n4["sched"], alpha=a, period=4, role="N=4"))
+    seen, uniq = {}, []
+    for c in runs:
+        k = (c["N"], c.get("alpha"), c.get("period"))  # M and K do not change the losses
+        if c["N"] == 1:
+            k = (1, c["sched"])
+        if k in seen:
+            seen[k]["role"] += ", " + c["role"]
+            continue
+        seen[k] = c
+        uniq.append(c)
+    out = []
+    for i, c in enumerate(uniq):
+        log("[convergence %d/%d] %s (%s), %d steps" % (i + 1, len(uniq), label(c), c["role"], S))
+        m = train(c, part, "off", S, ARGS.eval_every, "conv_" + label(c).replace(" ", "_").replace("=", ""),
+                  watch=True)
+        if m.get("failed"):
+            log("  stopped: " + m["failed"])
+        out.append(dict(cfg=c, label=label(c), role=c["role"], evals=m["evals"], metrics=m,
+                        failed=m.get("failed"),
+                        median_step_ms=statistics.median([st["step_ms"] for st in m["steps"]])))
+    ref = out[0]
+    target = ARGS.target if ARGS.target is not None else val_at(ref["evals"], half)
+    for r in out:
+        r["val_half"] = val_at(r["evals"], half)
+        r["val_end"] = val_at(r["evals"], S)
+        r["rel_half"] = r["val_half"] / ref["val_half"] - 1 if r["val_half"] is not None else None
+        r["rel_end"] = r["val_end"] / ref["val_end"] - 1 if r["val_end"] is not None else None
+        smp = crossing(r["evals"], target, B)
+        r["samples_to_target"] = smp
+        r["measured_s"] = train_seconds(r["metrics"], smp, B) if smp else None
+        c = r["cfg"]
+        r["projected_s"] = {}
+        for net in NETS:
+            if tres and net in tres:
+                t = tres[net].get(key(dict(c, alpha=0.5, period=4)))
+                if t and smp:
+                    r["projected_s"][net] = smp / t["samples_s"]
+        del r["metrics"]
+    return dict(target=target, half=half, steps=S, runs=out)
+
+
+def conv_tables(cv):
+    B = batch()
+    lines = ["", "Time to validation loss %.4f (1f1b's at step %d; %d samples per step; evaluations not "
+             "counted). Measured: the run's own step times, no emulation. Projected: samples to the "
+             "target / the throughput table's samples/s." % (cv["target"], cv["half"], B), ""]
+    hdr = "| configuration | samples to target | measured s | " + " | ".join(
+        "projected s, net %s" % n for n in NETS) + " |"
+    lines += [hdr, "|---|---|---|" + "---|" * len(NETS)]
+    g = next(r for r in cv["runs"] if "gpipe" in r["role"].split(", "))
+    for r in cv["runs"]:
+        cells = []
+        for n in NETS:
+            p = r["projected_s"].get(n)
+            gp = g["projected_s"].get(n)
+            cells.append("%.1f (%.2fx gpipe)" % (p, gp / p) if p and gp else "-")
+        lines.append("| %s (%s) | %s | %s | %s |" % (
+            r["label"], r["role"], "%.0f" % r["samples_to_target"] if r["samples_to_target"] else "not reached",
+            "%.1f (%.2fx gpipe)" % (r["measured_s"], g["measured_s"] / r["measured_s"])
+            if r["measured_s"] and g["measured_s"] else "-", " | ".join(cells)))
+    lines += ["", "Validation loss (replica 0 evaluated) at %d and %d samples, relative to 1f1b (target of "
+              "the project: N = 2 within +5%%); a = --ea-alpha, tau = --ea-period." % (
+                  cv["half"] * B, cv["steps"] * B), ""]
+    lines += ["| configuration | val @%d | rel | val @%d | rel | samples to %.4f | median step ms |" % (
+        cv["half"] * B, cv["steps"] * B, cv["target"]), "|---|---|---|---|---|---|---|"]
+
+    def val(v, rel):
+        return ("%.4f" % v, "%+.1f%%" % (100 * rel)) if v is not None else ("-", "-")
+
+    for r in cv["runs"]:
+        vh, rh = val(r["val_half"], r["rel_half"])
+        ve, re_ = val(r["val_end"], r["rel_end"])
+        note = ""
+        if r["failed"]:
+            last = r["evals"][-1] if r["evals"] else None
+            note = " (stopped%s: %s)" % (" after val %.3g at step %d" % (last[1], last[0]) if last else "",
+                                         r["failed"].split(": ", 1)[-1] if "diverged" not in r["failed"]
+                                         else "diverged")
+        lines.append("| %s%s | %s | %s | %s | %s | %s | %.1f |" % (
+            r["label"], note, vh, rh, ve, re_,
+            "%.0f" % r["samples_to_target"] if r["samples_to_target"] else "not reached", r["median_step_ms"]))
+    return lines
+
+
+# --------------------------------------------------------------------------- main
+
+NETS = ["off", ARGS.net]
+
+
+def main():
+    global OUT
+    if not os.access(BP, os.X_OK):
+        sys.exit("avgpipe.sh: no bagpipe binary at %s (build first, or set BAGPIPE_BIN)" % BP)
+    if OUT is None:
+        OUT = subprocess.run(["mktemp", "-d", "/tmp/bp_avgpipe.XXXXXX"], stdout=subprocess.PIPE,
+                             text=True, check=True).stdout.strip()
+    os.makedirs(os.path.join(OUT, "runs"), exist_ok=True)
+    started = datetime.datetime.now()
+    load_start = open("/proc/loadavg").read().split()[:3]
+    head = ["AvgPipe bench, %s, %d cores, load average at start %s; model %s; batch %d; 2 stages" % (
+        started.strftime("%Y-%m-%d %H:%M"), os.cpu_count(), " ".join(load_start),
+        " ".join(ARGS.extra) or "default gpt", batch())]
+    log(head[0] + "; output in " + OUT)
+    results = dict(started=started.isoformat(), args=vars(ARGS))
+    part_of, tuned_of, pred_of, pick_of = {}, {}, {}, {}
+    lines = list(head)
+    tres, shown = None, 0
+    if True:  # the tuned configuration and the partition serve both parts
+        for net in NETS:
+            log("[tune] net %s" % net)
+            rows, part = tune(net, os.path.join(OUT, "tune_%s.txt" % net.replace(",", "_")))
+            part_of[net] = part
+            pred_of[net] = {(r["N"], r["M"], r["sched"]): r["pred_ms"] for r in rows}
+            pick_of[net] = rows[0]
+            tuned_of[net] = next(r for r in rows if r["N"] > 1 and r["fits"])
+            lines.append("tune, net %s: partition %s; fastest N=%d M=%d %s (%.1f ms predicted); fastest "
+                         "with N > 1: N=%d M=%d %s (%.1f ms)" % (
+                             net, part, rows[0]["N"], rows[0]["M"], rows[0]["sched"], rows[0]["pred_ms"],
+                             tuned_of[net]["N"], tuned_of[net]["M"], tuned_of[net]["sched"],
+                             tuned_of[net]["pred_ms"]))
+        results["tune"] = dict(partition=part_of, pick={n: pick_of[n] for n in NETS},
+                               tuned={n: tuned_of[n] for n in NETS})
+    if ARGS.only != "convergence":
+        tres = timing(part_of, tuned_of)
+        lines += timing_table(tres, pred_of)
+        results["timing"] = {n: list(tres[n].values()) for n in NETS}
+        print("\n".join(lines), flush=True)
+        shown = len(lines)
+    if ARGS.only != "timing":
+        cv = convergence(part_of["off"], tres)
+        lines += conv_tables(cv)
+        results["convergence"] = cv
+    load_end = open("/proc/loadavg").read().split()[:3]
+    tail = "load average at the end %s; 1-minute load at the start of the runs: median %.1f, range %.1f-%.1f; " \
+           "took %.0f min" % (" ".join(load_end), statistics.median(LOADS), min(LOADS), max(LOADS),
+                              (datetime.datetime.now() - started).total_seconds() / 60)
+    lines += ["", tail]
+    results["load"] = dict(start=load_start, end=load_end, runs=LOADS)
+    with open(os.path.join(OUT, "report.md"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+    with open(os.path.join(OUT, "results.json"), "w") as f:
+        json.dump(results, f, indent=1, default=str)
+    print("\n".join(lines[shown:]))
+    log("report: %s/report.md" % OUT)
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    except RuntimeError as e:
+        sys.exit("avgpipe.sh: %s" % e)
