@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Build the libFuzzer targets of fuzz/ (clang, AddressSanitizer + UndefinedBehaviorSanitizer)
-# into build-fuzz/ and run each for SECONDS (default 12) from its seed corpus.
+# into build-fuzz/ and run each for SECONDS (default 12) from its seed corpus, as many
+# at once as there are cores.
 #   scripts/fuzz.sh [SECONDS] [HARNESS...]      e.g. scripts/fuzz.sh 600 checkpoint
 # New interesting inputs accumulate in build-fuzz/corpus/<harness>/ (kept between runs).
 # A crash, leak or timeout stops with the input in build-fuzz/artifacts/ and exit 1;
@@ -27,26 +28,38 @@ export ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 export OPENBLAS_NUM_THREADS=1
 mkdir -p build-fuzz/artifacts
+
+# One harness: its log in build-fuzz/fuzz-<harness>.log, its exit status in .rc.
+run_one() {
+  local h=$1 corpus=build-fuzz/corpus/$1 dict=() rc=0
+  mkdir -p "$corpus"
+  [ -f fuzz/dict/$h.dict ] && dict=(-dict=fuzz/dict/$h.dict)
+  build-fuzz/fuzz/fuzz_$h -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 \
+    -print_final_stats=1 -artifact_prefix=build-fuzz/artifacts/$h- "${dict[@]}" \
+    "$corpus" fuzz/corpus/$h >build-fuzz/fuzz-$h.log 2>&1 || rc=$?
+  echo $rc >build-fuzz/fuzz-$h.rc
+}
+
+# As many at once as there are cores: each fuzzer is one process on one core.
+for h in "${harnesses[@]}"; do
+  while [ "$(jobs -rp | wc -l)" -ge "$(nproc)" ]; do wait -n || true; done
+  run_one "$h" &
+done
+wait
+
 printf '%-12s %8s %8s %8s %8s %7s\n' harness runs exec/s cov ft corpus
 failed=()
 for h in "${harnesses[@]}"; do
-  corpus=build-fuzz/corpus/$h
-  mkdir -p "$corpus"
-  dict=()
-  [ -f fuzz/dict/$h.dict ] && dict=(-dict=fuzz/dict/$h.dict)
   log=build-fuzz/fuzz-$h.log
-  rc=0
-  build-fuzz/fuzz/fuzz_$h -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 \
-    -print_final_stats=1 -artifact_prefix=build-fuzz/artifacts/$h- "${dict[@]}" \
-    "$corpus" fuzz/corpus/$h >"$log" 2>&1 || rc=$?
   # The last status line: "#N  DONE  cov: C ft: F corp: K/S ... exec/s: E ..."
   last=$(grep -E '^#[0-9]+' "$log" | tail -1)
   field() { sed -nE "s/.* $1: ([0-9]+).*/\\1/p" <<<"$last"; }
   stat_of() { sed -nE "s/^stat::$1:[[:space:]]+([0-9]+).*/\\1/p" "$log"; }
   printf '%-12s %8s %8s %8s %8s %7s\n' "$h" "$(stat_of number_of_executed_units)" \
-    "$(stat_of average_exec_per_sec)" \
-    "$(field cov)" "$(field ft)" "$(sed -nE 's/.* corp: ([0-9]+).*/\1/p' <<<"$last")"
-  if [ $rc -ne 0 ]; then
+    "$(stat_of average_exec_per_sec)" "$(field cov)" "$(field ft)" \
+    "$(sed -nE 's/.* corp: ([0-9]+).*/\1/p' <<<"$last")"
+  rc=$(cat build-fuzz/fuzz-$h.rc)
+  if [ "$rc" -ne 0 ]; then
     failed+=("$h")
     echo "fuzz: $h failed (exit $rc); log: $log" >&2
     grep -E 'ERROR|SUMMARY|Test unit written|runtime error' "$log" >&2 || tail -20 "$log" >&2
