@@ -1,27 +1,29 @@
 #!/usr/bin/python3
 """AvgPipe against gpipe and 1f1b on 2 stages (2 ranks), same global batch.
 
-Three phases, all in one run (bench/pipe/README.md, section "AvgPipe"):
+Phases, all in one run by default (bench/pipe/README.md, section "AvgPipe"):
 
-1. Throughput. `bagpipe tune --pp 2` (with and without the emulated network) lists
-   its (N, M, K) candidates; the fastest one with N > 1 is "AvgPipe tuned". Then
-   gpipe and 1f1b at several M, the tuned AvgPipe and a few other AvgPipe
-   configurations are trained for --time-steps steps each, without emulation and
-   with --net, all configurations taking turns in every round (--rounds rounds);
-   per configuration the median over rounds of each run's median step time. Printed:
-   samples/s, the ratio to gpipe and to 1f1b at their best M, the bubble (the idle
-   share of the busier stage) and what a stream that is not flushed at every step
-   could reach at most (the busier stage never idle).
-2. Time to validation loss. 1f1b and gpipe at their best M and the tuned AvgPipe
-   train --conv-steps steps (no emulation; the losses do not depend on it) with an
-   evaluation every --eval-every steps. Target: the validation loss 1f1b reaches at
-   half the steps (or --target). Per configuration the samples and the training time
-   to the target (evaluations not counted), measured in its own run and projected
-   with phase 1's step times with and without emulation.
-3. AvgPipe's constants: N = 2 with --ea-alpha in --alphas (at --ea-period 4) and
-   --ea-period in --periods (at --ea-alpha 0.5), or the whole grid with --grid;
-   validation loss at half and all of --conv-steps against 1f1b (target of the
-   project: within 5%).
+0. `bagpipe tune --pp 2`, without and with the emulated network, lists its (N, M, K)
+   candidates; its fastest one with N > 1 is "AvgPipe tuned"; the partition it
+   prints is used by every run.
+1. sweep: gpipe and 1f1b at several M (--Ms), the tuned AvgPipe, tune's overall pick
+   and a few other AvgPipe configurations train --time-steps steps each, without
+   emulation and with --net, all taking turns in every one of --rounds rounds; per
+   configuration the median over rounds of each run's median step time, samples/s,
+   ratios to gpipe and 1f1b at their best M, the busy and idle shares of the stages,
+   and what a stream that is not flushed at every step could reach at most.
+2. duel: gpipe and 1f1b at their best M, the tuned AvgPipe and AvgPipe N = 2 with
+   gpipe's micro-batches, back to back, --duel-reps times; ratios within each
+   repetition (the load of a shared machine drifts over minutes), median and quartiles.
+3. convergence (no emulation: the losses do not depend on it): 1f1b and gpipe at
+   their best M, the tuned AvgPipe, N = 2 with --ea-alpha in --alphas (at
+   --ea-period 4) and --ea-period in --periods (at --ea-alpha 0.5) or the whole grid
+   (--grid), and N = 4 with --n4-alphas, --conv-steps steps each, evaluated every
+   --eval-every steps; a run whose validation loss doubles is stopped as diverged.
+   Time to the validation loss 1f1b reaches at half the steps (or --target):
+   samples, the run's own training time, and samples / samples/s of phases 1-2 with
+   and without emulation. Validation loss at half and all of the samples against
+   1f1b (target of the project for N = 2: within 5%).
 
 Markdown tables go to stdout and to OUT/report.md, every number to OUT/results.json,
 every run's metrics log under OUT/runs. Standard library only.
@@ -67,13 +69,26 @@ def parse_args():
     ap.add_argument("--periods", help="--ea-period values of the sweep (default 1,4,16)")
     ap.add_argument("--grid", action="store_true", help="every alpha with every period")
     ap.add_argument("--n4-alphas", help="--ea-alpha values tried with N = 4 (default 0.5,0.2; none in --quick)")
-    ap.add_argument("--only", choices=["timing", "convergence"], help="run one part only")
+    ap.add_argument("--duel-reps", type=int, help="repetitions of the side-by-side runs (default 10)")
+    ap.add_argument("--duel-steps", type=int, help="steps of each side-by-side run (default 20)")
+    ap.add_argument("--phases", default="sweep,duel,convergence",
+                    help="what to run of sweep,duel,convergence (default all three)")
+    ap.add_argument("--reuse", metavar="DIR", help="take the tune outputs, and the results of the phases "
+                    "not run now, from an earlier --out DIR")
     ap.add_argument("extra", nargs="*", help=argparse.SUPPRESS)
     a = ap.parse_args()
     q = a.quick
     a.rounds = a.rounds or (2 if q else 5)
     a.time_steps = a.time_steps or (12 if q else 40)
     a.Ms = [int(x) for x in (a.Ms or ("8,16" if q else "4,8,16")).split(",")]
+    a.duel_reps = a.duel_reps or (3 if q else 10)
+    a.duel_steps = a.duel_steps or (12 if q else 20)
+    a.phases = [x for x in a.phases.split(",") if x]
+    for x in a.phases:
+        if x not in ("sweep", "duel", "convergence"):
+            ap.error("--phases: unknown phase %s" % x)
+    if not a.reuse and "sweep" not in a.phases and ("duel" in a.phases or "convergence" in a.phases):
+        ap.error("--phases: duel and convergence take configurations from sweep (or --reuse)")
     a.conv_steps = a.conv_steps or (200 if q else 1000)
     a.eval_every = a.eval_every or max(1, a.conv_steps // 20)
     a.alphas = [float(x) for x in (a.alphas or ("0.1,0.5,0.9" if q else "0.1,0.3,0.5,0.9")).split(",")]
@@ -157,32 +172,6 @@ def net_args(net):
 
 
 # --------------------------------------------------------------------------- tune
-
-def tune(net, path):
-    cmd = ["nice", "-n", "5", BP, "tune", "--pp", "2"] + net_args(net) + ARGS.extra
-    run(cmd, 900, path)
-    rows, part, table = [], None, False
-    with open(path) as f:
-        for line in f:
-            if re.match(r"^\s+rank\s+N\s+M\s+micro", line):
-                table = True
-                continue
-            if line.startswith("fastest:"):
-                table = False
-            m = re.search(r"--partition (\S+)", line)
-            if m and part is None and not table:
-                part = m.group(1)
-            if table:
-                f_ = line.split()
-                if len(f_) >= 11:
-                    rows.append(dict(rank=int(f_[0]), N=int(f_[1]), M=int(f_[2]), micro=int(f_[3]),
-                                     sched=f_[4], pred_ms=float(f_[5]), fits=f_[9] == "yes"))
-    if not rows or not part:
-        raise RuntimeError("no candidates or no partition in %s" % path)
-    return rows, part
-
-
-# --------------------------------------------------------------------------- runs
 
 def read_metrics(path, partial=False):
     recs = []
@@ -274,7 +263,7 @@ def batch():
 
 # --------------------------------------------------------------------------- phase 1
 
-def timing(part_of, tuned_of):
+def timing(part_of, tuned_of, pick_of):
     """Every configuration on both networks, taking turns; returns {net: {key: result}}."""
     B = batch()
     configs = {}
@@ -282,14 +271,18 @@ def timing(part_of, tuned_of):
         cs = [dict(N=1, M=m, sched=s) for s in ("gpipe", "1f1b") for m in ARGS.Ms if B % m == 0]
         t = tuned_of[net]
         cs.append(dict(N=t["N"], M=t["M"], sched=t["sched"], tuned=True))
+        p = pick_of[net]  # tune's pick over every N: a reference when it is a plain pipeline
+        cs.append(dict(N=p["N"], M=p["M"], sched=p["sched"], pick=True))
         others = [(2, 8, "gpipe"), (2, 8, "1f1b")] + ([] if ARGS.quick else [(2, 4, "gpipe"), (4, 4, "gpipe")])
         for n, m, s in others:
             if B % (n * m) == 0:
                 cs.append(dict(N=n, M=m, sched=s))
-        seen, uniq = set(), []
+        seen, uniq = {}, []
         for c in cs:
-            if key(c) not in seen:
-                seen.add(key(c))
+            if key(c) in seen:
+                seen[key(c)].update(c)  # keeps the tuned / pick marks
+            else:
+                seen[key(c)] = c
                 uniq.append(c)
         configs[net] = uniq
     runs = {net: {key(c): [] for c in configs[net]} for net in NETS}
@@ -360,13 +353,116 @@ def timing_table(res, pred_of):
         for v in sorted(r.values(), key=lambda v: -v["samples_s"]):
             c = v["cfg"]
             pred = pred_of[net].get((c["N"], c["M"], c["sched"]))
-            lines.append("| %s%s | %d | %.1f (%s) | %.1f | %.3f | %.3f | %.0f%% | %.0f%% | %.2fx | %.1f | %s |" % (
-                v["label"], " (tuned)" if c.get("tuned") else "", c["N"] * c["M"], v["step_ms"],
+            lines.append("| %s%s%s | %d | %.1f (%s) | %.1f | %.3f | %.3f | %.0f%% | %.0f%% | %.2fx | %.1f | %s |" % (
+                v["label"], " (tuned)" if c.get("tuned") else "",
+                " (tune's pick)" if c.get("pick") else "",
+                c["N"] * c["M"], v["step_ms"],
                 " ".join("%.0f" % x for x in v["runs_ms"]), v["samples_s"], v["samples_s"] / g["samples_s"],
-                v["samples_s"] / o["samples_s"], 100 * v["busy"], 100 * v["bubble"], v["unflushed_bound"],
+                v["samples_s"] / o["samples_s"], 100 * v.get("busy", float("nan")), 100 * v["bubble"], v["unflushed_bound"],
                 v["other_ms"],
                 "%.1f" % pred if pred else "-"))
     return lines
+
+
+def quartiles(xs):
+    xs = sorted(xs)
+    if len(xs) < 2:
+        return xs[0], xs[0]
+    q = statistics.quantiles(xs, n=4, method="inclusive")
+    return q[0], q[2]
+
+
+def duel(part_of, tres, tuned_of):
+    """gpipe and 1f1b at their best M (from the sweep), the tuned AvgPipe and AvgPipe
+    N = 2 with gpipe's number and size of micro-batches, run back to back --duel-reps
+    times (order rotating); ratios taken within each repetition, so that the machine's
+    load, which drifts over minutes, affects both sides alike."""
+    B = batch()
+    configs = {}
+    for net in NETS:
+        g, o = best(tres[net], "gpipe")["cfg"], best(tres[net], "1f1b")["cfg"]
+        t = tuned_of[net]
+        cs = [dict(N=1, M=g["M"], sched="gpipe", role="gpipe"), dict(N=1, M=o["M"], sched="1f1b", role="1f1b"),
+              dict(N=t["N"], M=t["M"], sched=t["sched"], role="AvgPipe tuned")]
+        if g["M"] % 2 == 0:
+            cs.append(dict(N=2, M=g["M"] // 2, sched="gpipe", role="AvgPipe, gpipe's V"))
+        seen, uniq = {}, []
+        for c in cs:
+            if key(c) in seen:
+                seen[key(c)]["role"] += ", " + c["role"]
+            else:
+                seen[key(c)] = c
+                uniq.append(c)
+        configs[net] = uniq
+    ms = {net: {key(c): [] for c in configs[net]} for net in NETS}
+    total = ARGS.duel_reps * sum(len(v) for v in configs.values())
+    done = 0
+    for k in range(ARGS.duel_reps):
+        for net in NETS:
+            cs = configs[net]
+            for i in range(len(cs)):
+                c = cs[(i + k) % len(cs)]
+                done += 1
+                log("[side by side %d/%d] %s, net %s" % (done, total, label(c), net))
+                name = "duel_%s_%s_r%d" % (net.replace(",", "_").replace("=", ""),
+                                           label(c).replace(" ", "_").replace("=", ""), k)
+                m = train(c, part_of[net], net, ARGS.duel_steps, 0, name)
+                ms[net][key(c)].append(m["summary"]["median_step_ms"])
+    out = {}
+    for net in NETS:
+        cs = configs[net]
+        gk = key(cs[0])
+        ok = key(cs[1]) if cs[1]["N"] == 1 and cs[1]["sched"] == "1f1b" else key(cs[0])
+        rows = []
+        for c in cs:
+            x = ms[net][key(c)]
+            rg = [gm / xm for gm, xm in zip(ms[net][gk], x)]
+            ro = [om / xm for om, xm in zip(ms[net][ok], x)]
+            q1, q3 = quartiles(rg)
+            rows.append(dict(cfg=c, label=label(c), role=c["role"], runs_ms=x, step_ms=statistics.median(x),
+                             samples_s=B / statistics.median(x) * 1000.0, vs_gpipe=statistics.median(rg),
+                             vs_gpipe_q=[q1, q3], vs_1f1b=statistics.median(ro),
+                             wins=sum(1 for r in rg if r > 1)))
+        out[net] = rows
+    return out
+
+
+def duel_table(dres):
+    lines = ["", "Side by side: each repetition runs these back to back (order rotating), %d repetitions of "
+             "%d steps; ratio = the other's step time / this one's within a repetition: median [quartiles]; "
+             "faster = repetitions in which it beat gpipe." % (len(dres[NETS[0]][0]["runs_ms"]),
+                                                              ARGS.duel_steps), ""]
+    lines += ["| network | configuration | role | step ms (median) | samples/s | / gpipe | / 1f1b | faster |",
+              "|---|---|---|---|---|---|---|---|"]
+    for net in NETS:
+        for r in dres[net]:
+            lines.append("| %s | %s | %s | %.1f | %.1f | %.3f [%.2f, %.2f] | %.3f | %d/%d |" % (
+                net, r["label"], r["role"], r["step_ms"], r["samples_s"], r["vs_gpipe"], r["vs_gpipe_q"][0],
+                r["vs_gpipe_q"][1], r["vs_1f1b"], r["wins"], len(r["runs_ms"])))
+    return lines
+
+
+def throughput(tres, dres, net, c):
+    """samples/s of configuration c on net: side by side if it ran there, else the sweep."""
+    k = key(dict(c, alpha=0.5, period=4))
+    if dres and net in dres:
+        for r in dres[net]:
+            if key(r["cfg"]) == k:
+                return r["samples_s"]
+    if tres and net in tres:
+        t = tres[net].get(k)
+        if t:
+            return t["samples_s"]
+    return None
+
+
+def reproject(cv, tres, dres):
+    for r in cv["runs"]:
+        r["projected_s"] = {}
+        for net in NETS:
+            sps = throughput(tres, dres, net, r["cfg"])
+            if sps and r["samples_to_target"]:
+                r["projected_s"][net] = r["samples_to_target"] / sps
 
 
 # --------------------------------------------------------------------------- phases 2, 3
@@ -405,7 +501,7 @@ def val_at(evals, step):
     return None
 
 
-def convergence(part, tres):
+def convergence(part, tres, dres):
     B = batch()
     S = ARGS.conv_steps
     half = (S // 2) // ARGS.eval_every * ARGS.eval_every or ARGS.eval_every
@@ -461,22 +557,17 @@ def convergence(part, tres):
         smp = crossing(r["evals"], target, B)
         r["samples_to_target"] = smp
         r["measured_s"] = train_seconds(r["metrics"], smp, B) if smp else None
-        c = r["cfg"]
-        r["projected_s"] = {}
-        for net in NETS:
-            if tres and net in tres:
-                t = tres[net].get(key(dict(c, alpha=0.5, period=4)))
-                if t and smp:
-                    r["projected_s"][net] = smp / t["samples_s"]
         del r["metrics"]
-    return dict(target=target, half=half, steps=S, runs=out)
+    cv = dict(target=target, half=half, steps=S, runs=out)
+    reproject(cv, tres, dres)
+    return cv
 
 
 def conv_tables(cv):
     B = batch()
     lines = ["", "Time to validation loss %.4f (1f1b's at step %d; %d samples per step; evaluations not "
              "counted). Measured: the run's own step times, no emulation. Projected: samples to the "
-             "target / the throughput table's samples/s." % (cv["target"], cv["half"], B), ""]
+             "target / samples/s side by side (or of the sweep)." % (cv["target"], cv["half"], B), ""]
     hdr = "| configuration | samples to target | measured s | " + " | ".join(
         "projected s, net %s" % n for n in NETS) + " |"
     lines += [hdr, "|---|---|---|" + "---|" * len(NETS)]
@@ -520,6 +611,29 @@ def conv_tables(cv):
 NETS = ["off", ARGS.net]
 
 
+def parse_tune(path):
+    """The candidate rows (fastest first) and the partition of a tune output."""
+    rows, part, table = [], None, False
+    with open(path) as f:
+        for line in f:
+            if re.match(r"^\s+rank\s+N\s+M\s+micro", line):
+                table = True
+                continue
+            if line.startswith("fastest:"):
+                table = False
+            m = re.search(r"--partition (\S+)", line)
+            if m and part is None and not table:
+                part = m.group(1)
+            if table:
+                f_ = line.split()
+                if len(f_) >= 11:
+                    rows.append(dict(rank=int(f_[0]), N=int(f_[1]), M=int(f_[2]), micro=int(f_[3]),
+                                     sched=f_[4], pred_ms=float(f_[5]), fits=f_[9] == "yes"))
+    if not rows or not part:
+        raise RuntimeError("no candidates or no partition in %s" % path)
+    return rows, part
+
+
 def main():
     global OUT
     if not os.access(BP, os.X_OK):
@@ -528,45 +642,78 @@ def main():
         OUT = subprocess.run(["mktemp", "-d", "/tmp/bp_avgpipe.XXXXXX"], stdout=subprocess.PIPE,
                              text=True, check=True).stdout.strip()
     os.makedirs(os.path.join(OUT, "runs"), exist_ok=True)
+    phases = ARGS.phases
+    old = {}
+    if ARGS.reuse:
+        with open(os.path.join(ARGS.reuse, "results.json")) as f:
+            old = json.load(f)
     started = datetime.datetime.now()
     load_start = open("/proc/loadavg").read().split()[:3]
     head = ["AvgPipe bench, %s, %d cores, load average at start %s; model %s; batch %d; 2 stages" % (
         started.strftime("%Y-%m-%d %H:%M"), os.cpu_count(), " ".join(load_start),
         " ".join(ARGS.extra) or "default gpt", batch())]
+    if ARGS.reuse:
+        head.append("phases %s run now; the others taken from the run of %s (%s)" % (
+            ",".join(phases) or "none", old.get("started", "?")[:16].replace("T", " "), ARGS.reuse))
     log(head[0] + "; output in " + OUT)
     results = dict(started=started.isoformat(), args=vars(ARGS))
     part_of, tuned_of, pred_of, pick_of = {}, {}, {}, {}
     lines = list(head)
-    tres, shown = None, 0
-    if True:  # the tuned configuration and the partition serve both parts
-        for net in NETS:
+    for net in NETS:
+        name = "tune_%s.txt" % net.replace(",", "_")
+        path = os.path.join(OUT, name)
+        if ARGS.reuse:
+            with open(os.path.join(ARGS.reuse, name)) as f, open(path, "w") as g:
+                g.write(f.read())
+        else:
             log("[tune] net %s" % net)
-            rows, part = tune(net, os.path.join(OUT, "tune_%s.txt" % net.replace(",", "_")))
-            part_of[net] = part
-            pred_of[net] = {(r["N"], r["M"], r["sched"]): r["pred_ms"] for r in rows}
-            pick_of[net] = rows[0]
-            tuned_of[net] = next(r for r in rows if r["N"] > 1 and r["fits"])
-            lines.append("tune, net %s: partition %s; fastest N=%d M=%d %s (%.1f ms predicted); fastest "
-                         "with N > 1: N=%d M=%d %s (%.1f ms)" % (
-                             net, part, rows[0]["N"], rows[0]["M"], rows[0]["sched"], rows[0]["pred_ms"],
-                             tuned_of[net]["N"], tuned_of[net]["M"], tuned_of[net]["sched"],
-                             tuned_of[net]["pred_ms"]))
-        results["tune"] = dict(partition=part_of, pick={n: pick_of[n] for n in NETS},
-                               tuned={n: tuned_of[n] for n in NETS})
-    if ARGS.only != "convergence":
-        tres = timing(part_of, tuned_of)
+            run(["nice", "-n", "5", BP, "tune", "--pp", "2"] + net_args(net) + ARGS.extra, 900, path)
+        rows, part = parse_tune(path)
+        part_of[net] = part
+        pred_of[net] = {(r["N"], r["M"], r["sched"]): r["pred_ms"] for r in rows}
+        pick_of[net] = rows[0]
+        tuned_of[net] = next(r for r in rows if r["N"] > 1 and r["fits"])
+        lines.append("tune, net %s: partition %s; fastest N=%d M=%d %s (%.1f ms predicted); fastest "
+                     "with N > 1: N=%d M=%d %s (%.1f ms)" % (
+                         net, part, rows[0]["N"], rows[0]["M"], rows[0]["sched"], rows[0]["pred_ms"],
+                         tuned_of[net]["N"], tuned_of[net]["M"], tuned_of[net]["sched"],
+                         tuned_of[net]["pred_ms"]))
+    results["tune"] = dict(partition=part_of, pick=pick_of, tuned=tuned_of)
+    tres = None
+    if "sweep" in phases:
+        tres = timing(part_of, tuned_of, pick_of)
+    elif old.get("timing"):
+        tres = {n: {key(v["cfg"]): v for v in old["timing"][n]} for n in NETS}
+    if tres:
         lines += timing_table(tres, pred_of)
         results["timing"] = {n: list(tres[n].values()) for n in NETS}
-        print("\n".join(lines), flush=True)
-        shown = len(lines)
-    if ARGS.only != "timing":
-        cv = convergence(part_of["off"], tres)
+    dres = None
+    if "duel" in phases and tres:
+        dres = duel(part_of, tres, tuned_of)
+    elif old.get("duel"):
+        dres = old["duel"]
+    if dres:
+        lines += duel_table(dres)
+        results["duel"] = dres
+    print("\n".join(lines), flush=True)
+    shown = len(lines)
+    cv = None
+    if "convergence" in phases:
+        cv = convergence(part_of["off"], tres, dres)
+    elif old.get("convergence"):
+        cv = old["convergence"]
+        reproject(cv, tres, dres)
+    if cv:
         lines += conv_tables(cv)
         results["convergence"] = cv
     load_end = open("/proc/loadavg").read().split()[:3]
+    loads = LOADS or [float(x) for x in load_start[:1]]
     tail = "load average at the end %s; 1-minute load at the start of the runs: median %.1f, range %.1f-%.1f; " \
-           "took %.0f min" % (" ".join(load_end), statistics.median(LOADS), min(LOADS), max(LOADS),
+           "took %.0f min" % (" ".join(load_end), statistics.median(loads), min(loads), max(loads),
                               (datetime.datetime.now() - started).total_seconds() / 60)
+    if ARGS.reuse and old.get("load"):
+        ol = old["load"]["runs"]
+        tail += "; the reused run: median %.1f, range %.1f-%.1f" % (statistics.median(ol), min(ol), max(ol))
     lines += ["", tail]
     results["load"] = dict(start=load_start, end=load_end, runs=LOADS)
     with open(os.path.join(OUT, "report.md"), "w") as f:
