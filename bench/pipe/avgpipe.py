@@ -226,13 +226,14 @@ def diverged(m):
     return None
 
 
-def train(c, part, net, steps, eval_every, name, watch=False):
+def train(c, part, net, steps, eval_every, name, watch=False, ckpt_every=0):
     d = os.path.join(OUT, "runs", name)
     os.makedirs(d, exist_ok=True)
     metrics = os.path.join(d, "metrics.jsonl")
     cmd = mpirun() + cfg_args(c, part) + net_args(net) + [
         "--steps", str(steps), "--eval-every", str(eval_every), "--eval-batches", str(ARGS.eval_batches),
-        "--progress", "none", "--log-every", str(max(steps, 1)), "--keep-checkpoints", "1",
+        "--progress", "none", "--log-every", str(max(steps, 1)), "--keep-checkpoints", "2",
+        "--checkpoint-every", str(ckpt_every),
         "--out", d, "--metrics", metrics] + ARGS.extra
     if os.path.exists(metrics):
         os.remove(metrics)
@@ -540,8 +541,7 @@ def convergence(part, tres, dres):
     out = []
     for i, c in enumerate(uniq):
         log("[convergence %d/%d] %s (%s), %d steps" % (i + 1, len(uniq), label(c), c["role"], S))
-        m = train(c, part, "off", S, ARGS.eval_every, "conv_" + label(c).replace(" ", "_").replace("=", ""),
-                  watch=True)
+        m = train(c, part, "off", S, ARGS.eval_every, conv_name(c), watch=True, ckpt_every=half)
         if m.get("failed"):
             log("  stopped: " + m["failed"])
         out.append(dict(cfg=c, label=label(c), role=c["role"], evals=m["evals"], metrics=m,
@@ -560,7 +560,45 @@ def convergence(part, tres, dres):
         del r["metrics"]
     cv = dict(target=target, half=half, steps=S, runs=out)
     reproject(cv, tres, dres)
+    average_evals(cv, part, OUT)
     return cv
+
+
+def conv_name(c):
+    return "conv_" + label(c).replace(" ", "_").replace("=", "").replace(":", "")
+
+
+def average_evals(cv, part, root):
+    """Validation loss of the average of the pipelines' replicas (what a checkpoint
+    holds) at half and all of the steps: one more step at learning rate 0 from the
+    checkpoint, as a plain pipeline, evaluates it."""
+    for r in cv["runs"]:
+        c = r["cfg"]
+        if c["N"] == 1 or r.get("failed"):
+            continue
+        for step, k in ((cv["half"], "avg_half"), (cv["steps"], "avg_end")):
+            if r.get(k) is not None:
+                continue
+            ck = None
+            for name in (conv_name(c), "conv_" + label(c).replace(" ", "_").replace("=", "")):
+                d = os.path.join(root, "runs", name, "ckpt-%08d" % step)
+                if os.path.isdir(d):
+                    ck = d
+            if not ck:
+                continue
+            log("[average of replicas] %s at step %d" % (label(c), step))
+            d = os.path.join(OUT, "runs", "avg_%s_%d" % (conv_name(c), step))
+            os.makedirs(d, exist_ok=True)
+            metrics = os.path.join(d, "metrics.jsonl")
+            if os.path.exists(metrics):
+                os.remove(metrics)
+            cmd = mpirun() + ["--pp", "2", "--partition", part, "--micro-batches", "1", "--resume", ck,
+                              "--steps", str(step + 1), "--lr", "0", "--eval-every", str(step + 1),
+                              "--eval-batches", str(ARGS.eval_batches), "--progress", "none", "--out", d,
+                              "--keep-checkpoints", "1", "--metrics", metrics] + ARGS.extra
+            run(cmd, 600, os.path.join(d, "log.txt"))
+            ev = read_metrics(metrics)["evals"]
+            r[k] = ev[-1][1] if ev else None
 
 
 def conv_tables(cv):
@@ -585,8 +623,11 @@ def conv_tables(cv):
     lines += ["", "Validation loss (replica 0 evaluated) at %d and %d samples, relative to 1f1b (target of "
               "the project: N = 2 within +5%%); a = --ea-alpha, tau = --ea-period." % (
                   cv["half"] * B, cv["steps"] * B), ""]
-    lines += ["| configuration | val @%d | rel | val @%d | rel | samples to %.4f | median step ms |" % (
-        cv["half"] * B, cv["steps"] * B, cv["target"]), "|---|---|---|---|---|---|---|"]
+    lines += ["| configuration | val @%d | rel | val @%d | rel | average of replicas @%d, @%d (rel) | "
+              "samples to %.4f | median step ms |" % (cv["half"] * B, cv["steps"] * B, cv["half"] * B,
+                                                      cv["steps"] * B, cv["target"]),
+              "|---|---|---|---|---|---|---|---|"]
+    ref = cv["runs"][0]
 
     def val(v, rel):
         return ("%.4f" % v, "%+.1f%%" % (100 * rel)) if v is not None else ("-", "-")
@@ -600,8 +641,12 @@ def conv_tables(cv):
             note = " (stopped%s: %s)" % (" after val %.3g at step %d" % (last[1], last[0]) if last else "",
                                          r["failed"].split(": ", 1)[-1] if "diverged" not in r["failed"]
                                          else "diverged")
-        lines.append("| %s%s | %s | %s | %s | %s | %s | %.1f |" % (
-            r["label"], note, vh, rh, ve, re_,
+        avg = []
+        for k, rk in (("avg_half", "val_half"), ("avg_end", "val_end")):
+            v = r.get(k)
+            avg.append("%.4f (%+.1f%%)" % (v, 100 * (v / ref[rk] - 1)) if v is not None and ref[rk] else "-")
+        lines.append("| %s%s | %s | %s | %s | %s | %s | %s | %.1f |" % (
+            r["label"], note, vh, rh, ve, re_, ", ".join(avg),
             "%.0f" % r["samples_to_target"] if r["samples_to_target"] else "not reached", r["median_step_ms"]))
     return lines
 
@@ -703,6 +748,7 @@ def main():
     elif old.get("convergence"):
         cv = old["convergence"]
         reproject(cv, tres, dres)
+        average_evals(cv, part_of["off"], ARGS.reuse)
     if cv:
         lines += conv_tables(cv)
         results["convergence"] = cv
