@@ -215,10 +215,12 @@ class Run:
         return [r[key] for r in self.steps if r["step"] > skip and key in r]
 
     def mb_per_rank(self, skip=2):
-        """Median megabytes one rank sent per step: the log's bytes_sent is summed over all
-        ranks (it has per-axis parts, axis_bytes); divided by the world size."""
+        """Mean megabytes one rank sent per step: the log's bytes_sent is summed over all
+        ranks (it has per-axis parts, axis_bytes); divided by the world size. The mean, not
+        the median: async's rounds finish in some steps and not in others."""
         world = self.config.get("world", 1) or 1
-        return median(self.timed("bytes_sent", skip)) / world / 1e6
+        b = self.timed("bytes_sent", skip)
+        return sum(b) / len(b) / world / 1e6 if b else float("nan")
 
     def final_val(self):
         return self.evals[-1]["val_loss"] if self.evals else float("nan")
