@@ -149,7 +149,7 @@ static void default_text(const bp_option *o, const void *defaults, char *buf, si
 void bp_options_print_help(FILE *f, const bp_option *opts, int n_opts, const void *defaults) {
     for (int i = 0; i < n_opts; i++) {
         const bp_option *o = &opts[i];
-        char left[64], def[256];
+        char left[256], def[256];
         const char *meta = o->type == BP_OPT_CHOICE ? o->choices : o->metavar;
         snprintf(left, sizeof left, "--%s%s%s", o->name, meta ? " " : "", meta ? meta : "");
         if (o->default_text)
