@@ -6,7 +6,7 @@ validation loss (evaluated every --eval-every steps) first reaches --target, and
 the training time it took: the sum of the step times (step_ms) up to that evaluation
 (evaluation itself is not training time). Expected shape: low-precision algorithms win at
 low bandwidth (target: bytegrad >= 1.5x faster than allreduce at 100 Mbit), decentralized
-ones at high latency. A second table gives what explains the first: median step time,
+ones at high latency. A second table gives what explains the first: step time,
 exposed communication per step and bytes sent per step (means over the steps run).
 
   bench/dp/tradeoff.sh --quick          # looser target, fewer steps (~15-25 min on 2 cores)
