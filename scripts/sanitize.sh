@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The test suite under sanitizers, each in its own build directory:
 #   scripts/sanitize.sh asan   build-asan/: AddressSanitizer + UndefinedBehaviorSanitizer
-#                              (-DBP_SANITIZE=ON) on the tests chosen below
+#                              (-DBP_SANITIZE=ON) on the tests chosen below; built with
+#                              clang and the fuzz harnesses, so that scripts/fuzz.sh
+#                              reuses the same build
 #   scripts/sanitize.sh tsan   build-tsan/: ThreadSanitizer (-DBP_TSAN=ON) on the tests that
 #                              run the communication threads
 #   scripts/sanitize.sh        both (CI runs this from scripts/test.sh)
@@ -29,17 +31,34 @@ export OPENBLAS_NUM_THREADS=1
 # checkpoints. Left out: the same tests on 4 ranks, whole training runs compared
 # across rank counts (equivalence), option errors under mpiexec (the same error
 # paths run in cli_bad_input), jobs killed or stopped on purpose (mostly waiting),
-# the `slow` quality runs (minutes of training), and cli_help, ~120 processes that
+# the `slow` quality runs (minutes of training), test_comm_net (it times emulated
+# links against their model within 10%, which ASan's slowdown breaks; the code it
+# runs is the transport every other comm test uses), and cli_help, ~120 processes that
 # only parse options: fuzz_options runs that parser under ASan+UBSan millions of
 # times and its corpus replays here.
-ASAN_MPI='test_comm_(coll|async)_np[123]|test_comm_(prim|net)_np2|test_comm_fail_job|example_comm_average_np3|test_dp_reference_np[23]|test_pipe_grid_np[23]|occ_cb_np2|faults_resize|pipe_checkpoint'
+ASAN_MPI='test_comm_(coll|async)_np[123]|test_comm_prim_np2|test_comm_fail_job|example_comm_average_np3|test_dp_reference_np[23]|test_pipe_grid_np[23]|occ_cb_np2|faults_resize|pipe_checkpoint'
 ASAN_EXCLUDE='cli_help'
 
 # Names of the tests ctest would run with these arguments.
 test_names() { ctest --test-dir "$1" -N "${@:2}" | sed -nE 's/^ *Test +#[0-9]+: (.+)$/\1/p'; }
 
+# Configure build-asan (also used by scripts/fuzz.sh): clang with the fuzz harnesses
+# when clang is there, else the default compiler without them.
+configure_asan() {
+  if command -v clang >/dev/null; then
+    # CMake keeps the compiler of an existing build: start over if it is not clang.
+    if [ -f build-asan/CMakeCache.txt ] &&
+      ! grep -q '^CMAKE_C_COMPILER:.*clang' build-asan/CMakeCache.txt; then
+      rm -rf build-asan
+    fi
+    CC=clang cmake -S . -B build-asan -DBP_SANITIZE=ON -DBP_FUZZ=ON >/dev/null
+  else
+    cmake -S . -B build-asan -DBP_SANITIZE=ON >/dev/null
+  fi
+}
+
 run_asan() {
-  cmake -S . -B build-asan -DBP_SANITIZE=ON >/dev/null
+  configure_asan
   cmake --build build-asan -j "$jobs" >/dev/null
   local names
   names=$({ test_names build-asan -L fast -LE mpi; test_names build-asan -R "^($ASAN_MPI)\$"; } |
@@ -70,6 +89,8 @@ run_tsan() {
   TSAN_OPTIONS="suppressions=$supp/tsan.supp ignore_noninstrumented_modules=1 halt_on_error=0 second_deadlock_stack=1" \
     ctest --test-dir build-tsan --output-on-failure -j "$jobs" -R "^($TSAN_TESTS)\$" "$@"
 }
+
+[ "${SANITIZE_SOURCED:-0}" = 1 ] && return 0
 
 case $what in
 asan) run_asan "$@" ;;
