@@ -68,6 +68,8 @@ def parse_args():
     ap.add_argument("--alphas", help="--ea-alpha values of the sweep (default 0.1,0.3,0.5,0.9)")
     ap.add_argument("--periods", help="--ea-period values of the sweep (default 1,4,16)")
     ap.add_argument("--grid", action="store_true", help="every alpha with every period")
+    ap.add_argument("--no-scaled-lr", dest="scaled_lr", action="store_false",
+                    help="skip the N = 2 run with the learning rate x 3/2")
     ap.add_argument("--n4-alphas", help="--ea-alpha values tried with N = 4 (default 0.5,0.2; none in --quick)")
     ap.add_argument("--duel-reps", type=int, help="repetitions of the side-by-side runs (default 10)")
     ap.add_argument("--duel-steps", type=int, help="steps of each side-by-side run (default 20)")
@@ -92,6 +94,7 @@ def parse_args():
     a.conv_steps = a.conv_steps or (200 if q else 1000)
     a.eval_every = a.eval_every or max(1, a.conv_steps // 20)
     a.alphas = [float(x) for x in (a.alphas or ("0.1,0.5,0.9" if q else "0.1,0.3,0.5,0.9")).split(",")]
+    a.scaled_lr = a.scaled_lr and not q
     a.n4_alphas = [float(x) for x in (a.n4_alphas or ("" if q else "0.5,0.2")).split(",") if x]
     a.periods = [int(x) for x in (a.periods or ("4" if q else "1,4,16")).split(",")]
     return a
@@ -201,7 +204,21 @@ def cfg_args(c, part):
     if c["N"] > 1:
         a += ["--pipelines", str(c["N"]), "--ea-alpha", str(c.get("alpha", 0.5)),
               "--ea-period", str(c.get("period", 4))]
+    if "lr" in c:
+        a += ["--lr", "%g" % c["lr"]]
     return a
+
+
+def strip_lr(extra):
+    out, skip = [], False
+    for a in extra:
+        if skip:
+            skip = False
+        elif a == "--lr":
+            skip = True
+        elif not a.startswith("--lr="):
+            out.append(a)
+    return out
 
 
 def label(c):
@@ -210,6 +227,8 @@ def label(c):
     s = "AvgPipe N=%d M=%d %s" % (c["N"], c["M"], c["sched"])
     if "alpha" in c:
         s += " a=%g tau=%d" % (c["alpha"], c["period"])
+    if "lr" in c:
+        s += " lr=%g" % c["lr"]
     return s
 
 
@@ -234,7 +253,7 @@ def train(c, part, net, steps, eval_every, name, watch=False, ckpt_every=0):
         "--steps", str(steps), "--eval-every", str(eval_every), "--eval-batches", str(ARGS.eval_batches),
         "--progress", "none", "--log-every", str(max(steps, 1)), "--keep-checkpoints", "2",
         "--checkpoint-every", str(ckpt_every),
-        "--out", d, "--metrics", metrics] + ARGS.extra
+        "--out", d, "--metrics", metrics] + (strip_lr(ARGS.extra) if "lr" in c else ARGS.extra)
     if os.path.exists(metrics):
         os.remove(metrics)
     try:
@@ -251,6 +270,13 @@ def train(c, part, net, steps, eval_every, name, watch=False, ckpt_every=0):
     if why:
         m["failed"] = why
     return m
+
+
+def base_lr():
+    for i, a in enumerate(ARGS.extra):
+        if a == "--lr":
+            return float(ARGS.extra[i + 1])
+    return 1e-3  # gpt's default
 
 
 def batch():
@@ -525,12 +551,17 @@ def convergence(part, tres, dres):
            [(a, 4) for a in ARGS.alphas] + [(0.5, p) for p in ARGS.periods if p != 4])
     for a, p in pts:
         runs.append(dict(N=2, M=n2["M"], sched=n2["sched"], alpha=a, period=p, role="sweep"))
+    if ARGS.scaled_lr:
+        # In a steady drift the center, a particle without gradient, holds the replicas back
+        # to N/(N+1) of their speed (README): the learning rate scaled by (N+1)/N.
+        runs.append(dict(N=2, M=n2["M"], sched=n2["sched"], alpha=0.5, period=4, lr=base_lr() * 1.5,
+                         role="lr x 3/2"))
     for a in ARGS.n4_alphas:
         n4 = fastest(4) or dict(N=4, M=4, sched="gpipe")
         runs.append(dict(N=4, M=n4["M"], sched=n4["sched"], alpha=a, period=4, role="N=4"))
     seen, uniq = {}, []
     for c in runs:
-        k = (c["N"], c.get("alpha"), c.get("period"))  # M and K do not change the losses
+        k = (c["N"], c.get("alpha"), c.get("period"), c.get("lr"))  # M and K do not change the losses
         if c["N"] == 1:
             k = (1, c["sched"])
         if k in seen:
@@ -539,13 +570,22 @@ def convergence(part, tres, dres):
         seen[k] = c
         uniq.append(c)
     out = []
+    prev = {}
+    if OLD.get("convergence") and OLD["convergence"]["steps"] == S:
+        prev = {r["label"]: r for r in OLD["convergence"]["runs"]}
     for i, c in enumerate(uniq):
+        if label(c) in prev:  # --reuse: a run of the earlier results
+            r = dict(prev[label(c)], cfg=c, role=c["role"], reused=True)
+            r["metrics"] = dict(steps=[dict(step=j + 1, step_ms=x) for j, x in enumerate(r.get("steps_ms", []))])
+            out.append(r)
+            continue
         log("[convergence %d/%d] %s (%s), %d steps" % (i + 1, len(uniq), label(c), c["role"], S))
         m = train(c, part, "off", S, ARGS.eval_every, conv_name(c), watch=True, ckpt_every=half)
         if m.get("failed"):
             log("  stopped: " + m["failed"])
         out.append(dict(cfg=c, label=label(c), role=c["role"], evals=m["evals"], metrics=m,
-                        failed=m.get("failed"),
+                        failed=m.get("failed"), dir=os.path.join(OUT, "runs", conv_name(c)),
+                        steps_ms=[st["step_ms"] for st in m["steps"]],
                         median_step_ms=statistics.median([st["step_ms"] for st in m["steps"]])))
     ref = out[0]
     target = ARGS.target if ARGS.target is not None else val_at(ref["evals"], half)
@@ -556,7 +596,10 @@ def convergence(part, tres, dres):
         r["rel_end"] = r["val_end"] / ref["val_end"] - 1 if r["val_end"] is not None else None
         smp = crossing(r["evals"], target, B)
         r["samples_to_target"] = smp
-        r["measured_s"] = train_seconds(r["metrics"], smp, B) if smp else None
+        if r["metrics"]["steps"] or not r.get("reused"):
+            r["measured_s"] = train_seconds(r["metrics"], smp, B) if smp else None
+        elif r.get("measured_s") is not None and target != OLD["convergence"]["target"]:
+            r["measured_s"] = None  # an earlier run without its step times, another target
         del r["metrics"]
     cv = dict(target=target, half=half, steps=S, runs=out)
     reproject(cv, tres, dres)
@@ -568,7 +611,7 @@ def conv_name(c):
     return "conv_" + label(c).replace(" ", "_").replace("=", "").replace(":", "")
 
 
-def average_evals(cv, part, root):
+def average_evals(cv, part, root=None):
     """Validation loss of the average of the pipelines' replicas (what a checkpoint
     holds) at half and all of the steps: one more step at learning rate 0 from the
     checkpoint, as a plain pipeline, evaluates it."""
@@ -580,10 +623,15 @@ def average_evals(cv, part, root):
             if r.get(k) is not None:
                 continue
             ck = None
-            for name in (conv_name(c), "conv_" + label(c).replace(" ", "_").replace("=", "")):
-                d = os.path.join(root, "runs", name, "ckpt-%08d" % step)
+            dirs = [r["dir"]] if r.get("dir") else []
+            for base in [x for x in (root, ARGS.reuse, OUT) if x]:
+                dirs += [os.path.join(base, "runs", conv_name(c)),
+                         os.path.join(base, "runs", "conv_" + label(c).replace(" ", "_").replace("=", ""))]
+            for dd in dirs:
+                d = os.path.join(dd, "ckpt-%08d" % step)
                 if os.path.isdir(d):
                     ck = d
+                    break
             if not ck:
                 continue
             log("[average of replicas] %s at step %d" % (label(c), step))
@@ -679,8 +727,14 @@ def parse_tune(path):
     return rows, part
 
 
+OLD = {}
+
+
 def main():
     global OUT
+    if ARGS.reuse:
+        with open(os.path.join(ARGS.reuse, "results.json")) as f:
+            OLD.update(json.load(f))
     if not os.access(BP, os.X_OK):
         sys.exit("avgpipe.sh: no bagpipe binary at %s (build first, or set BAGPIPE_BIN)" % BP)
     if OUT is None:
@@ -688,10 +742,7 @@ def main():
                              text=True, check=True).stdout.strip()
     os.makedirs(os.path.join(OUT, "runs"), exist_ok=True)
     phases = ARGS.phases
-    old = {}
-    if ARGS.reuse:
-        with open(os.path.join(ARGS.reuse, "results.json")) as f:
-            old = json.load(f)
+    old = OLD
     started = datetime.datetime.now()
     load_start = open("/proc/loadavg").read().split()[:3]
     head = ["AvgPipe bench, %s, %d cores, load average at start %s; model %s; batch %d; 2 stages" % (
