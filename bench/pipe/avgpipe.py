@@ -69,7 +69,7 @@ def parse_args():
     ap.add_argument("--periods", help="--ea-period values of the sweep (default 1,4,16)")
     ap.add_argument("--grid", action="store_true", help="every alpha with every period")
     ap.add_argument("--no-scaled-lr", dest="scaled_lr", action="store_false",
-                    help="skip the N = 2 run with the learning rate x 3/2")
+                    help="skip the runs of N = 2 and of 1f1b with the learning rate x 3/2")
     ap.add_argument("--n4-alphas", help="--ea-alpha values tried with N = 4 (default 0.5,0.2; none in --quick)")
     ap.add_argument("--duel-reps", type=int, help="repetitions of the side-by-side runs (default 10)")
     ap.add_argument("--duel-steps", type=int, help="steps of each side-by-side run (default 20)")
@@ -556,6 +556,7 @@ def convergence(part, tres, dres):
         # to N/(N+1) of their speed (README): the learning rate scaled by (N+1)/N.
         runs.append(dict(N=2, M=n2["M"], sched=n2["sched"], alpha=0.5, period=4, lr=base_lr() * 1.5,
                          role="lr x 3/2"))
+        runs.append(dict(base, lr=base_lr() * 1.5, role="1f1b, lr x 3/2"))  # is it the lr alone?
     for a in ARGS.n4_alphas:
         n4 = fastest(4) or dict(N=4, M=4, sched="gpipe")
         runs.append(dict(N=4, M=n4["M"], sched=n4["sched"], alpha=a, period=4, role="N=4"))
@@ -563,7 +564,7 @@ def convergence(part, tres, dres):
     for c in runs:
         k = (c["N"], c.get("alpha"), c.get("period"), c.get("lr"))  # M and K do not change the losses
         if c["N"] == 1:
-            k = (1, c["sched"])
+            k = (1, c["sched"], c.get("lr"))
         if k in seen:
             seen[k]["role"] += ", " + c["role"]
             continue
