@@ -132,16 +132,14 @@ class Bagpipe:
         if not self.keep:
             shutil.rmtree(self.tmp, ignore_errors=True)
 
-    def train(self, ranks, args, timeout=1800, what=None, stop_when=None, preload=None, thread_cpu=False):
+    def train(self, ranks, args, timeout=1800, what=None, stop_when=None, thread_cpu=False):
         """Records of the metrics log of `mpirun -np ranks bagpipe train args`; with
-        stop_when(records), the run ends as soon as that returns true; preload: a shared
-        library loaded into every rank (LD_PRELOAD, Open MPI's -x); thread_cpu: sample the
-        CPU time of the ranks' threads while it runs (Run.thread_cpu)."""
+        stop_when(records), the run ends as soon as that returns true; thread_cpu: sample
+        the CPU time of the ranks' threads while it runs (Run.thread_cpu)."""
         self.count += 1
         out_dir = os.path.join(self.tmp, f"run{self.count:03d}")
         metrics = os.path.join(out_dir, "metrics.jsonl")
-        env = ["-x", f"LD_PRELOAD={preload}"] if preload else []
-        cmd = mpirun_prefix(ranks) + env + [self.binary, "train", "--out", out_dir, "--metrics", metrics,
+        cmd = mpirun_prefix(ranks) + [self.binary, "train", "--out", out_dir, "--metrics", metrics,
                                       "--progress", "none", "--threads", "1"] + list(args)
         what = what or f"bagpipe -np {ranks} {' '.join(args)}"
         sampler = ThreadCpu(out_dir, metrics) if thread_cpu else None
@@ -247,14 +245,6 @@ def table(headers, rows):
         return "| " + " | ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, width))) + " |"
     sep = "|" + "|".join(":" + "-" * (w + 1) if i == 0 else "-" * (w + 1) + ":" for i, w in enumerate(width)) + "|"
     return "\n".join([line(cells[0]), sep] + [line(r) for r in cells[1:]])
-
-
-def build_waitpoll(folder):
-    """bench/dp/waitpoll.c as a shared library in folder (see the file for what it shows)."""
-    out = os.path.join(folder, "waitpoll.so")
-    run_cmd(["mpicc", "-O2", "-shared", "-fPIC", "-o", out, os.path.join(HERE, "waitpoll.c")], 120,
-            "mpicc waitpoll.c")
-    return out
 
 
 def _cpu_times():

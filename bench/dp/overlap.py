@@ -9,16 +9,17 @@ emulated network and prints:
                                 the communication is exposed)
   ratio overlapped / sequential target <= 0.70 (at least 30% below)
 
-  bench/dp/overlap.sh                             # 2 ranks, bw=1Gbit,lat=0.1ms, 0.25 MB buckets
-  bench/dp/overlap.sh --bucket-mb 0.25,1,10       # one line per bucket size
-  bench/dp/overlap.sh --net bw=1Gbit,lat=0.1ms --rounds 7 --steps 40 -- --batch 32
+  bench/dp/overlap.sh                             # 2 ranks, bw=1Gbit,lat=0.1ms, 0.5 MB buckets, batch 24
+  bench/dp/overlap.sh --bucket-mb 0.25,0.5,10     # one line per bucket size
+  bench/dp/overlap.sh --spin                      # also with --comm-poll-us 0 (MPI spins)
+  bench/dp/overlap.sh --rounds 7 --steps 40 -- --batch 32
 Arguments after `--` go to every `bagpipe train` unchanged.
 """
 import argparse
 import json
 import sys
 
-from common import Bagpipe, RunFailed, build_waitpoll, load_note, median, table, wait_quiet
+from common import Bagpipe, RunFailed, load_note, median, table, wait_quiet
 
 
 def main():
@@ -26,31 +27,25 @@ def main():
     p.add_argument("--bagpipe", default=None, help="binary (default build/bagpipe)")
     p.add_argument("--ranks", type=int, default=2)
     p.add_argument("--net", default="bw=1Gbit,lat=0.1ms", help="emulated network (default bw=1Gbit,lat=0.1ms)")
-    p.add_argument("--bucket-mb", default="0.25", help="comma-separated bucket sizes (default 0.25)")
+    p.add_argument("--bucket-mb", default="0.5", help="comma-separated bucket sizes (default 0.5)")
     p.add_argument("--rounds", type=int, default=5, help="alternating rounds (default 5)")
     p.add_argument("--steps", type=int, default=30, help="timed steps per run (default 30)")
     p.add_argument("--warmup", type=int, default=5, help="untimed steps at the start of each run (default 5)")
     p.add_argument("--quiet-cores", type=float, default=1.7,
                    help="before each run wait until this many cores are idle (0: do not wait; default 1.7)")
     p.add_argument("--quiet-wait", type=float, default=120, help="wait at most this many seconds (default 120)")
-    p.add_argument("--waitpoll", action="store_true",
-                   help="diagnosis: also run every case with bench/dp/waitpoll.c preloaded (MPI_Waitall sleeps "
-                        "between polls instead of spinning), rows marked 'waitpoll'")
+    p.add_argument("--spin", action="store_true",
+                   help="also run every case with --comm-poll-us 0 (the communication thread blocks in "
+                        "MPI_Waitall, which spins), rows marked 'spin'")
     p.add_argument("--json", help="also write all numbers here")
-    p.add_argument("extra", nargs="*", help="after --: more bagpipe train options (e.g. --batch 32)")
+    p.add_argument("extra", nargs="*", help="after --: more bagpipe train options (default --batch 24)")
     a = p.parse_args()
     bp = Bagpipe(a.bagpipe) if a.bagpipe else Bagpipe()
     sizes = [s for s in a.bucket_mb.split(",") if s]
-    variants = [(s, None) for s in sizes]
-    if a.waitpoll:
-        try:
-            lib = build_waitpoll(bp.tmp)
-        except RunFailed as e:
-            sys.exit(f"overlap: --waitpoll: {e}")
-        variants += [(s, lib) for s in sizes]
-    base = ["--steps", str(a.warmup + a.steps), "--eval-every", "0", "--net", a.net] + a.extra
+    variants = [(s, False) for s in sizes] + ([(s, True) for s in sizes] if a.spin else [])
+    base = ["--steps", str(a.warmup + a.steps), "--eval-every", "0", "--net", a.net] + (a.extra or ["--batch", "24"])
     print(f"overlap: {a.ranks} ranks, --net {a.net}, buckets {','.join(sizes)} MB, {a.rounds} rounds x "
-          f"{a.steps} timed steps (+{a.warmup} warm-up), extra: {' '.join(a.extra) or 'none'}; {load_note()}",
+          f"{a.steps} timed steps (+{a.warmup} warm-up), extra: {' '.join(a.extra or ['--batch', '24'])}; {load_note()}",
           flush=True)
     res = {v: {m: {"step": [], "compute": [], "exposed": [], "round_step": [], "cpu_main": [], "cpu_comm": []}
                for m in ("overlap", "seq")}
@@ -58,14 +53,15 @@ def main():
     try:
         for r in range(a.rounds):
             for v in variants:
-                s, lib = v
-                name = f"{s} MB" + (" waitpoll" if lib else "")
+                s, spin = v
+                name = f"{s} MB" + (" spin" if spin else "")
                 # alternate which mode goes first, so a drift in background load hits both alike
                 order = ("overlap", "seq") if r % 2 == 0 else ("seq", "overlap")
                 for mode in order:
-                    args = base + ["--bucket-mb", s] + (["--no-overlap"] if mode == "seq" else [])
+                    args = base + ["--bucket-mb", s] + (["--no-overlap"] if mode == "seq" else []) + \
+                        (["--comm-poll-us", "0"] if spin else [])
                     idle = wait_quiet(a.quiet_cores, a.quiet_wait)
-                    run = bp.train(a.ranks, args, preload=lib, thread_cpu=True)
+                    run = bp.train(a.ranks, args, thread_cpu=True)
                     d = res[v][mode]
                     d["step"] += run.timed("step_ms", a.warmup)
                     d["compute"] += run.timed("compute_ms", a.warmup)
@@ -87,8 +83,8 @@ def main():
 
     rows, out = [], {}
     for v in variants:
-        s, lib = v
-        name = s + (" waitpoll" if lib else "")
+        s, spin = v
+        name = s + (" spin" if spin else "")
         o, q = res[v]["overlap"], res[v]["seq"]
         seq = median(q["compute"]) + median(q["exposed"])
         ratio = median(o["step"]) / seq

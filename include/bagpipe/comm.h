@@ -117,6 +117,13 @@ int bp_comm_set_path(bp_comm *c, bp_path path);
  * primitives then average between nodes, not ranks. */
 int bp_comm_set_hierarchical(bp_comm *c, bool on, int node_size);
 
+/* How waits for c's messages on our own path pass the time: 0 (default) blocks
+ * in MPI_Waitall, which spins in MPI's progress engine; seconds > 0 tests that
+ * often and sleeps in between. For a communication thread that shares its core
+ * with computation: spinning takes the core from the computation, and a thread
+ * that sleeps is scheduled promptly when it wakes. Set it before communicating. */
+int bp_comm_set_poll(bp_comm *c, double seconds);
+
 /* Network emulation for every group that shares c's world (see the top of this
  * file). Set it on every rank, before communicating. BP_EUSAGE names a bad field. */
 int bp_comm_set_net(bp_comm *c, const char *spec);

@@ -175,6 +175,7 @@ static int derive(bp_comm *c, const char *call, MPI_Comm made, int mpi_rc, const
     int rc = group_new(made, name, c->world, out, &err);
     if (rc == BP_OK) {
         (*out)->path = c->path;
+        (*out)->poll_s = c->poll_s;
         return BP_OK;
     }
     bp_comm_free(*out);
@@ -270,6 +271,16 @@ int bp_comm_set_path(bp_comm *c, bp_path path) {
     c->path = path;
     if (c->local) c->local->path = path;
     if (c->leaders) c->leaders->path = path;
+    return BP_OK;
+}
+
+int bp_comm_set_poll(bp_comm *c, double seconds) {
+    if (!(seconds >= 0 && seconds <= 1)) {
+        bp_err err;
+        bp_fail(&err, BP_EUSAGE, "poll interval %g s: expected 0 to 1 s", seconds);
+        return bpc_comm_record(c, BP_EUSAGE, &err);
+    }
+    c->poll_s = seconds;
     return BP_OK;
 }
 

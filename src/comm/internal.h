@@ -72,6 +72,7 @@ struct bp_comm {
     int *proc; /* MPI_COMM_WORLD rank of each member: the emulated links */
     char name[BP_GROUP_NAME_MAX];
     bp_path path;
+    double poll_s; /* bp_comm_set_poll: 0 = MPI_Waitall */
     bp_world *world;
     /* hierarchy (bp_comm_set_hierarchical) */
     bool hier;

@@ -54,19 +54,32 @@ int bpc_tx_irecv(op_ctx *op, bp_comm *g, void *buf, size_t bytes, int peer, int 
     return BP_OK;
 }
 
+/* MPI_Waitall spins in MPI's progress engine; with polling on, the thread tests and
+ * sleeps instead, so that a core it shares with computation goes to the computation
+ * and the thread, having slept, is scheduled promptly when it wakes. */
+static int wait_all(const bp_comm *g, MPI_Request *req, int n) {
+    if (g->poll_s <= 0) return MPI_Waitall(n, req, MPI_STATUSES_IGNORE);
+    for (;;) {
+        int done = 0;
+        int rc = MPI_Testall(n, req, &done, MPI_STATUSES_IGNORE);
+        if (rc != MPI_SUCCESS || done) return rc;
+        bp_sleep_until(bp_now() + g->poll_s);
+    }
+}
+
 int bpc_tx_wait(op_ctx *op, tx_req *r, int k) {
     double t0 = bp_now(), until = 0;
     int rc = MPI_SUCCESS;
     for (int i = 0; i < k && rc == MPI_SUCCESS; i++) {
         atomic_store(&op->waiting_for, r[i].proc);
-        rc = MPI_Waitall(2, r[i].req, MPI_STATUSES_IGNORE);
+        rc = wait_all(op->c, r[i].req, 2);
         double t = r[i].recv ? r[i].arrive : r[i].sent;
         until = t > until ? t : until;
     }
     atomic_store(&op->waiting_for, -1);
     if (rc == MPI_SUCCESS && until > 0) bp_sleep_until(until);
     op->acc.blocked_s += bp_now() - t0;
-    return rc == MPI_SUCCESS ? BP_OK : bpc_op_mpi_fail(op, rc, "MPI_Waitall");
+    return rc == MPI_SUCCESS ? BP_OK : bpc_op_mpi_fail(op, rc, "waiting for messages");
 }
 
 int bpc_tx_sendrecv(op_ctx *op, bp_comm *g, const void *sbuf, size_t sbytes, int dst, void *rbuf,

@@ -226,6 +226,7 @@ int bp_dp_create(bp_comm *comm, const bp_dp_config *cfg, bp_model **models, bp_o
     if (cfg->algo == BP_DP_DECENTRALIZED) dp->rounds = (uint64_t)(step / cfg->interval);
     if (cfg->algo == BP_DP_QADAM && optim->cfg.kind != BP_OPTIM_ADAMW)
         rc = bp_fail(err, BP_EUSAGE, "option --optim: qadam needs adamw");
+    if (rc == BP_OK && (rc = bp_comm_set_poll(comm, cfg->poll_s))) rc = comm_fail(dp, rc, err);
     if (rc == BP_OK && cfg->hierarchical &&
         (rc = bp_comm_set_hierarchical(comm, true, cfg->node_size)))
         rc = comm_fail(dp, rc, err);

@@ -59,6 +59,7 @@ typedef struct bp_dp_config {
     int node_size;         /* ranks per node for hierarchical (0: find by shared memory) */
     double bucket_mb;      /* gradient bucket size */
     bool overlap;          /* start buckets during backward (off: after it) */
+    double poll_s;         /* bp_comm_set_poll of the dp group (its waits share cores) */
     uint64_t seed;         /* PowerSGD's Q */
     /* A tensor (by name) the gradient algorithms leave out of their reduction because
      * the caller reduces it otherwise (Optimus-CC's fused embedding sync); NULL: none. */

@@ -103,6 +103,9 @@ static const bp_option train_options[] = {
     NUM("bucket-mb", BP_OPT_DOUBLE, bucket_mb, 1e-6, 1e6, "MB", "gradient bucket size"),
     {"no-overlap", BP_OPT_FLAG, OFF(no_overlap), 0, NULL, 0, 0, NULL,
      "send gradient buckets after backward instead of during it", NULL},
+    NUM("comm-poll-us", BP_OPT_DOUBLE, comm_poll_us, 0, 1e6, "US",
+        "data-parallel waits test every US microseconds and sleep in between, leaving the "
+        "core to backward (0: block in MPI)"),
     STR("net", net, "SPEC", "emulate a network, e.g. bw=1Gbit,lat=1ms (off on real clusters)",
         "off"),
     NUM("comm-timeout", BP_OPT_DOUBLE, comm_timeout, 0, 1e9, "S",
@@ -187,6 +190,7 @@ void bp_train_config_defaults(bp_train_config *c) {
     c->ea_period = 4;
     c->qadam_warmup = 100;
     c->bucket_mb = 10;
+    c->comm_poll_us = 50;
     c->comm_timeout = 600;
     c->cb_rank = 12;
     c->sc_rank = 4;
@@ -285,6 +289,7 @@ void bp_train_dp_config(const bp_train_config *c, bp_dp_config *d) {
         .node_size = c->node_size,
         .bucket_mb = c->bucket_mb,
         .overlap = !c->no_overlap,
+        .poll_s = c->comm_poll_us * 1e-6,
         .seed = (uint64_t)c->seed,
     };
 }

@@ -79,6 +79,7 @@ typedef struct bp_train_config {
     int node_size;
     double bucket_mb;
     int no_overlap;
+    double comm_poll_us;
     char net[256];
     double comm_timeout;
     int comm_path; /* bp_path */

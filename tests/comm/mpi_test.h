@@ -39,14 +39,15 @@ typedef struct config {
     bp_path path;
     const char *net;
     int node_size; /* 0: flat */
+    double poll_s; /* bp_comm_set_poll */
 } config;
 
 static const config CONFIGS[] = {
-    {"own", BP_PATH_OWN, NULL, 0},
-    {"mpi", BP_PATH_MPI, NULL, 0},
-    {"emulated", BP_PATH_MPI, "bw=100Gbit,lat=20us", 0},
-    {"hier", BP_PATH_OWN, NULL, 2},
-    {"hier-mpi", BP_PATH_MPI, NULL, 2},
+    {"own", BP_PATH_OWN, NULL, 0, 0},
+    {"mpi", BP_PATH_MPI, NULL, 0, 0},
+    {"emulated-polling", BP_PATH_MPI, "bw=100Gbit,lat=20us", 0, 20e-6},
+    {"hier", BP_PATH_OWN, NULL, 2, 0},
+    {"hier-mpi", BP_PATH_MPI, NULL, 2, 0},
 };
 #define NCONFIGS (sizeof CONFIGS / sizeof CONFIGS[0])
 
@@ -55,6 +56,7 @@ static inline bp_comm *group_for(const config *cfg) {
     assert_int_equal(bp_comm_dup(world, cfg->name, &g), BP_OK);
     assert_int_equal(bp_comm_set_path(g, cfg->path), BP_OK);
     assert_int_equal(bp_comm_set_net(g, cfg->net), BP_OK);
+    assert_int_equal(bp_comm_set_poll(g, cfg->poll_s), BP_OK);
     if (cfg->node_size) assert_int_equal(bp_comm_set_hierarchical(g, true, cfg->node_size), BP_OK);
     return g;
 }

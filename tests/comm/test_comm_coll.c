@@ -220,6 +220,8 @@ static void test_error_lines(void **state) {
     assert_int_equal(bp_comm_set_path(g, (bp_path)9), BP_EUSAGE);
     assert_int_equal(bp_comm_set_timeout(g, -1), BP_EUSAGE);
     assert_non_null(strstr(bp_comm_errmsg(g), "timeout"));
+    assert_int_equal(bp_comm_set_poll(g, -1e-6), BP_EUSAGE);
+    assert_non_null(strstr(bp_comm_errmsg(g), "poll interval"));
     bp_comm *open = NULL;
     assert_int_equal(bp_comm_dup(world, "still-open", &open), BP_OK);
     assert_int_equal(bp_comm_finalize(world), BP_EUSAGE); /* g and open are alive */

@@ -123,7 +123,7 @@ static void test_emulation_takes_our_path(void **state) {
     const size_t n = 4099;
     float *x = floats(n);
     for (size_t i = 0; i < n; i++) x[i] = value_of(me, i, 40);
-    bp_comm *g = group_for(&(config){"emu-mpi", BP_PATH_MPI, "lat=2ms", 0});
+    bp_comm *g = group_for(&(config){"emu-mpi", BP_PATH_MPI, "lat=2ms", 0, 0});
     double t0 = bp_now();
     assert_int_equal(bp_allreduce_avg(g, x, n), BP_OK);
     double took = bp_now() - t0;
