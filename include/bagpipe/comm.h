@@ -188,6 +188,13 @@ int bp_allreduce_avg_lp(bp_comm *c, float *x, size_t n, bp_codec *codec);
  * codec shape falls back to bp_allreduce_avg. */
 int bp_allreduce_avg_powersgd(bp_comm *c, float *x, size_t n, bp_codec *powersgd);
 
+/* The same for `count` matrices x[i] of n[i] floats at once: every P travels in one
+ * allreduce, then every Q in another (two rounds of messages for the batch instead
+ * of two per matrix: what a high-latency link needs). ps[i] NULL, or a 1-D codec
+ * shape, averages x[i] in full within the first allreduce. */
+int bp_allreduce_avg_powersgd_batch(bp_comm *c, int count, float *const *x, const size_t *n,
+                                    bp_codec *const *powersgd);
+
 typedef enum bp_peers {
     BP_PEERS_ALL,       /* average over the whole group (= allreduce) */
     BP_PEERS_SHIFT_ONE, /* average with one peer that changes every round */

@@ -1,8 +1,10 @@
 /* Centralized primitives: C_FP_S (allreduce), C_LP_S (allreduce with a codec),
  * PowerSGD's allreduce of P and Q, and the hierarchical form of any primitive. */
 #include <stdlib.h>
+#include <string.h>
 
 #include "comm/internal.h"
+#include "core/buf.h"
 #include "core/timer.h"
 
 int bpc_run_prim(op_ctx *op, bp_comm *c, float *x, size_t n, node_scale scale, prim_fn fn,
@@ -150,22 +152,87 @@ int bp_allreduce_avg_lp(bp_comm *c, float *x, size_t n, bp_codec *codec) {
 
 /* --- PowerSGD ----------------------------------------------------------------------- */
 
-static int powersgd(op_ctx *op, bp_comm *c, float *x, size_t n, bp_codec *ps) {
-    if (bp_powersgd_rank(ps) == 0)
-        return bpc_op_fail(op, BP_EUSAGE, "codec %s is not powersgd", bp_codec_name(ps));
-    if (!bp_powersgd_compresses(ps))
-        return bpc_run_prim(op, c, x, n, NODE_SHARE, bpc_flat_allreduce_avg, NULL);
-    float *p, *q;
-    size_t p_len, q_len;
-    int rc = bp_powersgd_project(ps, x, n, &p, &p_len, &op->err);
-    if (rc == BP_OK) rc = bpc_run_prim(op, c, p, p_len, NODE_SHARE, bpc_flat_allreduce_avg, NULL);
-    if (rc == BP_OK) rc = bp_powersgd_reproject(ps, &q, &q_len, &op->err);
-    if (rc == BP_OK) rc = bpc_run_prim(op, c, q, q_len, NODE_SHARE, bpc_flat_allreduce_avg, NULL);
-    return rc == BP_OK ? bp_powersgd_finish(ps, x, n, &op->err) : rc;
+/* The parts of a PowerSGD batch that travel in one allreduce: part i is
+ * part[i][0..len[i]). */
+typedef struct psgd_parts {
+    float **part;
+    size_t *len;
+} psgd_parts;
+
+/* Average the parts with one allreduce of their concatenation in buf. */
+static int average_parts(op_ctx *op, bp_comm *c, psgd_parts *pp, int count, float *buf) {
+    size_t at = 0;
+    for (int i = 0; i < count; i++) {
+        if (pp->len[i]) memcpy(buf + at, pp->part[i], pp->len[i] * sizeof *buf);
+        at += pp->len[i];
+    }
+    int rc = at ? bpc_run_prim(op, c, buf, at, NODE_SHARE, bpc_flat_allreduce_avg, NULL) : BP_OK;
+    at = 0;
+    for (int i = 0; rc == BP_OK && i < count; i++) {
+        if (pp->len[i]) memcpy(pp->part[i], buf + at, pp->len[i] * sizeof *buf);
+        at += pp->len[i];
+    }
+    return rc;
+}
+
+static bool compresses(bp_codec *const *ps, int i) { return ps[i] && bp_powersgd_compresses(ps[i]); }
+
+/* Every P (and every matrix sent in full) in one allreduce, then every Q in another. */
+static int powersgd_steps(op_ctx *op, bp_comm *c, int count, float *const *x, const size_t *n,
+                          bp_codec *const *ps, psgd_parts *pp, float *buf) {
+    int rc = BP_OK;
+    for (int i = 0; rc == BP_OK && i < count; i++) {
+        pp->part[i] = x[i], pp->len[i] = n[i];
+        if (compresses(ps, i))
+            rc = bp_powersgd_project(ps[i], x[i], n[i], &pp->part[i], &pp->len[i], &op->err);
+    }
+    if (rc == BP_OK) rc = average_parts(op, c, pp, count, buf);
+    for (int i = 0; rc == BP_OK && i < count; i++) {
+        pp->len[i] = 0;
+        if (compresses(ps, i)) rc = bp_powersgd_reproject(ps[i], &pp->part[i], &pp->len[i], &op->err);
+    }
+    if (rc == BP_OK) rc = average_parts(op, c, pp, count, buf);
+    for (int i = 0; rc == BP_OK && i < count; i++)
+        if (compresses(ps, i)) rc = bp_powersgd_finish(ps[i], x[i], n[i], &op->err);
+    return rc;
+}
+
+/* Floats for either allreduce of the batch: n for a matrix sent in full, else
+ * P and Q together ((rows + cols) x r), which bounds each of them. */
+static size_t batch_floats(int count, const size_t *n, bp_codec *const *ps) {
+    size_t total = 0;
+    for (int i = 0; i < count; i++)
+        total += compresses(ps, i) ? bp_codec_encoded_size(ps[i], n[i]) / sizeof(float) : n[i];
+    return total;
+}
+
+static int powersgd_batch(op_ctx *op, bp_comm *c, int count, float *const *x, const size_t *n,
+                          bp_codec *const *ps) {
+    for (int i = 0; i < count; i++)
+        if (ps[i] && bp_powersgd_rank(ps[i]) == 0)
+            return bpc_op_fail(op, BP_EUSAGE, "codec %d: %s is not powersgd", i,
+                               bp_codec_name(ps[i]));
+    size_t floats = batch_floats(count, n, ps);
+    psgd_parts pp = {calloc((size_t)count + 1, sizeof *pp.part),
+                     calloc((size_t)count + 1, sizeof *pp.len)};
+    float *buf = bp_alloc(floats * sizeof *buf + 1);
+    int rc = pp.part && pp.len && buf ? powersgd_steps(op, c, count, x, n, ps, &pp, buf)
+                                      : bpc_op_fail(op, BP_ENOMEM, "powersgd: out of memory");
+    free(pp.part);
+    free(pp.len);
+    bp_free(buf);
+    return rc;
 }
 
 int bp_allreduce_avg_powersgd(bp_comm *c, float *x, size_t n, bp_codec *ps) {
+    return bp_allreduce_avg_powersgd_batch(c, 1, &x, &n, &ps);
+}
+
+int bp_allreduce_avg_powersgd_batch(bp_comm *c, int count, float *const *x, const size_t *n,
+                                    bp_codec *const *ps) {
     op_ctx op;
-    bpc_op_begin(&op, c, BP_OP_POWERSGD, n);
-    return bpc_op_end(&op, powersgd(&op, c, x, n, ps));
+    size_t total = 0;
+    for (int i = 0; i < count; i++) total += n[i];
+    bpc_op_begin(&op, c, BP_OP_POWERSGD, total);
+    return bpc_op_end(&op, powersgd_batch(&op, c, count, x, n, ps));
 }

@@ -22,7 +22,8 @@ struct bp_dp {
     bp_bucketer bk;       /* gradient algorithms; unused (n == 0) otherwise */
     bp_codec *minmax;     /* bytegrad, qadam */
     bp_codec **psgd;      /* powersgd: one per 2-D tensor, NULL for 1-D */
-    float *pack;          /* powersgd: the 1-D tensors of a bucket, packed */
+    float **psgd_x;       /* powersgd: a bucket's tensors, for the batch call */
+    size_t *psgd_n;
     bp_ring_lp *ring;     /* lp-decentralized */
     bp_async_avg *async;  /* async */
     float *center, *diff; /* easgd, avgpipe */
@@ -90,31 +91,18 @@ static int comm_fail(bp_dp *dp, int rc, bp_err *err) {
 
 /* ---- gradient buckets -------------------------------------------------------- */
 
-/* The bucket's 2-D tensors go through PowerSGD one by one; its 1-D tensors
- * (biases, LayerNorm) are packed and averaged in full with one allreduce. */
+/* The bucket's tensors in one PowerSGD batch: the P's of its 2-D tensors and its
+ * 1-D tensors (biases, LayerNorm, averaged in full) in one allreduce, the Q's in
+ * another. */
 static int powersgd_bucket(bp_dp *dp, const bp_bucket *b) {
     float *grads = bp_model_grads(dp->model);
-    size_t packed = 0;
-    int end = b->first_tensor + b->n_tensors;
-    for (int t = b->first_tensor; t < end; t++) {
-        const bp_tensor_info *ti = bp_model_tensor(dp->model, t);
-        if (dp->psgd[t]) {
-            int rc = bp_allreduce_avg_powersgd(dp->comm, grads + ti->offset, ti->numel, dp->psgd[t]);
-            if (rc) return rc;
-        } else {
-            memcpy(dp->pack + packed, grads + ti->offset, ti->numel * sizeof(float));
-            packed += ti->numel;
-        }
+    for (int i = 0; i < b->n_tensors; i++) {
+        const bp_tensor_info *ti = bp_model_tensor(dp->model, b->first_tensor + i);
+        dp->psgd_x[i] = grads + ti->offset;
+        dp->psgd_n[i] = ti->numel;
     }
-    int rc = packed ? bp_allreduce_avg(dp->comm, dp->pack, packed) : BP_OK;
-    packed = 0;
-    for (int t = b->first_tensor; rc == BP_OK && t < end; t++) {
-        const bp_tensor_info *ti = bp_model_tensor(dp->model, t);
-        if (dp->psgd[t]) continue;
-        memcpy(grads + ti->offset, dp->pack + packed, ti->numel * sizeof(float));
-        packed += ti->numel;
-    }
-    return rc;
+    return bp_allreduce_avg_powersgd_batch(dp->comm, b->n_tensors, dp->psgd_x, dp->psgd_n,
+                                           dp->psgd + b->first_tensor);
 }
 
 /* Zero the non-finite values of the bucket's tensors, remembering the first tensor. */
@@ -148,9 +136,10 @@ static int run_bucket(void *ctx, const bp_bucket *b, bp_err *err) {
 
 static int create_powersgd(bp_dp *dp, bp_err *err) {
     int nt = bp_model_num_tensors(dp->model);
-    size_t largest_1d = 0;
-    if (!(dp->psgd = calloc((size_t)nt, sizeof *dp->psgd)))
-        return bp_fail(err, BP_ENOMEM, "out of memory");
+    dp->psgd = calloc((size_t)nt, sizeof *dp->psgd);
+    dp->psgd_x = calloc((size_t)nt, sizeof *dp->psgd_x);
+    dp->psgd_n = calloc((size_t)nt, sizeof *dp->psgd_n);
+    if (!dp->psgd || !dp->psgd_x || !dp->psgd_n) return bp_fail(err, BP_ENOMEM, "out of memory");
     for (int t = 0; t < nt; t++) {
         const bp_tensor_info *ti = bp_model_tensor(dp->model, t);
         if (ti->ndim == 2 && ti->shape[0] > 1 && ti->shape[1] > 1) {
@@ -159,12 +148,9 @@ static int create_powersgd(bp_dp *dp, bp_err *err) {
                                            dp->cfg.rank, dp->cfg.seed + (uint64_t)t, &dp->psgd[t],
                                            err);
             if (rc) return rc;
-        } else {
-            largest_1d += ti->numel;
         }
     }
-    return bp_alloc_checked((void **)&dp->pack, largest_1d * sizeof(float) + 1, "powersgd buffer",
-                            err);
+    return BP_OK;
 }
 
 static int create_state(bp_dp *dp, bp_err *err) {
@@ -260,7 +246,8 @@ void bp_dp_destroy(bp_dp *dp) {
     bp_codec_free(dp->minmax);
     for (int t = 0; dp->psgd && t < bp_model_num_tensors(dp->model); t++) bp_codec_free(dp->psgd[t]);
     free(dp->psgd);
-    bp_free(dp->pack);
+    free(dp->psgd_x);
+    free(dp->psgd_n);
     bp_free(dp->center);
     bp_free(dp->diff);
     free(dp);

@@ -185,7 +185,9 @@ void bp_train_config_defaults(bp_train_config *c) {
     c->dp_algo = BP_DP_ALLREDUCE;
     c->interval = 1;
     c->sync_ms = 20;
-    c->psgd_rank = 4;
+    /* Rank 4 ends 8% above allreduce's validation loss after 1000 steps of the
+     * default gpt; rank 8 within 5% (bench/dp/README.md), still 10x fewer bytes. */
+    c->psgd_rank = 8;
     c->ea_alpha = 0.5;
     c->ea_period = 4;
     c->qadam_warmup = 100;

@@ -326,12 +326,51 @@ static void test_powersgd_allreduce(void **state) {
         bp_codec *mm = NULL;
         assert_int_equal(bp_codec_minmax_u8_new(&mm, NULL), BP_OK);
         assert_int_equal(bp_allreduce_avg_powersgd(g, x, N, mm), BP_EUSAGE);
-        assert_non_null(strstr(bp_comm_errmsg(g), "powersgd: codec minmax_u8 is not powersgd"));
+        assert_non_null(strstr(bp_comm_errmsg(g), "powersgd: codec 0: minmax_u8 is not powersgd"));
         bp_codec_free(mm);
         bp_codec_free(ps);
         free(x), free(gr), free(want);
         group_done(g);
     }
+}
+
+/* A batch gives what its members give one by one (two matrices of other shapes and
+ * a vector averaged in full between them), over three steps of error feedback and
+ * warm-started Q, in two allreduces instead of five. */
+static void test_powersgd_batch(void **state) {
+    (void)state;
+    enum { R1 = 16, C1 = 12, R2 = 8, C2 = 20, V = 7, K = 2, STEPS = 3 };
+    const size_t n[3] = {R1 * C1, V, R2 * C2};
+    bp_comm *g = group_for(&CONFIGS[0]);
+    bp_codec *one[3] = {NULL, NULL, NULL}, *many[3] = {NULL, NULL, NULL};
+    assert_int_equal(bp_codec_powersgd_new(R1, C1, K, 7, &one[0], NULL), BP_OK);
+    assert_int_equal(bp_codec_powersgd_new(R2, C2, K, 8, &one[2], NULL), BP_OK);
+    assert_int_equal(bp_codec_powersgd_new(R1, C1, K, 7, &many[0], NULL), BP_OK);
+    assert_int_equal(bp_codec_powersgd_new(R2, C2, K, 8, &many[2], NULL), BP_OK);
+    float *x[3], *y[3];
+    for (int m = 0; m < 3; m++) x[m] = floats(n[m]), y[m] = floats(n[m]);
+    for (int s = 0; s < STEPS; s++) {
+        for (int m = 0; m < 3; m++)
+            for (size_t i = 0; i < n[m]; i++) x[m][i] = y[m][i] = value_of(me, i, 40 + 3 * s + m);
+        assert_int_equal(bp_allreduce_avg_powersgd(g, x[0], n[0], one[0]), BP_OK);
+        assert_int_equal(bp_allreduce_avg(g, x[1], n[1]), BP_OK);
+        assert_int_equal(bp_allreduce_avg_powersgd(g, x[2], n[2], one[2]), BP_OK);
+        bp_stats st;
+        assert_int_equal(bp_comm_stats(g, &st, true), BP_OK);
+        assert_int_equal(bp_allreduce_avg_powersgd_batch(g, 3, y, n, many), BP_OK);
+        assert_int_equal(bp_comm_stats(g, &st, true), BP_OK);
+        assert_int_equal(st.op[BP_OP_POWERSGD].calls, 1);
+        if (nranks > 1) /* two ring allreduces: 2 (p - 1) messages each */
+            assert_int_equal(st.op[BP_OP_POWERSGD].messages, 2 * 2 * (nranks - 1));
+        for (int m = 0; m < 3; m++)
+            for (size_t i = 0; i < n[m]; i++)
+                assert_true(fabsf(x[m][i] - y[m][i]) <= 1e-5f * (1 + fabsf(x[m][i])));
+    }
+    for (int m = 0; m < 3; m++) {
+        free(x[m]), free(y[m]);
+        bp_codec_free(one[m]), bp_codec_free(many[m]);
+    }
+    group_done(g);
 }
 
 /* --- errors and counters ---------------------------------------------------------- */
@@ -376,6 +415,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_shift_one_hierarchical),
         cmocka_unit_test(test_ring_lp_invariant),
         cmocka_unit_test(test_powersgd_allreduce),
+        cmocka_unit_test(test_powersgd_batch),
         cmocka_unit_test(test_lp_rejects_nonfinite_and_counts_less),
     };
     return run_mpi_tests(argc, argv, "comm primitives", tests, sizeof tests / sizeof tests[0]);
