@@ -399,11 +399,26 @@ int bp_dp_average_replicas(bp_dp *dp, float *params, float *m, float *v, bp_err 
     if (dp->async) bp_async_avg_lock(dp->async); /* the averaging thread writes the weights */
     mean_of_replicas(dp, params, n, params_of);
     if (dp->async) bp_async_avg_unlock(dp->async);
-    mean_of_replicas(dp, m, n, m_of);
+    if (m) mean_of_replicas(dp, m, n, m_of);
     if (v) mean_of_replicas(dp, v, n, v_of);
     if (bp_comm_size(dp->comm) == 1) return BP_OK;
     int rc = bp_allreduce_avg(dp->comm, params, n);
-    if (rc == BP_OK) rc = bp_allreduce_avg(dp->comm, m, n);
+    if (rc == BP_OK && m) rc = bp_allreduce_avg(dp->comm, m, n);
     if (rc == BP_OK && v) rc = bp_allreduce_avg(dp->comm, v, n);
     return rc ? comm_fail(dp, rc, err) : BP_OK;
+}
+
+int bp_dp_swap_in_average(bp_dp *dp, float *avg, float *saved, bp_err *err) {
+    int rc = bp_dp_average_replicas(dp, avg, NULL, NULL, err);
+    if (rc) return rc;
+    size_t bytes = bp_model_num_params(dp->model) * sizeof(float);
+    if (dp->async) bp_async_avg_lock(dp->async); /* held until bp_dp_swap_back */
+    memcpy(saved, bp_model_params(dp->model), bytes);
+    memcpy(bp_model_params(dp->model), avg, bytes);
+    return BP_OK;
+}
+
+void bp_dp_swap_back(bp_dp *dp, const float *saved) {
+    memcpy(bp_model_params(dp->model), saved, bp_model_num_params(dp->model) * sizeof(float));
+    if (dp->async) bp_async_avg_unlock(dp->async);
 }

@@ -96,9 +96,14 @@ int bp_dp_step(bp_dp *dp, double lr, bp_err *err);
 /* Whether the replicas may hold different weights (weight algorithms on > 1 rank). */
 bool bp_dp_replicas_differ(const bp_dp *dp);
 /* Collective: the average over all replicas (this rank's and the other ranks') of
- * the weights and the optimizer's buffers, into params, m and v (v may be NULL when
- * the optimizer has none). */
+ * the weights and the optimizer's buffers, into params, m and v (m and v may be
+ * NULL: not wanted, or the optimizer has none). */
 int bp_dp_average_replicas(bp_dp *dp, float *params, float *m, float *v, bp_err *err);
+/* Collective: replica 0 of this rank holds the average of all replicas' weights
+ * (computed into avg) until bp_dp_swap_back, its own weights kept in saved; the
+ * async averaging thread waits meanwhile. avg and saved hold the model's params. */
+int bp_dp_swap_in_average(bp_dp *dp, float *avg, float *saved, bp_err *err);
+void bp_dp_swap_back(bp_dp *dp, const float *saved);
 
 /* The lowest model tensor index in which a bucket of this step found a NaN or an
  * infinity (-1: none). Such values are replaced by zeros before they are sent, so

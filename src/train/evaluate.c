@@ -1,7 +1,12 @@
 /* Evaluation on the fixed evaluation set, by replica 0: its stages run the batches
  * forward through the pipeline; the last stage scores them and sends the result to
- * stage 0, whose rank 0 logs it. Other replicas go on training meanwhile. */
+ * stage 0, whose rank 0 logs it. Where the replicas' weights differ (decentralized,
+ * async, easgd, AvgPipe), replica 0 evaluates their average, the model a checkpoint
+ * holds, instead of its own weights: for elastic averaging the average is the model
+ * the algorithm converges (its center), and one replica alone would measure its own
+ * noise. Other replicas go on training meanwhile. */
 #include <math.h>
+#include <stdlib.h>
 
 #include "train/trainer_impl.h"
 
@@ -26,11 +31,24 @@ static int score(trainer *t, double *sum, double *correct, double *rows, bp_err 
     return BP_OK;
 }
 
-int trainer_evaluate(trainer *t, bp_err *err) {
-    if (!trainer_in_replica0(t)) return BP_OK;
-    double sum, correct, rows;
-    int rc = score(t, &sum, &correct, &rows, err);
+/* Score replica 0, holding the average of the replicas where they differ. */
+static int score_model(trainer *t, double *sum, double *correct, double *rows, bp_err *err) {
+    bool swap = bp_dp_replicas_differ(t->dp);
+    size_t bytes = bp_model_num_params(t->model) * sizeof(float);
+    if (swap && ((!t->avg_params && !(t->avg_params = malloc(bytes))) ||
+                 (!t->eval_saved && !(t->eval_saved = malloc(bytes)))))
+        return bp_fail(err, BP_ENOMEM, "cannot allocate the averaged model for evaluation");
+    int rc = swap ? bp_dp_swap_in_average(t->dp, t->avg_params, t->eval_saved, err) : BP_OK;
     if (rc) return rc;
+    if (trainer_in_replica0(t)) rc = score(t, sum, correct, rows, err);
+    if (swap) bp_dp_swap_back(t->dp, t->eval_saved);
+    return rc;
+}
+
+int trainer_evaluate(trainer *t, bp_err *err) {
+    double sum = 0, correct = 0, rows = 0;
+    int rc = score_model(t, &sum, &correct, &rows, err);
+    if (rc || !trainer_in_replica0(t)) return rc;
     float result[3] = {(float)sum, (float)correct, (float)rows};
     int last = t->grid.pp - 1;
     if (t->grid.t != 0) return BP_OK; /* tp ranks compute the same; rank t = 0 reports */

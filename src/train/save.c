@@ -67,8 +67,9 @@ static int checkpoint_state(trainer *t, const bp_real **params, bp_optim *view, 
     *view = *t->optim;
     if (!bp_dp_replicas_differ(t->dp)) return BP_OK;
     size_t bytes = bp_model_num_params(t->model) * sizeof(float);
-    if (!t->avg_params && (!(t->avg_params = malloc(bytes)) || !(t->avg_m = malloc(bytes)) ||
-                           (t->optim->v && !(t->avg_v = malloc(bytes)))))
+    if ((!t->avg_params && !(t->avg_params = malloc(bytes))) ||
+        (!t->avg_m && !(t->avg_m = malloc(bytes))) ||
+        (t->optim->v && !t->avg_v && !(t->avg_v = malloc(bytes))))
         return bp_fail(err, BP_ENOMEM, "cannot allocate the averaged checkpoint");
     int rc = bp_dp_average_replicas(t->dp, t->avg_params, t->avg_m, t->avg_v, err);
     *params = t->avg_params;

@@ -218,6 +218,7 @@ static void teardown(trainer *t) {
     free(t->avg_params);
     free(t->avg_m);
     free(t->avg_v);
+    free(t->eval_saved);
 }
 
 /* ---- one step ------------------------------------------------------------------- */

@@ -51,6 +51,7 @@ typedef struct trainer {
     bool resuming;
     bp_manifest resume_from; /* when resuming */
     float *avg_params, *avg_m, *avg_v; /* replicas averaged for a checkpoint */
+    float *eval_saved;                 /* replica 0's weights while it evaluates the average */
 } trainer;
 
 /* The ranks whose loss is logged: the last stage of every replica (tp rank 0). */
