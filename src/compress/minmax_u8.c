@@ -99,15 +99,16 @@ static void quantize_fast(const float *restrict x, size_t n, float scale, float 
                           uint8_t *restrict q) {
     size_t i = 0;
 #if USE_SSE2
+    /* v is a whole number of magnitude below 2^23 here; the saturating packs
+     * (int32 -> int16 -> uint8) clamp it to [0, 255] as quantize_one does. */
     const __m128 s = _mm_set1_ps(scale), magic = _mm_set1_ps(RINT_MAGIC), u = _mm_set1_ps(ub),
-                 b = _mm_set1_ps(lb), zero = _mm_setzero_ps(), top = _mm_set1_ps(255.0f);
+                 b = _mm_set1_ps(lb);
     for (; i + 16 <= n; i += 16) {
         __m128i w[4];
         for (int k = 0; k < 4; k++) {
             __m128 v = _mm_mul_ps(_mm_loadu_ps(x + i + 4 * k), s);
             v = _mm_sub_ps(_mm_add_ps(v, magic), magic);
-            v = _mm_sub_ps(_mm_min_ps(v, u), b);
-            w[k] = _mm_cvttps_epi32(_mm_min_ps(_mm_max_ps(v, zero), top));
+            w[k] = _mm_cvttps_epi32(_mm_sub_ps(_mm_min_ps(v, u), b));
         }
         __m128i bytes = _mm_packus_epi16(_mm_packs_epi32(w[0], w[1]), _mm_packs_epi32(w[2], w[3]));
         _mm_storeu_si128((__m128i *)(q + i), bytes);
