@@ -1,16 +1,8 @@
-# Helpers for the CLI tests: run bagpipe, check its exit code and that it printed
-# exactly one error line naming the problem.
-set -euo pipefail
-: "${BAGPIPE_BIN:?set by ctest}"
-BP="$BAGPIPE_BIN"
-WORK=$(mktemp -d /tmp/bp_cli.XXXXXX)
-trap 'rm -rf "$WORK"' EXIT
-export OPENBLAS_NUM_THREADS=1
+# Helpers for the CLI tests (tests/lib.sh has the shared ones): run bagpipe, check
+# its exit code and that it printed exactly one error line naming the problem.
+source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 # A small gpt that trains in well under a second per step.
 TINY=(--layers 1 --embd 16 --heads 2 --seq-len 16 --batch 4 --eval-batches 2 --progress none)
-TEXT=/usr/share/common-licenses/GPL-3
-
-fail() { echo "FAIL: $*" >&2; exit 1; }
 
 # expect CODE PATTERN -- command...: exit code CODE, one stderr line matching PATTERN.
 expect() {
