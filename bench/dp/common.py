@@ -237,6 +237,13 @@ def median(xs):
     return statistics.median(xs) if xs else float("nan")
 
 
+def write_json(path, obj):
+    """obj as indented JSON in path (the --json option of every script); nothing when path is None."""
+    if path:
+        with open(path, "w") as f:
+            json.dump(obj, f, indent=1)
+
+
 def table(headers, rows):
     """Plain fixed-width table (also valid Markdown)."""
     cells = [[str(h) for h in headers]] + [[str(c) for c in row] for row in rows]

@@ -13,11 +13,10 @@ allreduce baseline, on --lp-ranks (default 4) ranks.
 Arguments after `--` go to every `bagpipe train` unchanged.
 """
 import argparse
-import json
 import shlex
 import sys
 
-from common import ALGOS, Bagpipe, RunFailed, load_note, median, min_ranks, table
+from common import ALGOS, Bagpipe, RunFailed, load_note, median, min_ranks, table, write_json
 
 LOOSE = ("async", "decentralized")  # 10%; the others 5%
 
@@ -96,9 +95,7 @@ def main():
     print(f"\nfinal validation loss after {a.steps} steps (nats/byte):")
     print(table(["algorithm", "ranks", "val loss", "allreduce", "difference", "target", "", "ms/step", "MB/step/rank"],
                 table_rows))
-    if a.json:
-        with open(a.json, "w") as f:
-            json.dump(out, f, indent=1)
+    write_json(a.json, out)
     return 0
 
 

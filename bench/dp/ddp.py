@@ -19,7 +19,7 @@ import json
 import os
 import sys
 
-from common import PYTHON, ROOT, Bagpipe, Run, RunFailed, load_note, median, run_cmd, table, wait_quiet
+from common import PYTHON, ROOT, Bagpipe, Run, RunFailed, load_note, median, run_cmd, table, wait_quiet, write_json
 
 TORCH_DDP = os.path.join(ROOT, "bench", "torch", "ddp.py")
 
@@ -103,9 +103,7 @@ def main():
     print("\nmedian over all timed steps of all rounds (ms/step):")
     print(table(["algorithm", "bagpipe", "rounds", "PyTorch DDP", "rounds", "ratio bagpipe/PyTorch", "target"],
                 rows))
-    if a.json:
-        with open(a.json, "w") as f:
-            json.dump(out, f, indent=1)
+    write_json(a.json, out)
     return 0
 
 

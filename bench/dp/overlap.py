@@ -16,10 +16,9 @@ emulated network and prints:
 Arguments after `--` go to every `bagpipe train` unchanged.
 """
 import argparse
-import json
 import sys
 
-from common import Bagpipe, RunFailed, load_note, median, table, wait_quiet
+from common import Bagpipe, RunFailed, load_note, median, table, wait_quiet, write_json
 
 
 def main():
@@ -43,10 +42,10 @@ def main():
     bp = Bagpipe(a.bagpipe) if a.bagpipe else Bagpipe()
     sizes = [s for s in a.bucket_mb.split(",") if s]
     variants = [(s, False) for s in sizes] + ([(s, True) for s in sizes] if a.spin else [])
-    base = ["--steps", str(a.warmup + a.steps), "--eval-every", "0", "--net", a.net] + (a.extra or ["--batch", "24"])
+    extra = a.extra or ["--batch", "24"]
+    base = ["--steps", str(a.warmup + a.steps), "--eval-every", "0", "--net", a.net] + extra
     print(f"overlap: {a.ranks} ranks, --net {a.net}, buckets {','.join(sizes)} MB, {a.rounds} rounds x "
-          f"{a.steps} timed steps (+{a.warmup} warm-up), extra: {' '.join(a.extra or ['--batch', '24'])}; {load_note()}",
-          flush=True)
+          f"{a.steps} timed steps (+{a.warmup} warm-up), extra: {' '.join(extra)}; {load_note()}", flush=True)
     res = {v: {m: {"step": [], "compute": [], "exposed": [], "round_step": [], "cpu_main": [], "cpu_comm": []}
                for m in ("overlap", "seq")}
            for v in variants}
@@ -103,9 +102,7 @@ def main():
                  "seq sum", "ratio", "target <= 0.70", "comm thread CPU"], rows))
     print("comm thread CPU: CPU milliseconds per step of each rank's threads other than the main one (the "
           "communication thread) in the overlap runs, sampled from /proc")
-    if a.json:
-        with open(a.json, "w") as f:
-            json.dump(out, f, indent=1)
+    write_json(a.json, out)
     return 0
 
 

@@ -15,11 +15,10 @@ exposed communication per step and bytes sent per step (means over the steps run
 Arguments after `--` go to every `bagpipe train` unchanged.
 """
 import argparse
-import json
 import shlex
 import sys
 
-from common import ALGOS, Bagpipe, RunFailed, load_note, min_ranks, table
+from common import ALGOS, Bagpipe, RunFailed, load_note, min_ranks, table, write_json
 
 
 def mean(xs):  # means, not medians: easgd and decentralized --interval communicate in some steps only
@@ -123,9 +122,7 @@ def main():
             checks.append(f"decentralized vs allreduce at 1 Gbit / 5 ms: {r / d:.2f}x faster")
     for c in checks:
         print(c)
-    if a.json:
-        with open(a.json, "w") as f:
-            json.dump({f"{n}|{l}": v for (n, l), v in res.items()}, f, indent=1)
+    write_json(a.json, {f"{n}|{l}": v for (n, l), v in res.items()})
     return 0
 
 

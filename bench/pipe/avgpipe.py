@@ -236,6 +236,24 @@ def key(c):
     return (c["N"], c["M"], c["sched"], c.get("alpha", 0.5), c.get("period", 4))
 
 
+def unique(cs, key_of, merge):
+    """cs without repeats by key_of(c), in order; a repeat is merged into the first by
+    merge(first, repeat)."""
+    seen, uniq = {}, []
+    for c in cs:
+        k = key_of(c)
+        if k in seen:
+            merge(seen[k], c)
+        else:
+            seen[k] = c
+            uniq.append(c)
+    return uniq
+
+
+def add_role(first, repeat):
+    first["role"] += ", " + repeat["role"]
+
+
 def diverged(m):
     """Why a run is ended early: its validation loss has grown past twice its first one
     (elastic averaging that amplifies instead of damping), or is not finite."""
@@ -304,14 +322,7 @@ def timing(part_of, tuned_of, pick_of):
         for n, m, s in others:
             if B % (n * m) == 0:
                 cs.append(dict(N=n, M=m, sched=s))
-        seen, uniq = {}, []
-        for c in cs:
-            if key(c) in seen:
-                seen[key(c)].update(c)  # keeps the tuned / pick marks
-            else:
-                seen[key(c)] = c
-                uniq.append(c)
-        configs[net] = uniq
+        configs[net] = unique(cs, key, dict.update)  # a repeat keeps the tuned / pick marks
     runs = {net: {key(c): [] for c in configs[net]} for net in NETS}
     total = ARGS.rounds * sum(len(v) for v in configs.values())
     done = 0
@@ -413,14 +424,7 @@ def duel(part_of, tres, tuned_of):
               dict(N=t["N"], M=t["M"], sched=t["sched"], role="AvgPipe tuned")]
         if g["M"] % 2 == 0:
             cs.append(dict(N=2, M=g["M"] // 2, sched="gpipe", role="AvgPipe, gpipe's V"))
-        seen, uniq = {}, []
-        for c in cs:
-            if key(c) in seen:
-                seen[key(c)]["role"] += ", " + c["role"]
-            else:
-                seen[key(c)] = c
-                uniq.append(c)
-        configs[net] = uniq
+        configs[net] = unique(cs, key, add_role)
     ms = {net: {key(c): [] for c in configs[net]} for net in NETS}
     total = ARGS.duel_reps * sum(len(v) for v in configs.values())
     done = 0
@@ -560,16 +564,13 @@ def convergence(part, tres, dres):
     for a in ARGS.n4_alphas:
         n4 = fastest(4) or dict(N=4, M=4, sched="gpipe")
         runs.append(dict(N=4, M=n4["M"], sched=n4["sched"], alpha=a, period=4, role="N=4"))
-    seen, uniq = {}, []
-    for c in runs:
-        k = (c["N"], c.get("alpha"), c.get("period"), c.get("lr"))  # M and K do not change the losses
+
+    def same_losses(c):  # M and K do not change the losses
         if c["N"] == 1:
-            k = (1, c["sched"], c.get("lr"))
-        if k in seen:
-            seen[k]["role"] += ", " + c["role"]
-            continue
-        seen[k] = c
-        uniq.append(c)
+            return (1, c["sched"], c.get("lr"))
+        return (c["N"], c.get("alpha"), c.get("period"), c.get("lr"))
+
+    uniq = unique(runs, same_losses, add_role)
     out = []
     prev = {}
     if OLD.get("convergence") and OLD["convergence"]["steps"] == S:

@@ -21,26 +21,17 @@ import sys
 import time
 
 
-def _threads_arg(argv):
-    for i, arg in enumerate(argv):
-        if arg == "--threads" and i + 1 < len(argv):
-            return argv[i + 1]
-        if arg.startswith("--threads="):
-            return arg.split("=", 1)[1]
-    return "1"
-
-
-# OpenBLAS reads its thread count when it is loaded (see train.py); children started by
-# torch.multiprocessing (spawn) import this module again and inherit the environment.
-os.environ["OPENBLAS_NUM_THREADS"] = os.environ["OMP_NUM_THREADS"] = _threads_arg(sys.argv[1:])
+# train.py sets OpenBLAS's thread count from --threads before it imports torch (see
+# there why that must come first), so it is imported before torch here too; children
+# started by torch.multiprocessing (spawn) import this module again and inherit the
+# environment.
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import train  # noqa: E402  (model, optimizer, data and evaluation of the single-process peer)
 
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 import torch.multiprocessing as mp  # noqa: E402
 from torch.nn.parallel import DistributedDataParallel as DDP  # noqa: E402
-
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import train  # noqa: E402  (model, optimizer, data and evaluation of the single-process peer)
 
 
 def parse_args(argv=None):
