@@ -4,15 +4,8 @@
 # the chosen candidate is the fastest within --mem-cap, a cap below every candidate
 # is a usage error (exit 2, one line), given --micro-batches/--schedule fix those,
 # --help lists every option with a default, and the printed command trains.
-set -euo pipefail
-: "${BAGPIPE_BIN:?set by ctest}"
-BP="$BAGPIPE_BIN"
-WORK=$(mktemp -d /tmp/bp_tune.XXXXXX)
-trap 'rm -rf "$WORK"' EXIT
-export OPENBLAS_NUM_THREADS=1
+source "$(dirname "$0")/../lib.sh"
 TINY=(--layers 1 --embd 16 --heads 2 --seq-len 8 --batch 8 --pp 2)
-
-fail() { echo "FAIL: $*" >&2; exit 1; }
 
 # rows FILE: "N M micro schedule step_ms peak_MB fits" per table row
 rows() {
