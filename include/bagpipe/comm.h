@@ -101,6 +101,9 @@ const char *bp_comm_name(const bp_comm *c);
 /* The last error of an operation on c ("" if none), valid until the next
  * failure on c. */
 const char *bp_comm_errmsg(const bp_comm *c);
+/* What callers of the operations above write after a call: BP_OK for rc == 0, else
+ * rc with c's message in err. */
+bp_status bp_comm_fail(const bp_comm *c, int rc, bp_err *err);
 
 /* --- options ------------------------------------------------------------------ */
 

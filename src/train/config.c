@@ -314,13 +314,15 @@ int bp_train_config_check_world(bp_train_config *c, int world, bp_err *err) {
                        "option --batch: %d is not divisible by --dp %d x --pipelines %d x "
                        "--micro-batches %d",
                        c->batch, c->dp, N, c->micro_batches);
-    bool gradient_algo = c->dp_algo == BP_DP_ALLREDUCE || c->dp_algo == BP_DP_BYTEGRAD ||
-                         c->dp_algo == BP_DP_POWERSGD;
+    bool gradient_algo = bp_dp_algo_kind(c->dp_algo) == BP_DP_GRADIENT;
     if (c->fused_embedding && (c->model != BP_MODEL_GPT || c->pp < 2 || !gradient_algo ||
-                               c->pipelines > 0))
+                               c->pipelines > 0)) {
+        char algos[128];
+        bp_dp_algo_list(BP_DP_GRADIENT, algos, sizeof algos);
         return bp_fail(err, BP_EUSAGE,
                        "option --fused-embedding-sync: needs gpt with --pp 2 or more and a "
-                       "gradient --dp-algo (allreduce, bytegrad, powersgd), without --pipelines");
+                       "gradient --dp-algo (%s), without --pipelines", algos);
+    }
     if (c->sc_stages > 0 && (c->dp_algo != BP_DP_ALLREDUCE || c->pipelines > 0))
         return bp_fail(err, BP_EUSAGE,
                        "option --sc-stages: compresses the data-parallel allreduce of early "
@@ -348,11 +350,9 @@ int bp_train_config_check_world(bp_train_config *c, int world, bp_err *err) {
     bp_net net;
     rc = bp_net_parse(c->net, &net, err);
     if (rc) return bp_err_context(err, "option --net");
-    if (c->dp_algo == BP_DP_QADAM && c->optim != BP_OPTIM_ADAMW)
-        return bp_fail(err, BP_EUSAGE, "option --optim: --dp-algo qadam needs adamw");
     bp_dp_config d;
     bp_train_dp_config(c, &d);
-    return bp_dp_config_check(&d, c->dp, err);
+    return bp_dp_config_check(&d, c->dp, (bp_optim_kind)c->optim, err);
 }
 
 void bp_train_lr_schedule(const bp_train_config *c, bp_lr_schedule *s) {
