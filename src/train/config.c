@@ -296,6 +296,19 @@ void bp_train_dp_config(const bp_train_config *c, bp_dp_config *d) {
     };
 }
 
+void bp_train_occ_config(const bp_train_config *c, bp_occ_config *o) {
+    *o = (bp_occ_config){
+        .cb_rank = c->cb ? c->cb_rank : 0,
+        .lep = !c->no_lep,
+        .epilogue_only = c->cb_epilogue_only != 0,
+        .seed = (uint64_t)c->seed,
+        .fused_embedding = c->fused_embedding != 0,
+        .sc_stages = c->sc_stages,
+        .sc_rank = c->sc_rank,
+        .sc_warmup_steps = (int64_t)(c->sc_warmup * (double)c->steps),
+    };
+}
+
 int bp_train_config_check_world(bp_train_config *c, int world, bp_err *err) {
     int pt = c->pp * c->tp;
     if (world % pt)
@@ -314,28 +327,16 @@ int bp_train_config_check_world(bp_train_config *c, int world, bp_err *err) {
                        "option --batch: %d is not divisible by --dp %d x --pipelines %d x "
                        "--micro-batches %d",
                        c->batch, c->dp, N, c->micro_batches);
-    bool gradient_algo = bp_dp_algo_kind(c->dp_algo) == BP_DP_GRADIENT;
-    if (c->fused_embedding && (c->model != BP_MODEL_GPT || c->pp < 2 || !gradient_algo ||
-                               c->pipelines > 0)) {
-        char algos[128];
-        bp_dp_algo_list(BP_DP_GRADIENT, algos, sizeof algos);
-        return bp_fail(err, BP_EUSAGE,
-                       "option --fused-embedding-sync: needs gpt with --pp 2 or more and a "
-                       "gradient --dp-algo (%s), without --pipelines", algos);
-    }
-    if (c->sc_stages > 0 && (c->dp_algo != BP_DP_ALLREDUCE || c->pipelines > 0))
-        return bp_fail(err, BP_EUSAGE,
-                       "option --sc-stages: compresses the data-parallel allreduce of early "
-                       "stages; it needs --dp-algo allreduce and no --pipelines");
-    if (c->sc_stages > c->pp)
-        return bp_fail(err, BP_EUSAGE, "option --sc-stages: %d is more than --pp %d", c->sc_stages,
-                       c->pp);
+    bp_occ_config occ;
+    bp_train_occ_config(c, &occ);
+    int rc = bp_occ_check(&occ, c->model == BP_MODEL_GPT, c->pp, c->dp_algo, c->pipelines > 0, err);
+    if (rc) return rc;
     if (c->pipelines > 0 && c->dp_algo != BP_DP_ALLREDUCE)
         return bp_fail(err, BP_EUSAGE,
                        "option --dp-algo: with --pipelines, data-parallel replicas agree through "
                        "AvgPipe's elastic averaging of their centers");
     bp_schedule sched;
-    int rc = bp_schedule_parse(c->pipe_schedule, &sched, err);
+    rc = bp_schedule_parse(c->pipe_schedule, &sched, err);
     if (rc) return rc;
     bp_model_config mc;
     bp_train_model_config(c, &mc);

@@ -15,6 +15,7 @@
 #include "nn/model.h"
 #include "nn/optim.h"
 #include "parallel/dp.h"
+#include "parallel/occ.h"
 #include "parallel/schedule.h"
 
 typedef enum bp_progress_mode {
@@ -100,6 +101,7 @@ void bp_train_model_config(const bp_train_config *c, bp_model_config *m);
 void bp_train_optim_config(const bp_train_config *c, bp_optim_config *o);
 void bp_train_lr_schedule(const bp_train_config *c, bp_lr_schedule *s);
 void bp_train_dp_config(const bp_train_config *c, bp_dp_config *d);
+void bp_train_occ_config(const bp_train_config *c, bp_occ_config *o);
 
 /* Check the options that depend on the number of ranks (world size W). */
 int bp_train_config_check_world(bp_train_config *c, int world, bp_err *err);

@@ -15,6 +15,7 @@
 #include "core/finite.h"
 #include "core/log.h"
 #include "core/timer.h"
+#include "parallel/avgpipe.h"
 #include "parallel/partition.h"
 #include "train/trainer_impl.h"
 
@@ -38,14 +39,10 @@ static int agree(trainer *t, int rc, bp_err *err) {
 
 void trainer_dp_config(const trainer *t, bp_dp_config *d) {
     const bp_train_config *c = t->cfg;
+    bp_occ_config occ;
     bp_train_dp_config(c, d);
-    bool holds_embedding = t->grid.p == 0 || t->grid.p == t->grid.pp - 1;
-    if (c->fused_embedding && holds_embedding) d->skip_tensor = "wte.weight";
-    if (t->grid.p < c->sc_stages) { /* early stages finish backward last: compress them */
-        d->algo = BP_DP_POWERSGD;
-        d->rank = c->sc_rank;
-        d->powersgd_warmup = (int64_t)(c->sc_warmup * (double)c->steps);
-    }
+    bp_train_occ_config(c, &occ);
+    bp_occ_dp_config(&occ, t->grid.p, t->grid.pp, "wte.weight", d);
 }
 
 static void log_config(trainer *t) {
@@ -132,15 +129,11 @@ static int tp_allreduce(void *ctx, bp_real *x, size_t n) {
 static int create_replicas(trainer *t, const bp_model_config *mc, bp_err *err) {
     bp_optim_config oc;
     bp_train_optim_config(t->cfg, &oc);
-    t->models = calloc((size_t)t->n_rep, sizeof *t->models);
-    t->optims = calloc((size_t)t->n_rep, sizeof *t->optims);
-    if (!t->models || !t->optims) return bp_fail(err, BP_ENOMEM, "out of memory");
-    int p = t->grid.p, rc = BP_OK;
-    for (int j = 0; rc == BP_OK && j < t->n_rep; j++) {
-        rc = bp_model_create_tp(mc, t->first[p], t->first[p + 1], &t->tp, &t->models[j], err);
-        if (rc == BP_OK) bp_model_init_weights(t->models[j], (uint64_t)t->cfg->seed);
-        if (rc == BP_OK) rc = bp_optim_init(&t->optims[j], &oc, bp_model_num_params(t->models[j]), err);
-    }
+    int p = t->grid.p;
+    int rc = bp_avgpipe_replicas_create(mc, t->first[p], t->first[p + 1], &t->tp,
+                                        (uint64_t)t->cfg->seed, &oc, t->n_rep, &t->models,
+                                        &t->optims, err);
+    if (rc) return rc;
     t->model = t->models[0];
     t->optim = &t->optims[0];
     return rc;
@@ -153,11 +146,11 @@ static int setup_stage(trainer *t, const bp_model_config *mc, bp_err *err) {
     bp_partition_format(t->first, t->grid.pp, t->partition, sizeof t->partition);
     int rc = create_replicas(t, mc, err);
     if (rc == BP_OK) rc = bp_schedule_parse(c->pipe_schedule, &sched, err);
-    bp_pipe_cb cb = {.rank = c->cb ? c->cb_rank : 0, .lep = !c->no_lep,
-                     .epilogue_only = c->cb_epilogue_only != 0, .seed = (uint64_t)c->seed};
+    bp_occ_config occ;
+    bp_train_occ_config(c, &occ);
     if (rc == BP_OK)
         rc = bp_pipe_create(t->grid.pp_comm, t->models, t->n_rep, &sched, t->n_micro / t->n_rep,
-                            t->micro_B, t->task.T, &cb, &t->pipe, err);
+                            t->micro_B, t->task.T, &occ, &t->pipe, err);
     if (rc == BP_OK && t->resuming) rc = trainer_resume(t, err);
     if (rc == BP_OK && t->rank == 0) rc = bp_mkdir_p(c->out, err);
     if (rc == BP_OK && t->rank == 0)
@@ -202,12 +195,7 @@ static void teardown(trainer *t) {
     bp_dp_destroy(t->dp);
     bp_pipe_destroy(t->pipe);
     bp_metrics_close(&t->metrics);
-    for (int j = 0; j < t->n_rep && t->models; j++) {
-        bp_optim_free(&t->optims[j]);
-        bp_model_destroy(t->models[j]);
-    }
-    free(t->models);
-    free(t->optims);
+    if (t->models) bp_avgpipe_replicas_destroy(t->models, t->optims, t->n_rep);
     bp_task_free(&t->task);
     bp_grid_destroy(&t->grid);
     bp_comm_free(t->meta);
@@ -234,45 +222,26 @@ static void inject_process_fault(trainer *t) {
         for (;;) pause();
 }
 
-/* Draw this step's batches and cut each into micro-batches of micro_B rows: with
- * N AvgPipe pipelines, pipeline j takes the j-th N-th of the rows, and its
- * micro-batch i sits at position i*N + j of the pipeline stream. */
+/* Draw this step's batches and cut each into the micro-batches of AvgPipe's
+ * stream (one pipeline without --pipelines). */
 static void next_micro_batches(trainer *t) {
     int M = t->cfg->micro_batches, N = t->n_rep;
     for (int k = 0; k < t->cfg->grad_accum; k++) {
         bp_batch b;
         bp_task_next(&t->task, k, &b);
-        for (int c = 0; c < N * M; c++) { /* chunk c of the rows: pipeline c / M, micro c % M */
-            size_t rows = (size_t)c * t->micro_B * b.T;
-            bp_batch *mb = &t->micro[((size_t)k * M + (size_t)(c % M)) * N + (size_t)(c / M)];
-            *mb = (bp_batch){.B = t->micro_B, .T = b.T};
-            if (b.tokens) mb->tokens = b.tokens + rows;
-            if (b.images) mb->images = b.images + rows * 784;
-            mb->targets = b.targets + rows;
-        }
+        bp_avgpipe_split(&b, N, M, t->micro_B, 784, t->micro + (size_t)k * M * N);
     }
 }
 
 static void before_last_backward(void *ctx) { bp_dp_backward_begin(ctx); }
 
-/* The first and last stage hold the tied embedding; their gradients add up. With
- * the fused sync the group spans every replica's first and last stage and replaces
- * the data-parallel reduction of the embedding: the sum is divided by dp. */
+/* The first and last stage hold the tied embedding; their gradients add up. */
 static int sync_tied_embedding(trainer *t, bp_err *err) {
-    t->embed_s = 0;
-    if (!t->grid.embed_comm) return BP_OK;
     double t0 = bp_now();
-    const bp_tensor_info *ti = bp_model_find_tensor(t->model, "wte.weight");
-    int rc = BP_OK;
-    for (int j = 0; rc == BP_OK && j < t->n_rep; j++)
-        rc = bp_allreduce_sum(t->grid.embed_comm, bp_model_grads(t->models[j]) + ti->offset,
-                              ti->numel);
-    if (rc == BP_OK && t->cfg->fused_embedding && t->grid.dp > 1) {
-        bp_real *g = bp_model_grads(t->model) + ti->offset, inv = (bp_real)(1.0 / t->grid.dp);
-        for (size_t i = 0; i < ti->numel; i++) g[i] *= inv;
-    }
-    t->embed_s = bp_now() - t0;
-    return rc ? bp_fail(err, (bp_status)rc, "%s", bp_comm_errmsg(t->grid.embed_comm)) : BP_OK;
+    int rc = bp_occ_embedding_sync(&t->grid, t->cfg->fused_embedding, t->models, t->n_rep,
+                                   "wte.weight", err);
+    t->embed_s = t->grid.embed_comm ? bp_now() - t0 : 0;
+    return rc;
 }
 
 /* The first tensor whose gradient is not finite in some replica, or NULL. */

@@ -379,8 +379,8 @@ static void run_case(const cb_case *c, int index) {
     for (int j = 0; j < c->N; j++) mine[j] = stage_model(me);
     bp_schedule sched;
     assert_int_equal(bp_schedule_parse(c->schedule, &sched, NULL), BP_OK);
-    bp_pipe_cb cb = {.rank = c->rank, .lep = c->lep, .epilogue_only = c->epilogue_only,
-                     .seed = SEED};
+    bp_occ_config cb = {.cb_rank = c->rank, .lep = c->lep, .epilogue_only = c->epilogue_only,
+                        .seed = SEED};
     bp_pipe *pipe = NULL;
     bp_err err = {0};
     int rc = bp_pipe_create(world, mine, c->N, &sched, MICRO, MB, T, &cb, &pipe, &err);
