@@ -9,6 +9,8 @@
 #   scripts/compare-losses.sh compare DIR DIR    compare two recorded sets exactly
 #   scripts/compare-losses.sh BIN_A BIN_B        both: record each (in a scratch folder), compare
 #
+# Pipelines get a --partition: the balanced one is measured at start-up, and which
+# blocks a stage holds changes what selective stage compression compresses.
 # Set ONLY to a regular expression to run only the configurations whose name matches.
 # async averages on a timer: its losses depend on timing, so it is recorded but only
 # checked to finish with a finite, decreasing loss.
@@ -33,21 +35,21 @@ CONFIGS=(
   "easgd|2|--dp-algo easgd --ea-period 2"
   "async|2|--dp-algo async --sync-ms 5"
   "hierarchical|4|--dp-algo bytegrad --hierarchical --node-size 2"
-  "gpipe|2|--pp 2 --schedule gpipe ${DP[*]}"
-  "1f1b|2|--pp 2 --schedule 1f1b ${DP[*]}"
-  "afp1|2|--pp 2 --schedule afp:1 ${DP[*]}"
+  "gpipe|2|--pp 2 --partition 2,2 --schedule gpipe ${DP[*]}"
+  "1f1b|2|--pp 2 --partition 2,2 --schedule 1f1b ${DP[*]}"
+  "afp1|2|--pp 2 --partition 2,2 --schedule afp:1 ${DP[*]}"
   "tp2|2|--tp 2"
-  "grid-dp2-pp2-tp2|8|--dp 2 --pp 2 --tp 2 ${DP[*]} --clip 1"
-  "avgpipe|2|--pp 2 --pipelines 2 ${DP[*]}"
-  "avgpipe-dp2|4|--dp 2 --pp 2 --pipelines 2 ${DP[*]} --ea-period 2"
-  "cb|4|--dp 2 --pp 2 ${DP[*]} --cb --cb-rank 2"
-  "cb-no-lep|4|--dp 2 --pp 2 ${DP[*]} --cb --cb-rank 2 --no-lep"
-  "cb-epilogue-only|4|--dp 2 --pp 2 ${DP[*]} --cb --cb-rank 2 --cb-epilogue-only"
-  "fused-embedding-sync|4|--dp 2 --pp 2 ${DP[*]} --fused-embedding-sync"
-  "sc-stages|4|--dp 2 --pp 2 ${DP[*]} --sc-stages 1 --sc-rank 2 --sc-warmup 0.2"
+  "grid-dp2-pp2-tp2|8|--dp 2 --pp 2 --partition 2,2 --tp 2 ${DP[*]} --clip 1"
+  "avgpipe|2|--pp 2 --partition 2,2 --pipelines 2 ${DP[*]}"
+  "avgpipe-dp2|4|--dp 2 --pp 2 --partition 2,2 --pipelines 2 ${DP[*]} --ea-period 2"
+  "cb|4|--dp 2 --pp 2 --partition 2,2 ${DP[*]} --cb --cb-rank 2"
+  "cb-no-lep|4|--dp 2 --pp 2 --partition 2,2 ${DP[*]} --cb --cb-rank 2 --no-lep"
+  "cb-epilogue-only|4|--dp 2 --pp 2 --partition 2,2 ${DP[*]} --cb --cb-rank 2 --cb-epilogue-only"
+  "fused-embedding-sync|4|--dp 2 --pp 2 --partition 2,2 ${DP[*]} --fused-embedding-sync"
+  "sc-stages|4|--dp 2 --pp 2 --partition 2,2 ${DP[*]} --sc-stages 1 --sc-rank 2 --sc-warmup 0.2"
   "clip-accum|2|--clip 0.5 --grad-accum 2"
   "mlp|2|--model mlp --hidden 32 --hidden-layers 1 --batch 32"
-  "mlp-pp2|2|--model mlp --hidden 32 --hidden-layers 2 --batch 32 --pp 2 --micro-batches 2"
+  "mlp-pp2|2|--model mlp --hidden 32 --hidden-layers 2 --batch 32 --pp 2 --partition 1,2 --micro-batches 2"
 )
 
 # The options of a configuration; mlp takes no gpt sizes.
@@ -60,11 +62,10 @@ options_of() {
   fi
 }
 
-# The configuration record (without the partition, which start-up measures), step
-# losses and gradient norms, evaluation losses and accuracies, one per line.
+# The configuration record, step losses and gradient norms, evaluation losses and
+# accuracies, one per line.
 extract() {
   sed -nE \
-    -e 's/"partition":"[^"]*",//' \
     -e 's/.*"type":"config",(.*)\}/config \1/p' \
     -e 's/.*"type":"step","step":([0-9]+),"loss":([^,]+),"lr":[^,]+,"grad_norm":([^,]+),.*/step \1 loss \2 grad_norm \3/p' \
     -e 's/.*"type":"eval","step":([0-9]+),(.*)\}/eval \1 \2/p' "$1"
