@@ -1,6 +1,6 @@
-/* The training loop on a grid of ranks: set-up, one step (pipeline over the
- * micro-batches, data-parallel synchronization, optimizer), the ranks' agreement
- * after every step, logging and the final summary. */
+/* The training loop on a grid of ranks: set-up, the loop over steps (each one
+ * bp_grid_step of parallel/step.h), its cadence of logging, evaluation and
+ * checkpoints, and the final summary. */
 #include "train/trainer.h"
 
 #include <math.h>
@@ -12,7 +12,6 @@
 
 #include "bagpipe/comm_mpi.h"
 #include "core/blas.h"
-#include "core/finite.h"
 #include "core/log.h"
 #include "core/timer.h"
 #include "parallel/avgpipe.h"
@@ -187,6 +186,11 @@ static int setup(trainer *t, bp_err *err) {
     trainer_dp_config(t, &d);
     if (rc == BP_OK)
         rc = bp_dp_create(t->grid.dp_comm, &d, t->models, t->optims, t->n_rep, t->step, &t->dp, err);
+    t->stepper = (bp_grid_step_ctx){
+        .grid = &t->grid, .meta = t->meta, .models = t->models, .n_replicas = t->n_rep,
+        .pipe = t->pipe, .dp = t->dp, .tied = c->model == BP_MODEL_GPT ? "wte.weight" : NULL,
+        .fused_embedding = c->fused_embedding != 0, .clip = c->clip,
+        .skip_nonfinite = c->skip_nonfinite != 0};
     if (rc == BP_OK) log_config(t);
     return rc;
 }
@@ -233,83 +237,6 @@ static void next_micro_batches(trainer *t) {
     }
 }
 
-static void before_last_backward(void *ctx) { bp_dp_backward_begin(ctx); }
-
-/* The first and last stage hold the tied embedding; their gradients add up. */
-static int sync_tied_embedding(trainer *t, bp_err *err) {
-    double t0 = bp_now();
-    int rc = bp_occ_embedding_sync(&t->grid, t->cfg->fused_embedding, t->models, t->n_rep,
-                                   "wte.weight", err);
-    t->embed_s = t->grid.embed_comm ? bp_now() - t0 : 0;
-    return rc;
-}
-
-/* The first tensor whose gradient is not finite in some replica, or NULL. */
-static const char *nonfinite_tensor(trainer *t) {
-    int bad = bp_dp_nonfinite_tensor(t->dp);
-    for (int j = 0; bad < 0 && j < t->n_rep; j++) {
-        const float *g = bp_model_grads(t->models[j]);
-        for (int i = 0; bad < 0 && i < bp_model_num_tensors(t->model); i++) {
-            const bp_tensor_info *ti = bp_model_tensor(t->model, i);
-            if (!bp_all_finite(g + ti->offset, ti->numel)) bad = i;
-        }
-    }
-    return bad < 0 ? NULL : bp_model_tensor(t->model, bad)->name;
-}
-
-/* After backward, every rank learns whether any rank saw a non-finite loss or
- * gradient, or was asked to stop, so that all take the same path. */
-static int agree_step(trainer *t, double loss, bool *skip, bp_err *err) {
-    const char *tensor = nonfinite_tensor(t);
-    bool bad = (trainer_reports_loss(t) && !isfinite(loss)) || tensor;
-    float flags[2] = {bad ? 1.0f : 0.0f, *t->stop ? 1.0f : 0.0f};
-    int rc = t->size > 1 ? bp_allreduce_sum(t->meta, flags, 2) : BP_OK;
-    if (rc) return trainer_meta_fail(t, rc, err);
-    if (flags[1] > 0) t->stopping = true;
-    *skip = flags[0] > 0 && t->cfg->skip_nonfinite;
-    if (flags[0] == 0 || *skip) return BP_OK;
-    t->res->stopped_together = true;
-    if (!bad) {
-        bp_err_clear(err); /* the rank that saw it says so */
-        return BP_ENONFINITE;
-    }
-    return bp_fail(err, BP_ENONFINITE,
-                   "rank %d, step %lld: non-finite %s%s (--skip-nonfinite skips such steps)",
-                   t->rank, (long long)t->step + 1, tensor ? "gradient of tensor " : "loss",
-                   tensor ? tensor : "");
-}
-
-/* A replica's sum of squared gradients on this rank, counting each tensor of the
- * whole model once: the last stage's copy of the tied embedding is the first
- * stage's tensor, and a tensor replicated over the tp ranks is counted on rank 0. */
-static double own_sumsq(const trainer *t, const bp_model *m) {
-    const bp_real *g = bp_model_grads((bp_model *)m);
-    double s = 0;
-    for (int i = 0; i < bp_model_num_tensors(m); i++) {
-        const bp_tensor_info *ti = bp_model_tensor(m, i);
-        if (ti->tied_copy || (ti->split_dim < 0 && t->grid.t != 0)) continue;
-        s += bp_grad_sumsq(g + ti->offset, ti->numel);
-    }
-    return s;
-}
-
-/* Gradient norm of each replica over the whole model (all stages and tp ranks),
- * then clipping to --clip. *norm is replica 0's. */
-static int clip_gradients(trainer *t, double *norm, bp_err *err) {
-    size_t n = bp_model_num_params(t->model);
-    float sumsq[t->n_rep];
-    for (int j = 0; j < t->n_rep; j++) sumsq[j] = (float)own_sumsq(t, t->models[j]);
-    bp_comm *axes[2] = {t->grid.tp_comm, t->grid.pp_comm};
-    for (int a = 0; a < 2; a++) {
-        int rc = bp_comm_size(axes[a]) > 1 ? bp_allreduce_sum(axes[a], sumsq, (size_t)t->n_rep) : BP_OK;
-        if (rc) return bp_fail(err, (bp_status)rc, "%s", bp_comm_errmsg(axes[a]));
-    }
-    for (int j = 0; j < t->n_rep; j++)
-        bp_clip_to(bp_model_grads(t->models[j]), n, sqrt(sumsq[j]), t->cfg->clip);
-    *norm = sqrt(sumsq[0]);
-    return BP_OK;
-}
-
 /* Bytes this rank sent on each axis's group in this step (counters reset). */
 static void axis_bytes(trainer *t, double *bytes, double *tp_blocked_s) {
     bp_comm *groups[BP_AXES] = {t->grid.dp_comm, t->grid.pp_comm, t->grid.tp_comm,
@@ -349,31 +276,24 @@ static void fill_record(trainer *t, bp_step_record *r, double t0, double loss) {
 /* One optimizer step on the next batch; fills the record. */
 static int train_step(trainer *t, bp_step_record *r, bp_err *err) {
     inject_process_fault(t);
-    double t0 = bp_now(), loss;
-    for (int j = 0; j < t->n_rep; j++) bp_model_zero_grad(t->models[j]);
-    bp_dp_step_begin(t->dp);
+    double t0 = bp_now();
     next_micro_batches(t);
-    if (fault_here(t, t->cfg->fault_nan_rank)) bp_model_grads(t->model)[0] = NAN;
-    int rc = bp_pipe_step(t->pipe, t->micro, before_last_backward, t->dp, &loss, err);
-    if (rc == BP_OK) rc = bp_dp_backward_end(t->dp, err);
-    if (rc == BP_OK) rc = sync_tied_embedding(t, err);
-    bool skip = false;
-    if (rc == BP_OK) rc = agree_step(t, loss, &skip, err);
-    if (rc) return rc;
     r->lr = bp_lr_at(&t->lr, t->step);
-    if (skip) {
-        r->grad_norm = NAN;
-        bp_dp_skip_step(t->dp);
-        if (t->rank == 0)
-            bp_log_warn("step %lld: non-finite loss or gradient on some rank; step skipped",
-                        (long long)t->step + 1);
-    } else {
-        rc = clip_gradients(t, &r->grad_norm, err);
-        if (rc == BP_OK) rc = bp_dp_step(t->dp, r->lr, err);
-        if (rc) return rc;
-    }
+    bp_grid_step_in in = {.step = t->step, .lr = r->lr, .micro = t->micro,
+                          .stop_requested = *t->stop != 0,
+                          .poison = fault_here(t, t->cfg->fault_nan_rank)};
+    bp_grid_step_out out;
+    int rc = bp_grid_step(&t->stepper, &in, &out, err);
+    if (out.together) t->res->stopped_together = true;
+    if (rc) return rc;
+    t->stopping = out.stop;
+    t->embed_s = out.embed_s;
+    r->grad_norm = out.grad_norm;
+    if (out.skipped && t->rank == 0)
+        bp_log_warn("step %lld: non-finite loss or gradient on some rank; step skipped",
+                    (long long)t->step + 1);
     t->step++;
-    fill_record(t, r, t0, skip ? NAN : loss);
+    fill_record(t, r, t0, out.skipped ? NAN : out.loss);
     return BP_OK;
 }
 

@@ -9,6 +9,7 @@
 #include "parallel/dp.h"
 #include "parallel/grid.h"
 #include "parallel/pipe.h"
+#include "parallel/step.h"
 #include "train/checkpoint.h"
 #include "train/metrics.h"
 #include "train/progress.h"
@@ -31,6 +32,7 @@ typedef struct trainer {
     bp_optim *optim;     /* &optims[0] */
     bp_dp *dp;
     bp_pipe *pipe;
+    bp_grid_step_ctx stepper; /* what one step runs on */
     bp_batch *micro; /* the micro-batches of one step */
     int n_micro, micro_B;
     bp_lr_schedule lr;
@@ -55,9 +57,7 @@ typedef struct trainer {
 } trainer;
 
 /* The ranks whose loss is logged: the last stage of every replica (tp rank 0). */
-static inline bool trainer_reports_loss(const trainer *t) {
-    return t->grid.p == t->grid.pp - 1 && t->grid.t == 0;
-}
+static inline bool trainer_reports_loss(const trainer *t) { return bp_grid_reports_loss(&t->grid); }
 /* The ranks that evaluate and save: every stage and tp rank of replica 0. */
 static inline bool trainer_in_replica0(const trainer *t) { return t->grid.d == 0; }
 
