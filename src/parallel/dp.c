@@ -29,6 +29,7 @@ struct bp_dp {
     float *center, *diff; /* easgd, avgpipe */
     uint64_t rounds;      /* decentralized: weight averagings so far */
     int nonfinite;        /* lowest tensor a bucket found non-finite in this step, -1: none */
+    bool async_held;      /* this step holds the averaging thread's lock */
     double exposed_s;
 };
 
@@ -238,8 +239,16 @@ int bp_dp_finish(bp_dp *dp, bp_err *err) {
     return rc ? comm_fail(dp, rc, err) : BP_OK;
 }
 
+/* A step that failed (a non-finite value, a stop) still holds the averaging lock;
+ * the thread waits for it, and freeing joins the thread. */
+static void release_async(bp_dp *dp) {
+    if (dp->async_held) bp_async_avg_unlock(dp->async);
+    dp->async_held = false;
+}
+
 void bp_dp_destroy(bp_dp *dp) {
     if (!dp) return;
+    release_async(dp);
     bp_bucketer_destroy(&dp->bk);
     if (dp->async) bp_async_avg_free(dp->async);
     bp_ring_lp_free(dp->ring);
@@ -261,6 +270,7 @@ void bp_dp_step_begin(bp_dp *dp) {
     dp->exposed_s = 0;
     dp->nonfinite = -1;
     if (dp->async) bp_async_avg_lock(dp->async);
+    dp->async_held = dp->async != NULL;
 }
 
 void bp_dp_backward_begin(bp_dp *dp) {
@@ -362,7 +372,7 @@ int bp_dp_step(bp_dp *dp, double lr, bp_err *err) {
         if (mixes && (rc = mix_weights(dp))) rc = comm_fail(dp, rc, err);
     }
     dp->exposed_s += bp_now() - t0;
-    if (dp->async) bp_async_avg_unlock(dp->async);
+    release_async(dp);
     return rc;
 }
 
@@ -372,7 +382,7 @@ int bp_dp_nonfinite_tensor(const bp_dp *dp) { return dp->nonfinite; }
 
 void bp_dp_skip_step(bp_dp *dp) {
     dp->step++;
-    if (dp->async) bp_async_avg_unlock(dp->async);
+    release_async(dp);
 }
 
 bool bp_dp_replicas_differ(const bp_dp *dp) {
