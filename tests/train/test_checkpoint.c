@@ -2,6 +2,7 @@
  * exactly, a flipped byte anywhere in a checkpoint is detected on load, and a
  * checkpoint of another configuration is refused with a message naming it. */
 #include <setjmp.h>
+#include <stdbool.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -163,6 +164,66 @@ static void test_keep_prunes_old_checkpoints(void **state) {
     assert_int_equal(system("rm -rf /tmp/bp_ckpt_*"), 0);
 }
 
+static void touch(const char *dir, const char *name) {
+    char path[256];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs("not a checkpoint\n", f);
+    fclose(f);
+}
+
+static bool exists_in(const char *dir, const char *name) {
+    char path[256];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    return access(path, F_OK) == 0;
+}
+
+/* Pruning removes only directories it wrote: a symlink is never followed, a name
+ * that is not exactly ckpt-<8 digits> (a user's copy) is left, and a directory
+ * without our manifest or with files of someone else is left. */
+static void test_prune_leaves_what_is_not_ours(void **state) {
+    (void)state;
+    char elsewhere[96], dir[128];
+    snprintf(elsewhere, sizeof elsewhere, "%s_elsewhere", out_dir);
+    assert_int_equal(bp_mkdir_p(out_dir, NULL), BP_OK);
+    assert_int_equal(bp_mkdir_p(elsewhere, NULL), BP_OK);
+    touch(elsewhere, "manifest.json");
+    touch(elsewhere, "stage0-tp0.state");
+    snprintf(dir, sizeof dir, "%s/ckpt-00000001", out_dir);
+    assert_int_equal(symlink(elsewhere, dir), 0);
+    snprintf(dir, sizeof dir, "%s/ckpt-00000002", out_dir); /* a user's folder */
+    assert_int_equal(bp_mkdir_p(dir, NULL), BP_OK);
+    touch(dir, "notes.txt");
+    bp_model_config c = tiny(4);
+    bp_model *m;
+    bp_optim o;
+    make(&c, &m, &o);
+    save(m, &o, 5, 100);
+    save(m, &o, 8, 100);
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "cp -r %s/ckpt-00000005 %s/ckpt-00000005-best", out_dir, out_dir);
+    assert_int_equal(system(cmd), 0);
+    snprintf(dir, sizeof dir, "%s/ckpt-00000008", out_dir); /* ours, with a user's file added */
+    touch(dir, "notes.txt");
+    save(m, &o, 10, 100);
+    save(m, &o, 20, 2);
+    assert_true(exists_in(elsewhere, "manifest.json"));
+    assert_true(exists_in(elsewhere, "stage0-tp0.state"));
+    assert_true(exists_in(out_dir, "ckpt-00000001"));
+    assert_true(exists_in(out_dir, "ckpt-00000002/notes.txt"));
+    assert_true(exists_in(out_dir, "ckpt-00000005-best/manifest.json"));
+    assert_true(exists_in(out_dir, "ckpt-00000005-best/stage0-tp0.state"));
+    assert_false(exists_in(out_dir, "ckpt-00000005"));
+    assert_true(exists_in(out_dir, "ckpt-00000008/notes.txt"));
+    assert_true(exists_in(out_dir, "ckpt-00000008/manifest.json"));
+    assert_true(exists_in(out_dir, "ckpt-00000010/manifest.json"));
+    assert_true(exists_in(out_dir, "ckpt-00000020/manifest.json"));
+    bp_model_destroy(m);
+    bp_optim_free(&o);
+    assert_int_equal(system("rm -rf /tmp/bp_ckpt_*"), 0);
+}
+
 static void test_safetensors_rejects_bad_headers(void **state) {
     (void)state;
     const char *headers[] = {
@@ -191,6 +252,7 @@ int main(void) {
         cmocka_unit_test(test_any_flipped_byte_is_detected),
         cmocka_unit_test(test_other_configuration_is_refused),
         cmocka_unit_test(test_keep_prunes_old_checkpoints),
+        cmocka_unit_test(test_prune_leaves_what_is_not_ours),
         cmocka_unit_test(test_safetensors_rejects_bad_headers),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
