@@ -50,8 +50,9 @@ int trainer_resume(trainer *t, bp_err *err) {
     if (rc == BP_OK && ck.rs.step > t->cfg->steps)
         rc = bp_fail(err, BP_EUSAGE, "checkpoint %s is at step %lld, beyond --steps %lld", ck.dir,
                      (long long)ck.rs.step, (long long)t->cfg->steps);
+    if (rc == BP_OK && (rc = bp_task_set_state(&t->task, &ck.rs, err)))
+        bp_err_context(err, "checkpoint %s: stage%d-tp%d.state", ck.dir, t->grid.p, t->grid.t);
     if (rc == BP_OK) {
-        bp_task_set_state(&t->task, &ck.rs);
         t->step = t->first_step = ck.rs.step;
         bp_progress_note(&t->progress, "resumed from %s at step %lld (written by %d %s replicas)",
                          ck.dir, (long long)t->step, ck.manifest.dp, ck.manifest.replicas);

@@ -164,6 +164,61 @@ static void test_keep_prunes_old_checkpoints(void **state) {
     assert_int_equal(system("rm -rf /tmp/bp_ckpt_*"), 0);
 }
 
+/* A checkpoint at step 20 whose state file, with correct checksums, carries the
+ * crafted field; opening it fails with a message naming the file and the field. */
+static void refused_field(bp_resume_state rs, int64_t optim_t, const char *field) {
+    bp_model_config c = tiny(4);
+    bp_model *m;
+    bp_optim o;
+    make(&c, &m, &o);
+    o.t = optim_t;
+    char dir[256];
+    bp_err err;
+    bp_manifest mf = {.step = 20, .dp = 1, .pp = 1, .tp = 1, .dp_algo = "allreduce",
+                      .replicas = "identical"};
+    assert_int_equal(bp_checkpoint_dir(out_dir, 20, dir, sizeof dir, NULL), BP_OK);
+    assert_int_equal(bp_checkpoint_write_shard(dir, 0, 0, m, bp_model_params(m), &o, &rs, NULL),
+                     BP_OK);
+    assert_int_equal(bp_manifest_write(dir, &mf, NULL), BP_OK);
+    bp_checkpoint ck;
+    if (bp_checkpoint_open(dir, 0, 0, &ck, &err) == BP_OK) {
+        bp_checkpoint_close(&ck);
+        fail_msg("a state file with a bad %s was accepted", field);
+    }
+    if (!strstr(err.msg, "stage0-tp0.state") || !strstr(err.msg, field))
+        fail_msg("'%s' does not name the file and field %s", err.msg, field);
+    bp_model_destroy(m);
+    bp_optim_free(&o);
+}
+
+/* Every number read from a state file is range-checked: a crafted one with correct
+ * checksums must not reach the sampler, the step counters or the optimizer. */
+static void test_crafted_state_fields_are_refused(void **state) {
+    (void)state;
+    bp_resume_state ok = {.step = 20, .epoch = 1, .pos = 3};
+    bp_resume_state r = ok;
+    r.step = -5;
+    refused_field(r, 3, "step");
+    r = ok;
+    r.step = 21; /* not the manifest's step */
+    refused_field(r, 3, "step");
+    const int64_t bad_pos[] = {-100000, -64, (int64_t)1 << 31};
+    for (int i = 0; i < 3; i++) {
+        r = ok;
+        r.pos = bad_pos[i];
+        refused_field(r, 3, "pos");
+    }
+    r = ok;
+    r.epoch = -1;
+    refused_field(r, 3, "epoch");
+    r = ok;
+    r.epoch = INT64_MAX;
+    refused_field(r, 3, "epoch");
+    refused_field(ok, INT64_MAX, "optimizer step");
+    refused_field(ok, -1, "optimizer step");
+    assert_int_equal(system("rm -rf /tmp/bp_ckpt_*"), 0);
+}
+
 static void touch(const char *dir, const char *name) {
     char path[256];
     snprintf(path, sizeof path, "%s/%s", dir, name);
@@ -253,6 +308,7 @@ int main(void) {
         cmocka_unit_test(test_other_configuration_is_refused),
         cmocka_unit_test(test_keep_prunes_old_checkpoints),
         cmocka_unit_test(test_prune_leaves_what_is_not_ours),
+        cmocka_unit_test(test_crafted_state_fields_are_refused),
         cmocka_unit_test(test_safetensors_rejects_bad_headers),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
