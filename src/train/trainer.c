@@ -170,7 +170,6 @@ static int setup_comm(trainer *t, bp_err *err) {
     int rc = bp_comm_set_path(t->world, (bp_path)c->comm_path);
     if (rc == BP_OK && (rc = bp_comm_set_net(t->world, c->net)))
         return bp_fail(err, (bp_status)rc, "option --net: %s", bp_comm_errmsg(t->world));
-    if (rc == BP_OK) rc = bp_comm_set_timeout(t->world, c->comm_timeout);
     return rc ? bp_fail(err, (bp_status)rc, "%s", bp_comm_errmsg(t->world)) : BP_OK;
 }
 
@@ -182,6 +181,12 @@ static int setup(trainer *t, bp_err *err) {
     bp_train_model_config(c, &mc);
     int rc = bp_comm_wrap(bp_comm_mpi(t->world), "meta", &t->meta, err);
     if (rc) return rc;
+    /* Every communication is watched from the first: set-up's and the per-step
+     * agreement on meta (a world of its own) as well as the training groups'. */
+    bp_comm *groups[2] = {t->world, t->meta};
+    for (int g = 0; g < 2; g++)
+        if ((rc = bp_comm_set_timeout(groups[g], c->comm_timeout)))
+            return bp_fail(err, (bp_status)rc, "%s", bp_comm_errmsg(groups[g]));
     rc = bp_grid_create(t->world, c->dp, c->pp, c->tp, mc.kind == BP_MODEL_GPT,
                         c->fused_embedding != 0, &t->grid, err);
     t->tp = (bp_tp){.rank = t->grid.t, .size = t->grid.tp, .allreduce_sum = tp_allreduce,
