@@ -25,15 +25,7 @@ int trainer_meta_fail(trainer *t, int rc, bp_err *err) {
 /* Every rank learns whether a part of set-up failed anywhere, so that no rank goes
  * on into collectives that others never join. */
 static int agree(trainer *t, int rc, bp_err *err) {
-    float worst = (float)rc;
-    int mrc = bp_allreduce_sum(t->meta, &worst, 1);
-    if (mrc) return trainer_meta_fail(t, mrc, err);
-    if (worst != 0) t->res->stopped_together = true;
-    if (rc == BP_OK && worst != 0) {
-        bp_err_clear(err); /* the rank that failed says why */
-        return BP_ECOMM;
-    }
-    return rc;
+    return bp_train_agree(t->meta, rc, &t->res->stopped_together, err);
 }
 
 void trainer_dp_config(const trainer *t, bp_dp_config *d) {
