@@ -2,6 +2,7 @@
  * turns its status into the documented exit code (0 success, 2 usage or
  * configuration error, 1 runtime failure), printing one line that names the
  * problem. Nothing below cli/ ever exits. */
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,7 +41,8 @@ static int fail(int rc, const bp_err *err) {
 }
 
 static void print_result(const bp_train_result *res) {
-    printf("done: %lld steps, last training loss %.4f", (long long)res->steps, res->final_loss);
+    printf("done: %lld steps", (long long)res->steps);
+    if (isfinite(res->final_loss)) printf(", last training loss %.4f", res->final_loss);
     if (res->val_loss == res->val_loss) printf(", validation loss %.4f", res->val_loss);
     if (res->val_acc == res->val_acc) printf(", test accuracy %.4f", res->val_acc);
     if (res->checkpoint[0]) printf("\ncheckpoint: %s", res->checkpoint);

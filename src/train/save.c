@@ -47,9 +47,11 @@ int trainer_resume(trainer *t, bp_err *err) {
         rc = bp_checkpoint_load_model(&ck, t->models[j], err);
         if (rc == BP_OK) rc = bp_checkpoint_load_optim(&ck, &t->optims[j], err);
     }
-    if (rc == BP_OK && ck.rs.step > t->cfg->steps)
-        rc = bp_fail(err, BP_EUSAGE, "checkpoint %s is at step %lld, beyond --steps %lld", ck.dir,
-                     (long long)ck.rs.step, (long long)t->cfg->steps);
+    if (rc == BP_OK && ck.rs.step >= t->cfg->steps)
+        rc = bp_fail(err, BP_EUSAGE,
+                     "checkpoint %s is at step %lld: nothing to do with --steps %lld (give more "
+                     "steps to continue it)",
+                     ck.dir, (long long)ck.rs.step, (long long)t->cfg->steps);
     if (rc == BP_OK && (rc = bp_task_set_state(&t->task, &ck.rs, err)))
         bp_err_context(err, "checkpoint %s: stage%d-tp%d.state", ck.dir, t->grid.p, t->grid.t);
     if (rc == BP_OK) {
