@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/finite.h"
 #include "train/trainer_impl.h"
 
 int trainer_read_resume_manifest(trainer *t, bp_err *err) {
@@ -91,10 +92,26 @@ static void manifest_of(const trainer *t, bp_manifest *mf) {
     snprintf(mf->partition, sizeof mf->partition, "%s", t->partition);
 }
 
+/* A checkpoint never holds non-finite weights (a step that diverged with
+ * --skip-nonfinite skipping the ones after it): the run fails instead, and the
+ * previous checkpoint stays the latest. */
+static int check_finite(const trainer *t, const bp_real *params, bp_err *err) {
+    for (int i = 0; i < bp_model_num_tensors(t->model); i++) {
+        const bp_tensor_info *ti = bp_model_tensor(t->model, i);
+        if (!bp_all_finite(params + ti->offset, ti->numel))
+            return bp_fail(err, BP_ENONFINITE,
+                           "step %lld: weights of tensor %s are not finite; not saved (the last "
+                           "checkpoint in %s is intact)",
+                           (long long)t->step, ti->name, t->cfg->out);
+    }
+    return BP_OK;
+}
+
 int trainer_checkpoint(trainer *t, bp_err *err) {
     const bp_real *params;
     bp_optim view;
     int rc = checkpoint_state(t, &params, &view, err);
+    if (rc == BP_OK && trainer_in_replica0(t)) rc = check_finite(t, params, err);
     if (rc == BP_OK)
         rc = bp_checkpoint_dir(t->cfg->out, t->step, t->res->checkpoint,
                                sizeof t->res->checkpoint, err);

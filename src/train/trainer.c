@@ -224,9 +224,11 @@ static bool fault_here(const trainer *t, int rank) {
     return rank == t->rank && t->cfg->fault_at_step == t->step + 1;
 }
 
-/* Testing: this rank disappears (kill -9) or stops communicating (hangs). */
+/* Testing: this rank disappears (kill -9), stops communicating (hangs), or its
+ * weights went non-finite (as a diverged step leaves them). */
 static void inject_process_fault(trainer *t) {
     if (fault_here(t, t->cfg->fault_kill_rank)) raise(SIGKILL);
+    if (fault_here(t, t->cfg->fault_nan_weights_rank)) bp_model_params(t->model)[0] = NAN;
     if (fault_here(t, t->cfg->fault_hang_rank))
         for (;;) pause();
 }

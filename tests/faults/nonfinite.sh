@@ -19,6 +19,18 @@ for algo in allreduce bytegrad decentralized async; do
   losses "$WORK/skip-$algo/metrics.jsonl" | awk '$1 > 6 && $2 == "null" { exit 1 }' || fail "$algo: NaN after the skip"
 done
 
+# Weights that became non-finite (a step that diverged, the following ones skipped)
+# are never saved: the run fails naming the tensor, and no checkpoint is written.
+run_np 1 30 "${TINY[@]}" --data "$TEXT" --eval-every 0 --steps 20 --skip-nonfinite \
+  --checkpoint-every 4 --fault-nan-weights-rank 0 --fault-at-step 6 --out "$WORK/diverged"
+[ "$rc" -eq 1 ] || fail "diverged weights: exit $rc, expected 1: $(cat "$WORK/out")"
+grep -qE "error: step [0-9]+: weights of tensor [a-z_.0-9]+ are not finite; not saved" "$WORK/out" ||
+  fail "diverged weights: no line naming the tensor: $(cat "$WORK/out")"
+bad=$(sed -nE 's/.*error: step ([0-9]+): weights.*/\1/p' "$WORK/out")
+[ "$bad" = 8 ] || fail "diverged weights: failed at step '$bad', expected the save of step 8"
+[ ! -e "$WORK/diverged/ckpt-00000008" ] || fail "diverged weights of step 8 were saved"
+[ "$(cat "$WORK/diverged/latest")" = ckpt-00000004 ] || fail "latest is not the last good checkpoint"
+
 # One process, async: the stop path releases the averaging thread's lock.
 run_np 1 30 "${TINY[@]}" --data "$TEXT" --eval-every 0 --steps 10 --dp-algo async \
   --fault-nan-rank 0 --fault-at-step 3 --out "$WORK/async1"
