@@ -6,8 +6,13 @@
  * stage or tp rank of several: the tensors it holds, as bp_checkpoint_load_whole
  * does).
  *
- * Input: byte 0 holds flags, then four parts separated by BP_FUZZ_SEP: latest,
- * manifest.json, the .state file and the .safetensors file.
+ * Input: byte 0 holds flags, then four or five parts separated by BP_FUZZ_SEP:
+ * latest, manifest.json, the .state file, the .safetensors file and, optionally,
+ * fields to set in the state file: records of 9 bytes, a field (byte % 4: step,
+ * data epoch, data position, optimizer step) and its value (8 bytes, little
+ * endian), written before the checksums are fixed, so that crafted numbers with
+ * valid checksums reach the range checks and, when accepted, what a resume does
+ * with them (the sampler restored and drawn from, one optimizer step).
  *   bit 0  fix the checksums after mutation: the manifest's crc32 member, and in
  *          the state file the size and CRC-32 of the weights and its own CRC-32.
  *          Without it nearly every mutation stops at a checksum; with it the
@@ -27,6 +32,7 @@
 #include "fuzz.h"
 #include "nn/model.h"
 #include "nn/optim.h"
+#include "data/sampler.h"
 #include "train/checkpoint.h"
 
 #define CKPT_NAME "ckpt-00000001"
@@ -35,6 +41,8 @@
 #define STATE_W_CRC 68
 #define STATE_W_SIZE 72
 #define STATE_HEADER 100
+/* The fields a resume uses: step, epoch, pos, and the optimizer's step count. */
+static const size_t field_offset[4] = {12, 52, 60, 84};
 
 static char out_dir[4200], ckpt_dir[4300];
 
@@ -65,6 +73,13 @@ static void fix_manifest(uint8_t *m, size_t n) {
     memcpy(digits, hex, 8);
 }
 
+static void set_fields(uint8_t *s, size_t n, const bp_fuzz_part *fields) {
+    for (size_t r = 0; r + 9 <= fields->n; r += 9) {
+        size_t at = field_offset[fields->data[r] % 4];
+        if (at + 8 <= n) memcpy(s + at, fields->data + r + 1, 8);
+    }
+}
+
 static void fix_state(uint8_t *s, size_t n, const bp_fuzz_part *weights) {
     if (n >= STATE_HEADER + 4) {
         put_le(s + STATE_W_CRC, crc32_z(0, weights->data, weights->n), 4);
@@ -86,6 +101,19 @@ static int small(const bp_model_config *c) {
     return p <= (1 << 20);
 }
 
+/* What a resume does with the state: the sampler continues from (epoch, pos) over
+ * a small data set and draws a batch, and the optimizer takes one step. */
+static int resume(const bp_checkpoint *ck, bp_model *m, bp_optim *o, bp_err *err) {
+    bp_epoch_sampler s;
+    int idx[8];
+    int rc = bp_epoch_sampler_init(&s, 64, 1, err);
+    if (rc == BP_OK && (rc = bp_epoch_sampler_restore(&s, ck->rs.epoch, ck->rs.pos, err)) == BP_OK)
+        bp_epoch_sampler_next(&s, 8, 0, 1, idx);
+    bp_epoch_sampler_free(&s);
+    if (rc == BP_OK) bp_optim_step(o, bp_model_params(m), bp_model_grads(m), 1e-3);
+    return rc;
+}
+
 static void load(const bp_checkpoint *ck) {
     bp_model_config mc;
     bp_err err;
@@ -105,7 +133,9 @@ static void load(const bp_checkpoint *ck) {
         bp_optim_config oc = {.kind = (bp_optim_kind)ck->optim_kind, .beta1 = 0.9, .beta2 = 0.95};
         if (!bp_fuzz_reject(bp_checkpoint_load_model(ck, m, &err), &err) &&
             !bp_fuzz_reject(bp_optim_init(&o, &oc, bp_model_num_params(m), &err), &err)) {
-            if (!bp_fuzz_reject(bp_checkpoint_load_optim(ck, &o, &err), &err)) bp_fuzz_accepted++;
+            if (!bp_fuzz_reject(bp_checkpoint_load_optim(ck, &o, &err), &err) &&
+                !bp_fuzz_reject(resume(ck, m, &o, &err), &err))
+                bp_fuzz_accepted++;
             bp_optim_free(&o);
         }
     }
@@ -115,14 +145,15 @@ static void load(const bp_checkpoint *ck) {
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size < 1 || size > (1u << 20)) return 0;
     int flags = data[0], stage = (flags >> 2) & 1, tp = (flags >> 3) & 1;
-    bp_fuzz_part p[4];
-    bp_fuzz_split(data + 1, size - 1, p, 4);
+    bp_fuzz_part p[5];
+    bp_fuzz_split(data + 1, size - 1, p, 5);
     make_dirs();
     uint8_t *manifest = malloc(p[1].n + 1), *state = malloc(p[2].n + 1);
     if (!manifest || !state) abort();
     memcpy(manifest, p[1].data, p[1].n);
     memcpy(state, p[2].data, p[2].n);
     if (flags & 1) {
+        set_fields(state, p[2].n, &p[4]);
         fix_manifest(manifest, p[1].n);
         fix_state(state, p[2].n, &p[3]);
     }

@@ -64,6 +64,15 @@ for m in gpt mlp; do
   head -c "$((8 + $(od -An -tu8 -N8 "$d/stage0-tp0.safetensors")))" "$d/stage0-tp0.safetensors" |
     tail -c +9 >$C/json/seed-safetensors-header-$m
 done
+# The mlp's checkpoint with one field of its state crafted (the fifth part of
+# fuzz_checkpoint's input; checksums fixed): field number, then the value.
+le64() { for i in 0 1 2 3 4 5 6 7; do printf "\\$(printf %03o $((($1 >> (8 * i)) & 255)))"; done; }
+for f in step:0:-5 pos:2:-100000 pos:2:-64 pos:2:2147483648 pos:2:100 pos:2:64 epoch:1:-1 \
+  optim-step:3:9223372036854775807 optim-step:3:1; do
+  IFS=: read -r name field value <<<"$f"
+  { cat $C/checkpoint/seed-mlp-latest; printf '%s' "$SEP"; printf "\\$(printf %03o "$field")"; le64 "$value"; } \
+    >"$C/checkpoint/seed-mlp-field-$name-${value/#-/minus}"
+done
 # A hand-written safetensors file: two tensors, one of them empty, and metadata.
 h='{"__metadata__":{"format":"pt"},"a":{"dtype":"F32","shape":[2,1],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[0],"data_offsets":[8,8]}}'
 {

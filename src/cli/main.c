@@ -2,6 +2,7 @@
  * turns its status into the documented exit code (0 success, 2 usage or
  * configuration error, 1 runtime failure), printing one line that names the
  * problem. Nothing below cli/ ever exits. */
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,7 +41,8 @@ static int fail(int rc, const bp_err *err) {
 }
 
 static void print_result(const bp_train_result *res) {
-    printf("done: %lld steps, last training loss %.4f", (long long)res->steps, res->final_loss);
+    printf("done: %lld steps", (long long)res->steps);
+    if (isfinite(res->final_loss)) printf(", last training loss %.4f", res->final_loss);
     if (res->val_loss == res->val_loss) printf(", validation loss %.4f", res->val_loss);
     if (res->val_acc == res->val_acc) printf(", test accuracy %.4f", res->val_acc);
     if (res->checkpoint[0]) printf("\ncheckpoint: %s", res->checkpoint);
@@ -84,8 +86,9 @@ static void catch_stop_signals(void) {
     sigaction(SIGTERM, &sa, NULL);
 }
 
-/* Every rank runs this. Configuration errors are the same on every rank and are
- * printed once, by rank 0; a runtime failure is printed by the rank that hit it.
+/* Every rank runs this. Configuration errors are printed once: by rank 0 when it
+ * saw them (they are usually the same on every rank), else by the rank that saw
+ * them; a runtime failure is printed by the rank that hit it.
  * When the ranks did not stop together, that rank ends the whole job, since the
  * others may be waiting for it. */
 static int cmd_train(int argc, char **argv) {
@@ -98,10 +101,11 @@ static int cmd_train(int argc, char **argv) {
     bp_train_config cfg;
     rc = train_config(argc, argv, size, &cfg, &help, &err);
     bp_train_result res = {0};
+    rc = bp_train_agree(world, rc, &res.stopped_together, &err);
     catch_stop_signals();
     if (rc == BP_OK && !help) rc = bp_train_run(&cfg, world, &stop_requested, &res, &err);
     if (rc == BP_OK && !help && rank == 0) print_result(&res);
-    if (rc != BP_OK && err.msg[0] && (rank == 0 || rc != BP_EUSAGE)) {
+    if (rc != BP_OK && err.msg[0]) { /* after agreement, only the ranks that must say it */
         if (rc == BP_EINTERRUPTED)
             bp_log_warn("%s", err.msg);
         else

@@ -25,4 +25,11 @@ struct bp_codec {
  * caller has found that there is one); writes nothing to any wire. */
 int bp_codec_reject_nonfinite(const char *codec, const float *x, size_t n, bp_err *err);
 
+/* MinMaxUInt8 with its loops in the version for `isa` ("plain", "sse2", "avx2";
+ * NULL: the fastest this processor runs); BP_EUSAGE where that version is
+ * missing. For tests and benchmarks that compare the versions. */
+int bp_codec_minmax_u8_new_isa(const char *isa, bp_codec **out, bp_err *err);
+/* The version a MinMaxUInt8 codec runs; NULL for another codec. */
+const char *bp_codec_minmax_u8_isa(const bp_codec *c);
+
 #endif

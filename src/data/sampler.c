@@ -38,6 +38,16 @@ void bp_epoch_sampler_seek(bp_epoch_sampler *s, int64_t epoch, int pos) {
     shuffle_epoch(s);
 }
 
+int bp_epoch_sampler_restore(bp_epoch_sampler *s, int64_t epoch, int64_t pos, bp_err *err) {
+    if (epoch < 0 || epoch > INT64_MAX / 2)
+        return bp_fail(err, BP_EFORMAT, "field epoch is %lld, out of range", (long long)epoch);
+    if (pos < 0 || pos > s->n)
+        return bp_fail(err, BP_EFORMAT, "field pos is %lld, outside the %d items", (long long)pos,
+                       s->n);
+    bp_epoch_sampler_seek(s, epoch, (int)pos);
+    return BP_OK;
+}
+
 void bp_epoch_sampler_next(bp_epoch_sampler *s, int B_global, int rank, int world, int *idx) {
     if (s->pos + B_global > s->n) bp_epoch_sampler_seek(s, s->epoch + 1, 0);
     int per_rank = B_global / world;

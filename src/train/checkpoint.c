@@ -141,6 +141,29 @@ static int get(rbuf *b, void *out, size_t n) {
 
 #define GET(b, v) get((b), &(v), sizeof(v))
 
+/* Bounds of the numbers of a state file that passed its checksum, so that a crafted
+ * one cannot reach the step counters, the sampler or the optimizer: the step is
+ * the manifest's, the optimizer took at most one step per step, the sampler's
+ * epoch and position fit what their counters can hold (the position is checked
+ * against the data set when it is used: bp_task_check_state). */
+static int check_fields(const bp_checkpoint *ck, const char *name, bp_err *err) {
+    const bp_resume_state *rs = &ck->rs;
+    const char *field = NULL;
+    long long v = 0;
+    if (rs->step < 0 || rs->step != ck->manifest.step)
+        field = "step", v = rs->step;
+    else if (ck->optim_t < 0 || ck->optim_t > rs->step)
+        field = "optimizer step", v = ck->optim_t;
+    else if (rs->epoch < 0 || rs->epoch > BP_MAX_EPOCH)
+        field = "epoch", v = rs->epoch;
+    else if (rs->pos < 0 || rs->pos > BP_MAX_ITEMS)
+        field = "pos", v = rs->pos;
+    if (!field) return BP_OK;
+    return bp_fail(err, BP_EFORMAT,
+                   "%s: field %s is %lld, out of range (step %lld in the manifest)", name, field,
+                   v, (long long)ck->manifest.step);
+}
+
 static int parse_state(bp_checkpoint *ck, const char *name, uint32_t *w_crc, uint64_t *w_size,
                        bp_err *err) {
     const bp_bytes *s = &ck->state;
@@ -159,6 +182,8 @@ static int parse_state(bp_checkpoint *ck, const char *name, uint32_t *w_crc, uin
     if (bad || version != 1 || kind > BP_OPTIM_ADAMW)
         return bp_fail(err, BP_EFORMAT, "%s has an unknown layout", name);
     ck->optim_kind = (int)kind;
+    int rc = check_fields(ck, name, err);
+    if (rc) return rc;
     uint64_t buffers = kind == BP_OPTIM_ADAMW ? 2 : 1;
     if (ck->n_params > (b.n - b.at) / sizeof(bp_real) ||
         b.n - b.at != buffers * ck->n_params * sizeof(bp_real))

@@ -25,6 +25,11 @@
 #include "train/safetensors.h"
 
 /* Training progress besides weights and optimizer moments. */
+/* Bounds of the sampler state accepted from a checkpoint: epochs a run could
+ * reach, and positions in a data set of int-indexed items. */
+#define BP_MAX_EPOCH ((int64_t)1 << 40)
+#define BP_MAX_ITEMS ((int64_t)1 << 30)
+
 typedef struct bp_resume_state {
     int64_t step;    /* optimizer steps completed */
     bp_rng data_rng; /* text sampler */

@@ -45,7 +45,7 @@ static const bp_option train_options[] = {
     NUM("warmup", BP_OPT_INT64, warmup, 0, 1e12, "N", "cosine: warm-up steps"),
     NUM("beta1", BP_OPT_DOUBLE, beta1, 0, 0.999999, "X", "adamw: first-moment decay"),
     NUM("beta2", BP_OPT_DOUBLE, beta2, 0, 0.999999, "X", "adamw: second-moment decay"),
-    NUM("eps", BP_OPT_DOUBLE, eps, 0, 1, "X", "adamw: epsilon"),
+    NUM("eps", BP_OPT_DOUBLE, eps, 1e-30, 1, "X", "adamw: epsilon (above 0: a zero second moment divides by it)"),
     NUM("momentum", BP_OPT_DOUBLE, momentum, 0, 0.999999, "X", "sgd: momentum"),
     NUM("weight-decay", BP_OPT_DOUBLE, weight_decay, 0, 1e3, "X", "weight decay"),
     NUM("clip", BP_OPT_DOUBLE, clip, 0, 1e9, "X", "clip the gradient norm to this (0: off)"),
@@ -139,6 +139,8 @@ static const bp_option train_options[] = {
         "testing: rank R stops communicating at --fault-at-step"),
     NUM("fault-nan-rank", BP_OPT_INT, fault_nan_rank, -1, 1 << 20, "R",
         "testing: rank R's loss and gradients become NaN at --fault-at-step"),
+    NUM("fault-nan-weights-rank", BP_OPT_INT, fault_nan_weights_rank, -1, 1 << 20, "R",
+        "testing: a weight of rank R becomes NaN before --fault-at-step (a diverged step)"),
     NUM("fault-at-step", BP_OPT_INT64, fault_at_step, -1, 1e12, "S",
         "testing: the step (1-based) at which a --fault-* happens"),
 };
@@ -197,7 +199,7 @@ void bp_train_config_defaults(bp_train_config *c) {
     c->cb_rank = 12;
     c->sc_rank = 4;
     c->sc_warmup = 0.1;
-    c->fault_kill_rank = c->fault_hang_rank = c->fault_nan_rank = -1;
+    c->fault_kill_rank = c->fault_hang_rank = c->fault_nan_rank = c->fault_nan_weights_rank = -1;
     c->fault_at_step = -1;
 }
 

@@ -86,8 +86,8 @@ typedef struct bp_train_config {
     int comm_path; /* bp_path */
     int skip_nonfinite;
     /* fault injection, for tests: at step fault_at_step (-1: never) the given rank
-     * kills itself (SIGKILL), hangs, or produces a NaN loss */
-    int fault_kill_rank, fault_hang_rank, fault_nan_rank;
+     * kills itself (SIGKILL), hangs, produces a NaN loss, or has a NaN weight */
+    int fault_kill_rank, fault_hang_rank, fault_nan_rank, fault_nan_weights_rank;
     int64_t fault_at_step;
 } bp_train_config;
 

@@ -3,10 +3,13 @@
  * manifest.json protects itself: its last member is "crc32", the CRC-32 of the
  * whole file as written with that member's value set to eight zeros. */
 #include <dirent.h>
+#include <fcntl.h>
+#include <stdbool.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -130,39 +133,92 @@ int bp_checkpoint_resolve(const char *dir, char *out, size_t n, bp_err *err) {
     return bp_path_join(out, n, dir, name, err);
 }
 
-static void remove_dir(const char *out_dir, const char *name) {
-    char dir[BP_PATH_MAX], path[BP_PATH_MAX];
-    if (bp_path_join(dir, sizeof dir, out_dir, name, NULL)) return;
-    DIR *d = opendir(dir);
+/* Whether name is exactly what bp_checkpoint_dir writes: ckpt-<step, 8 digits or
+ * more, no extra leading zero>. A user's "ckpt-00000005-best" is not. */
+static bool is_checkpoint_name(const char *name) {
+    const char *d = name + strlen(CKPT_PREFIX);
+    if (strncmp(name, CKPT_PREFIX, strlen(CKPT_PREFIX)) != 0 || strlen(d) < 8 || strlen(d) > 19)
+        return false;
+    for (const char *p = d; *p; p++)
+        if (*p < '0' || *p > '9') return false;
+    char again[32];
+    snprintf(again, sizeof again, "%08lld", strtoll(d, NULL, 10));
+    return strcmp(again, d) == 0;
+}
+
+/* Whether an entry of a checkpoint directory is a file we write there: the
+ * manifest, a shard, or the temporary name of one (core/file.c) left by a crash. */
+static bool is_our_file(const char *name) {
+    int s, t, k = -1;
+    char ext[16] = "";
+    if (strncmp(name, MANIFEST, strlen(MANIFEST)) == 0)
+        k = (int)strlen(MANIFEST);
+    else if (sscanf(name, "stage%d-tp%d.%15[a-z]%n", &s, &t, ext, &k) != 3 ||
+             (strcmp(ext, "safetensors") != 0 && strcmp(ext, "state") != 0))
+        return false;
+    return name[k] == '\0' || strncmp(name + k, ".tmp.", 5) == 0;
+}
+
+/* Open out_dir/name as a checkpoint directory of ours: a real directory (never a
+ * symlink's target), holding our manifest and nothing but files we write. */
+static DIR *open_ours(int out_fd, const char *name) {
+    int fd = openat(out_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW);
+    DIR *d = fd < 0 ? NULL : fdopendir(fd);
+    if (!d) {
+        if (fd >= 0) close(fd);
+        return NULL;
+    }
+    bool ours = true, manifest = false;
+    struct stat st;
+    for (struct dirent *e; ours && (e = readdir(d));) {
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
+        ours = is_our_file(e->d_name) && fstatat(fd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+               S_ISREG(st.st_mode);
+        manifest |= strcmp(e->d_name, MANIFEST) == 0;
+    }
+    if (ours && manifest) {
+        rewinddir(d);
+        return d;
+    }
+    closedir(d);
+    return NULL;
+}
+
+/* Remove out_dir/name if it is a checkpoint of ours; anything else stays. */
+static void remove_ours(int out_fd, const char *name) {
+    DIR *d = open_ours(out_fd, name);
     if (!d) return;
     for (struct dirent *e; (e = readdir(d));)
-        if (e->d_name[0] != '.' && bp_path_join(path, sizeof path, dir, e->d_name, NULL) == BP_OK)
-            unlink(path);
+        if (is_our_file(e->d_name)) unlinkat(dirfd(d), e->d_name, 0);
     closedir(d);
-    rmdir(dir);
+    unlinkat(out_fd, name, AT_REMOVEDIR);
 }
 
 static int cmp_names(const void *a, const void *b) {
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-/* Keep the committed checkpoint and the keep-1 newest before it. Directories of
- * later steps (left by an interrupted earlier run) are not touched. */
+/* Keep the committed checkpoint and the keep-1 newest of ours before it. Directories
+ * of later steps (left by an interrupted earlier run) are not touched, nor anything
+ * that is not a checkpoint directory we wrote. */
 static void prune(const char *out_dir, const char *committed, int keep) {
     DIR *d = opendir(out_dir);
     if (!d) return;
     char *names[4096];
     int n = 0;
-    for (struct dirent *e; (e = readdir(d)) && n < 4096;)
-        if (strncmp(e->d_name, CKPT_PREFIX, strlen(CKPT_PREFIX)) == 0 && !strchr(e->d_name, '.') &&
-            strcmp(e->d_name, committed) < 0 && (names[n] = strdup(e->d_name)))
-            n++;
-    closedir(d);
+    for (struct dirent *e; (e = readdir(d)) && n < 4096;) {
+        if (!is_checkpoint_name(e->d_name) || strcmp(e->d_name, committed) >= 0) continue;
+        DIR *ours = open_ours(dirfd(d), e->d_name);
+        if (!ours) continue;
+        closedir(ours);
+        if ((names[n] = strdup(e->d_name))) n++;
+    }
     qsort(names, (size_t)n, sizeof *names, cmp_names);
     for (int i = 0; i < n; i++) {
-        if (i < n - (keep - 1)) remove_dir(out_dir, names[i]);
+        if (i < n - (keep - 1)) remove_ours(dirfd(d), names[i]);
         free(names[i]);
     }
+    closedir(d);
 }
 
 int bp_checkpoint_commit(const char *out_dir, int64_t step, int keep, bp_err *err) {

@@ -61,11 +61,11 @@ void bp_metrics_eval(bp_metrics *m, int64_t step, double loss, double accuracy) 
 
 void bp_metrics_summary(bp_metrics *m, const bp_memory_record *r) {
     if (!m->f) return;
+    fprintf(m->f, "{\"type\":\"summary\",\"steps\":%" PRId64, r->steps);
+    num(m->f, "median_step_ms", r->median_step_ms);
     fprintf(m->f,
-            "{\"type\":\"summary\",\"steps\":%" PRId64 ",\"median_step_ms\":%.6g,"
-            "\"peak_rss_bytes\":%" PRIu64 ",\"param_bytes\":%" PRIu64 ",\"grad_bytes\":%" PRIu64
+            ",\"peak_rss_bytes\":%" PRIu64 ",\"param_bytes\":%" PRIu64 ",\"grad_bytes\":%" PRIu64
             ",\"optim_bytes\":%" PRIu64 ",\"act_bytes\":%" PRIu64 "}\n",
-            r->steps, r->median_step_ms, r->peak_rss_bytes, r->param_bytes, r->grad_bytes,
-            r->optim_bytes, r->act_bytes);
+            r->peak_rss_bytes, r->param_bytes, r->grad_bytes, r->optim_bytes, r->act_bytes);
     fflush(m->f);
 }

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/finite.h"
 #include "train/trainer_impl.h"
 
 int trainer_read_resume_manifest(trainer *t, bp_err *err) {
@@ -47,11 +48,14 @@ int trainer_resume(trainer *t, bp_err *err) {
         rc = bp_checkpoint_load_model(&ck, t->models[j], err);
         if (rc == BP_OK) rc = bp_checkpoint_load_optim(&ck, &t->optims[j], err);
     }
-    if (rc == BP_OK && ck.rs.step > t->cfg->steps)
-        rc = bp_fail(err, BP_EUSAGE, "checkpoint %s is at step %lld, beyond --steps %lld", ck.dir,
-                     (long long)ck.rs.step, (long long)t->cfg->steps);
+    if (rc == BP_OK && ck.rs.step >= t->cfg->steps)
+        rc = bp_fail(err, BP_EUSAGE,
+                     "checkpoint %s is at step %lld: nothing to do with --steps %lld (give more "
+                     "steps to continue it)",
+                     ck.dir, (long long)ck.rs.step, (long long)t->cfg->steps);
+    if (rc == BP_OK && (rc = bp_task_set_state(&t->task, &ck.rs, err)))
+        bp_err_context(err, "checkpoint %s: stage%d-tp%d.state", ck.dir, t->grid.p, t->grid.t);
     if (rc == BP_OK) {
-        bp_task_set_state(&t->task, &ck.rs);
         t->step = t->first_step = ck.rs.step;
         bp_progress_note(&t->progress, "resumed from %s at step %lld (written by %d %s replicas)",
                          ck.dir, (long long)t->step, ck.manifest.dp, ck.manifest.replicas);
@@ -88,10 +92,26 @@ static void manifest_of(const trainer *t, bp_manifest *mf) {
     snprintf(mf->partition, sizeof mf->partition, "%s", t->partition);
 }
 
+/* A checkpoint never holds non-finite weights (a step that diverged with
+ * --skip-nonfinite skipping the ones after it): the run fails instead, and the
+ * previous checkpoint stays the latest. */
+static int check_finite(const trainer *t, const bp_real *params, bp_err *err) {
+    for (int i = 0; i < bp_model_num_tensors(t->model); i++) {
+        const bp_tensor_info *ti = bp_model_tensor(t->model, i);
+        if (!bp_all_finite(params + ti->offset, ti->numel))
+            return bp_fail(err, BP_ENONFINITE,
+                           "step %lld: weights of tensor %s are not finite; not saved (the last "
+                           "checkpoint in %s is intact)",
+                           (long long)t->step, ti->name, t->cfg->out);
+    }
+    return BP_OK;
+}
+
 int trainer_checkpoint(trainer *t, bp_err *err) {
     const bp_real *params;
     bp_optim view;
     int rc = checkpoint_state(t, &params, &view, err);
+    if (rc == BP_OK && trainer_in_replica0(t)) rc = check_finite(t, params, err);
     if (rc == BP_OK)
         rc = bp_checkpoint_dir(t->cfg->out, t->step, t->res->checkpoint,
                                sizeof t->res->checkpoint, err);

@@ -133,7 +133,8 @@ void bp_task_get_state(const bp_task *t, bp_resume_state *rs) {
     rs->pos = t->sampler.pos;
 }
 
-void bp_task_set_state(bp_task *t, const bp_resume_state *rs) {
+int bp_task_set_state(bp_task *t, const bp_resume_state *rs, bp_err *err) {
     t->data_rng = rs->data_rng;
-    if (t->kind == BP_MODEL_MLP) bp_epoch_sampler_seek(&t->sampler, rs->epoch, (int)rs->pos);
+    return t->kind == BP_MODEL_MLP ? bp_epoch_sampler_restore(&t->sampler, rs->epoch, rs->pos, err)
+                                   : BP_OK;
 }

@@ -54,7 +54,9 @@ void bp_task_eval_batch(bp_task *t, int i, int rows, bp_batch *b);
 int64_t bp_task_items_per_step(const bp_task *t);
 
 void bp_task_get_state(const bp_task *t, bp_resume_state *rs);
-void bp_task_set_state(bp_task *t, const bp_resume_state *rs);
+/* Continue the data stream from a checkpoint's state; a position outside the data
+ * set (another data set, or a crafted file) is refused. */
+int bp_task_set_state(bp_task *t, const bp_resume_state *rs, bp_err *err);
 
 /* Rows of logits [B, classes] whose largest entry is the label. */
 int bp_count_correct(const bp_real *logits, const int32_t *labels, int B, int classes);

@@ -25,15 +25,7 @@ int trainer_meta_fail(trainer *t, int rc, bp_err *err) {
 /* Every rank learns whether a part of set-up failed anywhere, so that no rank goes
  * on into collectives that others never join. */
 static int agree(trainer *t, int rc, bp_err *err) {
-    float worst = (float)rc;
-    int mrc = bp_allreduce_sum(t->meta, &worst, 1);
-    if (mrc) return trainer_meta_fail(t, mrc, err);
-    if (worst != 0) t->res->stopped_together = true;
-    if (rc == BP_OK && worst != 0) {
-        bp_err_clear(err); /* the rank that failed says why */
-        return BP_ECOMM;
-    }
-    return rc;
+    return bp_train_agree(t->meta, rc, &t->res->stopped_together, err);
 }
 
 void trainer_dp_config(const trainer *t, bp_dp_config *d) {
@@ -162,7 +154,6 @@ static int setup_comm(trainer *t, bp_err *err) {
     int rc = bp_comm_set_path(t->world, (bp_path)c->comm_path);
     if (rc == BP_OK && (rc = bp_comm_set_net(t->world, c->net)))
         return bp_fail(err, (bp_status)rc, "option --net: %s", bp_comm_errmsg(t->world));
-    if (rc == BP_OK) rc = bp_comm_set_timeout(t->world, c->comm_timeout);
     return rc ? bp_fail(err, (bp_status)rc, "%s", bp_comm_errmsg(t->world)) : BP_OK;
 }
 
@@ -174,6 +165,12 @@ static int setup(trainer *t, bp_err *err) {
     bp_train_model_config(c, &mc);
     int rc = bp_comm_wrap(bp_comm_mpi(t->world), "meta", &t->meta, err);
     if (rc) return rc;
+    /* Every communication is watched from the first: set-up's and the per-step
+     * agreement on meta (a world of its own) as well as the training groups'. */
+    bp_comm *groups[2] = {t->world, t->meta};
+    for (int g = 0; g < 2; g++)
+        if ((rc = bp_comm_set_timeout(groups[g], c->comm_timeout)))
+            return bp_fail(err, (bp_status)rc, "%s", bp_comm_errmsg(groups[g]));
     rc = bp_grid_create(t->world, c->dp, c->pp, c->tp, mc.kind == BP_MODEL_GPT,
                         c->fused_embedding != 0, &t->grid, err);
     t->tp = (bp_tp){.rank = t->grid.t, .size = t->grid.tp, .allreduce_sum = tp_allreduce,
@@ -219,9 +216,11 @@ static bool fault_here(const trainer *t, int rank) {
     return rank == t->rank && t->cfg->fault_at_step == t->step + 1;
 }
 
-/* Testing: this rank disappears (kill -9) or stops communicating (hangs). */
+/* Testing: this rank disappears (kill -9), stops communicating (hangs), or its
+ * weights went non-finite (as a diverged step leaves them). */
 static void inject_process_fault(trainer *t) {
     if (fault_here(t, t->cfg->fault_kill_rank)) raise(SIGKILL);
+    if (fault_here(t, t->cfg->fault_nan_weights_rank)) bp_model_params(t->model)[0] = NAN;
     if (fault_here(t, t->cfg->fault_hang_rank))
         for (;;) pause();
 }

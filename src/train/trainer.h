@@ -34,4 +34,14 @@ typedef struct bp_train_result {
 int bp_train_run(const bp_train_config *cfg, bp_comm *world, const volatile sig_atomic_t *stop,
                  bp_train_result *res, bp_err *err);
 
+/* Every rank of c learns, in one collective, whether a step that each ran on its
+ * own (parsing options, loading data) failed on some rank, so that none goes on into
+ * collectives the others never join. Returns rc on a rank that failed, else
+ * BP_EUSAGE when every failure was a usage error and BP_ECOMM otherwise. After it,
+ * err holds a message on the ranks that must print it: those that failed, except
+ * that when rank 0 failed too only rank 0 keeps its message (the same configuration
+ * error is printed once). *together is set when some rank failed: all end here
+ * together, and the job needs no abort. */
+int bp_train_agree(bp_comm *c, int rc, bool *together, bp_err *err);
+
 #endif

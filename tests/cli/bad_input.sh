@@ -8,6 +8,7 @@ expect 2 "unknown option '--bogus'" -- "$BP" train --bogus
 expect 2 "unknown command 'trian'" -- "$BP" trian
 expect 2 "option --steps: 'ten' is not an integer" -- "$BP" train --steps ten
 expect 2 "option --lr: -1 is out of range" -- "$BP" train --lr -1
+expect 2 "option --eps: 0 is out of range" -- "$BP" train --eps 0
 expect 2 "option --model: 'cnn' is not one of gpt\|mlp" -- "$BP" train --model cnn
 expect 2 "option --heads: 3 does not divide --embd 128" -- "$BP" train --heads 3
 expect 2 "option --warmup" -- "$BP" train --lr-schedule cosine --warmup 5 --steps 5

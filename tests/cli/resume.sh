@@ -31,4 +31,12 @@ check mlp --model mlp --hidden 32 --batch 32 --progress none --eval-every 0
 # Data-parallel on 2 ranks: every rank's state is the same, so resuming is exact too.
 read -ra LAUNCH <<<"$BP_MPIEXEC $BP_MPIEXEC_FLAGS -n 2"
 check gpt-dp2 "${TINY[@]}" --data "$TEXT" --eval-every 0 --dp 2 --dp-algo allreduce
+
+# A finished run has nothing to do: resuming it at its own --steps says so, and
+# neither the metrics log nor `latest` change.
+cp "$WORK/gpt-full/metrics.jsonl" "$WORK/metrics.before"
+expect 2 "checkpoint .*ckpt-00000012 is at step 12: nothing to do with --steps 12" -- \
+  "$BP" train "${TINY[@]}" --data "$TEXT" --eval-every 0 --steps 12 --resume "$WORK/gpt-full" --out "$WORK/gpt-full"
+cmp "$WORK/gpt-full/metrics.jsonl" "$WORK/metrics.before" || fail "resuming a finished run changed its metrics log"
+[ "$(cat "$WORK/gpt-full/latest")" = "ckpt-00000012" ] || fail "latest moved"
 echo "ok"

@@ -13,6 +13,7 @@
 #include <cmocka.h>
 
 #include "bagpipe/compress.h"
+#include "compress/codec.h"
 #include "core/rng.h"
 
 /* The formula of DESIGN.md section 5 written plainly, as the reference, with the
@@ -42,10 +43,14 @@ static void ref_decode(const unsigned char *in, size_t n, float *x) {
     for (size_t i = 0; i < n; i++) x[i] = ((float)in[8 + i] + lb) / scale;
 }
 
-static bp_codec *minmax(void) {
+/* The codec in the version named by the test's state ("plain", "sse2", "avx2");
+ * the test is skipped where this build or processor lacks that version. */
+static bp_codec *minmax(void **state) {
+    const char *isa = *state;
     bp_codec *c = NULL;
-    assert_int_equal(bp_codec_minmax_u8_new(&c, NULL), BP_OK);
+    if (bp_codec_minmax_u8_new_isa(isa, &c, NULL) != BP_OK) skip();
     assert_string_equal(bp_codec_name(c), "minmax_u8");
+    assert_string_equal(bp_codec_minmax_u8_isa(c), isa);
     return c;
 }
 
@@ -65,8 +70,7 @@ static void check_bit_exact(bp_codec *c, const float *x, size_t n) {
 }
 
 static void test_minmax_hand_made(void **state) {
-    (void)state;
-    bp_codec *c = minmax();
+    bp_codec *c = minmax(state);
     /* mx - mn = 255 makes scale exactly 1 (1e-7 is below half an ulp of 255), so
      * the bytes are the values rounded half to even: 2.5 -> 2, 3.5 -> 4. */
     const float x[] = {0.0f, 255.0f, 2.5f, 3.5f, 0.5f, 1.5f, 100.25f};
@@ -91,8 +95,7 @@ static void test_minmax_hand_made(void **state) {
 }
 
 static void test_minmax_constant_and_single(void **state) {
-    (void)state;
-    bp_codec *c = minmax();
+    bp_codec *c = minmax(state);
     const float same[] = {3.5f, 3.5f, 3.5f};
     check_bit_exact(c, same, 3);
     const float one[] = {-2.25f};
@@ -107,8 +110,7 @@ static void test_minmax_constant_and_single(void **state) {
 }
 
 static void test_minmax_random_and_slow_path(void **state) {
-    (void)state;
-    bp_codec *c = minmax();
+    bp_codec *c = minmax(state);
     bp_rng rng;
     bp_rng_seed(&rng, 11, 0);
     enum { N = 4099 };
@@ -135,8 +137,7 @@ static void test_minmax_random_and_slow_path(void **state) {
 }
 
 static void test_minmax_rejects_nonfinite(void **state) {
-    (void)state;
-    bp_codec *c = minmax();
+    bp_codec *c = minmax(state);
     enum { N = 4099 };
     float *x = calloc(N, sizeof *x);
     unsigned char *out = malloc(8 + N), *untouched = malloc(8 + N);
@@ -166,6 +167,36 @@ static void fill_normal(float *x, size_t n, uint64_t seed) {
     bp_rng rng;
     bp_rng_seed(&rng, seed, 0);
     for (size_t i = 0; i < n; i++) x[i] = (float)bp_rng_normal(&rng);
+}
+
+/* Every version this machine has writes the bytes of the plain loops and decodes
+ * to the same floats, for every length of tail after the vector loops, and writes
+ * a zero range end as +0 whichever zero it met first. */
+static void test_minmax_versions_agree(void **state) {
+    (void)state;
+    bp_codec *plain, *best;
+    assert_int_equal(bp_codec_minmax_u8_new_isa("plain", &plain, NULL), BP_OK);
+    assert_int_equal(bp_codec_minmax_u8_new(&best, NULL), BP_OK);
+    enum { N = 1000 };
+    float x[N], y0[N], y1[N];
+    unsigned char w0[8 + N], w1[8 + N];
+    fill_normal(x, N, 3);
+    for (size_t n = 1; n <= N; n += n < 80 ? 1 : 37) {
+        assert_int_equal(bp_codec_encode(plain, x, n, w0, NULL), BP_OK);
+        assert_int_equal(bp_codec_encode(best, x, n, w1, NULL), BP_OK);
+        assert_memory_equal(w0, w1, 8 + n);
+        assert_int_equal(bp_codec_decode(plain, w0, n, y0, NULL), BP_OK);
+        assert_int_equal(bp_codec_decode(best, w1, n, y1, NULL), BP_OK);
+        assert_memory_equal(y0, y1, n * sizeof *y0);
+    }
+    float zeros[40];
+    for (int i = 0; i < 40; i++) zeros[i] = i % 3 ? -0.0f : 0.0f;
+    zeros[39] = 1.0f;
+    assert_int_equal(bp_codec_encode(best, zeros, 40, w1, NULL), BP_OK);
+    const float plus_zero = 0.0f;
+    assert_memory_equal(w1, &plus_zero, 4);
+    bp_codec_free(plain);
+    bp_codec_free(best);
 }
 
 static double max_abs(const float *x, size_t n) {
@@ -317,10 +348,14 @@ static void test_powersgd_1d_clamp_and_errors(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_minmax_hand_made),
-        cmocka_unit_test(test_minmax_constant_and_single),
-        cmocka_unit_test(test_minmax_random_and_slow_path),
-        cmocka_unit_test(test_minmax_rejects_nonfinite),
+#define FOR_EACH_ISA(t)                                                                   \
+    cmocka_unit_test_prestate(t, "plain"), cmocka_unit_test_prestate(t, "sse2"),           \
+        cmocka_unit_test_prestate(t, "avx2")
+        FOR_EACH_ISA(test_minmax_hand_made),
+        FOR_EACH_ISA(test_minmax_constant_and_single),
+        FOR_EACH_ISA(test_minmax_random_and_slow_path),
+        FOR_EACH_ISA(test_minmax_rejects_nonfinite),
+        cmocka_unit_test(test_minmax_versions_agree),
         cmocka_unit_test(test_powersgd_exact_low_rank),
         cmocka_unit_test(test_powersgd_error_feedback),
         cmocka_unit_test(test_powersgd_warm_start_and_seed),

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # A NaN on one rank stops every rank with a line naming the step and the tensor,
-# or, with --skip-nonfinite, drops that step on every rank and trains on.
+# or, with --skip-nonfinite, drops that step on every rank and trains on. With
+# async the averaging thread must be released on that path too (it used to hang).
 source "$(dirname "$0")/lib.sh"
 
 opts=("${TINY[@]}" --data "$TEXT" --eval-every 0 --steps 12 --fault-nan-rank 1 --fault-at-step 6)
-for algo in allreduce bytegrad decentralized; do
+for algo in allreduce bytegrad decentralized async; do
   run_np 2 60 "${opts[@]}" --dp-algo "$algo" --out "$WORK/nan-$algo"
   [ "$rc" -eq 1 ] || fail "$algo: exit $rc after a NaN, expected 1: $(cat "$WORK/out")"
   grep -qE "rank 1, step 6: non-finite gradient of tensor [a-z_.0-9]+ \(--skip-nonfinite" "$WORK/out" \
@@ -17,4 +18,22 @@ for algo in allreduce bytegrad decentralized; do
   grep -q '"step":6,"loss":null' "$WORK/skip-$algo/metrics.jsonl" || fail "$algo: step 6 not logged as skipped"
   losses "$WORK/skip-$algo/metrics.jsonl" | awk '$1 > 6 && $2 == "null" { exit 1 }' || fail "$algo: NaN after the skip"
 done
+
+# Weights that became non-finite (a step that diverged, the following ones skipped)
+# are never saved: the run fails naming the tensor, and no checkpoint is written.
+run_np 1 30 "${TINY[@]}" --data "$TEXT" --eval-every 0 --steps 20 --skip-nonfinite \
+  --checkpoint-every 4 --fault-nan-weights-rank 0 --fault-at-step 6 --out "$WORK/diverged"
+[ "$rc" -eq 1 ] || fail "diverged weights: exit $rc, expected 1: $(cat "$WORK/out")"
+grep -qE "error: step [0-9]+: weights of tensor [a-z_.0-9]+ are not finite; not saved" "$WORK/out" ||
+  fail "diverged weights: no line naming the tensor: $(cat "$WORK/out")"
+bad=$(sed -nE 's/.*error: step ([0-9]+): weights.*/\1/p' "$WORK/out")
+[ "$bad" = 8 ] || fail "diverged weights: failed at step '$bad', expected the save of step 8"
+[ ! -e "$WORK/diverged/ckpt-00000008" ] || fail "diverged weights of step 8 were saved"
+[ "$(cat "$WORK/diverged/latest")" = ckpt-00000004 ] || fail "latest is not the last good checkpoint"
+
+# One process, async: the stop path releases the averaging thread's lock.
+run_np 1 30 "${TINY[@]}" --data "$TEXT" --eval-every 0 --steps 10 --dp-algo async \
+  --fault-nan-rank 0 --fault-at-step 3 --out "$WORK/async1"
+[ "$rc" -eq 1 ] || fail "async on 1 rank: exit $rc after a NaN, expected 1: $(cat "$WORK/out")"
+grep -q "rank 0, step 3: non-finite gradient" "$WORK/out" || fail "async on 1 rank: $(cat "$WORK/out")"
 echo "ok"

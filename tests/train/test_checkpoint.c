@@ -2,6 +2,7 @@
  * exactly, a flipped byte anywhere in a checkpoint is detected on load, and a
  * checkpoint of another configuration is refused with a message naming it. */
 #include <setjmp.h>
+#include <stdbool.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -163,6 +164,121 @@ static void test_keep_prunes_old_checkpoints(void **state) {
     assert_int_equal(system("rm -rf /tmp/bp_ckpt_*"), 0);
 }
 
+/* A checkpoint at step 20 whose state file, with correct checksums, carries the
+ * crafted field; opening it fails with a message naming the file and the field. */
+static void refused_field(bp_resume_state rs, int64_t optim_t, const char *field) {
+    bp_model_config c = tiny(4);
+    bp_model *m;
+    bp_optim o;
+    make(&c, &m, &o);
+    o.t = optim_t;
+    char dir[256];
+    bp_err err;
+    bp_manifest mf = {.step = 20, .dp = 1, .pp = 1, .tp = 1, .dp_algo = "allreduce",
+                      .replicas = "identical"};
+    assert_int_equal(bp_checkpoint_dir(out_dir, 20, dir, sizeof dir, NULL), BP_OK);
+    assert_int_equal(bp_checkpoint_write_shard(dir, 0, 0, m, bp_model_params(m), &o, &rs, NULL),
+                     BP_OK);
+    assert_int_equal(bp_manifest_write(dir, &mf, NULL), BP_OK);
+    bp_checkpoint ck;
+    if (bp_checkpoint_open(dir, 0, 0, &ck, &err) == BP_OK) {
+        bp_checkpoint_close(&ck);
+        fail_msg("a state file with a bad %s was accepted", field);
+    }
+    if (!strstr(err.msg, "stage0-tp0.state") || !strstr(err.msg, field))
+        fail_msg("'%s' does not name the file and field %s", err.msg, field);
+    bp_model_destroy(m);
+    bp_optim_free(&o);
+}
+
+/* Every number read from a state file is range-checked: a crafted one with correct
+ * checksums must not reach the sampler, the step counters or the optimizer. */
+static void test_crafted_state_fields_are_refused(void **state) {
+    (void)state;
+    bp_resume_state ok = {.step = 20, .epoch = 1, .pos = 3};
+    bp_resume_state r = ok;
+    r.step = -5;
+    refused_field(r, 3, "step");
+    r = ok;
+    r.step = 21; /* not the manifest's step */
+    refused_field(r, 3, "step");
+    const int64_t bad_pos[] = {-100000, -64, (int64_t)1 << 31};
+    for (int i = 0; i < 3; i++) {
+        r = ok;
+        r.pos = bad_pos[i];
+        refused_field(r, 3, "pos");
+    }
+    r = ok;
+    r.epoch = -1;
+    refused_field(r, 3, "epoch");
+    r = ok;
+    r.epoch = INT64_MAX;
+    refused_field(r, 3, "epoch");
+    refused_field(ok, INT64_MAX, "optimizer step");
+    refused_field(ok, -1, "optimizer step");
+    assert_int_equal(system("rm -rf /tmp/bp_ckpt_*"), 0);
+}
+
+static void touch(const char *dir, const char *name) {
+    char path[256];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs("not a checkpoint\n", f);
+    fclose(f);
+}
+
+static bool exists_in(const char *dir, const char *name) {
+    char path[256];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    return access(path, F_OK) == 0;
+}
+
+/* Pruning removes only directories it wrote: a symlink is never followed, a name
+ * that is not exactly ckpt-<8 digits> (a user's copy) is left, and a directory
+ * without our manifest or with files of someone else is left. */
+static void test_prune_leaves_what_is_not_ours(void **state) {
+    (void)state;
+    char elsewhere[96], dir[128];
+    snprintf(elsewhere, sizeof elsewhere, "%s_elsewhere", out_dir);
+    assert_int_equal(bp_mkdir_p(out_dir, NULL), BP_OK);
+    assert_int_equal(bp_mkdir_p(elsewhere, NULL), BP_OK);
+    touch(elsewhere, "manifest.json");
+    touch(elsewhere, "stage0-tp0.state");
+    snprintf(dir, sizeof dir, "%s/ckpt-00000001", out_dir);
+    assert_int_equal(symlink(elsewhere, dir), 0);
+    snprintf(dir, sizeof dir, "%s/ckpt-00000002", out_dir); /* a user's folder */
+    assert_int_equal(bp_mkdir_p(dir, NULL), BP_OK);
+    touch(dir, "notes.txt");
+    bp_model_config c = tiny(4);
+    bp_model *m;
+    bp_optim o;
+    make(&c, &m, &o);
+    save(m, &o, 5, 100);
+    save(m, &o, 8, 100);
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "cp -r %s/ckpt-00000005 %s/ckpt-00000005-best", out_dir, out_dir);
+    assert_int_equal(system(cmd), 0);
+    snprintf(dir, sizeof dir, "%s/ckpt-00000008", out_dir); /* ours, with a user's file added */
+    touch(dir, "notes.txt");
+    save(m, &o, 10, 100);
+    save(m, &o, 20, 2);
+    assert_true(exists_in(elsewhere, "manifest.json"));
+    assert_true(exists_in(elsewhere, "stage0-tp0.state"));
+    assert_true(exists_in(out_dir, "ckpt-00000001"));
+    assert_true(exists_in(out_dir, "ckpt-00000002/notes.txt"));
+    assert_true(exists_in(out_dir, "ckpt-00000005-best/manifest.json"));
+    assert_true(exists_in(out_dir, "ckpt-00000005-best/stage0-tp0.state"));
+    assert_false(exists_in(out_dir, "ckpt-00000005"));
+    assert_true(exists_in(out_dir, "ckpt-00000008/notes.txt"));
+    assert_true(exists_in(out_dir, "ckpt-00000008/manifest.json"));
+    assert_true(exists_in(out_dir, "ckpt-00000010/manifest.json"));
+    assert_true(exists_in(out_dir, "ckpt-00000020/manifest.json"));
+    bp_model_destroy(m);
+    bp_optim_free(&o);
+    assert_int_equal(system("rm -rf /tmp/bp_ckpt_*"), 0);
+}
+
 static void test_safetensors_rejects_bad_headers(void **state) {
     (void)state;
     const char *headers[] = {
@@ -191,6 +307,8 @@ int main(void) {
         cmocka_unit_test(test_any_flipped_byte_is_detected),
         cmocka_unit_test(test_other_configuration_is_refused),
         cmocka_unit_test(test_keep_prunes_old_checkpoints),
+        cmocka_unit_test(test_prune_leaves_what_is_not_ours),
+        cmocka_unit_test(test_crafted_state_fields_are_refused),
         cmocka_unit_test(test_safetensors_rejects_bad_headers),
     };
     return cmocka_run_group_tests(tests, setup, NULL);

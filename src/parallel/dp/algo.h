@@ -27,6 +27,7 @@ struct bp_dp {
     bool use_buckets; /* gradients of this step go through the bucketer */
     bp_bucketer bk;   /* gradient algorithms on more than one rank; n == 0 otherwise */
     int nonfinite;    /* lowest tensor a bucket found non-finite in this step, -1: none */
+    bool step_locked; /* this step holds the algorithm's lock (ops->lock) */
     double exposed_s;
 };
 

@@ -147,8 +147,11 @@ bp_status bp_dp_finish(bp_dp *dp, bp_err *err) {
     return dp && dp->ops->finish ? dp->ops->finish(dp, err) : BP_OK;
 }
 
+static void release_step_lock(bp_dp *dp);
+
 void bp_dp_destroy(bp_dp *dp) {
     if (!dp) return;
+    release_step_lock(dp);
     bp_bucketer_destroy(&dp->bk);
     if (dp->state && dp->ops->destroy) dp->ops->destroy(dp);
     free(dp->state);
@@ -165,10 +168,18 @@ static void unlock(bp_dp *dp) {
     if (dp->ops->unlock) dp->ops->unlock(dp);
 }
 
+/* A step that failed (a non-finite value, a stop) still holds the lock; async's
+ * averaging thread waits for it, and destroying joins the thread. */
+static void release_step_lock(bp_dp *dp) {
+    if (dp->step_locked) unlock(dp);
+    dp->step_locked = false;
+}
+
 void bp_dp_step_begin(bp_dp *dp) {
     dp->exposed_s = 0;
     dp->nonfinite = -1;
     lock(dp);
+    dp->step_locked = dp->ops->lock != NULL;
 }
 
 void bp_dp_backward_begin(bp_dp *dp) {
@@ -200,7 +211,7 @@ bp_status bp_dp_step(bp_dp *dp, double lr, bp_err *err) {
         rc = dp->ops->after_step(dp, err);
         dp->exposed_s += bp_now() - t0;
     }
-    unlock(dp);
+    release_step_lock(dp);
     return rc;
 }
 
@@ -210,7 +221,7 @@ int bp_dp_nonfinite_tensor(const bp_dp *dp) { return dp->nonfinite; }
 
 void bp_dp_skip_step(bp_dp *dp) {
     dp->step++;
-    unlock(dp);
+    release_step_lock(dp);
 }
 
 bool bp_dp_replicas_differ(const bp_dp *dp) {
