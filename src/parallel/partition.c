@@ -49,7 +49,7 @@ static void fill_inputs(bp_range_bench *rb, const bp_model_config *cfg, int b0, 
     fill_random(rb->dy, out_n, &r);
     bool gpt = cfg->kind == BP_MODEL_GPT;
     for (size_t i = 0; i < rows; i++) {
-        rb->tgt[i] = (int32_t)bp_rng_below(&r, (uint64_t)(gpt ? cfg->vocab : cfg->n_class));
+        rb->tgt[i] = (int32_t)bp_rng_below(&r, (uint64_t)bp_model_num_classes(cfg));
         rb->tok[i] = gpt ? (int32_t)bp_rng_below(&r, (uint64_t)cfg->vocab) : 0;
     }
 }

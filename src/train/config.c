@@ -252,19 +252,15 @@ int bp_train_config_finalize(bp_train_config *c, bp_err *err) {
 }
 
 void bp_train_model_config(const bp_train_config *c, bp_model_config *m) {
-    memset(m, 0, sizeof *m);
-    m->kind = (bp_model_kind)c->model;
+    bp_model_config_init(m, (bp_model_kind)c->model);
     if (m->kind == BP_MODEL_GPT) {
-        m->vocab = 256;
         m->n_layer = c->layers;
         m->n_embd = c->embd;
         m->n_head = c->heads;
         m->seq_len = c->seq_len;
     } else {
-        m->in_dim = 784;
         m->hidden = c->hidden;
         m->n_hidden = c->hidden_layers;
-        m->n_class = 10;
     }
 }
 

@@ -20,7 +20,8 @@
 
 typedef struct bp_task {
     bp_model_kind kind;
-    int B_global, B_local, T;
+    int B_global, B_local, T; /* T: positions of a sample (bp_model_sample_len) */
+    int width;                /* input floats of a position (bp_model_input_width; 0: tokens) */
     int rank, world;
     int slots; /* batches held at once (gradient accumulation) */
     int eval_batches;

@@ -31,9 +31,11 @@ static int agree(trainer *t, int rc, bp_err *err) {
 void trainer_dp_config(const trainer *t, bp_dp_config *d) {
     const bp_train_config *c = t->cfg;
     bp_occ_config occ;
+    bp_model_config mc;
     bp_train_dp_config(c, d);
     bp_train_occ_config(c, &occ);
-    bp_occ_dp_config(&occ, t->grid.p, t->grid.pp, "wte.weight", d);
+    bp_train_model_config(c, &mc);
+    bp_occ_dp_config(&occ, t->grid.p, t->grid.pp, bp_model_tied_tensor(&mc), d);
 }
 
 static void log_config(trainer *t) {
@@ -171,7 +173,7 @@ static int setup(trainer *t, bp_err *err) {
     for (int g = 0; g < 2; g++)
         if ((rc = bp_comm_set_timeout(groups[g], c->comm_timeout)))
             return bp_fail(err, (bp_status)rc, "%s", bp_comm_errmsg(groups[g]));
-    rc = bp_grid_create(t->world, c->dp, c->pp, c->tp, mc.kind == BP_MODEL_GPT,
+    rc = bp_grid_create(t->world, c->dp, c->pp, c->tp, bp_model_tied_tensor(&mc) != NULL,
                         c->fused_embedding != 0, &t->grid, err);
     t->tp = (bp_tp){.rank = t->grid.t, .size = t->grid.tp, .allreduce_sum = tp_allreduce,
                     .ctx = t->grid.tp_comm};
@@ -185,7 +187,7 @@ static int setup(trainer *t, bp_err *err) {
         rc = bp_dp_create(t->grid.dp_comm, &d, t->models, t->optims, t->n_rep, t->step, &t->dp, err);
     t->stepper = (bp_grid_step_ctx){
         .grid = &t->grid, .meta = t->meta, .models = t->models, .n_replicas = t->n_rep,
-        .pipe = t->pipe, .dp = t->dp, .tied = c->model == BP_MODEL_GPT ? "wte.weight" : NULL,
+        .pipe = t->pipe, .dp = t->dp, .tied = bp_model_tied_tensor(&mc),
         .fused_embedding = c->fused_embedding != 0, .clip = c->clip,
         .skip_nonfinite = c->skip_nonfinite != 0};
     if (rc == BP_OK) log_config(t);
@@ -232,7 +234,7 @@ static void next_micro_batches(trainer *t) {
     for (int k = 0; k < t->cfg->grad_accum; k++) {
         bp_batch b;
         bp_task_next(&t->task, k, &b);
-        bp_avgpipe_split(&b, N, M, t->micro_B, 784, t->micro + (size_t)k * M * N);
+        bp_avgpipe_split(&b, N, M, t->micro_B, (size_t)t->task.width, t->micro + (size_t)k * M * N);
     }
 }
 
