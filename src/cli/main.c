@@ -10,12 +10,12 @@
 
 #include "bagpipe/comm.h"
 #include "bagpipe/status.h"
+#include "cli/tune.h"
 #include "core/log.h"
 #include "core/options.h"
 #include "train/config.h"
 #include "train/sample.h"
 #include "train/trainer.h"
-#include "train/tune.h"
 
 #define BAGPIPE_VERSION "0.1.0"
 
@@ -155,7 +155,7 @@ static int cmd_tune(int argc, char **argv, const char *prog) {
     }
     free(opts);
     if (rc == BP_OK && !help) rc = bp_tune_config_finalize(&cfg, &err);
-    if (rc == BP_OK && !help) rc = bp_tune_run(&cfg, prog, argc, argv, stdout, &err);
+    if (rc == BP_OK && !help) rc = bp_cli_tune(&cfg, prog, argc, argv, stdout, &err);
     return rc ? fail(rc, &err) : 0;
 }
 
