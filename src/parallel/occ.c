@@ -75,7 +75,8 @@ bp_status bp_cb_create(const bp_occ_config *c, int S, int s, int N, size_t rows,
     *cb = (bp_cb){.cfg = *c, .S = S, .s = s, .N = N, .in_n = in_n, .out_n = out_n};
     int rc = BP_OK;
     if (s > 0) {
-        if (!(cb->enc = calloc((size_t)N, sizeof *cb->enc))) rc = bp_fail(err, BP_ENOMEM, "out of memory");
+        if (!(cb->enc = calloc((size_t)N, sizeof *cb->enc)))
+            rc = bp_fail(err, BP_ENOMEM, "out of memory");
         for (int j = 0; rc == BP_OK && j < N; j++)
             rc = bp_codec_powersgd_new(rows, in_n / rows, c->cb_rank, c->seed + (uint64_t)j,
                                        &cb->enc[j], err);

@@ -80,8 +80,9 @@ int bp_pipe_create(bp_comm *pp, bp_model **models, int N, const bp_schedule *sch
      * in order), at most peak of them, so replica j holds at most ceil(peak / N). */
     int peak = bp_schedule_peak_stash(sched, p->S, p->s, V);
     p->n_slots = (peak + N - 1) / N;
-    int rc = (p->ops = malloc(2 * (size_t)V * sizeof *p->ops)) ? BP_OK
-                                                               : bp_fail(err, BP_ENOMEM, "out of memory");
+    int rc = (p->ops = malloc(2 * (size_t)V * sizeof *p->ops))
+                 ? BP_OK
+                 : bp_fail(err, BP_ENOMEM, "out of memory");
     if (rc == BP_OK) bp_schedule_ops(sched, p->S, p->s, V, p->ops);
     if (rc == BP_OK) rc = alloc_slots(p, err);
     if (rc == BP_OK && occ)
@@ -162,8 +163,8 @@ static int forward(bp_pipe *p, const bp_batch *b, int micro, double *loss, bp_er
     if (rc == BP_OK && p->s > 0) rc = timed_recv(p, p->x_in, in_n, p->s - 1, TAG_ACT);
     if (rc) return bp_comm_fail(p->pp, rc, err);
     double t0 = bp_now();
-    rc = bp_model_forward(p->models[bp_avgpipe_replica(micro, p->N)], sl->acts, b, p->s > 0 ? p->x_in : NULL, loss,
-                          err);
+    rc = bp_model_forward(p->models[bp_avgpipe_replica(micro, p->N)], sl->acts, b,
+                          p->s > 0 ? p->x_in : NULL, loss, err);
     p->stats.busy_s += bp_now() - t0;
     if (rc == BP_OK && p->s < p->S - 1) {
         size_t out_n = p->out_n / ((size_t)p->micro_B * p->T) * rows;
@@ -188,8 +189,8 @@ static int send_dx(bp_pipe *p, slot *sl, int micro, int b, bp_err *err) {
     int n = p->N * p->M, rc;
     p->stats.cb_sends++;
     if (!bp_cb_compressed(p->cb, p->s, b, n))
-        return bp_comm_fail(p->pp, bp_isend(p->pp, sl->dx, p->in_n, p->s - 1, TAG_GRAD, &sl->bwd_req),
-                            err);
+        return bp_comm_fail(
+            p->pp, bp_isend(p->pp, sl->dx, p->in_n, p->s - 1, TAG_GRAD, &sl->bwd_req), err);
     p->stats.cb_compressed++;
     rc = bp_cb_encode(p->cb, bp_avgpipe_replica(micro, p->N), sl->dx, sl->wire, err);
     if (rc) return bp_err_context(err, "stage %d: compressing a gradient", p->s);

@@ -78,7 +78,8 @@ static bp_status clip_gradients(const bp_grid_step_ctx *c, double *norm, bp_err 
         bp_status rc = bp_comm_fail(axes[a], bp_allreduce_sum(axes[a], sumsq, (size_t)n_rep), err);
         if (rc) return rc;
     }
-    for (int j = 0; j < n_rep; j++) bp_clip_to(bp_model_grads(c->models[j]), n, sqrt(sumsq[j]), c->clip);
+    for (int j = 0; j < n_rep; j++)
+        bp_clip_to(bp_model_grads(c->models[j]), n, sqrt(sumsq[j]), c->clip);
     *norm = sqrt(sumsq[0]);
     return BP_OK;
 }

@@ -26,7 +26,9 @@ static int score(trainer *t, double *sum, double *correct, double *rows, bp_err 
         if (!logits) continue;
         *sum += loss * b.B;
         *rows += b.B;
-        if (t->task.kind == BP_MODEL_MLP) *correct += bp_count_correct(logits, b.targets, b.B, bp_model_num_classes(bp_model_get_config(t->model)));
+        if (t->task.kind == BP_MODEL_MLP)
+            *correct += bp_count_correct(logits, b.targets, b.B,
+                                         bp_model_num_classes(bp_model_get_config(t->model)));
     }
     return BP_OK;
 }

@@ -28,7 +28,8 @@ static int init_images(bp_task *t, const bp_train_config *c, bp_err *err) {
     if (rc == BP_OK) rc = bp_epoch_sampler_init(&t->sampler, t->train.n, (uint64_t)c->seed, err);
     if (rc == BP_OK)
         rc = bp_alloc_checked((void **)&t->images,
-                              (size_t)t->slots * (size_t)t->B_local * (size_t)t->width * sizeof(float),
+                              (size_t)t->slots * (size_t)t->B_local * (size_t)t->width *
+                                  sizeof(float),
                               "image batch", err);
     if (rc == BP_OK)
         rc = bp_alloc_checked((void **)&t->idx, (size_t)t->B_local * sizeof(int), "batch", err);

@@ -184,7 +184,8 @@ static int setup(trainer *t, bp_err *err) {
     bp_dp_config d;
     trainer_dp_config(t, &d);
     if (rc == BP_OK)
-        rc = bp_dp_create(t->grid.dp_comm, &d, t->models, t->optims, t->n_rep, t->step, &t->dp, err);
+        rc =
+            bp_dp_create(t->grid.dp_comm, &d, t->models, t->optims, t->n_rep, t->step, &t->dp, err);
     t->stepper = (bp_grid_step_ctx){
         .grid = &t->grid, .meta = t->meta, .models = t->models, .n_replicas = t->n_rep,
         .pipe = t->pipe, .dp = t->dp, .tied = bp_model_tied_tensor(&mc),

@@ -16,7 +16,8 @@ typedef struct decentralized {
 static bp_status check(const bp_dp_config *c, int size, bp_optim_kind optim, bp_err *err) {
     (void)optim;
     if (c->peers == BP_PEERS_SHIFT_ONE && size % 2 && size > 1)
-        return bp_fail(err, BP_EUSAGE, "option --peers: shift_one needs an even --dp, not %d", size);
+        return bp_fail(err, BP_EUSAGE, "option --peers: shift_one needs an even --dp, not %d",
+                       size);
     return BP_OK;
 }
 

@@ -16,7 +16,8 @@ bp_status bp_dp_easgd_create(bp_dp *dp, bp_err *err) {
     size_t n;
     const float *w = bp_dp_weights(dp, &n);
     rc = bp_alloc_checked((void **)&s->center, n * sizeof(float), "elastic center", err);
-    if (rc == BP_OK) rc = bp_alloc_checked((void **)&s->diff, n * sizeof(float), "easgd buffer", err);
+    if (rc == BP_OK)
+        rc = bp_alloc_checked((void **)&s->diff, n * sizeof(float), "easgd buffer", err);
     if (rc == BP_OK) memcpy(s->center, w, n * sizeof(float));
     return rc;
 }

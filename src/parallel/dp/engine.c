@@ -107,7 +107,8 @@ static int tensor_index(const bp_model *m, const char *name) {
 static bp_status common_start(bp_dp *dp, bp_err *err) {
     size_t n = bp_model_num_params(dp->model);
     if (bp_comm_size(dp->comm) > 1) {
-        bp_status rc = bp_comm_fail(dp->comm, bp_bcast(dp->comm, bp_model_params(dp->model), n, 0), err);
+        bp_status rc =
+            bp_comm_fail(dp->comm, bp_bcast(dp->comm, bp_model_params(dp->model), n, 0), err);
         if (rc) return rc;
     }
     for (int j = 1; j < dp->n_replicas; j++)
@@ -183,7 +184,8 @@ void bp_dp_step_begin(bp_dp *dp) {
 }
 
 void bp_dp_backward_begin(bp_dp *dp) {
-    dp->use_buckets = dp->bk.n > 0 && (!dp->ops->buckets_this_step || dp->ops->buckets_this_step(dp));
+    bool this_step = !dp->ops->buckets_this_step || dp->ops->buckets_this_step(dp);
+    dp->use_buckets = dp->bk.n > 0 && this_step;
     if (!dp->use_buckets) return;
     bp_bucketer_begin(&dp->bk);
     if (dp->cfg.overlap) bp_model_set_grad_hook(dp->model, bp_bucketer_block_done, &dp->bk);
