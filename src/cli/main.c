@@ -66,7 +66,8 @@ static int train_config(int argc, char **argv, int world, bp_train_config *cfg, 
         return rc;
     }
     rc = bp_train_config_finalize(cfg, err);
-    return rc ? rc : bp_train_config_check_world(cfg, world, err);
+    if (rc) return rc;
+    return bp_train_config_check_world(cfg, world, err);
 }
 
 /* Set by SIGINT/SIGTERM; the trainer stops all ranks after the same step. */

@@ -52,7 +52,7 @@ static void print_header(const bp_tune_config *c, const bp_tune_result *t, FILE 
 }
 
 static bool fits(const bp_tune_config *c, const bp_tune_candidate *k) {
-    return c->mem_cap_mb <= 0 || MB(k->r.peak_bytes) <= c->mem_cap_mb;
+    return c->mem_cap <= 0 || MB(k->r.peak_bytes) <= c->mem_cap;
 }
 
 static void print_table(const bp_tune_config *c, const bp_tune_result *t, FILE *out) {
@@ -143,20 +143,20 @@ static int choose(const bp_tune_config *c, const bp_tune_result *t, const char *
         return bp_fail(err, BP_EUSAGE,
                        "option --mem-cap: no candidate fits in %g MB; the smallest needs %.3f MB "
                        "(N=%d, M=%d, %s)",
-                       c->mem_cap_mb, MB(smallest->r.peak_bytes), smallest->N, smallest->M,
+                       c->mem_cap, MB(smallest->r.peak_bytes), smallest->N, smallest->M,
                        name);
     }
     bp_schedule_name(&best->sched, name, sizeof name);
     fprintf(out, "fastest%s: N=%d M=%d %s, %.2f ms per step, %.1f samples/s, peak %.3f MB\n",
-            c->mem_cap_mb > 0 ? " within --mem-cap" : "", best->N, best->M, name,
+            c->mem_cap > 0 ? " within --mem-cap" : "", best->N, best->M, name,
             best->r.step_s * 1e3,
             c->train.batch * c->train.grad_accum / best->r.step_s, MB(best->r.peak_bytes));
     print_command(t, best, prog, argc, argv, out);
     return BP_OK;
 }
 
-int bp_cli_tune(const bp_tune_config *c, const char *prog, int argc, char **argv, FILE *out,
-                bp_err *err) {
+bp_status bp_cli_tune(const bp_tune_config *c, const char *prog, int argc, char **argv, FILE *out,
+                      bp_err *err) {
     bp_tune_problem p;
     int rc = bp_tune_problem_init(c, &p, err);
     if (rc) return rc;

@@ -10,7 +10,7 @@
 /* Search and print to `out`. argv[0..argc) are the options as given (to repeat in
  * the suggested command) and prog the bagpipe binary. BP_EUSAGE when no candidate
  * fits --mem-cap or none is valid. */
-int bp_cli_tune(const bp_tune_config *c, const char *prog, int argc, char **argv, FILE *out,
-                bp_err *err);
+bp_status bp_cli_tune(const bp_tune_config *c, const char *prog, int argc, char **argv, FILE *out,
+                      bp_err *err);
 
 #endif

@@ -3,7 +3,6 @@
 
 #include <stdlib.h>
 
-
 bp_status bp_occ_check(const bp_occ_config *c, bool tied, int pp, int dp_algo, bool avgpipe,
                        bp_err *err) {
     bool gradient_algo = bp_dp_algo_kind(dp_algo) == BP_DP_GRADIENT;
@@ -78,12 +77,12 @@ bp_status bp_cb_create(const bp_occ_config *c, int S, int s, int N, size_t rows,
         if (!(cb->enc = calloc((size_t)N, sizeof *cb->enc)))
             rc = bp_fail(err, BP_ENOMEM, "out of memory");
         for (int j = 0; rc == BP_OK && j < N; j++)
-            rc = bp_codec_powersgd_new(rows, in_n / rows, c->cb_rank, c->seed + (uint64_t)j,
-                                       &cb->enc[j], err);
+            rc = bp_codec_powersgd_create(rows, in_n / rows, c->cb_rank, c->seed + (uint64_t)j,
+                                          &cb->enc[j], err);
         if (rc == BP_OK) cb->enc_n = bp_codec_encoded_size(cb->enc[0], in_n) / sizeof(float);
     }
     if (rc == BP_OK && s < S - 1) {
-        rc = bp_codec_powersgd_new(rows, out_n / rows, c->cb_rank, c->seed, &cb->dec, err);
+        rc = bp_codec_powersgd_create(rows, out_n / rows, c->cb_rank, c->seed, &cb->dec, err);
         if (rc == BP_OK) cb->dec_n = bp_codec_encoded_size(cb->dec, out_n) / sizeof(float);
     }
     if (rc) {
@@ -96,9 +95,9 @@ bp_status bp_cb_create(const bp_occ_config *c, int S, int s, int N, size_t rows,
 
 void bp_cb_destroy(bp_cb *cb) {
     if (!cb) return;
-    for (int j = 0; cb->enc && j < cb->N; j++) bp_codec_free(cb->enc[j]);
+    for (int j = 0; cb->enc && j < cb->N; j++) bp_codec_destroy(cb->enc[j]);
     free(cb->enc);
-    bp_codec_free(cb->dec);
+    bp_codec_destroy(cb->dec);
     free(cb);
 }
 

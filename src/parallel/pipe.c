@@ -63,8 +63,8 @@ static int alloc_wires(bp_pipe *p, bp_err *err) {
     return rc;
 }
 
-int bp_pipe_create(bp_comm *pp, bp_model **models, int N, const bp_schedule *sched, int M,
-                   int micro_B, int T, const bp_occ_config *occ, bp_pipe **out, bp_err *err) {
+bp_status bp_pipe_create(bp_comm *pp, bp_model **models, int N, const bp_schedule *sched, int M,
+                         int micro_B, int T, const bp_occ_config *occ, bp_pipe **out, bp_err *err) {
     *out = NULL;
     bp_pipe *p = calloc(1, sizeof *p);
     if (!p) return bp_fail(err, BP_ENOMEM, "out of memory");
@@ -214,8 +214,8 @@ static int backward(bp_pipe *p, const bp_batch *b, int micro, bp_err *err) {
     return rc == BP_OK && p->s > 0 ? send_dx(p, sl, micro, k, err) : rc;
 }
 
-int bp_pipe_step(bp_pipe *p, const bp_batch *micro, bp_pipe_last_backward_fn last_backward,
-                 void *ctx, double *loss, bp_err *err) {
+bp_status bp_pipe_step(bp_pipe *p, const bp_batch *micro, bp_pipe_last_backward_fn last_backward,
+                       void *ctx, double *loss, bp_err *err) {
     double sum = 0;
     int rc = BP_OK, n_ops = 2 * p->N * p->M;
     p->bwd_done = 0;
@@ -234,8 +234,8 @@ int bp_pipe_step(bp_pipe *p, const bp_batch *micro, bp_pipe_last_backward_fn las
     return rc;
 }
 
-int bp_pipe_eval(bp_pipe *p, int j, const bp_batch *b, double *loss, const bp_real **logits,
-                 bp_err *err) {
+bp_status bp_pipe_eval(bp_pipe *p, int j, const bp_batch *b, double *loss, const bp_real **logits,
+                       bp_err *err) {
     *loss = NAN;
     *logits = NULL;
     double l = NAN;

@@ -40,8 +40,8 @@ typedef void (*bp_pipe_last_backward_fn)(void *ctx);
 /* models[0..N): this stage's blocks, one replica per pipeline; M: micro-batches per
  * pipeline and step, each of micro_B x T; occ (or NULL): Optimus-CC's compressed
  * backpropagation of the gradients sent backward (cb_rank 0: off). */
-int bp_pipe_create(bp_comm *pp, bp_model **models, int N, const bp_schedule *sched, int M,
-                   int micro_B, int T, const bp_occ_config *occ, bp_pipe **out, bp_err *err);
+bp_status bp_pipe_create(bp_comm *pp, bp_model **models, int N, const bp_schedule *sched, int M,
+                         int micro_B, int T, const bp_occ_config *occ, bp_pipe **out, bp_err *err);
 void bp_pipe_destroy(bp_pipe *p);
 
 /* One step over the N x M micro-batches micro[0..N*M), pipeline j's micro-batch i
@@ -49,14 +49,14 @@ void bp_pipe_destroy(bp_pipe *p);
  * Gradients accumulate into each replica (the caller zeroes them), each micro-
  * batch's loss scaled by 1/M so they sum to the pipeline's mean. On the last stage
  * *loss is the mean loss over all micro-batches; NaN elsewhere. */
-int bp_pipe_step(bp_pipe *p, const bp_batch *micro, bp_pipe_last_backward_fn last_backward,
-                 void *ctx, double *loss, bp_err *err);
+bp_status bp_pipe_step(bp_pipe *p, const bp_batch *micro, bp_pipe_last_backward_fn last_backward,
+                       void *ctx, double *loss, bp_err *err);
 
 /* Forward only through replica `j`, for evaluation (collective over the stages). On
  * the last stage *loss is the mean loss of batch b (at most micro_B rows, targets
  * required) and *logits its logits; elsewhere NaN and NULL. */
-int bp_pipe_eval(bp_pipe *p, int j, const bp_batch *b, double *loss, const bp_real **logits,
-                 bp_err *err);
+bp_status bp_pipe_eval(bp_pipe *p, int j, const bp_batch *b, double *loss, const bp_real **logits,
+                       bp_err *err);
 
 void bp_pipe_stats_take(bp_pipe *p, bp_pipe_stats *out);
 

@@ -36,7 +36,7 @@ static const bp_option train_options[] = {
     {"steps", BP_OPT_INT64, OFF(steps), 0, NULL, 1, 1e12, "N", "optimizer steps",
      "1000 for gpt, one epoch for mlp"},
     CHOICE("optim", optim, "sgd|adamw", "optimizer", "adamw for gpt, sgd for mlp"),
-    CHOICE("lr-schedule", schedule, "constant|cosine",
+    CHOICE("lr-schedule", lr_schedule, "constant|cosine",
            "constant, or linear warm-up then cosine decay to --min-lr-ratio x --lr",
            "constant for gpt, cosine for mlp"),
     {"lr", BP_OPT_DOUBLE, OFF(lr), 0, NULL, 0, 1e6, "X", "learning rate",
@@ -76,7 +76,7 @@ static const bp_option train_options[] = {
         "balanced by measured block time"),
     NUM("micro-batches", BP_OPT_INT, micro_batches, 1, 1 << 20, "M",
         "micro-batches each replica's batch is split into (the pipeline's unit of work)"),
-    STR("schedule", pipe_schedule, "NAME", "pipeline schedule: gpipe, 1f1b or afp:K", "1f1b"),
+    STR("schedule", schedule, "NAME", "pipeline schedule: gpipe, 1f1b or afp:K", "1f1b"),
     {"pipelines", BP_OPT_INT, OFF(pipelines), 0, NULL, 1, 1024, "N",
      "AvgPipe: N parallel pipelines, each stage rank holding N replicas pulled together by "
      "elastic averaging (--ea-alpha, --ea-period)",
@@ -88,8 +88,8 @@ static const bp_option train_options[] = {
     NUM("interval", BP_OPT_INT64, interval, 1, 1e12, "K",
         "decentralized: average weights every K steps"),
     NUM("sync-ms", BP_OPT_INT, sync_ms, 1, 1e7, "MS", "async: milliseconds between averagings"),
-    NUM("rank", BP_OPT_INT, psgd_rank, 1, 1 << 16, "R", "powersgd: rank of the approximation"),
-    NUM("powersgd-warmup", BP_OPT_INT64, psgd_warmup, 0, 1e12, "N",
+    NUM("rank", BP_OPT_INT, rank, 1, 1 << 16, "R", "powersgd: rank of the approximation"),
+    NUM("powersgd-warmup", BP_OPT_INT64, powersgd_warmup, 0, 1e12, "N",
         "powersgd: steps of full-precision allreduce first"),
     NUM("ea-alpha", BP_OPT_DOUBLE, ea_alpha, 0, 1, "X", "easgd: elastic coefficient alpha"),
     NUM("ea-period", BP_OPT_INT64, ea_period, 1, 1e12, "TAU",
@@ -121,7 +121,7 @@ static const bp_option train_options[] = {
     {"cb-epilogue-only", BP_OPT_FLAG, OFF(cb_epilogue_only), 0, NULL, 0, 0, NULL,
      "--cb: compress only the backward sends of the 1F1B cool-down (the last S-s of stage s)",
      NULL},
-    {"fused-embedding-sync", BP_OPT_FLAG, OFF(fused_embedding), 0, NULL, 0, 0, NULL,
+    {"fused-embedding-sync", BP_OPT_FLAG, OFF(fused_embedding_sync), 0, NULL, 0, 0, NULL,
      "Optimus-CC: reduce the tied embedding's gradient once over first and last stages of all "
      "replicas instead of in the data-parallel reduction",
      NULL},
@@ -162,7 +162,7 @@ void bp_train_config_defaults(bp_train_config *c) {
     c->batch = -1;
     c->steps = -1;
     c->optim = -1;
-    c->schedule = -1;
+    c->lr_schedule = -1;
     c->lr = -1;
     c->min_lr_ratio = 0.1;
     c->warmup = 0;
@@ -183,13 +183,13 @@ void bp_train_config_defaults(bp_train_config *c) {
     c->pp = 1;
     c->tp = 1;
     c->micro_batches = 1;
-    snprintf(c->pipe_schedule, sizeof c->pipe_schedule, "1f1b");
+    snprintf(c->schedule, sizeof c->schedule, "1f1b");
     c->dp_algo = BP_DP_ALLREDUCE;
     c->interval = 1;
     c->sync_ms = 20;
     /* Rank 4 ends 8% above allreduce's validation loss after 1000 steps of the
      * default gpt; rank 8 within 5% (bench/dp/README.md), still 10x fewer bytes. */
-    c->psgd_rank = 8;
+    c->rank = 8;
     c->ea_alpha = 0.5;
     c->ea_period = 4;
     c->qadam_warmup = 100;
@@ -224,12 +224,12 @@ static void fill_defaults(bp_train_config *c) {
     /* One epoch of SGD at a constant 0.05 ends anywhere between 0.79 and 0.85 test
      * accuracy depending on the seed (in PyTorch too); decaying to 0.005 over the
      * epoch ends at 0.85 +- 0.002, so mlp decays by default. */
-    if (c->schedule < 0) c->schedule = gpt ? BP_LR_CONSTANT : BP_LR_COSINE;
+    if (c->lr_schedule < 0) c->lr_schedule = gpt ? BP_LR_CONSTANT : BP_LR_COSINE;
     if (!c->out[0]) snprintf(c->out, sizeof c->out, "runs/%s", gpt ? "gpt" : "mlp");
     if (!c->metrics[0]) bp_path_join(c->metrics, sizeof c->metrics, c->out, "metrics.jsonl", NULL);
 }
 
-int bp_train_config_finalize(bp_train_config *c, bp_err *err) {
+bp_status bp_train_config_finalize(bp_train_config *c, bp_err *err) {
     fill_defaults(c);
     if (c->model == BP_MODEL_GPT && c->embd % c->heads != 0)
         return bp_fail(err, BP_EUSAGE, "option --heads: %d does not divide --embd %d", c->heads,
@@ -237,7 +237,7 @@ int bp_train_config_finalize(bp_train_config *c, bp_err *err) {
     if (c->model == BP_MODEL_MLP && c->batch > FASHION_TRAIN_IMAGES)
         return bp_fail(err, BP_EUSAGE, "option --batch: %d is larger than the %d training images",
                        c->batch, FASHION_TRAIN_IMAGES);
-    if (c->schedule == BP_LR_COSINE && c->warmup >= c->steps)
+    if (c->lr_schedule == BP_LR_COSINE && c->warmup >= c->steps)
         return bp_fail(err, BP_EUSAGE, "option --warmup: %lld must be below --steps %lld",
                        (long long)c->warmup, (long long)c->steps);
     if (strlen(c->metrics) == 0)
@@ -280,8 +280,8 @@ void bp_train_dp_config(const bp_train_config *c, bp_dp_config *d) {
         .peers = c->peers == 0 ? BP_PEERS_SHIFT_ONE : BP_PEERS_ALL,
         .interval = c->interval,
         .sync_ms = c->sync_ms,
-        .rank = c->psgd_rank,
-        .powersgd_warmup = c->psgd_warmup,
+        .rank = c->rank,
+        .powersgd_warmup = c->powersgd_warmup,
         .ea_alpha = c->ea_alpha,
         .ea_period = c->ea_period,
         .qadam_warmup = c->qadam_warmup,
@@ -300,14 +300,14 @@ void bp_train_occ_config(const bp_train_config *c, bp_occ_config *o) {
         .lep = !c->no_lep,
         .epilogue_only = c->cb_epilogue_only != 0,
         .seed = (uint64_t)c->seed,
-        .fused_embedding = c->fused_embedding != 0,
+        .fused_embedding = c->fused_embedding_sync != 0,
         .sc_stages = c->sc_stages,
         .sc_rank = c->sc_rank,
         .sc_warmup_steps = (int64_t)(c->sc_warmup * (double)c->steps),
     };
 }
 
-int bp_train_config_check_world(bp_train_config *c, int world, bp_err *err) {
+bp_status bp_train_config_check_world(bp_train_config *c, int world, bp_err *err) {
     int pt = c->pp * c->tp;
     if (world % pt)
         return bp_fail(err, BP_EUSAGE,
@@ -334,7 +334,7 @@ int bp_train_config_check_world(bp_train_config *c, int world, bp_err *err) {
                        "option --dp-algo: with --pipelines, data-parallel replicas agree through "
                        "AvgPipe's elastic averaging of their centers");
     bp_schedule sched;
-    rc = bp_schedule_parse(c->pipe_schedule, &sched, err);
+    rc = bp_schedule_parse(c->schedule, &sched, err);
     if (rc) return rc;
     bp_model_config mc;
     bp_train_model_config(c, &mc);
@@ -355,15 +355,15 @@ int bp_train_config_check_world(bp_train_config *c, int world, bp_err *err) {
 }
 
 void bp_train_lr_schedule(const bp_train_config *c, bp_lr_schedule *s) {
-    s->kind = (bp_lr_kind)c->schedule;
+    s->kind = (bp_lr_kind)c->lr_schedule;
     s->lr = c->lr;
     s->min_lr = c->lr * c->min_lr_ratio;
     s->warmup = c->warmup;
     s->total = c->steps;
 }
 
-int bp_train_config_match(const bp_model_config *run, const bp_model_config *ckpt,
-                          const char *ckpt_dir, bp_err *err) {
+bp_status bp_train_config_match(const bp_model_config *run, const bp_model_config *ckpt,
+                                const char *ckpt_dir, bp_err *err) {
     static const char *kinds[] = {"gpt", "mlp"};
     if (run->kind != ckpt->kind)
         return bp_fail(err, BP_EUSAGE, "checkpoint %s holds a %s model but --model is %s", ckpt_dir,

@@ -5,7 +5,7 @@
 #include <math.h>
 #include <string.h>
 
-int bp_metrics_open(bp_metrics *m, const char *path, int append, bp_err *err) {
+bp_status bp_metrics_open(bp_metrics *m, const char *path, int append, bp_err *err) {
     m->f = NULL;
     if (!path[0]) return BP_OK;
     m->f = fopen(path, append ? "a" : "w");

@@ -41,7 +41,7 @@ typedef struct bp_memory_record {
 } bp_memory_record;
 
 /* Open path for appending (append) or truncating; an empty path turns logging off. */
-int bp_metrics_open(bp_metrics *m, const char *path, int append, bp_err *err);
+bp_status bp_metrics_open(bp_metrics *m, const char *path, int append, bp_err *err);
 void bp_metrics_close(bp_metrics *m);
 void bp_metrics_step(bp_metrics *m, const bp_step_record *r);
 /* accuracy is left out when NaN. */

@@ -36,7 +36,7 @@ static int init_images(bp_task *t, const bp_train_config *c, bp_err *err) {
     return rc;
 }
 
-int bp_task_init(bp_task *t, const bp_train_config *c, int rank, int world, bp_err *err) {
+bp_status bp_task_init(bp_task *t, const bp_train_config *c, int rank, int world, bp_err *err) {
     memset(t, 0, sizeof *t);
     t->kind = (bp_model_kind)c->model;
     t->rank = rank;
@@ -138,7 +138,7 @@ void bp_task_get_state(const bp_task *t, bp_resume_state *rs) {
     rs->pos = t->sampler.pos;
 }
 
-int bp_task_set_state(bp_task *t, const bp_resume_state *rs, bp_err *err) {
+bp_status bp_task_set_state(bp_task *t, const bp_resume_state *rs, bp_err *err) {
     t->data_rng = rs->data_rng;
     return t->kind == BP_MODEL_MLP ? bp_epoch_sampler_restore(&t->sampler, rs->epoch, rs->pos, err)
                                    : BP_OK;

@@ -18,10 +18,6 @@
 #include "parallel/partition.h"
 #include "train/trainer_impl.h"
 
-int trainer_meta_fail(trainer *t, int rc, bp_err *err) {
-    return bp_fail(err, (bp_status)rc, "%s", bp_comm_errmsg(t->meta));
-}
-
 /* Every rank learns whether a part of set-up failed anywhere, so that no rank goes
  * on into collectives that others never join. */
 static int agree(trainer *t, int rc, bp_err *err) {
@@ -45,7 +41,7 @@ static void log_config(trainer *t) {
     trainer_dp_config(t, &d);
     bp_dp_describe(&d, algo, sizeof algo);
     bp_schedule s;
-    bp_schedule_parse(t->cfg->pipe_schedule, &s, NULL);
+    bp_schedule_parse(t->cfg->schedule, &s, NULL);
     bp_schedule_name(&s, sched, sizeof sched);
     fprintf(t->metrics.f,
             "{\"type\":\"config\",\"model\":\"%s\",\"params\":%zu,\"world\":%d,\"dp\":%d,"
@@ -81,7 +77,7 @@ static int choose_partition(trainer *t, const bp_model_config *mc, bp_err *err) 
         for (int s = 0; s <= S; s++) cut[s] = (float)t->first[s];
     }
     int rc = bp_bcast(t->meta, cut, (size_t)S + 1, 0);
-    if (rc) return trainer_meta_fail(t, rc, err);
+    if (rc) return bp_comm_fail(t->meta, rc, err);
     for (int s = 0; s <= S; s++) t->first[s] = (int)cut[s];
     return BP_OK;
 }
@@ -138,7 +134,7 @@ static int setup_stage(trainer *t, const bp_model_config *mc, bp_err *err) {
     bp_schedule sched;
     bp_partition_format(t->first, t->grid.pp, t->partition, sizeof t->partition);
     int rc = create_replicas(t, mc, err);
-    if (rc == BP_OK) rc = bp_schedule_parse(c->pipe_schedule, &sched, err);
+    if (rc == BP_OK) rc = bp_schedule_parse(c->schedule, &sched, err);
     bp_occ_config occ;
     bp_train_occ_config(c, &occ);
     if (rc == BP_OK)
@@ -156,7 +152,7 @@ static int setup_comm(trainer *t, bp_err *err) {
     int rc = bp_comm_set_path(t->world, (bp_path)c->comm_path);
     if (rc == BP_OK && (rc = bp_comm_set_net(t->world, c->net)))
         return bp_fail(err, (bp_status)rc, "option --net: %s", bp_comm_errmsg(t->world));
-    return rc ? bp_fail(err, (bp_status)rc, "%s", bp_comm_errmsg(t->world)) : BP_OK;
+    return bp_comm_fail(t->world, rc, err);
 }
 
 static int setup(trainer *t, bp_err *err) {
@@ -172,9 +168,9 @@ static int setup(trainer *t, bp_err *err) {
     bp_comm *groups[2] = {t->world, t->meta};
     for (int g = 0; g < 2; g++)
         if ((rc = bp_comm_set_timeout(groups[g], c->comm_timeout)))
-            return bp_fail(err, (bp_status)rc, "%s", bp_comm_errmsg(groups[g]));
-    rc = bp_grid_create(t->world, c->dp, c->pp, c->tp, bp_model_tied_tensor(&mc) != NULL,
-                        c->fused_embedding != 0, &t->grid, err);
+            return bp_comm_fail(groups[g], rc, err);
+    rc = bp_grid_init(t->world, c->dp, c->pp, c->tp, bp_model_tied_tensor(&mc) != NULL,
+                      c->fused_embedding_sync != 0, &t->grid, err);
     t->tp = (bp_tp){.rank = t->grid.t, .size = t->grid.tp, .allreduce_sum = tp_allreduce,
                     .ctx = t->grid.tp_comm};
     if (rc == BP_OK) rc = agree(t, setup_data(t, err), err);
@@ -189,7 +185,7 @@ static int setup(trainer *t, bp_err *err) {
     t->stepper = (bp_grid_step_ctx){
         .grid = &t->grid, .meta = t->meta, .models = t->models, .n_replicas = t->n_rep,
         .pipe = t->pipe, .dp = t->dp, .tied = bp_model_tied_tensor(&mc),
-        .fused_embedding = c->fused_embedding != 0, .clip = c->clip,
+        .fused_embedding = c->fused_embedding_sync != 0, .clip = c->clip,
         .skip_nonfinite = c->skip_nonfinite != 0};
     if (rc == BP_OK) log_config(t);
     return rc;
@@ -201,8 +197,8 @@ static void teardown(trainer *t) {
     bp_metrics_close(&t->metrics);
     if (t->models) bp_avgpipe_replicas_destroy(t->models, t->optims, t->n_rep);
     bp_task_free(&t->task);
-    bp_grid_destroy(&t->grid);
-    bp_comm_free(t->meta);
+    bp_grid_free(&t->grid);
+    bp_comm_destroy(t->meta);
     free(t->first);
     free(t->micro);
     free(t->step_ms);
@@ -314,7 +310,7 @@ static int flush_steps(trainer *t, bp_err *err) {
         for (int a = 0; a < BP_AXES; a++) v[i * W + 1 + a] = (float)t->pending[i].axis_bytes[a];
     }
     int rc = t->size > 1 ? bp_allreduce_sum(t->meta, v, (size_t)(n * W)) : BP_OK;
-    if (rc) return trainer_meta_fail(t, rc, err);
+    if (rc) return bp_comm_fail(t->meta, rc, err);
     for (int i = 0; i < n; i++) {
         bp_step_record *r = &t->pending[i];
         r->loss = v[i * W] / t->grid.dp;
@@ -392,7 +388,7 @@ static int stage_summary(trainer *t, bp_err *err) {
         v[5 * S + p] = (float)t->cb_compressed;
     }
     int rc = t->size > 1 ? bp_allreduce_sum(t->meta, v, (size_t)(KEYS * S)) : BP_OK;
-    if (rc) return trainer_meta_fail(t, rc, err);
+    if (rc) return bp_comm_fail(t->meta, rc, err);
     if (!t->metrics.f) return BP_OK;
     const char *keys[KEYS] = {"busy_s",    "idle_s",   "peak_stash", "act_bytes_per_micro",
                               "bwd_sends", "bwd_compressed"};
@@ -428,8 +424,8 @@ static int summary(trainer *t, bp_err *err) {
     return rc;
 }
 
-int bp_train_run(const bp_train_config *cfg, bp_comm *world, const volatile sig_atomic_t *stop,
-                 bp_train_result *res, bp_err *err) {
+bp_status bp_train_run(const bp_train_config *cfg, bp_comm *world,
+                       const volatile sig_atomic_t *stop, bp_train_result *res, bp_err *err) {
     trainer t = {.cfg = cfg, .world = world, .res = res, .stop = stop};
     *res = (bp_train_result){.final_loss = NAN, .val_loss = NAN, .val_acc = NAN};
     int rc = setup(&t, err);

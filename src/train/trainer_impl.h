@@ -61,7 +61,6 @@ static inline bool trainer_reports_loss(const trainer *t) { return bp_grid_repor
 /* The ranks that evaluate and save: every stage and tp rank of replica 0. */
 static inline bool trainer_in_replica0(const trainer *t) { return t->grid.d == 0; }
 
-int trainer_meta_fail(trainer *t, int rc, bp_err *err);
 /* This stage's data-parallel settings: --dp-algo, with Optimus-CC's changes (the
  * fused embedding left out of the reduction, selective stage compression). */
 void trainer_dp_config(const trainer *t, bp_dp_config *d);

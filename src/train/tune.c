@@ -7,7 +7,7 @@
 
 #define OFF(f) offsetof(bp_tune_config, f)
 static const bp_option tune_options[] = {
-    {"mem-cap", BP_OPT_DOUBLE, OFF(mem_cap_mb), 0, NULL, 0, 1e12, "MB",
+    {"mem-cap", BP_OPT_DOUBLE, OFF(mem_cap), 0, NULL, 0, 1e12, "MB",
      "memory per rank the chosen candidate must fit in (parameters, gradients, optimizer state "
      "and workspace of every replica, plus stashed activations)",
      "no cap"},
@@ -51,17 +51,17 @@ void bp_tune_config_defaults(bp_tune_config *c, int for_help) {
     c->wake_ms = -1;
     if (for_help) return;
     c->train.micro_batches = 0; /* 0, "" and pipelines 0: search */
-    c->train.pipe_schedule[0] = '\0';
+    c->train.schedule[0] = '\0';
 }
 
 static int data_ranks(const bp_train_config *t) { return t->dp > 0 ? t->dp : 1; }
 
-int bp_tune_config_finalize(bp_tune_config *c, bp_err *err) {
+bp_status bp_tune_config_finalize(bp_tune_config *c, bp_err *err) {
     int rc = bp_train_config_finalize(&c->train, err);
     if (rc) return rc;
     bp_train_config probe = c->train;
     if (!probe.micro_batches) probe.micro_batches = 1;
-    if (!probe.pipe_schedule[0]) snprintf(probe.pipe_schedule, sizeof probe.pipe_schedule, "1f1b");
+    if (!probe.schedule[0]) snprintf(probe.schedule, sizeof probe.schedule, "1f1b");
     probe.dp = data_ranks(&probe);
     rc = bp_train_config_check_world(&probe, probe.dp * probe.pp, err);
     c->train.dp = probe.dp;
@@ -74,12 +74,12 @@ static bool valid_run(void *ctx, int pipelines, int micro_batches, const bp_sche
     bp_train_config tc = c->train;
     tc.pipelines = pipelines;
     tc.micro_batches = micro_batches;
-    bp_schedule_name(sched, tc.pipe_schedule, sizeof tc.pipe_schedule);
+    bp_schedule_name(sched, tc.schedule, sizeof tc.schedule);
     bp_err ignored;
     return bp_train_config_check_world(&tc, data_ranks(&c->train) * c->train.pp, &ignored) == BP_OK;
 }
 
-int bp_tune_problem_init(const bp_tune_config *c, bp_tune_problem *p, bp_err *err) {
+bp_status bp_tune_problem_init(const bp_tune_config *c, bp_tune_problem *p, bp_err *err) {
     const bp_train_config *tc = &c->train;
     *p = (bp_tune_problem){.S = tc->pp, .dp = data_ranks(tc), .batch = tc->batch,
                            .grad_accum = tc->grad_accum, .ea_period = tc->ea_period,
@@ -88,7 +88,7 @@ int bp_tune_problem_init(const bp_tune_config *c, bp_tune_problem *p, bp_err *er
                            .busy_threads = c->busy_threads, .valid = valid_run, .ctx = (void *)c};
     bp_train_model_config(tc, &p->model);
     bp_train_optim_config(tc, &p->optim);
-    snprintf(p->schedule, sizeof p->schedule, "%s", tc->pipe_schedule);
+    snprintf(p->schedule, sizeof p->schedule, "%s", tc->schedule);
     snprintf(p->partition, sizeof p->partition, "%s", tc->partition);
     int rc = bp_net_parse(tc->net, &p->net, err);
     return rc ? bp_err_context(err, "option --net") : BP_OK;

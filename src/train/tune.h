@@ -14,7 +14,7 @@
 
 typedef struct bp_tune_config {
     bp_train_config train; /* first, so the train option table's offsets apply */
-    double mem_cap_mb;     /* per rank; 0: no cap */
+    double mem_cap;     /* MB per rank; 0: no cap */
     int top;               /* rows of the table; 0: all */
     double msg_us;         /* without --net: fixed cost of one message between ranks */
     double load;           /* computation's slowdown to predict for; 0: measured */
@@ -31,10 +31,10 @@ bp_option *bp_tune_options(int *n);
 
 /* Fill defaults and check the options as `bagpipe train` would on dp x pp ranks
  * (dp defaults to 1). */
-int bp_tune_config_finalize(bp_tune_config *c, bp_err *err);
+bp_status bp_tune_config_finalize(bp_tune_config *c, bp_err *err);
 
 /* The search's problem for a finalized c (which must outlive the search): a
  * candidate is valid when `bagpipe train` would accept it. */
-int bp_tune_problem_init(const bp_tune_config *c, bp_tune_problem *p, bp_err *err);
+bp_status bp_tune_problem_init(const bp_tune_config *c, bp_tune_problem *p, bp_err *err);
 
 #endif

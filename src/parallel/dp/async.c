@@ -26,7 +26,7 @@ static bp_status create(bp_dp *dp, bp_err *err) {
 static bp_async_avg *thread_of(bp_dp *dp) { return *(bp_async_avg **)dp->state; }
 
 static void destroy(bp_dp *dp) {
-    if (thread_of(dp)) bp_async_avg_free(thread_of(dp));
+    if (thread_of(dp)) bp_async_avg_destroy(thread_of(dp));
 }
 
 static bp_status finish(bp_dp *dp, bp_err *err) {

@@ -8,10 +8,10 @@
 bp_status bp_dp_minmax_create(bp_dp *dp, bp_err *err) {
     bp_status rc = bp_dp_state_alloc(dp, sizeof(bp_codec *), err);
     if (rc) return rc;
-    return bp_codec_minmax_u8_new((bp_codec **)dp->state, err);
+    return bp_codec_minmax_u8_create((bp_codec **)dp->state, err);
 }
 
-void bp_dp_minmax_destroy(bp_dp *dp) { bp_codec_free(*(bp_codec **)dp->state); }
+void bp_dp_minmax_destroy(bp_dp *dp) { bp_codec_destroy(*(bp_codec **)dp->state); }
 
 static bp_status bucket(bp_dp *dp, const bp_bucket *b, bp_err *err) {
     float *g = bp_model_grads(dp->model) + b->offset;

@@ -153,7 +153,7 @@ static void release_step_lock(bp_dp *dp);
 void bp_dp_destroy(bp_dp *dp) {
     if (!dp) return;
     release_step_lock(dp);
-    bp_bucketer_destroy(&dp->bk);
+    bp_bucketer_free(&dp->bk);
     if (dp->state && dp->ops->destroy) dp->ops->destroy(dp);
     free(dp->state);
     free(dp);

@@ -26,14 +26,14 @@ static bp_status create(bp_dp *dp, bp_err *err) {
     lp_decentralized *s = dp->state;
     size_t n;
     float *w = bp_dp_weights(dp, &n);
-    if ((rc = bp_codec_minmax_u8_new(&s->codec, err))) return rc;
-    return bp_comm_fail(dp->comm, bp_ring_lp_new(dp->comm, w, n, s->codec, &s->ring), err);
+    if ((rc = bp_codec_minmax_u8_create(&s->codec, err))) return rc;
+    return bp_comm_fail(dp->comm, bp_ring_lp_create(dp->comm, w, n, s->codec, &s->ring), err);
 }
 
 static void destroy(bp_dp *dp) {
     lp_decentralized *s = dp->state;
-    bp_ring_lp_free(s->ring);
-    bp_codec_free(s->codec);
+    bp_ring_lp_destroy(s->ring);
+    bp_codec_destroy(s->codec);
 }
 
 static bp_status after_step(bp_dp *dp, bp_err *err) {

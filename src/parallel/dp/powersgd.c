@@ -31,8 +31,8 @@ static bp_status create(bp_dp *dp, bp_err *err) {
         const bp_tensor_info *ti = bp_model_tensor(dp->model, t);
         if (ti->ndim == 2 && ti->shape[0] > 1 && ti->shape[1] > 1) {
             /* Every rank seeds tensor t's Q alike, so Q stays the same everywhere. */
-            rc = bp_codec_powersgd_new((size_t)ti->shape[0], (size_t)ti->shape[1], dp->cfg.rank,
-                                       dp->cfg.seed + (uint64_t)t, &s->codec[t], err);
+            rc = bp_codec_powersgd_create((size_t)ti->shape[0], (size_t)ti->shape[1], dp->cfg.rank,
+                                          dp->cfg.seed + (uint64_t)t, &s->codec[t], err);
             if (rc) return rc;
         }
     }
@@ -41,7 +41,7 @@ static bp_status create(bp_dp *dp, bp_err *err) {
 
 static void destroy(bp_dp *dp) {
     powersgd *s = dp->state;
-    for (int t = 0; s->codec && t < s->n_tensors; t++) bp_codec_free(s->codec[t]);
+    for (int t = 0; s->codec && t < s->n_tensors; t++) bp_codec_destroy(s->codec[t]);
     free(s->codec);
     free(s->x);
     free(s->n);
