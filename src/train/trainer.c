@@ -35,7 +35,6 @@ void trainer_dp_config(const trainer *t, bp_dp_config *d) {
 }
 
 static void log_config(trainer *t) {
-    if (!t->metrics.f) return;
     char algo[256], sched[32];
     bp_dp_config d;
     trainer_dp_config(t, &d);
@@ -43,15 +42,14 @@ static void log_config(trainer *t) {
     bp_schedule s;
     bp_schedule_parse(t->cfg->schedule, &s, NULL);
     bp_schedule_name(&s, sched, sizeof sched);
-    fprintf(t->metrics.f,
-            "{\"type\":\"config\",\"model\":\"%s\",\"params\":%zu,\"world\":%d,\"dp\":%d,"
-            "\"pp\":%d,\"partition\":\"%s\",\"pipelines\":%d,\"micro_batches\":%d,"
-            "\"schedule\":\"%s\",\"batch\":%d,\"grad_accum\":%d,\"dp_algo\":\"%s\","
-            "\"net\":\"%s\"}\n",
-            t->cfg->model == BP_MODEL_GPT ? "gpt" : "mlp", bp_model_num_params(t->model), t->size,
-            t->grid.dp, t->grid.pp, t->partition, t->n_rep, t->cfg->micro_batches, sched,
-            t->cfg->batch, t->cfg->grad_accum, algo, t->cfg->net[0] ? t->cfg->net : "off");
-    fflush(t->metrics.f);
+    bp_config_record r = {
+        .model = t->cfg->model == BP_MODEL_GPT ? "gpt" : "mlp",
+        .params = bp_model_num_params(t->model), .world = t->size, .dp = t->grid.dp,
+        .pp = t->grid.pp, .partition = t->partition, .pipelines = t->n_rep,
+        .micro_batches = t->cfg->micro_batches, .schedule = sched, .batch = t->cfg->batch,
+        .grad_accum = t->cfg->grad_accum, .dp_algo = algo,
+        .net = t->cfg->net[0] ? t->cfg->net : "off"};
+    bp_metrics_config(&t->metrics, &r);
 }
 
 /* Blocks per stage: given, taken from the checkpoint being resumed, or balanced by
@@ -372,7 +370,7 @@ static int cmp_double(const void *a, const void *b) {
  * time idle (bubbles), the most micro-batches stashed at once, their activation
  * memory, and the backward sends (all and compressed) over the run. */
 static int stage_summary(trainer *t, bp_err *err) {
-    enum { KEYS = 6 };
+    enum { KEYS = BP_STAGE_KEYS };
     int S = t->grid.pp;
     float v[KEYS * S];
     memset(v, 0, sizeof v);
@@ -380,25 +378,16 @@ static int stage_summary(trainer *t, bp_err *err) {
     bp_pipe_stats_take(t->pipe, &ps);
     if (trainer_in_replica0(t) && t->grid.t == 0) {
         int p = t->grid.p;
-        v[p] = (float)t->busy_s;
-        v[S + p] = (float)t->idle_s;
-        v[2 * S + p] = (float)ps.peak_stash;
-        v[3 * S + p] = (float)ps.act_bytes;
-        v[4 * S + p] = (float)t->cb_sends;
-        v[5 * S + p] = (float)t->cb_compressed;
+        v[BP_STAGE_BUSY * S + p] = (float)t->busy_s;
+        v[BP_STAGE_IDLE * S + p] = (float)t->idle_s;
+        v[BP_STAGE_PEAK_STASH * S + p] = (float)ps.peak_stash;
+        v[BP_STAGE_ACT_BYTES * S + p] = (float)ps.act_bytes;
+        v[BP_STAGE_BWD_SENDS * S + p] = (float)t->cb_sends;
+        v[BP_STAGE_BWD_COMPRESSED * S + p] = (float)t->cb_compressed;
     }
     int rc = t->size > 1 ? bp_allreduce_sum(t->meta, v, (size_t)(KEYS * S)) : BP_OK;
     if (rc) return bp_comm_fail(t->meta, rc, err);
-    if (!t->metrics.f) return BP_OK;
-    const char *keys[KEYS] = {"busy_s",    "idle_s",   "peak_stash", "act_bytes_per_micro",
-                              "bwd_sends", "bwd_compressed"};
-    fprintf(t->metrics.f, "{\"type\":\"stages\"");
-    for (int k = 0; k < KEYS; k++) {
-        fprintf(t->metrics.f, ",\"%s\":[", keys[k]);
-        for (int s = 0; s < S; s++) fprintf(t->metrics.f, "%s%.9g", s ? "," : "", v[k * S + s]);
-        fprintf(t->metrics.f, "]");
-    }
-    fprintf(t->metrics.f, "}\n");
+    bp_metrics_stages(&t->metrics, S, v);
     return BP_OK;
 }
 
