@@ -14,6 +14,7 @@
     X(LP_DECENTRALIZED, "lp-decentralized", bp_dp_lp_decentralized) \
     X(ASYNC, "async", bp_dp_async)                           \
     X(POWERSGD, "powersgd", bp_dp_powersgd)                  \
-    X(EASGD, "easgd", bp_dp_easgd)
+    X(EASGD, "easgd", bp_dp_easgd)                           \
+    /* a new algorithm: one line above this one */
 
 #endif
