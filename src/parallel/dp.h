@@ -47,7 +47,9 @@ typedef struct bp_dp_config {
     int algo;              /* bp_dp_algo */
     int peers;             /* decentralized: BP_PEERS_SHIFT_ONE or BP_PEERS_ALL */
     int64_t interval;      /* decentralized: steps between weight averagings */
+    bool step_first;       /* decentralized: step, then average (not Bagua's order) */
     int sync_ms;           /* async: milliseconds between averagings */
+    int64_t async_warmup;  /* async: steps of gradient allreduce before averaging */
     int rank;              /* powersgd: rank of the approximation */
     int64_t powersgd_warmup; /* powersgd: steps of plain allreduce first */
     double ea_alpha;       /* easgd: elastic coefficient */

@@ -70,7 +70,9 @@ typedef struct bp_train_config {
     int dp_algo;     /* bp_dp_algo */
     int peers;       /* 0 shift_one, 1 all */
     int64_t interval;
+    int decentralized_order; /* 0 bagua, 1 step-first */
     int sync_ms;
+    int64_t async_warmup;
     int rank;
     int64_t powersgd_warmup;
     double ea_alpha;

@@ -314,6 +314,7 @@ typedef struct reference {
     float *center, *diff;          /* easgd */
     float *w, *left, *right, *tmp; /* lp-decentralized: own and neighbours' replicas */
     uint64_t rounds;               /* decentralized: weight averagings so far */
+    float *avg;                    /* decentralized in Bagua's order: avg_peers(x_t) */
 } reference;
 
 static float *floats(size_t n) {
@@ -562,6 +563,7 @@ static void ref_init(reference *f, const bp_train_config *c) {
     float *w = weights(&f->r);
     MPI_Bcast(w, (int)n, MPI_FLOAT, 0, ref_comm); /* everyone starts from rank 0's weights */
     f->tmp = floats(n);
+    f->avg = floats(n);
     switch (f->d.algo) {
     case BP_DP_BYTEGRAD:
     case BP_DP_QADAM: ok(bp_codec_minmax_u8_create(&f->minmax, &err), "codec"); break;
@@ -604,11 +606,17 @@ static void ref_free(reference *f) {
     }
     free(f->psgd), free(f->qprev);
     free(f->center), free(f->diff), free(f->w), free(f->left), free(f->right), free(f->tmp);
+    free(f->avg);
     replica_free(&f->r);
 }
 
 /* One step of the rule. Gradient algorithms average gradients, then clip and step;
- * weight algorithms clip and step on local gradients, then mix weights. */
+ * weight algorithms clip and step on local gradients, then mix weights, except
+ * decentralized in Bagua's order (decentralized.py and
+ * decentralized_full_precision_synchronous.rs): at steps 0, k, 2k, ... the
+ * weights x_t are averaged with the peers, the average replaces the weights after
+ * backward, and the optimizer steps from it with the local gradient taken at x_t:
+ * x_{t+1} = avg_peers(x_t) - lr g(x_t). */
 static void ref_step(reference *f) {
     replica *r = &f->r;
     float *w = weights(r), *g = grads(r);
@@ -616,8 +624,15 @@ static void ref_step(reference *f) {
     int64_t s = r->step; /* 0-based index of this step */
     double lr = bp_lr_at(&r->lr, s);
     int accum = r->cfg.grad_accum;
+    bool decentralized_round = f->d.algo == BP_DP_DECENTRALIZED && s % f->d.interval == 0;
+    bool bagua_order = decentralized_round && !f->d.step_first;
+    if (bagua_order) {
+        memcpy(f->avg, w, n * sizeof *w);
+        ref_peer_avg(f, f->avg, n);
+    }
     bp_model_zero_grad(r->m);
     for (int k = 0; k < accum; k++) micro_batch(r, NULL, k, accum);
+    if (bagua_order) memcpy(w, f->avg, n * sizeof *w);
     bool qadam_late = f->d.algo == BP_DP_QADAM && s >= f->d.qadam_warmup;
     switch (f->d.algo) {
     case BP_DP_ALLREDUCE: ref_avg(g, n); break;
@@ -639,8 +654,8 @@ static void ref_step(reference *f) {
     else
         bp_optim_step(&r->o, w, g, lr);
     switch (f->d.algo) {
-    case BP_DP_DECENTRALIZED:
-        if ((s + 1) % f->d.interval == 0) ref_peer_avg(f, w, n);
+    case BP_DP_DECENTRALIZED: /* --decentralized-order step-first */
+        if (decentralized_round && f->d.step_first) ref_peer_avg(f, w, n);
         break;
     case BP_DP_LP_DECENTRALIZED: ref_ring_step(f, w, n); break;
     case BP_DP_EASGD:
@@ -749,12 +764,24 @@ static void test_qadam_gpt(void **state) {
     case_end("qadam gpt");
 }
 
-static void decentralized(const char *name, int peers, tol t) {
+static bp_train_config decentralized_config(int peers, int order) {
     bp_train_config c = gpt_config();
     c.dp_algo = BP_DP_DECENTRALIZED;
     c.peers = peers == BP_PEERS_ALL ? 1 : 0;
     c.interval = 2;
-    engine_vs_reference(name, &c, t, false);
+    c.decentralized_order = order;
+    return c;
+}
+
+/* Both orders (0 Bagua's, 1 step-first); the exchange of Bagua's order runs on the
+ * communication thread during forward and backward. */
+static void decentralized(const char *name, int peers, tol t) {
+    char both[96];
+    for (int order = 0; order < 2; order++) {
+        bp_train_config c = decentralized_config(peers, order);
+        snprintf(both, sizeof both, "%s %s", name, order ? "step-first" : "bagua");
+        engine_vs_reference(both, &c, t, false);
+    }
 }
 
 /* shift_one needs an even number of ranks; on 4 the pairs change every round. */
@@ -767,6 +794,53 @@ static void test_decentralized_shift_one(void **state) {
 static void test_decentralized_all(void **state) {
     (void)state;
     decentralized("decentralized all interval=2", BP_PEERS_ALL, sum_tol());
+}
+
+/* With SGD, no clipping and peers all, averaging after the step is synchronous
+ * SGD (the average of x_t - lr m_r is x_t - lr avg(m_r), momentum being linear),
+ * but Bagua's order is not: x_{t+1} = avg(x_t) - lr g_r(x_t) keeps each rank's
+ * own gradient until the next averaging. Bagua's order against the reference,
+ * step-first against allreduce (within TOL_SUM: the same sums in another
+ * order), and Bagua's order clearly away from allreduce after every step. */
+static void test_decentralized_all_sgd(void **state) {
+    (void)state;
+    case_begin();
+    bp_train_config b = decentralized_config(BP_PEERS_ALL, 0);
+    b.interval = 1;
+    b.optim = BP_OPTIM_SGD;
+    b.lr = 0.1;
+    b.clip = 0;
+    bp_train_config sf = b, sync = b;
+    sf.decentralized_order = 1;
+    sync.dp_algo = BP_DP_ALLREDUCE;
+    engine eb, esf, es;
+    reference f;
+    engine_init(&eb, &b);
+    engine_init(&esf, &sf);
+    engine_init(&es, &sync);
+    ref_init(&f, &b);
+    size_t n = eb.r.n;
+    for (int s = 1; s <= STEPS; s++) {
+        engine_step(&eb);
+        engine_step(&esf);
+        engine_step(&es);
+        ref_step(&f);
+        expect_close("decentralized all sgd bagua", s, weights(&eb.r), weights(&f.r), n, TOL_SUM);
+        expect_close("decentralized all sgd step-first vs allreduce", s, weights(&esf.r),
+                     weights(&es.r), n, TOL_SUM);
+        double apart = 0;
+        for (size_t i = 0; i < n; i++) {
+            double d = fabs((double)weights(&eb.r)[i] - (double)weights(&es.r)[i]);
+            if (d > apart) apart = d;
+        }
+        /* one local step of lr 0.1 on gradients that differ between ranks */
+        assert_true(max_over_ranks(apart) > 1e-3);
+    }
+    engine_free(&eb);
+    engine_free(&esf);
+    engine_free(&es);
+    ref_free(&f);
+    case_end("decentralized all sgd");
 }
 
 /* D_LP_S is exact on any ring (>= 3 ranks). The reference's replicas also keep the
@@ -951,10 +1025,9 @@ static void test_async(void **state) {
     bp_comm_destroy(e.g);
     replica_free(&e.r);
 
-    /* The same local steps from the same start, never averaged. */
+    /* The same local steps from the same start, never averaged: the reference has
+     * no rule for async, so its steps stay local. */
     reference f;
-    c.dp_algo = BP_DP_DECENTRALIZED;
-    c.interval = 1000000;
     ref_init(&f, &c);
     for (int s = 0; s < steps; s++) {
         if (s == ASYNC_COMMON) memcpy(mid, weights(&f.r), n * sizeof *mid);
@@ -970,6 +1043,42 @@ static void test_async(void **state) {
     assert_true(mid_local > 0 && end_local > 0);
     assert_true(mid_avg < 0.5 * mid_local);
     assert_true(end_avg < 0.5 * end_local);
+}
+
+/* --async-warmup 4, as Bagua's warmup_steps: the first 4 steps average the
+ * gradients (the same bits as the allreduce engine on every rank) and no averaging
+ * round runs; then the thread starts on every rank, rounds are counted, and the
+ * replicas take local steps (no longer allreduce's weights). */
+static void test_async_warmup(void **state) {
+    (void)state;
+    enum { WARMUP = 4 };
+    case_begin();
+    bp_train_config c = gpt_config(), a = gpt_config();
+    c.dp_algo = BP_DP_ASYNC;
+    c.sync_ms = 1;
+    c.async_warmup = WARMUP;
+    a.dp_algo = BP_DP_ALLREDUCE;
+    engine e, ar;
+    engine_init(&e, &c);
+    engine_init(&ar, &a);
+    size_t n = e.r.n;
+    for (int s = 1; s <= WARMUP + 3; s++) {
+        engine_step(&e);
+        engine_step(&ar);
+        int same = memcmp(weights(&e.r), weights(&ar.r), n * sizeof(float)) == 0;
+        if (s <= WARMUP) {
+            expect_close("async warm-up vs allreduce", s, weights(&e.r), weights(&ar.r), n, EXACT);
+            assert_true(all_ranks(async_rounds(&e) == 0));
+        } else {
+            assert_false(all_ranks(same));
+        }
+    }
+    double until = now_s() + 2.0; /* the thread runs its rounds between steps */
+    while (async_rounds(&e) == 0 && now_s() < until) usleep(200);
+    assert_true(all_ranks(async_rounds(&e) > 0));
+    engine_free(&e);
+    engine_free(&ar);
+    case_end("async warm-up");
 }
 
 static void on_alarm(int sig) {
@@ -1002,6 +1111,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_qadam_gpt),
         cmocka_unit_test(test_decentralized_shift_one),
         cmocka_unit_test(test_decentralized_all),
+        cmocka_unit_test(test_decentralized_all_sgd),
         cmocka_unit_test(test_lp_decentralized),
         cmocka_unit_test(test_powersgd_gpt),
         cmocka_unit_test(test_powersgd_mlp),
@@ -1010,6 +1120,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_hierarchical),
         cmocka_unit_test(test_grad_accum),
         cmocka_unit_test(test_async),
+        cmocka_unit_test(test_async_warmup),
     };
     int failed = cmocka_run_group_tests_name("dp reference", tests, NULL, NULL);
     int any = 0;

@@ -25,7 +25,9 @@ struct bp_dp {
     int n_replicas;
     int64_t step;     /* steps taken */
     bool use_buckets; /* gradients of this step go through the bucketer */
-    bp_bucketer bk;   /* gradient algorithms on more than one rank; n == 0 otherwise */
+    bp_bucketer bk;   /* algorithms with ops->bucket on more than one rank; n == 0 otherwise */
+    bp_bucketer xchg; /* algorithms with ops->exchange on more than one rank: one bucket */
+    bool exchanging;  /* this step's exchange runs (from bp_dp_step_begin to its wait) */
     int nonfinite;    /* lowest tensor a bucket found non-finite in this step, -1: none */
     bool step_locked; /* this step holds the algorithm's lock (ops->lock) */
     double exposed_s;
@@ -44,9 +46,16 @@ struct bp_dp_algo_ops {
     /* Gradient algorithms: whether this step's gradients go through the buckets
      * (NULL: every step). */
     bool (*buckets_this_step)(const bp_dp *dp);
-    /* Gradient algorithms: average bucket b of replica 0's gradients in place, on the
-     * communication thread. */
+    /* Average bucket b of replica 0's gradients in place, on the communication
+     * thread (gradient algorithms, and async during its warm-up). */
     bp_status (*bucket)(bp_dp *dp, const bp_bucket *b, bp_err *err);
+    /* Weight algorithms that exchange the weights x_t while forward and backward run
+     * (decentralized in Bagua's order): whether this step does (NULL: every step).
+     * The engine starts ops->exchange on a communication thread in
+     * bp_dp_step_begin; ops->update waits for it with bp_dp_exchange_wait. Forward
+     * and backward only read the weights, so the thread may read them meanwhile. */
+    bool (*exchanges_this_step)(const bp_dp *dp);
+    bp_status (*exchange)(bp_dp *dp, bp_err *err);
     /* The update from this step's gradients; NULL: every replica's optimizer. */
     bp_status (*update)(bp_dp *dp, double lr, bp_err *err);
     /* Weight algorithms: mix weights after the update (dp->step already counts it);
@@ -66,6 +75,9 @@ struct bp_dp_algo_ops {
 void bp_dp_optim_step(bp_dp *dp, double lr);
 /* Replica 0's flat weights and their count. */
 float *bp_dp_weights(bp_dp *dp, size_t *n);
+/* Wait for this step's exchange (the wait counts as exposed time); its status.
+ * Only when dp->exchanging. */
+bp_status bp_dp_exchange_wait(bp_dp *dp, bp_err *err);
 /* Allocate state of `size` zeroed bytes into dp->state (freed by the engine). */
 bp_status bp_dp_state_alloc(bp_dp *dp, size_t size, bp_err *err);
 

@@ -1,9 +1,26 @@
 /* async (C_FP_A, DESIGN.md section 5): every replica steps on its local gradients
  * without waiting; a background thread averages the weights every `sync_ms`
  * milliseconds: snapshot s = x; a = allreduce(s) / n; under a lock x += a - s, which
- * keeps the local progress made meanwhile. The step holds the lock from its start
- * to its update, so the thread never changes weights that forward and backward
- * use. Stopping ends in a round every rank agrees on. */
+ * keeps the local progress made meanwhile. Stopping ends in a round every rank
+ * agrees on.
+ *
+ * Warm-up, as Bagua's async_model_average: the first `async_warmup` steps average
+ * the gradients (allreduce's buckets, overlapped with backward), so that every
+ * replica starts the asynchronous phase from the same weights; the thread starts
+ * after the last of them, on every rank at the same step.
+ *
+ * The lock. Bagua holds it over forward and backward and lets the thread write the
+ * weights while the optimizer steps. We hold it from the start of the step to the
+ * end of the update: on a CPU the thread's x += a - s and the optimizer's write of
+ * the same floats at once are a data race (undefined behaviour in C, and one of the
+ * two updates may be lost), and the update is short next to forward and backward.
+ *
+ * The interval. Bagua defaults to 500 ms; ours is 20 ms (--sync-ms). What matters
+ * is how many local steps the replicas take between averagings: a step of the
+ * default gpt takes about 60 ms on 2 cores, so 500 ms would let the replicas drift
+ * about 8 steps apart and average only about 120 times in 1000 steps, where 20 ms
+ * averages after every step (the thread's round waits for the step's lock), which
+ * keeps 1000 steps within 10% of allreduce's loss (bench/dp/README.md). */
 #include <stdio.h>
 
 #include "parallel/dp/algo.h"
@@ -14,31 +31,53 @@ static bp_status check(const bp_dp_config *c, int size, bp_optim_kind optim, bp_
     return BP_OK;
 }
 
-static bp_status create(bp_dp *dp, bp_err *err) {
-    bp_status rc = bp_dp_state_alloc(dp, sizeof(bp_async_avg *), err);
-    if (rc) return rc;
+static bp_async_avg *thread_of(bp_dp *dp) { return *(bp_async_avg **)dp->state; }
+
+static bool warming_up(const bp_dp *dp) { return dp->step < dp->cfg.async_warmup; }
+
+/* Collective: every rank starts its thread at the same step. */
+static bp_status start(bp_dp *dp, bp_err *err) {
     size_t n;
     float *w = bp_dp_weights(dp, &n);
     return bp_comm_fail(dp->comm, bp_async_avg_start(dp->comm, w, n, dp->cfg.sync_ms, dp->state),
                         err);
 }
 
-static bp_async_avg *thread_of(bp_dp *dp) { return *(bp_async_avg **)dp->state; }
+static bp_status create(bp_dp *dp, bp_err *err) {
+    bp_status rc = bp_dp_state_alloc(dp, sizeof(bp_async_avg *), err);
+    return rc || warming_up(dp) ? rc : start(dp, err);
+}
 
 static void destroy(bp_dp *dp) {
     if (thread_of(dp)) bp_async_avg_destroy(thread_of(dp));
 }
 
-static bp_status finish(bp_dp *dp, bp_err *err) {
-    return bp_comm_fail(dp->comm, bp_async_avg_stop(thread_of(dp)), err);
+static bool buckets_this_step(const bp_dp *dp) { return warming_up(dp); }
+
+/* dp->step already counts this step: the warm-up's last step starts the thread
+ * (or the next one taken, if that step was skipped for a non-finite value). The engine then releases the step's lock, which this step did not take (there
+ * was no thread): take it now. */
+static bp_status after_step(bp_dp *dp, bp_err *err) {
+    if (dp->step < dp->cfg.async_warmup || thread_of(dp)) return BP_OK;
+    bp_status rc = start(dp, err);
+    if (rc == BP_OK) bp_async_avg_lock(thread_of(dp));
+    return rc;
 }
 
-static void lock(bp_dp *dp) { bp_async_avg_lock(thread_of(dp)); }
+static bp_status finish(bp_dp *dp, bp_err *err) {
+    return thread_of(dp) ? bp_comm_fail(dp->comm, bp_async_avg_stop(thread_of(dp)), err) : BP_OK;
+}
 
-static void unlock(bp_dp *dp) { bp_async_avg_unlock(thread_of(dp)); }
+static void lock(bp_dp *dp) {
+    if (thread_of(dp)) bp_async_avg_lock(thread_of(dp));
+}
+
+static void unlock(bp_dp *dp) {
+    if (thread_of(dp)) bp_async_avg_unlock(thread_of(dp));
+}
 
 static void describe(const bp_dp_config *c, char *buf, size_t n) {
-    snprintf(buf, n, " sync_ms=%d", c->sync_ms);
+    snprintf(buf, n, " sync_ms=%d warmup=%lld", c->sync_ms, (long long)c->async_warmup);
 }
 
 const bp_dp_algo_ops bp_dp_async = {
@@ -46,6 +85,9 @@ const bp_dp_algo_ops bp_dp_async = {
     .check = check,
     .create = create,
     .destroy = destroy,
+    .buckets_this_step = buckets_this_step,
+    .bucket = bp_dp_allreduce_bucket, /* during warm-up */
+    .after_step = after_step,
     .finish = finish,
     .lock = lock,
     .unlock = unlock,

@@ -1,16 +1,31 @@
-/* decentralized (D_FP_S, DESIGN.md section 5): every replica steps on its local
- * gradient, then every `interval` steps averages its weights with its peers:
+/* decentralized (D_FP_S, DESIGN.md section 5), in Bagua's order: at steps 0, k, 2k,
+ * ... (k = `interval`) the exchange of the weights x_t with the peers starts when
+ * the step starts, on the communication thread, and runs while forward and
+ * backward compute the local gradient g(x_t) at the same x_t; after backward the
+ * average replaces the weights and the optimizer steps with g(x_t):
  *     x_{t+1} = avg_peers(x_t) - lr g(x_t)
- * with `all` (the whole group, an allreduce) or `shift_one` (an even group; the
- * mean of two, (x_r + x_peer) / 2, with a perfect matching that changes every
- * round: at round k, with h = n/2, rank r's peer is r < h ? (k + r) % ((n+1)/2) + h
- * : (r - h - k) mod h). */
+ * (with SGD; AdamW likewise takes its local step from avg_peers(x_t)), and on the
+ * other steps x_{t+1} = x_t - lr g(x_t). Peers: `all` (the whole group, an
+ * allreduce) or `shift_one` (an even group; the mean of two, (x_r + x_peer) / 2,
+ * with a perfect matching that changes every round: at round k, with h = n/2,
+ * rank r's peer is r < h ? (k + r) % ((n+1)/2) + h : (r - h - k) mod h). Because the
+ * gradient is local, `all` is not synchronous SGD: x_{t+1} = avg(x_t) - lr g_r(x_t)
+ * where synchronous SGD takes x_t - lr avg(g(x_t)); the replicas agree on the
+ * average and differ by their own last step.
+ *
+ * `step_first` (--decentralized-order step-first) keeps the order we had before:
+ * step, then average the stepped weights, x_{t+1} = avg_peers(x_t - lr g(x_t)),
+ * after the step and so not hidden (with `all` and SGD that is synchronous SGD).
+ * It is there to measure what Bagua's order gains. */
 #include <stdio.h>
+#include <string.h>
 
+#include "core/buf.h"
 #include "parallel/dp/algo.h"
 
 typedef struct decentralized {
-    uint64_t rounds; /* weight averagings so far */
+    uint64_t rounds; /* weight averagings so far (the shift_one round) */
+    float *avg;      /* Bagua's order: the average of x_t, built during the step */
 } decentralized;
 
 static bp_status check(const bp_dp_config *c, int size, bp_optim_kind optim, bp_err *err) {
@@ -21,14 +36,51 @@ static bp_status check(const bp_dp_config *c, int size, bp_optim_kind optim, bp_
     return BP_OK;
 }
 
+/* Whether step t (0-based) averages: t = 0, k, 2k, ... */
+static bool averages_at(const bp_dp *dp, int64_t t) { return t % dp->cfg.interval == 0; }
+
 static bp_status create(bp_dp *dp, bp_err *err) {
     bp_status rc = bp_dp_state_alloc(dp, sizeof(decentralized), err);
-    if (rc == BP_OK) ((decentralized *)dp->state)->rounds = (uint64_t)(dp->step / dp->cfg.interval);
-    return rc;
+    if (rc) return rc;
+    decentralized *s = dp->state;
+    /* Resuming at step t: the steps 0, k, ... below t have averaged. */
+    s->rounds = (uint64_t)((dp->step + dp->cfg.interval - 1) / dp->cfg.interval);
+    if (dp->cfg.step_first || bp_comm_size(dp->comm) == 1) return BP_OK;
+    return bp_alloc_checked((void **)&s->avg, bp_model_num_params(dp->model) * sizeof(float),
+                            "decentralized average", err);
 }
 
+static void destroy(bp_dp *dp) { bp_free(((decentralized *)dp->state)->avg); }
+
+static bool exchanges_this_step(const bp_dp *dp) {
+    return !dp->cfg.step_first && averages_at(dp, dp->step);
+}
+
+/* On the communication thread, while forward and backward read the same x_t. */
+static bp_status exchange(bp_dp *dp, bp_err *err) {
+    decentralized *s = dp->state;
+    size_t n;
+    const float *w = bp_dp_weights(dp, &n);
+    memcpy(s->avg, w, n * sizeof *w);
+    int rc = bp_peer_avg(dp->comm, s->avg, n, (bp_peers)dp->cfg.peers, s->rounds++);
+    return bp_comm_fail(dp->comm, rc, err);
+}
+
+static bp_status update(bp_dp *dp, double lr, bp_err *err) {
+    if (dp->exchanging) {
+        bp_status rc = bp_dp_exchange_wait(dp, err);
+        if (rc) return rc;
+        size_t n;
+        float *w = bp_dp_weights(dp, &n);
+        memcpy(w, ((decentralized *)dp->state)->avg, n * sizeof *w);
+    }
+    bp_dp_optim_step(dp, lr);
+    return BP_OK;
+}
+
+/* step_first only; dp->step already counts this step. */
 static bp_status after_step(bp_dp *dp, bp_err *err) {
-    if (dp->step % dp->cfg.interval) return BP_OK;
+    if (!dp->cfg.step_first || !averages_at(dp, dp->step - 1)) return BP_OK;
     decentralized *s = dp->state;
     size_t n;
     float *w = bp_dp_weights(dp, &n);
@@ -37,14 +89,19 @@ static bp_status after_step(bp_dp *dp, bp_err *err) {
 }
 
 static void describe(const bp_dp_config *c, char *buf, size_t n) {
-    snprintf(buf, n, " peers=%s interval=%lld", c->peers == BP_PEERS_ALL ? "all" : "shift_one",
-             (long long)c->interval);
+    snprintf(buf, n, " peers=%s interval=%lld order=%s",
+             c->peers == BP_PEERS_ALL ? "all" : "shift_one", (long long)c->interval,
+             c->step_first ? "step-first" : "bagua");
 }
 
 const bp_dp_algo_ops bp_dp_decentralized = {
     .kind = BP_DP_WEIGHT,
     .check = check,
     .create = create,
+    .destroy = destroy,
+    .exchanges_this_step = exchanges_this_step,
+    .exchange = exchange,
+    .update = update,
     .after_step = after_step,
     .describe = describe,
 };

@@ -1,6 +1,8 @@
 /* The data-parallel engine: what every algorithm of registry.h shares (algo.h
  * says which parts are whose). */
+#include <limits.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -94,6 +96,13 @@ static int run_bucket(void *ctx, const bp_bucket *b, bp_err *err) {
     return dp->ops->bucket(dp, b, err);
 }
 
+/* The exchange of weight algorithms is one bucket of all tensors: the weights. */
+static int run_exchange(void *ctx, const bp_bucket *b, bp_err *err) {
+    (void)b;
+    bp_dp *dp = ctx;
+    return dp->ops->exchange(dp, err);
+}
+
 /* Index of the tensor called name in m, or -1 (also for name NULL). */
 static int tensor_index(const bp_model *m, const char *name) {
     for (int i = 0; name && i < bp_model_num_tensors(m); i++)
@@ -133,9 +142,12 @@ bp_status bp_dp_create(bp_comm *comm, const bp_dp_config *cfg, bp_model **models
         rc = bp_comm_fail(comm, bp_comm_set_hierarchical(comm, true, cfg->node_size), err);
     if (rc == BP_OK) rc = common_start(dp, err);
     if (rc == BP_OK && ops->create) rc = ops->create(dp, err);
-    if (rc == BP_OK && ops->kind == BP_DP_GRADIENT && bp_comm_size(comm) > 1)
+    bool group = bp_comm_size(comm) > 1;
+    if (rc == BP_OK && ops->bucket && group)
         rc = bp_bucketer_init(&dp->bk, dp->model, (size_t)(cfg->bucket_mb * 1048576.0),
                               tensor_index(dp->model, cfg->skip_tensor), run_bucket, dp, err);
+    if (rc == BP_OK && ops->exchange && group)
+        rc = bp_bucketer_init(&dp->xchg, dp->model, SIZE_MAX, -1, run_exchange, dp, err);
     if (rc) {
         bp_dp_destroy(dp);
         return rc;
@@ -154,6 +166,7 @@ void bp_dp_destroy(bp_dp *dp) {
     if (!dp) return;
     release_step_lock(dp);
     bp_bucketer_free(&dp->bk);
+    bp_bucketer_free(&dp->xchg); /* after a running exchange ends */
     if (dp->state && dp->ops->destroy) dp->ops->destroy(dp);
     free(dp->state);
     free(dp);
@@ -181,6 +194,19 @@ void bp_dp_step_begin(bp_dp *dp) {
     dp->nonfinite = -1;
     lock(dp);
     dp->step_locked = dp->ops->lock != NULL;
+    dp->exchanging = dp->xchg.n > 0 &&
+                     (!dp->ops->exchanges_this_step || dp->ops->exchanges_this_step(dp));
+    if (!dp->exchanging) return;
+    bp_bucketer_begin(&dp->xchg);
+    bp_bucketer_block_done(&dp->xchg, INT_MIN); /* ready now: it needs no gradient */
+}
+
+bp_status bp_dp_exchange_wait(bp_dp *dp, bp_err *err) {
+    double t0 = bp_now();
+    bp_status rc = bp_bucketer_finish(&dp->xchg, err);
+    dp->exposed_s += bp_now() - t0;
+    dp->exchanging = false;
+    return rc;
 }
 
 void bp_dp_backward_begin(bp_dp *dp) {
@@ -222,6 +248,9 @@ double bp_dp_exposed_seconds(const bp_dp *dp) { return dp->exposed_s; }
 int bp_dp_nonfinite_tensor(const bp_dp *dp) { return dp->nonfinite; }
 
 void bp_dp_skip_step(bp_dp *dp) {
+    /* Every rank started this step's exchange: let it end, and drop it with the
+     * step's update. */
+    if (dp->exchanging) (void)bp_dp_exchange_wait(dp, NULL);
     dp->step++;
     release_step_lock(dp);
 }
