@@ -81,6 +81,11 @@ const float *bp_powersgd_error(const bp_codec *codec);
 /* Set E to zero: the next encode compresses its input alone (error feedback off). */
 void bp_powersgd_clear_error(bp_codec *codec);
 
+/* Orthonormalize the columns of Q as those of P (Gram-Schmidt), before step 1:
+ * PyTorch's PowerSGD hook does it to the first (random) Q and to the previous
+ * step's Q before each reuse; Vogels' reducer and Optimus-CC's reuse Q as it is. */
+int bp_powersgd_orthogonalize_q(bp_codec *codec, bp_err *err);
+
 /* Step 1: M = G + E; P = M Q. *p points at P (*p_len = rows * r floats) for the
  * caller to average across ranks in place. */
 int bp_powersgd_project(bp_codec *codec, const float *grad, size_t n, float **p, size_t *p_len,

@@ -72,6 +72,13 @@ static void orthonormalize(float *p, size_t rows, int rank) {
     }
 }
 
+int bp_powersgd_orthogonalize_q(bp_codec *c, bp_err *err) {
+    powersgd *s;
+    int rc = as_powersgd(c, IDLE, &s, err);
+    if (rc == BP_OK) orthonormalize(s->q, s->cols, s->rank);
+    return rc;
+}
+
 int bp_powersgd_project(bp_codec *c, const float *grad, size_t n, float **p, size_t *p_len,
                         bp_err *err) {
     powersgd *s;

@@ -52,6 +52,11 @@ typedef struct bp_dp_config {
     int64_t async_warmup;  /* async: steps of gradient allreduce before averaging */
     int rank;              /* powersgd: rank of the approximation */
     int64_t powersgd_warmup; /* powersgd: steps of plain allreduce first */
+    /* powersgd: a matrix is compressed only if (rows + cols) r * min_rate < rows cols
+     * (PyTorch's min_compression_rate, 2; 0 compresses every matrix, as Optimus-CC),
+     * and orth_q orthonormalizes Q before each use (PyTorch's hook; not Optimus-CC) */
+    double powersgd_min_rate;
+    bool powersgd_orth_q;
     double ea_alpha;       /* easgd: elastic coefficient */
     int64_t ea_period;     /* easgd: steps between elastic averagings (tau) */
     int64_t qadam_warmup;  /* qadam: steps of AdamW on averaged gradients */

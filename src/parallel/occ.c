@@ -32,6 +32,8 @@ void bp_occ_dp_config(const bp_occ_config *c, int stage, int pp, const char *tie
         d->algo = BP_DP_POWERSGD;
         d->rank = c->sc_rank;
         d->powersgd_warmup = c->sc_warmup_steps;
+        d->powersgd_min_rate = 0; /* Optimus-CC's reducer compresses every matrix */
+        d->powersgd_orth_q = false; /* and reuses Q as it is */
     }
 }
 

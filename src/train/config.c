@@ -290,6 +290,8 @@ void bp_train_dp_config(const bp_train_config *c, bp_dp_config *d) {
         .async_warmup = c->async_warmup,
         .rank = c->rank,
         .powersgd_warmup = c->powersgd_warmup,
+        .powersgd_min_rate = 2, /* PyTorch's default min_compression_rate */
+        .powersgd_orth_q = true,
         .ea_alpha = c->ea_alpha,
         .ea_period = c->ea_period,
         .qadam_warmup = c->qadam_warmup,

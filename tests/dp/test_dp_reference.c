@@ -376,19 +376,49 @@ static void ref_avg_lp(reference *f, float *x, size_t n) {
     free(send), free(recv), free(dec);
 }
 
-/* PowerSGD for data parallelism, per 2-D tensor (both sides > 1): M = G + E;
- * P = M Q; average P; orthonormalize P; Q = M^T P; average Q; G = P Q^T;
- * E = M - G. The local matrix steps are the codec's (bp_powersgd_project,
- * _reproject, _finish); the averages, which tensors are compressed, and the full
- * average of the 1-D tensors are written here. Tensor t's Q is seeded with
- * seed + t on every rank, as the engine does, so that Q starts alike everywhere.
- * So that the comparison does not rest on the codec alone, each of its steps is
- * also checked here in double against the rule: P = M Q with the previous step's
- * averaged Q (warm start; from the second compressed step on, the first Q being
- * the codec's seeded Gaussian), P^T P = I after orthonormalization, Q = M^T P,
- * G = P Q^T with the averaged Q, and the new error E = M - G. */
-static bool is_matrix(const bp_tensor_info *ti) {
-    return ti->ndim == 2 && ti->shape[0] > 1 && ti->shape[1] > 1;
+/* PowerSGD for data parallelism by the rules of PyTorch's PowerSGD hook
+ * (torch/distributed/algorithms/ddp_comm_hooks/powerSGD_hook.py), per tensor G
+ * viewed as a matrix (its first dimension by the rest, n x m) that the hook
+ * compresses: with r = min(n, m, rank), those with (n + m) r * 2 < n m (its
+ * min_compression_rate, 2); every other tensor is averaged in full. For each
+ * compressed one: orthogonalize Q; M = G + E; P = M Q; average P; orthonormalize P;
+ * Q = M^T P; average Q; G = P Q^T; E = M - G. The local matrix steps are the
+ * codec's (bp_powersgd_orthogonalize_q, _project, _reproject, _finish); which
+ * tensors are compressed, the averages and the full average of the others are
+ * written here. Tensor t's Q is seeded with seed + t on every rank, as the engine
+ * does, so that Q starts alike everywhere. So that the comparison does not rest
+ * on the codec alone, each of its steps is also checked here in double against
+ * the rule: P = M Q with the previous step's averaged Q orthogonalized by the
+ * hook's Gram-Schmidt (normalize column i, remove it from the columns after it;
+ * from the second compressed step on, the first Q being the codec's seeded
+ * Gaussian), P^T P = I after orthonormalization, Q = M^T P, G = P Q^T with the
+ * averaged Q, and the new error E = M - G. */
+static bool hook_compresses(const bp_tensor_info *ti, int rank) {
+    if (ti->ndim < 2) return false;
+    size_t n = (size_t)ti->shape[0], m = ti->numel / n, r = (size_t)rank;
+    if (r > n) r = n;
+    if (r > m) r = m;
+    return n > 1 && m > 1 && (n + m) * r * 2 < n * m;
+}
+
+/* The hook's _orthogonalize of q (rows x k, row-major) in double, into out. */
+static void hook_orthogonalize(const float *q, size_t rows, size_t k, float *out) {
+    double *a = malloc(rows * k * sizeof *a);
+    assert_non_null(a);
+    for (size_t i = 0; i < rows * k; i++) a[i] = q[i];
+    for (size_t c = 0; c < k; c++) {
+        double norm = 0;
+        for (size_t i = 0; i < rows; i++) norm += a[i * k + c] * a[i * k + c];
+        norm = sqrt(norm);
+        for (size_t i = 0; i < rows; i++) a[i * k + c] /= norm;
+        for (size_t d = c + 1; d < k; d++) {
+            double dot = 0;
+            for (size_t i = 0; i < rows; i++) dot += a[i * k + c] * a[i * k + d];
+            for (size_t i = 0; i < rows; i++) a[i * k + d] -= dot * a[i * k + c];
+        }
+    }
+    for (size_t i = 0; i < rows * k; i++) out[i] = (float)a[i];
+    free(a);
 }
 
 static bool algebra_ok = true; /* asserted, collectively, after every step */
@@ -429,7 +459,7 @@ static void ref_powersgd(reference *f) {
             ref_avg(x, ti->numel);
             continue;
         }
-        size_t rows = (size_t)ti->shape[0], cols = (size_t)ti->shape[1], n = ti->numel;
+        size_t n = ti->numel, rows = (size_t)ti->shape[0], cols = n / rows;
         size_t k = (size_t)bp_powersgd_rank(c), big = (rows > cols ? rows : cols) * k;
         double *m = malloc(n * sizeof *m), *want = malloc((n > big ? n : big) * sizeof *want);
         double *pd = malloc(rows * k * sizeof *pd);
@@ -438,9 +468,13 @@ static void ref_powersgd(reference *f) {
         for (size_t i = 0; i < n; i++) m[i] = (double)x[i] + (double)e[i];
         float *p, *q;
         size_t p_len, q_len;
+        ok(bp_powersgd_orthogonalize_q(c, &err), "orthogonalize Q");
         ok(bp_powersgd_project(c, x, n, &p, &p_len, &err), "project");
         if (f->qprev[t]) {
-            matmul(false, m, f->qprev[t], rows, cols, k, want);
+            float *q0 = floats(cols * k);
+            hook_orthogonalize(f->qprev[t], cols, k, q0);
+            matmul(false, m, q0, rows, cols, k, want);
+            free(q0);
             expect_matrix("P = M Q", t, p, want, p_len);
         }
         ref_avg(p, p_len);
@@ -574,8 +608,9 @@ static void ref_init(reference *f, const bp_train_config *c) {
         assert_true(f->psgd && f->qprev);
         for (int t = 0; t < nt; t++) {
             const bp_tensor_info *ti = bp_model_tensor(f->r.m, t);
-            if (is_matrix(ti))
-                ok(bp_codec_powersgd_create((size_t)ti->shape[0], (size_t)ti->shape[1], f->d.rank,
+            if (hook_compresses(ti, f->d.rank))
+                ok(bp_codec_powersgd_create((size_t)ti->shape[0],
+                                            ti->numel / (size_t)ti->shape[0], f->d.rank,
                                             f->d.seed + (uint64_t)t, &f->psgd[t], &err),
                    "powersgd codec");
         }
@@ -885,6 +920,28 @@ static void test_powersgd_gpt(void **state) {
     engine_vs_reference("powersgd rank=2 warmup=2 gpt", &c, sum_tol(), true);
 }
 
+/* Rank 4 on the tiny gpt: the hook's min_compression_rate sends some matrices in
+ * full (the 16 x 16 ones: (16 + 16) 4 * 2 is not below 256) and compresses the
+ * others. */
+static void test_powersgd_min_rate(void **state) {
+    (void)state;
+    bp_train_config c = gpt_config();
+    c.dp_algo = BP_DP_POWERSGD;
+    c.rank = 4;
+    c.powersgd_warmup = 1;
+    reference f;
+    ref_init(&f, &c);
+    int full = 0, compressed = 0;
+    for (int t = 0; t < bp_model_num_tensors(f.r.m); t++) {
+        if (bp_model_tensor(f.r.m, t)->ndim < 2) continue;
+        if (f.psgd[t]) compressed++;
+        else full++;
+    }
+    ref_free(&f);
+    assert_true(full > 0 && compressed > 0);
+    engine_vs_reference("powersgd rank=4 warmup=1 gpt", &c, sum_tol(), true);
+}
+
 static void test_powersgd_mlp(void **state) {
     (void)state;
     if (np != 2) skip();
@@ -1115,6 +1172,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_lp_decentralized),
         cmocka_unit_test(test_powersgd_gpt),
         cmocka_unit_test(test_powersgd_mlp),
+        cmocka_unit_test(test_powersgd_min_rate),
         cmocka_unit_test(test_easgd),
         cmocka_unit_test(test_buckets),
         cmocka_unit_test(test_hierarchical),

@@ -1,22 +1,43 @@
 /* powersgd (DESIGN.md sections 5 and 7): gradients averaged as rank-r
- * approximations with error feedback. After `powersgd_warmup` steps of allreduce,
- * each 2-D gradient G (n x m) of a bucket becomes, with its own error E and Q
- * (seeded alike on every rank, warm-started from the last step):
- *     M = G + E;  P = avg(M Q);  orthogonalize P;  Q = avg(M^T P);  G^ = P Q^T;
- *     E = M - G^;  G <- G^
- * 1-D tensors (biases, LayerNorm) are averaged in full. The P's of a bucket and
- * its 1-D tensors go in one allreduce, its Q's in another. */
+ * approximations with error feedback, by the rules of PyTorch's PowerSGD hook.
+ * After `powersgd_warmup` steps of allreduce, each matrix G (n x m, a tensor's
+ * first dimension by the rest) of a bucket worth compressing becomes, with its own
+ * error E and Q (seeded alike on every rank, warm-started from the last step):
+ *     orthogonalize Q;  M = G + E;  P = avg(M Q);  orthogonalize P;  Q = avg(M^T P);
+ *     G^ = P Q^T;  E = M - G^;  G <- G^
+ * Worth compressing (the hook's min_compression_rate, 2 by default): with
+ * r = min(n, m, rank), (n + m) r * min_rate < n m, i.e. the low-rank factors take
+ * at most half the bytes; other matrices and the 1-D tensors (biases, LayerNorm)
+ * are averaged in full. (The hook also adds an error to those, the local value
+ * minus the average of the last step, whose average over the ranks is zero: it
+ * changes nothing but rounding, and we leave it out.) Orthogonalizing Q changes
+ * the result only by rounding too (Gram-Schmidt keeps the span of each leading set
+ * of columns, so P is orthonormalized to the same basis), but keeps M Q well
+ * conditioned when Q's columns grow or align. The full tensors and the P's
+ * of a bucket go in one allreduce, its Q's in another.
+ * Optimus-CC's selective stage compression runs this algorithm with its own
+ * reducer's rules (parallel/occ.c): every matrix compressed, Q reused as it is. */
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "parallel/dp/algo.h"
 
 typedef struct powersgd {
-    bp_codec **codec; /* per tensor: NULL for 1-D ones */
+    bp_codec **codec; /* per tensor: NULL for those averaged in full */
     float **x;        /* a bucket's tensors, for the batch call */
     size_t *n;
     int n_tensors;
 } powersgd;
+
+/* The hook's test, with its rank clamped to the matrix; a row or a column is
+ * never compressed. */
+static bool worth_compressing(size_t rows, size_t cols, const bp_dp_config *c) {
+    size_t r = (size_t)c->rank;
+    r = r < rows ? r : rows;
+    r = r < cols ? r : cols;
+    return rows > 1 && cols > 1 && (double)((rows + cols) * r) * c->powersgd_min_rate <
+                                       (double)rows * (double)cols;
+}
 
 static bp_status create(bp_dp *dp, bp_err *err) {
     bp_status rc = bp_dp_state_alloc(dp, sizeof(powersgd), err);
@@ -29,12 +50,13 @@ static bp_status create(bp_dp *dp, bp_err *err) {
     if (!s->codec || !s->x || !s->n) return bp_fail(err, BP_ENOMEM, "out of memory");
     for (int t = 0; t < nt; t++) {
         const bp_tensor_info *ti = bp_model_tensor(dp->model, t);
-        if (ti->ndim == 2 && ti->shape[0] > 1 && ti->shape[1] > 1) {
-            /* Every rank seeds tensor t's Q alike, so Q stays the same everywhere. */
-            rc = bp_codec_powersgd_create((size_t)ti->shape[0], (size_t)ti->shape[1], dp->cfg.rank,
-                                          dp->cfg.seed + (uint64_t)t, &s->codec[t], err);
-            if (rc) return rc;
-        }
+        if (ti->ndim < 2) continue;
+        size_t rows = (size_t)ti->shape[0], cols = ti->numel / rows;
+        if (!worth_compressing(rows, cols, &dp->cfg)) continue;
+        /* Every rank seeds tensor t's Q alike, so Q stays the same everywhere. */
+        rc = bp_codec_powersgd_create(rows, cols, dp->cfg.rank, dp->cfg.seed + (uint64_t)t,
+                                      &s->codec[t], err);
+        if (rc) return rc;
     }
     return BP_OK;
 }
@@ -55,6 +77,11 @@ static bp_status bucket(bp_dp *dp, const bp_bucket *b, bp_err *err) {
         const bp_tensor_info *ti = bp_model_tensor(dp->model, b->first_tensor + i);
         s->x[i] = grads + ti->offset;
         s->n[i] = ti->numel;
+        bp_codec *c = s->codec[b->first_tensor + i];
+        if (c && dp->cfg.powersgd_orth_q) {
+            bp_status rc = bp_powersgd_orthogonalize_q(c, err);
+            if (rc) return rc;
+        }
     }
     int rc = bp_allreduce_avg_powersgd_batch(dp->comm, b->n_tensors, s->x, s->n,
                                              s->codec + b->first_tensor);
@@ -62,7 +89,8 @@ static bp_status bucket(bp_dp *dp, const bp_bucket *b, bp_err *err) {
 }
 
 static void describe(const bp_dp_config *c, char *buf, size_t n) {
-    snprintf(buf, n, " rank=%d warmup=%lld", c->rank, (long long)c->powersgd_warmup);
+    snprintf(buf, n, " rank=%d warmup=%lld min_rate=%g%s", c->rank, (long long)c->powersgd_warmup,
+             c->powersgd_min_rate, c->powersgd_orth_q ? "" : " q_reused");
 }
 
 const bp_dp_algo_ops bp_dp_powersgd = {
