@@ -278,6 +278,8 @@ static const float *v_of(const bp_dp *dp, int j) { return dp->optims[j].v; }
 
 bp_status bp_dp_average_replicas(bp_dp *dp, float *params, float *m, float *v, bp_err *err) {
     size_t n = bp_model_num_params(dp->model);
+    /* After a step that ended early, its exchange may still use the group. */
+    if (dp->exchanging) (void)bp_dp_exchange_wait(dp, NULL);
     lock(dp); /* a background thread may write the weights */
     mean_of_replicas(dp, params, n, params_of);
     unlock(dp);
