@@ -345,7 +345,7 @@ int bp_train_config_check_world(bp_train_config *c, int world, bp_err *err) {
     if (c->partition[0]) {
         int first[c->pp + 1];
         if ((rc = bp_partition_parse(c->partition, bp_model_num_blocks(&mc), c->pp, first, err)))
-            return rc;
+            return bp_err_context(err, "option --partition");
     }
     bp_net net;
     rc = bp_net_parse(c->net, &net, err);

@@ -69,7 +69,11 @@ static int choose_partition(trainer *t, const bp_model_config *mc, bp_err *err) 
     const char *given = t->cfg->partition[0] ? t->cfg->partition
                         : t->resuming        ? t->resume_from.partition
                                              : NULL;
-    if (given) return bp_partition_parse(given, n, S, t->first, err);
+    if (given && bp_partition_parse(given, n, S, t->first, err))
+        return t->cfg->partition[0] ? bp_err_context(err, "option --partition")
+                                    : bp_err_context(err, "checkpoint %s: its manifest's partition",
+                                                     t->cfg->resume);
+    if (given) return BP_OK;
     if (S == 1) {
         t->first[1] = n;
         return BP_OK;
