@@ -21,6 +21,33 @@
 enum { TAG_TRACE = 7 };
 #define CHUNK (1 << 30) /* MPI counts are ints */
 
+static int mpi_fail(int mpi_rc, const char *call, bp_err *err) {
+    char text[MPI_MAX_ERROR_STRING];
+    int len = 0;
+    if (MPI_Error_string(mpi_rc, text, &len) != MPI_SUCCESS) snprintf(text, sizeof text, "?");
+    return bp_fail(err, BP_ECOMM, "--trace: %s failed: %s", call, text);
+}
+
+/* Every rank's times count from the same instant: rank 0's clock reading, on the
+ * ranks of its host (whose monotonic clock is the same); elsewhere the moment that
+ * reading arrives, which leaving a barrier together makes nearly the same. */
+static int common_origin(trainer *t, bp_err *err) {
+    struct {
+        double now;
+        char host[MPI_MAX_PROCESSOR_NAME + 1];
+    } zero = {0}, mine = {0};
+    int len = 0;
+    MPI_Get_processor_name(mine.host, &len);
+    MPI_Comm comm = bp_comm_mpi(t->meta);
+    int rc = MPI_Barrier(comm);
+    zero.now = bp_now();
+    memcpy(zero.host, mine.host, sizeof zero.host);
+    if (rc == MPI_SUCCESS) rc = MPI_Bcast(&zero, (int)sizeof zero, MPI_BYTE, 0, comm);
+    if (rc != MPI_SUCCESS) return mpi_fail(rc, "MPI_Bcast", err);
+    bp_trace_set_origin(t->trace, strcmp(zero.host, mine.host) == 0 ? zero.now : bp_now());
+    return BP_OK;
+}
+
 int trainer_trace_start(trainer *t, bp_err *err) {
     const bp_train_config *c = t->cfg;
     if (!c->trace[0]) return BP_OK;
@@ -37,17 +64,7 @@ int trainer_trace_start(trainer *t, bp_err *err) {
         if (slash && slash != dir && (rc = bp_mkdir_p(dir, err)))
             return bp_err_context(err, "option --trace");
     }
-    /* Leaving a barrier together gives every rank's clock the same zero. */
-    if ((rc = bp_barrier(t->meta))) return trainer_meta_fail(t, rc, err);
-    bp_trace_set_origin(t->trace, bp_now());
-    return BP_OK;
-}
-
-static int mpi_fail(int mpi_rc, const char *call, bp_err *err) {
-    char text[MPI_MAX_ERROR_STRING];
-    int len = 0;
-    if (MPI_Error_string(mpi_rc, text, &len) != MPI_SUCCESS) snprintf(text, sizeof text, "?");
-    return bp_fail(err, BP_ECOMM, "--trace: %s failed: %s", call, text);
+    return common_origin(t, err);
 }
 
 static int send_text(MPI_Comm comm, const char *s, unsigned long long n, bp_err *err) {
