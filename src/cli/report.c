@@ -57,7 +57,8 @@ static int check_runs(const report *r, bp_err *err) {
         int rc = bp_path_join(path, sizeof path, dir, "metrics.jsonl", err);
         if (rc == BP_OK && !bp_path_exists(path))
             return bp_fail(err, BP_EUSAGE,
-                           "report: %s has no metrics.jsonl (not the --out of bagpipe train?)", dir);
+                           "report: %s has no metrics.jsonl (not the --out of bagpipe train?)",
+                           dir);
         if (rc) return rc;
     }
     return BP_OK;
@@ -88,7 +89,8 @@ static void label_run(report_run *run) {
     const char *model = bp_runlog_config(l, "model"), *algo = bp_runlog_config(l, "dp_algo");
     const char *dp = bp_runlog_config(l, "dp"), *pp = bp_runlog_config(l, "pp");
     const char *world = bp_runlog_config(l, "world"), *sched = bp_runlog_config(l, "schedule");
-    const char *mb = bp_runlog_config(l, "micro_batches"), *pipes = bp_runlog_config(l, "pipelines");
+    const char *mb = bp_runlog_config(l, "micro_batches");
+    const char *pipes = bp_runlog_config(l, "pipelines");
     const char *net = bp_runlog_config(l, "net");
     int d = dp ? atoi(dp) : 1, p = pp ? atoi(pp) : 1, w = world ? atoi(world) : 1;
     int tp = d * p > 0 ? w / (d * p) : 1;

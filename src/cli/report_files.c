@@ -10,7 +10,8 @@
 static int tmp_path(const report *r, const char *name, char *path, size_t n, bool tmp,
                     bp_err *err) {
     int k = snprintf(path, n, "%s/%s%s", r->out, name, tmp ? ".tmp" : "");
-    return k > 0 && (size_t)k < n ? BP_OK : bp_fail(err, BP_EUSAGE, "path too long: %s/%s", r->out, name);
+    if (k > 0 && (size_t)k < n) return BP_OK;
+    return bp_fail(err, BP_EUSAGE, "path too long: %s/%s", r->out, name);
 }
 
 FILE *report_open(const report *r, const char *name, bp_err *err) {
@@ -47,9 +48,11 @@ void report_gp_begin(FILE *f, const char *name, int width, int height) {
             "# %s.svg and %s.png.\n"
             "do for [format in \"svg png\"] {\n"
             "if (format eq \"svg\") {\n"
-            "  set terminal svg size %d,%d dynamic noenhanced font 'Helvetica,13' background '#ffffff'\n"
+            "  set terminal svg size %d,%d dynamic noenhanced font 'Helvetica,13' \\\n"
+            "    background '#ffffff'\n"
             "} else {\n"
-            "  set terminal pngcairo size %d,%d noenhanced font 'Helvetica,11' background '#ffffff'\n"
+            "  set terminal pngcairo size %d,%d noenhanced font 'Helvetica,11' \\\n"
+            "    background '#ffffff'\n"
             "}\n"
             "set output '%s.'.format\n"
             "reset\n"

@@ -66,7 +66,9 @@ int report_plot_loss(report *r, bool by_time, bp_err *err) {
     FILE *f = rc ? NULL : report_open(r, file, err);
     if (!f) return rc ? rc : BP_EIO;
     report_gp_begin(f, name, 960, 560);
-    const char *what = evals == r->n_runs ? "validation loss" : evals ? "loss (validation; training where a run has no evaluation)" : "training loss";
+    const char *what = evals == r->n_runs ? "validation loss"
+                       : evals        ? "loss (validation; training where a run has no evaluation)"
+                                      : "training loss";
     fprintf(f, "set title '%s against %s'\n", what, by_time ? "training time" : "samples seen");
     fprintf(f, "set xlabel '%s'\nset ylabel '%s (%s)'\nset key top right opaque\n",
             by_time ? "training time (s, sum of step times)" : "samples", what, unit);
@@ -184,9 +186,12 @@ int report_plot_stages(report *r, int i, bp_err *err) {
                "set xrange [-0.6:%d.4]\nset xtics 1\nset yrange [0:*]\nset y2range [0:%g]\n"
                "set ytics nomirror\nset y2tics 1\nset boxwidth 0.35\nset style fill solid 0.85\n"
                "set key outside bottom center horizontal\nplot \\\n"
-               "  'run%d_stages.dat' using ($1-0.18):2 with boxes lc rgb '#4e79a7' title 'busy (forward and backward)', \\\n"
-               "  '' using ($1+0.18):3 with boxes lc rgb '#e15759' title 'idle (waiting for other stages: the bubble)', \\\n"
-               "  '' using 1:4 axes x1y2 with linespoints lw 2 pt 7 ps 1.2 lc rgb '#222222' title 'peak stash (right axis)'\n",
+               "  'run%d_stages.dat' using ($1-0.18):2 with boxes lc rgb '#4e79a7' \\\n"
+               "    title 'busy (forward and backward)', \\\n"
+               "  '' using ($1+0.18):3 with boxes lc rgb '#e15759' \\\n"
+               "    title 'idle (waiting for other stages: the bubble)', \\\n"
+               "  '' using 1:4 axes x1y2 with linespoints lw 2 pt 7 ps 1.2 lc rgb '#222222' \\\n"
+               "    title 'peak stash (right axis)'\n",
             l->n_stages - 1, stash_max(l) + 1, i + 1);
     report_gp_end(f);
     char caption[512];

@@ -33,7 +33,8 @@ typedef struct window {
 static window choose_window(const bp_tracelog *t) {
     window w = {.first = -1, .last = -1, .t0 = INFINITY, .t1 = -INFINITY, .pipelines = 1};
     for (int k = 0; k < t->n; k++)
-        if (t->spans[k].kind == BP_SPAN_STEP && t->spans[k].step > w.last) w.last = t->spans[k].step;
+        if (t->spans[k].kind == BP_SPAN_STEP && t->spans[k].step > w.last)
+            w.last = t->spans[k].step;
     w.first = w.last > 1 ? w.last - 1 : w.last;
     for (int k = 0; k < t->n; k++) {
         const bp_span *s = &t->spans[k];
@@ -107,10 +108,12 @@ static void write_script(report *r, int i, FILE *f, const bp_tracelog *t, const 
     }
     fprintf(f, ")\nset grid noytics\nset key outside bottom center horizontal\n"
                "set style fill solid 1.0 noborder\nplot \\\n"
-               "  'run%d_timeline.dat' using 1:2:3:4:5:6:7 with boxxyerror lc rgb variable notitle, \\\n"
+               "  'run%d_timeline.dat' using 1:2:3:4:5:6:7 with boxxyerror lc rgb variable \\\n"
+               "    notitle, \\\n"
                "  'run%d_timeline_labels.dat' using 1:2:3 with labels font ',9' notitle, \\\n"
                "  keyentry with boxes lc rgb '#b9cbdd' title 'forward (light)', \\\n"
-               "  keyentry with boxes lc rgb '#4e79a7' title 'backward (dark); colour, label: %s', \\\n"
+               "  keyentry with boxes lc rgb '#4e79a7' \\\n"
+               "    title 'backward (dark); colour, label: %s', \\\n"
                "  keyentry with boxes lc rgb '#9a9a9a' title 'waiting for another stage', \\\n"
                "  keyentry with boxes lc rgb '#1f3f8f' title 'collective'\n",
             i + 1, i + 1, w->pipelines > 1 ? "micro-batch/pipeline" : "micro-batch");

@@ -45,7 +45,8 @@ static void read_config(const bp_json *j, bp_runlog *r) {
         else if (v->type == BP_JSON_NUMBER)
             snprintf(val, sizeof r->value[0], "%.10g", v->num);
         else if (v->type != BP_JSON_STRING)
-            snprintf(val, sizeof r->value[0], "%s", v->type == BP_JSON_BOOL ? (v->num ? "true" : "false") : "");
+            snprintf(val, sizeof r->value[0], "%s",
+                     v->type != BP_JSON_BOOL ? "" : v->num ? "true" : "false");
         r->n_config++;
     }
 }
@@ -95,12 +96,17 @@ static int read_line(const char *line, size_t n, bp_runlog *r, int *cap_s, int *
         read_config(&j, r);
     } else if (is_type(&j, "step")) {
         bp_runlog_step *s = grow((void **)&r->steps, &r->n_steps, cap_s, sizeof *s);
-        if (s) read_step(&j, s);
-        else rc = bp_fail(err, BP_ENOMEM, "out of memory");
+        if (s)
+            read_step(&j, s);
+        else
+            rc = bp_fail(err, BP_ENOMEM, "out of memory");
     } else if (is_type(&j, "eval")) {
         bp_runlog_eval *e = grow((void **)&r->evals, &r->n_evals, cap_e, sizeof *e);
-        if (e) *e = (bp_runlog_eval){.step = (int64_t)num(&j, 0, "step"), .val_loss = num(&j, 0, "val_loss")};
-        else rc = bp_fail(err, BP_ENOMEM, "out of memory");
+        if (e)
+            *e = (bp_runlog_eval){.step = (int64_t)num(&j, 0, "step"),
+                                  .val_loss = num(&j, 0, "val_loss")};
+        else
+            rc = bp_fail(err, BP_ENOMEM, "out of memory");
     } else if (is_type(&j, "stages")) {
         read_stages(&j, r);
     }
@@ -190,7 +196,8 @@ static int name_proc(bp_tracelog *t, const bp_json *j, int pid) {
         void *bigger = realloc(t->proc_name, (size_t)(pid + 1) * sizeof *t->proc_name);
         if (!bigger) return BP_ENOMEM;
         t->proc_name = bigger;
-        for (int p = t->n_procs; p <= pid; p++) snprintf(t->proc_name[p], sizeof t->proc_name[p], "rank %d", p);
+        for (int p = t->n_procs; p <= pid; p++)
+            snprintf(t->proc_name[p], sizeof t->proc_name[p], "rank %d", p);
         t->n_procs = pid + 1;
     }
     int name = bp_json_get(j, bp_json_get(j, 0, "args"), "name");
@@ -209,8 +216,12 @@ static int trace_line(bp_tracelog *t, const bp_json *j, int *cap) {
     bp_span *s = grow((void **)&t->spans, &t->n, cap, sizeof *s);
     if (!s) return BP_ENOMEM;
     double micro = num(j, args, "micro"), pipeline = num(j, args, "pipeline");
-    *s = (bp_span){.pid = pid, .kind = (bp_span_kind)kind, .ts = num(j, 0, "ts"), .dur = num(j, 0, "dur"),
-                   .step = (int64_t)num(j, args, "step"), .micro = isfinite(micro) ? (int)micro : -1,
+    *s = (bp_span){.pid = pid,
+                   .kind = (bp_span_kind)kind,
+                   .ts = num(j, 0, "ts"),
+                   .dur = num(j, 0, "dur"),
+                   .step = (int64_t)num(j, args, "step"),
+                   .micro = isfinite(micro) ? (int)micro : -1,
                    .pipeline = isfinite(pipeline) ? (int)pipeline : -1};
     if (!isfinite(s->ts) || !isfinite(s->dur)) t->n--;
     return BP_OK;

@@ -18,15 +18,18 @@ for plot in loss_time loss_samples comm_run1 comm_run2 stages_run1 stages_run2 t
   for ext in gp svg png; do
     [ -s "$WORK/rep/$plot.$ext" ] || fail "no $plot.$ext: $(ls "$WORK/rep")"
   done
-  python3 -c 'import sys, xml.etree.ElementTree as E; r = E.parse(sys.argv[1]).getroot()
-assert r.tag.endswith("svg"), r.tag' "$WORK/rep/$plot.svg" || fail "$plot.svg is not SVG"
+  python3 -c 'import sys, xml.etree.ElementTree as E
+assert E.parse(sys.argv[1]).getroot().tag.endswith("svg")' "$WORK/rep/$plot.svg" ||
+    fail "$plot.svg is not SVG"
   [ "$(head -c 8 "$WORK/rep/$plot.png" | od -An -tx1 | tr -d ' ')" = 89504e470d0a1a0a ] ||
     fail "$plot.png is not a PNG"
   grep -q "<img src=\"$plot.svg\"" "$WORK/rep/index.html" || fail "index.html lacks $plot"
 done
 [ ! -e "$WORK/rep/timeline_run2.svg" ] || fail "a timeline for a run without a trace"
 ls "$WORK/rep" | grep -qE '\.(tmp|log)$' && fail "left-over files: $(ls "$WORK/rep")"
-for run in pp2 dp2; do grep -q "$WORK/$run" "$WORK/rep/index.html" || fail "index.html lacks $run"; done
+for run in pp2 dp2; do
+  grep -q "$WORK/$run" "$WORK/rep/index.html" || fail "index.html lacks $run"
+done
 grep -q "1f1b" "$WORK/rep/index.html" || fail "index.html lacks the configuration"
 
 # Compute boxes of the timeline (the rows' full height): 2 ranks x 2 steps x 4
@@ -36,7 +39,8 @@ boxes=$(awk '!/^#/ { d = $5 - ($2 - 0.3) } !/^#/ && d * d < 1e-9 { n[$2 + 0]++ }
   END { print n[0] + 0, n[1] + 0 }' \
   "$WORK/rep/run1_timeline.dat")
 [ "$boxes" = "16 16" ] || fail "timeline boxes per rank: $boxes, expected 16 16"
-[ "$(grep -vc '^#' "$WORK/rep/run1_loss.dat")" -eq 2 ] || fail "run1_loss.dat: $(cat "$WORK/rep/run1_loss.dat")"
+[ "$(grep -vc '^#' "$WORK/rep/run1_loss.dat")" -eq 2 ] ||
+  fail "run1_loss.dat: $(cat "$WORK/rep/run1_loss.dat")"
 
 # A script runs again where it lies (what a user does after editing it).
 rm "$WORK/rep/loss_time.svg"
@@ -51,7 +55,8 @@ bad() { # exit-code pattern args...
   "${PREFIX[@]}" "$BP" report "$@" >"$WORK/bad.out" 2>"$WORK/bad.err" || rc=$?
   [ "$rc" -eq "$want" ] || fail "report $* exited $rc, expected $want: $(cat "$WORK/bad.err")"
   [ "$(wc -l <"$WORK/bad.err")" -eq 1 ] || fail "report $* printed: $(cat "$WORK/bad.err")"
-  grep -qE "^bagpipe: error: $pattern" "$WORK/bad.err" || fail "report $* said: $(cat "$WORK/bad.err")"
+  grep -qE "^bagpipe: error: $pattern" "$WORK/bad.err" ||
+    fail "report $* said: $(cat "$WORK/bad.err")"
   [ ! -e "$WORK/none" ] || fail "report $* created its output folder"
   echo "report $*: $(cat "$WORK/bad.err")"
 }

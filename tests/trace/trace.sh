@@ -40,11 +40,7 @@ out="$WORK/sig"
 launch 2 "$BP" train "${SMALL_GPT[@]}" --pp 2 --micro-batches 2 --steps 100000000 \
   --eval-every 0 --out "$out" --trace "$out/trace.json" >"$WORK/sig.out" 2>&1 &
 launcher=$!
-for _ in $(seq 100); do [ -s "$out/metrics.jsonl" ] && break; sleep 0.1; done
-sleep 0.5
-victim=$(pgrep -f "$BP train .*--out $out" | tail -n 1)
-[ -n "$victim" ] || fail "no rank process found"
-kill -TERM "$victim"
+term_rank "$out" 0.5
 rc=0
 wait "$launcher" || rc=$?
 [ "$rc" -eq 3 ] || fail "exit code $rc after SIGTERM, expected 3: $(cat "$WORK/sig.out")"
