@@ -51,7 +51,7 @@ static window choose_window(const bp_tracelog *t) {
 static void put_box(FILE *f, FILE *labels, const bp_span *s, const window *w) {
     double x0 = (s->ts - w->t0) * 1e-3, x1 = (s->ts + s->dur - w->t0) * 1e-3;
     double y0 = s->pid - 0.3, y1 = s->pid + 0.3;
-    unsigned color = 0x9a9a9a;
+    unsigned color = 0xb0b0b0;
     if (s->kind == BP_SPAN_PP_WAIT) y0 = s->pid - 0.06, y1 = s->pid + 0.06;
     if (s->kind == BP_SPAN_COLLECTIVE) y0 = s->pid + 0.33, y1 = s->pid + 0.42, color = 0x1f3f8f;
     if (s->kind <= BP_SPAN_BACKWARD) {
@@ -90,33 +90,47 @@ static int write_data(report *r, int i, const bp_tracelog *t, const window *w, b
     return rc ? rc : rc2;
 }
 
+/* The legend, drawn in the bottom margin at fixed places (gnuplot's own key
+ * misjudges the width of the PNG's text and cuts entries off). */
+static void legend(FILE *f) {
+    static const struct {
+        const char *color, *text;
+    } items[] = {{"#b9cbdd", "forward (light)"},
+                 {"#4e79a7", "backward (dark)"},
+                 {"#b0b0b0", "waiting for another stage"},
+                 {"#1f3f8f", "collective"}};
+    for (int k = 0; k < 4; k++) {
+        double x = 0.12 + 0.2 * k;
+        fprintf(f, "set object %d rect from screen %.2f,0.02 to screen %.3f,0.045 fc rgb '%s' "
+                   "fs solid noborder\nset label %d '%s' at screen %.3f,0.033 left\n",
+                k + 1, x, x + 0.025, items[k].color, k + 1, items[k].text, x + 0.032);
+    }
+}
+
 static void write_script(report *r, int i, FILE *f, const bp_tracelog *t, const window *w) {
     char name[64];
     snprintf(name, sizeof name, "timeline_run%d", i + 1);
-    report_gp_begin(f, name, 1200, 160 + 70 * t->n_procs);
+    report_gp_begin(f, name, 1200, 220 + 70 * t->n_procs);
     fprintf(f, "set title '");
     report_gp_quote(f, r->runs[i].label);
     fprintf(f, ": pipeline timeline of steps %lld-%lld'\n", (long long)w->first,
             (long long)w->last);
-    fprintf(f, "set xlabel 'time since the first forward shown (ms)'\nset xrange [0:%.4f]\n"
+    fprintf(f, "set xlabel 'time since the first forward shown (ms); boxes coloured and labelled "
+               "by %s'\nset xrange [0:%.4f]\n"
                "set yrange [%d.6:-0.6]\nset ytics (",
-            (w->t1 - w->t0) * 1e-3, t->n_procs - 1);
+            w->pipelines > 1 ? "micro-batch/pipeline" : "micro-batch", (w->t1 - w->t0) * 1e-3,
+            t->n_procs - 1);
     for (int p = 0; p < t->n_procs; p++) {
         fprintf(f, "%s'", p ? ", " : "");
         report_gp_quote(f, t->proc_name[p]);
         fprintf(f, "' %d", p);
     }
-    fprintf(f, ")\nset grid noytics\nset key outside bottom center horizontal\n"
-               "set style fill solid 1.0 noborder\nplot \\\n"
-               "  'run%d_timeline.dat' using 1:2:3:4:5:6:7 with boxxyerror lc rgb variable \\\n"
-               "    notitle, \\\n"
-               "  'run%d_timeline_labels.dat' using 1:2:3 with labels font ',9' notitle, \\\n"
-               "  keyentry with boxes lc rgb '#b9cbdd' title 'forward (light)', \\\n"
-               "  keyentry with boxes lc rgb '#4e79a7' \\\n"
-               "    title 'backward (dark); colour, label: %s', \\\n"
-               "  keyentry with boxes lc rgb '#9a9a9a' title 'waiting for another stage', \\\n"
-               "  keyentry with boxes lc rgb '#1f3f8f' title 'collective'\n",
-            i + 1, i + 1, w->pipelines > 1 ? "micro-batch/pipeline" : "micro-batch");
+    fprintf(f, ")\nset grid noytics\nunset key\nset bmargin 6\n");
+    legend(f);
+    fprintf(f, "set style fill solid 1.0 noborder\nplot \\\n"
+               "  'run%d_timeline.dat' using 1:2:3:4:5:6:7 with boxxyerror lc rgb variable, \\\n"
+               "  'run%d_timeline_labels.dat' using 1:2:3 with labels font ',9'\n",
+            i + 1, i + 1);
     report_gp_end(f);
 }
 
