@@ -109,10 +109,45 @@ static void test_threads_and_args(void **state) {
     bp_trace_destroy(t);
 }
 
+/* Threads recording at once (as the communication threads do beside the main
+ * thread) while another formats: every event is kept or counted as dropped. */
+enum { WRITERS = 4, EACH = 3000, RING = 1000 };
+
+static void *writer(void *arg) {
+    bp_trace *t = arg;
+    for (int i = 0; i < EACH; i++) bp_trace_span(t, "compute", "work", bp_now());
+    return NULL;
+}
+
+static void test_concurrent_appends(void **state) {
+    (void)state;
+    bp_trace *t;
+    assert_int_equal(bp_trace_create(RING, &t, NULL), BP_OK);
+    pthread_t th[WRITERS];
+    for (int i = 0; i < WRITERS; i++) assert_int_equal(pthread_create(&th[i], NULL, writer, t), 0);
+    char *text;
+    size_t n;
+    assert_int_equal(bp_trace_format(t, 0, "rank 0", &text, &n, NULL), BP_OK);
+    free(text);
+    for (int i = 0; i < WRITERS; i++) pthread_join(th[i], NULL);
+    assert_int_equal(bp_trace_dropped(t), WRITERS * EACH - RING);
+    bp_json j;
+    char *doc;
+    parse(t, "rank 0", &j, &doc);
+    int x = 0;
+    for (int e = j.nodes[0].child; e >= 0; e = j.nodes[e].next)
+        x += bp_json_str_eq(&j, bp_json_get(&j, e, "ph"), "X");
+    assert_int_equal(x, RING);
+    bp_json_free(&j);
+    free(doc);
+    bp_trace_destroy(t);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_ring_keeps_newest),
         cmocka_unit_test(test_threads_and_args),
+        cmocka_unit_test(test_concurrent_appends),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
