@@ -48,22 +48,32 @@ static int common_origin(trainer *t, bp_err *err) {
     return BP_OK;
 }
 
+/* Rank 0 makes the folder of the trace file, so that a bad path fails now. */
+static int make_folder(const char *path, bp_err *err) {
+    char dir[BP_PATH_MAX];
+    snprintf(dir, sizeof dir, "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (!slash || slash == dir) return BP_OK;
+    *slash = '\0';
+    return bp_mkdir_p(dir, err) ? bp_err_context(err, "option --trace") : BP_OK;
+}
+
+/* The trace exists on every rank or on none: the ranks agree before using it. */
 int trainer_trace_start(trainer *t, bp_err *err) {
     const bp_train_config *c = t->cfg;
     if (!c->trace[0]) return BP_OK;
     int rc = bp_trace_create((size_t)c->trace_events, &t->trace, err);
-    if (rc) return rc;
+    if (rc == BP_OK && t->rank == 0) rc = make_folder(c->trace, err);
+    float bad = rc ? 1.0f : 0.0f;
+    int mrc = t->size > 1 ? bp_allreduce_sum(t->meta, &bad, 1) : BP_OK;
+    if (mrc || bad) {
+        bp_trace_destroy(t->trace);
+        t->trace = NULL;
+        return rc ? rc : mrc ? trainer_meta_fail(t, mrc, err) : BP_OK; /* agree() tells */
+    }
     bp_comm *groups[] = {t->grid.dp_comm, t->grid.pp_comm, t->grid.tp_comm, t->grid.embed_comm};
     for (size_t i = 0; i < sizeof groups / sizeof groups[0]; i++)
         if (groups[i]) bp_comm_set_trace(groups[i], t->trace);
-    if (t->rank == 0) {
-        char dir[BP_PATH_MAX];
-        snprintf(dir, sizeof dir, "%s", c->trace);
-        char *slash = strrchr(dir, '/');
-        if (slash && slash != dir) *slash = '\0';
-        if (slash && slash != dir && (rc = bp_mkdir_p(dir, err)))
-            return bp_err_context(err, "option --trace");
-    }
     return common_origin(t, err);
 }
 
