@@ -10,6 +10,7 @@
 
 #include "bagpipe/comm.h"
 #include "bagpipe/status.h"
+#include "cli/report.h"
 #include "core/log.h"
 #include "core/options.h"
 #include "train/config.h"
@@ -29,6 +30,7 @@ static void usage(FILE *f) {
             "  train    train a model (gpt on text, mlp on Fashion-MNIST)\n"
             "  sample   generate text from a trained gpt checkpoint\n"
             "  tune     choose pipelines, micro-batches and schedule for a pipeline run\n"
+            "  report   plots of finished runs (loss, communication, stages, timeline)\n"
             "\n"
             "Run 'bagpipe <command> --help' for the options of a command.\n"
             "Exit codes: 0 success, 2 usage or configuration error, 1 runtime failure.\n",
@@ -176,6 +178,8 @@ int main(int argc, char **argv) {
     if (strcmp(cmd, "train") == 0) return cmd_train(argc - 2, argv + 2);
     if (strcmp(cmd, "sample") == 0) return cmd_sample(argc - 2, argv + 2);
     if (strcmp(cmd, "tune") == 0) return cmd_tune(argc - 2, argv + 2, argv[0]);
-    bp_log_error("unknown command '%s' (commands: train, sample, tune; see bagpipe --help)", cmd);
+    if (strcmp(cmd, "report") == 0) return report_main(argc - 2, argv + 2);
+    bp_log_error("unknown command '%s' (commands: train, sample, tune, report; see bagpipe --help)",
+                 cmd);
     return 2;
 }

@@ -8,6 +8,7 @@
 #include "core/buf.h"
 #include "core/finite.h"
 #include "core/timer.h"
+#include "core/trace.h"
 
 struct bp_dp {
     bp_dp_config cfg;
@@ -123,6 +124,7 @@ static int run_bucket(void *ctx, const bp_bucket *b, bp_err *err) {
     bp_dp *dp = ctx;
     float *g = bp_model_grads(dp->model) + b->offset;
     int rc;
+    bp_trace_thread(bp_comm_trace(dp->comm), "dp communication");
     scrub_nonfinite(dp, b);
     if (dp->cfg.algo == BP_DP_BYTEGRAD)
         rc = bp_allreduce_avg_lp(dp->comm, g, b->len, dp->minmax);
@@ -286,6 +288,7 @@ int bp_dp_backward_end(bp_dp *dp, bp_err *err) {
     double t0 = bp_now();
     int rc = bp_bucketer_finish(&dp->bk, err);
     dp->exposed_s += bp_now() - t0;
+    bp_trace_span(bp_comm_trace(dp->comm), "comm", "wait dp buckets", t0);
     return rc;
 }
 
@@ -361,11 +364,13 @@ int bp_dp_step(bp_dp *dp, double lr, bp_err *err) {
     double t0 = bp_now();
     if (dp->cfg.algo == BP_DP_QADAM && !qadam_warm(dp)) {
         rc = qadam_step(dp, lr, err);
+        bp_trace_span(bp_comm_trace(dp->comm), "compute", "optimizer", t0);
         dp->step++;
     } else {
         for (int j = 0; j < dp->n_replicas; j++)
             bp_optim_step(&dp->optims[j], bp_model_params(dp->models[j]),
                           bp_model_grads(dp->models[j]), lr);
+        bp_trace_span(bp_comm_trace(dp->comm), "compute", "optimizer", t0);
         dp->step++;
         t0 = bp_now();
         bool mixes = bp_comm_size(dp->comm) > 1 || dp->cfg.algo == BP_DP_AVGPIPE;

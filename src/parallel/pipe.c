@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "compress/traced.h"
 #include "core/buf.h"
 #include "core/timer.h"
 
@@ -193,6 +194,7 @@ static int forward(bp_pipe *p, const bp_batch *b, int micro, double *loss, bp_er
     rc = bp_model_forward(p->models[micro % p->N], sl->acts, b, p->s > 0 ? p->x_in : NULL, loss,
                           err);
     p->stats.busy_s += bp_now() - t0;
+    bp_trace_micro(bp_comm_trace(p->pp), "forward", t0, micro / p->N, micro % p->N);
     if (rc == BP_OK && p->s < p->S - 1) {
         size_t out_n = p->out_n / ((size_t)p->micro_B * p->T) * rows;
         if ((rc = bp_isend(p->pp, bp_acts_output(sl->acts), out_n, p->s + 1, TAG_ACT, &sl->fwd_req)))
@@ -210,7 +212,7 @@ static int receive_dy(bp_pipe *p, int b, bp_err *err) {
     }
     int rc = timed_recv(p, p->wire_in, p->dec_n, p->s + 1, TAG_GRAD);
     if (rc) return comm_fail(p, rc, err);
-    return bp_codec_decode(p->dec, p->wire_in, p->out_n, p->dy, err);
+    return bp_codec_decode_traced(p->dec, p->wire_in, p->out_n, p->dy, bp_comm_trace(p->pp), err);
 }
 
 /* Send the gradient of this stage's input backward, compressed when the rule says. */
@@ -224,7 +226,7 @@ static int send_dx(bp_pipe *p, slot *sl, int micro, int b, bp_err *err) {
     bp_codec *enc = p->enc[micro % p->N];
     if (!p->cb.lep) bp_powersgd_clear_error(enc);
     p->stats.cb_compressed++;
-    rc = bp_codec_encode(enc, sl->dx, p->in_n, sl->wire, err);
+    rc = bp_codec_encode_traced(enc, sl->dx, p->in_n, sl->wire, bp_comm_trace(p->pp), err);
     if (rc) return bp_err_context(err, "stage %d: compressing a gradient", p->s);
     rc = bp_isend(p->pp, sl->wire, p->enc_n, p->s - 1, TAG_GRAD, &sl->bwd_req);
     return rc ? comm_fail(p, rc, err) : BP_OK;
@@ -241,6 +243,7 @@ static int backward(bp_pipe *p, const bp_batch *b, int micro, bp_err *err) {
     rc = bp_model_backward(p->models[micro % p->N], sl->acts, b, p->s < p->S - 1 ? p->dy : NULL,
                            p->s > 0 ? sl->dx : NULL, (bp_real)(1.0 / p->M), err);
     p->stats.busy_s += bp_now() - t0;
+    bp_trace_micro(bp_comm_trace(p->pp), "backward", t0, micro / p->N, micro % p->N);
     sl->micro = -1;
     p->in_use--;
     return rc == BP_OK && p->s > 0 ? send_dx(p, sl, micro, k, err) : rc;

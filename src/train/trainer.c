@@ -187,6 +187,7 @@ static int setup(trainer *t, bp_err *err) {
                         c->fused_embedding != 0, &t->grid, err);
     t->tp = (bp_tp){.rank = t->grid.t, .size = t->grid.tp, .allreduce_sum = tp_allreduce,
                     .ctx = t->grid.tp_comm};
+    if (rc == BP_OK) rc = agree(t, trainer_trace_start(t, err), err);
     if (rc == BP_OK) rc = agree(t, setup_data(t, err), err);
     if (rc == BP_OK) rc = agree(t, choose_partition(t, &mc, err), err);
     if (rc == BP_OK) rc = agree(t, setup_stage(t, &mc, err), err);
@@ -212,6 +213,7 @@ static void teardown(trainer *t) {
     bp_task_free(&t->task);
     bp_grid_destroy(&t->grid);
     bp_comm_free(t->meta);
+    bp_trace_destroy(t->trace);
     free(t->first);
     free(t->micro);
     free(t->step_ms);
@@ -384,6 +386,7 @@ static void fill_record(trainer *t, bp_step_record *r, double t0, double loss) {
 static int train_step(trainer *t, bp_step_record *r, bp_err *err) {
     inject_process_fault(t);
     double t0 = bp_now(), loss;
+    bp_trace_set_step(t->trace, t->step + 1);
     for (int j = 0; j < t->n_rep; j++) bp_model_zero_grad(t->models[j]);
     bp_dp_step_begin(t->dp);
     next_micro_batches(t);
@@ -406,6 +409,7 @@ static int train_step(trainer *t, bp_step_record *r, bp_err *err) {
         if (rc == BP_OK) rc = bp_dp_step(t->dp, r->lr, err);
         if (rc) return rc;
     }
+    bp_trace_span(t->trace, "step", "step", t0);
     t->step++;
     fill_record(t, r, t0, skip ? NAN : loss);
     return BP_OK;
@@ -549,6 +553,7 @@ int bp_train_run(const bp_train_config *cfg, bp_comm *world, const volatile sig_
     if (rc == BP_OK) rc = bp_dp_finish(t.dp, err);
     bp_progress_finish(&t.progress);
     if (rc == BP_OK) rc = summary(&t, err);
+    rc = trainer_trace_write(&t, rc, err);
     res->steps = t.step;
     /* After a failure with several ranks, others may be inside collectives that
      * will never finish: leave everything as it is for the caller to abort the job. */
