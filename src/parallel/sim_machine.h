@@ -37,6 +37,7 @@ typedef struct bp_sim_profile {
     int n_blocks;
     double *fwd_s, *bwd_s; /* [n_blocks]: one micro-batch, wall time under the load */
     double slowdown;       /* wall over CPU time while measuring (the load) */
+    double wake_s;         /* a thread that waited for another runs again this long after */
     double optim_s;        /* zeroing, sum of squares and optimizer step, per parameter */
     double mm_enc_Bps, mm_dec_Bps; /* MinMaxUInt8 encode and decode, float bytes/s */
     double psgd_flops;     /* PowerSGD's matrix products, FLOP/s */
@@ -74,7 +75,7 @@ double bp_sim_vec_s(const bp_sim_machine *m, size_t n);
 bp_sim_link bp_sim_group_link(const bp_sim_machine *m, int first, int stride, int size, int world);
 
 /* Seconds of a ring allreduce of n floats over `ranks` on link l, with the
- * additions of the reduce-scatter. */
+ * additions of the reduce-scatter; the link's wake-up delay once. */
 double bp_sim_ring_allreduce_s(const bp_sim_machine *m, const bp_sim_link *l, int ranks, size_t n);
 
 #endif

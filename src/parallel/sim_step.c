@@ -59,7 +59,7 @@ static double lp_allreduce_s(const ctx *c, const bp_sim_link *l, int p, size_t n
     *bytes += 2.0 * (p - 1) * (double)wire;
     return bp_sim_minmax_s(m, n, true) + burst_s(l, p - 1, wire) +
            bp_sim_minmax_s(m, part * (size_t)p, false) + bp_sim_vec_s(m, n) +
-           bp_sim_minmax_s(m, part, true) + (p - 1) * (bp_sim_message_s(l, wire) + l->wake_s) +
+           bp_sim_minmax_s(m, part, true) + (p - 1) * bp_sim_message_s(l, wire) + l->wake_s +
            bp_sim_minmax_s(m, n, false);
 }
 

@@ -33,7 +33,8 @@ static const bp_option simulate_options[] = {
     {"msg-us", BP_OPT_DOUBLE, OFF(msg_us), 0, NULL, 0, 1e9, "US",
      "a message between ranks on this machine (no --net, --intra or --inter): fixed cost", NULL},
     {"wake-ms", BP_OPT_DOUBLE, OFF(wake_ms), 0, NULL, 0, 1e6, "MS",
-     "a rank that waited for a message runs again this long after it arrived", NULL},
+     "a rank that waited for a message runs again this long after it arrived",
+     "the profile's (measured), 0 without one"},
     {"load", BP_OPT_DOUBLE, OFF(load), 0, NULL, 1, 1e6, "X",
      "with a profile: computation X times slower than its CPU time instead of as measured",
      "measured"},
@@ -63,6 +64,7 @@ void bp_simulate_config_defaults(bp_simulate_config *c) {
     c->efficiency = 0.5;
     c->msg_us = 10; /* as tune: shared memory plus comm/'s bookkeeping */
     c->busy_threads = -1;
+    c->wake_ms = -1;
 }
 
 static int check_net(const char *spec, const char *option, bp_err *err) {
@@ -105,8 +107,10 @@ int bp_simulate_config_finalize(bp_simulate_config *c, bp_err *err) {
 
 /* ---- the machine -------------------------------------------------------------------- */
 
-static bp_sim_link level(const bp_simulate_config *c, const char *spec, double copy_Bps) {
-    bp_sim_link l = {.msg_s = c->msg_us * 1e-6, .copy_Bps = copy_Bps, .wake_s = c->wake_ms * 1e-3};
+static bp_sim_link level(const bp_simulate_config *c, const char *spec, double copy_Bps,
+                         double wake_s) {
+    bp_sim_link l = {.msg_s = c->msg_us * 1e-6, .copy_Bps = copy_Bps,
+                     .wake_s = c->wake_ms >= 0 ? c->wake_ms * 1e-3 : wake_s};
     bp_err ignored;
     (void)bp_net_parse(spec, &l.net, &ignored); /* checked by finalize */
     return l;
@@ -115,14 +119,14 @@ static bp_sim_link level(const bp_simulate_config *c, const char *spec, double c
 /* Links: --net on every link, as comm/ emulates it per process; else the levels;
  * what is not given is this machine's shared memory (a message is copied twice). */
 static void set_network(const bp_simulate_config *c, const bp_sim_profile *p, bp_sim_machine *m) {
-    double copy = p ? p->copy_Bps / 2 : 0;
+    double copy = p ? p->copy_Bps / 2 : 0, wake = p ? p->wake_s : 0;
     if (c->train.net[0]) {
-        m->intra = m->inter = level(c, c->train.net, copy);
+        m->intra = m->inter = level(c, c->train.net, copy, wake);
         m->ranks_per_node = 1;
         return;
     }
-    m->intra = level(c, c->intra, copy);
-    m->inter = level(c, c->inter[0] ? c->inter : c->intra, copy);
+    m->intra = level(c, c->intra, copy, wake);
+    m->inter = level(c, c->inter[0] ? c->inter : c->intra, copy, wake);
     m->ranks_per_node = c->ranks_per_node;
 }
 
