@@ -17,7 +17,11 @@ typedef struct stage_info {
     double fwd_s, bwd_s; /* one micro-batch, tp allreduces included */
     double tp_s;        /* one tp allreduce of the residual stream */
     double *blk_bwd_s;  /* [b1 - b0]: each block's backward, its tp allreduces included */
-    bp_sim_link dp_link;
+    bp_sim_link dp_link; /* the algorithm's: among all dp ranks, or (hierarchical)
+                          * among one leader per node */
+    int dp_p;            /* ranks the algorithm runs over */
+    int dp_m;            /* dp ranks of the group on one node (1: all on others) */
+    bp_sim_link dp_local; /* hierarchical: within the node, reduce and broadcast */
 } stage_info;
 
 typedef struct ctx {
@@ -50,14 +54,28 @@ static double burst_s(const bp_sim_link *l, int k, size_t bytes) {
 
 static size_t minmax_bytes(size_t n) { return n ? n + 2 * sizeof(float) : 0; }
 
-/* C_LP_S over p ranks of n floats: encode, all-to-all of the compressed chunks,
- * decode and average its own chunk, encode it, ring allgather, decode all. */
-static double lp_allreduce_s(const ctx *c, const bp_sim_link *l, int p, size_t n, double *bytes) {
+/* The all-to-all of C_LP_S: each rank posts p - 1 messages of `wire` bytes; with
+ * `here` of the p ranks on each node, the node's link carries here x (p - here)
+ * of them. */
+static double alltoall_s(const ctx *c, const bp_sim_link *l, int p, int here, size_t wire) {
+    double t = burst_s(l, p - 1, wire);
+    const bp_sim_link *node = &c->m->inter;
+    if (here > 1 && here < p && node->net.on)
+        t = fmax(t, (double)here * (p - here) * (double)wire * 8.0 / node->net.bw_bps +
+                        node->net.lat_s + node->wake_s);
+    return t;
+}
+
+/* C_LP_S over p ranks (here of them per node) of n floats: encode, all-to-all of
+ * the compressed chunks, decode and average its own chunk, encode it, ring
+ * allgather, decode all. */
+static double lp_allreduce_s(const ctx *c, const bp_sim_link *l, int p, int here, size_t n,
+                             double *bytes) {
     if (p <= 1) return 0;
     size_t part = (n + (size_t)p - 1) / (size_t)p, wire = minmax_bytes(part);
     const bp_sim_machine *m = c->m;
     *bytes += 2.0 * (p - 1) * (double)wire;
-    return bp_sim_minmax_s(m, n, true) + burst_s(l, p - 1, wire) +
+    return bp_sim_minmax_s(m, n, true) + alltoall_s(c, l, p, here, wire) +
            bp_sim_minmax_s(m, part * (size_t)p, false) + bp_sim_vec_s(m, n) +
            bp_sim_minmax_s(m, part, true) + (p - 1) * bp_sim_message_s(l, wire) + l->wake_s +
            bp_sim_minmax_s(m, n, false);
@@ -100,6 +118,33 @@ static double powersgd_s(const ctx *c, const bp_sim_link *l, int p, const bp_sim
 
 static int rank_of(const bp_sim_job *j, int d, int p, int t) { return p * j->dp * j->tp + d * j->tp + t; }
 
+/* Stage s's dp group: ranks first + d x tp. Hierarchical, across nodes: the
+ * algorithm runs among one leader per node, whose link the node's other dp
+ * groups (one per tp rank) share, after a reduction within the node. */
+static void dp_links(const ctx *c, int s, stage_info *si) {
+    const bp_sim_job *j = c->j;
+    const bp_sim_machine *m = c->m;
+    int first = rank_of(j, 0, s, 0), rpn = m->ranks_per_node;
+    si->dp_link = bp_sim_group_link(m, first, j->tp, j->dp, c->W);
+    si->dp_p = j->dp;
+    si->dp_m = 1;
+    for (int d = 1; rpn > 0 && d < j->dp; d++) si->dp_m += (first + d * j->tp) / rpn == first / rpn;
+    if (rpn <= 0) si->dp_m = j->dp;
+    if (!j->dpc.hierarchical || si->dp_m <= 1 || si->dp_m >= j->dp) return;
+    si->dp_local = bp_sim_group_link(m, first, j->tp, si->dp_m, c->W);
+    si->dp_p = j->dp / si->dp_m;
+    si->dp_link = m->inter;
+    int groups = (rpn < c->W ? rpn : c->W) / si->dp_m;
+    if (groups > 1 && si->dp_link.net.on) si->dp_link.net.bw_bps /= groups;
+    if (groups > 1 && si->dp_link.copy_Bps > 0) si->dp_link.copy_Bps /= groups;
+}
+
+/* Hierarchical: the reduction to the node's leader and the broadcast back, about
+ * one allreduce within the node. */
+static double local_s(const ctx *c, const stage_info *si, size_t n) {
+    return si->dp_p < c->j->dp ? bp_sim_ring_allreduce_s(c->m, &si->dp_local, si->dp_m, n) : 0;
+}
+
 static int stage_init(ctx *c, int s) {
     const bp_sim_job *j = c->j;
     const bp_model_config *mc = &j->mc;
@@ -124,7 +169,7 @@ static int stage_init(ctx *c, int s) {
         si->blk_bwd_s[b - si->b0] = bp_sim_block_s(c->m, mc, j->tp, b, j->micro_B, c->T, true) + tp;
         si->bwd_s += si->blk_bwd_s[b - si->b0];
     }
-    si->dp_link = bp_sim_group_link(c->m, rank_of(j, 0, s, 0), j->tp, j->dp, c->W);
+    dp_links(c, s, si);
     return BP_OK;
 }
 
@@ -201,11 +246,13 @@ static double buckets_end(const ctx *c, int s, bool warm, double start, double e
         for (int b = si->b1 - 1; b >= bk[i].min_block; b--) ready += si->blk_bwd_s[b - si->b0];
         if (!j->dpc.overlap) ready = end;
         t = fmax(t, ready);
-        if (k == B_ALLREDUCE) t += allreduce_s(c, &si->dp_link, j->dp, bk[i].len, bytes);
-        if (k == B_LP) t += lp_allreduce_s(c, &si->dp_link, j->dp, bk[i].len, bytes);
+        const bp_sim_link *l = &si->dp_link;
+        int p = si->dp_p, here = p < j->dp ? 1 : si->dp_m;
+        t += local_s(c, si, bk[i].len);
+        if (k == B_ALLREDUCE) t += allreduce_s(c, l, p, bk[i].len, bytes);
+        if (k == B_LP) t += lp_allreduce_s(c, l, p, here, bk[i].len, bytes);
         if (k == B_POWERSGD)
-            t += powersgd_s(c, &si->dp_link, j->dp, si->tens + bk[i].first_tensor, bk[i].n_tensors,
-                            rank, bytes);
+            t += powersgd_s(c, l, p, si->tens + bk[i].first_tensor, bk[i].n_tensors, rank, bytes);
     }
     free(bt), free(bk);
     return fmax(t, end);
@@ -218,7 +265,7 @@ static double mix_s(const ctx *c, int s, bool warm, double step_s, double *bytes
     const stage_info *si = &c->st[s];
     const bp_sim_link *l = &si->dp_link;
     size_t n = si->params;
-    int p = j->dp;
+    int p = si->dp_p, here = p < j->dp ? 1 : si->dp_m;
     double b = 0, t = 0, every = 1;
     if (j->avgpipe) { /* each replica pulled to the center, then the centers averaged */
         t = j->N * bp_sim_vec_s(m, 3 * n) + bp_sim_vec_s(m, n) + allreduce_s(c, l, p, n, &b);
@@ -245,7 +292,7 @@ static double mix_s(const ctx *c, int s, bool warm, double step_s, double *bytes
             every = (double)j->dpc.ea_period;
             break;
         case BP_DP_QADAM:
-            if (!warm) t = bp_sim_vec_s(m, n) + lp_allreduce_s(c, l, p, n, &b);
+            if (!warm) t = bp_sim_vec_s(m, n) + lp_allreduce_s(c, l, p, here, n, &b);
             break;
         case BP_DP_ASYNC: { /* its own thread: an allreduce every sync_ms */
             double round = j->dpc.sync_ms * 1e-3 + bp_sim_ring_allreduce_s(m, l, p, n + 1);
@@ -256,6 +303,7 @@ static double mix_s(const ctx *c, int s, bool warm, double step_s, double *bytes
         default: break;
         }
     }
+    if (t > 0) t += local_s(c, si, n);
     *bytes += b / every;
     return t / every;
 }

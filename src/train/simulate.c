@@ -86,8 +86,6 @@ static int check_own(const bp_simulate_config *c, bp_err *err) {
         return bp_fail(err, BP_EUSAGE,
                        "option --net: emulates one network for every link; give it or "
                        "--intra/--inter, not both");
-    if (c->train.hierarchical)
-        return bp_fail(err, BP_EUSAGE, "option --hierarchical: not simulated");
     int rc = check_net(c->train.net, "net", err);
     if (rc == BP_OK) rc = check_net(c->intra, "intra", err);
     if (rc == BP_OK) rc = check_net(c->inter, "inter", err);

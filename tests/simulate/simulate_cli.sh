@@ -70,7 +70,6 @@ bad "option --profile: .*text.json is not JSON" "${TINY[@]}" --profile "$WORK/te
 bad "option --net: emulates one network for every link" "${TINY[@]}" --device-flops 1 --device-bw 1 \
   --net bw=1Gbit --intra bw=1Gbit
 bad "option --intra: net: bad bw 'fast'" "${TINY[@]}" --device-flops 1 --device-bw 1 --intra bw=fast
-bad "option --hierarchical: not simulated" "${TINY[@]}" --device-flops 1 --device-bw 1 --dp 2 --hierarchical
 bad "option --model: simulate models gpt only" --model mlp --device-flops 1 --device-bw 1
 bad "option --dp-algo: lp-decentralized needs a ring of at least 3" "${TINY[@]}" --device-flops 1 \
   --device-bw 1 --dp 2 --dp-algo lp-decentralized

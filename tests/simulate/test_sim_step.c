@@ -12,6 +12,8 @@
  *    a header per chunk).
  *  - gpipe on equal stages with free messages idles (S-1)/(M+S-1) of the time.
  *  - Each transformer block's 4 tp allreduces are rank 0's exposed tp time.
+ *  - Hierarchical: a reduction within the node plus a ring among the node leaders;
+ *    flat over two nodes, a ring that waits on the slow link.
  *  - More bandwidth is never slower, for every algorithm, grid and schedule. */
 #include <math.h>
 #include <setjmp.h>
@@ -216,6 +218,28 @@ static void test_tp_allreduces(void **state) {
     assert_near(r.compute_s, r.exposed_s[BP_SIM_TP], 1e-6);
 }
 
+/* Hierarchical over 2 nodes of 4: one bucket is an allreduce within the node
+ * (standing for the reduction to the leader and the broadcast back) plus the
+ * ring among the 2 leaders on the link between nodes. */
+static void test_hierarchical_closed_form(void **state) {
+    (void)state;
+    const double bw_in = 1e11, lat_in = 1e-6, bw_out = 1e9, lat_out = 1e-4;
+    bp_model_config mc = gpt(2, 64, 4, 16, 64);
+    job_parts p;
+    make_job(&p, mc, 8, 1, 1, 1);
+    p.j.dpc.hierarchical = true;
+    bp_sim_machine m = fast_machine(bw_in, lat_in);
+    m.inter.net = (bp_net){.on = true, .bw_bps = bw_out, .lat_s = lat_out};
+    m.ranks_per_node = 4;
+    double bytes = (double)bp_sim_gpt_params(&mc, 1, 0, 4) * sizeof(float);
+    double local = 2.0 * 3 / 4 * bytes * 8 / bw_in + 2.0 * 3 * lat_in;
+    double leaders = 2.0 * 1 / 2 * bytes * 8 / bw_out + 2.0 * lat_out;
+    assert_near(simulate(&p.j, &m).exposed_s[BP_SIM_DP], local + leaders, 1e-9);
+    p.j.dpc.hierarchical = false; /* a flat ring waits on the slow link at every exchange */
+    double flat = 2.0 * 7 / 8 * bytes * 8 / bw_out + 2.0 * 7 * lat_out;
+    assert_near(simulate(&p.j, &m).exposed_s[BP_SIM_DP], flat, 1e-9);
+}
+
 static void test_more_bandwidth_never_slower(void **state) {
     (void)state;
     const int algos[] = {BP_DP_ALLREDUCE, BP_DP_BYTEGRAD,        BP_DP_QADAM,
@@ -232,6 +256,7 @@ static void test_more_bandwidth_never_slower(void **state) {
                     p.j.dpc.bucket_mb = 0.25;
                     p.j.sched = (bp_schedule){scheds[k], 1};
                     p.j.cb_rank = pp > 1 ? 2 : 0;
+                    p.j.dpc.hierarchical = k == 2; /* afp runs hierarchical dp */
                     double last = INFINITY;
                     for (double bw = 1e7; bw <= 1e12; bw *= 3.7) {
                         bp_sim_machine m = fast_machine(bw, 1e-4);
@@ -254,6 +279,7 @@ int main(void) {
         cmocka_unit_test(test_bytegrad_sends_a_quarter),
         cmocka_unit_test(test_gpipe_bubble),
         cmocka_unit_test(test_tp_allreduces),
+        cmocka_unit_test(test_hierarchical_closed_form),
         cmocka_unit_test(test_more_bandwidth_never_slower),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
