@@ -16,6 +16,7 @@
 #include "parallel/partition.h"
 
 enum { RUNS = 5, MAX_BUSY = 64, VEC = 1 << 20, PSGD_ROWS = 512, PSGD_RANK = 4 };
+#define MEASURE_S 3.0
 
 /* Threads that compute like the job's other ranks while the blocks are timed. */
 typedef struct busy {
@@ -126,11 +127,13 @@ static int time_wake(const bp_model_config *mc, int pp, int micro_B, double *wak
     return rc;
 }
 
-/* Each block's forward and backward: CPU time times the slowdown. */
+/* Each block's forward and backward: CPU time times the slowdown, over rounds of
+ * every block until MEASURE_S have passed: the load of a shared machine changes
+ * from one second to the next, and a training run lasts many. */
 static int time_blocks(const bp_simulate_config *c, const bp_model_config *mc, int micro_B,
                        bp_sim_profile *p, bp_err *err) {
     const bp_train_config *t = &c->train;
-    int W = t->dp * t->pp * t->tp, n = mc->n_layer + 2;
+    int W = t->dp * t->pp * t->tp, n = mc->n_layer + 2, rounds = 0;
     bp_block_profile *bp = calloc((size_t)n, sizeof *bp);
     p->fwd_s = calloc((size_t)n, sizeof(double));
     p->bwd_s = calloc((size_t)n, sizeof(double));
@@ -139,21 +142,27 @@ static int time_blocks(const bp_simulate_config *c, const bp_model_config *mc, i
         return bp_fail(err, BP_ENOMEM, "out of memory");
     }
     busy b;
-    int rc = busy_start(&b, c->busy_threads >= 0 ? c->busy_threads : W - 1, mc, t->pp, micro_B, err);
-    if (rc == BP_OK) rc = bp_profile_blocks_split(mc, micro_B, mc->seq_len, bp, err);
-    if (rc == BP_OK) busy_stop(&b);
     int others = c->busy_threads >= 0 ? c->busy_threads : W - 1;
+    int rc = busy_start(&b, others, mc, t->pp, micro_B, err);
+    double wall = 0, cpu = 0, t0 = bp_now();
+    while (rc == BP_OK && (rounds == 0 || bp_now() - t0 < MEASURE_S)) {
+        rc = bp_profile_blocks_split(mc, micro_B, mc->seq_len, bp, err);
+        for (int i = 0; rc == BP_OK && i < n; i++) {
+            wall += bp[i].wall_s, cpu += bp[i].cpu_s;
+            p->fwd_s[i] += bp[i].fwd_cpu_s, p->bwd_s[i] += bp[i].bwd_cpu_s;
+        }
+        rounds++;
+    }
+    if (rc == BP_OK) busy_stop(&b);
+    p->slowdown = c->load >= 1 ? c->load : cpu > 0 && wall > cpu ? wall / cpu : 1.0;
+    for (int i = 0; rc == BP_OK && i < n; i++) {
+        p->fwd_s[i] *= p->slowdown / rounds;
+        p->bwd_s[i] *= p->slowdown / rounds;
+    }
     if (rc == BP_OK && W > 1)
         rc = busy_start(&b, others > 0 ? others - 1 : 0, mc, t->pp, micro_B, err);
     if (rc == BP_OK && W > 1) rc = time_wake(mc, t->pp, micro_B, &p->wake_s, err);
     if (rc == BP_OK && W > 1) busy_stop(&b);
-    double wall = 0, cpu = 0;
-    for (int i = 0; rc == BP_OK && i < n; i++) wall += bp[i].wall_s, cpu += bp[i].cpu_s;
-    p->slowdown = c->load >= 1 ? c->load : cpu > 0 && wall > cpu ? wall / cpu : 1.0;
-    for (int i = 0; rc == BP_OK && i < n; i++) {
-        p->fwd_s[i] = bp[i].fwd_cpu_s * p->slowdown;
-        p->bwd_s[i] = bp[i].bwd_cpu_s * p->slowdown;
-    }
     p->n_blocks = n;
     free(bp);
     return rc;
