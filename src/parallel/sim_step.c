@@ -140,9 +140,14 @@ static void dp_links(const ctx *c, int s, stage_info *si) {
 }
 
 /* Hierarchical: the reduction to the node's leader and the broadcast back, about
- * one allreduce within the node. */
-static double local_s(const ctx *c, const stage_info *si, size_t n) {
-    return si->dp_p < c->j->dp ? bp_sim_ring_allreduce_s(c->m, &si->dp_local, si->dp_m, n) : 0;
+ * one allreduce within the node. *bytes, counted per rank as the mean over the
+ * node's ranks, gets that and takes the leader's share of `leader_bytes` (what the
+ * algorithm among the leaders sent). */
+static double local_s(const ctx *c, const stage_info *si, size_t n, double leader_bytes,
+                      double *bytes) {
+    if (si->dp_p == c->j->dp) return 0;
+    *bytes += ring_bytes(si->dp_m, n) - leader_bytes * (1.0 - 1.0 / si->dp_m);
+    return bp_sim_ring_allreduce_s(c->m, &si->dp_local, si->dp_m, n);
 }
 
 static int stage_init(ctx *c, int s) {
@@ -248,11 +253,13 @@ static double buckets_end(const ctx *c, int s, bool warm, double start, double e
         t = fmax(t, ready);
         const bp_sim_link *l = &si->dp_link;
         int p = si->dp_p, here = p < j->dp ? 1 : si->dp_m;
-        t += local_s(c, si, bk[i].len);
-        if (k == B_ALLREDUCE) t += allreduce_s(c, l, p, bk[i].len, bytes);
-        if (k == B_LP) t += lp_allreduce_s(c, l, p, here, bk[i].len, bytes);
+        double b = 0;
+        if (k == B_ALLREDUCE) t += allreduce_s(c, l, p, bk[i].len, &b);
+        if (k == B_LP) t += lp_allreduce_s(c, l, p, here, bk[i].len, &b);
         if (k == B_POWERSGD)
-            t += powersgd_s(c, l, p, si->tens + bk[i].first_tensor, bk[i].n_tensors, rank, bytes);
+            t += powersgd_s(c, l, p, si->tens + bk[i].first_tensor, bk[i].n_tensors, rank, &b);
+        t += local_s(c, si, bk[i].len, b, &b);
+        *bytes += b;
     }
     free(bt), free(bk);
     return fmax(t, end);
@@ -303,7 +310,7 @@ static double mix_s(const ctx *c, int s, bool warm, double step_s, double *bytes
         default: break;
         }
     }
-    if (t > 0) t += local_s(c, si, n);
+    if (t > 0) t += local_s(c, si, n, b, &b);
     *bytes += b / every;
     return t / every;
 }

@@ -63,7 +63,8 @@ typedef struct bp_sim_step_result {
     double compute_s;               /* rank 0's forward and backward */
     double exposed_s[BP_SIM_AXES];  /* rank 0's time waiting on each axis */
     double bytes[BP_SIM_AXES];      /* per step sent on each axis by all ranks ... */
-    double max_bytes[BP_SIM_AXES];  /* ... and by the rank that sends most */
+    double max_bytes[BP_SIM_AXES];  /* ... and by the rank that sends most (hierarchical
+                                     * dp: the mean over a node's ranks) */
     double peak_bytes;              /* the largest rank's memory */
     double bubble;                  /* idle share of the stages in the pipeline */
 } bp_sim_step_result;
