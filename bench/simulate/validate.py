@@ -5,8 +5,10 @@ Per configuration: profile the machine now with `bagpipe simulate --measure` (th
 job's other ranks stood for by busy threads), predict with that profile, then train
 the same configuration for STEPS steps under scripts/mpirun.sh and take the mean
 step time of steps 2.. (step 1 pays the caches' and MPI's warm-up). Prints
-predicted / measured / ratio and the machine's load (the 1-minute load average of
-/proc/loadavg, before and after the run), and the largest error.
+predicted / measured / ratio, the drift (rank 0's measured computation over the
+predicted one: how much the load moved between profile and run) and the machine's
+load (the 1-minute load average of /proc/loadavg, before and after the run), and the
+largest error.
 
 Options: --only NAME,NAME (rerun some rows), --steps N, --out DIR, --json FILE.
 Environment: BAGPIPE (build/bagpipe).
@@ -79,6 +81,7 @@ def run(name, w, opts, steps, out):
     if sim.returncode:
         sys.exit(f"{name}: simulate failed: {sim.stderr}")
     pred = value(sim.stdout, "step_ms")
+    pred_compute = value(sim.stdout, "compute_ms")
     rundir = os.path.join(out, name.replace(" ", "_"))
     train = subprocess.run([MPIRUN, "-np", str(w), BP, "train"] + common +
                            ["--eval-every", "0", "--progress", "none", "--out", rundir,
@@ -86,15 +89,19 @@ def run(name, w, opts, steps, out):
     if train.returncode:
         sys.exit(f"{name}: train failed: {train.stderr[-2000:]}")
     after = load1()
-    ms = []
+    ms, compute = [], []
     with open(os.path.join(rundir, "metrics.jsonl")) as f:
         for line in f:
             r = json.loads(line)
             if r.get("type") == "step" and r["step"] >= 2:
                 ms.append(r["step_ms"])
+                compute.append(r["compute_ms"])
     meas = sum(ms) / len(ms)
+    # Rank 0's computation, measured and predicted: their ratio is how far the load
+    # moved between the profile and the run (drift), apart from communication.
+    drift = (sum(compute) / len(compute)) / pred_compute
     return {"name": name, "ranks": w, "pred_ms": pred, "meas_ms": meas, "ratio": meas / pred,
-            "load_before": before, "load_after": after, "options": common}
+            "drift": drift, "load_before": before, "load_after": after, "options": common}
 
 
 def main():
@@ -108,13 +115,13 @@ def main():
     only = [s for s in a.only.split(",") if s]
     rows = [r for r in configs() if not only or r[0] in only]
     print(f"{'configuration':30s} {'W':>2s} {'pred_ms':>8s} {'meas_ms':>8s} {'ratio':>6s} "
-          f"{'load':>9s}", flush=True)
+          f"{'drift':>6s} {'load':>9s}", flush=True)
     results = []
     for name, w, opts in rows:
         r = run(name, w, opts, a.steps, a.out)
         results.append(r)
         print(f"{name:30s} {w:2d} {r['pred_ms']:8.2f} {r['meas_ms']:8.2f} {r['ratio']:6.3f} "
-              f"{r['load_before']:4.2f}/{r['load_after']:4.2f}", flush=True)
+              f"{r['drift']:6.3f} {r['load_before']:4.2f}/{r['load_after']:4.2f}", flush=True)
     worst = max(results, key=lambda r: abs(r["ratio"] - 1))
     print(f"largest |measured / predicted - 1|: {abs(worst['ratio'] - 1):.3f} ({worst['name']})")
     if a.json:
