@@ -171,7 +171,11 @@ static int setup_comm(trainer *t, bp_err *err) {
     if (rc == BP_OK && (rc = bp_comm_set_net(t->world, c->net)))
         return bp_fail(err, (bp_status)rc, "option --net: %s", bp_comm_errmsg(t->world));
     if (rc == BP_OK) rc = bp_comm_set_timeout(t->world, c->comm_timeout);
-    return rc ? bp_fail(err, (bp_status)rc, "%s", bp_comm_errmsg(t->world)) : BP_OK;
+    if (rc) return bp_fail(err, (bp_status)rc, "%s", bp_comm_errmsg(t->world));
+    /* The per-step agreement and logging run on meta, a world of its own: without
+     * its own watchdog, a peer lost behind a dead link hangs them for ever. */
+    rc = bp_comm_set_timeout(t->meta, c->comm_timeout);
+    return rc ? bp_fail(err, (bp_status)rc, "%s", bp_comm_errmsg(t->meta)) : BP_OK;
 }
 
 static int setup(trainer *t, bp_err *err) {
