@@ -29,6 +29,7 @@
 # several can exist at once; everything of it is under /tmp/bp-cluster-<name>/ and
 # in namespaces called <name>-*. Needs root (CAP_SYS_ADMIN and CAP_NET_ADMIN); where
 # namespaces cannot be made, `up` says so and exits 3 (tests then report skipped).
+# shellcheck disable=SC2015,SC2016,SC2054 # a && b || die; sh -c scripts; mpirun flags with commas
 set -euo pipefail
 
 NAME=${BP_CLUSTER:-bpc}
@@ -67,7 +68,6 @@ shape() {
   bps=$(rate_bps "$rate")
   local burst=$((bps / 8 / 500))
   [ "$burst" -ge 16384 ] || burst=16384
-  ip -n "$ns" link set "$dev" gso_max_size 65536 2>/dev/null || true
   tc -n "$ns" qdisc replace dev "$dev" root tbf rate "$rate" burst "$burst" latency 20ms
 }
 
@@ -86,6 +86,7 @@ write_agent() {
   # agent runs COMMAND (the orted and its environment) inside HOST's namespace.
   cat >"$STATE/agent" <<EOF
 #!/usr/bin/env bash
+# shellcheck disable=SC2015,SC2016,SC2054 # a && b || die; sh -c scripts; mpirun flags with commas
 set -euo pipefail
 host=\$1
 shift
