@@ -9,6 +9,7 @@
 
 #include "bagpipe/comm.h"
 #include "bagpipe/status.h"
+#include "core/device.h"
 #include "core/log.h"
 #include "core/options.h"
 #include "train/config.h"
@@ -67,6 +68,30 @@ static int train_config(int argc, char **argv, int world, bp_train_config *cfg, 
     return rc ? rc : bp_train_config_check_world(cfg, world, err);
 }
 
+/* --device: stops before any work, with one line, where the device cannot be used.
+ * Each rank probes its own machine and the ranks agree by a sum, so all of them stop
+ * (with the usage exit code, the line printed by rank 0) when any one must. */
+static int require_device(bp_comm *world, int device, bp_err *err) {
+    int rc = bp_device_require((bp_device_kind)device, "option --device cuda", err);
+    int size = bp_comm_size(world);
+    if (device == BP_DEVICE_CPU || size == 1) return rc;
+    float bad = rc ? 1.0f : 0.0f;
+    int crc = bp_allreduce_sum(world, &bad, 1);
+    if (crc) return bp_fail(err, crc, "option --device cuda: the ranks could not agree");
+    if (bad > 0 && rc == BP_OK)
+        rc = bp_fail(err, BP_EUSAGE, "option --device cuda: %d of %d ranks have no usable CUDA GPU",
+                     (int)bad, size);
+    return rc;
+}
+
+/* The GPU model, kernels, codecs and device communication exist (nn/cuda, compress/cuda,
+ * comm/cuda); the training loop does not drive them yet. */
+static int device_not_wired(int device, const char *cmd, bp_err *err) {
+    if (device == BP_DEVICE_CPU) return BP_OK;
+    return bp_fail(err, BP_EUSAGE, "option --device cuda: bagpipe %s does not run on the GPU yet",
+                   cmd);
+}
+
 /* Set by SIGINT/SIGTERM; the trainer stops all ranks after the same step. */
 static volatile sig_atomic_t stop_requested;
 
@@ -97,6 +122,8 @@ static int cmd_train(int argc, char **argv) {
     if (size > 1) bp_log_set_rank(rank);
     bp_train_config cfg;
     rc = train_config(argc, argv, size, &cfg, &help, &err);
+    if (rc == BP_OK && !help) rc = require_device(world, cfg.device, &err);
+    if (rc == BP_OK && !help) rc = device_not_wired(cfg.device, "train", &err);
     bp_train_result res = {0};
     catch_stop_signals();
     if (rc == BP_OK && !help) rc = bp_train_run(&cfg, world, &stop_requested, &res, &err);
@@ -129,7 +156,10 @@ static int cmd_sample(int argc, char **argv) {
         bp_options_print_help(stdout, opts, n, &defaults);
         return 0;
     }
-    if ((rc = bp_sample_run(&cfg, stdout, &err))) return fail(rc, &err);
+    if ((rc = bp_device_require((bp_device_kind)cfg.device, "option --device cuda", &err)) ||
+        (rc = device_not_wired(cfg.device, "sample", &err)) ||
+        (rc = bp_sample_run(&cfg, stdout, &err)))
+        return fail(rc, &err);
     return 0;
 }
 
@@ -151,6 +181,9 @@ static int cmd_tune(int argc, char **argv, const char *prog) {
     }
     free(opts);
     if (rc == BP_OK && !help) rc = bp_tune_config_finalize(&cfg, &err);
+    if (rc == BP_OK && !help)
+        rc = bp_device_require((bp_device_kind)cfg.train.device, "option --device cuda", &err);
+    if (rc == BP_OK && !help) rc = device_not_wired(cfg.train.device, "tune", &err);
     if (rc == BP_OK && !help) rc = bp_tune_run(&cfg, prog, argc, argv, stdout, &err);
     return rc ? fail(rc, &err) : 0;
 }
