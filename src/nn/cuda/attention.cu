@@ -15,7 +15,8 @@
  * Backward, per (b, h), with ds the gradient of the scores:
  *   datt = dy v^T,  dv = att^T dy,  ds = att * (datt - rowsum(att * datt)) * scale,
  *   dq = ds k,  dk = ds^T q */
-#include "nn/cuda/common.cuh"
+#include "core/cuda/common.cuh"
+#include "nn/cuda/layers_cuda.h"
 
 /* One strided-batched product over the NH heads of one batch row; see linear.cu for
  * reading row-major matrices as column-major ones. */

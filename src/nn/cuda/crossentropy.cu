@@ -5,7 +5,8 @@
  *   backward: dlogits [N, V] = scale / N * (exp(logits - lse) - onehot(targets))
  * Forward is one block per row (a max, then a sum of exponentials: V may be 50257);
  * backward, which needs no reduction thanks to lse, is elementwise. */
-#include "nn/cuda/common.cuh"
+#include "core/cuda/common.cuh"
+#include "nn/cuda/layers_cuda.h"
 
 template <typename T>
 __global__ void crossentropy_forward_kernel(float *lse, float *loss, const T *logits,

@@ -6,7 +6,8 @@
  *   ReLU: y = max(x, 0); dx = dy where y > 0
  *   residual: out = a + b
  * All x, y [n] of type dt; fp32 arithmetic. */
-#include "nn/cuda/common.cuh"
+#include "core/cuda/common.cuh"
+#include "nn/cuda/layers_cuda.h"
 
 #define GELU_K 0.7978845608028654f /* sqrt(2 / pi) */
 #define GELU_A 0.044715f

@@ -3,7 +3,8 @@
  *   tokens [B, T] (device), wte [V, C], wpe [maxT, C] -> out [B, T, C] = wte[tok] + wpe[t]
  *   backward: dwte [V, C] += dout rows scattered by token, dwpe [maxT, C] += dout summed
  *   over b; fp32 atomics (the order of the additions, not the result, is free). */
-#include "nn/cuda/common.cuh"
+#include "core/cuda/common.cuh"
+#include "nn/cuda/layers_cuda.h"
 
 template <typename T>
 __global__ void embedding_forward_kernel(T *out, const int32_t *tokens, const T *wte, const T *wpe,

@@ -6,7 +6,8 @@
  *     dx [N, C] += rstd * (g - mean(g) - xhat * mean(g * xhat))
  *     dw [C] += sum_n dy * xhat,  db [C] += sum_n dy
  * Statistics are two-pass (mean, then squared deviations) as on the CPU. */
-#include "nn/cuda/common.cuh"
+#include "core/cuda/common.cuh"
+#include "nn/cuda/layers_cuda.h"
 
 #define LN_EPS 1e-5f
 #define ROWS_PER_BLOCK 8 /* warps of 32 */

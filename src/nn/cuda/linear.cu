@@ -7,7 +7,8 @@
  * transpose, so y^T = W x^T is gemm(T, N) of W (ld IC) and x (ld IC), and so on
  * below. Activations are of type dt; dW and db are fp32 (cuBLAS accumulates bf16
  * products in fp32 and adds them to an fp32 C). */
-#include "nn/cuda/common.cuh"
+#include "core/cuda/common.cuh"
+#include "nn/cuda/layers_cuda.h"
 
 static void gemm(bp_cuda *c, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
                  float alpha, const void *a, cudaDataType_t at, int lda, const void *b,

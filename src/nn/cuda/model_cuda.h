@@ -16,7 +16,7 @@
 #ifndef BP_NN_CUDA_MODEL_H
 #define BP_NN_CUDA_MODEL_H
 
-#include "nn/cuda/cuda.h"
+#include "nn/cuda/layers_cuda.h"
 #include "nn/model.h"
 #include "nn/optim.h"
 

@@ -2,7 +2,8 @@
  * the clipping scale, AdamW and SGD. The update constants (bias corrections folded
  * into step and inv_sqrt_bc2) are computed on the host in double exactly as the CPU
  * optimizer does, so both apply the same fp32 formula to every element. */
-#include "nn/cuda/common.cuh"
+#include "core/cuda/common.cuh"
+#include "nn/cuda/layers_cuda.h"
 
 /* Per-thread double sums, reduced in the block, added atomically to *out. */
 __global__ void sumsq_kernel(double *out, const float *g, size_t n) {

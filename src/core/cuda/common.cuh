@@ -7,7 +7,7 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
-#include "nn/cuda/cuda.h"
+#include "core/cuda/cuda.h"
 
 struct bp_cuda {
     int device;

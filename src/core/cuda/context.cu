@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "nn/cuda/common.cuh"
+#include "core/cuda/common.cuh"
 
 size_t bp_cuda_dtype_size(bp_cuda_dtype dt) { return dt == BP_CUDA_BF16 ? 2 : 4; }
 
