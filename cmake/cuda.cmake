@@ -17,7 +17,14 @@ set_property(CACHE BP_CUDA PROPERTY STRINGS AUTO ON OFF)
 set(BP_HAVE_CUDA OFF)
 set(BP_HAVE_NCCL OFF)
 
-if(NOT BP_CUDA STREQUAL "OFF")
+# The sanitizers and the fuzzers instrument C only and do not mix with the CUDA runtime
+# (ASan's shadow memory collides with its mappings): AUTO leaves CUDA out of them.
+if(BP_CUDA STREQUAL "AUTO" AND (BP_SANITIZE OR BP_TSAN OR BP_FUZZ))
+  set(BP_CUDA_WANTED OFF)
+else()
+  set(BP_CUDA_WANTED ${BP_CUDA})
+endif()
+if(NOT BP_CUDA_WANTED STREQUAL "OFF")
   if(NOT DEFINED ENV{CUDACXX} AND NOT CMAKE_CUDA_COMPILER AND EXISTS /usr/local/cuda/bin/nvcc)
     set(ENV{CUDACXX} /usr/local/cuda/bin/nvcc)
   endif()
