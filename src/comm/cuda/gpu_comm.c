@@ -31,7 +31,9 @@ const char *bp_gpu_path_name(bp_gpu_path p) {
 
 bp_gpu_path bp_gpu_comm_path(const bp_gpu_comm *g) { return g->path; }
 
-/* ---- which GPU each rank has ---- */
+/* ---- which GPU each rank has, and NCCL ---- */
+
+#ifdef BP_HAVE_NCCL
 
 #define GPU_ID_MAX 96
 
@@ -64,9 +66,6 @@ static int shared_gpu(bp_comm *c, const bp_cuda *cu, int *a, int *b, bp_err *err
     return rc == MPI_SUCCESS ? BP_OK : bpc_mpi_error(rc, "MPI_Allgather", err);
 }
 
-/* ---- NCCL ---- */
-
-#ifdef BP_HAVE_NCCL
 static int nccl_init(bp_gpu_comm *g, bp_err *err) {
     ncclUniqueId id;
     ncclResult_t r = ncclSuccess;
@@ -86,6 +85,7 @@ static int nccl_init(bp_gpu_comm *g, bp_err *err) {
 static int choose_path(bp_gpu_comm *g, bp_gpu_path want, bp_err *err) {
     if (want == BP_GPU_PATH_STAGED) return BP_OK;
 #ifndef BP_HAVE_NCCL
+    (void)g;
     if (want == BP_GPU_PATH_NCCL)
         return bp_fail(err, BP_EUSAGE, "--gpu-comm nccl: this bagpipe was built without NCCL");
     return BP_OK;
