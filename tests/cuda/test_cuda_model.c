@@ -56,26 +56,52 @@ static void compare_grads(const char *what, bp_gpu_model *g, bp_model *cpu, bp_c
     }
 }
 
+/* The same block range on the CPU (cpu, with activations a) and on the GPU (g, whose
+ * host mirror is host), from the same weights. */
+typedef struct twins {
+    bp_model *cpu, *host;
+    bp_acts *a;
+    bp_gpu_model *g;
+} twins;
+
+static twins twins_make(bp_cuda *c, int begin, int end) {
+    bp_err err = {0};
+    twins t = {cpu_model(begin, end), cpu_model(begin, end), NULL, NULL};
+    cu_ok(bp_acts_create(t.cpu, B, T, &t.a, &err), &err);
+    cu_ok(bp_gpu_model_create(c, t.host, BP_CUDA_F32, B, T, &t.g, &err), &err);
+    bp_model_zero_grad(t.cpu);
+    bp_gpu_model_zero_grad(t.g);
+    return t;
+}
+
+static void twins_free(twins *t) {
+    bp_gpu_model_destroy(t->g);
+    bp_acts_destroy(t->a);
+    bp_model_destroy(t->host);
+    bp_model_destroy(t->cpu);
+}
+
+/* Forward and backward of the whole model, on the CPU and on the GPU. */
+static void both_steps(twins *t, const bp_batch *b, double *lc, double *lg) {
+    bp_err err = {0};
+    cu_ok(bp_model_forward(t->cpu, t->a, b, NULL, lc, &err), &err);
+    cu_ok(bp_model_backward(t->cpu, t->a, b, NULL, NULL, 1, &err), &err);
+    cu_ok(bp_gpu_model_forward(t->g, b, NULL, lg, &err), &err);
+    cu_ok(bp_gpu_model_backward(t->g, b, NULL, NULL, 1, &err), &err);
+}
+
 static void whole_model(bp_cuda *c) {
     bp_err err = {0};
-    bp_model *cpu = cpu_model(0, -1), *host = cpu_model(0, -1);
-    bp_acts *a;
-    cu_ok(bp_acts_create(cpu, B, T, &a, &err), &err);
-    bp_gpu_model *g;
-    cu_ok(bp_gpu_model_create(c, host, BP_CUDA_F32, B, T, &g, &err), &err);
+    twins t = twins_make(c, 0, -1);
+    bp_model *cpu = t.cpu, *host = t.host;
     int32_t tok[B * T], tgt[B * T];
     bp_batch b;
     make_batch(0, tok, tgt, &b);
     double lc, lg;
-    bp_model_zero_grad(cpu);
-    cu_ok(bp_model_forward(cpu, a, &b, NULL, &lc, &err), &err);
-    cu_ok(bp_model_backward(cpu, a, &b, NULL, NULL, 1, &err), &err);
-    bp_gpu_model_zero_grad(g);
-    cu_ok(bp_gpu_model_forward(g, &b, NULL, &lg, &err), &err);
-    cu_ok(bp_gpu_model_backward(g, &b, NULL, NULL, 1, &err), &err);
+    both_steps(&t, &b, &lc, &lg);
     float fc = (float)lc, fg = (float)lg;
     failures += cu_check("gpt loss", BP_CUDA_F32, &fg, &fc, 1);
-    compare_grads("gpt", g, cpu, BP_CUDA_F32);
+    compare_grads("gpt", t.g, cpu, BP_CUDA_F32);
     /* bf16: the loss and the norm of the whole gradient */
     bp_gpu_model *h;
     cu_ok(bp_gpu_model_create(c, host, BP_CUDA_BF16, B, T, &h, &err), &err);
@@ -90,25 +116,16 @@ static void whole_model(bp_cuda *c) {
           ng = (float)sqrt(bp_grad_sumsq(bp_model_grads(host), n));
     failures += cu_check("gpt gradient norm", BP_CUDA_BF16, &ng, &nc, 1);
     bp_gpu_model_destroy(h);
-    bp_gpu_model_destroy(g);
-    bp_acts_destroy(a);
-    bp_model_destroy(host);
-    bp_model_destroy(cpu);
+    twins_free(&t);
 }
 
 /* Stages [0, 2) and [2, 4) of the 4 blocks (embed, h.0 | h.1, head). */
 static void pipeline(bp_cuda *c) {
     bp_err err = {0};
-    bp_model *cs[2] = {cpu_model(0, 2), cpu_model(2, -1)};
-    bp_model *hs[2] = {cpu_model(0, 2), cpu_model(2, -1)};
-    bp_acts *as[2];
-    bp_gpu_model *gs[2];
-    for (int s = 0; s < 2; s++) {
-        cu_ok(bp_acts_create(cs[s], B, T, &as[s], &err), &err);
-        cu_ok(bp_gpu_model_create(c, hs[s], BP_CUDA_F32, B, T, &gs[s], &err), &err);
-        bp_model_zero_grad(cs[s]);
-        bp_gpu_model_zero_grad(gs[s]);
-    }
+    twins st[2] = {twins_make(c, 0, 2), twins_make(c, 2, -1)};
+    bp_model *cs[2] = {st[0].cpu, st[1].cpu};
+    bp_acts *as[2] = {st[0].a, st[1].a};
+    bp_gpu_model *gs[2] = {st[0].g, st[1].g};
     int32_t tok[B * T], tgt[B * T];
     bp_batch b;
     make_batch(1, tok, tgt, &b);
@@ -129,12 +146,7 @@ static void pipeline(bp_cuda *c) {
     failures += cu_check("2 stages: boundary gradient", BP_CUDA_F32, hdx, dx, NC);
     compare_grads("stage 0", gs[0], cs[0], BP_CUDA_F32);
     compare_grads("stage 1", gs[1], cs[1], BP_CUDA_F32);
-    for (int s = 0; s < 2; s++) {
-        bp_gpu_model_destroy(gs[s]);
-        bp_acts_destroy(as[s]);
-        bp_model_destroy(hs[s]);
-        bp_model_destroy(cs[s]);
-    }
+    for (int s = 0; s < 2; s++) twins_free(&st[s]);
     free(hdx);
     free(dx);
     bp_cuda_free(gdx);
@@ -143,11 +155,9 @@ static void pipeline(bp_cuda *c) {
 static void training(bp_cuda *c) {
     enum { STEPS = 40 };
     bp_err err = {0};
-    bp_model *cpu = cpu_model(0, -1), *host = cpu_model(0, -1);
-    bp_acts *a;
-    cu_ok(bp_acts_create(cpu, B, T, &a, &err), &err);
-    bp_gpu_model *g;
-    cu_ok(bp_gpu_model_create(c, host, BP_CUDA_F32, B, T, &g, &err), &err);
+    twins t = twins_make(c, 0, -1);
+    bp_model *cpu = t.cpu, *host = t.host;
+    bp_gpu_model *g = t.g;
     bp_optim_config oc = {.kind = BP_OPTIM_ADAMW, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8};
     size_t n = bp_model_num_params(cpu);
     bp_optim o, ho;
@@ -160,16 +170,13 @@ static void training(bp_cuda *c) {
         int32_t tok[B * T], tgt[B * T];
         bp_batch b;
         make_batch(s, tok, tgt, &b);
-        double l;
+        double l, m;
         bp_model_zero_grad(cpu);
-        cu_ok(bp_model_forward(cpu, a, &b, NULL, &l, &err), &err);
-        cu_ok(bp_model_backward(cpu, a, &b, NULL, NULL, 1, &err), &err);
+        bp_gpu_model_zero_grad(g);
+        both_steps(&t, &b, &m, &l);
         bp_clip_grad_norm(bp_model_grads(cpu), n, 1.0);
         bp_optim_step(&o, bp_model_params(cpu), bp_model_grads(cpu), 1e-3);
-        lc[s] = (float)l;
-        bp_gpu_model_zero_grad(g);
-        cu_ok(bp_gpu_model_forward(g, &b, NULL, &l, &err), &err);
-        cu_ok(bp_gpu_model_backward(g, &b, NULL, NULL, 1, &err), &err);
+        lc[s] = (float)m;
         double sumsq;
         cu_ok(bp_gpu_grad_sumsq(&go, bp_gpu_model_grads(g), n, &sumsq, &err), &err);
         bp_gpu_clip_to(&go, bp_gpu_model_grads(g), n, sqrt(sumsq), 1.0);
@@ -195,10 +202,7 @@ static void training(bp_cuda *c) {
     bp_gpu_optim_free(&go);
     bp_optim_free(&ho);
     bp_optim_free(&o);
-    bp_gpu_model_destroy(g);
-    bp_acts_destroy(a);
-    bp_model_destroy(host);
-    bp_model_destroy(cpu);
+    twins_free(&t);
 }
 
 int main(void) {

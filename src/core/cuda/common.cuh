@@ -37,25 +37,22 @@ __device__ __forceinline__ float warp_max(float v) {
     return v;
 }
 
-/* Sum over a block of up to 1024 threads; every thread gets the result. `shared`
- * holds 32 floats. */
-__device__ __forceinline__ float block_sum(float v, float *shared) {
+/* A reduction over a block of up to 1024 threads (warp_sum or warp_max, with its
+ * identity); every thread gets the result. `shared` holds 32 floats. */
+template <float (*warp_op)(float)>
+__device__ __forceinline__ float block_reduce(float v, float identity, float *shared) {
     int lane = threadIdx.x % 32, warp = threadIdx.x / 32, nwarps = (blockDim.x + 31) / 32;
-    v = warp_sum(v);
+    v = warp_op(v);
     __syncthreads();
     if (lane == 0) shared[warp] = v;
     __syncthreads();
-    v = lane < nwarps ? shared[lane] : 0.0f;
-    return warp_sum(v);
+    return warp_op(lane < nwarps ? shared[lane] : identity);
+}
+__device__ __forceinline__ float block_sum(float v, float *shared) {
+    return block_reduce<warp_sum>(v, 0.0f, shared);
 }
 __device__ __forceinline__ float block_max(float v, float *shared) {
-    int lane = threadIdx.x % 32, warp = threadIdx.x / 32, nwarps = (blockDim.x + 31) / 32;
-    v = warp_max(v);
-    __syncthreads();
-    if (lane == 0) shared[warp] = v;
-    __syncthreads();
-    v = lane < nwarps ? shared[lane] : -INFINITY;
-    return warp_max(v);
+    return block_reduce<warp_max>(v, -INFINITY, shared);
 }
 
 static inline unsigned bp_blocks(size_t n, unsigned threads) {
