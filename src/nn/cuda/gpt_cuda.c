@@ -276,6 +276,8 @@ int bp_gpu_model_forward(bp_gpu_model *g, const bp_batch *b, const void *x_in, d
     int rc = check_batch(g, b, false, err);
     if (rc) return rc;
     const bp_model *m = g->host;
+    if (!bp_model_has_first(m) && !x_in)
+        return bp_fail(err, BP_EUSAGE, "cuda gpt: forward of a later stage needs its input");
     g->B = b->B;
     g->T = b->T;
     size_t N = (size_t)b->B * b->T, C = (size_t)m->cfg.n_embd;
@@ -347,6 +349,8 @@ int bp_gpu_model_backward(bp_gpu_model *g, const bp_batch *b, const void *dy, vo
     int rc = check_batch(g, b, true, err);
     if (rc) return rc;
     const bp_model *m = g->host;
+    if (!bp_model_has_last(m) && !dy)
+        return bp_fail(err, BP_EUSAGE, "cuda gpt: backward of an earlier stage needs dy");
     if (b->B != g->B || b->T != g->T)
         return bp_fail(err, BP_EUSAGE, "cuda gpt: backward of a %d x %d batch after a %d x %d "
                        "forward", b->B, b->T, g->B, g->T);
