@@ -38,7 +38,8 @@ grep -hE "rel [0-9.e+-]+ \(tol|FAIL|SKIPPED|bytes equal|floats equal|rejected|pa
 stamp "benchmark"
 text=.devdeps/kjv.txt
 [ -s "$text" ] || text=${XDG_CACHE_HOME:-$HOME/.cache}/bagpipe/kjv.txt
-args=(--bin build-cuda/bench/gpu/gpu_bench --json "$OUTDIR/gpu.json")
+# nothing starts after 7.5 minutes from the start: the whole check stays under 8
+args=(--bin build-cuda/bench/gpu/gpu_bench --json "$OUTDIR/gpu.json" --deadline $((t0 + 450)))
 [ -s "$text" ] && args+=(--text "$text")
 [ $QUICK = 1 ] && args+=(--no-compile --train-steps 200)
 python3 bench/gpu/run.py "${args[@]}" >"$OUTDIR/bench.txt" 2>"$OUTDIR/bench.err"

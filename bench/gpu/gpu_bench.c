@@ -95,9 +95,11 @@ static int step_mode(int argc, char **argv) {
         last = l;
     }
     qsort(ms, (size_t)steps, sizeof *ms, cmp_double);
+    struct cudaDeviceProp prop;
+    if (cudaGetDeviceProperties(&prop, 0) != cudaSuccess) snprintf(prop.name, sizeof prop.name, "?");
     printf("{\"impl\": \"bagpipe\", \"dtype\": \"%s\", \"ms\": %.3f, \"params\": %zu, "
-           "\"loss_first\": %.4f, \"loss_last\": %.4f}\n",
-           argv[7], ms[steps / 2], r.n, first, last);
+           "\"loss_first\": %.4f, \"loss_last\": %.4f, \"gpu\": \"%s\"}\n",
+           argv[7], ms[steps / 2], r.n, first, last, prop.name);
     return 0;
 }
 

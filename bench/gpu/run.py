@@ -8,7 +8,9 @@ eager and torch.compile (bench/gpu/torch_gpt.py), tokens per second, model FLOP
 utilization (llm.c's count: 6 N + 12 L C T FLOPs per token, against the GPU's dense
 peak: TF32 for fp32, bf16 for bf16) and bagpipe's time over PyTorch's. Then MinMaxUInt8
 on the GPU against the memory's peak, and the default gpt trained on the GPU and on the
-CPU (validation loss of each). One table; the numbers also go to --json.
+CPU (validation loss of each). One table; the numbers also go to --json. The runs that
+matter most come first (bagpipe and eager PyTorch), torch.compile last, and nothing
+starts after --deadline.
 
   bench/gpu/run.py --bin build-cuda/bench/gpu/gpu_bench --text kjv.txt [--quick]
 """
@@ -17,6 +19,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 # Dense peaks (FLOP/s) by GPU name: NVIDIA's data sheets, without sparsity.
@@ -26,7 +29,10 @@ SHAPES = [("gpt", 4, 128, 4, 64, 16), ("gpt2-small", 12, 768, 12, 1024, 16)]
 
 
 def sh(cmd, timeout):
-    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=timeout)
+    try:
+        p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return {"error": "timed out after %.0f s" % timeout}
     if p.returncode != 0:
         return {"error": (p.stderr.strip().splitlines() or ["exit %d" % p.returncode])[-1]}
     return json.loads(p.stdout.strip().splitlines()[-1])
@@ -43,28 +49,52 @@ def main():
     ap.add_argument("--train-steps", type=int, default=1000)
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--no-compile", action="store_true", help="skip torch.compile")
+    ap.add_argument("--deadline", type=float, help="Unix time after which runs are skipped")
     ap.add_argument("--json", default=os.path.join(HERE, "..", "results", "gpu.json"))
     a = ap.parse_args()
     rows, gpu = [], ""
+    deadline = a.deadline or float("inf")
+
+    def timed(cmd, timeout):
+        left = deadline - time.time()
+        if left < 20:
+            return {"error": "skipped: the time budget is spent"}
+        return sh(cmd, min(timeout, left))
+
+    # the runs that matter most first (bagpipe and eager), torch.compile last
+    plan = []
     for name, L, C, H, T, B in SHAPES:
         shape = ["--layers", str(L), "--embd", str(C), "--heads", str(H), "--seq-len", str(T),
                  "--batch", str(B), "--steps", str(a.steps)]
         for dt in ("fp32", "bf16"):
-            runs = [sh([a.bin, "step", str(L), str(C), str(H), str(T), str(B), dt, str(a.steps)], 300)]
-            runs.append(sh([sys.executable, os.path.join(HERE, "torch_gpt.py"), "--dtype", dt] + shape, 300))
+            meta = dict(shape=name, dtype=dt, L=L, C=C, T=T, B=B)
+            plan.append((0, meta, [a.bin, "step", str(L), str(C), str(H), str(T), str(B), dt, str(a.steps)]))
+            plan.append((0, meta, [sys.executable, os.path.join(HERE, "torch_gpt.py"), "--dtype", dt] + shape))
             if not a.no_compile:
-                runs.append(sh([sys.executable, os.path.join(HERE, "torch_gpt.py"), "--dtype", dt,
-                                "--compile"] + shape, 400))
-            eager = runs[1].get("ms")
-            for r in runs:
-                gpu = r.get("gpu", gpu)
-                r.update(shape=name, dtype=dt, L=L, C=C, T=T, B=B)
-                if "ms" in r and "params" in r:
-                    r["tok_s"] = B * T / (r["ms"] / 1e3)
-                    r["flops"] = flops_per_token(L, C, T, r["params"]) * B * T / (r["ms"] / 1e3)
-                if "ms" in r and eager:
-                    r["vs_eager"] = r["ms"] / eager
-                rows.append(r)
+                plan.append((1, meta, [sys.executable, os.path.join(HERE, "torch_gpt.py"), "--dtype", dt,
+                                       "--compile"] + shape))
+    results = {}
+    for phase in (0, 1):
+        if phase == 1:
+            codec = timed([a.bin, "codec", str(1 << 26)], 120)
+            tr = timed([a.bin, "train", a.text, str(a.train_steps)], 300) if a.text else None
+        for i, (ph, meta, cmd) in enumerate(plan):
+            if ph == phase:
+                r = timed(cmd, 400 if "--compile" in cmd else 300)
+                r.setdefault("impl", "bagpipe" if cmd[0] == a.bin else
+                             "torch-compile" if "--compile" in cmd else "torch-eager")
+                results[i] = dict(r, **meta)
+    for i in sorted(results):
+        r = results[i]
+        gpu = r.get("gpu", gpu)
+        eager = next((x.get("ms") for x in results.values() if x["impl"] == "torch-eager" and
+                      x["shape"] == r["shape"] and x["dtype"] == r["dtype"]), None)
+        if "ms" in r and "params" in r:
+            r["tok_s"] = r["B"] * r["T"] / (r["ms"] / 1e3)
+            r["flops"] = flops_per_token(r["L"], r["C"], r["T"], r["params"]) * r["tok_s"]
+        if "ms" in r and eager:
+            r["vs_eager"] = r["ms"] / eager
+        rows.append(r)
     peak = next((v for k, v in PEAKS.items() if k in gpu), None)
     print("\nGPU step time, bagpipe vs PyTorch (%s; MFU against the dense %s peak)" %
           (gpu or "GPU", "TF32/bf16" if peak else "unknown"))
@@ -77,15 +107,13 @@ def main():
         mfu = "%6.1f%%" % (100 * r["flops"] / peak[r["dtype"]]) if peak else "     ?"
         print("%-11s %-5s %-14s %10.2f %12.0f %7s %8.2fx" % (r["shape"], r["dtype"], r["impl"], r["ms"],
                                                             r["tok_s"], mfu, r.get("vs_eager", float("nan"))))
-    codec = sh([a.bin, "codec", str(1 << 26)], 120)
     rows.append(dict(codec))
     if "error" in codec:
         print("\nMinMaxUInt8 on the GPU: error: %s" % codec["error"])
     else:
         print("\nMinMaxUInt8 encode+decode of 2^26 floats: %.2f ms, %.0f GB/s = %.0f%% of %.0f GB/s peak "
               "(target >= 50%%)" % (codec["ms"], codec["gbps"], 100 * codec["fraction"], codec["peak_gbps"]))
-    if a.text:
-        tr = sh([a.bin, "train", a.text, str(a.train_steps)], 600)
+    if tr is not None:
         rows.append(dict(tr, what="train"))
         if "error" in tr:
             print("GPU vs CPU training: error: %s" % tr["error"])
