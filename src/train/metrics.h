@@ -8,6 +8,7 @@
  *   {"type":"eval","step":k,"val_loss":..[,"val_acc":..]}
  *   {"type":"summary","steps":..,"median_step_ms":..,"peak_rss_bytes":..,"param_bytes":..,
  *    "grad_bytes":..,"optim_bytes":..,"act_bytes":..}
+ * (the median is over the last 2^20 steps of the run; null when the run took none).
  * k counts completed optimizer steps (1 after the first step). The loss is the
  * mean over the replicas; bytes are those sent by all ranks together, split by the
  * axis of the grid they belong to (embed: the tied embedding's sync between first

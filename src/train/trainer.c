@@ -112,8 +112,12 @@ static int setup_data(trainer *t, bp_err *err) {
     t->n_rep = c->pipelines > 0 ? c->pipelines : 1;
     t->micro_B = t->task.B_local / (t->n_rep * c->micro_batches);
     if (rc == BP_OK) rc = make_micro_views(t, err);
-    if (rc == BP_OK && (!(t->step_ms = calloc((size_t)c->steps + 1, sizeof(double))) ||
-                        !(t->pending = calloc((size_t)c->log_every, sizeof *t->pending))))
+    /* Bounded whatever --steps and --log-every are: the median is over the last
+     * TRAINER_MAX_TIMES steps, and pending steps are logged at least that often. */
+    size_t times = c->steps < TRAINER_MAX_TIMES ? (size_t)c->steps : TRAINER_MAX_TIMES;
+    size_t pending = c->log_every < TRAINER_MAX_PENDING ? (size_t)c->log_every : TRAINER_MAX_PENDING;
+    if (rc == BP_OK && (!(t->step_ms = calloc(times, sizeof(double))) ||
+                        !(t->pending = calloc(pending, sizeof *t->pending))))
         rc = bp_fail(err, BP_ENOMEM, "out of memory");
     return rc;
 }
@@ -463,12 +467,13 @@ static int loop(trainer *t, bp_err *err) {
     while (rc == BP_OK && t->step < c->steps) {
         bp_step_record *r = &t->pending[t->n_pending];
         if ((rc = train_step(t, r, err))) break;
-        t->step_ms[t->step - t->first_step - 1] = r->step_ms;
+        t->step_ms[(t->step - t->first_step - 1) % TRAINER_MAX_TIMES] = r->step_ms;
         t->n_pending++;
         bool last = t->step == c->steps || t->stopping;
         bool eval = every(t->step, c->eval_every) || (c->eval_every > 0 && last);
         bool save = every(t->step, c->checkpoint_every) || last;
-        if (t->n_pending == c->log_every || eval || save) rc = flush_steps(t, err);
+        bool full = t->n_pending == c->log_every || t->n_pending == TRAINER_MAX_PENDING;
+        if (full || eval || save) rc = flush_steps(t, err);
         if (rc == BP_OK && eval) rc = trainer_evaluate(t, err);
         if (rc == BP_OK && save) rc = trainer_checkpoint(t, err);
         if (rc == BP_OK && t->stopping) return stop_now(t, err);
@@ -520,6 +525,7 @@ static int stage_summary(trainer *t, bp_err *err) {
 
 static int summary(trainer *t, bp_err *err) {
     int64_t n = t->step - t->first_step;
+    if (n > TRAINER_MAX_TIMES) n = TRAINER_MAX_TIMES;
     qsort(t->step_ms, (size_t)n, sizeof(double), cmp_double);
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);

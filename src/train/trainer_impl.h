@@ -15,6 +15,10 @@
 #include "train/task.h"
 #include "train/trainer.h"
 
+/* Memory that does not grow with --steps or --log-every: step times kept for the
+ * median, and steps held before they are logged. */
+enum { TRAINER_MAX_TIMES = 1 << 20, TRAINER_MAX_PENDING = 1024 };
+
 typedef struct trainer {
     const bp_train_config *cfg;
     bp_comm *world;
@@ -39,7 +43,7 @@ typedef struct trainer {
     bp_progress progress;
     int64_t step, first_step;
     double start_time;
-    double *step_ms;         /* per step of this run, for the median */
+    double *step_ms;         /* per step of this run (the last TRAINER_MAX_TIMES), for the median */
     double busy_s, idle_s;   /* pipeline stage time computing / waiting, whole run */
     long cb_sends, cb_compressed; /* backward sends of this stage, and compressed ones */
     double embed_s;          /* this step: time in the tied embedding's sync */

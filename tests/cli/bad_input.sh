@@ -9,6 +9,13 @@ expect 2 "unknown command 'trian'" -- "$BP" trian
 expect 2 "option --steps: 'ten' is not an integer" -- "$BP" train --steps ten
 expect 2 "option --lr: -1 is out of range" -- "$BP" train --lr -1
 expect 2 "option --eps: 0 is out of range" -- "$BP" train --eps 0
+expect 2 "option --steps: 9223372036854775808 is out of range" -- "$BP" train --steps 9223372036854775808
+# The largest --steps and --log-every start (memory does not grow with them): the
+# run is stopped by SIGTERM after its first step.
+rc=0
+timeout --preserve-status -s TERM 3 "$BP" train "${TINY[@]}" --data "$TEXT" --eval-every 0 \
+  --steps 1000000000000 --log-every 1000000000000 --out "$WORK/long" >/dev/null 2>"$WORK/stderr" || rc=$?
+[ "$rc" -eq 3 ] || fail "--steps 1e12: exit $rc, expected 3 (stopped): $(cat "$WORK/stderr")"
 expect 2 "option --model: 'cnn' is not one of gpt\|mlp" -- "$BP" train --model cnn
 expect 2 "option --heads: 3 does not divide --embd 128" -- "$BP" train --heads 3
 expect 2 "option --warmup" -- "$BP" train --lr-schedule cosine --warmup 5 --steps 5
