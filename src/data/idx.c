@@ -55,11 +55,13 @@ static int gz_read_upto(gzFile f, const char *path, size_t n, uint8_t **out, siz
 
 static int read_idx(const char *path, uint32_t magic, idx_file *out, bp_err *err) {
     memset(out, 0, sizeof *out);
+    int rc = bp_check_regular(path, err);
+    if (rc) return rc;
     gzFile f = gzopen(path, "rb");
     if (!f) return bp_fail(err, BP_EIO, "cannot open %s: %s", path, strerror(errno));
     uint8_t *head = NULL;
     size_t ndim = magic & 0xffu, head_n = 4 + 4 * ndim, got;
-    int rc = gz_read_upto(f, path, head_n, &head, &got, err);
+    rc = gz_read_upto(f, path, head_n, &head, &got, err);
     if (rc == BP_OK && got < head_n)
         rc = bp_fail(err, BP_EFORMAT, "%s: truncated IDX header (%zu of %zu bytes)", path, got,
                      head_n);

@@ -70,5 +70,14 @@ expect 2 "checkpoint .*/ck: its manifest's partition: '9' is not 1 positive bloc
   "$BP" train "${TINY[@]}" --data "$TEXT" --steps 8 --resume "$WORK/ck" --out "$WORK/ck"
 rm -rf "$WORK/ck" && cp -r "$WORK/ck_orig" "$WORK/ck"
 expect 1 "cannot open $WORK/nothing/manifest.json" -- "$BP" sample --ckpt "$WORK/nothing"
+# What is not a regular file is refused at once: a FIFO would block forever, a
+# device like /dev/zero would be read without end.
+mkfifo "$WORK/fifo"
+expect 1 "$WORK/fifo is not a regular file" -- timeout 20 "$BP" train "${TINY[@]}" --data "$WORK/fifo" --steps 1 --out "$WORK/o"
+expect 1 "/dev/zero is not a regular file" -- timeout 20 "$BP" train "${TINY[@]}" --data /dev/zero --steps 1 --out "$WORK/o"
+mkdir -p "$WORK/fifo_out" && mkfifo "$WORK/fifo_out/latest"
+expect 1 "latest is not a regular file" -- timeout 20 "$BP" train "${TINY[@]}" --data "$TEXT" --steps 8 --resume "$WORK/fifo_out" --out "$WORK/o"
+mkdir -p "$WORK/fifo_mnist" && mkfifo "$WORK/fifo_mnist/train-images-idx3-ubyte.gz"
+expect 1 "train-images-idx3-ubyte.gz is not a regular file" -- timeout 20 "$BP" train --model mlp --data "$WORK/fifo_mnist" --steps 1 --out "$WORK/o"
 no_partial_files "$WORK"
 echo "ok"
