@@ -108,6 +108,7 @@ static int setup_data(trainer *t, bp_err *err) {
     bp_progress_init(&t->progress, t->rank == 0 ? c->progress : BP_PROGRESS_NONE, c->steps,
                      c->model == BP_MODEL_GPT ? "tok" : "samples");
     int rc = trainer_read_resume_manifest(t, err);
+    if (rc == BP_OK) rc = trainer_claim_out(t, err);
     if (rc == BP_OK) rc = bp_task_init(&t->task, c, t->grid.d, t->grid.dp, err);
     t->n_rep = c->pipelines > 0 ? c->pipelines : 1;
     t->micro_B = t->task.B_local / (t->n_rep * c->micro_batches);
@@ -224,6 +225,7 @@ static void teardown(trainer *t) {
     free(t->avg_m);
     free(t->avg_v);
     free(t->eval_saved);
+    trainer_release_out(t);
 }
 
 /* ---- one step ------------------------------------------------------------------- */
@@ -548,7 +550,7 @@ static int summary(trainer *t, bp_err *err) {
 
 int bp_train_run(const bp_train_config *cfg, bp_comm *world, const volatile sig_atomic_t *stop,
                  bp_train_result *res, bp_err *err) {
-    trainer t = {.cfg = cfg, .world = world, .res = res, .stop = stop};
+    trainer t = {.cfg = cfg, .world = world, .res = res, .stop = stop, .out_fd = -1};
     *res = (bp_train_result){.final_loss = NAN, .val_loss = NAN, .val_acc = NAN};
     int rc = setup(&t, err);
     if (rc == BP_OK) rc = loop(&t, err);

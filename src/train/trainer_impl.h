@@ -52,6 +52,7 @@ typedef struct trainer {
     bp_train_result *res;
     const volatile sig_atomic_t *stop;
     bool stopping; /* every rank agreed to stop after this step */
+    int out_fd;    /* rank 0: --out, opened and locked for this run; -1: none */
     bool resuming;
     bp_manifest resume_from; /* when resuming */
     float *avg_params, *avg_m, *avg_v; /* replicas averaged for a checkpoint */
@@ -73,6 +74,8 @@ void trainer_dp_config(const trainer *t, bp_dp_config *d);
 /* save.c */
 int trainer_read_resume_manifest(trainer *t, bp_err *err);
 int trainer_resume(trainer *t, bp_err *err);
+int trainer_claim_out(trainer *t, bp_err *err);
+void trainer_release_out(trainer *t);
 int trainer_checkpoint(trainer *t, bp_err *err);
 
 /* evaluate.c */

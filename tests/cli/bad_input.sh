@@ -48,6 +48,22 @@ expect 1 "train-labels-idx1-ubyte.gz: wrong IDX magic 0x00000804" -- "$BP" train
 "$BP" train "${TINY[@]}" --data "$TEXT" --steps 4 --out "$WORK/ck" >/dev/null
 ckpt="$WORK/ck/ckpt-00000004"
 cp -r "$WORK/ck" "$WORK/ck_orig"
+# Another run into the same --out, neither resuming nor --overwrite: refused, the
+# log and `latest` untouched; with --overwrite it starts over.
+expect 2 "option --out: $WORK/ck already holds a run.*--resume $WORK/ck.*--overwrite" -- \
+  "$BP" train "${TINY[@]}" --data "$TEXT" --steps 2 --out "$WORK/ck"
+cmp "$WORK/ck/metrics.jsonl" "$WORK/ck_orig/metrics.jsonl" || fail "a refused run changed the metrics log"
+"$BP" train "${TINY[@]}" --data "$TEXT" --steps 2 --out "$WORK/ck" --overwrite >/dev/null
+[ "$(cat "$WORK/ck/latest")" = ckpt-00000002 ] || fail "--overwrite did not start over"
+rm -rf "$WORK/ck" && cp -r "$WORK/ck_orig" "$WORK/ck"
+# Two runs at once on one --out: the second is refused while the first holds it.
+"$BP" train "${TINY[@]}" --data "$TEXT" --eval-every 0 --steps 100000000 --out "$WORK/busy" >/dev/null 2>&1 &
+first=$!
+for _ in $(seq 100); do [ -s "$WORK/busy/metrics.jsonl" ] && break; sleep 0.1; done
+expect 2 "option --out: $WORK/busy is in use by another run" -- \
+  "$BP" train "${TINY[@]}" --data "$TEXT" --steps 2 --out "$WORK/busy" --overwrite
+kill -TERM "$first"
+wait "$first" || true
 printf '\x5a' | dd of="$ckpt/stage0-tp0.safetensors" bs=1 seek=5000 conv=notrunc status=none
 expect 1 "stage0-tp0.safetensors is damaged" -- "$BP" train "${TINY[@]}" --data "$TEXT" --steps 8 --resume "$WORK/ck" --out "$WORK/ck"
 cmp -s "$ckpt/stage0-tp0.state" "$WORK/ck_orig/ckpt-00000004/stage0-tp0.state" || fail "stage0-tp0.state changed"
