@@ -160,6 +160,9 @@ int trainer_checkpoint(trainer *t, bp_err *err) {
     if (rc || t->rank != 0) return rc;
     bp_manifest mf;
     manifest_of(t, &mf);
-    rc = bp_manifest_write(dir, &mf, err);
-    return rc ? rc : bp_checkpoint_commit(t->cfg->out, t->step, t->cfg->keep_checkpoints, err);
+    if ((rc = bp_manifest_write(dir, &mf, err))) {
+        bp_checkpoint_discard_shard(dir, t->grid.p, t->grid.t);
+        return rc;
+    }
+    return bp_checkpoint_commit(t->cfg->out, t->step, t->cfg->keep_checkpoints, err);
 }

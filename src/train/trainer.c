@@ -440,6 +440,7 @@ static int flush_steps(trainer *t, bp_err *err) {
         for (int a = 0; a < BP_AXES; a++) r->bytes_sent += r->axis_bytes[a] = v[i * W + 1 + a];
         bp_metrics_step(&t->metrics, r);
     }
+    if ((rc = bp_metrics_check(&t->metrics, err))) return rc;
     bp_step_record *last = &t->pending[n - 1];
     double elapsed = bp_now() - t->start_time, done = (double)(t->step - t->first_step);
     bp_progress_step(&t->progress, t->step, last->loss, last->items_per_s,
@@ -545,7 +546,7 @@ static int summary(trainer *t, bp_err *err) {
     };
     int rc = stage_summary(t, err);
     bp_metrics_summary(&t->metrics, &m);
-    return rc;
+    return rc ? rc : bp_metrics_check(&t->metrics, err);
 }
 
 int bp_train_run(const bp_train_config *cfg, bp_comm *world, const volatile sig_atomic_t *stop,

@@ -86,6 +86,15 @@ expect 2 "checkpoint .*/ck: its manifest's partition: '9' is not 1 positive bloc
   "$BP" train "${TINY[@]}" --data "$TEXT" --steps 8 --resume "$WORK/ck" --out "$WORK/ck"
 rm -rf "$WORK/ck" && cp -r "$WORK/ck_orig" "$WORK/ck"
 expect 1 "cannot open $WORK/nothing/manifest.json" -- "$BP" sample --ckpt "$WORK/nothing"
+# A metrics log that cannot be written (a full disk) fails the run naming it.
+expect 1 "cannot write the metrics log /dev/full: No space left on device" -- \
+  "$BP" train "${TINY[@]}" --data "$TEXT" --steps 2 --out "$WORK/full" --metrics /dev/full
+# A checkpoint that cannot be written (a file size limit stands for a full disk)
+# leaves no incomplete checkpoint directory behind.
+expect 1 "saving checkpoint $WORK/fsize/ckpt-00000002: cannot write .*File too large" -- \
+  bash -c "trap '' XFSZ; ulimit -f 4096; exec \"\$0\" \"\$@\"" "$BP" train "${TINY[@]}" --layers 4 \
+  --embd 128 --data "$TEXT" --eval-every 0 --steps 2 --out "$WORK/fsize" --metrics "$WORK/fsize.jsonl"
+[ ! -e "$WORK/fsize/ckpt-00000002" ] || fail "a failed save left $(ls "$WORK/fsize/ckpt-00000002")"
 # What is not a regular file is refused at once: a FIFO would block forever, a
 # device like /dev/zero would be read without end.
 mkfifo "$WORK/fifo"
