@@ -326,6 +326,13 @@ int bp_train_config_check_world(bp_train_config *c, int world, bp_err *err) {
         return bp_fail(err, BP_EUSAGE,
                        "option --fused-embedding-sync: needs gpt with --pp 2 or more and a "
                        "gradient --dp-algo (allreduce, bytegrad, powersgd), without --pipelines");
+    if (c->cb && c->pp < 2)
+        return bp_fail(err, BP_EUSAGE,
+                       "option --cb: compresses the activation gradients sent between pipeline "
+                       "stages; it needs --pp 2 or more");
+    if ((c->no_lep || c->cb_epilogue_only) && !c->cb)
+        return bp_fail(err, BP_EUSAGE, "option %s: only applies with --cb",
+                       c->no_lep ? "--no-lep" : "--cb-epilogue-only");
     if (c->sc_stages > 0 && (c->dp_algo != BP_DP_ALLREDUCE || c->pipelines > 0))
         return bp_fail(err, BP_EUSAGE,
                        "option --sc-stages: compresses the data-parallel allreduce of early "
