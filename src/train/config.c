@@ -57,6 +57,9 @@ static const bp_option train_options[] = {
         "gpt: fixed validation batches per evaluation (mlp uses the whole test set)"),
     STR("out", out, "DIR", "checkpoints and metrics go here", "runs/<model>"),
     STR("resume", resume, "DIR", "continue from the checkpoint in DIR (or DIR/latest)", NULL),
+    {"overwrite", BP_OPT_FLAG, OFF(overwrite), 0, NULL, 0, 0, NULL,
+     "start a new run in an --out that holds one (its log is truncated, `latest` replaced)",
+     NULL},
     STR("metrics", metrics, "FILE", "JSONL metrics log (appended when resuming)",
         "<out>/metrics.jsonl"),
     STR("trace", trace, "FILE",
@@ -343,6 +346,13 @@ int bp_train_config_check_world(bp_train_config *c, int world, bp_err *err) {
         return bp_fail(err, BP_EUSAGE,
                        "option --fused-embedding-sync: needs gpt with --pp 2 or more and a "
                        "gradient --dp-algo (allreduce, bytegrad, powersgd), without --pipelines");
+    if (c->cb && c->pp < 2)
+        return bp_fail(err, BP_EUSAGE,
+                       "option --cb: compresses the activation gradients sent between pipeline "
+                       "stages; it needs --pp 2 or more");
+    if ((c->no_lep || c->cb_epilogue_only) && !c->cb)
+        return bp_fail(err, BP_EUSAGE, "option %s: only applies with --cb",
+                       c->no_lep ? "--no-lep" : "--cb-epilogue-only");
     if (c->sc_stages > 0 && (c->dp_algo != BP_DP_ALLREDUCE || c->pipelines > 0))
         return bp_fail(err, BP_EUSAGE,
                        "option --sc-stages: compresses the data-parallel allreduce of early "

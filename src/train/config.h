@@ -86,6 +86,7 @@ typedef struct bp_train_config {
     double comm_timeout;
     int comm_path; /* bp_path */
     int skip_nonfinite;
+    int overwrite; /* start over in an --out that holds a run */
     /* fault injection, for tests: at step fault_at_step (-1: never) the given rank
      * kills itself (SIGKILL), hangs, produces a NaN loss, or has a NaN weight */
     int fault_kill_rank, fault_hang_rank, fault_nan_rank, fault_nan_weights_rank;

@@ -74,7 +74,8 @@ static void image_rows(bp_task *t, int slot, const bp_images *im, const int *idx
     int32_t *targets = t->targets + (size_t)slot * t->B_local;
     for (int i = 0; i < n; i++) {
         int k = idx ? idx[i] : first + i;
-        memcpy(images + (size_t)i * 784, im->pixels + (size_t)k * 784, 784 * sizeof(float));
+        const uint8_t *px = im->pixels + (size_t)k * 784;
+        for (int j = 0; j < 784; j++) images[(size_t)i * 784 + j] = (float)px[j] / 255.0f;
         targets[i] = im->labels[k];
     }
     *b = (bp_batch){.B = n, .T = 1, .images = images, .targets = targets};
