@@ -417,12 +417,13 @@ static int one_step(const ctx *c, bool warm, step_out *o) {
             o->bytes[BP_SIM_DP] += mb * j->dp * j->tp;
             o->max_bytes[BP_SIM_DP] = fmax(o->max_bytes[BP_SIM_DP], mb);
         }
-        o->compute_s = per[0].busy_s;
         o->bubble = pr.bubble;
         o->exposed[BP_SIM_DP] = ready[0] - per[0].end_s + mix0;
         o->exposed[BP_SIM_PP] = per[0].idle_s;
         o->exposed[BP_SIM_TP] = j->tp > 1 ? 4.0 * c->st[0].layers * c->V * c->st[0].tp_s : 0;
         o->exposed[BP_SIM_EMBED] = S > 1 ? embed_end - ready[0] : 0;
+        o->compute_s = o->step_s;
+        for (int a = 0; a < BP_SIM_AXES; a++) o->compute_s -= o->exposed[a];
     }
     free(per);
     free(ready);

@@ -60,7 +60,8 @@ typedef struct bp_sim_job {
 
 typedef struct bp_sim_step_result {
     double step_s;                  /* mean over the run */
-    double compute_s;               /* rank 0's forward and backward */
+    double compute_s;               /* rank 0's step less its exposed communication (as
+                                     * the runtime's metrics log counts it) */
     double exposed_s[BP_SIM_AXES];  /* rank 0's time waiting on each axis */
     double bytes[BP_SIM_AXES];      /* per step sent on each axis by all ranks ... */
     double max_bytes[BP_SIM_AXES];  /* ... and by the rank that sends most (hierarchical
