@@ -47,6 +47,13 @@ awk -v b="$(axis "$WORK/ar" bytes_max dp)" -v p="$P" 'BEGIN {exit !(b == 2 * 3 /
 awk -v a="$(axis "$WORK/ar" bytes_total dp)" -v b="$(axis "$WORK/bg" bytes_total dp)" \
   'BEGIN {r = b / a; exit !(r > 0.25 && r < 0.26)}' || fail "bytegrad/allreduce bytes"
 
+# --help: train's options and simulate's own, each with its default.
+"$BP" simulate --help >"$WORK/help"
+for opt in measure profile device-flops device-bw efficiency intra inter ranks-per-node vocab dp-algo; do
+  grep -qE "^  --$opt .*\(default: " "$WORK/help" || fail "--help: --$opt"
+done
+if grep '^  --' "$WORK/help" | grep -v '(default: '; then fail "options without a default"; fi
+
 # Bad input: one line naming the option, exit 2.
 bad() {
   local pattern=$1 rc=0
