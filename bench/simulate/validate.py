@@ -78,6 +78,13 @@ def value(text, key):
     raise ValueError(f"no {key} in:\n{text}")
 
 
+def exposed(text):
+    for line in text.splitlines():
+        if line.split()[:1] == ["exposed_ms"]:
+            return {k: float(v) for k, v in (x.split("=") for x in line.split()[1:])}
+    raise ValueError(f"no exposed_ms in:\n{text}")
+
+
 def profile_path(out, name):
     return os.path.join(out, name.replace(" ", "_") + ".profile.json")
 
@@ -91,15 +98,20 @@ def score(r, out):
                            text=True, env=env)
     if first.returncode:
         sys.exit(f"{name}: simulate failed: {first.stderr}")
-    compute = []
+    # Rank 0's computation, tp's blocking allreduces included (on a loaded machine
+    # most of their time is waiting for the other tp rank to finish computing),
+    # measured and predicted: their ratio is how far the load moved between the
+    # profile and the run (drift), apart from communication.
+    computes = []
     with open(os.path.join(out, name.replace(" ", "_"), "metrics.jsonl")) as f:
         for line in f:
             rec = json.loads(line)
             if rec.get("type") == "step" and rec["step"] >= 2:
-                compute.append(rec["compute_ms"])
-    # Rank 0's computation, measured and predicted: their ratio is how far the load
-    # moved between the profile and the run (drift), apart from communication.
-    r["drift"] = (sum(compute) / len(compute)) / value(first.stdout, "compute_ms")
+                e = rec["axis_exposed_ms"]
+                computes.append(rec["step_ms"] - e["dp"] - e["pp"] - e["embed"])
+    pe = exposed(first.stdout)
+    pred_compute = value(first.stdout, "step_ms") - pe["dp"] - pe["pp"] - pe["embed"]
+    r["drift"] = (sum(computes) / len(computes)) / pred_compute
     with open(prof) as f:
         slowdown = json.load(f)["slowdown"]
     load = max(1.0, slowdown * r["drift"])
