@@ -25,7 +25,11 @@
  *    every --sync-ms and costs the step nothing but bytes.
  *
  * A step with a warm-up (qadam, powersgd, --sc-stages) or an averaging every K
- * steps is predicted as the mean over the run's --steps. */
+ * steps is predicted as the mean over the run's --steps.
+ *
+ * Not modelled: the ranks are alike, so a collective never waits for a rank whose
+ * computation ran late (on a loaded machine, tens of milliseconds:
+ * bench/simulate/README.md); nor caches colder with more micro-batches stashed. */
 #ifndef BP_PARALLEL_SIM_STEP_H
 #define BP_PARALLEL_SIM_STEP_H
 
