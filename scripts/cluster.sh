@@ -39,7 +39,7 @@ SUBNET=10.250.14
 SW=$NAME-sw
 MAX_HOSTS=32
 
-die() { echo "cluster: error: $*" >&2; exit "${2:-1}"; }
+die() { echo "cluster: error: $1" >&2; exit "${2:-1}"; }
 host_ns() { echo "$NAME-h$1"; }
 host_addr() { echo "$SUBNET.$(($1 + 1))"; }
 hosts() { cat "$STATE/hosts" 2>/dev/null || echo 0; }
