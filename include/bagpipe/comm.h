@@ -134,6 +134,15 @@ int bp_comm_set_net(bp_comm *c, const char *spec);
 /* Watchdog timeout in seconds for every group that shares c's world; 0 is off. */
 int bp_comm_set_timeout(bp_comm *c, double seconds);
 
+/* Record every operation on c (collectives, primitives, point-to-point messages and
+ * their waits, with bytes, peer and the group's name, and the compression inside
+ * them) on `trace` (src/core/trace.h), from whichever thread calls; NULL turns it
+ * off. The trace must outlive c's operations. bp_comm_trace returns it, so that
+ * code holding a group records its own work on the same trace. */
+typedef struct bp_trace bp_trace;
+int bp_comm_set_trace(bp_comm *c, bp_trace *trace);
+bp_trace *bp_comm_trace(const bp_comm *c);
+
 /* --- network model ------------------------------------------------------------- */
 
 typedef struct bp_net {

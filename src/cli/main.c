@@ -10,11 +10,13 @@
 
 #include "bagpipe/comm.h"
 #include "bagpipe/status.h"
+#include "cli/report.h"
 #include "cli/tune.h"
 #include "core/log.h"
 #include "core/options.h"
 #include "train/config.h"
 #include "train/sample.h"
+#include "train/simulate.h"
 #include "train/trainer.h"
 
 #define BAGPIPE_VERSION "0.1.0"
@@ -29,6 +31,8 @@ static void usage(FILE *f) {
             "  train    train a model (gpt on text, mlp on Fashion-MNIST)\n"
             "  sample   generate text from a trained gpt checkpoint\n"
             "  tune     choose pipelines, micro-batches and schedule for a pipeline run\n"
+            "  simulate predict a step's time, communication and memory on a described machine\n"
+            "  report   plots of finished runs (loss, communication, stages, timeline)\n"
             "\n"
             "Run 'bagpipe <command> --help' for the options of a command.\n"
             "Exit codes: 0 success, 2 usage or configuration error, 1 runtime failure.\n",
@@ -160,6 +164,28 @@ static int cmd_tune(int argc, char **argv, const char *prog) {
     return rc ? fail(rc, &err) : 0;
 }
 
+/* One process: measures or reads the machine, simulates a step, prints it. */
+static int cmd_simulate(int argc, char **argv) {
+    bp_simulate_config cfg, defaults;
+    bp_simulate_config_defaults(&cfg);
+    defaults = cfg;
+    int n, help = 0;
+    bp_err err = {0};
+    bp_option *opts = bp_simulate_options(&n);
+    if (!opts) return fail(bp_fail(&err, BP_ENOMEM, "out of memory"), &err);
+    int rc = bp_options_parse(opts, n, &cfg, argc, argv, &help, &err);
+    if (rc == BP_OK && help) {
+        printf("usage: bagpipe simulate [options]\n\n"
+               "The options of bagpipe train (--dp defaults to 1), then simulate's own.\n"
+               "Exactly one of --measure, --profile and --device-flops.\n\noptions:\n");
+        bp_options_print_help(stdout, opts, n, &defaults);
+    }
+    free(opts);
+    if (rc == BP_OK && !help) rc = bp_simulate_config_finalize(&cfg, &err);
+    if (rc == BP_OK && !help) rc = bp_simulate_run(&cfg, stdout, &err);
+    return rc ? fail(rc, &err) : 0;
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) {
         usage(stderr);
@@ -177,6 +203,10 @@ int main(int argc, char **argv) {
     if (strcmp(cmd, "train") == 0) return cmd_train(argc - 2, argv + 2);
     if (strcmp(cmd, "sample") == 0) return cmd_sample(argc - 2, argv + 2);
     if (strcmp(cmd, "tune") == 0) return cmd_tune(argc - 2, argv + 2, argv[0]);
-    bp_log_error("unknown command '%s' (commands: train, sample, tune; see bagpipe --help)", cmd);
+    if (strcmp(cmd, "simulate") == 0) return cmd_simulate(argc - 2, argv + 2);
+    if (strcmp(cmd, "report") == 0) return report_main(argc - 2, argv + 2);
+    bp_log_error("unknown command '%s' (commands: train, sample, tune, simulate, report; "
+                 "see bagpipe --help)",
+                 cmd);
     return 2;
 }

@@ -18,6 +18,7 @@
 #include <stdatomic.h>
 
 #include "bagpipe/comm.h"
+#include "core/trace.h"
 
 #define BP_GROUP_NAME_MAX 64
 
@@ -46,6 +47,11 @@ typedef struct op_ctx {
      * watchdog can name the rank that is gone or stuck. Read by the watchdog thread. */
     atomic_int waiting_for;
     struct op_ctx *prev, *next;
+    /* tracing (c->trace set): start time, the event's name when it differs from
+     * `name` (NULL: none; "" records no event), the peer of point-to-point */
+    double t0;
+    const char *trace_name;
+    int peer;
 } op_ctx;
 
 /* State shared by all groups that come from one bp_comm_init or bp_comm_wrap. */
@@ -86,6 +92,8 @@ struct bp_comm {
     pthread_mutex_t mu; /* guards stats and err */
     bp_stats stats;
     bp_err err;
+    bp_trace *trace;          /* bp_comm_set_trace; NULL: off */
+    const char *trace_group;  /* the name, owned by the trace */
 };
 
 /* --- operations (ops.c) ---------------------------------------------------------- */

@@ -3,6 +3,8 @@
 
 #include <stdlib.h>
 
+#include "compress/traced.h"
+
 bp_status bp_occ_check(const bp_occ_config *c, bool tied, int pp, int dp_algo, bool avgpipe,
                        bp_err *err) {
     bool gradient_algo = bp_dp_algo_kind(dp_algo) == BP_DP_GRADIENT;
@@ -110,11 +112,12 @@ size_t bp_cb_send_floats(const bp_cb *cb) { return cb ? cb->enc_n : 0; }
 
 size_t bp_cb_recv_floats(const bp_cb *cb) { return cb ? cb->dec_n : 0; }
 
-bp_status bp_cb_encode(bp_cb *cb, int j, const bp_real *dx, float *wire, bp_err *err) {
+bp_status bp_cb_encode(bp_cb *cb, int j, const bp_real *dx, float *wire, bp_trace *trace,
+                       bp_err *err) {
     if (!cb->cfg.lep) bp_powersgd_clear_error(cb->enc[j]);
-    return (bp_status)bp_codec_encode(cb->enc[j], dx, cb->in_n, wire, err);
+    return (bp_status)bp_codec_encode_traced(cb->enc[j], dx, cb->in_n, wire, trace, err);
 }
 
-bp_status bp_cb_decode(bp_cb *cb, const float *wire, bp_real *dy, bp_err *err) {
-    return (bp_status)bp_codec_decode(cb->dec, wire, cb->out_n, dy, err);
+bp_status bp_cb_decode(bp_cb *cb, const float *wire, bp_real *dy, bp_trace *trace, bp_err *err) {
+    return (bp_status)bp_codec_decode_traced(cb->dec, wire, cb->out_n, dy, trace, err);
 }

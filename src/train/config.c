@@ -58,6 +58,10 @@ static const bp_option train_options[] = {
     STR("resume", resume, "DIR", "continue from the checkpoint in DIR (or DIR/latest)", NULL),
     STR("metrics", metrics, "FILE", "JSONL metrics log (appended when resuming)",
         "<out>/metrics.jsonl"),
+    STR("trace", trace, "FILE",
+        "write every rank's compute and communication as Chrome trace events (Perfetto)", "off"),
+    NUM("trace-events", BP_OPT_INT64, trace_events, 1, 1e9, "N",
+        "--trace: keep at most the last N events per rank"),
     NUM("checkpoint-every", BP_OPT_INT64, checkpoint_every, 0, 1e12, "N",
         "also save a checkpoint every N steps (one is always saved at the end)"),
     NUM("keep-checkpoints", BP_OPT_INT, keep_checkpoints, 1, 1 << 20, "N",
@@ -176,6 +180,7 @@ void bp_train_config_defaults(bp_train_config *c) {
     c->eval_every = 100;
     c->eval_batches = 20;
     c->keep_checkpoints = 2;
+    c->trace_events = 200000;
     c->log_every = 10;
     c->progress = BP_PROGRESS_AUTO;
     c->threads = 1;
@@ -344,7 +349,7 @@ bp_status bp_train_config_check_world(bp_train_config *c, int world, bp_err *err
     if (c->partition[0]) {
         int first[c->pp + 1];
         if ((rc = bp_partition_parse(c->partition, bp_model_num_blocks(&mc), c->pp, first, err)))
-            return rc;
+            return bp_err_context(err, "option --partition");
     }
     bp_net net;
     rc = bp_net_parse(c->net, &net, err);

@@ -44,6 +44,8 @@ typedef struct bp_train_config {
     char out[BP_PATH_MAX];
     char resume[BP_PATH_MAX];
     char metrics[BP_PATH_MAX];
+    char trace[BP_PATH_MAX]; /* Chrome trace events of every rank ("": off) */
+    int64_t trace_events;    /* at most this many events kept per rank */
     int64_t checkpoint_every;
     int keep_checkpoints;
     int64_t log_every;

@@ -61,7 +61,11 @@ static int choose_partition(trainer *t, const bp_model_config *mc, bp_err *err) 
     const char *given = t->cfg->partition[0] ? t->cfg->partition
                         : t->resuming        ? t->resume_from.partition
                                              : NULL;
-    if (given) return bp_partition_parse(given, n, S, t->first, err);
+    if (given && bp_partition_parse(given, n, S, t->first, err))
+        return t->cfg->partition[0] ? bp_err_context(err, "option --partition")
+                                    : bp_err_context(err, "checkpoint %s: its manifest's partition",
+                                                     t->cfg->resume);
+    if (given) return BP_OK;
     if (S == 1) {
         t->first[1] = n;
         return BP_OK;
@@ -171,6 +175,7 @@ static int setup(trainer *t, bp_err *err) {
                       c->fused_embedding_sync != 0, &t->grid, err);
     t->tp = (bp_tp){.rank = t->grid.t, .size = t->grid.tp, .allreduce_sum = tp_allreduce,
                     .ctx = t->grid.tp_comm};
+    if (rc == BP_OK) rc = agree(t, trainer_trace_start(t, err), err);
     if (rc == BP_OK) rc = agree(t, setup_data(t, err), err);
     if (rc == BP_OK) rc = agree(t, choose_partition(t, &mc, err), err);
     if (rc == BP_OK) rc = agree(t, setup_stage(t, &mc, err), err);
@@ -197,6 +202,7 @@ static void teardown(trainer *t) {
     bp_task_free(&t->task);
     bp_grid_free(&t->grid);
     bp_comm_destroy(t->meta);
+    bp_trace_destroy(t->trace);
     free(t->first);
     free(t->micro);
     free(t->step_ms);
@@ -273,6 +279,7 @@ static void fill_record(trainer *t, bp_step_record *r, double t0, double loss) {
 static int train_step(trainer *t, bp_step_record *r, bp_err *err) {
     inject_process_fault(t);
     double t0 = bp_now();
+    bp_trace_set_step(t->trace, t->step + 1);
     next_micro_batches(t);
     r->lr = bp_lr_at(&t->lr, t->step);
     bp_grid_step_in in = {.step = t->step, .lr = r->lr, .micro = t->micro,
@@ -288,6 +295,7 @@ static int train_step(trainer *t, bp_step_record *r, bp_err *err) {
     if (out.skipped && t->rank == 0)
         bp_log_warn("step %lld: non-finite loss or gradient on some rank; step skipped",
                     (long long)t->step + 1);
+    bp_trace_span(t->trace, "step", "step", t0);
     t->step++;
     fill_record(t, r, t0, out.skipped ? NAN : out.loss);
     return BP_OK;
@@ -422,6 +430,7 @@ bp_status bp_train_run(const bp_train_config *cfg, bp_comm *world,
     if (rc == BP_OK) rc = bp_dp_finish(t.dp, err);
     bp_progress_finish(&t.progress);
     if (rc == BP_OK) rc = summary(&t, err);
+    rc = trainer_trace_write(&t, rc, err);
     res->steps = t.step;
     /* After a failure with several ranks, others may be inside collectives that
      * will never finish: leave everything as it is for the caller to abort the job. */

@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <stdbool.h>
 
+#include "core/trace.h"
 #include "parallel/dp.h"
 #include "parallel/grid.h"
 #include "parallel/pipe.h"
@@ -33,6 +34,7 @@ typedef struct trainer {
     bp_dp *dp;
     bp_pipe *pipe;
     bp_grid_step_ctx stepper; /* what one step runs on */
+    bp_trace *trace; /* --trace; NULL: off */
     bp_batch *micro; /* the micro-batches of one step */
     int n_micro, micro_B;
     bp_lr_schedule lr;
@@ -69,6 +71,13 @@ void trainer_dp_config(const trainer *t, bp_dp_config *d);
 int trainer_read_resume_manifest(trainer *t, bp_err *err);
 int trainer_resume(trainer *t, bp_err *err);
 int trainer_checkpoint(trainer *t, bp_err *err);
+
+/* trace_file.c: --trace. Start: every rank's trace, set on the grid's groups, with
+ * a common time origin (collective). Write: rank 0 gathers every rank's events and
+ * writes the file, after a run that ended on every rank alike (also when stopped);
+ * returns rc, or the write's failure when rc was BP_OK. */
+int trainer_trace_start(trainer *t, bp_err *err);
+int trainer_trace_write(trainer *t, int rc, bp_err *err);
 
 /* evaluate.c */
 int trainer_evaluate(trainer *t, bp_err *err);

@@ -51,6 +51,17 @@ expect 1 "stage0-tp0.state is damaged" -- "$BP" train "${TINY[@]}" --data "$TEXT
 rm -rf "$WORK/ck" && cp -r "$WORK/ck_orig" "$WORK/ck"
 expect 2 "written with --embd 16 but this run has --embd 32" -- "$BP" train "${TINY[@]}" --embd 32 --data "$TEXT" --steps 8 --resume "$WORK/ck"
 expect 2 "holds a gpt model but --model is mlp" -- "$BP" train --model mlp --resume "$WORK/ck"
+# A bad partition read from a manifest (checksum fixed) is the manifest's, not an option's.
+python3 - "$ckpt/manifest.json" <<'PY'
+import re, sys, zlib
+path = sys.argv[1]
+text = open(path).read().replace('"partition":"3"', '"partition":"9"')
+zeroed = re.sub(r'"crc32":"[0-9a-f]{8}"', '"crc32":"00000000"', text)
+open(path, "w").write(zeroed.replace('"crc32":"00000000"', '"crc32":"%08x"' % zlib.crc32(zeroed.encode())))
+PY
+expect 2 "checkpoint .*/ck: its manifest's partition: '9' is not 1 positive block count" -- \
+  "$BP" train "${TINY[@]}" --data "$TEXT" --steps 8 --resume "$WORK/ck" --out "$WORK/ck"
+rm -rf "$WORK/ck" && cp -r "$WORK/ck_orig" "$WORK/ck"
 expect 1 "cannot open $WORK/nothing/manifest.json" -- "$BP" sample --ckpt "$WORK/nothing"
 no_partial_files "$WORK"
 echo "ok"

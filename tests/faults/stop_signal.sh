@@ -11,11 +11,7 @@ for n in 2 4; do
   timeout -k 5 60 $BP_MPIEXEC $BP_MPIEXEC_FLAGS -n "$n" "$BP" train "${opts[@]}" --steps 100000000 \
     --out "$out" >"$WORK/out" 2>&1 &
   launcher=$!
-  for _ in $(seq 100); do [ -s "$out/metrics.jsonl" ] && break; sleep 0.1; done
-  sleep 1
-  victim=$(pgrep -f "$BP train .*--out $out" | tail -n 1)
-  [ -n "$victim" ] || fail "no rank process found"
-  kill -TERM "$victim"
+  term_rank "$out"
   rc=0
   wait "$launcher" || rc=$?
   [ "$rc" -eq 3 ] || fail "exit code $rc after SIGTERM, expected 3: $(cat "$WORK/out")"
