@@ -29,6 +29,17 @@ static bool parse_bw(const char *s, double *bps) {
     return unit_ok && *bps > 0;
 }
 
+/* Links slower than 1 Kbit/s or with a latency above 10 s would stall a job for
+ * hours, faster than 1 Pbit/s emulate nothing (an overflow to infinity would turn
+ * emulation off unnoticed): such values are mistakes, refused. */
+#define NET_MIN_BPS 1e3
+#define NET_MAX_BPS 1e15
+#define NET_MAX_LAT_S 10.0
+
+static bool in_range(int k, double v) {
+    return k == 0 ? v >= NET_MIN_BPS && v <= NET_MAX_BPS : v <= NET_MAX_LAT_S;
+}
+
 static bool parse_lat(const char *s, double *sec) {
     const char *u;
     if (!number(s, sec, &u)) return false;
@@ -61,6 +72,9 @@ static int parse_field(char *field, bp_net *net, bool seen[2], bp_err *err) {
         return bp_fail(err, BP_EUSAGE,
                        "net: bad lat '%s' (expected a time with unit us, ms or s, e.g. 1ms)",
                        value);
+    if (!in_range(k, k == 0 ? net->bw_bps : net->lat_s))
+        return bp_fail(err, BP_EUSAGE, "net: %s '%s' is out of range (%s)", field, value,
+                       k == 0 ? "1Kbit to 1000000Gbit" : "0 to 10s");
     return BP_OK;
 }
 

@@ -34,6 +34,10 @@ static void test_parse(void **state) {
         {"lat=5", "bad lat '5'"},         {"lat=1ms,lat=2ms", "'lat' given twice"},
         {"foo=1", "unknown field 'foo'"}, {"bw=1G,latency=1ms", "unknown field 'latency'"},
         {"lat=1min", "bad lat '1min'"},
+        /* extremes that would stall a job or overflow to no emulation at all */
+        {"bw=1e300G", "bw '1e300G' is out of range"}, {"bw=1e-30bit", "bw '1e-30bit' is out of range"},
+        {"bw=100bit", "bw '100bit' is out of range"}, {"lat=1e300s", "lat '1e300s' is out of range"},
+        {"lat=11s", "lat '11s' is out of range"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         bp_err_clear(&err);
