@@ -47,7 +47,7 @@ int main(int argc, char **argv) {
 
     float *full = malloc(n * sizeof *full), *low = malloc(n * sizeof *low);
     bp_codec *u8 = NULL;
-    if (!full || !low || bp_codec_minmax_u8_new(&u8, &err) != BP_OK) {
+    if (!full || !low || bp_codec_minmax_u8_create(&u8, &err) != BP_OK) {
         fprintf(stderr, "comm_average: out of memory\n");
         bp_comm_abort(world, 1);
     }
@@ -63,7 +63,7 @@ int main(int argc, char **argv) {
         printf("C_LP_S (MinMaxUInt8) differs from C_FP_S by at most %.5f\n\n", worst);
         print_stats(world);
     }
-    bp_codec_free(u8);
+    bp_codec_destroy(u8);
     free(full);
     free(low);
     return bp_comm_finalize(world) == BP_OK ? 0 : 1;

@@ -136,7 +136,7 @@ static void compare(run_fn f, run_fn g, void *arg, int reps, double *tf, double 
 }
 
 /* Each version of the codec's loops this machine has (the fastest is the one
- * bp_codec_minmax_u8_new picks), side by side with memcpy. */
+ * bp_codec_minmax_u8_create picks), side by side with memcpy. */
 static void bench_minmax(void) {
     printf("\nMinMaxUInt8 encode + decode vs memcpy of the floats (rank 0); GB/s of float data\n"
            "%10s %6s %12s %12s %7s\n",
@@ -156,7 +156,7 @@ static void bench_minmax(void) {
             printf("%10zu %6s %12.2f %12.2f %7.2f\n", bytes, isas[v], (double)bytes / tc / 1e9,
                    (double)bytes / tr / 1e9, tc / tr);
             bp_free(a.x), bp_free(a.y), bp_free(a.wire);
-            bp_codec_free(a.codec);
+            bp_codec_destroy(a.codec);
         }
 }
 
@@ -189,7 +189,7 @@ static void bench_powersgd(void) {
     for (size_t s = 0; s < 3; s++) {
         psgd_arg a = {.rows = shapes[s][0], .cols = shapes[s][1], .rank = shapes[s][2]};
         size_t n = (size_t)a.rows * a.cols;
-        bp_codec_powersgd_new((size_t)a.rows, (size_t)a.cols, a.rank, 1, &a.codec, NULL);
+        bp_codec_powersgd_create((size_t)a.rows, (size_t)a.cols, a.rank, 1, &a.codec, NULL);
         a.g = bp_alloc(n * sizeof(float)), a.m = bp_alloc(n * sizeof(float));
         a.p = bp_alloc((size_t)a.rows * a.rank * sizeof(float));
         a.q = bp_alloc((size_t)a.cols * a.rank * sizeof(float));
@@ -204,7 +204,7 @@ static void bench_powersgd(void) {
         snprintf(shape, sizeof shape, "%dx%d", a.rows, a.cols);
         printf("%12s %5d %14.3f %13.3f %7.2f\n", shape, a.rank, tc * 1e3, tp * 1e3, tp / tc);
         bp_free(a.g), bp_free(a.m), bp_free(a.p), bp_free(a.q), bp_free(a.wire);
-        bp_codec_free(a.codec);
+        bp_codec_destroy(a.codec);
     }
 }
 

@@ -80,7 +80,7 @@ int bp_comm_init(int *argc, char ***argv, bp_comm **world, bp_err *err);
 int bp_comm_finalize(bp_comm *world);
 
 /* Free a group made by split, dup or split_node (NULL is allowed). */
-int bp_comm_free(bp_comm *c);
+int bp_comm_destroy(bp_comm *c);
 
 /* Collective over c: ranks with the same color form a new group, ordered by key
  * then by rank in c. name (may be NULL: "<parent>/<color>") appears in messages.
@@ -109,6 +109,9 @@ const char *bp_comm_name(const bp_comm *c);
 /* The last error of an operation on c ("" if none), valid until the next
  * failure on c. */
 const char *bp_comm_errmsg(const bp_comm *c);
+/* What callers of the operations above write after a call: BP_OK for rc == 0, else
+ * rc with c's message in err. */
+bp_status bp_comm_fail(const bp_comm *c, int rc, bp_err *err);
 
 /* --- options ------------------------------------------------------------------ */
 
@@ -228,17 +231,17 @@ int bp_peer_avg(bp_comm *c, float *x, size_t n, bp_peers peers, uint64_t round);
 
 /* D_LP_S: ring with compressed differences. The state keeps the replicas w (this
  * rank's), l and r (its left and right neighbour's), all equal to x0 of their
- * owner at the start (one exchange in bp_ring_lp_new, collective). Each step,
+ * owner at the start (one exchange in bp_ring_lp_create, collective). Each step,
  * after the local update x: z = x + l/3 + r/3 - 5w/3; C(z) goes to both
  * neighbours; l += D(C(z_left)); r += D(C(z_right)); w += D(C(z)); x = w. The codec
  * is used by this state only (it may be stateful). */
 typedef struct bp_ring_lp bp_ring_lp;
-int bp_ring_lp_new(bp_comm *c, const float *x0, size_t n, bp_codec *codec, bp_ring_lp **out);
+int bp_ring_lp_create(bp_comm *c, const float *x0, size_t n, bp_codec *codec, bp_ring_lp **out);
 int bp_ring_lp_step(bp_ring_lp *s, float *x);
 /* The replicas (n floats each); NULL on ranks that are not in the ring (not
  * node leaders when hierarchical). */
 void bp_ring_lp_replicas(const bp_ring_lp *s, const float **w, const float **l, const float **r);
-void bp_ring_lp_free(bp_ring_lp *s);
+void bp_ring_lp_destroy(bp_ring_lp *s);
 
 /* C_FP_A: a background thread that every interval_ms takes a snapshot s = x,
  * averages it over the group (a = allreduce(s) / size) and, holding the lock,
@@ -258,7 +261,7 @@ uint64_t bp_async_avg_rounds(bp_async_avg *a);
 /* Ask to stop, wait for this rank's thread to end; the thread's status. */
 int bp_async_avg_stop(bp_async_avg *a);
 /* Stops if needed and frees (collective, since it frees the dup'd group). */
-void bp_async_avg_free(bp_async_avg *a);
+void bp_async_avg_destroy(bp_async_avg *a);
 
 /* --- counters -------------------------------------------------------------------- */
 

@@ -46,13 +46,13 @@ extern "C" {
 typedef struct bp_codec bp_codec;
 
 /* A MinMaxUInt8 codec (stateless: one may serve many threads). */
-int bp_codec_minmax_u8_new(bp_codec **out, bp_err *err);
+int bp_codec_minmax_u8_create(bp_codec **out, bp_err *err);
 
 /* A PowerSGD codec for a rows x cols matrix with rank r >= 1 and the seed of Q. */
-int bp_codec_powersgd_new(size_t rows, size_t cols, int rank, uint64_t seed, bp_codec **out,
-                          bp_err *err);
+int bp_codec_powersgd_create(size_t rows, size_t cols, int rank, uint64_t seed, bp_codec **out,
+                             bp_err *err);
 
-void bp_codec_free(bp_codec *codec);
+void bp_codec_destroy(bp_codec *codec);
 
 /* "minmax_u8" or "powersgd". */
 const char *bp_codec_name(const bp_codec *codec);

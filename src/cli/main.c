@@ -11,6 +11,7 @@
 #include "bagpipe/comm.h"
 #include "bagpipe/status.h"
 #include "cli/report.h"
+#include "cli/tune.h"
 #include "core/device.h"
 #include "core/log.h"
 #include "core/options.h"
@@ -18,7 +19,6 @@
 #include "train/sample.h"
 #include "train/simulate.h"
 #include "train/trainer.h"
-#include "train/tune.h"
 
 #define BAGPIPE_VERSION "0.1.0"
 
@@ -71,7 +71,8 @@ static int train_config(int argc, char **argv, int world, bp_train_config *cfg, 
         return rc;
     }
     rc = bp_train_config_finalize(cfg, err);
-    return rc ? rc : bp_train_config_check_world(cfg, world, err);
+    if (rc) return rc;
+    return bp_train_config_check_world(cfg, world, err);
 }
 
 /* --device: stops before any work, with one line, where the device cannot be used.
@@ -181,7 +182,7 @@ static int cmd_tune(int argc, char **argv, const char *prog) {
     if (rc == BP_OK && !help)
         rc = bp_device_require((bp_device_kind)cfg.train.device, "option --device cuda", &err);
     if (rc == BP_OK && !help) rc = device_not_wired(cfg.train.device, "tune", &err);
-    if (rc == BP_OK && !help) rc = bp_tune_run(&cfg, prog, argc, argv, stdout, &err);
+    if (rc == BP_OK && !help) rc = bp_cli_tune(&cfg, prog, argc, argv, stdout, &err);
     return rc ? fail(rc, &err) : 0;
 }
 

@@ -108,7 +108,7 @@ int bp_async_avg_start(bp_comm *c, float *x, size_t n, int interval_ms, bp_async
         }
     }
     if (rc != BP_OK) {
-        bp_async_avg_free(a);
+        bp_async_avg_destroy(a);
         a = NULL;
     }
     *out = a;
@@ -130,10 +130,10 @@ int bp_async_avg_stop(bp_async_avg *a) {
     return a->status;
 }
 
-void bp_async_avg_free(bp_async_avg *a) {
+void bp_async_avg_destroy(bp_async_avg *a) {
     if (!a) return;
     bp_async_avg_stop(a);
-    bp_comm_free(a->dup);
+    bp_comm_destroy(a->dup);
     bp_free(a->snap);
     bp_free(a->avg);
     pthread_mutex_destroy(&a->x_mu);

@@ -82,14 +82,14 @@ static int group_new(MPI_Comm mpi, const char *name, bp_world *w, bp_comm **out,
 }
 
 static void hier_free(bp_comm *c) {
-    bp_comm_free(c->local);
-    bp_comm_free(c->leaders);
+    bp_comm_destroy(c->local);
+    bp_comm_destroy(c->leaders);
     c->local = c->leaders = NULL;
     c->hier = false;
     c->nodes = 1;
 }
 
-int bp_comm_free(bp_comm *c) {
+int bp_comm_destroy(bp_comm *c) {
     if (!c) return BP_OK;
     hier_free(c);
     if (c->stamps != MPI_COMM_NULL) MPI_Comm_free(&c->stamps);
@@ -121,7 +121,7 @@ static int wrap(MPI_Comm mpi, const char *name, bool owns_mpi, bp_comm **out, bp
     }
     rc = group_new(dup, name, w, out, err);
     if (rc != BP_OK && *out) {
-        bp_comm_free(*out); /* and the world with it */
+        bp_comm_destroy(*out); /* and the world with it */
         *out = NULL;
     } else if (rc != BP_OK) {
         world_destroy(w);
@@ -161,7 +161,7 @@ int bp_comm_finalize(bp_comm *world) {
         return bpc_comm_record(world, BP_EUSAGE, &err);
     }
     bool owns = w->owns_mpi;
-    bp_comm_free(world);
+    bp_comm_destroy(world);
     return owns && MPI_Finalize() != MPI_SUCCESS ? BP_ECOMM : BP_OK;
 }
 
@@ -178,7 +178,7 @@ static int derive(bp_comm *c, const char *call, MPI_Comm made, int mpi_rc, const
         (*out)->poll_s = c->poll_s;
         return BP_OK;
     }
-    bp_comm_free(*out);
+    bp_comm_destroy(*out);
     *out = NULL;
     return bpc_comm_record(c, rc, &err);
 }
@@ -216,7 +216,7 @@ int bp_comm_split_node(bp_comm *c, int node_size, bp_comm **local, bp_comm **lea
     snprintf(name, sizeof name, "%s/leaders", c->name);
     rc = make(c, BY_COLOR, (*local)->rank == 0 ? 0 : -1, c->rank, name, leaders);
     if (rc != BP_OK) {
-        bp_comm_free(*local);
+        bp_comm_destroy(*local);
         *local = NULL;
     }
     return rc;
@@ -246,7 +246,7 @@ int bp_comm_dup(bp_comm *c, const char *name, bp_comm **out) {
     int rc = make(c, DUP, 0, 0, name ? name : c->name, out);
     if (rc == BP_OK && c->hier) rc = bp_comm_set_hierarchical(*out, true, c->node_size);
     if (rc != BP_OK) {
-        bp_comm_free(*out);
+        bp_comm_destroy(*out);
         *out = NULL;
     }
     return rc;

@@ -134,3 +134,7 @@ int bpc_comm_record(bp_comm *c, int rc, const bp_err *err) {
 }
 
 const char *bp_comm_errmsg(const bp_comm *c) { return c->err.msg; }
+
+bp_status bp_comm_fail(const bp_comm *c, int rc, bp_err *err) {
+    return rc ? (bp_status)bp_fail(err, (bp_status)rc, "%s", c->err.msg) : BP_OK;
+}

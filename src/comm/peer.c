@@ -112,14 +112,14 @@ static int ring_alloc(bp_ring_lp *s, bp_err *err) {
     return rc;
 }
 
-void bp_ring_lp_free(bp_ring_lp *s) {
+void bp_ring_lp_destroy(bp_ring_lp *s) {
     if (!s) return;
     bp_free(s->w), bp_free(s->l), bp_free(s->r), bp_free(s->tmp);
     for (int i = 0; i < 3; i++) bp_free(s->enc[i]);
     free(s);
 }
 
-int bp_ring_lp_new(bp_comm *c, const float *x0, size_t n, bp_codec *codec, bp_ring_lp **out) {
+int bp_ring_lp_create(bp_comm *c, const float *x0, size_t n, bp_codec *codec, bp_ring_lp **out) {
     op_ctx op;
     bpc_op_begin(&op, c, BP_OP_RING_LP, n);
     *out = NULL;
@@ -142,7 +142,7 @@ int bp_ring_lp_new(bp_comm *c, const float *x0, size_t n, bp_codec *codec, bp_ri
     if (rc == BP_OK)
         *out = s;
     else
-        bp_ring_lp_free(s);
+        bp_ring_lp_destroy(s);
     return bpc_op_end(&op, rc);
 }
 

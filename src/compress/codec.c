@@ -16,7 +16,7 @@ int bp_codec_decode(const bp_codec *codec, const void *in, size_t n, float *x, b
     return codec->ops->decode(codec, in, n, x, err);
 }
 
-void bp_codec_free(bp_codec *codec) {
+void bp_codec_destroy(bp_codec *codec) {
     if (codec) codec->ops->destroy(codec);
 }
 

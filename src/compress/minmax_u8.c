@@ -108,7 +108,7 @@ int bp_codec_minmax_u8_new_isa(const char *isa, bp_codec **out, bp_err *err) {
     return BP_OK;
 }
 
-int bp_codec_minmax_u8_new(bp_codec **out, bp_err *err) {
+int bp_codec_minmax_u8_create(bp_codec **out, bp_err *err) {
     return bp_codec_minmax_u8_new_isa(NULL, out, err);
 }
 

@@ -172,8 +172,8 @@ static const bp_codec_ops powersgd_ops = {
     .destroy = psgd_destroy,
 };
 
-int bp_codec_powersgd_new(size_t rows, size_t cols, int rank, uint64_t seed, bp_codec **out,
-                          bp_err *err) {
+int bp_codec_powersgd_create(size_t rows, size_t cols, int rank, uint64_t seed, bp_codec **out,
+                             bp_err *err) {
     *out = NULL;
     if (rows == 0 || cols == 0 || rank < 1 || rows > INT32_MAX || cols > INT32_MAX)
         return bp_fail(err, BP_EUSAGE, "powersgd: bad shape %zu x %zu or rank %d", rows, cols,

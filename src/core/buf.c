@@ -28,7 +28,7 @@ int bp_arena_init(bp_arena *a, size_t bytes, bp_err *err) {
     return bp_alloc_checked((void **)&a->base, a->cap, "arena", err);
 }
 
-void bp_arena_destroy(bp_arena *a) {
+void bp_arena_free(bp_arena *a) {
     bp_free(a->base);
     memset(a, 0, sizeof *a);
 }

@@ -28,7 +28,7 @@ typedef struct bp_arena {
 } bp_arena;
 
 int bp_arena_init(bp_arena *a, size_t bytes, bp_err *err);
-void bp_arena_destroy(bp_arena *a);
+void bp_arena_free(bp_arena *a);
 /* An aligned, zero-filled slice of `bytes`, or NULL when the arena is full. */
 void *bp_arena_take(bp_arena *a, size_t bytes);
 void bp_arena_reset(bp_arena *a);

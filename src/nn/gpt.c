@@ -23,39 +23,61 @@
 #include "nn/model_impl.h"
 #include "nn/vec.h"
 
+/* Shapes as llm.c's train_gpt2.c writes them: V vocabulary, C channels, maxT the
+ * sequence length, N = B*T rows; on a tensor-parallel rank A = C/tp attention
+ * channels, F = 4C/tp MLP units, NH = n_head/tp heads (A = C, F = 4C, NH = n_head
+ * on one rank). Parameters of a transformer block, in forward order: */
 enum layer_tensor {
-    LN1_W,
-    LN1_B,
-    ATTN_W,
-    ATTN_B,
-    APROJ_W,
-    APROJ_B,
-    LN2_W,
-    LN2_B,
-    FC_W,
-    FC_B,
-    MPROJ_W,
-    MPROJ_B,
+    LN1_W,   /* (C) */
+    LN1_B,   /* (C) */
+    ATTN_W,  /* (3A, C): q, k, v rows of this rank's heads */
+    ATTN_B,  /* (3A) */
+    APROJ_W, /* (C, A) */
+    APROJ_B, /* (C) */
+    LN2_W,   /* (C) */
+    LN2_B,   /* (C) */
+    FC_W,    /* (F, C) */
+    FC_B,    /* (F) */
+    MPROJ_W, /* (C, F) */
+    MPROJ_B, /* (C) */
     LAYER_TENSORS
 };
+/* Activations of a transformer block: */
 enum layer_slot {
-    S_LN1,
-    S_MEAN1,
-    S_RSTD1,
-    S_QKV,
-    S_ATT,
-    S_ATTY,
-    S_RES2,
-    S_LN2,
-    S_MEAN2,
-    S_RSTD2,
-    S_FCH,
-    S_FCHG,
-    S_OUT,
+    S_LN1,   /* (N, C) ln_1's output */
+    S_MEAN1, /* (N) */
+    S_RSTD1, /* (N) */
+    S_QKV,   /* (N, 3A) */
+    S_ATT,   /* (B, NH, T, T) attention probabilities */
+    S_ATTY,  /* (N, A) attention output, before c_proj */
+    S_RES2,  /* (N, C) x + attention: the residual entering the MLP */
+    S_LN2,   /* (N, C) */
+    S_MEAN2, /* (N) */
+    S_RSTD2, /* (N) */
+    S_FCH,   /* (N, F) c_fc's output */
+    S_FCHG,  /* (N, F) after GELU */
+    S_OUT,   /* (N, C) the block's output residual */
     LAYER_SLOTS
 };
-enum head_slot { S_LNF, S_MEANF, S_RSTDF, S_LOGITS, S_LSE, HEAD_SLOTS };
-enum { E_WTE, E_WPE, H_LNF_W = 0, H_LNF_B, H_WTE_COPY };
+/* Activations of the head: */
+enum head_slot {
+    S_LNF,    /* (N, C) */
+    S_MEANF,  /* (N) */
+    S_RSTDF,  /* (N) */
+    S_LOGITS, /* (N, V) */
+    S_LSE,    /* (N) log-sum-exp of each row's logits */
+    HEAD_SLOTS
+};
+/* Parameters of the embedding block and of the head: */
+enum {
+    E_WTE = 0,      /* (V, C) token embedding, tied to the LM head */
+    E_WPE = 1,      /* (maxT, C) position embedding */
+    H_LNF_W = 0,    /* (C) */
+    H_LNF_B = 1,    /* (C) */
+    H_WTE_COPY = 2, /* (V, C) the head's copy of wte on a later stage than the first */
+};
+/* The tied tensor's name (bp_model_tied_tensor). */
+#define WTE "wte.weight"
 
 #define GPT_DIM_MAX (1 << 24)
 
@@ -102,7 +124,7 @@ static void gpt_block_name(const bp_model_config *c, int block, char *buf, size_
 static int gpt_block_tensors(const bp_model_config *c, int block, bp_tensor_spec *s) {
     int C = c->n_embd;
     if (block == 0) {
-        bp_tensor_spec_set(&s[E_WTE], "wte.weight", c->vocab, C, BP_INIT_NORMAL, 0.02);
+        bp_tensor_spec_set(&s[E_WTE], WTE, c->vocab, C, BP_INIT_NORMAL, 0.02);
         bp_tensor_spec_set(&s[E_WPE], "wpe.weight", c->seq_len, C, BP_INIT_NORMAL, 0.02);
         return 2;
     }
@@ -423,6 +445,12 @@ static int gpt_backward(bp_model *m, bp_acts *a, const bp_batch *b, const bp_rea
     return BP_OK;
 }
 
+/* Bytes in, bytes out. */
+static void gpt_fixed_sizes(bp_model_config *c) { c->vocab = 256; }
+static int gpt_sample_len(const bp_model_config *c) { return c->seq_len; }
+static int gpt_input_width(const bp_model_config *c) { return (void)c, 0; }
+static int gpt_num_classes(const bp_model_config *c) { return c->vocab; }
+
 const bp_model_ops bp_gpt_ops = {
     .check = gpt_check,
     .check_tp = gpt_check_tp,
@@ -430,7 +458,11 @@ const bp_model_ops bp_gpt_ops = {
     .block_name = gpt_block_name,
     .block_tensors = gpt_block_tensors,
     .boundary_width = gpt_boundary_width,
-    .tied_embedding = true,
+    .tied_tensor = WTE,
+    .fixed_sizes = gpt_fixed_sizes,
+    .sample_len = gpt_sample_len,
+    .input_width = gpt_input_width,
+    .num_classes = gpt_num_classes,
     .check_batch = gpt_check_batch,
     .acts_slots = gpt_acts_slots,
     .scratch_len = gpt_scratch_len,

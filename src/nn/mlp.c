@@ -163,6 +163,15 @@ static int mlp_backward(bp_model *m, bp_acts *a, const bp_batch *b, const bp_rea
     }
 }
 
+/* Fashion-MNIST: 28 x 28 images of 10 classes. */
+static void mlp_fixed_sizes(bp_model_config *c) {
+    c->in_dim = 28 * 28;
+    c->n_class = 10;
+}
+static int mlp_sample_len(const bp_model_config *c) { return (void)c, 1; }
+static int mlp_input_width(const bp_model_config *c) { return c->in_dim; }
+static int mlp_num_classes(const bp_model_config *c) { return c->n_class; }
+
 const bp_model_ops bp_mlp_ops = {
     .check = mlp_check,
     .check_tp = NULL, /* nothing to split: the trainer runs mlp with tp 1 */
@@ -170,7 +179,11 @@ const bp_model_ops bp_mlp_ops = {
     .block_name = mlp_block_name,
     .block_tensors = mlp_block_tensors,
     .boundary_width = mlp_boundary_width,
-    .tied_embedding = false,
+    .tied_tensor = NULL,
+    .fixed_sizes = mlp_fixed_sizes,
+    .sample_len = mlp_sample_len,
+    .input_width = mlp_input_width,
+    .num_classes = mlp_num_classes,
     .check_batch = mlp_check_batch,
     .acts_slots = mlp_acts_slots,
     .scratch_len = mlp_scratch_len,

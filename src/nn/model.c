@@ -42,6 +42,33 @@ const char *bp_model_block_name(const bp_model_config *cfg, int block, char *buf
     return buf;
 }
 
+void bp_model_config_init(bp_model_config *cfg, bp_model_kind kind) {
+    memset(cfg, 0, sizeof *cfg);
+    cfg->kind = kind;
+    const bp_model_ops *ops = ops_of(kind);
+    if (ops) ops->fixed_sizes(cfg);
+}
+
+const char *bp_model_tied_tensor(const bp_model_config *cfg) {
+    const bp_model_ops *ops = ops_of(cfg->kind);
+    return ops ? ops->tied_tensor : NULL;
+}
+
+int bp_model_sample_len(const bp_model_config *cfg) {
+    const bp_model_ops *ops = ops_of(cfg->kind);
+    return ops ? ops->sample_len(cfg) : 0;
+}
+
+int bp_model_input_width(const bp_model_config *cfg) {
+    const bp_model_ops *ops = ops_of(cfg->kind);
+    return ops ? ops->input_width(cfg) : 0;
+}
+
+int bp_model_num_classes(const bp_model_config *cfg) {
+    const bp_model_ops *ops = ops_of(cfg->kind);
+    return ops ? ops->num_classes(cfg) : 0;
+}
+
 int bp_model_boundary_width(const bp_model_config *cfg, int block) {
     if (block < 0 || block > bp_model_num_blocks(cfg)) return 0; /* also a wrong kind */
     return ops_of(cfg->kind)->boundary_width(cfg, block);
@@ -63,7 +90,7 @@ void bp_tensor_spec_set(bp_tensor_spec *s, const char *name, int d0, int d1, bp_
 /* ---- tensor table ---- */
 
 static bool has_tied_copy(const bp_model *m) {
-    return m->ops->tied_embedding && m->begin > 0 && m->end == m->ops->num_blocks(&m->cfg);
+    return m->ops->tied_tensor && m->begin > 0 && m->end == m->ops->num_blocks(&m->cfg);
 }
 
 static int alloc_table(bp_model *m, int n, bp_err *err) {

@@ -106,6 +106,21 @@ typedef struct bp_batch {
 typedef struct bp_model bp_model;
 typedef struct bp_acts bp_acts;
 
+/* cfg zeroed, of `kind`, with the sizes the kind fixes rather than the options:
+ * gpt's vocabulary of 256 bytes; mlp's inputs of 784 floats (28 x 28 images) and
+ * its 10 classes (Fashion-MNIST). */
+void bp_model_config_init(bp_model_config *cfg, bp_model_kind kind);
+/* Model facts the layers above use instead of knowing the kinds:
+ * - the name of the tensor the first and last blocks share (gpt's "wte.weight": the
+ *   embedding tied to the head), or NULL;
+ * - what one sample is: positions (gpt: a sequence of seq_len tokens; mlp: 1, an
+ *   image) and input floats per position (mlp: in_dim; gpt: 0, it reads token ids);
+ * - the classes the logits of a position score (vocab or n_class). */
+const char *bp_model_tied_tensor(const bp_model_config *cfg);
+int bp_model_sample_len(const bp_model_config *cfg);
+int bp_model_input_width(const bp_model_config *cfg);
+int bp_model_num_classes(const bp_model_config *cfg);
+
 /* Check a configuration; the message names the offending field. */
 int bp_model_config_check(const bp_model_config *cfg, bp_err *err);
 int bp_model_num_blocks(const bp_model_config *cfg);

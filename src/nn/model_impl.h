@@ -44,8 +44,16 @@ typedef struct bp_model_ops {
     /* Fills out[] with the tensors of `block` in forward order; returns how many. */
     int (*block_tensors)(const bp_model_config *cfg, int block, bp_tensor_spec *out);
     int (*boundary_width)(const bp_model_config *cfg, int block);
-    /* True when tensor 0 of block 0 is tied to the head (gpt's wte). */
-    bool tied_embedding;
+    /* The name of tensor 0 of block 0 when it is tied to the head (gpt's wte), else
+     * NULL. */
+    const char *tied_tensor;
+    /* The sizes the kind fixes rather than the options (see bp_model_config_init). */
+    void (*fixed_sizes)(bp_model_config *cfg);
+    /* What one sample is: positions (rows of activations) and input floats per
+     * position (0: token ids), and the classes a position's logits score. */
+    int (*sample_len)(const bp_model_config *cfg);
+    int (*input_width)(const bp_model_config *cfg);
+    int (*num_classes)(const bp_model_config *cfg);
     /* Kind-specific checks of a batch (token and target ranges, inputs present). */
     int (*check_batch)(const bp_model *m, const bp_batch *b, bool backward, bp_err *err);
     /* Sizes (elements) of the activation slots for B x T; returns the slot count and

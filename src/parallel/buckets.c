@@ -94,8 +94,8 @@ static void *thread_main(void *arg) {
     return NULL;
 }
 
-int bp_bucketer_init(bp_bucketer *bk, const bp_model *m, size_t bucket_bytes, int skip,
-                     bp_bucket_fn run, void *ctx, bp_err *err) {
+bp_status bp_bucketer_init(bp_bucketer *bk, const bp_model *m, size_t bucket_bytes, int skip,
+                           bp_bucket_fn run, void *ctx, bp_err *err) {
     memset(bk, 0, sizeof *bk);
     bk->run = run;
     bk->ctx = ctx;
@@ -111,7 +111,7 @@ int bp_bucketer_init(bp_bucketer *bk, const bp_model *m, size_t bucket_bytes, in
     return BP_OK;
 }
 
-void bp_bucketer_destroy(bp_bucketer *bk) {
+void bp_bucketer_free(bp_bucketer *bk) {
     if (!bk->buckets) return;
     pthread_mutex_lock(&bk->mu);
     bk->quit = true;
@@ -141,7 +141,7 @@ void bp_bucketer_block_done(void *bucketer, int block) {
     pthread_mutex_unlock(&bk->mu);
 }
 
-int bp_bucketer_finish(bp_bucketer *bk, bp_err *err) {
+bp_status bp_bucketer_finish(bp_bucketer *bk, bp_err *err) {
     pthread_mutex_lock(&bk->mu);
     bk->lowest_done = INT_MIN;
     pthread_cond_broadcast(&bk->cv);

@@ -59,15 +59,15 @@ typedef struct bp_bucketer {
 
 /* Plan buckets over m's tensors (bucket_bytes > 0) and start the thread. Tensor
  * `skip` (an index, -1 for none) is in no bucket; a bucket never spans it. */
-int bp_bucketer_init(bp_bucketer *bk, const bp_model *m, size_t bucket_bytes, int skip,
-                     bp_bucket_fn run, void *ctx, bp_err *err);
-void bp_bucketer_destroy(bp_bucketer *bk);
+bp_status bp_bucketer_init(bp_bucketer *bk, const bp_model *m, size_t bucket_bytes, int skip,
+                           bp_bucket_fn run, void *ctx, bp_err *err);
+void bp_bucketer_free(bp_bucketer *bk);
 
 /* Start a round: no block is done yet. */
 void bp_bucketer_begin(bp_bucketer *bk);
 /* Backward finished `block` (as a bp_grad_ready_fn). */
 void bp_bucketer_block_done(void *bucketer, int block);
 /* Mark every block done, wait until every bucket ran; the first failure's status. */
-int bp_bucketer_finish(bp_bucketer *bk, bp_err *err);
+bp_status bp_bucketer_finish(bp_bucketer *bk, bp_err *err);
 
 #endif

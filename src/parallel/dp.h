@@ -7,17 +7,12 @@
  *   bp_dp_backward_end  after it: gradient algorithms wait for their buckets here
  *   bp_dp_step          optimizer step and whatever the algorithm does to weights
  *
- * Gradient algorithms (allreduce, bytegrad, powersgd, and qadam while warming up)
- * average gradients in buckets on a communication thread that starts each bucket
- * as soon as backward has written it. Weight algorithms (decentralized,
- * lp-decentralized, easgd, async) step on local gradients and then mix weights.
- * avgpipe (DESIGN.md section 6, chosen by --pipelines): this rank holds N replicas
- * of its blocks, one per parallel pipeline, each with its own optimizer; every tau
- * steps D_j = alpha (W_j - C), W_j -= D_j, C += sum_j D_j around a center C on this
- * rank, and the centers of the data-parallel ranks are then averaged (C_FP_S).
- * qadam: AdamW on averaged gradients for `qadam_warmup` steps; afterwards the
- * second moment is frozen and each step averages the *momentum* with C_LP_S
- * (MinMaxUInt8) instead of the gradients; its bias correction is frozen with it. */
+ * Gradient algorithms average gradients in buckets on a communication thread that
+ * starts each bucket as soon as backward has written it; weight algorithms step on
+ * local gradients and then mix weights. Each algorithm is one file of parallel/dp/
+ * (its rule in its opening comment), listed in parallel/dp/registry.h; the engine
+ * they share is parallel/dp/engine.c. AvgPipe's elastic averaging of the replicas
+ * one rank holds (--pipelines) is parallel/avgpipe.c. */
 #ifndef BP_PARALLEL_DP_H
 #define BP_PARALLEL_DP_H
 
@@ -29,21 +24,24 @@
 #include "nn/optim.h"
 #include "parallel/buckets.h"
 
+#include "parallel/dp/registry.h"
+
+#define BP_DP_ENUM(id, name, ops) BP_DP_##id,
 typedef enum bp_dp_algo {
-    BP_DP_ALLREDUCE,
-    BP_DP_BYTEGRAD,
-    BP_DP_QADAM,
-    BP_DP_DECENTRALIZED,
-    BP_DP_LP_DECENTRALIZED,
-    BP_DP_ASYNC,
-    BP_DP_POWERSGD,
-    BP_DP_EASGD,
+    BP_DP_ALGOS(BP_DP_ENUM)
     BP_DP_AVGPIPE, /* not an --dp-algo choice: --pipelines selects it */
 } bp_dp_algo;
+#undef BP_DP_ENUM
 
-/* In the order of bp_dp_algo, for option tables. */
-#define BP_DP_ALGO_CHOICES \
-    "allreduce|bytegrad|qadam|decentralized|lp-decentralized|async|powersgd|easgd"
+/* "allreduce|bytegrad|...", in the order of bp_dp_algo, for option tables. */
+#define BP_DP_CHOICE(id, name, ops) "|" name
+#define BP_DP_ALGO_CHOICES (&BP_DP_ALGOS(BP_DP_CHOICE)[1])
+
+/* Gradient algorithms average gradients (in buckets, the same on every replica);
+ * weight algorithms let the replicas' weights differ and mix them. */
+typedef enum bp_dp_kind { BP_DP_GRADIENT, BP_DP_WEIGHT } bp_dp_kind;
+
+typedef struct bp_dp_algo_ops bp_dp_algo_ops;
 
 typedef struct bp_dp_config {
     int algo;              /* bp_dp_algo */
@@ -66,10 +64,14 @@ typedef struct bp_dp_config {
     const char *skip_tensor;
 } bp_dp_config;
 
-/* Check cfg for a dp group of `size` ranks; the message names the option. */
-int bp_dp_config_check(const bp_dp_config *cfg, int size, bp_err *err);
+/* Check cfg for a dp group of `size` ranks whose replicas use optimizer `optim`;
+ * the message names the option. */
+bp_status bp_dp_config_check(const bp_dp_config *cfg, int size, bp_optim_kind optim, bp_err *err);
 /* "bytegrad" etc. */
 const char *bp_dp_algo_name(int algo);
+bp_dp_kind bp_dp_algo_kind(int algo);
+/* The names of the --dp-algo choices of this kind, "allreduce, bytegrad, ...". */
+void bp_dp_algo_list(bp_dp_kind kind, char *buf, size_t n);
 /* The algorithm and its settings in one line, e.g. "decentralized peers=shift_one interval=1". */
 void bp_dp_describe(const bp_dp_config *cfg, char *buf, size_t n);
 
@@ -82,27 +84,27 @@ typedef struct bp_dp bp_dp;
  * continue where they were. State that checkpoints do not hold starts afresh on
  * resume: PowerSGD's Q and error, the easgd center (the resumed weights), the
  * lp-decentralized replicas. */
-int bp_dp_create(bp_comm *comm, const bp_dp_config *cfg, bp_model **models, bp_optim *optims,
-                 int n, int64_t step, bp_dp **out, bp_err *err);
+bp_status bp_dp_create(bp_comm *comm, const bp_dp_config *cfg, bp_model **models, bp_optim *optims,
+                       int n, int64_t step, bp_dp **out, bp_err *err);
 /* Stops background communication (async ends in a round every rank agrees on). */
-int bp_dp_finish(bp_dp *dp, bp_err *err);
+bp_status bp_dp_finish(bp_dp *dp, bp_err *err);
 void bp_dp_destroy(bp_dp *dp);
 
 void bp_dp_step_begin(bp_dp *dp);
 void bp_dp_backward_begin(bp_dp *dp);
-int bp_dp_backward_end(bp_dp *dp, bp_err *err);
-int bp_dp_step(bp_dp *dp, double lr, bp_err *err);
+bp_status bp_dp_backward_end(bp_dp *dp, bp_err *err);
+bp_status bp_dp_step(bp_dp *dp, double lr, bp_err *err);
 
 /* Whether the replicas may hold different weights (weight algorithms on > 1 rank). */
 bool bp_dp_replicas_differ(const bp_dp *dp);
 /* Collective: the average over all replicas (this rank's and the other ranks') of
  * the weights and the optimizer's buffers, into params, m and v (m and v may be
  * NULL: not wanted, or the optimizer has none). */
-int bp_dp_average_replicas(bp_dp *dp, float *params, float *m, float *v, bp_err *err);
+bp_status bp_dp_average_replicas(bp_dp *dp, float *params, float *m, float *v, bp_err *err);
 /* Collective: replica 0 of this rank holds the average of all replicas' weights
  * (computed into avg) until bp_dp_swap_back, its own weights kept in saved; the
  * async averaging thread waits meanwhile. avg and saved hold the model's params. */
-int bp_dp_swap_in_average(bp_dp *dp, float *avg, float *saved, bp_err *err);
+bp_status bp_dp_swap_in_average(bp_dp *dp, float *avg, float *saved, bp_err *err);
 void bp_dp_swap_back(bp_dp *dp, const float *saved);
 
 /* The lowest model tensor index in which a bucket of this step found a NaN or an

@@ -5,12 +5,11 @@
 
 static int split(bp_comm *world, int color, int key, const char *name, bp_comm **out,
                  bp_err *err) {
-    int rc = bp_comm_split(world, color, key, name, out);
-    return rc ? bp_fail(err, (bp_status)rc, "%s", bp_comm_errmsg(world)) : BP_OK;
+    return bp_comm_fail(world, bp_comm_split(world, color, key, name, out), err);
 }
 
-int bp_grid_create(bp_comm *world, int dp, int pp, int tp, bool tied_embedding,
-                   bool fused_embedding, bp_grid *g, bp_err *err) {
+bp_status bp_grid_init(bp_comm *world, int dp, int pp, int tp, bool tied_embedding,
+                       bool fused_embedding, bp_grid *g, bp_err *err) {
     memset(g, 0, sizeof *g);
     int rank = bp_comm_rank(world);
     if (bp_comm_size(world) != dp * pp * tp)
@@ -33,14 +32,14 @@ int bp_grid_create(bp_comm *world, int dp, int pp, int tp, bool tied_embedding,
         snprintf(name, sizeof name, "embed(d%d,t%d)", g->d, g->t);
     if (rc == BP_OK)
         rc = split(world, ends ? color : BP_COLOR_NONE, g->p * dp + g->d, name, &g->embed_comm, err);
-    if (rc) bp_grid_destroy(g);
+    if (rc) bp_grid_free(g);
     return rc;
 }
 
-void bp_grid_destroy(bp_grid *g) {
-    bp_comm_free(g->embed_comm);
-    bp_comm_free(g->tp_comm);
-    bp_comm_free(g->pp_comm);
-    bp_comm_free(g->dp_comm);
+void bp_grid_free(bp_grid *g) {
+    bp_comm_destroy(g->embed_comm);
+    bp_comm_destroy(g->tp_comm);
+    bp_comm_destroy(g->pp_comm);
+    bp_comm_destroy(g->dp_comm);
     memset(g, 0, sizeof *g);
 }

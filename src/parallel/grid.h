@@ -23,8 +23,8 @@ typedef struct bp_grid {
 } bp_grid;
 
 /* Collective over world, whose size must be dp * pp * tp. */
-int bp_grid_create(bp_comm *world, int dp, int pp, int tp, bool tied_embedding,
-                   bool fused_embedding, bp_grid *g, bp_err *err);
-void bp_grid_destroy(bp_grid *g);
+bp_status bp_grid_init(bp_comm *world, int dp, int pp, int tp, bool tied_embedding,
+                       bool fused_embedding, bp_grid *g, bp_err *err);
+void bp_grid_free(bp_grid *g);
 
 #endif

@@ -49,13 +49,13 @@ static void fill_inputs(bp_range_bench *rb, const bp_model_config *cfg, int b0, 
     fill_random(rb->dy, out_n, &r);
     bool gpt = cfg->kind == BP_MODEL_GPT;
     for (size_t i = 0; i < rows; i++) {
-        rb->tgt[i] = (int32_t)bp_rng_below(&r, (uint64_t)(gpt ? cfg->vocab : cfg->n_class));
+        rb->tgt[i] = (int32_t)bp_rng_below(&r, (uint64_t)bp_model_num_classes(cfg));
         rb->tok[i] = gpt ? (int32_t)bp_rng_below(&r, (uint64_t)cfg->vocab) : 0;
     }
 }
 
-int bp_range_bench_create(const bp_model_config *cfg, int b0, int b1, int B, int T,
-                          bp_range_bench **out, bp_err *err) {
+bp_status bp_range_bench_create(const bp_model_config *cfg, int b0, int b1, int B, int T,
+                                bp_range_bench **out, bp_err *err) {
     bp_range_bench *rb = *out = calloc(1, sizeof *rb);
     if (!rb) return bp_fail(err, BP_ENOMEM, "out of memory");
     size_t rows = (size_t)B * T;
@@ -80,7 +80,7 @@ int bp_range_bench_create(const bp_model_config *cfg, int b0, int b1, int B, int
     return BP_OK;
 }
 
-int bp_range_bench_pass(bp_range_bench *rb, double t[4], bp_err *err) {
+bp_status bp_range_bench_pass(bp_range_bench *rb, double t[4], bp_err *err) {
     bool first = bp_model_has_first(rb->m), last = bp_model_has_last(rb->m);
     double w0 = bp_now(), c0 = thread_cpu_now(), loss;
     int rc = bp_model_forward(rb->m, rb->a, &rb->batch, first ? NULL : rb->x, &loss, err);
@@ -119,15 +119,15 @@ static int time_block(const bp_model_config *cfg, int b, int B, int T, bp_block_
     return rc;
 }
 
-int bp_profile_blocks_split(const bp_model_config *cfg, int micro_B, int T, bp_block_profile *prof,
-                            bp_err *err) {
+bp_status bp_profile_blocks_split(const bp_model_config *cfg, int micro_B, int T,
+                                  bp_block_profile *prof, bp_err *err) {
     int rc = BP_OK;
     for (int b = 0; rc == BP_OK && b < bp_model_num_blocks(cfg); b++)
         rc = time_block(cfg, b, micro_B, T, &prof[b], err);
     return rc;
 }
 
-int bp_profile_blocks(const bp_model_config *cfg, int micro_B, int T, double *cost, bp_err *err) {
+bp_status bp_profile_blocks(const bp_model_config *cfg, int micro_B, int T, double *cost, bp_err *err) {
     int n = bp_model_num_blocks(cfg);
     bp_block_profile *prof = malloc((size_t)n * sizeof *prof);
     if (!prof) return bp_fail(err, BP_ENOMEM, "out of memory");
@@ -161,7 +161,7 @@ void bp_partition_balance(const double *cost, int n, int S, int *first) {
     free(best), free(cut), free(prefix);
 }
 
-int bp_partition_parse(const char *text, int n_blocks, int S, int *first, bp_err *err) {
+bp_status bp_partition_parse(const char *text, int n_blocks, int S, int *first, bp_err *err) {
     const char *p = text;
     first[0] = 0;
     for (int s = 0; s < S; s++) {

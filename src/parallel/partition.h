@@ -23,11 +23,11 @@ typedef struct bp_block_profile {
 /* Blocks [b0, b1) of cfg with random but valid inputs for micro_B x T micro-batches:
  * the profiler's unit, also a workload like a pipeline stage's. */
 typedef struct bp_range_bench bp_range_bench;
-int bp_range_bench_create(const bp_model_config *cfg, int b0, int b1, int micro_B, int T,
-                          bp_range_bench **out, bp_err *err);
+bp_status bp_range_bench_create(const bp_model_config *cfg, int b0, int b1, int micro_B, int T,
+                                bp_range_bench **out, bp_err *err);
 /* One forward and one backward; t (or NULL) gets the forward's wall and CPU time,
  * then the backward's. */
-int bp_range_bench_pass(bp_range_bench *rb, double t[4], bp_err *err);
+bp_status bp_range_bench_pass(bp_range_bench *rb, double t[4], bp_err *err);
 /* Its model (for its parameters and backward workspace) and the bytes of its
  * activations for one micro-batch. */
 bp_model *bp_range_bench_model(bp_range_bench *rb);
@@ -35,13 +35,13 @@ size_t bp_range_bench_act_bytes(const bp_range_bench *rb);
 void bp_range_bench_destroy(bp_range_bench *rb);
 
 /* Profile every block of cfg on a micro_B x T micro-batch into prof[num_blocks]. */
-int bp_profile_blocks_split(const bp_model_config *cfg, int micro_B, int T, bp_block_profile *prof,
-                            bp_err *err);
+bp_status bp_profile_blocks_split(const bp_model_config *cfg, int micro_B, int T,
+                                  bp_block_profile *prof, bp_err *err);
 
 /* Seconds of forward + backward of each block of cfg alone on a micro_B x T
  * micro-batch, into cost[num_blocks]: CPU time, which other processes on a loaded
  * machine disturb far less than wall-clock time, so the balance found is stable. */
-int bp_profile_blocks(const bp_model_config *cfg, int micro_B, int T, double *cost, bp_err *err);
+bp_status bp_profile_blocks(const bp_model_config *cfg, int micro_B, int T, double *cost, bp_err *err);
 
 /* Contiguous stages minimizing the largest stage cost: stage s holds blocks
  * [first[s], first[s+1]), first[0] = 0, first[S] = n_blocks. Needs n_blocks >= S. */
@@ -50,7 +50,7 @@ void bp_partition_balance(const double *cost, int n_blocks, int S, int *first);
 /* "2,3,3": block counts per stage; BP_EUSAGE when they are not S positive numbers
  * summing to n_blocks. The message names neither an option nor a file: the caller
  * adds where the text came from (--partition, a checkpoint's manifest). */
-int bp_partition_parse(const char *text, int n_blocks, int S, int *first, bp_err *err);
+bp_status bp_partition_parse(const char *text, int n_blocks, int S, int *first, bp_err *err);
 
 /* "2,3,3" from first[0..S]. */
 void bp_partition_format(const int *first, int S, char *buf, size_t n);

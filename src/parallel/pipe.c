@@ -4,9 +4,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "compress/traced.h"
 #include "core/buf.h"
 #include "core/timer.h"
+#include "parallel/avgpipe.h"
 
 enum { TAG_ACT = 0, TAG_GRAD = 1 };
 
@@ -31,18 +31,10 @@ struct bp_pipe {
     int n_slots, in_use; /* n_slots per replica */
     bp_real *x_in, *dy; /* receive buffers, consumed before the next receive */
     bp_pipe_stats stats;
-    /* compressed backpropagation */
-    bp_pipe_cb cb;
-    bp_codec **enc;       /* [N] senders' codecs (they hold the error E and Q) */
-    bp_codec *dec;        /* receiver's codec: decoding P Q^T needs only the shape */
-    size_t enc_n, dec_n;  /* floats on the wire for a sent / received gradient */
-    float *wire_in;
+    bp_cb *cb;            /* Optimus-CC's compressed backpropagation; NULL: off */
+    float *wire_in;       /* a compressed gradient received */
     int bwd_done;         /* backward ops done in this step */
 };
-
-static int comm_fail(bp_pipe *p, int rc, bp_err *err) {
-    return bp_fail(err, (bp_status)rc, "%s", bp_comm_errmsg(p->pp));
-}
 
 static int alloc_slots(bp_pipe *p, bp_err *err) {
     int rc = BP_OK;
@@ -59,40 +51,20 @@ static int alloc_slots(bp_pipe *p, bp_err *err) {
     return rc;
 }
 
-/* Codecs and wire buffers of compressed backpropagation: stage s > 0 encodes the
- * gradients it sends, stage s < S-1 decodes the ones it receives. */
-static int alloc_cb(bp_pipe *p, bp_err *err) {
-    size_t rows = (size_t)p->micro_B * p->T;
+/* Wire buffers of compressed backpropagation: one per slot for the gradients this
+ * stage sends, one for those it receives. */
+static int alloc_wires(bp_pipe *p, bp_err *err) {
+    size_t send_n = bp_cb_send_floats(p->cb), recv_n = bp_cb_recv_floats(p->cb);
     int rc = BP_OK;
-    if (p->cb.rank <= 0) return BP_OK;
-    if (p->s > 0) {
-        size_t cols = p->in_n / rows;
-        rc = (p->enc = calloc((size_t)p->N, sizeof *p->enc)) ? BP_OK
-                                                             : bp_fail(err, BP_ENOMEM, "out of memory");
-        for (int j = 0; rc == BP_OK && j < p->N; j++)
-            rc = bp_codec_powersgd_new(rows, cols, p->cb.rank, p->cb.seed + (uint64_t)j, &p->enc[j], err);
-        if (rc == BP_OK) p->enc_n = bp_codec_encoded_size(p->enc[0], p->in_n) / sizeof(float);
-        for (int i = 0; rc == BP_OK && i < p->N * p->n_slots; i++)
-            rc = bp_alloc_checked((void **)&p->slots[i].wire, p->enc_n * sizeof(float), "cb wire", err);
-    }
-    if (rc == BP_OK && p->s < p->S - 1) {
-        rc = bp_codec_powersgd_new(rows, p->out_n / rows, p->cb.rank, p->cb.seed, &p->dec, err);
-        if (rc == BP_OK) p->dec_n = bp_codec_encoded_size(p->dec, p->out_n) / sizeof(float);
-        if (rc == BP_OK)
-            rc = bp_alloc_checked((void **)&p->wire_in, p->dec_n * sizeof(float), "cb wire", err);
-    }
+    for (int i = 0; rc == BP_OK && send_n && i < p->N * p->n_slots; i++)
+        rc = bp_alloc_checked((void **)&p->slots[i].wire, send_n * sizeof(float), "cb wire", err);
+    if (rc == BP_OK && recv_n)
+        rc = bp_alloc_checked((void **)&p->wire_in, recv_n * sizeof(float), "cb wire", err);
     return rc;
 }
 
-/* Whether backward send number b (0-based, of n per step) of stage `sender` is
- * compressed; the receiving stage asks the same question. */
-static bool compressed(const bp_pipe *p, int sender, int b, int n) {
-    if (p->cb.rank <= 0) return false;
-    return !p->cb.epilogue_only || b >= n - (p->S - sender);
-}
-
-int bp_pipe_create(bp_comm *pp, bp_model **models, int N, const bp_schedule *sched, int M,
-                   int micro_B, int T, const bp_pipe_cb *cb, bp_pipe **out, bp_err *err) {
+bp_status bp_pipe_create(bp_comm *pp, bp_model **models, int N, const bp_schedule *sched, int M,
+                         int micro_B, int T, const bp_occ_config *occ, bp_pipe **out, bp_err *err) {
     *out = NULL;
     bp_pipe *p = calloc(1, sizeof *p);
     if (!p) return bp_fail(err, BP_ENOMEM, "out of memory");
@@ -100,7 +72,6 @@ int bp_pipe_create(bp_comm *pp, bp_model **models, int N, const bp_schedule *sch
     const bp_model_config *cfg = bp_model_get_config(m);
     *p = (bp_pipe){.pp = pp, .S = bp_comm_size(pp), .s = bp_comm_rank(pp), .N = N, .M = M,
                    .micro_B = micro_B, .T = T, .models = models};
-    if (cb) p->cb = *cb;
     size_t rows = (size_t)micro_B * (size_t)T;
     p->in_n = rows * (size_t)bp_model_boundary_width(cfg, bp_model_block_begin(m));
     p->out_n = rows * (size_t)bp_model_boundary_width(cfg, bp_model_block_end(m));
@@ -109,11 +80,14 @@ int bp_pipe_create(bp_comm *pp, bp_model **models, int N, const bp_schedule *sch
      * in order), at most peak of them, so replica j holds at most ceil(peak / N). */
     int peak = bp_schedule_peak_stash(sched, p->S, p->s, V);
     p->n_slots = (peak + N - 1) / N;
-    int rc = (p->ops = malloc(2 * (size_t)V * sizeof *p->ops)) ? BP_OK
-                                                               : bp_fail(err, BP_ENOMEM, "out of memory");
+    int rc = (p->ops = malloc(2 * (size_t)V * sizeof *p->ops))
+                 ? BP_OK
+                 : bp_fail(err, BP_ENOMEM, "out of memory");
     if (rc == BP_OK) bp_schedule_ops(sched, p->S, p->s, V, p->ops);
     if (rc == BP_OK) rc = alloc_slots(p, err);
-    if (rc == BP_OK) rc = alloc_cb(p, err);
+    if (rc == BP_OK && occ)
+        rc = bp_cb_create(occ, p->S, p->s, N, rows, p->in_n, p->out_n, &p->cb, err);
+    if (rc == BP_OK) rc = alloc_wires(p, err);
     if (rc == BP_OK && p->s > 0)
         rc = bp_alloc_checked((void **)&p->x_in, p->in_n * sizeof(bp_real), "pipeline input", err);
     if (rc == BP_OK && p->s < p->S - 1)
@@ -135,9 +109,7 @@ void bp_pipe_destroy(bp_pipe *p) {
         bp_free(p->slots[i].dx);
         bp_free(p->slots[i].wire);
     }
-    for (int j = 0; p->enc && j < p->N; j++) bp_codec_free(p->enc[j]);
-    free(p->enc);
-    bp_codec_free(p->dec);
+    bp_cb_destroy(p->cb);
     bp_free(p->wire_in);
     free(p->slots);
     free(p->ops);
@@ -162,9 +134,9 @@ static int timed_recv(bp_pipe *p, bp_real *x, size_t n, int peer, int tag) {
     return rc;
 }
 
-/* Slots of replica j hold positions v with v % N == j. */
+/* Slots of replica j hold the positions of pipeline j. */
 static slot *take_slot(bp_pipe *p, int v) {
-    slot *own = p->slots + (size_t)(v % p->N) * p->n_slots;
+    slot *own = p->slots + (size_t)bp_avgpipe_replica(v, p->N) * p->n_slots;
     for (int i = 0; i < p->n_slots; i++)
         if (own[i].micro < 0) {
             own[i].micro = v;
@@ -175,7 +147,7 @@ static slot *take_slot(bp_pipe *p, int v) {
 }
 
 static slot *find_slot(bp_pipe *p, int v) {
-    slot *own = p->slots + (size_t)(v % p->N) * p->n_slots;
+    slot *own = p->slots + (size_t)bp_avgpipe_replica(v, p->N) * p->n_slots;
     for (int i = 0; i < p->n_slots; i++)
         if (own[i].micro == v) return &own[i];
     return NULL;
@@ -189,16 +161,17 @@ static int forward(bp_pipe *p, const bp_batch *b, int micro, double *loss, bp_er
     /* The previous send from this slot's output must be done before it is overwritten. */
     int rc = timed_wait(p, &sl->fwd_req);
     if (rc == BP_OK && p->s > 0) rc = timed_recv(p, p->x_in, in_n, p->s - 1, TAG_ACT);
-    if (rc) return comm_fail(p, rc, err);
+    if (rc) return bp_comm_fail(p->pp, rc, err);
     double t0 = bp_now();
-    rc = bp_model_forward(p->models[micro % p->N], sl->acts, b, p->s > 0 ? p->x_in : NULL, loss,
-                          err);
+    rc = bp_model_forward(p->models[bp_avgpipe_replica(micro, p->N)], sl->acts, b,
+                          p->s > 0 ? p->x_in : NULL, loss, err);
     p->stats.busy_s += bp_now() - t0;
-    bp_trace_micro(bp_comm_trace(p->pp), "forward", t0, micro / p->N, micro % p->N);
+    bp_trace_micro(bp_comm_trace(p->pp), "forward", t0, micro / p->N,
+                   bp_avgpipe_replica(micro, p->N));
     if (rc == BP_OK && p->s < p->S - 1) {
         size_t out_n = p->out_n / ((size_t)p->micro_B * p->T) * rows;
         if ((rc = bp_isend(p->pp, bp_acts_output(sl->acts), out_n, p->s + 1, TAG_ACT, &sl->fwd_req)))
-            return comm_fail(p, rc, err);
+            return bp_comm_fail(p->pp, rc, err);
     }
     return rc;
 }
@@ -206,30 +179,26 @@ static int forward(bp_pipe *p, const bp_batch *b, int micro, double *loss, bp_er
 /* The gradient of this stage's output: received whole, or as P and Q. */
 static int receive_dy(bp_pipe *p, int b, bp_err *err) {
     int n = p->N * p->M;
-    if (!compressed(p, p->s + 1, b, n)) {
-        int rc = timed_recv(p, p->dy, p->out_n, p->s + 1, TAG_GRAD);
-        return rc ? comm_fail(p, rc, err) : BP_OK;
-    }
-    int rc = timed_recv(p, p->wire_in, p->dec_n, p->s + 1, TAG_GRAD);
-    if (rc) return comm_fail(p, rc, err);
-    return bp_codec_decode_traced(p->dec, p->wire_in, p->out_n, p->dy, bp_comm_trace(p->pp), err);
+    if (!bp_cb_compressed(p->cb, p->s + 1, b, n))
+        return bp_comm_fail(p->pp, timed_recv(p, p->dy, p->out_n, p->s + 1, TAG_GRAD), err);
+    int rc = timed_recv(p, p->wire_in, bp_cb_recv_floats(p->cb), p->s + 1, TAG_GRAD);
+    if (rc) return bp_comm_fail(p->pp, rc, err);
+    return bp_cb_decode(p->cb, p->wire_in, p->dy, bp_comm_trace(p->pp), err);
 }
 
 /* Send the gradient of this stage's input backward, compressed when the rule says. */
 static int send_dx(bp_pipe *p, slot *sl, int micro, int b, bp_err *err) {
     int n = p->N * p->M, rc;
     p->stats.cb_sends++;
-    if (!compressed(p, p->s, b, n)) {
-        rc = bp_isend(p->pp, sl->dx, p->in_n, p->s - 1, TAG_GRAD, &sl->bwd_req);
-        return rc ? comm_fail(p, rc, err) : BP_OK;
-    }
-    bp_codec *enc = p->enc[micro % p->N];
-    if (!p->cb.lep) bp_powersgd_clear_error(enc);
+    if (!bp_cb_compressed(p->cb, p->s, b, n))
+        return bp_comm_fail(
+            p->pp, bp_isend(p->pp, sl->dx, p->in_n, p->s - 1, TAG_GRAD, &sl->bwd_req), err);
     p->stats.cb_compressed++;
-    rc = bp_codec_encode_traced(enc, sl->dx, p->in_n, sl->wire, bp_comm_trace(p->pp), err);
+    rc = bp_cb_encode(p->cb, bp_avgpipe_replica(micro, p->N), sl->dx, sl->wire,
+                      bp_comm_trace(p->pp), err);
     if (rc) return bp_err_context(err, "stage %d: compressing a gradient", p->s);
-    rc = bp_isend(p->pp, sl->wire, p->enc_n, p->s - 1, TAG_GRAD, &sl->bwd_req);
-    return rc ? comm_fail(p, rc, err) : BP_OK;
+    rc = bp_isend(p->pp, sl->wire, bp_cb_send_floats(p->cb), p->s - 1, TAG_GRAD, &sl->bwd_req);
+    return bp_comm_fail(p->pp, rc, err);
 }
 
 static int backward(bp_pipe *p, const bp_batch *b, int micro, bp_err *err) {
@@ -237,20 +206,21 @@ static int backward(bp_pipe *p, const bp_batch *b, int micro, bp_err *err) {
     if (!sl) return bp_fail(err, BP_EINTERNAL, "stage %d: micro-batch %d has no activations", p->s, micro);
     int k = p->bwd_done++;
     int rc = timed_wait(p, &sl->bwd_req);
-    if (rc) return comm_fail(p, rc, err);
+    if (rc) return bp_comm_fail(p->pp, rc, err);
     if (p->s < p->S - 1 && (rc = receive_dy(p, k, err))) return rc;
     double t0 = bp_now();
-    rc = bp_model_backward(p->models[micro % p->N], sl->acts, b, p->s < p->S - 1 ? p->dy : NULL,
+    rc = bp_model_backward(p->models[bp_avgpipe_replica(micro, p->N)], sl->acts, b, p->s < p->S - 1 ? p->dy : NULL,
                            p->s > 0 ? sl->dx : NULL, (bp_real)(1.0 / p->M), err);
     p->stats.busy_s += bp_now() - t0;
-    bp_trace_micro(bp_comm_trace(p->pp), "backward", t0, micro / p->N, micro % p->N);
+    bp_trace_micro(bp_comm_trace(p->pp), "backward", t0, micro / p->N,
+                   bp_avgpipe_replica(micro, p->N));
     sl->micro = -1;
     p->in_use--;
     return rc == BP_OK && p->s > 0 ? send_dx(p, sl, micro, k, err) : rc;
 }
 
-int bp_pipe_step(bp_pipe *p, const bp_batch *micro, bp_pipe_last_backward_fn last_backward,
-                 void *ctx, double *loss, bp_err *err) {
+bp_status bp_pipe_step(bp_pipe *p, const bp_batch *micro, bp_pipe_last_backward_fn last_backward,
+                       void *ctx, double *loss, bp_err *err) {
     double sum = 0;
     int rc = BP_OK, n_ops = 2 * p->N * p->M;
     p->bwd_done = 0;
@@ -269,8 +239,8 @@ int bp_pipe_step(bp_pipe *p, const bp_batch *micro, bp_pipe_last_backward_fn las
     return rc;
 }
 
-int bp_pipe_eval(bp_pipe *p, int j, const bp_batch *b, double *loss, const bp_real **logits,
-                 bp_err *err) {
+bp_status bp_pipe_eval(bp_pipe *p, int j, const bp_batch *b, double *loss, const bp_real **logits,
+                       bp_err *err) {
     *loss = NAN;
     *logits = NULL;
     double l = NAN;

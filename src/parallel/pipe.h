@@ -8,12 +8,8 @@
  *
  * With a single stage this is plain gradient accumulation over the micro-batches.
  *
- * AvgPipe (DESIGN.md section 6): a stage may host N replicas of its blocks, one per
- * parallel pipeline. Pipeline j trains replica j on its own micro-batches; the
- * schedule runs the N x M micro-batches as one stream with the pipelines' micro-
- * batches interleaved (micro-batch i of pipeline j is position i*N + j), so that
- * the work of one pipeline fills the other's idle slots. Being one stream of the
- * chosen schedule, it cannot deadlock. */
+ * AvgPipe: a stage may host N replicas of its blocks, one per parallel pipeline,
+ * whose micro-batches run as one interleaved stream (parallel/avgpipe.h). */
 #ifndef BP_PARALLEL_PIPE_H
 #define BP_PARALLEL_PIPE_H
 
@@ -23,24 +19,10 @@
 
 #include "bagpipe/comm.h"
 #include "nn/model.h"
+#include "parallel/occ.h"
 #include "parallel/schedule.h"
 
 typedef struct bp_pipe bp_pipe;
-
-/* Optimus-CC's compressed backpropagation (DESIGN.md section 7): the gradient a
- * stage sends to the previous stage is PowerSGD-compressed by the sender (rank
- * `rank`, viewing it as a (micro_B*T) x width matrix); the receiver uses P Q^T.
- * With `lep` (lazy error propagation) the sender keeps the error E = M - P Q^T of
- * a micro-batch and adds it to the next one's gradient; without, it is dropped.
- * With `epilogue_only` stage s compresses only its last S - s backward sends of a
- * step (the cool-down of 1F1B); sender and receiver derive that alike. Activations
- * going forward are never compressed. rank 0 turns it off. */
-typedef struct bp_pipe_cb {
-    int rank;
-    bool lep;
-    bool epilogue_only;
-    uint64_t seed;
-} bp_pipe_cb;
 
 /* Time and memory of this stage, accumulated since the last bp_pipe_stats call. */
 typedef struct bp_pipe_stats {
@@ -56,9 +38,10 @@ typedef struct bp_pipe_stats {
 typedef void (*bp_pipe_last_backward_fn)(void *ctx);
 
 /* models[0..N): this stage's blocks, one replica per pipeline; M: micro-batches per
- * pipeline and step, each of micro_B x T. */
-int bp_pipe_create(bp_comm *pp, bp_model **models, int N, const bp_schedule *sched, int M,
-                   int micro_B, int T, const bp_pipe_cb *cb, bp_pipe **out, bp_err *err);
+ * pipeline and step, each of micro_B x T; occ (or NULL): Optimus-CC's compressed
+ * backpropagation of the gradients sent backward (cb_rank 0: off). */
+bp_status bp_pipe_create(bp_comm *pp, bp_model **models, int N, const bp_schedule *sched, int M,
+                         int micro_B, int T, const bp_occ_config *occ, bp_pipe **out, bp_err *err);
 void bp_pipe_destroy(bp_pipe *p);
 
 /* One step over the N x M micro-batches micro[0..N*M), pipeline j's micro-batch i
@@ -66,14 +49,14 @@ void bp_pipe_destroy(bp_pipe *p);
  * Gradients accumulate into each replica (the caller zeroes them), each micro-
  * batch's loss scaled by 1/M so they sum to the pipeline's mean. On the last stage
  * *loss is the mean loss over all micro-batches; NaN elsewhere. */
-int bp_pipe_step(bp_pipe *p, const bp_batch *micro, bp_pipe_last_backward_fn last_backward,
-                 void *ctx, double *loss, bp_err *err);
+bp_status bp_pipe_step(bp_pipe *p, const bp_batch *micro, bp_pipe_last_backward_fn last_backward,
+                       void *ctx, double *loss, bp_err *err);
 
 /* Forward only through replica `j`, for evaluation (collective over the stages). On
  * the last stage *loss is the mean loss of batch b (at most micro_B rows, targets
  * required) and *logits its logits; elsewhere NaN and NULL. */
-int bp_pipe_eval(bp_pipe *p, int j, const bp_batch *b, double *loss, const bp_real **logits,
-                 bp_err *err);
+bp_status bp_pipe_eval(bp_pipe *p, int j, const bp_batch *b, double *loss, const bp_real **logits,
+                       bp_err *err);
 
 void bp_pipe_stats_take(bp_pipe *p, bp_pipe_stats *out);
 

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-int bp_schedule_parse(const char *text, bp_schedule *out, bp_err *err) {
+bp_status bp_schedule_parse(const char *text, bp_schedule *out, bp_err *err) {
     memset(out, 0, sizeof *out);
     if (strcmp(text, "gpipe") == 0) {
         out->kind = BP_SCHED_GPIPE;

@@ -32,7 +32,7 @@ typedef struct bp_pipe_op {
 } bp_pipe_op;
 
 /* "gpipe", "1f1b" or "afp:K" (K >= 0); BP_EUSAGE naming --schedule otherwise. */
-int bp_schedule_parse(const char *text, bp_schedule *out, bp_err *err);
+bp_status bp_schedule_parse(const char *text, bp_schedule *out, bp_err *err);
 /* "gpipe", "1f1b", "afp:2" */
 void bp_schedule_name(const bp_schedule *s, char *buf, size_t n);
 /* Warm-up forwards of stage s of S with M micro-batches. */

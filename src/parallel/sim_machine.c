@@ -20,7 +20,7 @@ static void put_array(FILE *f, const char *key, const double *x, int n) {
     fprintf(f, "]");
 }
 
-int bp_sim_profile_save(const bp_sim_profile *p, const char *path, bp_err *err) {
+bp_status bp_sim_profile_save(const bp_sim_profile *p, const char *path, bp_err *err) {
     char *text = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&text, &len);
@@ -100,7 +100,7 @@ static const char *parse_profile(const bp_json *j, bp_sim_profile *p) {
     return NULL;
 }
 
-int bp_sim_profile_load(const char *path, bp_sim_profile *p, bp_err *err) {
+bp_status bp_sim_profile_load(const char *path, bp_sim_profile *p, bp_err *err) {
     memset(p, 0, sizeof *p);
     bp_bytes b;
     int rc = bp_read_file(path, &b, err);

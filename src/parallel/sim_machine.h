@@ -54,8 +54,8 @@ typedef struct bp_sim_machine {
 } bp_sim_machine;
 
 /* Write p to path as JSON (atomically); read it back. Messages name the file. */
-int bp_sim_profile_save(const bp_sim_profile *p, const char *path, bp_err *err);
-int bp_sim_profile_load(const char *path, bp_sim_profile *p, bp_err *err);
+bp_status bp_sim_profile_save(const bp_sim_profile *p, const char *path, bp_err *err);
+bp_status bp_sim_profile_load(const char *path, bp_sim_profile *p, bp_err *err);
 void bp_sim_profile_free(bp_sim_profile *p);
 
 /* Seconds of block b's forward (or backward) on a B x T micro-batch, one of tp. */

@@ -44,9 +44,7 @@ typedef struct step_out {
     double exposed[BP_SIM_AXES], bytes[BP_SIM_AXES], max_bytes[BP_SIM_AXES];
 } step_out;
 
-static bool is_gradient_algo(int a) {
-    return a == BP_DP_ALLREDUCE || a == BP_DP_BYTEGRAD || a == BP_DP_POWERSGD || a == BP_DP_QADAM;
-}
+static bool is_gradient_algo(int a) { return bp_dp_algo_kind(a) == BP_DP_GRADIENT; }
 
 /* ---- messages -------------------------------------------------------------------- */
 
@@ -479,7 +477,7 @@ static int64_t warm_steps(const bp_sim_job *j) {
     return w < j->steps ? w : j->steps;
 }
 
-int bp_sim_step(const bp_sim_job *j, const bp_sim_machine *m, bp_sim_step_result *r, bp_err *err) {
+bp_status bp_sim_step(const bp_sim_job *j, const bp_sim_machine *m, bp_sim_step_result *r, bp_err *err) {
     memset(r, 0, sizeof *r);
     if (j->mc.kind != BP_MODEL_GPT)
         return bp_fail(err, BP_EUSAGE, "option --model: simulate models gpt only");

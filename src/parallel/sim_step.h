@@ -76,6 +76,6 @@ typedef struct bp_sim_step_result {
 
 /* Simulate j on m. BP_EUSAGE for what it cannot simulate (naming the option),
  * BP_EINTERNAL when the pipeline stalls, BP_ENOMEM. */
-int bp_sim_step(const bp_sim_job *j, const bp_sim_machine *m, bp_sim_step_result *r, bp_err *err);
+bp_status bp_sim_step(const bp_sim_job *j, const bp_sim_machine *m, bp_sim_step_result *r, bp_err *err);
 
 #endif

@@ -137,7 +137,7 @@ static void summarize(sim *m, bp_sim_result *r) {
     r->bubble = r->step_s > 0 ? 1.0 - busy / (c->S * r->step_s) : 0.0;
 }
 
-int bp_sim_run(const bp_sim_config *c, bp_sim_result *r, bp_sim_stage_result *per_stage) {
+bp_status bp_sim_run(const bp_sim_config *c, bp_sim_result *r, bp_sim_stage_result *per_stage) {
     memset(r, 0, sizeof *r);
     sim m;
     if (sim_init(&m, c)) return BP_ENOMEM;

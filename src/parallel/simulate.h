@@ -88,6 +88,6 @@ double bp_sim_allreduce_s(const bp_sim_link *l, int ranks, size_t bytes);
 
 /* Simulate one step. per_stage ([S], or NULL) gets every stage's figures.
  * BP_EINTERNAL (and r->deadlock) when the stages cannot all finish; BP_ENOMEM. */
-int bp_sim_run(const bp_sim_config *c, bp_sim_result *r, bp_sim_stage_result *per_stage);
+bp_status bp_sim_run(const bp_sim_config *c, bp_sim_result *r, bp_sim_stage_result *per_stage);
 
 #endif

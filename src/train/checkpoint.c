@@ -110,9 +110,9 @@ int bp_checkpoint_shard_name(int stage, int tp, const char *ext, char *buf, size
     return k > 0 && (size_t)k < n ? BP_OK : BP_EINTERNAL;
 }
 
-int bp_checkpoint_write_shard(const char *ckpt_dir, int stage, int tp, const bp_model *m,
-                              const bp_real *params, const bp_optim *o, const bp_resume_state *rs,
-                              bp_err *err) {
+bp_status bp_checkpoint_write_shard(const char *ckpt_dir, int stage, int tp, const bp_model *m,
+                                    const bp_real *params, const bp_optim *o,
+                                    const bp_resume_state *rs, bp_err *err) {
     char name[64], path[BP_PATH_MAX];
     uint32_t crc = 0;
     uint64_t size = 0;
@@ -226,7 +226,7 @@ static int open_shard(bp_checkpoint *ck, int stage, int tp, bp_err *err) {
     return rc;
 }
 
-int bp_checkpoint_open(const char *dir, int stage, int tp, bp_checkpoint *ck, bp_err *err) {
+bp_status bp_checkpoint_open(const char *dir, int stage, int tp, bp_checkpoint *ck, bp_err *err) {
     memset(ck, 0, sizeof *ck);
     int rc = bp_checkpoint_resolve(dir, ck->dir, sizeof ck->dir, err);
     if (rc == BP_OK) rc = bp_manifest_read(ck->dir, &ck->manifest, err);
@@ -247,7 +247,7 @@ void bp_checkpoint_close(bp_checkpoint *ck) {
     memset(ck, 0, sizeof *ck);
 }
 
-int bp_checkpoint_model_config(const bp_checkpoint *ck, bp_model_config *cfg, bp_err *err) {
+bp_status bp_checkpoint_model_config(const bp_checkpoint *ck, bp_model_config *cfg, bp_err *err) {
     memset(cfg, 0, sizeof *cfg);
     char v[32];
     if (!bp_safetensors_meta(&ck->weights, "bagpipe.model", v, sizeof v) ||
@@ -282,7 +282,7 @@ static int shard_tensor(const bp_checkpoint *ck, const bp_tensor_info *ti, const
     return BP_OK;
 }
 
-int bp_checkpoint_load_present(const bp_checkpoint *ck, bp_model *m, int *loaded, bp_err *err) {
+bp_status bp_checkpoint_load_present(const bp_checkpoint *ck, bp_model *m, int *loaded, bp_err *err) {
     bp_real *params = bp_model_params(m);
     for (int i = 0; i < bp_model_num_tensors(m); i++) {
         const bp_tensor_info *ti = bp_model_tensor(m, i);
@@ -296,7 +296,7 @@ int bp_checkpoint_load_present(const bp_checkpoint *ck, bp_model *m, int *loaded
     return BP_OK;
 }
 
-int bp_checkpoint_load_model(const bp_checkpoint *ck, bp_model *m, bp_err *err) {
+bp_status bp_checkpoint_load_model(const bp_checkpoint *ck, bp_model *m, bp_err *err) {
     int loaded = 0, rc = bp_checkpoint_load_present(ck, m, &loaded, err);
     for (int i = 0; rc == BP_OK && i < bp_model_num_tensors(m); i++)
         if (!bp_safetensors_find(&ck->weights, bp_model_tensor(m, i)->name))
@@ -346,7 +346,7 @@ static int load_shard(const char *dir, int stage, int tp_rank, int tp_size, bp_m
     return rc;
 }
 
-int bp_checkpoint_load_whole(const char *dir, bp_model **out, bp_err *err) {
+bp_status bp_checkpoint_load_whole(const char *dir, bp_model **out, bp_err *err) {
     *out = NULL;
     bp_checkpoint ck;
     bp_model_config mc;
@@ -374,7 +374,7 @@ int bp_checkpoint_load_whole(const char *dir, bp_model **out, bp_err *err) {
     return BP_OK;
 }
 
-int bp_checkpoint_load_optim(const bp_checkpoint *ck, bp_optim *o, bp_err *err) {
+bp_status bp_checkpoint_load_optim(const bp_checkpoint *ck, bp_optim *o, bp_err *err) {
     if ((int)o->cfg.kind != ck->optim_kind || ck->n_params != o->n)
         return bp_fail(err, BP_EUSAGE,
                        "checkpoint %s: optimizer state is for %s over %llu parameters; this run "

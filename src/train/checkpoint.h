@@ -48,27 +48,27 @@ typedef struct bp_manifest {
 /* "stage<s>-tp<t>.<ext>" */
 int bp_checkpoint_shard_name(int stage, int tp, const char *ext, char *buf, size_t n);
 /* out_dir/ckpt-<step, 8 digits> */
-int bp_checkpoint_dir(const char *out_dir, int64_t step, char *buf, size_t n, bp_err *err);
+bp_status bp_checkpoint_dir(const char *out_dir, int64_t step, char *buf, size_t n, bp_err *err);
 
 /* Write the shard (stage, tp) into ckpt_dir: the weights `params` laid out as the
  * tensors of m (usually bp_model_params(m); an average of replicas otherwise) and
  * the optimizer state of o. */
-int bp_checkpoint_write_shard(const char *ckpt_dir, int stage, int tp, const bp_model *m,
-                              const bp_real *params, const bp_optim *o, const bp_resume_state *rs,
-                              bp_err *err);
+bp_status bp_checkpoint_write_shard(const char *ckpt_dir, int stage, int tp, const bp_model *m,
+                                    const bp_real *params, const bp_optim *o,
+                                    const bp_resume_state *rs, bp_err *err);
 /* After a failed save (a full disk): remove shard (stage, tp) and the directory when
  * it is left empty, so that no incomplete checkpoint stays behind. */
 void bp_checkpoint_discard_shard(const char *ckpt_dir, int stage, int tp);
 /* Write ckpt_dir/manifest.json (after every shard is written). */
-int bp_manifest_write(const char *ckpt_dir, const bp_manifest *mf, bp_err *err);
+bp_status bp_manifest_write(const char *ckpt_dir, const bp_manifest *mf, bp_err *err);
 /* Read and verify ckpt_dir/manifest.json. */
-int bp_manifest_read(const char *ckpt_dir, bp_manifest *mf, bp_err *err);
+bp_status bp_manifest_read(const char *ckpt_dir, bp_manifest *mf, bp_err *err);
 /* Point out_dir/latest at the checkpoint of `step` and remove older ones beyond
  * the newest `keep`. */
-int bp_checkpoint_commit(const char *out_dir, int64_t step, int keep, bp_err *err);
+bp_status bp_checkpoint_commit(const char *out_dir, int64_t step, int keep, bp_err *err);
 /* The checkpoint directory that `dir` means: dir/latest's target when dir is an
  * output directory, else dir itself. */
-int bp_checkpoint_resolve(const char *dir, char *out, size_t n, bp_err *err);
+bp_status bp_checkpoint_resolve(const char *dir, char *out, size_t n, bp_err *err);
 
 typedef struct bp_checkpoint {
     char dir[4096]; /* the ckpt-* directory actually read */
@@ -84,21 +84,21 @@ typedef struct bp_checkpoint {
 
 /* Open shard (stage, tp) of the checkpoint `dir` means (see bp_checkpoint_resolve),
  * verifying the manifest, both CRCs and the safetensors structure. */
-int bp_checkpoint_open(const char *dir, int stage, int tp, bp_checkpoint *ck, bp_err *err);
+bp_status bp_checkpoint_open(const char *dir, int stage, int tp, bp_checkpoint *ck, bp_err *err);
 void bp_checkpoint_close(bp_checkpoint *ck);
 
 /* The model configuration recorded in the checkpoint. */
-int bp_checkpoint_model_config(const bp_checkpoint *ck, bp_model_config *cfg, bp_err *err);
+bp_status bp_checkpoint_model_config(const bp_checkpoint *ck, bp_model_config *cfg, bp_err *err);
 /* Copy weights into m; every tensor of m must be present with the same shape. */
-int bp_checkpoint_load_model(const bp_checkpoint *ck, bp_model *m, bp_err *err);
+bp_status bp_checkpoint_load_model(const bp_checkpoint *ck, bp_model *m, bp_err *err);
 /* Copy the tensors of m that this shard holds (same shape required) and count them
  * in *loaded: for assembling a whole model from the shards of several stages. */
-int bp_checkpoint_load_present(const bp_checkpoint *ck, bp_model *m, int *loaded, bp_err *err);
+bp_status bp_checkpoint_load_present(const bp_checkpoint *ck, bp_model *m, int *loaded, bp_err *err);
 /* The whole model of the checkpoint `dir` means, assembled from the shards of all
  * its pipeline stages (e.g. for sampling). */
-int bp_checkpoint_load_whole(const char *dir, bp_model **out, bp_err *err);
+bp_status bp_checkpoint_load_whole(const char *dir, bp_model **out, bp_err *err);
 
 /* Copy optimizer state into o (same kind and size). */
-int bp_checkpoint_load_optim(const bp_checkpoint *ck, bp_optim *o, bp_err *err);
+bp_status bp_checkpoint_load_optim(const bp_checkpoint *ck, bp_optim *o, bp_err *err);
 
 #endif

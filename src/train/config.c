@@ -37,7 +37,7 @@ static const bp_option train_options[] = {
     {"steps", BP_OPT_INT64, OFF(steps), 0, NULL, 1, 1e12, "N", "optimizer steps",
      "1000 for gpt, one epoch for mlp"},
     CHOICE("optim", optim, "sgd|adamw", "optimizer", "adamw for gpt, sgd for mlp"),
-    CHOICE("lr-schedule", schedule, "constant|cosine",
+    CHOICE("lr-schedule", lr_schedule, "constant|cosine",
            "constant, or linear warm-up then cosine decay to --min-lr-ratio x --lr",
            "constant for gpt, cosine for mlp"),
     {"lr", BP_OPT_DOUBLE, OFF(lr), 0, NULL, 0, 1e6, "X", "learning rate",
@@ -84,7 +84,7 @@ static const bp_option train_options[] = {
         "balanced by measured block time"),
     NUM("micro-batches", BP_OPT_INT, micro_batches, 1, 1 << 20, "M",
         "micro-batches each replica's batch is split into (the pipeline's unit of work)"),
-    STR("schedule", pipe_schedule, "NAME", "pipeline schedule: gpipe, 1f1b or afp:K", "1f1b"),
+    STR("schedule", schedule, "NAME", "pipeline schedule: gpipe, 1f1b or afp:K", "1f1b"),
     {"pipelines", BP_OPT_INT, OFF(pipelines), 0, NULL, 1, 1024, "N",
      "AvgPipe: N parallel pipelines, each stage rank holding N replicas pulled together by "
      "elastic averaging (--ea-alpha, --ea-period)",
@@ -96,8 +96,8 @@ static const bp_option train_options[] = {
     NUM("interval", BP_OPT_INT64, interval, 1, 1e12, "K",
         "decentralized: average weights every K steps"),
     NUM("sync-ms", BP_OPT_INT, sync_ms, 1, 1e7, "MS", "async: milliseconds between averagings"),
-    NUM("rank", BP_OPT_INT, psgd_rank, 1, 1 << 16, "R", "powersgd: rank of the approximation"),
-    NUM("powersgd-warmup", BP_OPT_INT64, psgd_warmup, 0, 1e12, "N",
+    NUM("rank", BP_OPT_INT, rank, 1, 1 << 16, "R", "powersgd: rank of the approximation"),
+    NUM("powersgd-warmup", BP_OPT_INT64, powersgd_warmup, 0, 1e12, "N",
         "powersgd: steps of full-precision allreduce first"),
     NUM("ea-alpha", BP_OPT_DOUBLE, ea_alpha, 0, 1, "X", "easgd: elastic coefficient alpha"),
     NUM("ea-period", BP_OPT_INT64, ea_period, 1, 1e12, "TAU",
@@ -129,7 +129,7 @@ static const bp_option train_options[] = {
     {"cb-epilogue-only", BP_OPT_FLAG, OFF(cb_epilogue_only), 0, NULL, 0, 0, NULL,
      "--cb: compress only the backward sends of the 1F1B cool-down (the last S-s of stage s)",
      NULL},
-    {"fused-embedding-sync", BP_OPT_FLAG, OFF(fused_embedding), 0, NULL, 0, 0, NULL,
+    {"fused-embedding-sync", BP_OPT_FLAG, OFF(fused_embedding_sync), 0, NULL, 0, 0, NULL,
      "Optimus-CC: reduce the tied embedding's gradient once over first and last stages of all "
      "replicas instead of in the data-parallel reduction",
      NULL},
@@ -181,7 +181,7 @@ void bp_train_config_defaults(bp_train_config *c) {
     c->batch = -1;
     c->steps = -1;
     c->optim = -1;
-    c->schedule = -1;
+    c->lr_schedule = -1;
     c->lr = -1;
     c->min_lr_ratio = 0.1;
     c->warmup = 0;
@@ -203,13 +203,13 @@ void bp_train_config_defaults(bp_train_config *c) {
     c->pp = 1;
     c->tp = 1;
     c->micro_batches = 1;
-    snprintf(c->pipe_schedule, sizeof c->pipe_schedule, "1f1b");
+    snprintf(c->schedule, sizeof c->schedule, "1f1b");
     c->dp_algo = BP_DP_ALLREDUCE;
     c->interval = 1;
     c->sync_ms = 20;
     /* Rank 4 ends 8% above allreduce's validation loss after 1000 steps of the
      * default gpt; rank 8 within 5% (bench/dp/README.md), still 10x fewer bytes. */
-    c->psgd_rank = 8;
+    c->rank = 8;
     c->ea_alpha = 0.5;
     c->ea_period = 4;
     c->qadam_warmup = 100;
@@ -244,12 +244,12 @@ static void fill_defaults(bp_train_config *c) {
     /* One epoch of SGD at a constant 0.05 ends anywhere between 0.79 and 0.85 test
      * accuracy depending on the seed (in PyTorch too); decaying to 0.005 over the
      * epoch ends at 0.85 +- 0.002, so mlp decays by default. */
-    if (c->schedule < 0) c->schedule = gpt ? BP_LR_CONSTANT : BP_LR_COSINE;
+    if (c->lr_schedule < 0) c->lr_schedule = gpt ? BP_LR_CONSTANT : BP_LR_COSINE;
     if (!c->out[0]) snprintf(c->out, sizeof c->out, "runs/%s", gpt ? "gpt" : "mlp");
     if (!c->metrics[0]) bp_path_join(c->metrics, sizeof c->metrics, c->out, "metrics.jsonl", NULL);
 }
 
-int bp_train_config_finalize(bp_train_config *c, bp_err *err) {
+bp_status bp_train_config_finalize(bp_train_config *c, bp_err *err) {
     fill_defaults(c);
     if (c->model == BP_MODEL_GPT && c->embd % c->heads != 0)
         return bp_fail(err, BP_EUSAGE, "option --heads: %d does not divide --embd %d", c->heads,
@@ -257,7 +257,7 @@ int bp_train_config_finalize(bp_train_config *c, bp_err *err) {
     if (c->model == BP_MODEL_MLP && c->batch > FASHION_TRAIN_IMAGES)
         return bp_fail(err, BP_EUSAGE, "option --batch: %d is larger than the %d training images",
                        c->batch, FASHION_TRAIN_IMAGES);
-    if (c->schedule == BP_LR_COSINE && c->warmup >= c->steps)
+    if (c->lr_schedule == BP_LR_COSINE && c->warmup >= c->steps)
         return bp_fail(err, BP_EUSAGE, "option --warmup: %lld must be below --steps %lld",
                        (long long)c->warmup, (long long)c->steps);
     if (strlen(c->metrics) == 0)
@@ -275,19 +275,15 @@ int bp_train_config_finalize(bp_train_config *c, bp_err *err) {
 }
 
 void bp_train_model_config(const bp_train_config *c, bp_model_config *m) {
-    memset(m, 0, sizeof *m);
-    m->kind = (bp_model_kind)c->model;
+    bp_model_config_init(m, (bp_model_kind)c->model);
     if (m->kind == BP_MODEL_GPT) {
-        m->vocab = 256;
         m->n_layer = c->layers;
         m->n_embd = c->embd;
         m->n_head = c->heads;
         m->seq_len = c->seq_len;
     } else {
-        m->in_dim = 784;
         m->hidden = c->hidden;
         m->n_hidden = c->hidden_layers;
-        m->n_class = 10;
     }
 }
 
@@ -307,8 +303,8 @@ void bp_train_dp_config(const bp_train_config *c, bp_dp_config *d) {
         .peers = c->peers == 0 ? BP_PEERS_SHIFT_ONE : BP_PEERS_ALL,
         .interval = c->interval,
         .sync_ms = c->sync_ms,
-        .rank = c->psgd_rank,
-        .powersgd_warmup = c->psgd_warmup,
+        .rank = c->rank,
+        .powersgd_warmup = c->powersgd_warmup,
         .ea_alpha = c->ea_alpha,
         .ea_period = c->ea_period,
         .qadam_warmup = c->qadam_warmup,
@@ -321,7 +317,20 @@ void bp_train_dp_config(const bp_train_config *c, bp_dp_config *d) {
     };
 }
 
-int bp_train_config_check_world(bp_train_config *c, int world, bp_err *err) {
+void bp_train_occ_config(const bp_train_config *c, bp_occ_config *o) {
+    *o = (bp_occ_config){
+        .cb_rank = c->cb ? c->cb_rank : 0,
+        .lep = !c->no_lep,
+        .epilogue_only = c->cb_epilogue_only != 0,
+        .seed = (uint64_t)c->seed,
+        .fused_embedding = c->fused_embedding_sync != 0,
+        .sc_stages = c->sc_stages,
+        .sc_rank = c->sc_rank,
+        .sc_warmup_steps = (int64_t)(c->sc_warmup * (double)c->steps),
+    };
+}
+
+bp_status bp_train_config_check_world(bp_train_config *c, int world, bp_err *err) {
     int pt = c->pp * c->tp;
     if (world % pt)
         return bp_fail(err, BP_EUSAGE,
@@ -339,33 +348,16 @@ int bp_train_config_check_world(bp_train_config *c, int world, bp_err *err) {
                        "option --batch: %d is not divisible by --dp %d x --pipelines %d x "
                        "--micro-batches %d",
                        c->batch, c->dp, N, c->micro_batches);
-    bool gradient_algo = c->dp_algo == BP_DP_ALLREDUCE || c->dp_algo == BP_DP_BYTEGRAD ||
-                         c->dp_algo == BP_DP_POWERSGD;
-    if (c->fused_embedding && (c->model != BP_MODEL_GPT || c->pp < 2 || !gradient_algo ||
-                               c->pipelines > 0))
-        return bp_fail(err, BP_EUSAGE,
-                       "option --fused-embedding-sync: needs gpt with --pp 2 or more and a "
-                       "gradient --dp-algo (allreduce, bytegrad, powersgd), without --pipelines");
-    if (c->cb && c->pp < 2)
-        return bp_fail(err, BP_EUSAGE,
-                       "option --cb: compresses the activation gradients sent between pipeline "
-                       "stages; it needs --pp 2 or more");
-    if ((c->no_lep || c->cb_epilogue_only) && !c->cb)
-        return bp_fail(err, BP_EUSAGE, "option %s: only applies with --cb",
-                       c->no_lep ? "--no-lep" : "--cb-epilogue-only");
-    if (c->sc_stages > 0 && (c->dp_algo != BP_DP_ALLREDUCE || c->pipelines > 0))
-        return bp_fail(err, BP_EUSAGE,
-                       "option --sc-stages: compresses the data-parallel allreduce of early "
-                       "stages; it needs --dp-algo allreduce and no --pipelines");
-    if (c->sc_stages > c->pp)
-        return bp_fail(err, BP_EUSAGE, "option --sc-stages: %d is more than --pp %d", c->sc_stages,
-                       c->pp);
+    bp_occ_config occ;
+    bp_train_occ_config(c, &occ);
+    int rc = bp_occ_check(&occ, c->model == BP_MODEL_GPT, c->pp, c->dp_algo, c->pipelines > 0, err);
+    if (rc) return rc;
     if (c->pipelines > 0 && c->dp_algo != BP_DP_ALLREDUCE)
         return bp_fail(err, BP_EUSAGE,
                        "option --dp-algo: with --pipelines, data-parallel replicas agree through "
                        "AvgPipe's elastic averaging of their centers");
     bp_schedule sched;
-    int rc = bp_schedule_parse(c->pipe_schedule, &sched, err);
+    rc = bp_schedule_parse(c->schedule, &sched, err);
     if (rc) return rc;
     bp_model_config mc;
     bp_train_model_config(c, &mc);
@@ -380,23 +372,21 @@ int bp_train_config_check_world(bp_train_config *c, int world, bp_err *err) {
     bp_net net;
     rc = bp_net_parse(c->net, &net, err);
     if (rc) return bp_err_context(err, "option --net");
-    if (c->dp_algo == BP_DP_QADAM && c->optim != BP_OPTIM_ADAMW)
-        return bp_fail(err, BP_EUSAGE, "option --optim: --dp-algo qadam needs adamw");
     bp_dp_config d;
     bp_train_dp_config(c, &d);
-    return bp_dp_config_check(&d, c->dp, err);
+    return bp_dp_config_check(&d, c->dp, (bp_optim_kind)c->optim, err);
 }
 
 void bp_train_lr_schedule(const bp_train_config *c, bp_lr_schedule *s) {
-    s->kind = (bp_lr_kind)c->schedule;
+    s->kind = (bp_lr_kind)c->lr_schedule;
     s->lr = c->lr;
     s->min_lr = c->lr * c->min_lr_ratio;
     s->warmup = c->warmup;
     s->total = c->steps;
 }
 
-int bp_train_config_match(const bp_model_config *run, const bp_model_config *ckpt,
-                          const char *ckpt_dir, bp_err *err) {
+bp_status bp_train_config_match(const bp_model_config *run, const bp_model_config *ckpt,
+                                const char *ckpt_dir, bp_err *err) {
     static const char *kinds[] = {"gpt", "mlp"};
     if (run->kind != ckpt->kind)
         return bp_fail(err, BP_EUSAGE, "checkpoint %s holds a %s model but --model is %s", ckpt_dir,

@@ -15,6 +15,7 @@
 #include "nn/model.h"
 #include "nn/optim.h"
 #include "parallel/dp.h"
+#include "parallel/occ.h"
 #include "parallel/schedule.h"
 
 typedef enum bp_progress_mode {
@@ -33,7 +34,7 @@ typedef struct bp_train_config {
     int batch;
     int64_t steps;
     int optim;    /* BP_OPTIM_ADAMW or BP_OPTIM_SGD */
-    int schedule; /* BP_LR_CONSTANT or BP_LR_COSINE */
+    int lr_schedule; /* BP_LR_CONSTANT or BP_LR_COSINE */
     double lr, min_lr_ratio;
     int64_t warmup;
     double beta1, beta2, eps, momentum, weight_decay, clip;
@@ -56,14 +57,14 @@ typedef struct bp_train_config {
     int tp;          /* tensor-parallel ranks per stage (gpt) */
     char partition[256]; /* blocks per stage, "2,3,3"; "" balances measured time */
     int micro_batches;   /* per optimizer step and per gradient accumulation */
-    char pipe_schedule[32]; /* gpipe | 1f1b | afp:K */
+    char schedule[32];      /* pipeline schedule: gpipe | 1f1b | afp:K */
     int pipelines;          /* AvgPipe: parallel pipelines per stage rank (0: off) */
     /* Optimus-CC */
     int cb;               /* compressed backpropagation on */
     int cb_rank;
     int no_lep;
     int cb_epilogue_only;
-    int fused_embedding;  /* fused embedding synchronization */
+    int fused_embedding_sync; /* fused embedding synchronization */
     int sc_stages;        /* selective stage compression: stages below this compress dp */
     int sc_rank;
     double sc_warmup;     /* fraction of --steps with full-precision dp first */
@@ -72,8 +73,8 @@ typedef struct bp_train_config {
     int peers;       /* 0 shift_one, 1 all */
     int64_t interval;
     int sync_ms;
-    int psgd_rank;
-    int64_t psgd_warmup;
+    int rank;
+    int64_t powersgd_warmup;
     double ea_alpha;
     int64_t ea_period;
     int64_t qadam_warmup;
@@ -107,20 +108,21 @@ typedef enum bp_dtype { BP_DTYPE_FP32, BP_DTYPE_BF16 } bp_dtype;
 void bp_train_config_defaults(bp_train_config *c);
 const bp_option *bp_train_options(int *n);
 /* Fill model-dependent defaults and check combinations; messages name the option. */
-int bp_train_config_finalize(bp_train_config *c, bp_err *err);
+bp_status bp_train_config_finalize(bp_train_config *c, bp_err *err);
 
 /* Derived settings. */
 void bp_train_model_config(const bp_train_config *c, bp_model_config *m);
 void bp_train_optim_config(const bp_train_config *c, bp_optim_config *o);
 void bp_train_lr_schedule(const bp_train_config *c, bp_lr_schedule *s);
 void bp_train_dp_config(const bp_train_config *c, bp_dp_config *d);
+void bp_train_occ_config(const bp_train_config *c, bp_occ_config *o);
 
 /* Check the options that depend on the number of ranks (world size W). */
-int bp_train_config_check_world(bp_train_config *c, int world, bp_err *err);
+bp_status bp_train_config_check_world(bp_train_config *c, int world, bp_err *err);
 
 /* Name the first field where a checkpoint's model configuration differs from this
  * run's, as the option that sets it; BP_OK when they agree. */
-int bp_train_config_match(const bp_model_config *run, const bp_model_config *ckpt,
-                          const char *ckpt_dir, bp_err *err);
+bp_status bp_train_config_match(const bp_model_config *run, const bp_model_config *ckpt,
+                                const char *ckpt_dir, bp_err *err);
 
 #endif

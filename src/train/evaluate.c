@@ -34,7 +34,9 @@ static int score(trainer *t, double *sum, double *correct, double *rows, bool *c
         if (!logits) continue;
         *sum += loss * b.B;
         *rows += b.B;
-        if (t->task.kind == BP_MODEL_MLP) *correct += bp_count_correct(logits, b.targets, b.B, 10);
+        if (t->task.kind == BP_MODEL_MLP)
+            *correct += bp_count_correct(logits, b.targets, b.B,
+                                         bp_model_num_classes(bp_model_get_config(t->model)));
     }
     return BP_OK;
 }
@@ -68,7 +70,7 @@ int trainer_evaluate(trainer *t, bp_err *err) {
     if (t->grid.t != 0) return BP_OK; /* tp ranks compute the same; rank t = 0 reports */
     if (last > 0 && t->grid.p == last) rc = bp_send(t->grid.pp_comm, result, 3, 0, TAG_EVAL);
     if (last > 0 && t->grid.p == 0) rc = bp_recv(t->grid.pp_comm, result, 3, last, TAG_EVAL);
-    if (rc) return bp_fail(err, (bp_status)rc, "%s", bp_comm_errmsg(t->grid.pp_comm));
+    if (rc) return bp_comm_fail(t->grid.pp_comm, rc, err);
     if (t->rank != 0) return BP_OK;
     double loss = result[0] / result[2];
     double acc = t->task.kind == BP_MODEL_MLP ? result[1] / result[2] : NAN;

@@ -21,7 +21,7 @@
 #define MANIFEST "manifest.json"
 #define CRC_KEY "\"crc32\":\""
 
-int bp_checkpoint_dir(const char *out_dir, int64_t step, char *buf, size_t n, bp_err *err) {
+bp_status bp_checkpoint_dir(const char *out_dir, int64_t step, char *buf, size_t n, bp_err *err) {
     char name[64];
     snprintf(name, sizeof name, CKPT_PREFIX "%08" PRId64, step);
     return bp_path_join(buf, n, out_dir, name, err);
@@ -34,7 +34,7 @@ static uint32_t manifest_crc(const char *text, size_t n, const char *digits) {
     return (uint32_t)crc32_z(c, (const Bytef *)digits + 8, n - (size_t)(digits - text) - 8);
 }
 
-int bp_manifest_write(const char *ckpt_dir, const bp_manifest *mf, bp_err *err) {
+bp_status bp_manifest_write(const char *ckpt_dir, const bp_manifest *mf, bp_err *err) {
     char text[8192], path[BP_PATH_MAX];
     int k = snprintf(text, sizeof text,
                      "{\"format\":\"bagpipe-checkpoint\",\"version\":1,\"step\":%" PRId64
@@ -78,7 +78,7 @@ static int manifest_fields(const bp_json *j, bp_manifest *mf) {
     return ok;
 }
 
-int bp_manifest_read(const char *ckpt_dir, bp_manifest *mf, bp_err *err) {
+bp_status bp_manifest_read(const char *ckpt_dir, bp_manifest *mf, bp_err *err) {
     char path[BP_PATH_MAX];
     bp_bytes b = {0};
     memset(mf, 0, sizeof *mf);
@@ -107,7 +107,7 @@ int bp_manifest_read(const char *ckpt_dir, bp_manifest *mf, bp_err *err) {
     return rc;
 }
 
-int bp_checkpoint_resolve(const char *dir, char *out, size_t n, bp_err *err) {
+bp_status bp_checkpoint_resolve(const char *dir, char *out, size_t n, bp_err *err) {
     char path[BP_PATH_MAX];
     bp_bytes latest = {0};
     int rc = bp_path_join(path, sizeof path, dir, "latest", err);
@@ -221,7 +221,7 @@ static void prune(const char *out_dir, const char *committed, int keep) {
     closedir(d);
 }
 
-int bp_checkpoint_commit(const char *out_dir, int64_t step, int keep, bp_err *err) {
+bp_status bp_checkpoint_commit(const char *out_dir, int64_t step, int keep, bp_err *err) {
     char path[BP_PATH_MAX], line[80];
     int k = snprintf(line, sizeof line, CKPT_PREFIX "%08" PRId64 "\n", step);
     int rc = bp_path_join(path, sizeof path, out_dir, "latest", err);

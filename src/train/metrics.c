@@ -10,7 +10,7 @@ static void flush(bp_metrics *m) {
     if (fflush(m->f) != 0 && !m->error) m->error = errno ? errno : EIO;
 }
 
-int bp_metrics_open(bp_metrics *m, const char *path, int append, bp_err *err) {
+bp_status bp_metrics_open(bp_metrics *m, const char *path, int append, bp_err *err) {
     m->f = NULL;
     m->path = path;
     m->error = 0;
@@ -82,5 +82,31 @@ void bp_metrics_summary(bp_metrics *m, const bp_memory_record *r) {
             ",\"peak_rss_bytes\":%" PRIu64 ",\"param_bytes\":%" PRIu64 ",\"grad_bytes\":%" PRIu64
             ",\"optim_bytes\":%" PRIu64 ",\"act_bytes\":%" PRIu64 "}\n",
             r->peak_rss_bytes, r->param_bytes, r->grad_bytes, r->optim_bytes, r->act_bytes);
+    flush(m);
+}
+
+void bp_metrics_config(bp_metrics *m, const bp_config_record *r) {
+    if (!m->f) return;
+    fprintf(m->f,
+            "{\"type\":\"config\",\"model\":\"%s\",\"params\":%zu,\"world\":%d,\"dp\":%d,"
+            "\"pp\":%d,\"partition\":\"%s\",\"pipelines\":%d,\"micro_batches\":%d,"
+            "\"schedule\":\"%s\",\"batch\":%d,\"grad_accum\":%d,\"dp_algo\":\"%s\","
+            "\"net\":\"%s\"}\n",
+            r->model, r->params, r->world, r->dp, r->pp, r->partition, r->pipelines,
+            r->micro_batches, r->schedule, r->batch, r->grad_accum, r->dp_algo, r->net);
+    flush(m);
+}
+
+void bp_metrics_stages(bp_metrics *m, int S, const float *v) {
+    if (!m->f) return;
+    static const char *keys[BP_STAGE_KEYS] = {"busy_s",    "idle_s",   "peak_stash",
+                                              "act_bytes_per_micro", "bwd_sends", "bwd_compressed"};
+    fprintf(m->f, "{\"type\":\"stages\"");
+    for (int k = 0; k < BP_STAGE_KEYS; k++) {
+        fprintf(m->f, ",\"%s\":[", keys[k]);
+        for (int s = 0; s < S; s++) fprintf(m->f, "%s%.9g", s ? "," : "", v[k * S + s]);
+        fprintf(m->f, "]");
+    }
+    fprintf(m->f, "}\n");
     flush(m);
 }

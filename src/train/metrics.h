@@ -1,7 +1,7 @@
 /* The JSONL metrics log: one JSON object per line, flushed line by line so a
  * crashed run leaves only complete records. Records:
  *   {"type":"config","model":..,"params":..,"world":..,"dp":..,"batch":..,"grad_accum":..,
- *    "dp_algo":"<algorithm and its settings>","net":..}
+ *    "dp_algo":"<algorithm and its settings>","net":..}  (and the grid, pipeline, schedule)
  *   {"type":"step","step":k,"loss":..,"lr":..,"grad_norm":..,"step_ms":..,"compute_ms":..,
  *    "comm_exposed_ms":..,"bytes_sent":..,"items_per_s":..,
  *    "axis_bytes":{"dp":..,"pp":..,"tp":..,"embed":..},"axis_exposed_ms":{...same keys...}}
@@ -9,6 +9,8 @@
  *   {"type":"summary","steps":..,"median_step_ms":..,"peak_rss_bytes":..,"param_bytes":..,
  *    "grad_bytes":..,"optim_bytes":..,"act_bytes":..}
  * (the median is over the last 2^20 steps of the run; null when the run took none).
+ *   {"type":"stages","busy_s":[per stage],"idle_s":[..],"peak_stash":[..],
+ *    "act_bytes_per_micro":[..],"bwd_sends":[..],"bwd_compressed":[..]}
  * k counts completed optimizer steps (1 after the first step). The loss is the
  * mean over the replicas; bytes are those sent by all ranks together, split by the
  * axis of the grid they belong to (embed: the tied embedding's sync between first
@@ -43,8 +45,23 @@ typedef struct bp_memory_record {
     uint64_t peak_rss_bytes, param_bytes, grad_bytes, optim_bytes, act_bytes;
 } bp_memory_record;
 
+typedef struct bp_config_record {
+    const char *model;
+    size_t params;
+    int world, dp, pp;
+    const char *partition;
+    int pipelines, micro_batches;
+    const char *schedule;
+    int batch, grad_accum;
+    const char *dp_algo, *net;
+} bp_config_record;
+
+/* The per-stage figures of a run, in the order of the stages record's keys. */
+enum { BP_STAGE_BUSY, BP_STAGE_IDLE, BP_STAGE_PEAK_STASH, BP_STAGE_ACT_BYTES, BP_STAGE_BWD_SENDS,
+       BP_STAGE_BWD_COMPRESSED, BP_STAGE_KEYS };
+
 /* Open path for appending (append) or truncating; an empty path turns logging off. */
-int bp_metrics_open(bp_metrics *m, const char *path, int append, bp_err *err);
+bp_status bp_metrics_open(bp_metrics *m, const char *path, int append, bp_err *err);
 void bp_metrics_close(bp_metrics *m);
 /* BP_EIO naming the log when a record written so far did not reach the file (a
  * full disk): records are flushed one by one, so this sees every failure. */
@@ -53,5 +70,8 @@ void bp_metrics_step(bp_metrics *m, const bp_step_record *r);
 /* accuracy is left out when NaN. */
 void bp_metrics_eval(bp_metrics *m, int64_t step, double loss, double accuracy);
 void bp_metrics_summary(bp_metrics *m, const bp_memory_record *r);
+void bp_metrics_config(bp_metrics *m, const bp_config_record *r);
+/* v[k * S + s]: figure k (BP_STAGE_*) of stage s. */
+void bp_metrics_stages(bp_metrics *m, int S, const float *v);
 
 #endif

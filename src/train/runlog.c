@@ -129,7 +129,7 @@ static void place_evals(bp_runlog *r) {
     }
 }
 
-int bp_runlog_read(const char *path, bp_runlog *out, bp_err *err) {
+bp_status bp_runlog_read(const char *path, bp_runlog *out, bp_err *err) {
     memset(out, 0, sizeof *out);
     FILE *f = fopen(path, "r");
     if (!f)
@@ -227,7 +227,7 @@ static int trace_line(bp_tracelog *t, const bp_json *j, int *cap) {
     return BP_OK;
 }
 
-int bp_tracelog_read(const char *path, bp_tracelog *out, bp_err *err) {
+bp_status bp_tracelog_read(const char *path, bp_tracelog *out, bp_err *err) {
     memset(out, 0, sizeof *out);
     FILE *f = fopen(path, "r");
     if (!f) return bp_fail(err, BP_EIO, "cannot open %s: %s", path, strerror(errno));

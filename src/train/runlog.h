@@ -45,7 +45,7 @@ typedef struct bp_runlog {
 
 /* Read the metrics log at path. BP_EUSAGE when it does not exist, BP_EFORMAT when
  * it holds no step record. */
-int bp_runlog_read(const char *path, bp_runlog *out, bp_err *err);
+bp_status bp_runlog_read(const char *path, bp_runlog *out, bp_err *err);
 void bp_runlog_free(bp_runlog *r);
 /* The config value of key, or NULL. */
 const char *bp_runlog_config(const bp_runlog *r, const char *key);
@@ -75,7 +75,7 @@ typedef struct bp_tracelog {
 } bp_tracelog;
 
 /* The spans of a --trace file (one event per line, as bagpipe writes them). */
-int bp_tracelog_read(const char *path, bp_tracelog *out, bp_err *err);
+bp_status bp_tracelog_read(const char *path, bp_tracelog *out, bp_err *err);
 void bp_tracelog_free(bp_tracelog *t);
 
 #endif

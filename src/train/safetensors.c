@@ -65,9 +65,9 @@ static void build_header(strbuf *b, const bp_st_tensor *t, int n, const bp_st_me
     while (!b->oom && b->n % 8) sb_printf(b, " "); /* data starts 8-byte aligned */
 }
 
-int bp_safetensors_save(const char *path, const bp_st_tensor *tensors, int n_tensors,
-                        const bp_st_meta *meta, int n_meta, uint32_t *crc, uint64_t *size,
-                        bp_err *err) {
+bp_status bp_safetensors_save(const char *path, const bp_st_tensor *tensors, int n_tensors,
+                              const bp_st_meta *meta, int n_meta, uint32_t *crc, uint64_t *size,
+                              bp_err *err) {
     strbuf head = {0};
     build_header(&head, tensors, n_tensors, meta, n_meta);
     bp_iovec *parts = malloc(((size_t)n_tensors + 2) * sizeof *parts);
@@ -174,7 +174,7 @@ static int parse_tensors(bp_safetensors *st, const uint8_t *data, size_t data_n,
     return check_overlap(st, err);
 }
 
-int bp_safetensors_parse(bp_bytes file, bp_safetensors *out, bp_err *err) {
+bp_status bp_safetensors_parse(bp_bytes file, bp_safetensors *out, bp_err *err) {
     memset(out, 0, sizeof *out);
     out->file = file;
     out->meta = -1;

@@ -32,9 +32,9 @@ typedef struct bp_st_meta {
 
 /* Write atomically; *crc and *size receive the CRC-32 and length of the whole
  * file as written. */
-int bp_safetensors_save(const char *path, const bp_st_tensor *tensors, int n_tensors,
-                        const bp_st_meta *meta, int n_meta, uint32_t *crc, uint64_t *size,
-                        bp_err *err);
+bp_status bp_safetensors_save(const char *path, const bp_st_tensor *tensors, int n_tensors,
+                              const bp_st_meta *meta, int n_meta, uint32_t *crc, uint64_t *size,
+                              bp_err *err);
 
 typedef struct bp_safetensors {
     bp_bytes file;
@@ -46,7 +46,7 @@ typedef struct bp_safetensors {
 } bp_safetensors;
 
 /* Parse and validate file bytes already in memory (takes ownership of `file`). */
-int bp_safetensors_parse(bp_bytes file, bp_safetensors *out, bp_err *err);
+bp_status bp_safetensors_parse(bp_bytes file, bp_safetensors *out, bp_err *err);
 void bp_safetensors_free(bp_safetensors *st);
 /* The tensor called name, or NULL. */
 const bp_st_tensor *bp_safetensors_find(const bp_safetensors *st, const char *name);

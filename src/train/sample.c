@@ -100,7 +100,7 @@ static int generate(bp_model *m, const bp_sample_config *c, FILE *out, bp_err *e
     return rc;
 }
 
-int bp_sample_run(const bp_sample_config *c, FILE *out, bp_err *err) {
+bp_status bp_sample_run(const bp_sample_config *c, FILE *out, bp_err *err) {
     bp_model *m = NULL;
     int rc = bp_checkpoint_load_whole(c->ckpt, &m, err);
     if (rc) return rc;

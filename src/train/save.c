@@ -154,9 +154,9 @@ int trainer_checkpoint(trainer *t, bp_err *err) {
      * tp ranks of each stage meet, then the stages (of tp rank 0). A rank that failed
      * above ends the whole job (cli/), so none waits here forever. */
     if (rc == BP_OK && t->grid.tp > 1 && (rc = bp_barrier(t->grid.tp_comm)))
-        return bp_fail(err, (bp_status)rc, "%s", bp_comm_errmsg(t->grid.tp_comm));
+        return bp_comm_fail(t->grid.tp_comm, rc, err);
     if (rc == BP_OK && t->grid.pp > 1 && t->grid.t == 0 && (rc = bp_barrier(t->grid.pp_comm)))
-        rc = bp_fail(err, (bp_status)rc, "%s", bp_comm_errmsg(t->grid.pp_comm));
+        rc = bp_comm_fail(t->grid.pp_comm, rc, err);
     if (rc || t->rank != 0) return rc;
     bp_manifest mf;
     manifest_of(t, &mf);

@@ -53,8 +53,9 @@ static int busy_start(busy *b, int n, const bp_model_config *mc, int pp, int mic
     int blocks = (mc->n_layer + 2 + pp - 1) / pp, rc = BP_OK;
     while (rc == BP_OK && b->n < n && b->n < MAX_BUSY) {
         void **arg = malloc(2 * sizeof *arg);
-        rc = arg ? bp_range_bench_create(mc, 0, blocks, micro_B, mc->seq_len, &b->rb[b->n], err)
-                 : bp_fail(err, BP_ENOMEM, "out of memory");
+        if (!arg) rc = bp_fail(err, BP_ENOMEM, "out of memory");
+        if (rc == BP_OK)
+            rc = bp_range_bench_create(mc, 0, blocks, micro_B, mc->seq_len, &b->rb[b->n], err);
         if (rc == BP_OK) {
             arg[0] = b, arg[1] = b->rb[b->n];
             if (pthread_create(&b->th[b->n], NULL, spin, arg)) {
@@ -230,8 +231,8 @@ static int time_kernels(const bp_simulate_config *c, bp_sim_profile *p, bp_err *
     k.wire = bp_alloc(VEC * sizeof(float));
     int rc = k.x && k.y && k.wire ? BP_OK : bp_fail(err, BP_ENOMEM, "out of memory");
     for (size_t i = 0; rc == BP_OK && i < VEC; i++) k.x[i] = (float)(i % 251) * 0.01f - 1.0f;
-    if (rc == BP_OK) rc = bp_codec_minmax_u8_new(&k.mm, err);
-    if (rc == BP_OK) rc = bp_codec_powersgd_new(PSGD_ROWS, PSGD_ROWS, PSGD_RANK, 1, &k.psgd, err);
+    if (rc == BP_OK) rc = bp_codec_minmax_u8_create(&k.mm, err);
+    if (rc == BP_OK) rc = bp_codec_powersgd_create(PSGD_ROWS, PSGD_ROWS, PSGD_RANK, 1, &k.psgd, err);
     bool optim = rc == BP_OK && bp_optim_init(&k.o, &oc, VEC, err) == BP_OK;
     if (rc == BP_OK && !optim) rc = BP_ENOMEM;
     if (rc == BP_OK) {
@@ -244,13 +245,13 @@ static int time_kernels(const bp_simulate_config *c, bp_sim_profile *p, bp_err *
         p->copy_Bps = bytes / best_of(k_copy, &k);
     }
     if (optim) bp_optim_free(&k.o);
-    bp_codec_free(k.mm);
-    bp_codec_free(k.psgd);
+    bp_codec_destroy(k.mm);
+    bp_codec_destroy(k.psgd);
     bp_free(k.x), bp_free(k.y), bp_free(k.wire);
     return rc;
 }
 
-int bp_sim_measure(const bp_simulate_config *c, int micro_B, bp_sim_profile *p, bp_err *err) {
+bp_status bp_sim_measure(const bp_simulate_config *c, int micro_B, bp_sim_profile *p, bp_err *err) {
     memset(p, 0, sizeof *p);
     bp_train_model_config(&c->train, &p->mc);
     if (c->vocab > 0) p->mc.vocab = c->vocab;

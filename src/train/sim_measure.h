@@ -16,6 +16,6 @@
 #include "train/simulate.h"
 
 /* Measure into p (freed with bp_sim_profile_free) for c's model at micro_B. */
-int bp_sim_measure(const bp_simulate_config *c, int micro_B, bp_sim_profile *p, bp_err *err);
+bp_status bp_sim_measure(const bp_simulate_config *c, int micro_B, bp_sim_profile *p, bp_err *err);
 
 #endif

@@ -92,7 +92,7 @@ static int check_own(const bp_simulate_config *c, bp_err *err) {
     return rc;
 }
 
-int bp_simulate_config_finalize(bp_simulate_config *c, bp_err *err) {
+bp_status bp_simulate_config_finalize(bp_simulate_config *c, bp_err *err) {
     int rc = bp_train_config_finalize(&c->train, err);
     if (rc) return rc;
     if (c->train.model != BP_MODEL_GPT)
@@ -155,13 +155,13 @@ static void make_job(const bp_simulate_config *c, bp_sim_job *j) {
                       .sc_stages = t->sc_stages, .sc_rank = t->sc_rank,
                       .sc_warmup = (int64_t)(t->sc_warmup * (double)t->steps),
                       .cb_rank = t->cb ? t->cb_rank : 0, .cb_epilogue_only = t->cb_epilogue_only,
-                      .fused_embedding = t->fused_embedding,
+                      .fused_embedding = t->fused_embedding_sync != 0,
                       .optim_buffers = bp_optim_num_buffers(&oc)};
     bp_train_model_config(t, &j->mc);
     if (c->vocab > 0) j->mc.vocab = c->vocab;
     j->M = t->micro_batches * t->grad_accum;
     j->micro_B = t->batch / (t->dp * j->N * t->micro_batches);
-    bp_schedule_parse(t->pipe_schedule, &j->sched, NULL);
+    bp_schedule_parse(t->schedule, &j->sched, NULL);
     bp_train_dp_config(t, &j->dpc);
 }
 
@@ -222,7 +222,7 @@ static void print_result(const bp_simulate_config *c, const bp_sim_step_result *
     fprintf(out, "%-18s %.6g\n", "peak_MB", MB(r->peak_bytes));
 }
 
-int bp_simulate_run(const bp_simulate_config *c, FILE *out, bp_err *err) {
+bp_status bp_simulate_run(const bp_simulate_config *c, FILE *out, bp_err *err) {
     bp_sim_profile prof = {0};
     bp_sim_machine m = {.flops = c->device_flops, .mem_Bps = c->device_bw,
                         .efficiency = c->efficiency};

@@ -39,9 +39,9 @@ bp_option *bp_simulate_options(int *n);
 
 /* Check the options as `bagpipe train` would on dp x pp x tp ranks, and simulate's
  * own; messages name the option. */
-int bp_simulate_config_finalize(bp_simulate_config *c, bp_err *err);
+bp_status bp_simulate_config_finalize(bp_simulate_config *c, bp_err *err);
 
 /* Measure or load the machine, simulate, print to out. */
-int bp_simulate_run(const bp_simulate_config *c, FILE *out, bp_err *err);
+bp_status bp_simulate_run(const bp_simulate_config *c, FILE *out, bp_err *err);
 
 #endif

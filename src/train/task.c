@@ -19,30 +19,34 @@ static int init_text(bp_task *t, const bp_train_config *c, bp_err *err) {
 static int init_images(bp_task *t, const bp_train_config *c, bp_err *err) {
     int rc = bp_fashion_load(c->data, 1, &t->train, err);
     if (rc == BP_OK) rc = bp_fashion_load(c->data, 0, &t->test, err);
-    if (rc == BP_OK && t->train.rows * t->train.cols != 784)
-        rc = bp_fail(err, BP_EFORMAT, "data %s: images are %dx%d, mlp expects 28x28", c->data,
-                     t->train.rows, t->train.cols);
+    if (rc == BP_OK && t->train.rows * t->train.cols != t->width)
+        rc = bp_fail(err, BP_EFORMAT, "data %s: images are %dx%d, mlp expects %d pixels", c->data,
+                     t->train.rows, t->train.cols, t->width);
     if (rc == BP_OK && t->B_global > t->train.n)
         rc = bp_fail(err, BP_EUSAGE, "option --batch: %d is larger than the %d training images",
                      t->B_global, t->train.n);
     if (rc == BP_OK) rc = bp_epoch_sampler_init(&t->sampler, t->train.n, (uint64_t)c->seed, err);
     if (rc == BP_OK)
         rc = bp_alloc_checked((void **)&t->images,
-                              (size_t)t->slots * (size_t)t->B_local * 784 * sizeof(float),
+                              (size_t)t->slots * (size_t)t->B_local * (size_t)t->width *
+                                  sizeof(float),
                               "image batch", err);
     if (rc == BP_OK)
         rc = bp_alloc_checked((void **)&t->idx, (size_t)t->B_local * sizeof(int), "batch", err);
     return rc;
 }
 
-int bp_task_init(bp_task *t, const bp_train_config *c, int rank, int world, bp_err *err) {
+bp_status bp_task_init(bp_task *t, const bp_train_config *c, int rank, int world, bp_err *err) {
     memset(t, 0, sizeof *t);
     t->kind = (bp_model_kind)c->model;
     t->rank = rank;
     t->world = world;
     t->B_global = c->batch;
     t->B_local = c->batch / world;
-    t->T = t->kind == BP_MODEL_GPT ? c->seq_len : 1;
+    bp_model_config mc;
+    bp_train_model_config(c, &mc);
+    t->T = bp_model_sample_len(&mc);
+    t->width = bp_model_input_width(&mc);
     t->eval_batches = c->eval_batches;
     t->slots = c->grad_accum;
     size_t n = (size_t)t->slots * (size_t)t->B_local * (size_t)t->T * sizeof(int32_t);
@@ -70,12 +74,13 @@ void bp_task_free(bp_task *t) {
  * in slot `slot`. */
 static void image_rows(bp_task *t, int slot, const bp_images *im, const int *idx, int first,
                        int n, bp_batch *b) {
-    float *images = t->images + (size_t)slot * t->B_local * 784;
+    size_t w = (size_t)t->width;
+    float *images = t->images + (size_t)slot * t->B_local * w;
     int32_t *targets = t->targets + (size_t)slot * t->B_local;
     for (int i = 0; i < n; i++) {
         int k = idx ? idx[i] : first + i;
-        const uint8_t *px = im->pixels + (size_t)k * 784;
-        for (int j = 0; j < 784; j++) images[(size_t)i * 784 + j] = (float)px[j] / 255.0f;
+        const uint8_t *px = im->pixels + (size_t)k * w;
+        for (size_t j = 0; j < w; j++) images[(size_t)i * w + j] = (float)px[j] / 255.0f;
         targets[i] = im->labels[k];
     }
     *b = (bp_batch){.B = n, .T = 1, .images = images, .targets = targets};
@@ -134,7 +139,7 @@ void bp_task_get_state(const bp_task *t, bp_resume_state *rs) {
     rs->pos = t->sampler.pos;
 }
 
-int bp_task_set_state(bp_task *t, const bp_resume_state *rs, bp_err *err) {
+bp_status bp_task_set_state(bp_task *t, const bp_resume_state *rs, bp_err *err) {
     t->data_rng = rs->data_rng;
     return t->kind == BP_MODEL_MLP ? bp_epoch_sampler_restore(&t->sampler, rs->epoch, rs->pos, err)
                                    : BP_OK;

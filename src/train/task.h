@@ -20,7 +20,8 @@
 
 typedef struct bp_task {
     bp_model_kind kind;
-    int B_global, B_local, T;
+    int B_global, B_local, T; /* T: positions of a sample (bp_model_sample_len) */
+    int width;                /* input floats of a position (bp_model_input_width; 0: tokens) */
     int rank, world;
     int slots; /* batches held at once (gradient accumulation) */
     int eval_batches;
@@ -37,7 +38,7 @@ typedef struct bp_task {
 } bp_task;
 
 /* rank, world: this replica among the data-parallel replicas. */
-int bp_task_init(bp_task *t, const bp_train_config *c, int rank, int world, bp_err *err);
+bp_status bp_task_init(bp_task *t, const bp_train_config *c, int rank, int world, bp_err *err);
 void bp_task_free(bp_task *t);
 
 /* This rank's part (B_local rows) of the next global training batch, held in
@@ -56,7 +57,7 @@ int64_t bp_task_items_per_step(const bp_task *t);
 void bp_task_get_state(const bp_task *t, bp_resume_state *rs);
 /* Continue the data stream from a checkpoint's state; a position outside the data
  * set (another data set, or a crafted file) is refused. */
-int bp_task_set_state(bp_task *t, const bp_resume_state *rs, bp_err *err);
+bp_status bp_task_set_state(bp_task *t, const bp_resume_state *rs, bp_err *err);
 
 /* Rows of logits [B, classes] whose largest entry is the label. */
 int bp_count_correct(const bp_real *logits, const int32_t *labels, int B, int classes);

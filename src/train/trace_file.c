@@ -69,7 +69,8 @@ int trainer_trace_start(trainer *t, bp_err *err) {
     if (mrc || bad) {
         bp_trace_destroy(t->trace);
         t->trace = NULL;
-        return rc ? rc : mrc ? trainer_meta_fail(t, mrc, err) : BP_OK; /* agree() tells */
+        if (rc) return rc;
+        return bp_comm_fail(t->meta, mrc, err); /* BP_OK when another rank failed: agree() tells */
     }
     bp_comm *groups[] = {t->grid.dp_comm, t->grid.pp_comm, t->grid.tp_comm, t->grid.embed_comm};
     for (size_t i = 0; i < sizeof groups / sizeof groups[0]; i++)
@@ -184,7 +185,8 @@ int trainer_trace_write(trainer *t, int rc, bp_err *err) {
     /* Every rank learns whether the file was written, so that all end alike. */
     float bad = wrc ? 1.0f : 0.0f;
     int mrc = t->size > 1 ? bp_allreduce_sum(t->meta, &bad, 1) : BP_OK;
-    if (mrc) return rc ? rc : trainer_meta_fail(t, mrc, err);
+    if (mrc && rc) return rc;
+    if (mrc) return bp_comm_fail(t->meta, mrc, err);
     if (rc) return rc; /* the reason the run stopped comes first */
     if (bad == 0) return BP_OK;
     t->res->stopped_together = true;

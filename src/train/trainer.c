@@ -1,6 +1,6 @@
-/* The training loop on a grid of ranks: set-up, one step (pipeline over the
- * micro-batches, data-parallel synchronization, optimizer), the ranks' agreement
- * after every step, logging and the final summary. */
+/* The training loop on a grid of ranks: set-up, the loop over steps (each one
+ * bp_grid_step of parallel/step.h), its cadence of logging, evaluation and
+ * checkpoints, and the final summary. */
 #include "train/trainer.h"
 
 #include <math.h>
@@ -12,15 +12,11 @@
 
 #include "bagpipe/comm_mpi.h"
 #include "core/blas.h"
-#include "core/finite.h"
 #include "core/log.h"
 #include "core/timer.h"
+#include "parallel/avgpipe.h"
 #include "parallel/partition.h"
 #include "train/trainer_impl.h"
-
-int trainer_meta_fail(trainer *t, int rc, bp_err *err) {
-    return bp_fail(err, (bp_status)rc, "%s", bp_comm_errmsg(t->meta));
-}
 
 /* Every rank learns whether a part of set-up failed anywhere, so that no rank goes
  * on into collectives that others never join. */
@@ -30,34 +26,30 @@ static int agree(trainer *t, int rc, bp_err *err) {
 
 void trainer_dp_config(const trainer *t, bp_dp_config *d) {
     const bp_train_config *c = t->cfg;
+    bp_occ_config occ;
+    bp_model_config mc;
     bp_train_dp_config(c, d);
-    bool holds_embedding = t->grid.p == 0 || t->grid.p == t->grid.pp - 1;
-    if (c->fused_embedding && holds_embedding) d->skip_tensor = "wte.weight";
-    if (t->grid.p < c->sc_stages) { /* early stages finish backward last: compress them */
-        d->algo = BP_DP_POWERSGD;
-        d->rank = c->sc_rank;
-        d->powersgd_warmup = (int64_t)(c->sc_warmup * (double)c->steps);
-    }
+    bp_train_occ_config(c, &occ);
+    bp_train_model_config(c, &mc);
+    bp_occ_dp_config(&occ, t->grid.p, t->grid.pp, bp_model_tied_tensor(&mc), d);
 }
 
 static void log_config(trainer *t) {
-    if (!t->metrics.f) return;
     char algo[256], sched[32];
     bp_dp_config d;
     trainer_dp_config(t, &d);
     bp_dp_describe(&d, algo, sizeof algo);
     bp_schedule s;
-    bp_schedule_parse(t->cfg->pipe_schedule, &s, NULL);
+    bp_schedule_parse(t->cfg->schedule, &s, NULL);
     bp_schedule_name(&s, sched, sizeof sched);
-    fprintf(t->metrics.f,
-            "{\"type\":\"config\",\"model\":\"%s\",\"params\":%zu,\"world\":%d,\"dp\":%d,"
-            "\"pp\":%d,\"partition\":\"%s\",\"pipelines\":%d,\"micro_batches\":%d,"
-            "\"schedule\":\"%s\",\"batch\":%d,\"grad_accum\":%d,\"dp_algo\":\"%s\","
-            "\"net\":\"%s\"}\n",
-            t->cfg->model == BP_MODEL_GPT ? "gpt" : "mlp", bp_model_num_params(t->model), t->size,
-            t->grid.dp, t->grid.pp, t->partition, t->n_rep, t->cfg->micro_batches, sched,
-            t->cfg->batch, t->cfg->grad_accum, algo, t->cfg->net[0] ? t->cfg->net : "off");
-    fflush(t->metrics.f);
+    bp_config_record r = {
+        .model = t->cfg->model == BP_MODEL_GPT ? "gpt" : "mlp",
+        .params = bp_model_num_params(t->model), .world = t->size, .dp = t->grid.dp,
+        .pp = t->grid.pp, .partition = t->partition, .pipelines = t->n_rep,
+        .micro_batches = t->cfg->micro_batches, .schedule = sched, .batch = t->cfg->batch,
+        .grad_accum = t->cfg->grad_accum, .dp_algo = algo,
+        .net = t->cfg->net[0] ? t->cfg->net : "off"};
+    bp_metrics_config(&t->metrics, &r);
 }
 
 /* Blocks per stage: given, taken from the checkpoint being resumed, or balanced by
@@ -87,7 +79,7 @@ static int choose_partition(trainer *t, const bp_model_config *mc, bp_err *err) 
         for (int s = 0; s <= S; s++) cut[s] = (float)t->first[s];
     }
     int rc = bp_bcast(t->meta, cut, (size_t)S + 1, 0);
-    if (rc) return trainer_meta_fail(t, rc, err);
+    if (rc) return bp_comm_fail(t->meta, rc, err);
     for (int s = 0; s <= S; s++) t->first[s] = (int)cut[s];
     return BP_OK;
 }
@@ -133,15 +125,11 @@ static int tp_allreduce(void *ctx, bp_real *x, size_t n) {
 static int create_replicas(trainer *t, const bp_model_config *mc, bp_err *err) {
     bp_optim_config oc;
     bp_train_optim_config(t->cfg, &oc);
-    t->models = calloc((size_t)t->n_rep, sizeof *t->models);
-    t->optims = calloc((size_t)t->n_rep, sizeof *t->optims);
-    if (!t->models || !t->optims) return bp_fail(err, BP_ENOMEM, "out of memory");
-    int p = t->grid.p, rc = BP_OK;
-    for (int j = 0; rc == BP_OK && j < t->n_rep; j++) {
-        rc = bp_model_create_tp(mc, t->first[p], t->first[p + 1], &t->tp, &t->models[j], err);
-        if (rc == BP_OK) bp_model_init_weights(t->models[j], (uint64_t)t->cfg->seed);
-        if (rc == BP_OK) rc = bp_optim_init(&t->optims[j], &oc, bp_model_num_params(t->models[j]), err);
-    }
+    int p = t->grid.p;
+    int rc = bp_avgpipe_replicas_create(mc, t->first[p], t->first[p + 1], &t->tp,
+                                        (uint64_t)t->cfg->seed, &oc, t->n_rep, &t->models,
+                                        &t->optims, err);
+    if (rc) return rc;
     t->model = t->models[0];
     t->optim = &t->optims[0];
     return rc;
@@ -153,12 +141,12 @@ static int setup_stage(trainer *t, const bp_model_config *mc, bp_err *err) {
     bp_schedule sched;
     bp_partition_format(t->first, t->grid.pp, t->partition, sizeof t->partition);
     int rc = create_replicas(t, mc, err);
-    if (rc == BP_OK) rc = bp_schedule_parse(c->pipe_schedule, &sched, err);
-    bp_pipe_cb cb = {.rank = c->cb ? c->cb_rank : 0, .lep = !c->no_lep,
-                     .epilogue_only = c->cb_epilogue_only != 0, .seed = (uint64_t)c->seed};
+    if (rc == BP_OK) rc = bp_schedule_parse(c->schedule, &sched, err);
+    bp_occ_config occ;
+    bp_train_occ_config(c, &occ);
     if (rc == BP_OK)
         rc = bp_pipe_create(t->grid.pp_comm, t->models, t->n_rep, &sched, t->n_micro / t->n_rep,
-                            t->micro_B, t->task.T, &cb, &t->pipe, err);
+                            t->micro_B, t->task.T, &occ, &t->pipe, err);
     if (rc == BP_OK && t->resuming) rc = trainer_resume(t, err);
     if (rc == BP_OK && t->rank == 0) rc = bp_mkdir_p(c->out, err);
     if (rc == BP_OK && t->rank == 0)
@@ -171,7 +159,7 @@ static int setup_comm(trainer *t, bp_err *err) {
     int rc = bp_comm_set_path(t->world, (bp_path)c->comm_path);
     if (rc == BP_OK && (rc = bp_comm_set_net(t->world, c->net)))
         return bp_fail(err, (bp_status)rc, "option --net: %s", bp_comm_errmsg(t->world));
-    return rc ? bp_fail(err, (bp_status)rc, "%s", bp_comm_errmsg(t->world)) : BP_OK;
+    return bp_comm_fail(t->world, rc, err);
 }
 
 static int setup(trainer *t, bp_err *err) {
@@ -187,9 +175,9 @@ static int setup(trainer *t, bp_err *err) {
     bp_comm *groups[2] = {t->world, t->meta};
     for (int g = 0; g < 2; g++)
         if ((rc = bp_comm_set_timeout(groups[g], c->comm_timeout)))
-            return bp_fail(err, (bp_status)rc, "%s", bp_comm_errmsg(groups[g]));
-    rc = bp_grid_create(t->world, c->dp, c->pp, c->tp, mc.kind == BP_MODEL_GPT,
-                        c->fused_embedding != 0, &t->grid, err);
+            return bp_comm_fail(groups[g], rc, err);
+    rc = bp_grid_init(t->world, c->dp, c->pp, c->tp, bp_model_tied_tensor(&mc) != NULL,
+                      c->fused_embedding_sync != 0, &t->grid, err);
     t->tp = (bp_tp){.rank = t->grid.t, .size = t->grid.tp, .allreduce_sum = tp_allreduce,
                     .ctx = t->grid.tp_comm};
     if (rc == BP_OK) rc = agree(t, trainer_trace_start(t, err), err);
@@ -200,7 +188,13 @@ static int setup(trainer *t, bp_err *err) {
     bp_dp_config d;
     trainer_dp_config(t, &d);
     if (rc == BP_OK)
-        rc = bp_dp_create(t->grid.dp_comm, &d, t->models, t->optims, t->n_rep, t->step, &t->dp, err);
+        rc =
+            bp_dp_create(t->grid.dp_comm, &d, t->models, t->optims, t->n_rep, t->step, &t->dp, err);
+    t->stepper = (bp_grid_step_ctx){
+        .grid = &t->grid, .meta = t->meta, .models = t->models, .n_replicas = t->n_rep,
+        .pipe = t->pipe, .dp = t->dp, .tied = bp_model_tied_tensor(&mc),
+        .fused_embedding = c->fused_embedding_sync != 0, .clip = c->clip,
+        .skip_nonfinite = c->skip_nonfinite != 0};
     if (rc == BP_OK) log_config(t);
     return rc;
 }
@@ -209,15 +203,10 @@ static void teardown(trainer *t) {
     bp_dp_destroy(t->dp);
     bp_pipe_destroy(t->pipe);
     bp_metrics_close(&t->metrics);
-    for (int j = 0; j < t->n_rep && t->models; j++) {
-        bp_optim_free(&t->optims[j]);
-        bp_model_destroy(t->models[j]);
-    }
-    free(t->models);
-    free(t->optims);
+    if (t->models) bp_avgpipe_replicas_destroy(t->models, t->optims, t->n_rep);
     bp_task_free(&t->task);
-    bp_grid_destroy(&t->grid);
-    bp_comm_free(t->meta);
+    bp_grid_free(&t->grid);
+    bp_comm_destroy(t->meta);
     bp_trace_destroy(t->trace);
     free(t->first);
     free(t->micro);
@@ -245,111 +234,15 @@ static void inject_process_fault(trainer *t) {
         for (;;) pause();
 }
 
-/* Draw this step's batches and cut each into micro-batches of micro_B rows: with
- * N AvgPipe pipelines, pipeline j takes the j-th N-th of the rows, and its
- * micro-batch i sits at position i*N + j of the pipeline stream. */
+/* Draw this step's batches and cut each into the micro-batches of AvgPipe's
+ * stream (one pipeline without --pipelines). */
 static void next_micro_batches(trainer *t) {
     int M = t->cfg->micro_batches, N = t->n_rep;
     for (int k = 0; k < t->cfg->grad_accum; k++) {
         bp_batch b;
         bp_task_next(&t->task, k, &b);
-        for (int c = 0; c < N * M; c++) { /* chunk c of the rows: pipeline c / M, micro c % M */
-            size_t rows = (size_t)c * t->micro_B * b.T;
-            bp_batch *mb = &t->micro[((size_t)k * M + (size_t)(c % M)) * N + (size_t)(c / M)];
-            *mb = (bp_batch){.B = t->micro_B, .T = b.T};
-            if (b.tokens) mb->tokens = b.tokens + rows;
-            if (b.images) mb->images = b.images + rows * 784;
-            mb->targets = b.targets + rows;
-        }
+        bp_avgpipe_split(&b, N, M, t->micro_B, (size_t)t->task.width, t->micro + (size_t)k * M * N);
     }
-}
-
-static void before_last_backward(void *ctx) { bp_dp_backward_begin(ctx); }
-
-/* The first and last stage hold the tied embedding; their gradients add up. With
- * the fused sync the group spans every replica's first and last stage and replaces
- * the data-parallel reduction of the embedding: the sum is divided by dp. */
-static int sync_tied_embedding(trainer *t, bp_err *err) {
-    t->embed_s = 0;
-    if (!t->grid.embed_comm) return BP_OK;
-    double t0 = bp_now();
-    const bp_tensor_info *ti = bp_model_find_tensor(t->model, "wte.weight");
-    int rc = BP_OK;
-    for (int j = 0; rc == BP_OK && j < t->n_rep; j++)
-        rc = bp_allreduce_sum(t->grid.embed_comm, bp_model_grads(t->models[j]) + ti->offset,
-                              ti->numel);
-    if (rc == BP_OK && t->cfg->fused_embedding && t->grid.dp > 1) {
-        bp_real *g = bp_model_grads(t->model) + ti->offset, inv = (bp_real)(1.0 / t->grid.dp);
-        for (size_t i = 0; i < ti->numel; i++) g[i] *= inv;
-    }
-    t->embed_s = bp_now() - t0;
-    return rc ? bp_fail(err, (bp_status)rc, "%s", bp_comm_errmsg(t->grid.embed_comm)) : BP_OK;
-}
-
-/* The first tensor whose gradient is not finite in some replica, or NULL. */
-static const char *nonfinite_tensor(trainer *t) {
-    int bad = bp_dp_nonfinite_tensor(t->dp);
-    for (int j = 0; bad < 0 && j < t->n_rep; j++) {
-        const float *g = bp_model_grads(t->models[j]);
-        for (int i = 0; bad < 0 && i < bp_model_num_tensors(t->model); i++) {
-            const bp_tensor_info *ti = bp_model_tensor(t->model, i);
-            if (!bp_all_finite(g + ti->offset, ti->numel)) bad = i;
-        }
-    }
-    return bad < 0 ? NULL : bp_model_tensor(t->model, bad)->name;
-}
-
-/* After backward, every rank learns whether any rank saw a non-finite loss or
- * gradient, or was asked to stop, so that all take the same path. */
-static int agree_step(trainer *t, double loss, bool *skip, bp_err *err) {
-    const char *tensor = nonfinite_tensor(t);
-    bool bad = (trainer_reports_loss(t) && !isfinite(loss)) || tensor;
-    float flags[2] = {bad ? 1.0f : 0.0f, *t->stop ? 1.0f : 0.0f};
-    int rc = t->size > 1 ? bp_allreduce_sum(t->meta, flags, 2) : BP_OK;
-    if (rc) return trainer_meta_fail(t, rc, err);
-    if (flags[1] > 0) t->stopping = true;
-    *skip = flags[0] > 0 && t->cfg->skip_nonfinite;
-    if (flags[0] == 0 || *skip) return BP_OK;
-    t->res->stopped_together = true;
-    if (!bad) {
-        bp_err_clear(err); /* the rank that saw it says so */
-        return BP_ENONFINITE;
-    }
-    return bp_fail(err, BP_ENONFINITE,
-                   "rank %d, step %lld: non-finite %s%s (--skip-nonfinite skips such steps)",
-                   t->rank, (long long)t->step + 1, tensor ? "gradient of tensor " : "loss",
-                   tensor ? tensor : "");
-}
-
-/* A replica's sum of squared gradients on this rank, counting each tensor of the
- * whole model once: the last stage's copy of the tied embedding is the first
- * stage's tensor, and a tensor replicated over the tp ranks is counted on rank 0. */
-static double own_sumsq(const trainer *t, const bp_model *m) {
-    const bp_real *g = bp_model_grads((bp_model *)m);
-    double s = 0;
-    for (int i = 0; i < bp_model_num_tensors(m); i++) {
-        const bp_tensor_info *ti = bp_model_tensor(m, i);
-        if (ti->tied_copy || (ti->split_dim < 0 && t->grid.t != 0)) continue;
-        s += bp_grad_sumsq(g + ti->offset, ti->numel);
-    }
-    return s;
-}
-
-/* Gradient norm of each replica over the whole model (all stages and tp ranks),
- * then clipping to --clip. *norm is replica 0's. */
-static int clip_gradients(trainer *t, double *norm, bp_err *err) {
-    size_t n = bp_model_num_params(t->model);
-    float sumsq[t->n_rep];
-    for (int j = 0; j < t->n_rep; j++) sumsq[j] = (float)own_sumsq(t, t->models[j]);
-    bp_comm *axes[2] = {t->grid.tp_comm, t->grid.pp_comm};
-    for (int a = 0; a < 2; a++) {
-        int rc = bp_comm_size(axes[a]) > 1 ? bp_allreduce_sum(axes[a], sumsq, (size_t)t->n_rep) : BP_OK;
-        if (rc) return bp_fail(err, (bp_status)rc, "%s", bp_comm_errmsg(axes[a]));
-    }
-    for (int j = 0; j < t->n_rep; j++)
-        bp_clip_to(bp_model_grads(t->models[j]), n, sqrt(sumsq[j]), t->cfg->clip);
-    *norm = sqrt(sumsq[0]);
-    return BP_OK;
 }
 
 /* Bytes this rank sent on each axis's group in this step (counters reset). */
@@ -391,33 +284,26 @@ static void fill_record(trainer *t, bp_step_record *r, double t0, double loss) {
 /* One optimizer step on the next batch; fills the record. */
 static int train_step(trainer *t, bp_step_record *r, bp_err *err) {
     inject_process_fault(t);
-    double t0 = bp_now(), loss;
+    double t0 = bp_now();
     bp_trace_set_step(t->trace, t->step + 1);
-    for (int j = 0; j < t->n_rep; j++) bp_model_zero_grad(t->models[j]);
-    bp_dp_step_begin(t->dp);
     next_micro_batches(t);
-    if (fault_here(t, t->cfg->fault_nan_rank)) bp_model_grads(t->model)[0] = NAN;
-    int rc = bp_pipe_step(t->pipe, t->micro, before_last_backward, t->dp, &loss, err);
-    if (rc == BP_OK) rc = bp_dp_backward_end(t->dp, err);
-    if (rc == BP_OK) rc = sync_tied_embedding(t, err);
-    bool skip = false;
-    if (rc == BP_OK) rc = agree_step(t, loss, &skip, err);
-    if (rc) return rc;
     r->lr = bp_lr_at(&t->lr, t->step);
-    if (skip) {
-        r->grad_norm = NAN;
-        bp_dp_skip_step(t->dp);
-        if (t->rank == 0)
-            bp_log_warn("step %lld: non-finite loss or gradient on some rank; step skipped",
-                        (long long)t->step + 1);
-    } else {
-        rc = clip_gradients(t, &r->grad_norm, err);
-        if (rc == BP_OK) rc = bp_dp_step(t->dp, r->lr, err);
-        if (rc) return rc;
-    }
+    bp_grid_step_in in = {.step = t->step, .lr = r->lr, .micro = t->micro,
+                          .stop_requested = *t->stop != 0,
+                          .poison = fault_here(t, t->cfg->fault_nan_rank)};
+    bp_grid_step_out out;
+    int rc = bp_grid_step(&t->stepper, &in, &out, err);
+    if (out.together) t->res->stopped_together = true;
+    if (rc) return rc;
+    t->stopping = out.stop;
+    t->embed_s = out.embed_s;
+    r->grad_norm = out.grad_norm;
+    if (out.skipped && t->rank == 0)
+        bp_log_warn("step %lld: non-finite loss or gradient on some rank; step skipped",
+                    (long long)t->step + 1);
     bp_trace_span(t->trace, "step", "step", t0);
     t->step++;
-    fill_record(t, r, t0, skip ? NAN : loss);
+    fill_record(t, r, t0, out.skipped ? NAN : out.loss);
     return BP_OK;
 }
 
@@ -436,7 +322,7 @@ static int flush_steps(trainer *t, bp_err *err) {
         for (int a = 0; a < BP_AXES; a++) v[i * W + 1 + a] = (float)t->pending[i].axis_bytes[a];
     }
     int rc = t->size > 1 ? bp_allreduce_sum(t->meta, v, (size_t)(n * W)) : BP_OK;
-    if (rc) return trainer_meta_fail(t, rc, err);
+    if (rc) return bp_comm_fail(t->meta, rc, err);
     for (int i = 0; i < n; i++) {
         bp_step_record *r = &t->pending[i];
         r->loss = v[i * W] / t->grid.dp;
@@ -500,7 +386,7 @@ static int cmp_double(const void *a, const void *b) {
  * time idle (bubbles), the most micro-batches stashed at once, their activation
  * memory, and the backward sends (all and compressed) over the run. */
 static int stage_summary(trainer *t, bp_err *err) {
-    enum { KEYS = 6 };
+    enum { KEYS = BP_STAGE_KEYS };
     int S = t->grid.pp;
     float v[KEYS * S];
     memset(v, 0, sizeof v);
@@ -508,25 +394,16 @@ static int stage_summary(trainer *t, bp_err *err) {
     bp_pipe_stats_take(t->pipe, &ps);
     if (trainer_in_replica0(t) && t->grid.t == 0) {
         int p = t->grid.p;
-        v[p] = (float)t->busy_s;
-        v[S + p] = (float)t->idle_s;
-        v[2 * S + p] = (float)ps.peak_stash;
-        v[3 * S + p] = (float)ps.act_bytes;
-        v[4 * S + p] = (float)t->cb_sends;
-        v[5 * S + p] = (float)t->cb_compressed;
+        v[BP_STAGE_BUSY * S + p] = (float)t->busy_s;
+        v[BP_STAGE_IDLE * S + p] = (float)t->idle_s;
+        v[BP_STAGE_PEAK_STASH * S + p] = (float)ps.peak_stash;
+        v[BP_STAGE_ACT_BYTES * S + p] = (float)ps.act_bytes;
+        v[BP_STAGE_BWD_SENDS * S + p] = (float)t->cb_sends;
+        v[BP_STAGE_BWD_COMPRESSED * S + p] = (float)t->cb_compressed;
     }
     int rc = t->size > 1 ? bp_allreduce_sum(t->meta, v, (size_t)(KEYS * S)) : BP_OK;
-    if (rc) return trainer_meta_fail(t, rc, err);
-    if (!t->metrics.f) return BP_OK;
-    const char *keys[KEYS] = {"busy_s",    "idle_s",   "peak_stash", "act_bytes_per_micro",
-                              "bwd_sends", "bwd_compressed"};
-    fprintf(t->metrics.f, "{\"type\":\"stages\"");
-    for (int k = 0; k < KEYS; k++) {
-        fprintf(t->metrics.f, ",\"%s\":[", keys[k]);
-        for (int s = 0; s < S; s++) fprintf(t->metrics.f, "%s%.9g", s ? "," : "", v[k * S + s]);
-        fprintf(t->metrics.f, "]");
-    }
-    fprintf(t->metrics.f, "}\n");
+    if (rc) return bp_comm_fail(t->meta, rc, err);
+    bp_metrics_stages(&t->metrics, S, v);
     return BP_OK;
 }
 
@@ -553,8 +430,8 @@ static int summary(trainer *t, bp_err *err) {
     return rc ? rc : bp_metrics_check(&t->metrics, err);
 }
 
-int bp_train_run(const bp_train_config *cfg, bp_comm *world, const volatile sig_atomic_t *stop,
-                 bp_train_result *res, bp_err *err) {
+bp_status bp_train_run(const bp_train_config *cfg, bp_comm *world,
+                       const volatile sig_atomic_t *stop, bp_train_result *res, bp_err *err) {
     trainer t = {.cfg = cfg, .world = world, .res = res, .stop = stop, .out_fd = -1};
     *res = (bp_train_result){.final_loss = NAN, .val_loss = NAN, .val_acc = NAN};
     int rc = setup(&t, err);

@@ -31,8 +31,8 @@ typedef struct bp_train_result {
  * so all stop after the same step, save a checkpoint and return BP_EINTERRUPTED.
  * When the failure was found by another rank, err's message is empty: that rank
  * reports it. */
-int bp_train_run(const bp_train_config *cfg, bp_comm *world, const volatile sig_atomic_t *stop,
-                 bp_train_result *res, bp_err *err);
+bp_status bp_train_run(const bp_train_config *cfg, bp_comm *world,
+                       const volatile sig_atomic_t *stop, bp_train_result *res, bp_err *err);
 
 /* Every rank of c learns, in one collective, whether a step that each ran on its
  * own (parsing options, loading data) failed on some rank, so that none goes on into
@@ -42,6 +42,6 @@ int bp_train_run(const bp_train_config *cfg, bp_comm *world, const volatile sig_
  * that when rank 0 failed too only rank 0 keeps its message (the same configuration
  * error is printed once). *together is set when some rank failed: all end here
  * together, and the job needs no abort. */
-int bp_train_agree(bp_comm *c, int rc, bool *together, bp_err *err);
+bp_status bp_train_agree(bp_comm *c, int rc, bool *together, bp_err *err);
 
 #endif

@@ -10,6 +10,7 @@
 #include "parallel/dp.h"
 #include "parallel/grid.h"
 #include "parallel/pipe.h"
+#include "parallel/step.h"
 #include "train/checkpoint.h"
 #include "train/metrics.h"
 #include "train/progress.h"
@@ -36,6 +37,7 @@ typedef struct trainer {
     bp_optim *optim;     /* &optims[0] */
     bp_dp *dp;
     bp_pipe *pipe;
+    bp_grid_step_ctx stepper; /* what one step runs on */
     bp_trace *trace; /* --trace; NULL: off */
     bp_batch *micro; /* the micro-batches of one step */
     int n_micro, micro_B;
@@ -62,13 +64,10 @@ typedef struct trainer {
 } trainer;
 
 /* The ranks whose loss is logged: the last stage of every replica (tp rank 0). */
-static inline bool trainer_reports_loss(const trainer *t) {
-    return t->grid.p == t->grid.pp - 1 && t->grid.t == 0;
-}
+static inline bool trainer_reports_loss(const trainer *t) { return bp_grid_reports_loss(&t->grid); }
 /* The ranks that evaluate and save: every stage and tp rank of replica 0. */
 static inline bool trainer_in_replica0(const trainer *t) { return t->grid.d == 0; }
 
-int trainer_meta_fail(trainer *t, int rc, bp_err *err);
 /* This stage's data-parallel settings: --dp-algo, with Optimus-CC's changes (the
  * fused embedding left out of the reduction, selective stage compression). */
 void trainer_dp_config(const trainer *t, bp_dp_config *d);

@@ -26,8 +26,8 @@ int main(int argc, char **argv) {
         printf("%d %s %d %d\n", bp_comm_rank(world), host, bp_comm_size(local), (int)nodes);
     else
         fprintf(stderr, "node_groups: %s\n", bp_comm_errmsg(world));
-    bp_comm_free(leaders);
-    bp_comm_free(local);
+    bp_comm_destroy(leaders);
+    bp_comm_destroy(local);
     bp_comm_finalize(world);
     return rc == BP_OK ? 0 : 1;
 }

@@ -63,7 +63,7 @@ static inline bp_comm *group_for(const config *cfg) {
 
 static inline void group_done(bp_comm *g) {
     assert_int_equal(bp_comm_set_net(g, NULL), BP_OK);
-    assert_int_equal(bp_comm_free(g), BP_OK);
+    assert_int_equal(bp_comm_destroy(g), BP_OK);
 }
 
 /* A value in [-1, 1) that depends on (rank, i, salt) only. */

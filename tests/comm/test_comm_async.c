@@ -43,7 +43,7 @@ static void static_input(const config *cfg) {
     bp_stats st;
     assert_int_equal(bp_comm_stats(g, &st, false), BP_OK);
     assert_int_equal(st.op[BP_OP_ASYNC_AVG].calls, bp_async_avg_rounds(a));
-    bp_async_avg_free(a);
+    bp_async_avg_destroy(a);
     free(x);
     group_done(g);
 }
@@ -88,7 +88,7 @@ static void test_progress_kept_and_early_stop(void **state) {
     mine[1] = sum;
     MPI_Allreduce(mine, all, 2, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
     assert_true(fabs(all[0] - all[1]) <= 1e-5 * n);
-    bp_async_avg_free(a);
+    bp_async_avg_destroy(a);
     free(x);
     group_done(g);
 }

@@ -175,9 +175,9 @@ static void test_groups_and_names(void **state) {
     assert_int_equal(bp_comm_split_node(world, 0, &shm_local, &shm_leaders), BP_OK);
     assert_int_equal(bp_comm_size(shm_local), nranks); /* one machine */
     assert_true((shm_leaders != NULL) == (me == 0));
-    bp_comm_free(shm_local), bp_comm_free(shm_leaders);
-    bp_comm_free(local), bp_comm_free(leaders);
-    bp_comm_free(half), bp_comm_free(none);
+    bp_comm_destroy(shm_local), bp_comm_destroy(shm_leaders);
+    bp_comm_destroy(local), bp_comm_destroy(leaders);
+    bp_comm_destroy(half), bp_comm_destroy(none);
 }
 
 /* A group over a communicator the program made itself has its own settings. */
@@ -201,7 +201,7 @@ static void test_wrap(void **state) {
     assert_int_equal(bp_comm_set_net(g, NULL), BP_OK);
     assert_int_equal(bp_allreduce_sum(g, &x, 1), BP_OK);
     assert_true(x == (float)(nranks * size));
-    assert_int_equal(bp_comm_free(g), BP_OK);
+    assert_int_equal(bp_comm_destroy(g), BP_OK);
 }
 
 static void test_error_lines(void **state) {
@@ -226,8 +226,8 @@ static void test_error_lines(void **state) {
     assert_int_equal(bp_comm_dup(world, "still-open", &open), BP_OK);
     assert_int_equal(bp_comm_finalize(world), BP_EUSAGE); /* g and open are alive */
     assert_non_null(strstr(bp_comm_errmsg(world), "still open"));
-    bp_comm_free(open);
-    bp_comm_free(g);
+    bp_comm_destroy(open);
+    bp_comm_destroy(g);
 }
 
 /* Bytes of our ring allreduce on rank r: reduce-scatter sends every chunk but r's

@@ -115,7 +115,7 @@ static void check_lp_bound(const config *cfg, const float *x, size_t n, uint64_t
 static void test_allreduce_lp(void **state) {
     (void)state;
     bp_codec *codec = NULL;
-    assert_int_equal(bp_codec_minmax_u8_new(&codec, NULL), BP_OK);
+    assert_int_equal(bp_codec_minmax_u8_create(&codec, NULL), BP_OK);
     for (size_t c = 0; c < NCONFIGS; c++) {
         bp_comm *g = group_for(&CONFIGS[c]);
         for (size_t k = 0; k <= NLENGTHS; k++) {
@@ -130,7 +130,7 @@ static void test_allreduce_lp(void **state) {
         }
         group_done(g);
     }
-    bp_codec_free(codec);
+    bp_codec_destroy(codec);
 }
 
 /* --- D_FP_S ---------------------------------------------------------------------- */
@@ -254,7 +254,7 @@ static void check_replicas(const config *cfg, const bp_ring_lp *s, size_t n) {
 static void test_ring_lp_invariant(void **state) {
     (void)state;
     bp_codec *codec = NULL;
-    assert_int_equal(bp_codec_minmax_u8_new(&codec, NULL), BP_OK);
+    assert_int_equal(bp_codec_minmax_u8_create(&codec, NULL), BP_OK);
     const size_t cfgs[] = {0, 2, 3};
     for (size_t c = 0; c < 3; c++) {
         const config *cfg = &CONFIGS[cfgs[c]];
@@ -266,7 +266,7 @@ static void test_ring_lp_invariant(void **state) {
             /* Equal starts on every rank for the first length, different after. */
             for (size_t i = 0; i < n; i++) x[i] = value_of(k == 0 ? 0 : me, i, 23);
             bp_ring_lp *s = NULL;
-            assert_int_equal(bp_ring_lp_new(g, x, n, codec, &s), BP_OK);
+            assert_int_equal(bp_ring_lp_create(g, x, n, codec, &s), BP_OK);
             check_replicas(cfg, s, n);
             for (int step = 0; step < 20; step++) {
                 /* A local step pulls each rank towards a target of its own. */
@@ -283,12 +283,12 @@ static void test_ring_lp_invariant(void **state) {
             double sx = spread(x, n), st = spread(t, n);
             if (nranks > 1) assert_true(sx < 0.25 * st);
             free(t);
-            bp_ring_lp_free(s);
+            bp_ring_lp_destroy(s);
             free(x);
         }
         group_done(g);
     }
-    bp_codec_free(codec);
+    bp_codec_destroy(codec);
 }
 
 /* --- PowerSGD ------------------------------------------------------------------- */
@@ -302,7 +302,7 @@ static void test_powersgd_allreduce(void **state) {
     for (size_t c = 0; c < 3; c++) {
         bp_comm *g = group_for(&CONFIGS[cfgs[c]]);
         bp_codec *ps = NULL;
-        assert_int_equal(bp_codec_powersgd_new(R, C, K, 42, &ps, NULL), BP_OK);
+        assert_int_equal(bp_codec_powersgd_create(R, C, K, 42, &ps, NULL), BP_OK);
         float *x = floats(N), *gr = floats(N), *want = floats(N);
         for (int i = 0; i < R; i++)
             for (int j = 0; j < C; j++) {
@@ -324,11 +324,11 @@ static void test_powersgd_allreduce(void **state) {
         }
         assert_same_everywhere(x, N * sizeof *x);
         bp_codec *mm = NULL;
-        assert_int_equal(bp_codec_minmax_u8_new(&mm, NULL), BP_OK);
+        assert_int_equal(bp_codec_minmax_u8_create(&mm, NULL), BP_OK);
         assert_int_equal(bp_allreduce_avg_powersgd(g, x, N, mm), BP_EUSAGE);
         assert_non_null(strstr(bp_comm_errmsg(g), "powersgd: codec 0: minmax_u8 is not powersgd"));
-        bp_codec_free(mm);
-        bp_codec_free(ps);
+        bp_codec_destroy(mm);
+        bp_codec_destroy(ps);
         free(x), free(gr), free(want);
         group_done(g);
     }
@@ -343,10 +343,10 @@ static void test_powersgd_batch(void **state) {
     const size_t n[3] = {R1 * C1, V, R2 * C2};
     bp_comm *g = group_for(&CONFIGS[0]);
     bp_codec *one[3] = {NULL, NULL, NULL}, *many[3] = {NULL, NULL, NULL};
-    assert_int_equal(bp_codec_powersgd_new(R1, C1, K, 7, &one[0], NULL), BP_OK);
-    assert_int_equal(bp_codec_powersgd_new(R2, C2, K, 8, &one[2], NULL), BP_OK);
-    assert_int_equal(bp_codec_powersgd_new(R1, C1, K, 7, &many[0], NULL), BP_OK);
-    assert_int_equal(bp_codec_powersgd_new(R2, C2, K, 8, &many[2], NULL), BP_OK);
+    assert_int_equal(bp_codec_powersgd_create(R1, C1, K, 7, &one[0], NULL), BP_OK);
+    assert_int_equal(bp_codec_powersgd_create(R2, C2, K, 8, &one[2], NULL), BP_OK);
+    assert_int_equal(bp_codec_powersgd_create(R1, C1, K, 7, &many[0], NULL), BP_OK);
+    assert_int_equal(bp_codec_powersgd_create(R2, C2, K, 8, &many[2], NULL), BP_OK);
     float *x[3], *y[3];
     for (int m = 0; m < 3; m++) x[m] = floats(n[m]), y[m] = floats(n[m]);
     for (int s = 0; s < STEPS; s++) {
@@ -368,7 +368,7 @@ static void test_powersgd_batch(void **state) {
     }
     for (int m = 0; m < 3; m++) {
         free(x[m]), free(y[m]);
-        bp_codec_free(one[m]), bp_codec_free(many[m]);
+        bp_codec_destroy(one[m]), bp_codec_destroy(many[m]);
     }
     group_done(g);
 }
@@ -378,7 +378,7 @@ static void test_powersgd_batch(void **state) {
 static void test_lp_rejects_nonfinite_and_counts_less(void **state) {
     (void)state;
     bp_codec *codec = NULL;
-    assert_int_equal(bp_codec_minmax_u8_new(&codec, NULL), BP_OK);
+    assert_int_equal(bp_codec_minmax_u8_create(&codec, NULL), BP_OK);
     bp_comm *g = group_for(&CONFIGS[0]);
     const size_t n = 4099;
     float *x = floats(n);
@@ -403,7 +403,7 @@ static void test_lp_rejects_nonfinite_and_counts_less(void **state) {
     assert_int_equal(st.op[BP_OP_ALLREDUCE_LP].calls, 1);
     group_done(g);
     free(x);
-    bp_codec_free(codec);
+    bp_codec_destroy(codec);
 }
 
 int main(int argc, char **argv) {

@@ -91,7 +91,7 @@ static void test_minmax_hand_made(void **state) {
     check_bit_exact(c, y, 4);
     const float neg[] = {-3.0f, -1.0f, -2.0f, -2.9f, -1.01f};
     check_bit_exact(c, neg, 5);
-    bp_codec_free(c);
+    bp_codec_destroy(c);
 }
 
 static void test_minmax_constant_and_single(void **state) {
@@ -106,7 +106,7 @@ static void test_minmax_constant_and_single(void **state) {
     assert_int_equal(bp_codec_decode(c, out, 3, back, NULL), BP_OK);
     for (int i = 0; i < 3; i++) assert_float_equal(back[i], 3.5f, 1e-6);
     assert_int_equal(bp_codec_encoded_size(c, 0), 0);
-    bp_codec_free(c);
+    bp_codec_destroy(c);
 }
 
 static void test_minmax_random_and_slow_path(void **state) {
@@ -133,7 +133,7 @@ static void test_minmax_random_and_slow_path(void **state) {
         for (int i = 0; i < N; i++) assert_true(fabs((double)back[i] - x[i]) <= bound);
     }
     free(x), free(back), free(out);
-    bp_codec_free(c);
+    bp_codec_destroy(c);
 }
 
 static void test_minmax_rejects_nonfinite(void **state) {
@@ -158,7 +158,7 @@ static void test_minmax_rejects_nonfinite(void **state) {
     const float huge[] = {-3e38f, 3e38f};
     assert_int_equal(bp_codec_encode(c, huge, 2, out, NULL), BP_ENONFINITE);
     free(x), free(out), free(untouched);
-    bp_codec_free(c);
+    bp_codec_destroy(c);
 }
 
 /* --- PowerSGD ------------------------------------------------------------------------ */
@@ -176,7 +176,7 @@ static void test_minmax_versions_agree(void **state) {
     (void)state;
     bp_codec *plain, *best;
     assert_int_equal(bp_codec_minmax_u8_new_isa("plain", &plain, NULL), BP_OK);
-    assert_int_equal(bp_codec_minmax_u8_new(&best, NULL), BP_OK);
+    assert_int_equal(bp_codec_minmax_u8_create(&best, NULL), BP_OK);
     enum { N = 1000 };
     float x[N], y0[N], y1[N];
     unsigned char w0[8 + N], w1[8 + N];
@@ -195,8 +195,8 @@ static void test_minmax_versions_agree(void **state) {
     assert_int_equal(bp_codec_encode(best, zeros, 40, w1, NULL), BP_OK);
     const float plus_zero = 0.0f;
     assert_memory_equal(w1, &plus_zero, 4);
-    bp_codec_free(plain);
-    bp_codec_free(best);
+    bp_codec_destroy(plain);
+    bp_codec_destroy(best);
 }
 
 static double max_abs(const float *x, size_t n) {
@@ -218,7 +218,7 @@ static void test_powersgd_exact_low_rank(void **state) {
             g[i * C + j] = (float)s;
         }
     bp_codec *c = NULL;
-    assert_int_equal(bp_codec_powersgd_new(R, C, K, 7, &c, NULL), BP_OK);
+    assert_int_equal(bp_codec_powersgd_create(R, C, K, 7, &c, NULL), BP_OK);
     assert_true(bp_powersgd_compresses(c));
     size_t bytes = bp_codec_encoded_size(c, R * C);
     assert_int_equal(bytes, (R + C) * K * sizeof(float));
@@ -229,7 +229,7 @@ static void test_powersgd_exact_low_rank(void **state) {
     for (int i = 0; i < R * C; i++) assert_true(fabs((double)back[i] - g[i]) <= 1e-4 * scale);
     assert_true(max_abs(bp_powersgd_error(c), R * C) <= 1e-4 * scale);
     free(wire);
-    bp_codec_free(c);
+    bp_codec_destroy(c);
 }
 
 /* Over several calls with warm start and full-rank input, M = G + E_before always
@@ -238,7 +238,7 @@ static void test_powersgd_error_feedback(void **state) {
     (void)state;
     enum { R = 40, C = 30, K = 3, N = R * C };
     bp_codec *c = NULL;
-    assert_int_equal(bp_codec_powersgd_new(R, C, K, 3, &c, NULL), BP_OK);
+    assert_int_equal(bp_codec_powersgd_create(R, C, K, 3, &c, NULL), BP_OK);
     float g[N], m[N], back[N];
     unsigned char *wire = malloc(bp_codec_encoded_size(c, N));
     double err_norm = 0;
@@ -253,16 +253,16 @@ static void test_powersgd_error_feedback(void **state) {
     }
     assert_true(err_norm > 0.1); /* rank 3 cannot hold a random 40 x 30 matrix */
     free(wire);
-    bp_codec_free(c);
+    bp_codec_destroy(c);
 }
 
 static void test_powersgd_warm_start_and_seed(void **state) {
     (void)state;
     enum { R = 16, C = 12, K = 2, N = R * C };
     bp_codec *a = NULL, *b = NULL, *d = NULL;
-    assert_int_equal(bp_codec_powersgd_new(R, C, K, 5, &a, NULL), BP_OK);
-    assert_int_equal(bp_codec_powersgd_new(R, C, K, 5, &b, NULL), BP_OK);
-    assert_int_equal(bp_codec_powersgd_new(R, C, K, 6, &d, NULL), BP_OK);
+    assert_int_equal(bp_codec_powersgd_create(R, C, K, 5, &a, NULL), BP_OK);
+    assert_int_equal(bp_codec_powersgd_create(R, C, K, 5, &b, NULL), BP_OK);
+    assert_int_equal(bp_codec_powersgd_create(R, C, K, 6, &d, NULL), BP_OK);
     float g[N];
     fill_normal(g, N, 9);
     size_t bytes = bp_codec_encoded_size(a, N);
@@ -275,7 +275,7 @@ static void test_powersgd_warm_start_and_seed(void **state) {
         assert_memory_not_equal(wa, wd, bytes);
     }
     free(wa), free(wb), free(wd);
-    bp_codec_free(a), bp_codec_free(b), bp_codec_free(d);
+    bp_codec_destroy(a), bp_codec_destroy(b), bp_codec_destroy(d);
 }
 
 /* project / reproject / finish on one process give encode + decode's result. */
@@ -283,8 +283,8 @@ static void test_powersgd_steps_match_codec(void **state) {
     (void)state;
     enum { R = 20, C = 10, K = 2, N = R * C };
     bp_codec *a = NULL, *b = NULL;
-    assert_int_equal(bp_codec_powersgd_new(R, C, K, 8, &a, NULL), BP_OK);
-    assert_int_equal(bp_codec_powersgd_new(R, C, K, 8, &b, NULL), BP_OK);
+    assert_int_equal(bp_codec_powersgd_create(R, C, K, 8, &a, NULL), BP_OK);
+    assert_int_equal(bp_codec_powersgd_create(R, C, K, 8, &b, NULL), BP_OK);
     float g[N], x[N], back[N], *p, *q;
     size_t p_len, q_len;
     fill_normal(g, N, 4);
@@ -303,13 +303,13 @@ static void test_powersgd_steps_match_codec(void **state) {
         assert_float_equal(bp_powersgd_error(a)[i], bp_powersgd_error(b)[i], 1e-5);
     }
     free(wire);
-    bp_codec_free(a), bp_codec_free(b);
+    bp_codec_destroy(a), bp_codec_destroy(b);
 }
 
 static void test_powersgd_1d_clamp_and_errors(void **state) {
     (void)state;
     bp_codec *c = NULL;
-    assert_int_equal(bp_codec_powersgd_new(1, 50, 4, 1, &c, NULL), BP_OK);
+    assert_int_equal(bp_codec_powersgd_create(1, 50, 4, 1, &c, NULL), BP_OK);
     assert_false(bp_powersgd_compresses(c));
     assert_int_equal(bp_codec_encoded_size(c, 50), 50 * sizeof(float));
     float v[50], back[50];
@@ -318,10 +318,10 @@ static void test_powersgd_1d_clamp_and_errors(void **state) {
     assert_int_equal(bp_codec_encode(c, v, 50, wire, NULL), BP_OK);
     assert_int_equal(bp_codec_decode(c, wire, 50, back, NULL), BP_OK);
     assert_memory_equal(v, back, sizeof v);
-    bp_codec_free(c);
+    bp_codec_destroy(c);
 
     /* rank 10 on a 3 x 5 matrix is clamped to 3: full rank, exact. */
-    assert_int_equal(bp_codec_powersgd_new(3, 5, 10, 1, &c, NULL), BP_OK);
+    assert_int_equal(bp_codec_powersgd_create(3, 5, 10, 1, &c, NULL), BP_OK);
     assert_int_equal(bp_powersgd_rank(c), 3);
     float g[15], g2[15];
     fill_normal(g, 15, 2);
@@ -341,8 +341,8 @@ static void test_powersgd_1d_clamp_and_errors(void **state) {
     assert_non_null(strstr(err.msg, "value 7"));
     assert_true(w2[0] == 0xAB && w2[sizeof w2 - 1] == 0xAB);
     assert_true(bp_powersgd_error(c)[0] == before);
-    bp_codec_free(c);
-    assert_int_equal(bp_codec_powersgd_new(0, 5, 1, 1, &c, &err), BP_EUSAGE);
+    bp_codec_destroy(c);
+    assert_int_equal(bp_codec_powersgd_create(0, 5, 1, 1, &c, &err), BP_EUSAGE);
     assert_null(c);
 }
 

@@ -52,7 +52,7 @@ static void test_arena(void **state) {
     bp_arena_reset(&a);
     assert_ptr_equal(bp_arena_take(&a, 1), x);
     assert_true(a.peak >= 192);
-    bp_arena_destroy(&a);
+    bp_arena_free(&a);
 }
 
 static void test_rng_reproducible_and_streams(void **state) {

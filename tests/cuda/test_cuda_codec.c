@@ -22,7 +22,7 @@ static void minmax_case(bp_cuda *c, bp_cu_minmax *mm, const char *what, const fl
                         size_t offset) {
     bp_err err = {0};
     bp_codec *cpu;
-    cu_ok(bp_codec_minmax_u8_new(&cpu, &err), &err);
+    cu_ok(bp_codec_minmax_u8_create(&cpu, &err), &err);
     size_t bytes = bp_codec_encoded_size(cpu, n);
     unsigned char *want = malloc(bytes), *got = malloc(bytes);
     float *dec_cpu = cu_host(n), *dec_gpu;
@@ -48,14 +48,14 @@ static void minmax_case(bp_cuda *c, bp_cu_minmax *mm, const char *what, const fl
     free(dec_cpu);
     free(got);
     free(want);
-    bp_codec_free(cpu);
+    bp_codec_destroy(cpu);
 }
 
 /* The GPU's message for a bad chunk is the CPU's. */
 static void minmax_reject(bp_cuda *c, bp_cu_minmax *mm, const char *what, const float *x, size_t n) {
     bp_err ec = {0}, eg = {0};
     bp_codec *cpu;
-    cu_ok(bp_codec_minmax_u8_new(&cpu, &ec), &ec);
+    cu_ok(bp_codec_minmax_u8_create(&cpu, &ec), &ec);
     unsigned char *buf = malloc(bp_codec_encoded_size(cpu, n));
     int rc = bp_codec_encode(cpu, x, n, buf, &ec);
     float *xd = cu_up32(c, x, n);
@@ -68,7 +68,7 @@ static void minmax_reject(bp_cuda *c, bp_cu_minmax *mm, const char *what, const 
     bp_cuda_free(xd);
     bp_cuda_free(wire);
     free(buf);
-    bp_codec_free(cpu);
+    bp_codec_destroy(cpu);
 }
 
 static void minmax(bp_cuda *c) {
@@ -102,7 +102,7 @@ static void powersgd(bp_cuda *c) {
     bp_err err = {0};
     bp_codec *cpu;
     bp_cu_powersgd *gpu;
-    cu_ok(bp_codec_powersgd_new(ROWS, COLS, RANK, 9, &cpu, &err), &err);
+    cu_ok(bp_codec_powersgd_create(ROWS, COLS, RANK, 9, &cpu, &err), &err);
     cu_ok(bp_cu_powersgd_new(c, ROWS, COLS, RANK, 9, &gpu, &err), &err);
     size_t n = ROWS * COLS;
     for (int step = 0; step < 3; step++) {
@@ -136,7 +136,7 @@ static void powersgd(bp_cuda *c) {
     printf("powersgd out of order: '%s'%s\n", err.msg, bad ? "  FAIL" : "");
     failures += bad;
     bp_cu_powersgd_destroy(gpu);
-    bp_codec_free(cpu);
+    bp_codec_destroy(cpu);
 }
 
 int main(void) {

@@ -69,13 +69,13 @@ static void ops(bp_comm *w, bp_cuda *cu, bp_gpu_comm *g) {
         free(want);
     }
     bp_codec *mm;
-    cu_ok(bp_codec_minmax_u8_new(&mm, &err), &err);
+    cu_ok(bp_codec_minmax_u8_create(&mm, &err), &err);
     cu_ok(bp_cuda_upload(cu, xd, x, N * sizeof *x, &err), &err);
     memcpy(h, x, N * sizeof *h);
     bp_allreduce_avg_lp(w, h, N, mm);
     bp_gpu_allreduce_avg_lp(g, xd, N, mm);
     same(cu, xd, h, N, BP_GPU_PATH_STAGED, "allreduce_lp (minmax_u8) equals the host's", rank);
-    bp_codec_free(mm);
+    bp_codec_destroy(mm);
     bp_cuda_free(xd);
     free(h);
     free(x);
@@ -101,7 +101,7 @@ static void nccl_alone(bp_comm *w, bp_cuda *cu) {
     } else {
         printf("rank %d: %s\n", rank, err.msg);
     }
-    bp_comm_free(self);
+    bp_comm_destroy(self);
 }
 
 int main(int argc, char **argv) {

@@ -299,7 +299,7 @@ static void engine_step(engine *e) { engine_step_snapshot(e, NULL); }
 static void engine_free(engine *e) {
     ok(bp_dp_finish(e->dp, &err), "bp_dp_finish");
     bp_dp_destroy(e->dp);
-    bp_comm_free(e->g);
+    bp_comm_destroy(e->g);
     replica_free(&e->r);
 }
 
@@ -564,7 +564,7 @@ static void ref_init(reference *f, const bp_train_config *c) {
     f->tmp = floats(n);
     switch (f->d.algo) {
     case BP_DP_BYTEGRAD:
-    case BP_DP_QADAM: ok(bp_codec_minmax_u8_new(&f->minmax, &err), "codec"); break;
+    case BP_DP_QADAM: ok(bp_codec_minmax_u8_create(&f->minmax, &err), "codec"); break;
     case BP_DP_POWERSGD: {
         int nt = bp_model_num_tensors(f->r.m);
         f->psgd = calloc((size_t)nt, sizeof *f->psgd);
@@ -573,14 +573,14 @@ static void ref_init(reference *f, const bp_train_config *c) {
         for (int t = 0; t < nt; t++) {
             const bp_tensor_info *ti = bp_model_tensor(f->r.m, t);
             if (is_matrix(ti))
-                ok(bp_codec_powersgd_new((size_t)ti->shape[0], (size_t)ti->shape[1], f->d.rank,
-                                         f->d.seed + (uint64_t)t, &f->psgd[t], &err),
+                ok(bp_codec_powersgd_create((size_t)ti->shape[0], (size_t)ti->shape[1], f->d.rank,
+                                            f->d.seed + (uint64_t)t, &f->psgd[t], &err),
                    "powersgd codec");
         }
         break;
     }
     case BP_DP_LP_DECENTRALIZED:
-        ok(bp_codec_minmax_u8_new(&f->minmax, &err), "codec");
+        ok(bp_codec_minmax_u8_create(&f->minmax, &err), "codec");
         f->w = floats(n), f->left = floats(n), f->right = floats(n);
         memcpy(f->w, w, n * sizeof *w);
         MPI_Sendrecv(w, (int)n, MPI_FLOAT, right_of(me), 4, f->left, (int)n, MPI_FLOAT, left_of(me),
@@ -597,9 +597,9 @@ static void ref_init(reference *f, const bp_train_config *c) {
 }
 
 static void ref_free(reference *f) {
-    bp_codec_free(f->minmax);
+    bp_codec_destroy(f->minmax);
     for (int t = 0; f->psgd && t < bp_model_num_tensors(f->r.m); t++) {
-        bp_codec_free(f->psgd[t]);
+        bp_codec_destroy(f->psgd[t]);
         free(f->qprev[t]);
     }
     free(f->psgd), free(f->qprev);
@@ -806,8 +806,8 @@ static void test_powersgd_gpt(void **state) {
     (void)state;
     bp_train_config c = gpt_config();
     c.dp_algo = BP_DP_POWERSGD;
-    c.psgd_rank = 2;
-    c.psgd_warmup = 2;
+    c.rank = 2;
+    c.powersgd_warmup = 2;
     engine_vs_reference("powersgd rank=2 warmup=2 gpt", &c, sum_tol(), true);
 }
 
@@ -816,7 +816,7 @@ static void test_powersgd_mlp(void **state) {
     if (np != 2) skip();
     bp_train_config c = mlp_config();
     c.dp_algo = BP_DP_POWERSGD;
-    c.psgd_rank = 2;
+    c.rank = 2;
     engine_vs_reference("powersgd rank=2 mlp", &c, EXACT, true);
 }
 
@@ -948,7 +948,7 @@ static void test_async(void **state) {
     assert_true(max_over_ranks(took) < 5.0);
     double mid_avg = spread(mid, n), end_avg = spread(weights(&e.r), n);
     bp_dp_destroy(e.dp);
-    bp_comm_free(e.g);
+    bp_comm_destroy(e.g);
     replica_free(&e.r);
 
     /* The same local steps from the same start, never averaged. */

@@ -29,6 +29,35 @@ static const bp_real *param(bp_model *m, const char *name) {
     return bp_model_params(m) + t->offset;
 }
 
+/* ---- model facts: what the layers above use instead of knowing the kinds ---- */
+
+/* The facts agree with the models built: the tied tensor is the one the first and
+ * last blocks share, the input and output widths are the boundaries'. */
+static void test_model_facts(void **state) {
+    (void)state;
+    bp_model_config gpt, mlp;
+    bp_model_config_init(&gpt, BP_MODEL_GPT);
+    bp_model_config_init(&mlp, BP_MODEL_MLP);
+    assert_int_equal(gpt.vocab, 256);
+    assert_int_equal(mlp.in_dim, 784);
+    assert_int_equal(mlp.n_class, 10);
+    gpt = fx_gpt_small(), mlp = fx_mlp_default();
+    bp_model *m = make(gpt, 0, -1, 1), *last = make(gpt, 1, -1, 1);
+    assert_string_equal(bp_model_tied_tensor(&gpt), bp_model_tensor(m, 0)->name);
+    assert_non_null(bp_model_find_tensor(last, bp_model_tied_tensor(&gpt)));
+    assert_true(bp_model_find_tensor(last, bp_model_tied_tensor(&gpt))->tied_copy);
+    assert_null(bp_model_tied_tensor(&mlp));
+    assert_int_equal(bp_model_sample_len(&gpt), gpt.seq_len);
+    assert_int_equal(bp_model_input_width(&gpt), 0);
+    assert_int_equal(bp_model_num_classes(&gpt), gpt.vocab);
+    assert_int_equal(bp_model_sample_len(&mlp), 1);
+    assert_int_equal(bp_model_input_width(&mlp), bp_model_boundary_width(&mlp, 0));
+    assert_int_equal(bp_model_num_classes(&mlp),
+                     bp_model_boundary_width(&mlp, bp_model_num_blocks(&mlp)));
+    bp_model_destroy(m);
+    bp_model_destroy(last);
+}
+
 /* ---- tensor table ---- */
 
 static void test_gpt_tensor_table(void **state) {
@@ -521,7 +550,7 @@ int main(void) {
         cmocka_unit_test(test_gpt_split),           cmocka_unit_test(test_mlp_split),
         cmocka_unit_test(test_gpt_causal_prefix),   cmocka_unit_test(test_accumulate_and_scale),
         cmocka_unit_test(test_acts_size),           cmocka_unit_test(test_config_errors),
-        cmocka_unit_test(test_batch_errors),
+        cmocka_unit_test(test_batch_errors),        cmocka_unit_test(test_model_facts),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -137,7 +137,7 @@ typedef struct link_ref {
  * cols), whose P = M Q has Q in its first cols rows. */
 static void initial_q(size_t rows, size_t cols, int r, uint64_t seed, double *q) {
     bp_codec *probe = NULL;
-    assert_int_equal(bp_codec_powersgd_new(rows, cols, r, seed, &probe, NULL), BP_OK);
+    assert_int_equal(bp_codec_powersgd_create(rows, cols, r, seed, &probe, NULL), BP_OK);
     float *eye = calloc(rows * cols, sizeof *eye), *p;
     assert_non_null(eye);
     for (size_t i = 0; i < cols; i++) eye[i * cols + i] = 1;
@@ -146,7 +146,7 @@ static void initial_q(size_t rows, size_t cols, int r, uint64_t seed, double *q)
     assert_int_equal(p_len, rows * (size_t)r);
     for (size_t i = 0; i < cols * (size_t)r; i++) q[i] = p[i];
     free(eye);
-    bp_codec_free(probe);
+    bp_codec_destroy(probe);
 }
 
 static void link_init(link_ref *l, size_t rows, size_t cols, int r, uint64_t seed) {
@@ -252,12 +252,12 @@ static void replay_init(replay *rp, const cb_case *c) {
                 /* The pipeline seeds the codec of its replica j with seed + j. */
                 uint64_t seed = SEED + (uint64_t)j;
                 assert_int_equal(
-                    bp_codec_powersgd_new(rows, C, c->rank, seed, &rp->sender[j][s], NULL), BP_OK);
+                    bp_codec_powersgd_create(rows, C, c->rank, seed, &rp->sender[j][s], NULL), BP_OK);
                 link_init(&rp->ref[j][s], rows, C, c->rank, seed);
             }
         }
     if (c->rank > 0)
-        assert_int_equal(bp_codec_powersgd_new(rows, C, c->rank, 99, &rp->receiver, NULL), BP_OK);
+        assert_int_equal(bp_codec_powersgd_create(rows, C, c->rank, 99, &rp->receiver, NULL), BP_OK);
     size_t wire = (rows + C) * (size_t)(c->rank > 0 ? c->rank : 1);
     rp->dx = calloc(rp->n, sizeof(float));
     rp->dy = calloc(rp->n, sizeof(float));
@@ -274,9 +274,9 @@ static void replay_free(replay *rp) {
         for (int s = 0; s < S; s++) {
             bp_model_destroy(rp->stage[j][s]);
             if (rp->sender[j][s]) link_free(&rp->ref[j][s]);
-            bp_codec_free(rp->sender[j][s]);
+            bp_codec_destroy(rp->sender[j][s]);
         }
-    bp_codec_free(rp->receiver);
+    bp_codec_destroy(rp->receiver);
     free(rp->dx), free(rp->dy), free(rp->wire), free(rp->e_before), free(rp->decoded);
 }
 
@@ -379,8 +379,8 @@ static void run_case(const cb_case *c, int index) {
     for (int j = 0; j < c->N; j++) mine[j] = stage_model(me);
     bp_schedule sched;
     assert_int_equal(bp_schedule_parse(c->schedule, &sched, NULL), BP_OK);
-    bp_pipe_cb cb = {.rank = c->rank, .lep = c->lep, .epilogue_only = c->epilogue_only,
-                     .seed = SEED};
+    bp_occ_config cb = {.cb_rank = c->rank, .lep = c->lep, .epilogue_only = c->epilogue_only,
+                        .seed = SEED};
     bp_pipe *pipe = NULL;
     bp_err err = {0};
     int rc = bp_pipe_create(world, mine, c->N, &sched, MICRO, MB, T, &cb, &pipe, &err);

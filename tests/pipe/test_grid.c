@@ -83,7 +83,7 @@ static void check_grid(int dp, int pp, int tp, bool tied, bool fused) {
              fused ? ", fused" : "");
     bp_grid g;
     bp_err err = {0};
-    int rc = bp_grid_create(world, dp, pp, tp, tied, fused, &g, &err);
+    int rc = bp_grid_init(world, dp, pp, tp, tied, fused, &g, &err);
     if (rc != BP_OK) fail_msg("%s: %s", name, err.msg);
     int p = me / (dp * tp), d = me / tp % dp, t = me % tp;
     if (g.d != d || g.p != p || g.t != t || g.dp != dp || g.pp != pp || g.tp != tp)
@@ -110,7 +110,7 @@ static void check_grid(int dp, int pp, int tp, bool tied, bool fused) {
     } else if (g.embed_comm) {
         note("%s: an embedding group on stage %d, where none belongs", name, p);
     }
-    bp_grid_destroy(&g);
+    bp_grid_free(&g);
     agree();
 }
 
@@ -129,12 +129,12 @@ static void test_wrong_size(void **state) {
     (void)state;
     bp_grid g;
     bp_err err = {0};
-    assert_int_equal(bp_grid_create(world, W, 2, 1, true, false, &g, &err), BP_EUSAGE);
+    assert_int_equal(bp_grid_init(world, W, 2, 1, true, false, &g, &err), BP_EUSAGE);
     char want[32];
     snprintf(want, sizeof want, "%d ranks", W);
     if (!strstr(err.msg, want)) fail_msg("message '%s' does not say '%s'", err.msg, want);
     assert_null(g.pp_comm);
-    assert_int_equal(bp_grid_create(world, 1, W + 1, 1, false, false, &g, NULL), BP_EUSAGE);
+    assert_int_equal(bp_grid_init(world, 1, W + 1, 1, false, false, &g, NULL), BP_EUSAGE);
 }
 
 int main(int argc, char **argv) {

@@ -38,7 +38,7 @@ void bp_cu_minmax_decode(bp_cu_minmax *mm, const void *in, size_t n, float *x);
 
 typedef struct bp_cu_powersgd bp_cu_powersgd;
 
-/* rows x cols, rank clamped to both as on the CPU; seed as bp_codec_powersgd_new. */
+/* rows x cols, rank clamped to both as on the CPU; seed as bp_codec_powersgd_create. */
 int bp_cu_powersgd_new(bp_cuda *c, size_t rows, size_t cols, int rank, uint64_t seed,
                        bp_cu_powersgd **out, bp_err *err);
 void bp_cu_powersgd_destroy(bp_cu_powersgd *s);

@@ -1,0 +1,171 @@
+/* `bagpipe tune`: the search of parallel/tune.h for the options of train/tune.h,
+ * printed as a table and as the train command line to run. */
+#include "cli/tune.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/blas.h"
+#include "parallel/partition.h"
+#include "parallel/tune.h"
+
+/* Options of the train command that tune chooses itself or that only tune has: the
+ * suggested command line gets them from the chosen candidate, not from argv. */
+static const char *const chosen_options[] = {
+    "pipelines", "micro-batches", "schedule", "partition",    "mem-cap",
+    "top",       "msg-us",        "load",     "wake-ms",      "busy-threads"};
+
+#define MB(x) ((double)(x) / 1048576.0)
+
+/* One row of the profile table: a setup's partition and per stage its forward and
+ * backward CPU ms and activation MB per micro-batch. */
+static void print_setup(const bp_tune_result *t, const bp_tune_setup *u, FILE *out) {
+    char part[256];
+    bp_partition_format(u->first, t->S, part, sizeof part);
+    fprintf(out, "  %3d %5d  %-12s", u->N, u->micro_B, part);
+    for (int s = 0; s < t->S; s++) {
+        char cell[64];
+        snprintf(cell, sizeof cell, "%.2f/%.2f %.2fMB", u->stage[s].fwd_s * 1e3,
+                 u->stage[s].bwd_s * 1e3, MB(u->stage[s].act_bytes));
+        fprintf(out, "  %-21s", cell);
+    }
+    fprintf(out, "\n");
+}
+
+static void print_header(const bp_tune_config *c, const bp_tune_result *t, FILE *out) {
+    const bp_train_config *tc = &c->train;
+    fprintf(out, "bagpipe tune: %s", tc->model == BP_MODEL_GPT ? "gpt" : "mlp");
+    if (tc->model == BP_MODEL_GPT)
+        fprintf(out, " (%d layers, %d channels, seq %d)", tc->layers, tc->embd, tc->seq_len);
+    fprintf(out, ", batch %d, dp %d x pp %d = %d ranks, network %s\n", tc->batch, t->dp, t->S,
+            t->W, tc->net[0] ? tc->net : "off");
+    fprintf(out, "profiled %d micro-batch sizes in %.1f s; machine load: computation runs %.2fx "
+                 "its CPU time%s, a rank that waited runs again after %.3f ms%s\n",
+            t->n_sizes, t->seconds, bp_tune_slowdown(t), c->load >= 1 ? " (given)" : "",
+            t->wake_s * 1e3, c->wake_ms >= 0 ? " (given)" : "");
+    fprintf(out, "per stage with N replicas: forward/backward CPU ms and activation MB per "
+                 "micro-batch\n");
+    fprintf(out, "  %3s %5s  %-12s", "N", "micro", "partition");
+    for (int s = 0; s < t->S; s++) fprintf(out, "  stage %-15d", s);
+    fprintf(out, "\n");
+    for (int i = 0; i < t->n_setups; i++) print_setup(t, &t->setups[i], out);
+}
+
+static bool fits(const bp_tune_config *c, const bp_tune_candidate *k) {
+    return c->mem_cap <= 0 || MB(k->r.peak_bytes) <= c->mem_cap;
+}
+
+static void print_table(const bp_tune_config *c, const bp_tune_result *t, FILE *out) {
+    const bp_train_config *tc = &c->train;
+    int rows = c->top > 0 && c->top < t->n_cand ? c->top : t->n_cand;
+    fprintf(out, "predicted, fastest first (%d of %d candidates):\n", rows, t->n_cand);
+    fprintf(out, "  %4s %3s %3s %5s  %-9s %9s %10s %8s %6s %4s %11s\n", "rank", "N", "M",
+            "micro", "schedule", "step_ms", "samples/s", "peak_MB", "bubble", "fits",
+            "unloaded_ms");
+    for (int i = 0; i < rows; i++) {
+        const bp_tune_candidate *k = &t->cand[i];
+        char name[32];
+        bp_schedule_name(&k->sched, name, sizeof name);
+        fprintf(out, "  %4d %3d %3d %5d  %-9s %9.2f %10.1f %8.3f %5.0f%% %4s %11.2f\n", i + 1, k->N,
+                k->M, t->setups[k->setup].micro_B, name, k->r.step_s * 1e3,
+                tc->batch * tc->grad_accum / k->r.step_s, MB(k->r.peak_bytes), 100 * k->r.bubble,
+                fits(c, k) ? "yes" : "no", k->unloaded_s * 1e3);
+    }
+}
+
+/* An argument as the shell reads it back. */
+static void print_arg(const char *a, FILE *out) {
+    if (*a && strspn(a, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-+=.,/:@%") ==
+                  strlen(a)) {
+        fprintf(out, " %s", a);
+        return;
+    }
+    fputs(" '", out);
+    for (; *a; a++) *a == '\'' ? fputs("'\\''", out) : fputc(*a, out);
+    fputc('\'', out);
+}
+
+static bool is_chosen(const char *name, size_t len) {
+    for (size_t i = 0; i < sizeof chosen_options / sizeof chosen_options[0]; i++)
+        if (strlen(chosen_options[i]) == len && !strncmp(chosen_options[i], name, len)) return true;
+    return false;
+}
+
+/* The given options (already validated) except those the candidate decides. */
+static void print_given(int argc, char **argv, FILE *out) {
+    int n;
+    bp_option *opts = bp_tune_options(&n);
+    for (int i = 0; opts && i < argc; i++) {
+        const char *name = argv[i] + 2, *eq = strchr(name, '=');
+        size_t len = eq ? (size_t)(eq - name) : strlen(name);
+        bool flag = false;
+        for (int j = 0; j < n; j++)
+            if (strlen(opts[j].name) == len && !strncmp(opts[j].name, name, len))
+                flag = opts[j].type == BP_OPT_FLAG;
+        bool takes_next = !eq && !flag && i + 1 < argc;
+        if (!is_chosen(name, len)) {
+            print_arg(argv[i], out);
+            if (takes_next) print_arg(argv[i + 1], out);
+        }
+        i += takes_next;
+    }
+    free(opts);
+}
+
+static void print_command(const bp_tune_result *t, const bp_tune_candidate *k, const char *prog,
+                          int argc, char **argv, FILE *out) {
+    char sched[32];
+    bp_schedule_name(&k->sched, sched, sizeof sched);
+    fprintf(out, " ");
+    if (t->W > 1) fprintf(out, " mpirun -np %d", t->W);
+    print_arg(prog, out);
+    fprintf(out, " train");
+    print_given(argc, argv, out);
+    if (t->S > 1) {
+        char part[256];
+        bp_partition_format(t->setups[k->setup].first, t->S, part, sizeof part);
+        fprintf(out, " --partition %s", part);
+    }
+    if (k->avgpipe) fprintf(out, " --pipelines %d", k->N);
+    fprintf(out, " --micro-batches %d --schedule %s\n", k->M, sched);
+}
+
+static int choose(const bp_tune_config *c, const bp_tune_result *t, const char *prog, int argc,
+                  char **argv, FILE *out, bp_err *err) {
+    const bp_tune_candidate *best = NULL, *smallest = &t->cand[0];
+    for (int i = 0; i < t->n_cand; i++) {
+        if (!best && fits(c, &t->cand[i])) best = &t->cand[i];
+        if (t->cand[i].r.peak_bytes < smallest->r.peak_bytes) smallest = &t->cand[i];
+    }
+    char name[32];
+    if (!best) {
+        bp_schedule_name(&smallest->sched, name, sizeof name);
+        return bp_fail(err, BP_EUSAGE,
+                       "option --mem-cap: no candidate fits in %g MB; the smallest needs %.3f MB "
+                       "(N=%d, M=%d, %s)",
+                       c->mem_cap, MB(smallest->r.peak_bytes), smallest->N, smallest->M,
+                       name);
+    }
+    bp_schedule_name(&best->sched, name, sizeof name);
+    fprintf(out, "fastest%s: N=%d M=%d %s, %.2f ms per step, %.1f samples/s, peak %.3f MB\n",
+            c->mem_cap > 0 ? " within --mem-cap" : "", best->N, best->M, name,
+            best->r.step_s * 1e3,
+            c->train.batch * c->train.grad_accum / best->r.step_s, MB(best->r.peak_bytes));
+    print_command(t, best, prog, argc, argv, out);
+    return BP_OK;
+}
+
+bp_status bp_cli_tune(const bp_tune_config *c, const char *prog, int argc, char **argv, FILE *out,
+                      bp_err *err) {
+    bp_tune_problem p;
+    int rc = bp_tune_problem_init(c, &p, err);
+    if (rc) return rc;
+    bp_blas_set_threads(c->train.threads);
+    bp_tune_result t;
+    if ((rc = bp_tune_search(&p, &t, err))) return rc;
+    print_header(c, &t, out);
+    print_table(c, &t, out);
+    rc = choose(c, &t, prog, argc, argv, out, err);
+    bp_tune_result_free(&t);
+    return rc;
+}

@@ -1,0 +1,82 @@
+/* AvgPipe (DESIGN.md section 6; the parts are described in avgpipe.h). Elastic
+ * averaging: every tau (ea_period) steps, with coefficient alpha and a center C on
+ * this rank (starting at the common weights), the N replicas of a stage do
+ *     D_j = alpha (W_j - C);  W_j -= D_j;  C += sum_j D_j
+ * which needs no communication (the replicas of one stage live on one rank); then
+ * the centers of the data-parallel ranks are averaged (C_FP_S). */
+#include "parallel/avgpipe.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "parallel/dp/algo.h"
+
+bp_status bp_avgpipe_replicas_create(const bp_model_config *mc, int b0, int b1, const bp_tp *tp,
+                                     uint64_t seed, const bp_optim_config *oc, int N,
+                                     bp_model ***models, bp_optim **optims, bp_err *err) {
+    bp_model **m = calloc((size_t)N, sizeof *m);
+    bp_optim *o = calloc((size_t)N, sizeof *o);
+    bp_status rc = m && o ? BP_OK : bp_fail(err, BP_ENOMEM, "out of memory");
+    for (int j = 0; rc == BP_OK && j < N; j++) {
+        rc = bp_model_create_tp(mc, b0, b1, tp, &m[j], err);
+        if (rc == BP_OK) bp_model_init_weights(m[j], seed);
+        if (rc == BP_OK) rc = bp_optim_init(&o[j], oc, bp_model_num_params(m[j]), err);
+    }
+    if (rc) {
+        bp_avgpipe_replicas_destroy(m, o, m && o ? N : 0);
+        m = NULL, o = NULL;
+    }
+    *models = m;
+    *optims = o;
+    return rc;
+}
+
+void bp_avgpipe_replicas_destroy(bp_model **models, bp_optim *optims, int N) {
+    for (int j = 0; j < N; j++) {
+        bp_optim_free(&optims[j]);
+        bp_model_destroy(models[j]);
+    }
+    free(models);
+    free(optims);
+}
+
+void bp_avgpipe_split(const bp_batch *b, int N, int M, int micro_B, size_t width, bp_batch *out) {
+    for (int c = 0; c < N * M; c++) { /* chunk c of the rows: pipeline c / M, micro-batch c % M */
+        size_t rows = (size_t)c * (size_t)micro_B * (size_t)b->T;
+        bp_batch *mb = &out[bp_avgpipe_position(c % M, c / M, N)];
+        *mb = (bp_batch){.B = micro_B, .T = b->T};
+        if (b->tokens) mb->tokens = b->tokens + rows;
+        if (b->images) mb->images = b->images + rows * width;
+        mb->targets = b->targets + rows;
+    }
+}
+
+/* Every replica of this rank pulled toward the center, the center moved by the sum
+ * of the pulls; then the data-parallel ranks' centers are averaged. */
+static bp_status after_step(bp_dp *dp, bp_err *err) {
+    if (dp->step % dp->cfg.ea_period) return BP_OK;
+    easgd *s = dp->state;
+    size_t n = bp_model_num_params(dp->model);
+    const float alpha = (float)dp->cfg.ea_alpha;
+    memset(s->diff, 0, n * sizeof(float));
+    for (int j = 0; j < dp->n_replicas; j++) {
+        float *w = bp_model_params(dp->models[j]);
+        for (size_t i = 0; i < n; i++) {
+            float d = alpha * (w[i] - s->center[i]);
+            w[i] -= d;
+            s->diff[i] += d;
+        }
+    }
+    for (size_t i = 0; i < n; i++) s->center[i] += s->diff[i];
+    if (bp_comm_size(dp->comm) == 1) return BP_OK;
+    return bp_comm_fail(dp->comm, bp_allreduce_avg(dp->comm, s->center, n), err);
+}
+
+const bp_dp_algo_ops bp_avgpipe_ops = {
+    .kind = BP_DP_WEIGHT,
+    .local_replicas = true,
+    .create = bp_dp_easgd_create,
+    .destroy = bp_dp_easgd_destroy,
+    .after_step = after_step,
+    .describe = bp_dp_easgd_describe,
+};

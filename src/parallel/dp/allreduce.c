@@ -1,0 +1,15 @@
+/* allreduce (C_FP_S, DESIGN.md section 5): every step, the gradients are averaged
+ * over the group, g <- (1/n) sum_r g_r, in buckets that start while backward still
+ * runs (ring reduce-scatter + allgather, or MPI's); then every replica takes the
+ * same optimizer step, so the replicas stay identical. */
+#include "parallel/dp/algo.h"
+
+bp_status bp_dp_allreduce_bucket(bp_dp *dp, const bp_bucket *b, bp_err *err) {
+    float *g = bp_model_grads(dp->model) + b->offset;
+    return bp_comm_fail(dp->comm, bp_allreduce_avg(dp->comm, g, b->len), err);
+}
+
+const bp_dp_algo_ops bp_dp_allreduce = {
+    .kind = BP_DP_GRADIENT,
+    .bucket = bp_dp_allreduce_bucket,
+};

@@ -1,0 +1,27 @@
+/* bytegrad (C_LP_S, DESIGN.md section 5): allreduce's rule, g <- (1/n) sum_r g_r per
+ * bucket, with compressed traffic: the bucket is split into n chunks, each
+ * compressed with MinMaxUInt8 and sent all-to-all; rank r decompresses and averages
+ * chunk r, compresses it again and all-gathers it; every rank decompresses the same
+ * bytes, so the replicas stay identical. */
+#include "parallel/dp/algo.h"
+
+bp_status bp_dp_minmax_create(bp_dp *dp, bp_err *err) {
+    bp_status rc = bp_dp_state_alloc(dp, sizeof(bp_codec *), err);
+    if (rc) return rc;
+    return bp_codec_minmax_u8_create((bp_codec **)dp->state, err);
+}
+
+void bp_dp_minmax_destroy(bp_dp *dp) { bp_codec_destroy(*(bp_codec **)dp->state); }
+
+static bp_status bucket(bp_dp *dp, const bp_bucket *b, bp_err *err) {
+    float *g = bp_model_grads(dp->model) + b->offset;
+    return bp_comm_fail(dp->comm, bp_allreduce_avg_lp(dp->comm, g, b->len, *(bp_codec **)dp->state),
+                        err);
+}
+
+const bp_dp_algo_ops bp_dp_bytegrad = {
+    .kind = BP_DP_GRADIENT,
+    .create = bp_dp_minmax_create,
+    .destroy = bp_dp_minmax_destroy,
+    .bucket = bucket,
+};

@@ -1,0 +1,56 @@
+/* easgd (DESIGN.md sections 5 and 6): elastic averaging. Every replica steps on its
+ * local gradients; every `ea_period` (tau) steps, with coefficient alpha and a
+ * center C that every rank keeps alike (starting at the common weights):
+ *     D_r = alpha (W_r - C);  W_r -= D_r;  C += sum_r D_r   (an allreduce of the D_r)
+ * The replicas' mean drifts from C by a factor 1 - alpha (n + 1) per averaging. */
+#include <stdio.h>
+#include <string.h>
+
+#include "core/buf.h"
+#include "parallel/dp/algo.h"
+
+bp_status bp_dp_easgd_create(bp_dp *dp, bp_err *err) {
+    bp_status rc = bp_dp_state_alloc(dp, sizeof(easgd), err);
+    if (rc) return rc;
+    easgd *s = dp->state;
+    size_t n;
+    const float *w = bp_dp_weights(dp, &n);
+    rc = bp_alloc_checked((void **)&s->center, n * sizeof(float), "elastic center", err);
+    if (rc == BP_OK)
+        rc = bp_alloc_checked((void **)&s->diff, n * sizeof(float), "easgd buffer", err);
+    if (rc == BP_OK) memcpy(s->center, w, n * sizeof(float));
+    return rc;
+}
+
+void bp_dp_easgd_destroy(bp_dp *dp) {
+    easgd *s = dp->state;
+    bp_free(s->center);
+    bp_free(s->diff);
+}
+
+static bp_status after_step(bp_dp *dp, bp_err *err) {
+    if (dp->step % dp->cfg.ea_period) return BP_OK;
+    easgd *s = dp->state;
+    size_t n;
+    float *w = bp_dp_weights(dp, &n);
+    const float alpha = (float)dp->cfg.ea_alpha;
+    for (size_t i = 0; i < n; i++) {
+        s->diff[i] = alpha * (w[i] - s->center[i]);
+        w[i] -= s->diff[i];
+    }
+    int rc = bp_allreduce_sum(dp->comm, s->diff, n);
+    for (size_t i = 0; rc == BP_OK && i < n; i++) s->center[i] += s->diff[i];
+    return bp_comm_fail(dp->comm, rc, err);
+}
+
+void bp_dp_easgd_describe(const bp_dp_config *c, char *buf, size_t n) {
+    snprintf(buf, n, " alpha=%g period=%lld", c->ea_alpha, (long long)c->ea_period);
+}
+
+const bp_dp_algo_ops bp_dp_easgd = {
+    .kind = BP_DP_WEIGHT,
+    .create = bp_dp_easgd_create,
+    .destroy = bp_dp_easgd_destroy,
+    .after_step = after_step,
+    .describe = bp_dp_easgd_describe,
+};

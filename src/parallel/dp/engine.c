@@ -1,0 +1,282 @@
+/* The data-parallel engine: what every algorithm of registry.h shares (algo.h
+ * says which parts are whose). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/finite.h"
+#include "core/timer.h"
+#include "core/trace.h"
+#include "parallel/dp/algo.h"
+
+#define BP_DP_NAME(id, name, ops) name,
+#define BP_DP_OPS(id, name, ops) &ops,
+static const char *const names[] = {BP_DP_ALGOS(BP_DP_NAME) "avgpipe"};
+static const bp_dp_algo_ops *const algos[] = {BP_DP_ALGOS(BP_DP_OPS) &bp_avgpipe_ops};
+#undef BP_DP_NAME
+#undef BP_DP_OPS
+
+enum { N_ALGOS = BP_DP_AVGPIPE + 1 };
+
+static const bp_dp_algo_ops *ops_of(int algo) {
+    return algo >= 0 && algo < N_ALGOS ? algos[algo] : NULL;
+}
+
+const char *bp_dp_algo_name(int algo) { return ops_of(algo) ? names[algo] : "unknown"; }
+
+bp_dp_kind bp_dp_algo_kind(int algo) { return ops_of(algo) ? algos[algo]->kind : BP_DP_WEIGHT; }
+
+void bp_dp_algo_list(bp_dp_kind kind, char *buf, size_t n) {
+    size_t at = 0;
+    buf[0] = '\0';
+    for (int a = 0; a < BP_DP_AVGPIPE && at < n; a++)
+        if (algos[a]->kind == kind)
+            at += (size_t)snprintf(buf + at, n - at, "%s%s", at ? ", " : "", names[a]);
+}
+
+bp_status bp_dp_config_check(const bp_dp_config *c, int size, bp_optim_kind optim, bp_err *err) {
+    const bp_dp_algo_ops *ops = ops_of(c->algo);
+    if (!ops) return bp_fail(err, BP_EUSAGE, "option --dp-algo: unknown algorithm %d", c->algo);
+    if (c->bucket_mb <= 0) return bp_fail(err, BP_EUSAGE, "option --bucket-mb: must be positive");
+    return ops->check ? ops->check(c, size, optim, err) : BP_OK;
+}
+
+void bp_dp_describe(const bp_dp_config *c, char *buf, size_t n) {
+    const bp_dp_algo_ops *ops = ops_of(c->algo);
+    snprintf(buf, n, "%s", bp_dp_algo_name(c->algo));
+    size_t len = strlen(buf);
+    if (ops && ops->describe && len < n) ops->describe(c, buf + len, n - len);
+    len = strlen(buf);
+    if (ops && ops->kind == BP_DP_GRADIENT && len < n)
+        snprintf(buf + len, n - len, " bucket_mb=%g overlap=%s", c->bucket_mb,
+                 c->overlap ? "on" : "off");
+    len = strlen(buf);
+    if (c->hierarchical && len < n) snprintf(buf + len, n - len, " hierarchical");
+}
+
+/* ---- services for the algorithms ---------------------------------------------- */
+
+void bp_dp_optim_step(bp_dp *dp, double lr) {
+    for (int j = 0; j < dp->n_replicas; j++)
+        bp_optim_step(&dp->optims[j], bp_model_params(dp->models[j]), bp_model_grads(dp->models[j]),
+                      lr);
+}
+
+float *bp_dp_weights(bp_dp *dp, size_t *n) {
+    *n = bp_model_num_params(dp->model);
+    return bp_model_params(dp->model);
+}
+
+bp_status bp_dp_state_alloc(bp_dp *dp, size_t size, bp_err *err) {
+    if (!(dp->state = calloc(1, size))) return bp_fail(err, BP_ENOMEM, "out of memory");
+    return BP_OK;
+}
+
+/* ---- gradient buckets -------------------------------------------------------- */
+
+/* Zero the non-finite values of the bucket's tensors, remembering the first tensor,
+ * so that compressed collectives (which refuse them) stay in step on every rank. */
+static void scrub_nonfinite(bp_dp *dp, const bp_bucket *b) {
+    float *grads = bp_model_grads(dp->model);
+    for (int t = b->first_tensor + b->n_tensors - 1; t >= b->first_tensor; t--) {
+        const bp_tensor_info *ti = bp_model_tensor(dp->model, t);
+        float *x = grads + ti->offset;
+        if (bp_all_finite(x, ti->numel)) continue;
+        for (size_t i = 0; i < ti->numel; i++)
+            if (!isfinite(x[i])) x[i] = 0;
+        dp->nonfinite = t; /* buckets run from high tensors to low: the last one is lowest */
+    }
+}
+
+static int run_bucket(void *ctx, const bp_bucket *b, bp_err *err) {
+    bp_dp *dp = ctx;
+    bp_trace_thread(bp_comm_trace(dp->comm), "dp communication");
+    scrub_nonfinite(dp, b);
+    return dp->ops->bucket(dp, b, err);
+}
+
+/* Index of the tensor called name in m, or -1 (also for name NULL). */
+static int tensor_index(const bp_model *m, const char *name) {
+    for (int i = 0; name && i < bp_model_num_tensors(m); i++)
+        if (strcmp(bp_model_tensor(m, i)->name, name) == 0) return i;
+    return -1;
+}
+
+/* ---- life cycle ------------------------------------------------------------------ */
+
+/* Every replica starts from rank 0's replica 0: broadcast, then copied on this rank. */
+static bp_status common_start(bp_dp *dp, bp_err *err) {
+    size_t n = bp_model_num_params(dp->model);
+    if (bp_comm_size(dp->comm) > 1) {
+        bp_status rc =
+            bp_comm_fail(dp->comm, bp_bcast(dp->comm, bp_model_params(dp->model), n, 0), err);
+        if (rc) return rc;
+    }
+    for (int j = 1; j < dp->n_replicas; j++)
+        memcpy(bp_model_params(dp->models[j]), bp_model_params(dp->model), n * sizeof(float));
+    return BP_OK;
+}
+
+bp_status bp_dp_create(bp_comm *comm, const bp_dp_config *cfg, bp_model **models, bp_optim *optims,
+                       int n, int64_t step, bp_dp **out, bp_err *err) {
+    *out = NULL;
+    bp_status rc = bp_dp_config_check(cfg, bp_comm_size(comm), optims[0].cfg.kind, err);
+    if (rc) return rc;
+    const bp_dp_algo_ops *ops = ops_of(cfg->algo);
+    if (n > 1 && !ops->local_replicas)
+        return bp_fail(err, BP_EINTERNAL, "%d replicas on one rank need avgpipe", n);
+    bp_dp *dp = calloc(1, sizeof *dp);
+    if (!dp) return bp_fail(err, BP_ENOMEM, "out of memory");
+    *dp = (bp_dp){.cfg = *cfg, .ops = ops, .comm = comm, .model = models[0], .optim = &optims[0],
+                  .models = models, .optims = optims, .n_replicas = n, .step = step};
+    rc = bp_comm_fail(comm, bp_comm_set_poll(comm, cfg->poll_s), err);
+    if (rc == BP_OK && cfg->hierarchical)
+        rc = bp_comm_fail(comm, bp_comm_set_hierarchical(comm, true, cfg->node_size), err);
+    if (rc == BP_OK) rc = common_start(dp, err);
+    if (rc == BP_OK && ops->create) rc = ops->create(dp, err);
+    if (rc == BP_OK && ops->kind == BP_DP_GRADIENT && bp_comm_size(comm) > 1)
+        rc = bp_bucketer_init(&dp->bk, dp->model, (size_t)(cfg->bucket_mb * 1048576.0),
+                              tensor_index(dp->model, cfg->skip_tensor), run_bucket, dp, err);
+    if (rc) {
+        bp_dp_destroy(dp);
+        return rc;
+    }
+    *out = dp;
+    return BP_OK;
+}
+
+bp_status bp_dp_finish(bp_dp *dp, bp_err *err) {
+    return dp && dp->ops->finish ? dp->ops->finish(dp, err) : BP_OK;
+}
+
+static void release_step_lock(bp_dp *dp);
+
+void bp_dp_destroy(bp_dp *dp) {
+    if (!dp) return;
+    release_step_lock(dp);
+    bp_bucketer_free(&dp->bk);
+    if (dp->state && dp->ops->destroy) dp->ops->destroy(dp);
+    free(dp->state);
+    free(dp);
+}
+
+/* ---- one step ------------------------------------------------------------------ */
+
+static void lock(bp_dp *dp) {
+    if (dp->ops->lock) dp->ops->lock(dp);
+}
+
+static void unlock(bp_dp *dp) {
+    if (dp->ops->unlock) dp->ops->unlock(dp);
+}
+
+/* A step that failed (a non-finite value, a stop) still holds the lock; async's
+ * averaging thread waits for it, and destroying joins the thread. */
+static void release_step_lock(bp_dp *dp) {
+    if (dp->step_locked) unlock(dp);
+    dp->step_locked = false;
+}
+
+void bp_dp_step_begin(bp_dp *dp) {
+    dp->exposed_s = 0;
+    dp->nonfinite = -1;
+    lock(dp);
+    dp->step_locked = dp->ops->lock != NULL;
+}
+
+void bp_dp_backward_begin(bp_dp *dp) {
+    bool this_step = !dp->ops->buckets_this_step || dp->ops->buckets_this_step(dp);
+    dp->use_buckets = dp->bk.n > 0 && this_step;
+    if (!dp->use_buckets) return;
+    bp_bucketer_begin(&dp->bk);
+    if (dp->cfg.overlap) bp_model_set_grad_hook(dp->model, bp_bucketer_block_done, &dp->bk);
+}
+
+bp_status bp_dp_backward_end(bp_dp *dp, bp_err *err) {
+    if (!dp->use_buckets) return BP_OK;
+    bp_model_set_grad_hook(dp->model, NULL, NULL);
+    double t0 = bp_now();
+    bp_status rc = bp_bucketer_finish(&dp->bk, err);
+    dp->exposed_s += bp_now() - t0;
+    bp_trace_span(bp_comm_trace(dp->comm), "comm", "wait dp buckets", t0);
+    return rc;
+}
+
+bp_status bp_dp_step(bp_dp *dp, double lr, bp_err *err) {
+    bp_status rc = BP_OK;
+    double t0 = bp_now();
+    if (dp->ops->update)
+        rc = dp->ops->update(dp, lr, err);
+    else
+        bp_dp_optim_step(dp, lr);
+    bp_trace_span(bp_comm_trace(dp->comm), "compute", "optimizer", t0);
+    dp->step++;
+    bool mixes = bp_comm_size(dp->comm) > 1 || dp->ops->local_replicas;
+    if (rc == BP_OK && mixes && dp->ops->after_step) {
+        t0 = bp_now();
+        rc = dp->ops->after_step(dp, err);
+        dp->exposed_s += bp_now() - t0;
+    }
+    release_step_lock(dp);
+    return rc;
+}
+
+double bp_dp_exposed_seconds(const bp_dp *dp) { return dp->exposed_s; }
+
+int bp_dp_nonfinite_tensor(const bp_dp *dp) { return dp->nonfinite; }
+
+void bp_dp_skip_step(bp_dp *dp) {
+    dp->step++;
+    release_step_lock(dp);
+}
+
+bool bp_dp_replicas_differ(const bp_dp *dp) {
+    return (bp_comm_size(dp->comm) > 1 || dp->n_replicas > 1) && dp->ops->kind == BP_DP_WEIGHT;
+}
+
+/* ---- the average of all replicas ------------------------------------------------ */
+
+/* out = mean over this rank's replicas of x(j) (n floats each). */
+static void mean_of_replicas(const bp_dp *dp, float *out, size_t n, const float *(*x)(const bp_dp *, int)) {
+    memcpy(out, x(dp, 0), n * sizeof(float));
+    for (int j = 1; j < dp->n_replicas; j++) {
+        const float *y = x(dp, j);
+        for (size_t i = 0; i < n; i++) out[i] += y[i];
+    }
+    const float inv = 1.0f / (float)dp->n_replicas;
+    for (size_t i = 0; dp->n_replicas > 1 && i < n; i++) out[i] *= inv;
+}
+
+static const float *params_of(const bp_dp *dp, int j) { return bp_model_params(dp->models[j]); }
+static const float *m_of(const bp_dp *dp, int j) { return dp->optims[j].m; }
+static const float *v_of(const bp_dp *dp, int j) { return dp->optims[j].v; }
+
+bp_status bp_dp_average_replicas(bp_dp *dp, float *params, float *m, float *v, bp_err *err) {
+    size_t n = bp_model_num_params(dp->model);
+    lock(dp); /* a background thread may write the weights */
+    mean_of_replicas(dp, params, n, params_of);
+    unlock(dp);
+    if (m) mean_of_replicas(dp, m, n, m_of);
+    if (v) mean_of_replicas(dp, v, n, v_of);
+    if (bp_comm_size(dp->comm) == 1) return BP_OK;
+    int rc = bp_allreduce_avg(dp->comm, params, n);
+    if (rc == BP_OK && m) rc = bp_allreduce_avg(dp->comm, m, n);
+    if (rc == BP_OK && v) rc = bp_allreduce_avg(dp->comm, v, n);
+    return bp_comm_fail(dp->comm, rc, err);
+}
+
+bp_status bp_dp_swap_in_average(bp_dp *dp, float *avg, float *saved, bp_err *err) {
+    bp_status rc = bp_dp_average_replicas(dp, avg, NULL, NULL, err);
+    if (rc) return rc;
+    size_t bytes = bp_model_num_params(dp->model) * sizeof(float);
+    lock(dp); /* held until bp_dp_swap_back */
+    memcpy(saved, bp_model_params(dp->model), bytes);
+    memcpy(bp_model_params(dp->model), avg, bytes);
+    return BP_OK;
+}
+
+void bp_dp_swap_back(bp_dp *dp, const float *saved) {
+    memcpy(bp_model_params(dp->model), saved, bp_model_num_params(dp->model) * sizeof(float));
+    unlock(dp);
+}

@@ -1,0 +1,20 @@
+/* The data-parallel algorithms (DESIGN.md section 5), one line each, in the order of
+ * --dp-algo's choices: X(ID, "name", ops), ops being the bp_dp_algo_ops defined in
+ * parallel/dp/<name>.c. The enum bp_dp_algo, the option's choices, the engine's
+ * table and the declarations of the ops all come from this list, so an algorithm is
+ * one file and one line here. */
+#ifndef BP_PARALLEL_DP_REGISTRY_H
+#define BP_PARALLEL_DP_REGISTRY_H
+
+#define BP_DP_ALGOS(X)                                       \
+    X(ALLREDUCE, "allreduce", bp_dp_allreduce)               \
+    X(BYTEGRAD, "bytegrad", bp_dp_bytegrad)                  \
+    X(QADAM, "qadam", bp_dp_qadam)                           \
+    X(DECENTRALIZED, "decentralized", bp_dp_decentralized)   \
+    X(LP_DECENTRALIZED, "lp-decentralized", bp_dp_lp_decentralized) \
+    X(ASYNC, "async", bp_dp_async)                           \
+    X(POWERSGD, "powersgd", bp_dp_powersgd)                  \
+    X(EASGD, "easgd", bp_dp_easgd)                           \
+    /* a new algorithm: one line above this one */
+
+#endif

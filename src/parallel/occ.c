@@ -1,0 +1,130 @@
+/* Optimus-CC (DESIGN.md section 7; the three techniques are described in occ.h). */
+#include "parallel/occ.h"
+
+#include <stdlib.h>
+
+#include "compress/traced.h"
+
+bp_status bp_occ_check(const bp_occ_config *c, bool tied, int pp, int dp_algo, bool avgpipe,
+                       bp_err *err) {
+    bool gradient_algo = bp_dp_algo_kind(dp_algo) == BP_DP_GRADIENT;
+    if (c->fused_embedding && (!tied || pp < 2 || !gradient_algo || avgpipe)) {
+        char algos[128];
+        bp_dp_algo_list(BP_DP_GRADIENT, algos, sizeof algos);
+        return bp_fail(err, BP_EUSAGE,
+                       "option --fused-embedding-sync: needs gpt with --pp 2 or more and a "
+                       "gradient --dp-algo (%s), without --pipelines",
+                       algos);
+    }
+    if (c->cb_rank > 0 && pp < 2)
+        return bp_fail(err, BP_EUSAGE,
+                       "option --cb: compresses the activation gradients sent between pipeline "
+                       "stages; it needs --pp 2 or more");
+    if ((!c->lep || c->epilogue_only) && c->cb_rank <= 0)
+        return bp_fail(err, BP_EUSAGE, "option %s: only applies with --cb",
+                       !c->lep ? "--no-lep" : "--cb-epilogue-only");
+    if (c->sc_stages > 0 && (dp_algo != BP_DP_ALLREDUCE || avgpipe))
+        return bp_fail(err, BP_EUSAGE,
+                       "option --sc-stages: compresses the data-parallel allreduce of early "
+                       "stages; it needs --dp-algo allreduce and no --pipelines");
+    if (c->sc_stages > pp)
+        return bp_fail(err, BP_EUSAGE, "option --sc-stages: %d is more than --pp %d", c->sc_stages,
+                       pp);
+    return BP_OK;
+}
+
+void bp_occ_dp_config(const bp_occ_config *c, int stage, int pp, const char *tied_tensor,
+                      bp_dp_config *d) {
+    bool holds_embedding = stage == 0 || stage == pp - 1;
+    if (c->fused_embedding && holds_embedding) d->skip_tensor = tied_tensor;
+    if (stage < c->sc_stages) { /* early stages finish backward last: compress them */
+        d->algo = BP_DP_POWERSGD;
+        d->rank = c->sc_rank;
+        d->powersgd_warmup = c->sc_warmup_steps;
+    }
+}
+
+bp_status bp_occ_embedding_sync(const bp_grid *g, bool fused, bp_model **models, int n,
+                                const char *tied, bp_err *err) {
+    if (!g->embed_comm) return BP_OK;
+    const bp_tensor_info *ti = bp_model_find_tensor(models[0], tied);
+    int rc = BP_OK;
+    for (int j = 0; rc == BP_OK && j < n; j++)
+        rc = bp_allreduce_sum(g->embed_comm, bp_model_grads(models[j]) + ti->offset, ti->numel);
+    if (rc) return bp_comm_fail(g->embed_comm, rc, err);
+    if (!fused || g->dp == 1) return BP_OK;
+    const bp_real inv = (bp_real)(1.0 / g->dp); /* the sum spans every replica */
+    for (int j = 0; j < n; j++) {
+        bp_real *x = bp_model_grads(models[j]) + ti->offset;
+        for (size_t i = 0; i < ti->numel; i++) x[i] *= inv;
+    }
+    return BP_OK;
+}
+
+/* ---- compressed backpropagation ---------------------------------------------- */
+
+struct bp_cb {
+    bp_occ_config cfg;
+    int S, s, N;
+    size_t in_n, out_n;
+    bp_codec **enc;      /* [N] senders' codecs (they hold the error E and Q) */
+    bp_codec *dec;       /* receiver's codec: decoding P Q^T needs only the shape */
+    size_t enc_n, dec_n; /* floats on the wire for a sent / received gradient */
+};
+
+/* Stage s > 0 encodes the gradients it sends, stage s < S-1 decodes the ones it
+ * receives. */
+bp_status bp_cb_create(const bp_occ_config *c, int S, int s, int N, size_t rows, size_t in_n,
+                       size_t out_n, bp_cb **out, bp_err *err) {
+    *out = NULL;
+    if (c->cb_rank <= 0) return BP_OK;
+    bp_cb *cb = calloc(1, sizeof *cb);
+    if (!cb) return bp_fail(err, BP_ENOMEM, "out of memory");
+    *cb = (bp_cb){.cfg = *c, .S = S, .s = s, .N = N, .in_n = in_n, .out_n = out_n};
+    int rc = BP_OK;
+    if (s > 0) {
+        if (!(cb->enc = calloc((size_t)N, sizeof *cb->enc)))
+            rc = bp_fail(err, BP_ENOMEM, "out of memory");
+        for (int j = 0; rc == BP_OK && j < N; j++)
+            rc = bp_codec_powersgd_create(rows, in_n / rows, c->cb_rank, c->seed + (uint64_t)j,
+                                          &cb->enc[j], err);
+        if (rc == BP_OK) cb->enc_n = bp_codec_encoded_size(cb->enc[0], in_n) / sizeof(float);
+    }
+    if (rc == BP_OK && s < S - 1) {
+        rc = bp_codec_powersgd_create(rows, out_n / rows, c->cb_rank, c->seed, &cb->dec, err);
+        if (rc == BP_OK) cb->dec_n = bp_codec_encoded_size(cb->dec, out_n) / sizeof(float);
+    }
+    if (rc) {
+        bp_cb_destroy(cb);
+        return (bp_status)rc;
+    }
+    *out = cb;
+    return BP_OK;
+}
+
+void bp_cb_destroy(bp_cb *cb) {
+    if (!cb) return;
+    for (int j = 0; cb->enc && j < cb->N; j++) bp_codec_destroy(cb->enc[j]);
+    free(cb->enc);
+    bp_codec_destroy(cb->dec);
+    free(cb);
+}
+
+bool bp_cb_compressed(const bp_cb *cb, int sender, int b, int n) {
+    if (!cb) return false;
+    return !cb->cfg.epilogue_only || b >= n - (cb->S - sender);
+}
+
+size_t bp_cb_send_floats(const bp_cb *cb) { return cb ? cb->enc_n : 0; }
+
+size_t bp_cb_recv_floats(const bp_cb *cb) { return cb ? cb->dec_n : 0; }
+
+bp_status bp_cb_encode(bp_cb *cb, int j, const bp_real *dx, float *wire, bp_trace *trace,
+                       bp_err *err) {
+    if (!cb->cfg.lep) bp_powersgd_clear_error(cb->enc[j]);
+    return (bp_status)bp_codec_encode_traced(cb->enc[j], dx, cb->in_n, wire, trace, err);
+}
+
+bp_status bp_cb_decode(bp_cb *cb, const float *wire, bp_real *dy, bp_trace *trace, bp_err *err) {
+    return (bp_status)bp_codec_decode_traced(cb->dec, wire, cb->out_n, dy, trace, err);
+}

@@ -1,0 +1,109 @@
+/* One training step over the grid (the parts in order are in step.h). */
+#include "parallel/step.h"
+
+#include <math.h>
+
+#include "core/blas.h"
+#include "core/finite.h"
+#include "core/timer.h"
+#include "parallel/occ.h"
+
+bool bp_grid_reports_loss(const bp_grid *g) { return g->p == g->pp - 1 && g->t == 0; }
+
+static void before_last_backward(void *dp) { bp_dp_backward_begin(dp); }
+
+/* The first tensor whose gradient is not finite in some replica, or NULL. */
+static const char *nonfinite_tensor(const bp_grid_step_ctx *c) {
+    int bad = bp_dp_nonfinite_tensor(c->dp);
+    const bp_model *m = c->models[0];
+    for (int j = 0; bad < 0 && j < c->n_replicas; j++) {
+        const float *g = bp_model_grads(c->models[j]);
+        for (int i = 0; bad < 0 && i < bp_model_num_tensors(m); i++) {
+            const bp_tensor_info *ti = bp_model_tensor(m, i);
+            if (!bp_all_finite(g + ti->offset, ti->numel)) bad = i;
+        }
+    }
+    return bad < 0 ? NULL : bp_model_tensor(m, bad)->name;
+}
+
+/* After backward, every rank learns whether any rank saw a non-finite loss or
+ * gradient, or was asked to stop, so that all take the same path. */
+static bp_status agree(const bp_grid_step_ctx *c, const bp_grid_step_in *in, bp_grid_step_out *out,
+                       bp_err *err) {
+    const char *tensor = nonfinite_tensor(c);
+    bool bad = (bp_grid_reports_loss(c->grid) && !isfinite(out->loss)) || tensor;
+    float flags[2] = {bad ? 1.0f : 0.0f, in->stop_requested ? 1.0f : 0.0f};
+    if (bp_comm_size(c->meta) > 1) {
+        bp_status rc = bp_comm_fail(c->meta, bp_allreduce_sum(c->meta, flags, 2), err);
+        if (rc) return rc;
+    }
+    out->stop = flags[1] > 0;
+    out->skipped = flags[0] > 0 && c->skip_nonfinite;
+    if (flags[0] == 0 || out->skipped) return BP_OK;
+    out->together = true;
+    if (!bad) {
+        bp_err_clear(err); /* the rank that saw it says so */
+        return BP_ENONFINITE;
+    }
+    return bp_fail(err, BP_ENONFINITE,
+                   "rank %d, step %lld: non-finite %s%s (--skip-nonfinite skips such steps)",
+                   bp_comm_rank(c->meta), (long long)in->step + 1,
+                   tensor ? "gradient of tensor " : "loss", tensor ? tensor : "");
+}
+
+/* A replica's sum of squared gradients on this rank, counting each tensor of the
+ * whole model once: the last stage's copy of the tied embedding is the first
+ * stage's tensor, and a tensor replicated over the tp ranks is counted on rank 0. */
+static double own_sumsq(const bp_grid_step_ctx *c, const bp_model *m) {
+    const bp_real *g = bp_model_grads((bp_model *)m);
+    double s = 0;
+    for (int i = 0; i < bp_model_num_tensors(m); i++) {
+        const bp_tensor_info *ti = bp_model_tensor(m, i);
+        if (ti->tied_copy || (ti->split_dim < 0 && c->grid->t != 0)) continue;
+        s += bp_grad_sumsq(g + ti->offset, ti->numel);
+    }
+    return s;
+}
+
+/* Gradient norm of each replica over the whole model (all stages and tp ranks),
+ * then clipping to c->clip. *norm is replica 0's. */
+static bp_status clip_gradients(const bp_grid_step_ctx *c, double *norm, bp_err *err) {
+    int n_rep = c->n_replicas;
+    size_t n = bp_model_num_params(c->models[0]);
+    float sumsq[n_rep];
+    for (int j = 0; j < n_rep; j++) sumsq[j] = (float)own_sumsq(c, c->models[j]);
+    bp_comm *axes[2] = {c->grid->tp_comm, c->grid->pp_comm};
+    for (int a = 0; a < 2; a++) {
+        if (bp_comm_size(axes[a]) == 1) continue;
+        bp_status rc = bp_comm_fail(axes[a], bp_allreduce_sum(axes[a], sumsq, (size_t)n_rep), err);
+        if (rc) return rc;
+    }
+    for (int j = 0; j < n_rep; j++)
+        bp_clip_to(bp_model_grads(c->models[j]), n, sqrt(sumsq[j]), c->clip);
+    *norm = sqrt(sumsq[0]);
+    return BP_OK;
+}
+
+bp_status bp_grid_step(const bp_grid_step_ctx *c, const bp_grid_step_in *in, bp_grid_step_out *out,
+                       bp_err *err) {
+    *out = (bp_grid_step_out){.grad_norm = NAN};
+    for (int j = 0; j < c->n_replicas; j++) bp_model_zero_grad(c->models[j]);
+    bp_dp_step_begin(c->dp);
+    if (in->poison) bp_model_grads(c->models[0])[0] = NAN;
+    bp_status rc = bp_pipe_step(c->pipe, in->micro, before_last_backward, c->dp, &out->loss, err);
+    if (rc == BP_OK) rc = bp_dp_backward_end(c->dp, err);
+    if (rc == BP_OK && c->tied) {
+        double t0 = bp_now();
+        rc = bp_occ_embedding_sync(c->grid, c->fused_embedding, c->models, c->n_replicas, c->tied,
+                                   err);
+        out->embed_s = c->grid->embed_comm ? bp_now() - t0 : 0;
+    }
+    if (rc == BP_OK) rc = agree(c, in, out, err);
+    if (rc) return rc;
+    if (out->skipped) {
+        bp_dp_skip_step(c->dp);
+        return BP_OK;
+    }
+    rc = clip_gradients(c, &out->grad_norm, err);
+    return rc ? rc : bp_dp_step(c->dp, in->lr, err);
+}

@@ -1,0 +1,68 @@
+/* One training step on this rank's place in the dp x pp x tp grid (DESIGN.md
+ * section 4), the same on every rank of the job:
+ *
+ *   1. the pipeline schedule over the step's micro-batches (forward, backward);
+ *      the data-parallel algorithm starts its buckets during the last backward
+ *   2. the end of backward on the dp axis (waiting for the buckets)
+ *   3. the tied embedding's sync between first and last stages (Optimus-CC's fused
+ *      variant included)
+ *   4. agreement of every rank on non-finite values and on stop requests, so that
+ *      all take the same path
+ *   5. clipping by the gradient norm over all axes (every stage and tp rank)
+ *   6. the update (optimizer and the algorithm's weight mixing), or its skip.
+ *
+ * It speaks only to the pipeline, the data-parallel engine and the groups of the
+ * grid; what computes (the models' forward and backward) is behind bp_pipe and
+ * bp_model, so another backend or a simulator plugs in under the same step. The
+ * caller keeps the loop, the cadence, evaluation, checkpoints and logging. */
+#ifndef BP_PARALLEL_STEP_H
+#define BP_PARALLEL_STEP_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "bagpipe/comm.h"
+#include "nn/model.h"
+#include "parallel/dp.h"
+#include "parallel/grid.h"
+#include "parallel/pipe.h"
+
+/* What a step runs on; all owned by the caller. */
+typedef struct bp_grid_step_ctx {
+    const bp_grid *grid;
+    bp_comm *meta;      /* every rank of the grid, for the agreement (not emulated) */
+    bp_model **models;  /* this stage's replicas (several with AvgPipe) */
+    int n_replicas;
+    bp_pipe *pipe;
+    bp_dp *dp;
+    const char *tied;   /* the tied tensor held by first and last stages; NULL: none */
+    bool fused_embedding;
+    double clip;        /* the gradient norm's bound; 0: none */
+    bool skip_nonfinite; /* skip a step with a non-finite value instead of failing */
+} bp_grid_step_ctx;
+
+typedef struct bp_grid_step_in {
+    int64_t step;          /* steps taken before this one */
+    double lr;
+    const bp_batch *micro; /* the step's micro-batches in the pipeline's order */
+    bool stop_requested;   /* this rank was asked to stop */
+    bool poison;           /* testing: a NaN in this rank's first gradient */
+} bp_grid_step_in;
+
+typedef struct bp_grid_step_out {
+    double loss;      /* last stage: the mean over its micro-batches; NaN elsewhere */
+    double grad_norm; /* replica 0's over the whole model; NaN when skipped */
+    bool skipped;     /* every rank dropped this step's update */
+    bool stop;        /* every rank agreed to stop after this step */
+    bool together;    /* a failure every rank returns alike (none is left in a collective) */
+    double embed_s;   /* time in the tied embedding's sync */
+} bp_grid_step_out;
+
+/* Whether this rank's step loss is reported: the last stage's tp rank 0. */
+bool bp_grid_reports_loss(const bp_grid *g);
+
+/* One step (collective over every rank of the grid). Gradients are zeroed first. */
+bp_status bp_grid_step(const bp_grid_step_ctx *c, const bp_grid_step_in *in, bp_grid_step_out *out,
+                       bp_err *err);
+
+#endif

@@ -1,0 +1,92 @@
+/* Choosing pipelines N, micro-batches M and schedule (afp advance K) for a pipeline
+ * training run (DESIGN.md section 6), in three parts of parallel/tune/:
+ *
+ * - profile.c: in one process, every block's forward and backward time for each
+ *   candidate micro-batch size (batch / (dp x N x M)), the stages cut as the trainer
+ *   would (the given partition, or balanced by the measured block times), each
+ *   stage timed whole with its N replicas taking turns, its optimizer step, and the
+ *   machine's load (how much slower than its CPU time a computation runs, how late
+ *   a rank that waited runs again), with threads standing for the job's other ranks;
+ * - search.c: the candidates (N, M, schedule) and the whole search;
+ * - predict.c: each candidate's step time and peak memory per stage from the
+ *   pipeline simulation (parallel/simulate.h).
+ *
+ * The result holds every figure measured and predicted; printing it is the
+ * command line's (cli/tune.c). */
+#ifndef BP_PARALLEL_TUNE_H
+#define BP_PARALLEL_TUNE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "bagpipe/comm.h"
+#include "nn/model.h"
+#include "nn/optim.h"
+#include "parallel/schedule.h"
+#include "parallel/simulate.h"
+
+/* What to tune for. */
+typedef struct bp_tune_problem {
+    bp_model_config model;
+    bp_optim_config optim;
+    int S, dp;              /* stages, data-parallel ranks */
+    int batch, grad_accum;  /* global batch, micro-batches per step */
+    int64_t ea_period;      /* AvgPipe's averaging period */
+    int pipelines;          /* given N (0: search 1, 2 and 4) */
+    int micro_batches;      /* given M (0: search) */
+    char schedule[32];      /* given ("": search) */
+    char partition[256];    /* given ("": balanced by measured time) */
+    bp_net net;
+    double msg_us;          /* without a network: fixed cost of one message */
+    double load;            /* computation's slowdown to predict for (< 1: measured) */
+    double wake_ms;         /* a waiting rank's delay to run again (< 0: measured) */
+    int busy_threads;       /* threads busy while profiling (< 0: ranks - 1) */
+    /* Whether a candidate is a valid run (pipelines 0: a plain pipeline). */
+    bool (*valid)(void *ctx, int pipelines, int micro_batches, const bp_schedule *sched);
+    void *ctx;
+} bp_tune_problem;
+
+/* N replicas per stage rank at one micro-batch size, as measured. */
+typedef struct bp_tune_setup {
+    int N, micro_B;
+    int size;             /* index of its micro-batch size */
+    const int *first;     /* the stages of that micro-batch size [S+1] */
+    bp_sim_stage *stage;  /* [S]: CPU times; update_s is one replica's */
+    size_t *param_bytes;  /* [S]: one replica's */
+} bp_tune_setup;
+
+typedef struct bp_tune_candidate {
+    int N, M;
+    bool avgpipe; /* runs with --pipelines (also for N = 1) */
+    bp_schedule sched;
+    int setup;          /* index into the setups */
+    bp_sim_result r;    /* predicted under the machine's load while profiling */
+    double unloaded_s;  /* step time on an otherwise idle machine */
+} bp_tune_candidate;
+
+typedef struct bp_tune_size bp_tune_size;
+
+typedef struct bp_tune_result {
+    const bp_tune_problem *c;
+    int S, dp, W, T, n_blocks;
+    bp_tune_candidate *cand; /* fastest first (of equal times, less memory first) */
+    int n_cand, cap_cand;
+    bp_tune_setup *setups;
+    int n_setups;
+    bp_tune_size *sizes; /* the micro-batch sizes profiled */
+    int n_sizes;
+    bp_sim_link link;
+    double wall_s, cpu_s; /* of the timed stages: wall / cpu is the machine's slowdown */
+    double wake_s;        /* how long a rank that waited takes to run again */
+    double seconds;       /* the search took */
+} bp_tune_result;
+
+/* Profile, predict and sort. BP_EUSAGE when no candidate is valid. */
+bp_status bp_tune_search(const bp_tune_problem *p, bp_tune_result *r, bp_err *err);
+void bp_tune_result_free(bp_tune_result *r);
+
+/* How much slower than its CPU time a computation runs (measured, or the load given). */
+double bp_tune_slowdown(const bp_tune_result *r);
+
+#endif

@@ -1,0 +1,59 @@
+/* Prediction for the tuner (parallel/tune.h): a candidate's step from the
+ * profiled stages, by the pipeline simulation. */
+#include "parallel/tune/tuner.h"
+
+/* The collectives that end a step: the tied embedding's gradient between the first
+ * and last stage (per replica), the ranks' agreement on the step (2 floats), the
+ * global gradient norm over the stages (a float per replica), and across dp ranks
+ * the gradients (an allreduce each step; other dp algorithms are costed alike) or,
+ * for AvgPipe, the centers every --ea-period steps. */
+static double sync_seconds(const tuner *t, const bp_tune_candidate *k, const bp_sim_link *l) {
+    const bp_tune_setup *p = &t->setups[k->setup];
+    double s = 0;
+    if (t->c->model.kind == BP_MODEL_GPT && t->S > 1)
+        s += k->N *
+             bp_sim_allreduce_s(
+                 l, 2, (size_t)t->c->model.vocab * (size_t)t->c->model.n_embd * sizeof(bp_real));
+    s += bp_sim_allreduce_s(l, t->W, 2 * sizeof(float));
+    s += bp_sim_allreduce_s(l, t->S, (size_t)k->N * sizeof(float));
+    size_t params = 0;
+    for (int i = 0; i < t->S; i++) params = p->param_bytes[i] > params ? p->param_bytes[i] : params;
+    double dp_s = bp_sim_allreduce_s(l, t->dp, params);
+    s += k->avgpipe ? dp_s / (double)t->c->ea_period : dp_s;
+    return s;
+}
+
+/* Each replica's update, plus AvgPipe's elastic averaging every --ea-period steps,
+ * which passes over every replica's weights about like an optimizer step does. */
+static double update_seconds(const tuner *t, const bp_tune_candidate *k, double one) {
+    double avg = k->avgpipe ? one / (double)t->c->ea_period : 0;
+    return k->N * (one + avg);
+}
+
+/* Simulate candidate k with computation `slow` times its CPU time and ranks that
+ * waited running again after `wake` seconds. */
+static int simulate(const tuner *t, const bp_tune_candidate *k, double slow, double wake,
+                    bp_sim_result *r) {
+    const bp_tune_setup *p = &t->setups[k->setup];
+    bp_sim_stage st[t->S];
+    for (int s = 0; s < t->S; s++) {
+        st[s] = p->stage[s];
+        st[s].fwd_s *= slow;
+        st[s].bwd_s *= slow;
+        st[s].update_s = slow * update_seconds(t, k, p->stage[s].update_s);
+    }
+    bp_sim_config sc = {.S = t->S, .N = k->N, .M = k->M * t->c->grad_accum,
+                        .sched = k->sched, .stage = st, .link = t->link};
+    sc.link.wake_s = wake;
+    sc.sync_s = sync_seconds(t, k, &sc.link);
+    return bp_sim_run(&sc, r, NULL);
+}
+
+bp_status bp_tune_predict(const tuner *t, bp_tune_candidate *k) {
+    bp_sim_result idle;
+    int rc = simulate(t, k, bp_tune_slowdown(t), t->wake_s, &k->r);
+    if (rc == BP_OK) rc = simulate(t, k, 1.0, 0.0, &idle);
+    k->unloaded_s = idle.step_s;
+    return (bp_status)rc;
+}
+

@@ -1,0 +1,296 @@
+/* Profiling for the tuner (parallel/tune.h): block and stage times, memory, and
+ * the machine's load, measured in this process. */
+#include <float.h>
+#include <math.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/buf.h"
+#include "core/timer.h"
+#include "parallel/partition.h"
+#include "parallel/tune/tuner.h"
+
+/* Zeroing the gradients, their sum of squares (for clipping) and the optimizer
+ * step of one replica: what a stage does per replica between two pipelines. */
+static int time_update(const tuner *t, bp_model *m, double *secs, bp_err *err) {
+    bp_optim o;
+    size_t n = bp_model_num_params(m);
+    int rc = bp_optim_init(&o, &t->c->optim, n, err);
+    double best = DBL_MAX;
+    for (int i = 0; rc == BP_OK && i <= TIMING_RUNS; i++) { /* run 0 warms caches */
+        double t0 = bp_now();
+        bp_model_zero_grad(m);
+        (void)bp_grad_sumsq(bp_model_grads(m), n);
+        bp_optim_step(&o, bp_model_params(m), bp_model_grads(m), 1e-3);
+        double dt = bp_now() - t0;
+        if (i > 0 && dt < best) best = dt;
+    }
+    bp_optim_free(&o);
+    *secs = best;
+    return rc;
+}
+
+/* Mean forward and backward CPU time of rb[0..N) taking turns; round 0 warms up. */
+static int time_passes(tuner *t, bp_range_bench **rb, int N, bp_sim_stage *st, bp_err *err) {
+    double tm[4];
+    int rc = BP_OK, n = 0;
+    for (int i = 0; rc == BP_OK && i <= STAGE_RUNS; i++)
+        for (int j = 0; rc == BP_OK && j < N; j++) {
+            rc = bp_range_bench_pass(rb[j], tm, err);
+            if (i == 0) continue;
+            st->fwd_s += tm[1], st->bwd_s += tm[3], n++;
+            t->wall_s += tm[0] + tm[2];
+            t->cpu_s += tm[1] + tm[3];
+        }
+    st->fwd_s /= n > 0 ? n : 1;
+    st->bwd_s /= n > 0 ? n : 1;
+    return rc;
+}
+
+/* Stage s of setup u: its times, memory and update. */
+static int time_stage(tuner *t, bp_tune_setup *u, int s, bp_err *err) {
+    const bp_tune_size *p = &t->sizes[u->size];
+    bp_sim_stage *st = &u->stage[s];
+    int b0 = p->first[s], b1 = p->first[s + 1], made = 0, rc = BP_OK;
+    bp_range_bench **rb = calloc((size_t)u->N, sizeof *rb);
+    if (!rb) return bp_fail(err, BP_ENOMEM, "out of memory");
+    for (; rc == BP_OK && made < u->N; made += rc == BP_OK)
+        rc = bp_range_bench_create(&t->c->model, b0, b1, p->micro_B, t->T, &rb[made], err);
+    *st = (bp_sim_stage){0};
+    if (rc == BP_OK) rc = time_passes(t, rb, u->N, st, err);
+    bp_model *m = rc == BP_OK ? bp_range_bench_model(rb[0]) : NULL;
+    if (rc == BP_OK) rc = time_update(t, m, &st->update_s, err);
+    if (rc == BP_OK) {
+        u->param_bytes[s] = bp_model_num_params(m) * sizeof(bp_real);
+        st->act_bytes = bp_range_bench_act_bytes(rb[0]);
+        st->replica_bytes = u->param_bytes[s] * (size_t)(2 + bp_optim_num_buffers(&t->c->optim)) +
+                            bp_model_workspace_bytes(m);
+        st->out_bytes = (size_t)p->micro_B * (size_t)t->T *
+                        (size_t)bp_model_boundary_width(&t->c->model, b1) * sizeof(bp_real);
+    }
+    for (int j = 0; j < made; j++) bp_range_bench_destroy(rb[j]);
+    free(rb);
+    return rc;
+}
+
+static int time_setup(tuner *t, bp_tune_setup *u, bp_err *err) {
+    u->stage = calloc((size_t)t->S, sizeof *u->stage);
+    u->param_bytes = calloc((size_t)t->S, sizeof *u->param_bytes);
+    if (!u->stage || !u->param_bytes) return bp_fail(err, BP_ENOMEM, "out of memory");
+    int rc = BP_OK;
+    for (int s = 0; rc == BP_OK && s < t->S; s++) rc = time_stage(t, u, s, err);
+    return rc;
+}
+
+/* The stages of a micro-batch size: --partition, or balanced on its blocks' CPU
+ * times (which a loaded machine disturbs less than wall-clock times). */
+static int cut_stages(const tuner *t, bp_tune_size *p, bp_err *err) {
+    if (!(p->first = calloc((size_t)t->S + 1, sizeof *p->first)))
+        return bp_fail(err, BP_ENOMEM, "out of memory");
+    if (t->c->partition[0])
+        return bp_partition_parse(t->c->partition, t->n_blocks, t->S, p->first, err)
+                   ? bp_err_context(err, "option --partition")
+                   : BP_OK;
+    double *cost = malloc((size_t)t->n_blocks * sizeof *cost);
+    bp_block_profile *prof = malloc((size_t)t->n_blocks * sizeof *prof);
+    int rc = cost && prof ? BP_OK : bp_fail(err, BP_ENOMEM, "out of memory");
+    if (rc == BP_OK) rc = bp_profile_blocks_split(&t->c->model, p->micro_B, t->T, prof, err);
+    for (int b = 0; rc == BP_OK && b < t->n_blocks; b++)
+        cost[b] = prof[b].fwd_cpu_s + prof[b].bwd_cpu_s;
+    if (rc == BP_OK) bp_partition_balance(cost, t->n_blocks, t->S, p->first);
+    free(cost);
+    free(prof);
+    return rc;
+}
+
+/* Threads that stand for the job's other ranks while profiling: each runs passes
+ * of about a stage's worth of blocks for the setup being profiled (its N replicas
+ * taking turns), so the profiled computation shares the cores, caches and memory
+ * bandwidth with them as a rank will with the others. */
+enum { MAX_COMPANIONS = 64, MAX_REPLICAS = 64 };
+
+typedef struct companion {
+    pthread_t th;
+    bp_range_bench *rb[MAX_REPLICAS];
+    int n_rb;
+    atomic_int *stop;
+} companion;
+
+typedef struct companions {
+    companion c[MAX_COMPANIONS];
+    int n;
+    atomic_int stop;
+} companions;
+
+static void *run_companion(void *arg) {
+    companion *c = arg;
+    bp_err ignored;
+    for (int j = 0; !atomic_load_explicit(c->stop, memory_order_relaxed); j = (j + 1) % c->n_rb)
+        if (bp_range_bench_pass(c->rb[j], NULL, &ignored) != BP_OK) break;
+    return NULL;
+}
+
+static void companion_free(companion *c) {
+    for (int j = 0; j < c->n_rb; j++) bp_range_bench_destroy(c->rb[j]);
+    c->n_rb = 0;
+}
+
+static int companion_start(const tuner *t, companion *c, int N, int micro_B, bp_err *err) {
+    int blocks = (t->n_blocks + t->S - 1) / t->S, rc = BP_OK;
+    c->n_rb = 0;
+    for (; rc == BP_OK && c->n_rb < N && c->n_rb < MAX_REPLICAS; c->n_rb += rc == BP_OK)
+        rc = bp_range_bench_create(&t->c->model, 0, blocks, micro_B, t->T, &c->rb[c->n_rb], err);
+    if (rc == BP_OK && pthread_create(&c->th, NULL, run_companion, c))
+        rc = bp_fail(err, BP_ENOMEM, "cannot start a profiling thread");
+    if (rc) companion_free(c);
+    return rc;
+}
+
+/* n companions, each with N replicas of micro_B. */
+static int companions_start(const tuner *t, companions *cs, int n, int N, int micro_B,
+                            bp_err *err) {
+    atomic_init(&cs->stop, 0);
+    int rc = BP_OK;
+    for (cs->n = 0; rc == BP_OK && cs->n < n && cs->n < MAX_COMPANIONS; cs->n += rc == BP_OK) {
+        cs->c[cs->n].stop = &cs->stop;
+        rc = companion_start(t, &cs->c[cs->n], N, micro_B, err);
+    }
+    return rc;
+}
+
+static void companions_stop(companions *cs) {
+    atomic_store(&cs->stop, 1);
+    for (int i = 0; i < cs->n; i++) {
+        pthread_join(cs->c[i].th, NULL);
+        companion_free(&cs->c[i]);
+    }
+    cs->n = 0;
+}
+
+/* A token handed back and forth between two threads that each run a pass of a
+ * stage's worth of blocks before passing it on, the waiting one spinning with
+ * sched_yield as an MPI rank does (mpi_yield_when_idle). */
+typedef struct pingpong {
+    atomic_int turn; /* 0: main thread, 1: partner, 2: stop */
+    bp_range_bench *rb[2];
+    double work_s[2]; /* wall time of each side's passes */
+} pingpong;
+
+static void work(pingpong *p, int side) {
+    double t[4];
+    bp_err ignored;
+    if (bp_range_bench_pass(p->rb[side], t, &ignored) == BP_OK) p->work_s[side] += t[0] + t[2];
+}
+
+/* Wait for the token; false when told to stop. */
+static bool await_turn(pingpong *p, int me) {
+    int v;
+    while ((v = atomic_load(&p->turn)) != me && v != 2) sched_yield();
+    return v == me;
+}
+
+static void *partner(void *arg) {
+    pingpong *p = arg;
+    while (await_turn(p, 1)) {
+        work(p, 1);
+        atomic_store(&p->turn, 0);
+    }
+    return NULL;
+}
+
+/* How long after its message arrives a rank that waited for it runs again: the
+ * handoffs' time beyond the passes, per handoff. On a machine with a core per rank
+ * it is microseconds; with more runnable processes than cores, it is a share of
+ * other processes' time slices, which grows with how long the ranks compute in
+ * between, hence real passes at a middle micro-batch size. About a second. */
+static int measure_wake(const tuner *t, double *wake, bp_err *err) {
+    pingpong p = {.work_s = {0, 0}};
+    atomic_init(&p.turn, 0);
+    int blocks = (t->n_blocks + t->S - 1) / t->S, micro_B = t->sizes[t->n_sizes / 2].micro_B;
+    int rc = bp_range_bench_create(&t->c->model, 0, blocks, micro_B, t->T, &p.rb[0], err);
+    if (rc == BP_OK) rc = bp_range_bench_create(&t->c->model, 0, blocks, micro_B, t->T, &p.rb[1], err);
+    pthread_t th;
+    if (rc == BP_OK && pthread_create(&th, NULL, partner, &p))
+        rc = bp_fail(err, BP_ENOMEM, "cannot start a profiling thread");
+    int rounds = 0;
+    double t0 = bp_now();
+    while (rc == BP_OK && rounds < 500 && (rounds < 10 || bp_now() - t0 < 1.0)) {
+        work(&p, 0);
+        atomic_store(&p.turn, 1);
+        await_turn(&p, 0);
+        rounds++;
+    }
+    double total = bp_now() - t0;
+    if (rc == BP_OK) {
+        atomic_store(&p.turn, 2);
+        pthread_join(th, NULL);
+        *wake = fmax(0, (total - p.work_s[0] - p.work_s[1]) / (2 * rounds));
+    }
+    bp_range_bench_destroy(p.rb[0]);
+    bp_range_bench_destroy(p.rb[1]);
+    return rc;
+}
+
+/* Profile with the job's other ranks standing by as companion threads: W - 1
+ * while one thread computes, W - 2 while two hand a token over. */
+bp_status bp_tune_profile(tuner *t, bp_err *err) {
+    int others = t->c->busy_threads >= 0 ? t->c->busy_threads : t->W - 1, rc = BP_OK;
+    companions cs;
+    for (int i = 0; rc == BP_OK && i < t->n_sizes; i++) {
+        rc = companions_start(t, &cs, others, 1, t->sizes[i].micro_B, err);
+        if (rc == BP_OK) rc = cut_stages(t, &t->sizes[i], err);
+        companions_stop(&cs);
+    }
+    for (int j = 0; rc == BP_OK && j < t->n_setups; j++) {
+        bp_tune_setup *u = &t->setups[j];
+        u->micro_B = t->sizes[u->size].micro_B;
+        u->first = t->sizes[u->size].first;
+        rc = companions_start(t, &cs, others, u->N, u->micro_B, err);
+        if (rc == BP_OK) rc = time_setup(t, u, err);
+        companions_stop(&cs);
+    }
+    if (rc == BP_OK && t->W > 1 && t->c->wake_ms < 0) {
+        rc = companions_start(t, &cs, others - 1, 1, t->sizes[0].micro_B, err);
+        if (rc == BP_OK) rc = measure_wake(t, &t->wake_s, err);
+        companions_stop(&cs);
+    }
+    return rc;
+}
+
+/* How much slower than its CPU time a computation runs here, now (or --load). */
+double bp_tune_slowdown(const tuner *t) {
+    if (t->c->load >= 1) return t->c->load;
+    return t->cpu_s > 0 && t->wall_s > t->cpu_s ? t->wall_s / t->cpu_s : 1.0;
+}
+
+/* Bytes per second of copying a buffer like the largest activation message: a
+ * message between two processes on one machine is copied twice (into shared
+ * memory and out of it), so a message moves at half this rate. */
+static double copy_rate(size_t bytes) {
+    if (bytes < 4096) bytes = 4096;
+    unsigned char *a = bp_alloc(bytes), *b = bp_alloc(bytes);
+    double best = DBL_MAX;
+    for (int i = 0; a && b && i <= TIMING_RUNS; i++) {
+        double t0 = bp_now();
+        memcpy(b, a, bytes);
+        double dt = bp_now() - t0;
+        if (i > 0 && dt < best) best = dt;
+    }
+    bp_free(a), bp_free(b);
+    return best > 0 && best < DBL_MAX ? (double)bytes / best : 0;
+}
+
+/* How long messages take: the emulated network, or shared memory. */
+void bp_tune_set_link(tuner *t) {
+    t->link.net = t->c->net;
+    size_t largest = 0;
+    for (int i = 0; i < t->n_setups; i++)
+        for (int s = 0; s < t->S; s++)
+            if (t->setups[i].stage[s].out_bytes > largest) largest = t->setups[i].stage[s].out_bytes;
+    t->link.msg_s = t->c->msg_us * 1e-6;
+    t->link.copy_Bps = copy_rate(largest) / 2;
+}
+
