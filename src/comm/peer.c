@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "comm/internal.h"
+#include "compress/traced.h"
 #include "core/buf.h"
 
 int bp_shift_one_peer(int rank, int size, uint64_t round) {
@@ -72,7 +73,7 @@ static int ring_init(op_ctx *op, bp_comm *g, float *x, size_t n, void *arg) {
 
 /* replica += D(enc) */
 static int absorb(op_ctx *op, bp_ring_lp *s, const unsigned char *enc, float *replica) {
-    int rc = bp_codec_decode(s->codec, enc, s->n, s->tmp, &op->err);
+    int rc = bp_codec_decode_traced(s->codec, enc, s->n, s->tmp, op->c->trace, &op->err);
     if (rc == BP_OK) bpc_vec_add(replica, s->tmp, s->n);
     return rc;
 }
@@ -82,7 +83,7 @@ static int ring_step(op_ctx *op, bp_comm *g, float *x, size_t n, void *arg) {
     for (size_t i = 0; i < n; i++)
         s->tmp[i] = x[i] + s->l[i] / 3.0f + s->r[i] / 3.0f - 5.0f * s->w[i] / 3.0f;
     size_t bytes = bp_codec_encoded_size(s->codec, n);
-    int rc = bp_codec_encode(s->codec, s->tmp, n, s->enc[0], &op->err);
+    int rc = bp_codec_encode_traced(s->codec, s->tmp, n, s->enc[0], op->c->trace, &op->err);
     tx_req req[4];
     int k = 0;
     if (rc == BP_OK)
