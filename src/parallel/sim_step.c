@@ -97,18 +97,20 @@ static double allreduce_s(const ctx *c, const bp_sim_link *l, int p, size_t n, d
  * the P's and the 1-D tensors, orthogonalization, Q = M^T P, one allreduce of the
  * Q's, P Q^T and the error feedback. */
 static double powersgd_s(const ctx *c, const bp_sim_link *l, int p, const bp_sim_tensor *t, int k,
-                         int rank, double *bytes) {
+                         int rank, double min_rate, double *bytes) {
     size_t Pn = 0, Qn = 0, n = 0;
     double flops = 0;
     for (int i = 0; i < k; i++) {
         n += t[i].numel;
-        if (t[i].rows > 1 && t[i].cols > 1) {
-            double r = rank < (int)t[i].rows && rank < (int)t[i].cols
-                           ? rank
-                           : (double)(t[i].rows < t[i].cols ? t[i].rows : t[i].cols);
+        double r = rank < (int)t[i].rows && rank < (int)t[i].cols
+                       ? rank
+                       : (double)(t[i].rows < t[i].cols ? t[i].rows : t[i].cols);
+        double rows = (double)t[i].rows, cols = (double)t[i].cols;
+        /* parallel/dp/powersgd.c: only matrices the low rank shrinks min_rate times */
+        if (rows > 1 && cols > 1 && (rows + cols) * r * min_rate < rows * cols) {
             Pn += t[i].rows * (size_t)r;
             Qn += t[i].cols * (size_t)r;
-            flops += 6.0 * (double)t[i].rows * (double)t[i].cols * r + 2.0 * (double)t[i].rows * r * r;
+            flops += 6.0 * rows * cols * r + 2.0 * (rows + cols) * r * r;
         } else {
             Pn += t[i].numel;
         }
@@ -220,6 +222,7 @@ static bucket_kind bucket_algo(const ctx *c, int s, bool warm, int *rank) {
     int a = j->dpc.algo;
     *rank = j->dpc.rank;
     if (s < j->sc_stages) a = BP_DP_POWERSGD, *rank = j->sc_rank;
+    if (a == BP_DP_ASYNC && warm) a = BP_DP_ALLREDUCE; /* --async-warmup */
     if (j->dp <= 1 || j->N > 1 || j->avgpipe || !is_gradient_algo(a)) return B_NONE;
     if (a == BP_DP_BYTEGRAD) return B_LP;
     if (a == BP_DP_POWERSGD && !warm) return B_POWERSGD;
@@ -264,7 +267,8 @@ static double buckets_end(const ctx *main, int s, bool warm, double start, doubl
         if (k == B_ALLREDUCE) t += allreduce_s(c, l, p, bk[i].len, &b);
         if (k == B_LP) t += lp_allreduce_s(c, l, p, here, bk[i].len, &b);
         if (k == B_POWERSGD)
-            t += powersgd_s(c, l, p, si->tens + bk[i].first_tensor, bk[i].n_tensors, rank, &b);
+            t += powersgd_s(c, l, p, si->tens + bk[i].first_tensor, bk[i].n_tensors, rank,
+                            s < j->sc_stages ? 0 : j->dpc.powersgd_min_rate, &b);
         t += local_s(c, si, bk[i].len, b, &b);
         *bytes += b;
     }
@@ -273,7 +277,8 @@ static double buckets_end(const ctx *main, int s, bool warm, double start, doubl
 }
 
 /* What the algorithm does after the optimizer on stage s, per step on average. */
-static double mix_s(const ctx *c, int s, bool warm, double step_s, double *bytes) {
+static double mix_s(const ctx *c, int s, bool warm, double step_s, double hide_s,
+                    double *bytes) {
     const bp_sim_job *j = c->j;
     const bp_sim_machine *m = c->m;
     const stage_info *si = &c->st[s];
@@ -281,13 +286,15 @@ static double mix_s(const ctx *c, int s, bool warm, double step_s, double *bytes
     size_t n = si->params;
     int p = si->dp_p, here = p < j->dp ? 1 : si->dp_m;
     double b = 0, t = 0, every = 1;
+    bool overlapped = false; /* runs from the step's start, beside forward and backward */
     if (j->avgpipe) { /* each replica pulled to the center, then the centers averaged */
         t = j->N * bp_sim_vec_s(m, 3 * n) + bp_sim_vec_s(m, n) + allreduce_s(c, l, p, n, &b);
         every = (double)j->dpc.ea_period;
     } else if (p > 1 && s >= j->sc_stages) {
         switch (j->dpc.algo) {
-        case BP_DP_DECENTRALIZED:
+        case BP_DP_DECENTRALIZED: /* Bagua's order hides it behind hide_s */
             every = (double)j->dpc.interval;
+            overlapped = !j->dpc.step_first;
             if (j->dpc.peers == BP_PEERS_ALL) {
                 t = allreduce_s(c, l, p, n, &b);
             } else {
@@ -309,6 +316,7 @@ static double mix_s(const ctx *c, int s, bool warm, double step_s, double *bytes
             if (!warm) t = bp_sim_vec_s(m, n) + lp_allreduce_s(c, l, p, here, n, &b);
             break;
         case BP_DP_ASYNC: { /* its own thread: an allreduce every sync_ms */
+            if (warm) break; /* --async-warmup: gradient buckets instead */
             double round = j->dpc.sync_ms * 1e-3 + bp_sim_ring_allreduce_s(m, l, p, n + 1);
             b = ring_bytes(p, n + 1) * step_s / round;
             every = 1;
@@ -318,6 +326,7 @@ static double mix_s(const ctx *c, int s, bool warm, double step_s, double *bytes
         }
     }
     if (t > 0) t += local_s(c, si, n, b, &b);
+    if (overlapped) t = fmax(0, t - hide_s);
     *bytes += b / every;
     return t / every;
 }
@@ -413,14 +422,14 @@ static int one_step(const ctx *c, bool warm, step_out *o) {
     if (rc == BP_OK) {
         double embed_end, sync = end_of_backward(c, ready, &embed_end, o), last = 0, mix0 = 0;
         for (int s = 0; s < S; s++) {
-            double unused = 0, mix = mix_s(c, s, warm, 0, &unused);
+            double unused = 0, mix = mix_s(c, s, warm, 0, per[s].end_s, &unused);
             last = fmax(last, optim_s(c, s, warm) + mix);
             if (s == 0) mix0 = mix;
         }
         o->step_s = sync + last;
         for (int s = 0; s < S; s++) { /* async's bytes depend on the step's length */
             double mb = 0;
-            mix_s(c, s, warm, o->step_s, &mb);
+            mix_s(c, s, warm, o->step_s, per[s].end_s, &mb);
             o->bytes[BP_SIM_DP] += mb * j->dp * j->tp;
             o->max_bytes[BP_SIM_DP] = fmax(o->max_bytes[BP_SIM_DP], mb);
         }
@@ -467,13 +476,14 @@ static int ctx_init(ctx *c, const bp_sim_job *j, const bp_sim_machine *m) {
     return rc;
 }
 
-/* Steps of the run with full-precision gradients first (qadam, powersgd,
+/* Steps of the run with full-precision gradients first (qadam, powersgd, async,
  * --sc-stages), at most the run. */
 static int64_t warm_steps(const bp_sim_job *j) {
     int64_t w = 0;
     if (j->sc_stages > 0) w = j->sc_warmup;
     else if (j->dpc.algo == BP_DP_QADAM) w = j->dpc.qadam_warmup;
     else if (j->dpc.algo == BP_DP_POWERSGD) w = j->dpc.powersgd_warmup;
+    else if (j->dpc.algo == BP_DP_ASYNC) w = j->dpc.async_warmup;
     return w < j->steps ? w : j->steps;
 }
 

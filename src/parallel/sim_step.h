@@ -19,12 +19,15 @@
  *  - The tied embedding's gradient between first and last stage (or, fused, over
  *    every replica's), the ranks' agreement on the step and the gradient norm.
  *  - The optimizer of each of the N replicas, then what the algorithm does to the
- *    weights: decentralized's exchange with a peer every --interval steps,
+ *    weights: decentralized's exchange with a peer every --interval steps (in
+ *    Bagua's order it runs from the step's start on the communication thread, and
+ *    only what outlasts the stage's forward and backward is exposed),
  *    lp-decentralized's compressed ring, easgd's and AvgPipe's elastic averaging
  *    every period, qadam's compressed momentum. async averages on its own thread
- *    every --sync-ms and costs the step nothing but bytes.
+ *    every --sync-ms and costs the step nothing but bytes (after --async-warmup
+ *    steps of allreduce's buckets).
  *
- * A step with a warm-up (qadam, powersgd, --sc-stages) or an averaging every K
+ * A step with a warm-up (qadam, powersgd, async, --sc-stages) or an averaging every K
  * steps is predicted as the mean over the run's --steps.
  *
  * Not modelled: the ranks are alike, so a collective never waits for a rank whose

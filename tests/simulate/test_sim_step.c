@@ -242,6 +242,32 @@ static void test_hierarchical_closed_form(void **state) {
     assert_near(simulate(&p.j, &m).exposed_s[BP_SIM_DP], flat, 1e-9);
 }
 
+/* decentralized in Bagua's order runs its exchange beside forward and backward:
+ * shorter than them, it costs the step nothing (as async, whose thread costs the
+ * step nothing); longer, only the rest is exposed; step-first exposes all of it. */
+static void test_decentralized_hides_its_exchange(void **state) {
+    (void)state;
+    for (int slow = 0; slow < 2; slow++) {
+        job_parts p;
+        make_job(&p, gpt(4, 128, 4, 64, 256), 2, 1, 1, 1);
+        bp_sim_machine m = fast_machine(slow ? 1e8 : 1e12, 1e-5);
+        m.flops = 1e10; /* forward and backward take milliseconds */
+        m.mem_Bps = 1e11;
+        p.j.dpc.algo = BP_DP_ASYNC;
+        double none = simulate(&p.j, &m).step_s;
+        p.j.dpc.algo = BP_DP_DECENTRALIZED;
+        p.j.dpc.interval = 1;
+        double bagua = simulate(&p.j, &m).step_s;
+        p.j.dpc.step_first = true;
+        double first = simulate(&p.j, &m).step_s;
+        assert_true(first > bagua * (1 + 1e-9));
+        if (slow)
+            assert_true(bagua > none * (1 + 1e-9));
+        else
+            assert_near(bagua, none, 1e-12);
+    }
+}
+
 static void test_more_bandwidth_never_slower(void **state) {
     (void)state;
     const int algos[] = {BP_DP_ALLREDUCE, BP_DP_BYTEGRAD,        BP_DP_QADAM,
@@ -283,6 +309,7 @@ int main(void) {
         cmocka_unit_test(test_tp_allreduces),
         cmocka_unit_test(test_hierarchical_closed_form),
         cmocka_unit_test(test_more_bandwidth_never_slower),
+        cmocka_unit_test(test_decentralized_hides_its_exchange),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
