@@ -1,7 +1,7 @@
 /* Data parallelism: how the replicas of one model on the ranks of a dp group agree
  * (DESIGN.md section 5). One bp_dp per replica; the trainer calls, per step:
  *
- *   bp_dp_step_begin    before the first forward of the step
+ *   bp_dp_step_begin    before the first forward of the step (with its lr)
  *   bp_dp_backward_begin before the backward whose gradients are synchronized
  *                       (the last micro-batch with gradient accumulation)
  *   bp_dp_backward_end  after it: gradient algorithms wait for their buckets here
@@ -57,6 +57,10 @@ typedef struct bp_dp_config {
     int node_size;         /* ranks per node for hierarchical (0: find by shared memory) */
     double bucket_mb;      /* gradient bucket size */
     bool overlap;          /* start buckets during backward (off: after it) */
+    /* The caller neither changes the gradients after bp_dp_backward_end (no
+     * clipping, no tied-embedding sync) nor skips a step: then each bucket's update
+     * starts as soon as its average has arrived, while later buckets travel. */
+    bool early_update;
     double poll_s;         /* bp_comm_set_poll of the dp group (its waits share cores) */
     uint64_t seed;         /* PowerSGD's Q */
     /* A tensor (by name) the gradient algorithms leave out of their reduction because
@@ -90,10 +94,10 @@ bp_status bp_dp_create(bp_comm *comm, const bp_dp_config *cfg, bp_model **models
 bp_status bp_dp_finish(bp_dp *dp, bp_err *err);
 void bp_dp_destroy(bp_dp *dp);
 
-void bp_dp_step_begin(bp_dp *dp);
+void bp_dp_step_begin(bp_dp *dp, double lr);
 void bp_dp_backward_begin(bp_dp *dp);
 bp_status bp_dp_backward_end(bp_dp *dp, bp_err *err);
-bp_status bp_dp_step(bp_dp *dp, double lr, bp_err *err);
+bp_status bp_dp_step(bp_dp *dp, bp_err *err);
 
 /* Whether the replicas may hold different weights (weight algorithms on > 1 rank). */
 bool bp_dp_replicas_differ(const bp_dp *dp);

@@ -86,7 +86,7 @@ static const bp_option train_options[] = {
     CHOICE("dp-algo", dp_algo, BP_DP_ALGO_CHOICES, "how the data-parallel replicas agree", NULL),
     CHOICE("peers", peers, "shift_one|all", "decentralized: whom a rank averages with", NULL),
     NUM("interval", BP_OPT_INT64, interval, 1, 1e12, "K",
-        "decentralized: average weights every K steps"),
+        "decentralized, lp-decentralized: average weights every K steps"),
     NUM("sync-ms", BP_OPT_INT, sync_ms, 1, 1e7, "MS", "async: milliseconds between averagings"),
     NUM("rank", BP_OPT_INT, rank, 1, 1 << 16, "R", "powersgd: rank of the approximation"),
     NUM("powersgd-warmup", BP_OPT_INT64, powersgd_warmup, 0, 1e12, "N",
@@ -289,6 +289,10 @@ void bp_train_dp_config(const bp_train_config *c, bp_dp_config *d) {
         .node_size = c->node_size,
         .bucket_mb = c->bucket_mb,
         .overlap = !c->no_overlap,
+        /* A bucket's update may start before the step's gradient norm is known and
+         * before the ranks agree to skip it: only without clipping, skipping and
+         * the tied embedding's sync between stages. */
+        .early_update = c->clip == 0 && !c->skip_nonfinite && c->pp == 1,
         .poll_s = c->comm_poll_us * 1e-6,
         .seed = (uint64_t)c->seed,
     };

@@ -26,6 +26,8 @@ struct bp_dp {
     int64_t step;     /* steps taken */
     bool use_buckets; /* gradients of this step go through the bucketer */
     bp_bucketer bk;   /* gradient algorithms on more than one rank; n == 0 otherwise */
+    double lr;        /* this step's learning rate */
+    bool early;       /* this step updates each bucket as soon as its average arrived */
     int nonfinite;    /* lowest tensor a bucket found non-finite in this step, -1: none */
     bool step_locked; /* this step holds the algorithm's lock (ops->lock) */
     double exposed_s;
@@ -47,8 +49,11 @@ struct bp_dp_algo_ops {
     /* Gradient algorithms: average bucket b of replica 0's gradients in place, on the
      * communication thread. */
     bp_status (*bucket)(bp_dp *dp, const bp_bucket *b, bp_err *err);
-    /* The update from this step's gradients; NULL: every replica's optimizer. */
-    bp_status (*update)(bp_dp *dp, double lr, bp_err *err);
+    /* The update of elements [off, off + len) from this step's gradients (the
+     * optimizers' clocks already count this step): once over the whole model, or,
+     * with dp->early, once per bucket as soon as the bucket ran (on the thread that
+     * ran backward). NULL: every replica's optimizer. */
+    bp_status (*update)(bp_dp *dp, double lr, size_t off, size_t len, bp_err *err);
     /* Weight algorithms: mix weights after the update (dp->step already counts it);
      * called on more than one rank, or always with local_replicas. */
     bp_status (*after_step)(bp_dp *dp, bp_err *err);
@@ -62,8 +67,8 @@ struct bp_dp_algo_ops {
 };
 
 /* Engine services for the algorithms. */
-/* Every replica's optimizer step on its own gradients. */
-void bp_dp_optim_step(bp_dp *dp, double lr);
+/* The bucket size in floats (at least 1). */
+size_t bp_dp_bucket_floats(const bp_dp_config *cfg);
 /* Replica 0's flat weights and their count. */
 float *bp_dp_weights(bp_dp *dp, size_t *n);
 /* Allocate state of `size` zeroed bytes into dp->state (freed by the engine). */

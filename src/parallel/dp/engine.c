@@ -56,10 +56,9 @@ void bp_dp_describe(const bp_dp_config *c, char *buf, size_t n) {
 
 /* ---- services for the algorithms ---------------------------------------------- */
 
-void bp_dp_optim_step(bp_dp *dp, double lr) {
-    for (int j = 0; j < dp->n_replicas; j++)
-        bp_optim_step(&dp->optims[j], bp_model_params(dp->models[j]), bp_model_grads(dp->models[j]),
-                      lr);
+size_t bp_dp_bucket_floats(const bp_dp_config *cfg) {
+    size_t n = (size_t)(cfg->bucket_mb * 1048576.0 / sizeof(float));
+    return n ? n : 1;
 }
 
 float *bp_dp_weights(bp_dp *dp, size_t *n) {
@@ -134,7 +133,7 @@ bp_status bp_dp_create(bp_comm *comm, const bp_dp_config *cfg, bp_model **models
     if (rc == BP_OK) rc = common_start(dp, err);
     if (rc == BP_OK && ops->create) rc = ops->create(dp, err);
     if (rc == BP_OK && ops->kind == BP_DP_GRADIENT && bp_comm_size(comm) > 1)
-        rc = bp_bucketer_init(&dp->bk, dp->model, (size_t)(cfg->bucket_mb * 1048576.0),
+        rc = bp_bucketer_init(&dp->bk, dp->model, bp_dp_bucket_floats(cfg) * sizeof(float),
                               tensor_index(dp->model, cfg->skip_tensor), run_bucket, dp, err);
     if (rc) {
         bp_dp_destroy(dp);
@@ -176,7 +175,9 @@ static void release_step_lock(bp_dp *dp) {
     dp->step_locked = false;
 }
 
-void bp_dp_step_begin(bp_dp *dp) {
+void bp_dp_step_begin(bp_dp *dp, double lr) {
+    dp->lr = lr;
+    dp->early = false;
     dp->exposed_s = 0;
     dp->nonfinite = -1;
     lock(dp);
@@ -187,25 +188,57 @@ void bp_dp_backward_begin(bp_dp *dp) {
     bool this_step = !dp->ops->buckets_this_step || dp->ops->buckets_this_step(dp);
     dp->use_buckets = dp->bk.n > 0 && this_step;
     if (!dp->use_buckets) return;
+    dp->early = dp->cfg.early_update;
     bp_bucketer_begin(&dp->bk);
     if (dp->cfg.overlap) bp_model_set_grad_hook(dp->model, bp_bucketer_block_done, &dp->bk);
 }
 
-bp_status bp_dp_backward_end(bp_dp *dp, bp_err *err) {
-    if (!dp->use_buckets) return BP_OK;
-    bp_model_set_grad_hook(dp->model, NULL, NULL);
+/* The update of elements [off, off + len) of every replica. */
+static bp_status update_range(bp_dp *dp, size_t off, size_t len, bp_err *err) {
+    if (dp->ops->update) return dp->ops->update(dp, dp->lr, off, len, err);
+    for (int j = 0; j < dp->n_replicas; j++)
+        bp_optim_update(&dp->optims[j], bp_model_params(dp->models[j]),
+                        bp_model_grads(dp->models[j]), dp->lr, off, len);
+    return BP_OK;
+}
+
+/* The optimizers' clocks count this step (before its first update_range). */
+static void update_begin(bp_dp *dp) {
+    for (int j = 0; j < dp->n_replicas; j++) dp->optims[j].t++;
+}
+
+typedef struct early_ctx {
+    bp_dp *dp;
+    double busy_s; /* computing updates: not communication */
+} early_ctx;
+
+static int update_bucket(void *ctx, const bp_bucket *b, bp_err *err) {
+    early_ctx *e = ctx;
     double t0 = bp_now();
-    bp_status rc = bp_bucketer_finish(&dp->bk, err);
-    dp->exposed_s += bp_now() - t0;
+    bp_status rc = update_range(e->dp, b->offset, b->len, err);
+    e->busy_s += bp_now() - t0;
     return rc;
 }
 
-bp_status bp_dp_step(bp_dp *dp, double lr, bp_err *err) {
+/* Waits for the buckets; with early updates, updates each as it arrives, so that
+ * the optimizer's work overlaps the communication of the later buckets. */
+bp_status bp_dp_backward_end(bp_dp *dp, bp_err *err) {
+    if (!dp->use_buckets) return BP_OK;
+    bp_model_set_grad_hook(dp->model, NULL, NULL);
+    early_ctx e = {.dp = dp};
+    if (dp->early) update_begin(dp);
+    double t0 = bp_now();
+    bp_status rc = bp_bucketer_finish(&dp->bk, dp->early ? update_bucket : NULL, &e, err);
+    dp->exposed_s += bp_now() - t0 - e.busy_s;
+    return rc;
+}
+
+bp_status bp_dp_step(bp_dp *dp, bp_err *err) {
     bp_status rc = BP_OK;
-    if (dp->ops->update)
-        rc = dp->ops->update(dp, lr, err);
-    else
-        bp_dp_optim_step(dp, lr);
+    if (!dp->early) {
+        update_begin(dp);
+        rc = update_range(dp, 0, bp_model_num_params(dp->model), err);
+    }
     dp->step++;
     bool mixes = bp_comm_size(dp->comm) > 1 || dp->ops->local_replicas;
     if (rc == BP_OK && mixes && dp->ops->after_step) {
