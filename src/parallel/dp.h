@@ -59,7 +59,8 @@ typedef struct bp_dp_config {
     bool overlap;          /* start buckets during backward (off: after it) */
     /* The caller neither changes the gradients after bp_dp_backward_end (no
      * clipping, no tied-embedding sync) nor skips a step: then each bucket's update
-     * starts as soon as its average has arrived, while later buckets travel. */
+     * starts as soon as its average has arrived, while later buckets travel
+     * (with overlap on). */
     bool early_update;
     double poll_s;         /* bp_comm_set_poll of the dp group (its waits share cores) */
     uint64_t seed;         /* PowerSGD's Q */

@@ -188,7 +188,7 @@ void bp_dp_backward_begin(bp_dp *dp) {
     bool this_step = !dp->ops->buckets_this_step || dp->ops->buckets_this_step(dp);
     dp->use_buckets = dp->bk.n > 0 && this_step;
     if (!dp->use_buckets) return;
-    dp->early = dp->cfg.early_update;
+    dp->early = dp->cfg.early_update && dp->cfg.overlap; /* --no-overlap: all sequential */
     bp_bucketer_begin(&dp->bk);
     if (dp->cfg.overlap) bp_model_set_grad_hook(dp->model, bp_bucketer_block_done, &dp->bk);
 }
