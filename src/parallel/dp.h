@@ -43,6 +43,8 @@ typedef enum bp_dp_kind { BP_DP_GRADIENT, BP_DP_WEIGHT } bp_dp_kind;
 
 typedef struct bp_dp_algo_ops bp_dp_algo_ops;
 
+#define BP_DP_BUCKET_MB 10.0 /* the default bucket size */
+
 typedef struct bp_dp_config {
     int algo;              /* bp_dp_algo */
     int peers;             /* decentralized: BP_PEERS_SHIFT_ONE or BP_PEERS_ALL */
@@ -56,6 +58,10 @@ typedef struct bp_dp_config {
     bool hierarchical;     /* reduce within nodes, run the algorithm among node leaders */
     int node_size;         /* ranks per node for hierarchical (0: find by shared memory) */
     double bucket_mb;      /* gradient bucket size */
+    /* Gradient algorithms: measure the first steps with several bucket sizes and
+     * keep the fastest (parallel/dp/bucket_tune.c); bucket_mb is then the size
+     * until the choice and for the algorithms without buckets. */
+    bool bucket_auto;
     bool overlap;          /* start buckets during backward (off: after it) */
     /* The caller neither changes the gradients after bp_dp_backward_end (no
      * clipping, no tied-embedding sync) nor skips a step: then each bucket's update
@@ -119,6 +125,19 @@ void bp_dp_swap_back(bp_dp *dp, const float *saved);
 int bp_dp_nonfinite_tensor(const bp_dp *dp);
 /* Instead of bp_dp_step: this step's update is dropped (on every rank alike). */
 void bp_dp_skip_step(bp_dp *dp);
+
+/* --bucket-mb auto: the sizes measured and the choice. */
+#define BP_DP_TUNE_SIZES 6
+typedef struct bp_dp_tune_result {
+    int64_t step;                       /* the choice holds from the step after this one */
+    double size_mb[BP_DP_TUNE_SIZES];   /* the candidates */
+    float step_ms[BP_DP_TUNE_SIZES];    /* their median step times, averaged over the
+                                         * ranks; -1: not measured (same buckets as the
+                                         * size before) */
+    double chosen_mb;
+} bp_dp_tune_result;
+/* True once, after the step in which the choice was made (the same on every rank). */
+bool bp_dp_bucket_tune_result(bp_dp *dp, bp_dp_tune_result *out);
 
 /* Seconds this step spent waiting for communication (not hidden behind compute). */
 double bp_dp_exposed_seconds(const bp_dp *dp);

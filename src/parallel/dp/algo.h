@@ -13,6 +13,8 @@
 #include "parallel/buckets.h"
 #include "parallel/dp.h"
 
+typedef struct bp_dp_tune bp_dp_tune;
+
 struct bp_dp {
     bp_dp_config cfg;
     const bp_dp_algo_ops *ops;
@@ -31,6 +33,7 @@ struct bp_dp {
     int nonfinite;    /* lowest tensor a bucket found non-finite in this step, -1: none */
     bool step_locked; /* this step holds the algorithm's lock (ops->lock) */
     double exposed_s;
+    bp_dp_tune *tune; /* --bucket-mb auto while measuring (bucket_tune.c); NULL: fixed */
 };
 
 struct bp_dp_algo_ops {
@@ -65,6 +68,15 @@ struct bp_dp_algo_ops {
     /* The settings after the name, e.g. " peers=all interval=2" (NULL: none). */
     void (*describe)(const bp_dp_config *cfg, char *buf, size_t n);
 };
+
+/* The bucketer of dp->cfg's bucket size. */
+bp_status bp_dp_bucketer_init(bp_dp *dp, bp_err *err);
+/* --bucket-mb auto (bucket_tune.c): create starts measuring (and builds the
+ * bucketer); the step calls time each step and switch sizes, then choose. */
+bp_status bp_dp_tune_create(bp_dp *dp, bp_err *err);
+void bp_dp_tune_destroy(bp_dp *dp);
+void bp_dp_tune_step_begin(bp_dp *dp);
+bp_status bp_dp_tune_step_end(bp_dp *dp, bp_err *err);
 
 /* Engine services for the algorithms. */
 /* The bucket size in floats (at least 1). */

@@ -47,7 +47,9 @@ void bp_dp_describe(const bp_dp_config *c, char *buf, size_t n) {
     size_t len = strlen(buf);
     if (ops && ops->describe && len < n) ops->describe(c, buf + len, n - len);
     len = strlen(buf);
-    if (ops && ops->kind == BP_DP_GRADIENT && len < n)
+    if (ops && ops->kind == BP_DP_GRADIENT && len < n && c->bucket_auto)
+        snprintf(buf + len, n - len, " bucket_mb=auto overlap=%s", c->overlap ? "on" : "off");
+    else if (ops && ops->kind == BP_DP_GRADIENT && len < n)
         snprintf(buf + len, n - len, " bucket_mb=%g overlap=%s", c->bucket_mb,
                  c->overlap ? "on" : "off");
     len = strlen(buf);
@@ -100,6 +102,11 @@ static int tensor_index(const bp_model *m, const char *name) {
     return -1;
 }
 
+bp_status bp_dp_bucketer_init(bp_dp *dp, bp_err *err) {
+    return bp_bucketer_init(&dp->bk, dp->model, bp_dp_bucket_floats(&dp->cfg) * sizeof(float),
+                            tensor_index(dp->model, dp->cfg.skip_tensor), run_bucket, dp, err);
+}
+
 /* ---- life cycle ------------------------------------------------------------------ */
 
 /* Every replica starts from rank 0's replica 0: broadcast, then copied on this rank. */
@@ -133,8 +140,7 @@ bp_status bp_dp_create(bp_comm *comm, const bp_dp_config *cfg, bp_model **models
     if (rc == BP_OK) rc = common_start(dp, err);
     if (rc == BP_OK && ops->create) rc = ops->create(dp, err);
     if (rc == BP_OK && ops->kind == BP_DP_GRADIENT && bp_comm_size(comm) > 1)
-        rc = bp_bucketer_init(&dp->bk, dp->model, bp_dp_bucket_floats(cfg) * sizeof(float),
-                              tensor_index(dp->model, cfg->skip_tensor), run_bucket, dp, err);
+        rc = cfg->bucket_auto ? bp_dp_tune_create(dp, err) : bp_dp_bucketer_init(dp, err);
     if (rc) {
         bp_dp_destroy(dp);
         return rc;
@@ -153,6 +159,7 @@ void bp_dp_destroy(bp_dp *dp) {
     if (!dp) return;
     release_step_lock(dp);
     bp_bucketer_free(&dp->bk);
+    bp_dp_tune_destroy(dp);
     if (dp->state && dp->ops->destroy) dp->ops->destroy(dp);
     free(dp->state);
     free(dp);
@@ -180,6 +187,7 @@ void bp_dp_step_begin(bp_dp *dp, double lr) {
     dp->early = false;
     dp->exposed_s = 0;
     dp->nonfinite = -1;
+    bp_dp_tune_step_begin(dp);
     lock(dp);
     dp->step_locked = dp->ops->lock != NULL;
 }
@@ -246,6 +254,7 @@ bp_status bp_dp_step(bp_dp *dp, bp_err *err) {
         rc = dp->ops->after_step(dp, err);
         dp->exposed_s += bp_now() - t0;
     }
+    if (rc == BP_OK) rc = bp_dp_tune_step_end(dp, err);
     release_step_lock(dp);
     return rc;
 }
