@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # --bucket-mb auto on 2 ranks: the first steps measure the sizes whose buckets
 # differ (for this ~0.93 MB gpt: 0.25, 0.5 and 1 MB; 2, 4 and 10 MB give the one
-# bucket of 1 MB and are not measured again), 6 steps each, then every rank takes
+# bucket of 1 MB and are not measured again), in turn for 6 rounds, then every rank takes
 # the size rank 0 found fastest from the times of all ranks. The metrics log has
 # one bucket_tune record saying so, the config record says bucket_mb=auto, rank 0
 # alone says which size it kept, and the losses are those of a fixed bucket size

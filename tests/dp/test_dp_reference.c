@@ -1034,7 +1034,7 @@ static void test_async(void **state) {
 
 static void on_alarm(int sig) {
     (void)sig;
-    static const char msg[] = "test_dp_reference: still running after 100 s; ending the job\n";
+    static const char msg[] = "test_dp_reference: still running after 140 s; ending the job\n";
     ssize_t w = write(2, msg, sizeof msg - 1);
     (void)w;
     _exit(1);
@@ -1052,7 +1052,7 @@ int main(int argc, char **argv) {
     MPI_Comm_dup(MPI_COMM_WORLD, &ref_comm);
     verbose = getenv("BP_DP_VERBOSE") && atoi(getenv("BP_DP_VERBOSE"));
     signal(SIGALRM, on_alarm);
-    alarm(100);
+    alarm(140);
     if (argc > 1) cmocka_set_test_filter(argv[1]);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_allreduce_gpt),

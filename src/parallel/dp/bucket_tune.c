@@ -1,11 +1,13 @@
 /* --bucket-mb auto: the bucket size measured, as Bagua's autotune service does
- * for its buckets, on the training steps themselves. Each candidate size runs
- * WARM steps (the first with a new communication thread and cold caches) and then
- * TIMED steps, from bp_dp_step_begin to the end of bp_dp_step (forward, backward,
- * the buckets, the update); a size whose buckets are those of the size before
- * (a model smaller than both) is not measured again. Then every rank's median per
- * size is averaged over the group, rank 0 picks the fastest and broadcasts it, so
- * that every rank switches to the same buckets at the same step. The steps keep
+ * for its buckets, on the training steps themselves. The candidate sizes whose
+ * buckets differ (sizes above the model's size all give one bucket: measured once)
+ * take turns, one step each, for WARM + TIMED rounds; a step is timed from
+ * bp_dp_step_begin to the end of bp_dp_step (forward, backward, the buckets, the
+ * update), the first round not. Taking turns spreads a change in the machine's
+ * load over all sizes alike, where measuring one size after the other would
+ * charge it to whichever size ran then. Then every rank's median per size is
+ * averaged over the group, rank 0 picks the fastest and broadcasts it, so that
+ * every rank switches to the same buckets at the same step. The steps keep
  * training: only the grouping of the gradients changes. */
 #include <math.h>
 #include <stdlib.h>
@@ -18,13 +20,13 @@ enum { WARM = 1, TIMED = 5 };
 static const double sizes_mb[BP_DP_TUNE_SIZES] = {0.25, 0.5, 1, 2, 4, 10};
 
 struct bp_dp_tune {
-    int cand;    /* the size being measured */
-    int steps;   /* steps taken with it */
-    double t0;   /* start of this step */
-    float ms[TIMED];
-    uint64_t plan[BP_DP_TUNE_SIZES]; /* each size's buckets, as a hash of their offsets */
+    int cand[BP_DP_TUNE_SIZES]; /* the sizes measured (indices of sizes_mb) */
+    int n;
+    int steps;                  /* tuning steps taken */
+    double t0;                  /* start of this step */
+    float ms[BP_DP_TUNE_SIZES][TIMED];
     bp_dp_tune_result res;
-    bool reported;
+    bool done, reported;
 };
 
 static uint64_t plan_of(const bp_bucketer *bk) {
@@ -39,25 +41,20 @@ static bp_status use_size(bp_dp *dp, double mb, bp_err *err) {
     return bp_dp_bucketer_init(dp, err);
 }
 
-/* Start measuring candidate c, or the next one whose buckets differ. */
-static bp_status start_candidate(bp_dp *dp, int c, bp_err *err) {
-    bp_dp_tune *t = dp->tune;
-    for (; c < BP_DP_TUNE_SIZES; c++) {
+bp_status bp_dp_tune_create(bp_dp *dp, bp_err *err) {
+    bp_dp_tune *t = dp->tune = calloc(1, sizeof *dp->tune);
+    if (!t) return bp_fail(err, BP_ENOMEM, "out of memory");
+    uint64_t last = 0;
+    for (int c = 0; c < BP_DP_TUNE_SIZES; c++) {
         bp_status rc = use_size(dp, sizes_mb[c], err);
         if (rc) return rc;
-        t->plan[c] = plan_of(&dp->bk);
-        t->res.step_ms[c] = -1; /* not measured (yet) */
-        if (c == 0 || t->plan[c] != t->plan[t->cand]) break;
+        t->res.size_mb[c] = sizes_mb[c];
+        t->res.step_ms[c] = -1; /* not measured */
+        uint64_t plan = plan_of(&dp->bk);
+        if (c == 0 || plan != last) t->cand[t->n++] = c;
+        last = plan;
     }
-    t->cand = c;
-    t->steps = 0;
-    return BP_OK;
-}
-
-bp_status bp_dp_tune_create(bp_dp *dp, bp_err *err) {
-    if (!(dp->tune = calloc(1, sizeof *dp->tune))) return bp_fail(err, BP_ENOMEM, "out of memory");
-    for (int c = 0; c < BP_DP_TUNE_SIZES; c++) dp->tune->res.size_mb[c] = sizes_mb[c];
-    return start_candidate(dp, 0, err);
+    return use_size(dp, sizes_mb[t->cand[0]], err);
 }
 
 void bp_dp_tune_destroy(bp_dp *dp) {
@@ -66,7 +63,7 @@ void bp_dp_tune_destroy(bp_dp *dp) {
 }
 
 void bp_dp_tune_step_begin(bp_dp *dp) {
-    if (dp->tune && dp->tune->cand < BP_DP_TUNE_SIZES) dp->tune->t0 = bp_now();
+    if (dp->tune && !dp->tune->done) dp->tune->t0 = bp_now();
 }
 
 static int cmp_float(const void *a, const void *b) {
@@ -76,13 +73,19 @@ static int cmp_float(const void *a, const void *b) {
 
 /* Every rank's medians averaged; rank 0's choice, broadcast, is everyone's. */
 static bp_status choose(bp_dp *dp, bp_err *err) {
-    bp_dp_tune_result *r = &dp->tune->res;
+    bp_dp_tune *t = dp->tune;
+    bp_dp_tune_result *r = &t->res;
+    for (int i = 0; i < t->n; i++) {
+        qsort(t->ms[i], TIMED, sizeof(float), cmp_float);
+        r->step_ms[t->cand[i]] = t->ms[i][TIMED / 2];
+    }
     int rc = bp_allreduce_avg(dp->comm, r->step_ms, BP_DP_TUNE_SIZES);
-    float best = 0;
-    for (int c = 1; rc == BP_OK && c < BP_DP_TUNE_SIZES; c++)
-        if (r->step_ms[c] >= 0 && r->step_ms[c] < r->step_ms[(int)best]) best = (float)c;
+    float best = (float)t->cand[0];
+    for (int i = 1; rc == BP_OK && i < t->n; i++)
+        if (r->step_ms[t->cand[i]] < r->step_ms[(int)best]) best = (float)t->cand[i];
     if (rc == BP_OK) rc = bp_bcast(dp->comm, &best, 1, 0);
     if (rc) return bp_comm_fail(dp->comm, rc, err);
+    t->done = true;
     r->chosen_mb = sizes_mb[(int)best];
     r->step = dp->step;
     return use_size(dp, r->chosen_mb, err);
@@ -90,19 +93,16 @@ static bp_status choose(bp_dp *dp, bp_err *err) {
 
 bp_status bp_dp_tune_step_end(bp_dp *dp, bp_err *err) {
     bp_dp_tune *t = dp->tune;
-    if (!t || t->cand >= BP_DP_TUNE_SIZES) return BP_OK;
-    if (t->steps >= WARM) t->ms[t->steps - WARM] = (float)((bp_now() - t->t0) * 1e3);
-    if (++t->steps < WARM + TIMED) return BP_OK;
-    qsort(t->ms, TIMED, sizeof *t->ms, cmp_float);
-    t->res.step_ms[t->cand] = t->ms[TIMED / 2];
-    bp_status rc = start_candidate(dp, t->cand + 1, err);
-    if (rc == BP_OK && t->cand >= BP_DP_TUNE_SIZES) rc = choose(dp, err);
-    return rc;
+    if (!t || t->done) return BP_OK;
+    int round = t->steps / t->n, i = t->steps % t->n;
+    if (round >= WARM) t->ms[i][round - WARM] = (float)((bp_now() - t->t0) * 1e3);
+    if (++t->steps == t->n * (WARM + TIMED)) return choose(dp, err);
+    return t->n > 1 ? use_size(dp, sizes_mb[t->cand[t->steps % t->n]], err) : BP_OK;
 }
 
 bool bp_dp_bucket_tune_result(bp_dp *dp, bp_dp_tune_result *out) {
     bp_dp_tune *t = dp->tune;
-    if (!t || t->cand < BP_DP_TUNE_SIZES || t->reported) return false;
+    if (!t || !t->done || t->reported) return false;
     t->reported = true;
     *out = t->res;
     return true;
