@@ -3,14 +3,34 @@
 # refuses to run as root and to put more ranks than cores on a host unless told,
 # ranks that share cores run faster when idle ones yield, and TCP stays on the
 # loopback interface. MPICH needs none of this. On a cluster, call mpirun (or srun)
-# directly with the cluster's own settings.
+# directly with the cluster's own settings. $MPIEXEC names another launcher.
+#
+# SIGINT and SIGTERM (Ctrl-C, kill) go to the ranks, which stop together after one
+# step, save a checkpoint and exit 3, and this script exits with the launcher's
+# code, 3: Open MPI's mpirun, signalled itself, ends the job and exits 1 whatever
+# the ranks return. So the launcher runs in a process group of its own (a Ctrl-C
+# on the terminal reaches only this script) with stdin from /dev/null (bagpipe
+# reads none; a background group must not read the terminal).
 # Usage: scripts/mpirun.sh -np N program args...
 set -euo pipefail
+launcher=${MPIEXEC:-mpirun}
 flags=()
-if mpirun --version 2>&1 | grep -q "Open MPI"; then
+if "$launcher" --version 2>&1 | grep -qE "Open MPI|OpenRTE"; then
   flags+=(--oversubscribe --mca mpi_yield_when_idle 1 -x OPENBLAS_NUM_THREADS=1
     --mca btl_tcp_if_include lo --mca oob_tcp_if_include lo)
   [ "$(id -u)" -eq 0 ] && flags+=(--allow-run-as-root)
 fi
 export OPENBLAS_NUM_THREADS=1
-exec mpirun "${flags[@]}" "$@"
+set -m
+"$launcher" "${flags[@]}" "$@" </dev/null &
+pid=$!
+set +m
+# The ranks are the launcher's children on one machine (Open MPI's mpirun and
+# MPICH's Hydra proxy alike: the proxy's children for MPICH).
+to_ranks() { pkill -"$1" -P "$(pgrep -d, -P "$pid" -f hydra_pmi_proxy || echo "$pid")" || true; }
+trap 'to_ranks TERM' TERM
+trap 'to_ranks INT' INT
+while kill -0 "$pid" 2>/dev/null; do wait "$pid" || true; done
+rc=0
+wait "$pid" || rc=$?
+exit "$rc"

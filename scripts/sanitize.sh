@@ -28,15 +28,16 @@ export OPENBLAS_NUM_THREADS=1
 # multi-rank code: collectives, primitives, async averaging and the watchdog on 1-3
 # ranks, the dp engine (every algorithm, buckets), the pipeline grid and compressed
 # backpropagation, checkpoints written by 2 ranks and resumed on 1 and 4, pipeline
-# checkpoints. Left out: the same tests on 4 ranks, whole training runs compared
-# across rank counts (equivalence), option errors under mpiexec (the same error
+# checkpoints, traces gathered from 2 ranks and the report drawn from them. Left
+# out: the same tests on 4 ranks, whole training runs compared across rank counts
+# (equivalence), option errors under mpiexec (the same error
 # paths run in cli_bad_input), jobs killed or stopped on purpose (mostly waiting),
 # the `slow` quality runs (minutes of training), test_comm_net (it times emulated
 # links against their model within 10%, which ASan's slowdown breaks; the code it
 # runs is the transport every other comm test uses), and cli_help, ~120 processes that
 # only parse options: fuzz_options runs that parser under ASan+UBSan millions of
 # times and its corpus replays here.
-ASAN_MPI='test_comm_(coll|async)_np[123]|test_comm_prim_np2|test_comm_fail_job|example_comm_average_np3|test_dp_reference_np[23]|test_pipe_grid_np[23]|occ_cb_np2|faults_resize|pipe_checkpoint'
+ASAN_MPI='test_comm_(coll|async)_np[123]|test_comm_prim_np2|test_comm_fail_job|example_comm_average_np3|test_dp_reference_np[23]|test_pipe_grid_np[23]|occ_cb_np2|faults_resize|pipe_checkpoint|trace|report'
 ASAN_EXCLUDE='cli_help'
 
 # Names of the tests ctest would run with these arguments.
@@ -77,9 +78,10 @@ run_asan() {
 # averaging thread of comm/async.c and the watchdog of comm/watchdog.c, driven
 # through the dp engine (test_dp_reference: every algorithm, buckets, async, with
 # the watchdog on), through the comm library alone (test_comm_async on 2 and 3
-# ranks) and with the watchdog firing (test_comm_fail_job).
-TSAN_TARGETS=(test_comm_async test_dp_reference fail_job)
-TSAN_TESTS='test_comm_async_np[23]|test_dp_reference_np2|test_comm_fail_job'
+# ranks) and with the watchdog firing (test_comm_fail_job); and the trace those
+# threads record on together with the main thread (test_trace).
+TSAN_TARGETS=(test_comm_async test_dp_reference fail_job test_trace)
+TSAN_TESTS='test_comm_async_np[23]|test_dp_reference_np2|test_comm_fail_job|test_trace'
 
 run_tsan() {
   cmake -S . -B build-tsan -DBP_TSAN=ON >/dev/null

@@ -10,6 +10,7 @@ packages=(
   libopenblas-dev                       # matrix products
   zlib1g-dev                            # gzip'ed IDX files, CRC-32 of checkpoints
   libcmocka-dev                         # C unit tests
+  gnuplot-nox                           # bagpipe report: SVG and PNG plots
   bible-kjv                             # King James Bible text (language modelling)
   dataset-fashion-mnist                 # Fashion-MNIST images (classification)
 )

@@ -52,6 +52,17 @@ refused() {
   rm -rf "$WORK/refused"
 }
 
+# term_rank OUT [SECONDS]: once the training run writing to OUT has logged a step,
+# and SECONDS more (default 1) have passed, SIGTERM one of its rank processes.
+term_rank() {
+  local out=$1 victim
+  for _ in $(seq 100); do [ -s "$out/metrics.jsonl" ] && break; sleep 0.1; done
+  sleep "${2:-1}"
+  victim=$(pgrep -f "$BP train .*--out $out" | tail -n 1)
+  [ -n "$victim" ] || fail "no rank process found"
+  kill -TERM "$victim"
+}
+
 # values FILE TYPE KEY: "step value" of KEY in every record of TYPE (step, eval).
 values() {
   grep "\"type\":\"$2\"" "$1" | sed -nE "s/.*\"step\":([0-9]+),.*\"$3\":([^,}]+).*/\1 \2/p"

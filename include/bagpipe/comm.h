@@ -29,12 +29,20 @@
  *   bw=<number>[K|M|G][bit|bit/s|bps]   link bandwidth in bits per second, decimal
  *                                       prefixes (1Gbit = 1e9 bit/s); default infinite
  *   lat=<number>(us|ms|s)               one-way latency; default 0
+ *   eager=<number>[K|M]                 rendezvous threshold in bytes (K = 1024);
+ *                                       default 0 (every message eager)
  * e.g. "bw=1Gbit,lat=1ms"; "" or "off" turns it off. Each directed link between two
  * processes serializes its messages (bytes * 8 / bw, one after another) and then
  * adds the latency: a message of b bytes sent on an idle link arrives
  * b * 8 / bw + lat seconds after it was sent. A blocking send returns once the
- * message is serialized. Times use the monotonic clock, so the emulation is meant
- * for ranks on one machine.
+ * message is serialized. With eager=E, a message of b > E bytes is sent as MPI over
+ * TCP sends it: its first E bytes, then the rest once the receiver's clear-to-send
+ * has come back, and that reply queues behind whatever the receiver is itself
+ * sending to the sender; so the message arrives no earlier than (b - E) * 8 / bw +
+ * lat after the receiver's own link to the sender is free. Two ranks exchanging
+ * large messages then share the link as if it were half-duplex, as measured on
+ * kernel-shaped TCP links with Open MPI (eager=64K is its TCP default). Times use
+ * the monotonic clock, so the emulation is meant for ranks on one machine.
  *
  * Watchdog: bp_comm_set_timeout(c, s) makes any operation that has not finished
  * after s seconds print one line naming the rank, the group and the operation, and
@@ -134,12 +142,22 @@ int bp_comm_set_net(bp_comm *c, const char *spec);
 /* Watchdog timeout in seconds for every group that shares c's world; 0 is off. */
 int bp_comm_set_timeout(bp_comm *c, double seconds);
 
+/* Record every operation on c (collectives, primitives, point-to-point messages and
+ * their waits, with bytes, peer and the group's name, and the compression inside
+ * them) on `trace` (src/core/trace.h), from whichever thread calls; NULL turns it
+ * off. The trace must outlive c's operations. bp_comm_trace returns it, so that
+ * code holding a group records its own work on the same trace. */
+typedef struct bp_trace bp_trace;
+int bp_comm_set_trace(bp_comm *c, bp_trace *trace);
+bp_trace *bp_comm_trace(const bp_comm *c);
+
 /* --- network model ------------------------------------------------------------- */
 
 typedef struct bp_net {
     bool on;
     double bw_bps; /* bits per second; 0 means infinite */
     double lat_s;  /* seconds */
+    double eager;  /* bytes; larger messages wait for the receiver's clear-to-send; 0: none */
 } bp_net;
 
 int bp_net_parse(const char *spec, bp_net *net, bp_err *err);

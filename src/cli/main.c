@@ -10,11 +10,14 @@
 
 #include "bagpipe/comm.h"
 #include "bagpipe/status.h"
+#include "cli/report.h"
 #include "cli/tune.h"
+#include "core/device.h"
 #include "core/log.h"
 #include "core/options.h"
 #include "train/config.h"
 #include "train/sample.h"
+#include "train/simulate.h"
 #include "train/trainer.h"
 
 #define BAGPIPE_VERSION "0.1.0"
@@ -29,6 +32,8 @@ static void usage(FILE *f) {
             "  train    train a model (gpt on text, mlp on Fashion-MNIST)\n"
             "  sample   generate text from a trained gpt checkpoint\n"
             "  tune     choose pipelines, micro-batches and schedule for a pipeline run\n"
+            "  simulate predict a step's time, communication and memory on a described machine\n"
+            "  report   plots of finished runs (loss, communication, stages, timeline)\n"
             "\n"
             "Run 'bagpipe <command> --help' for the options of a command.\n"
             "Exit codes: 0 success, 2 usage or configuration error, 1 runtime failure.\n",
@@ -70,6 +75,17 @@ static int train_config(int argc, char **argv, int world, bp_train_config *cfg, 
     return bp_train_config_check_world(cfg, world, err);
 }
 
+/* --device: stops before any work, with one line, where the device cannot be used.
+ * Each rank probes its own machine and the ranks agree by a sum, so all of them stop
+ * (with the usage exit code, the line printed by rank 0) when any one must. */
+/* The GPU model, kernels, codecs and device communication exist (nn/cuda, compress/cuda,
+ * comm/cuda); the training loop does not drive them yet. */
+static int device_not_wired(int device, const char *cmd, bp_err *err) {
+    if (device == BP_DEVICE_CPU) return BP_OK;
+    return bp_fail(err, BP_EUSAGE, "option --device cuda: bagpipe %s does not run on the GPU yet",
+                   cmd);
+}
+
 /* Set by SIGINT/SIGTERM; the trainer stops all ranks after the same step. */
 static volatile sig_atomic_t stop_requested;
 
@@ -101,6 +117,10 @@ static int cmd_train(int argc, char **argv) {
     if (size > 1) bp_log_set_rank(rank);
     bp_train_config cfg;
     rc = train_config(argc, argv, size, &cfg, &help, &err);
+    /* Each rank checks its own GPU; the agreement below stops every rank alike. */
+    if (rc == BP_OK && !help)
+        rc = bp_device_require((bp_device_kind)cfg.device, "option --device cuda", &err);
+    if (rc == BP_OK && !help) rc = device_not_wired(cfg.device, "train", &err);
     bp_train_result res = {0};
     rc = bp_train_agree(world, rc, &res.stopped_together, &err);
     catch_stop_signals();
@@ -134,7 +154,10 @@ static int cmd_sample(int argc, char **argv) {
         bp_options_print_help(stdout, opts, n, &defaults);
         return 0;
     }
-    if ((rc = bp_sample_run(&cfg, stdout, &err))) return fail(rc, &err);
+    if ((rc = bp_device_require((bp_device_kind)cfg.device, "option --device cuda", &err)) ||
+        (rc = device_not_wired(cfg.device, "sample", &err)) ||
+        (rc = bp_sample_run(&cfg, stdout, &err)))
+        return fail(rc, &err);
     return 0;
 }
 
@@ -156,7 +179,32 @@ static int cmd_tune(int argc, char **argv, const char *prog) {
     }
     free(opts);
     if (rc == BP_OK && !help) rc = bp_tune_config_finalize(&cfg, &err);
+    if (rc == BP_OK && !help)
+        rc = bp_device_require((bp_device_kind)cfg.train.device, "option --device cuda", &err);
+    if (rc == BP_OK && !help) rc = device_not_wired(cfg.train.device, "tune", &err);
     if (rc == BP_OK && !help) rc = bp_cli_tune(&cfg, prog, argc, argv, stdout, &err);
+    return rc ? fail(rc, &err) : 0;
+}
+
+/* One process: measures or reads the machine, simulates a step, prints it. */
+static int cmd_simulate(int argc, char **argv) {
+    bp_simulate_config cfg, defaults;
+    bp_simulate_config_defaults(&cfg);
+    defaults = cfg;
+    int n, help = 0;
+    bp_err err = {0};
+    bp_option *opts = bp_simulate_options(&n);
+    if (!opts) return fail(bp_fail(&err, BP_ENOMEM, "out of memory"), &err);
+    int rc = bp_options_parse(opts, n, &cfg, argc, argv, &help, &err);
+    if (rc == BP_OK && help) {
+        printf("usage: bagpipe simulate [options]\n\n"
+               "The options of bagpipe train (--dp defaults to 1), then simulate's own.\n"
+               "Exactly one of --measure, --profile and --device-flops.\n\noptions:\n");
+        bp_options_print_help(stdout, opts, n, &defaults);
+    }
+    free(opts);
+    if (rc == BP_OK && !help) rc = bp_simulate_config_finalize(&cfg, &err);
+    if (rc == BP_OK && !help) rc = bp_simulate_run(&cfg, stdout, &err);
     return rc ? fail(rc, &err) : 0;
 }
 
@@ -177,6 +225,10 @@ int main(int argc, char **argv) {
     if (strcmp(cmd, "train") == 0) return cmd_train(argc - 2, argv + 2);
     if (strcmp(cmd, "sample") == 0) return cmd_sample(argc - 2, argv + 2);
     if (strcmp(cmd, "tune") == 0) return cmd_tune(argc - 2, argv + 2, argv[0]);
-    bp_log_error("unknown command '%s' (commands: train, sample, tune; see bagpipe --help)", cmd);
+    if (strcmp(cmd, "simulate") == 0) return cmd_simulate(argc - 2, argv + 2);
+    if (strcmp(cmd, "report") == 0) return report_main(argc - 2, argv + 2);
+    bp_log_error("unknown command '%s' (commands: train, sample, tune, simulate, report; "
+                 "see bagpipe --help)",
+                 cmd);
     return 2;
 }

@@ -61,6 +61,7 @@ static int round_once(bp_async_avg *a, bool *stop) {
 static void *async_main(void *arg) {
     bp_async_avg *a = arg;
     bool stop = false;
+    bp_trace_thread(a->c->trace, "async averaging");
     for (double next = bp_now() + a->interval_s; !stop; next += a->interval_s) {
         wait_interval(a, next);
         a->status = round_once(a, &stop);

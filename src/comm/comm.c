@@ -284,6 +284,14 @@ int bp_comm_set_poll(bp_comm *c, double seconds) {
     return BP_OK;
 }
 
+int bp_comm_set_trace(bp_comm *c, bp_trace *trace) {
+    c->trace = trace;
+    c->trace_group = trace ? bp_trace_intern(trace, c->name) : NULL;
+    return BP_OK;
+}
+
+bp_trace *bp_comm_trace(const bp_comm *c) { return c->trace; }
+
 int bp_comm_set_timeout(bp_comm *c, double seconds) {
     bp_err err;
     int rc = bpc_watch_set_timeout(c->world, seconds, &err);

@@ -18,6 +18,7 @@
 #include <stdatomic.h>
 
 #include "bagpipe/comm.h"
+#include "core/trace.h"
 
 #define BP_GROUP_NAME_MAX 64
 
@@ -46,6 +47,11 @@ typedef struct op_ctx {
      * watchdog can name the rank that is gone or stuck. Read by the watchdog thread. */
     atomic_int waiting_for;
     struct op_ctx *prev, *next;
+    /* tracing (c->trace set): start time, the event's name when it differs from
+     * `name` (NULL: none; "" records no event), the peer of point-to-point */
+    double t0;
+    const char *trace_name;
+    int peer;
 } op_ctx;
 
 /* State shared by all groups that come from one bp_comm_init or bp_comm_wrap. */
@@ -86,6 +92,8 @@ struct bp_comm {
     pthread_mutex_t mu; /* guards stats and err */
     bp_stats stats;
     bp_err err;
+    bp_trace *trace;          /* bp_comm_set_trace; NULL: off */
+    const char *trace_group;  /* the name, owned by the trace */
 };
 
 /* --- operations (ops.c) ---------------------------------------------------------- */
@@ -128,6 +136,7 @@ typedef struct tx_req {
     int proc;           /* MPI_COMM_WORLD rank of the peer */
     double arrive;      /* stamp: when the message arrives on the emulated link */
     double sent;        /* sender: when the emulated link has serialized it */
+    size_t bytes;
     bool recv;
 } tx_req;
 
@@ -144,6 +153,9 @@ bool bpc_net_on(bp_world *w);
 /* The next free time and arrival of `bytes` on our link to MPI_COMM_WORLD rank
  * `proc`; false when emulation is off. */
 bool bpc_net_reserve(bp_world *w, int proc, size_t bytes, double *sent, double *arrive);
+/* When a received message of `bytes` from `proc`, stamped `arrive`, is complete
+ * once the rendezvous (eager=) is accounted for. */
+double bpc_net_rendezvous(bp_world *w, int proc, size_t bytes, double arrive);
 
 /* --- collectives (coll.c) ---------------------------------------------------------- */
 

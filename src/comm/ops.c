@@ -31,6 +31,8 @@ void bpc_op_begin_named(op_ctx *op, bp_comm *c, const char *name) {
     op->c = c;
     op->kind = BP_OP_COUNT;
     op->name = name;
+    op->peer = -1;
+    op->t0 = bp_trace_clock(c->trace);
     atomic_store(&op->waiting_for, -1);
     bpc_watch_add(c->world, op);
 }
@@ -50,8 +52,21 @@ static void stats_add(bp_op_stats *to, const bp_op_stats *from) {
     to->blocked_s += from->blocked_s;
 }
 
+/* One event per operation, with what it moved; management operations have none. */
+static void trace_op(const op_ctx *op) {
+    const char *name = op->trace_name ? op->trace_name : op->name;
+    if (op->kind == BP_OP_COUNT || !name[0]) return;
+    bp_trace_args a = BP_TRACE_NO_ARGS;
+    a.bytes_sent = (int64_t)op->acc.bytes_sent;
+    a.bytes_recv = (int64_t)op->acc.bytes_recv;
+    a.group = op->c->trace_group;
+    if (op->peer >= 0 && op->peer < op->c->size) a.peer = op->c->proc[op->peer];
+    bp_trace_add_(op->c->trace, "comm", name, op->t0, &a);
+}
+
 int bpc_op_end(op_ctx *op, int rc) {
     bp_comm *c = op->c;
+    if (c->trace) trace_op(op);
     bpc_watch_remove(c->world, op);
     pthread_mutex_lock(&c->mu);
     if (op->kind != BP_OP_COUNT) stats_add(&c->stats.op[op->kind], &op->acc);

@@ -8,8 +8,17 @@ struct bp_request {
     bp_comm *c;
     bp_op kind;
     size_t n;
+    int peer;
     tx_req tx;
 };
+
+/* Names of the trace events: a blocking call is one event; a non-blocking one is
+ * the posting (with the bytes) and its wait. "" records nothing. */
+static const char *trace_name(bp_op kind, int part) {
+    static const char *names[2][3] = {{"send", "isend", "wait isend"},
+                                      {"recv", "irecv", "wait irecv"}};
+    return part < 0 ? "" : names[kind == BP_OP_RECV][part];
+}
 
 static int check(op_ctx *op, const bp_comm *c, size_t n, int peer, int tag) {
     if (peer < 0 || peer >= c->size)
@@ -20,10 +29,12 @@ static int check(op_ctx *op, const bp_comm *c, size_t n, int peer, int tag) {
     return BP_OK;
 }
 
-/* Post one message as an operation of its own. */
-static int post(bp_comm *c, bp_op kind, float *x, size_t n, int peer, int tag, tx_req *tx) {
+/* Post one message as an operation of its own; `part` names its trace event. */
+static int post(bp_comm *c, bp_op kind, float *x, size_t n, int peer, int tag, tx_req *tx,
+                int part) {
     op_ctx op;
     bpc_op_begin(&op, c, kind, n);
+    op.trace_name = trace_name(kind, part), op.peer = peer;
     int rc = check(&op, c, n, peer, tag);
     if (rc == BP_OK)
         rc = kind == BP_OP_SEND ? bpc_tx_isend(&op, c, x, n * sizeof *x, peer, tag, tx)
@@ -32,17 +43,28 @@ static int post(bp_comm *c, bp_op kind, float *x, size_t n, int peer, int tag, t
 }
 
 /* Complete a posted message; its call was counted when it was posted. */
-static int complete(bp_comm *c, bp_op kind, size_t n, tx_req *tx) {
+static int complete(bp_comm *c, bp_op kind, size_t n, int peer, tx_req *tx, int part) {
     op_ctx op;
     bpc_op_begin(&op, c, kind, n);
+    op.trace_name = trace_name(kind, part), op.peer = peer;
     op.acc.calls = 0;
     return bpc_op_end(&op, bpc_tx_wait(&op, tx, 1));
 }
 
 static int blocking(bp_comm *c, bp_op kind, float *x, size_t n, int peer, int tag) {
     tx_req tx;
-    int rc = post(c, kind, x, n, peer, tag, &tx);
-    return rc == BP_OK ? complete(c, kind, n, &tx) : rc;
+    double t0 = bp_trace_clock(c->trace);
+    int rc = post(c, kind, x, n, peer, tag, &tx, -1);
+    rc = rc == BP_OK ? complete(c, kind, n, peer, &tx, -1) : rc;
+    if (c->trace && peer >= 0 && peer < c->size) {
+        bp_trace_args a = BP_TRACE_NO_ARGS;
+        size_t bytes = rc == BP_OK ? n * sizeof *x : 0;
+        a.bytes_sent = kind == BP_OP_SEND ? (int64_t)bytes : 0;
+        a.bytes_recv = kind == BP_OP_RECV ? (int64_t)bytes : 0;
+        a.group = c->trace_group, a.peer = c->proc[peer];
+        bp_trace_add_(c->trace, "comm", trace_name(kind, 0), t0, &a);
+    }
+    return rc;
 }
 
 int bp_send(bp_comm *c, const float *x, size_t n, int peer, int tag) {
@@ -62,8 +84,8 @@ static int nonblocking(bp_comm *c, bp_op kind, float *x, size_t n, int peer, int
         bp_fail(&err, BP_ENOMEM, "cannot allocate a request");
         return bpc_comm_record(c, BP_ENOMEM, &err);
     }
-    **req = (bp_request){.c = c, .kind = kind, .n = n};
-    int rc = post(c, kind, x, n, peer, tag, &(*req)->tx);
+    **req = (bp_request){.c = c, .kind = kind, .n = n, .peer = peer};
+    int rc = post(c, kind, x, n, peer, tag, &(*req)->tx, 1);
     if (rc != BP_OK) {
         free(*req);
         *req = NULL;
@@ -82,7 +104,7 @@ int bp_irecv(bp_comm *c, float *x, size_t n, int peer, int tag, bp_request **req
 int bp_wait(bp_request **req) {
     if (!*req) return BP_OK;
     bp_request *r = *req;
-    int rc = complete(r->c, r->kind, r->n, &r->tx);
+    int rc = complete(r->c, r->kind, r->n, r->peer, &r->tx, 2);
     free(r);
     *req = NULL;
     return rc;

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "comm/internal.h"
+#include "compress/traced.h"
 #include "core/buf.h"
 
 int bp_shift_one_peer(int rank, int size, uint64_t round) {
@@ -87,7 +88,7 @@ static int encode(op_ctx *op, bp_ring_lp *s, const float *z, unsigned char *enc)
     int rc = BP_OK;
     for (size_t off = 0; rc == BP_OK && off < s->n; off += s->chunk) {
         size_t len = chunk_len(s, off);
-        rc = bp_codec_encode(s->codec, z + off, len, enc, &op->err);
+        rc = bp_codec_encode_traced(s->codec, z + off, len, enc, op->c->trace, &op->err);
         enc += bp_codec_encoded_size(s->codec, len);
     }
     return rc;
@@ -98,7 +99,7 @@ static int absorb(op_ctx *op, bp_ring_lp *s, const unsigned char *enc, float *re
     int rc = BP_OK;
     for (size_t off = 0; rc == BP_OK && off < s->n; off += s->chunk) {
         size_t len = chunk_len(s, off);
-        rc = bp_codec_decode(s->codec, enc, len, s->tmp + off, &op->err);
+        rc = bp_codec_decode_traced(s->codec, enc, len, s->tmp + off, op->c->trace, &op->err);
         enc += bp_codec_encoded_size(s->codec, len);
     }
     if (rc == BP_OK) bpc_vec_add(replica, s->tmp, s->n);

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "comm/internal.h"
+#include "compress/traced.h"
 #include "core/buf.h"
 #include "core/timer.h"
 
@@ -97,7 +98,8 @@ static int lp_average_own(op_ctx *op, bp_codec *codec, const unsigned char *recv
                           const lp_layout *L, int p, float *xr, size_t len, float *dec) {
     int rc = BP_OK;
     for (int j = 0; j < p && rc == BP_OK; j++) {
-        rc = bp_codec_decode(codec, recv + L->recv_off[j], len, j ? dec : xr, &op->err);
+        rc = bp_codec_decode_traced(codec, recv + L->recv_off[j], len, j ? dec : xr, op->c->trace,
+                                    &op->err);
         if (rc == BP_OK && j) bpc_vec_add(xr, dec, len);
     }
     if (rc == BP_OK) bpc_vec_scale(xr, 1.0f / (float)p, len);
@@ -115,18 +117,22 @@ static int lp_exchange(op_ctx *op, bp_comm *g, float *x, size_t n, bp_codec *cod
     for (int j = 0; j < p && rc == BP_OK; j++) {
         size_t off, len;
         bp_chunk(n, p, j, &off, &len);
-        rc = bp_codec_encode(codec, x + off, len, send + L->enc_off[j], &op->err);
+        rc = bp_codec_encode_traced(codec, x + off, len, send + L->enc_off[j], op->c->trace,
+                                    &op->err);
     }
     blocks sb = {L->enc_off, L->enc_len, 0, 0}, rb = {L->recv_off, L->recv_len, 0, 0};
     if (rc == BP_OK) rc = bpc_x_alltoall(op, g, send, &sb, recv, &rb);
     if (rc == BP_OK) rc = lp_average_own(op, codec, recv, L, p, x + off_r, len_r, dec);
     /* The averaged chunks travel compressed again; `send` is free for them. */
-    if (rc == BP_OK) rc = bp_codec_encode(codec, x + off_r, len_r, send + L->enc_off[r], &op->err);
+    if (rc == BP_OK)
+        rc = bp_codec_encode_traced(codec, x + off_r, len_r, send + L->enc_off[r], op->c->trace,
+                                    &op->err);
     if (rc == BP_OK) rc = bpc_x_allgather(op, g, send, &sb);
     for (int j = 0; j < p && rc == BP_OK; j++) {
         size_t off, len;
         bp_chunk(n, p, j, &off, &len);
-        rc = bp_codec_decode(codec, send + L->enc_off[j], len, x + off, &op->err);
+        rc = bp_codec_decode_traced(codec, send + L->enc_off[j], len, x + off, op->c->trace,
+                                    &op->err);
     }
     return rc;
 }
@@ -181,19 +187,25 @@ static bool compresses(bp_codec *const *ps, int i) { return ps[i] && bp_powersgd
 static int powersgd_steps(op_ctx *op, bp_comm *c, int count, float *const *x, const size_t *n,
                           bp_codec *const *ps, psgd_parts *pp, float *buf) {
     int rc = BP_OK;
+    double t0 = bp_trace_clock(op->c->trace);
     for (int i = 0; rc == BP_OK && i < count; i++) {
         pp->part[i] = x[i], pp->len[i] = n[i];
         if (compresses(ps, i))
             rc = bp_powersgd_project(ps[i], x[i], n[i], &pp->part[i], &pp->len[i], &op->err);
     }
+    bp_trace_span(op->c->trace, "compress", "powersgd project P", t0);
     if (rc == BP_OK) rc = average_parts(op, c, pp, count, buf);
+    t0 = bp_trace_clock(op->c->trace);
     for (int i = 0; rc == BP_OK && i < count; i++) {
         pp->len[i] = 0;
         if (compresses(ps, i)) rc = bp_powersgd_reproject(ps[i], &pp->part[i], &pp->len[i], &op->err);
     }
+    bp_trace_span(op->c->trace, "compress", "powersgd project Q", t0);
     if (rc == BP_OK) rc = average_parts(op, c, pp, count, buf);
+    t0 = bp_trace_clock(op->c->trace);
     for (int i = 0; rc == BP_OK && i < count; i++)
         if (compresses(ps, i)) rc = bp_powersgd_finish(ps[i], x[i], n[i], &op->err);
+    bp_trace_span(op->c->trace, "compress", "powersgd decode", t0);
     return rc;
 }
 

@@ -10,30 +10,46 @@
 
 /* Buckets of whole tensors from the end of the buffer; a tensor larger than the
  * bucket size gets a bucket of its own. */
-static int plan(bp_bucketer *bk, const bp_model *m, size_t bucket_bytes, int skip, bp_err *err) {
-    int nt = bp_model_num_tensors(m);
-    bk->buckets = calloc((size_t)nt, sizeof *bk->buckets);
-    if (!bk->buckets) return bp_fail(err, BP_ENOMEM, "cannot allocate %d buckets", nt);
+int bp_buckets_plan(const bp_bucket_tensor *tt, int nt, size_t bucket_bytes, int skip,
+                    bp_bucket *out) {
     size_t limit = bucket_bytes / sizeof(float);
+    int n = 0;
     for (int t = nt - 1; t >= 0;) {
         if (t == skip) {
             t--;
             continue;
         }
-        bp_bucket *b = &bk->buckets[bk->n++];
-        const bp_tensor_info *top = bp_model_tensor(m, t);
-        size_t end = top->offset + top->numel;
-        b->min_block = INT_MAX;
+        bp_bucket *b = &out[n++];
+        *b = (bp_bucket){.min_block = INT_MAX};
+        size_t end = tt[t].offset + tt[t].numel;
         do {
-            const bp_tensor_info *ti = bp_model_tensor(m, t);
             b->first_tensor = t;
-            b->offset = ti->offset;
-            b->len = end - ti->offset;
+            b->offset = tt[t].offset;
+            b->len = end - tt[t].offset;
             b->n_tensors++;
-            if (ti->block < b->min_block) b->min_block = ti->block;
+            if (tt[t].block < b->min_block) b->min_block = tt[t].block;
             t--;
-        } while (t >= 0 && t != skip && end - bp_model_tensor(m, t)->offset <= limit);
+        } while (t >= 0 && t != skip && end - tt[t].offset <= limit);
     }
+    return n;
+}
+
+static int plan(bp_bucketer *bk, const bp_model *m, size_t bucket_bytes, int skip, bp_err *err) {
+    int nt = bp_model_num_tensors(m);
+    bk->buckets = calloc((size_t)nt, sizeof *bk->buckets);
+    bp_bucket_tensor *tt = malloc((size_t)nt * sizeof *tt);
+    if (!bk->buckets || !tt) {
+        free(tt);
+        free(bk->buckets);
+        bk->buckets = NULL;
+        return bp_fail(err, BP_ENOMEM, "cannot allocate %d buckets", nt);
+    }
+    for (int t = 0; t < nt; t++) {
+        const bp_tensor_info *ti = bp_model_tensor(m, t);
+        tt[t] = (bp_bucket_tensor){ti->offset, ti->numel, ti->block};
+    }
+    bk->n = bp_buckets_plan(tt, nt, bucket_bytes, skip, bk->buckets);
+    free(tt);
     return BP_OK;
 }
 

@@ -25,6 +25,19 @@ typedef struct bp_bucket {
     int min_block;              /* ready when backward has finished this block */
 } bp_bucket;
 
+/* A tensor as the planner sees it: where it lies in the flat buffer and which
+ * block's backward finishes it. */
+typedef struct bp_bucket_tensor {
+    size_t offset, numel;
+    int block;
+} bp_bucket_tensor;
+
+/* The buckets over t[0..nt) (forward order, contiguous) into out[nt], as the
+ * bucketer plans them for bucket_bytes, leaving tensor `skip` (-1: none) out; the
+ * number of buckets. The simulator plans with it too, so both cut alike. */
+int bp_buckets_plan(const bp_bucket_tensor *t, int nt, size_t bucket_bytes, int skip,
+                    bp_bucket *out);
+
 /* Communicate bucket i; returns a status (message in err). */
 typedef int (*bp_bucket_fn)(void *ctx, const bp_bucket *b, bp_err *err);
 

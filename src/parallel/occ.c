@@ -3,6 +3,8 @@
 
 #include <stdlib.h>
 
+#include "compress/traced.h"
+
 bp_status bp_occ_check(const bp_occ_config *c, bool tied, int pp, int dp_algo, bool avgpipe,
                        bp_err *err) {
     bool gradient_algo = bp_dp_algo_kind(dp_algo) == BP_DP_GRADIENT;
@@ -14,6 +16,13 @@ bp_status bp_occ_check(const bp_occ_config *c, bool tied, int pp, int dp_algo, b
                        "gradient --dp-algo (%s), without --pipelines",
                        algos);
     }
+    if (c->cb_rank > 0 && pp < 2)
+        return bp_fail(err, BP_EUSAGE,
+                       "option --cb: compresses the activation gradients sent between pipeline "
+                       "stages; it needs --pp 2 or more");
+    if ((!c->lep || c->epilogue_only) && c->cb_rank <= 0)
+        return bp_fail(err, BP_EUSAGE, "option %s: only applies with --cb",
+                       !c->lep ? "--no-lep" : "--cb-epilogue-only");
     if (c->sc_stages > 0 && (dp_algo != BP_DP_ALLREDUCE || avgpipe))
         return bp_fail(err, BP_EUSAGE,
                        "option --sc-stages: compresses the data-parallel allreduce of early "
@@ -110,11 +119,12 @@ size_t bp_cb_send_floats(const bp_cb *cb) { return cb ? cb->enc_n : 0; }
 
 size_t bp_cb_recv_floats(const bp_cb *cb) { return cb ? cb->dec_n : 0; }
 
-bp_status bp_cb_encode(bp_cb *cb, int j, const bp_real *dx, float *wire, bp_err *err) {
+bp_status bp_cb_encode(bp_cb *cb, int j, const bp_real *dx, float *wire, bp_trace *trace,
+                       bp_err *err) {
     if (!cb->cfg.lep) bp_powersgd_clear_error(cb->enc[j]);
-    return (bp_status)bp_codec_encode(cb->enc[j], dx, cb->in_n, wire, err);
+    return (bp_status)bp_codec_encode_traced(cb->enc[j], dx, cb->in_n, wire, trace, err);
 }
 
-bp_status bp_cb_decode(bp_cb *cb, const float *wire, bp_real *dy, bp_err *err) {
-    return (bp_status)bp_codec_decode(cb->dec, wire, cb->out_n, dy, err);
+bp_status bp_cb_decode(bp_cb *cb, const float *wire, bp_real *dy, bp_trace *trace, bp_err *err) {
+    return (bp_status)bp_codec_decode_traced(cb->dec, wire, cb->out_n, dy, trace, err);
 }

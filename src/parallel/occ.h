@@ -22,6 +22,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/trace.h"
 #include "nn/model.h"
 #include "parallel/dp.h"
 #include "parallel/grid.h"
@@ -68,9 +69,10 @@ bool bp_cb_compressed(const bp_cb *cb, int sender, int b, int n);
 size_t bp_cb_send_floats(const bp_cb *cb);
 size_t bp_cb_recv_floats(const bp_cb *cb);
 /* Compress the gradient dx[in_n] of replica j into wire (with LEP, its error is
- * carried to the replica's next send). */
-bp_status bp_cb_encode(bp_cb *cb, int j, const bp_real *dx, float *wire, bp_err *err);
+ * carried to the replica's next send); trace (or NULL) records it. */
+bp_status bp_cb_encode(bp_cb *cb, int j, const bp_real *dx, float *wire, bp_trace *trace,
+                       bp_err *err);
 /* The gradient dy[out_n] from what the next stage sent. */
-bp_status bp_cb_decode(bp_cb *cb, const float *wire, bp_real *dy, bp_err *err);
+bp_status bp_cb_decode(bp_cb *cb, const float *wire, bp_real *dy, bp_trace *trace, bp_err *err);
 
 #endif

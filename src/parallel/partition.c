@@ -169,14 +169,13 @@ bp_status bp_partition_parse(const char *text, int n_blocks, int S, int *first, 
         long k = strtol(p, &end, 10);
         if (end == p || k < 1 || k > n_blocks || (s < S - 1 ? *end != ',' : *end != '\0'))
             return bp_fail(err, BP_EUSAGE,
-                           "option --partition: '%s' is not %d positive block counts separated by "
-                           "commas",
+                           "'%s' is not %d positive block counts separated by commas",
                            text, S);
         first[s + 1] = first[s] + (int)k;
         p = end + 1;
     }
     if (first[S] != n_blocks)
-        return bp_fail(err, BP_EUSAGE, "option --partition: '%s' covers %d blocks; the model has %d",
+        return bp_fail(err, BP_EUSAGE, "'%s' covers %d blocks; the model has %d",
                        text, first[S], n_blocks);
     return BP_OK;
 }

@@ -47,8 +47,9 @@ bp_status bp_profile_blocks(const bp_model_config *cfg, int micro_B, int T, doub
  * [first[s], first[s+1]), first[0] = 0, first[S] = n_blocks. Needs n_blocks >= S. */
 void bp_partition_balance(const double *cost, int n_blocks, int S, int *first);
 
-/* "2,3,3": block counts per stage; BP_EUSAGE naming --partition when they are not S
- * positive numbers summing to n_blocks. */
+/* "2,3,3": block counts per stage; BP_EUSAGE when they are not S positive numbers
+ * summing to n_blocks. The message names neither an option nor a file: the caller
+ * adds where the text came from (--partition, a checkpoint's manifest). */
 bp_status bp_partition_parse(const char *text, int n_blocks, int S, int *first, bp_err *err);
 
 /* "2,3,3" from first[0..S]. */

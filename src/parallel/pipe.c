@@ -166,6 +166,8 @@ static int forward(bp_pipe *p, const bp_batch *b, int micro, double *loss, bp_er
     rc = bp_model_forward(p->models[bp_avgpipe_replica(micro, p->N)], sl->acts, b,
                           p->s > 0 ? p->x_in : NULL, loss, err);
     p->stats.busy_s += bp_now() - t0;
+    bp_trace_micro(bp_comm_trace(p->pp), "forward", t0, micro / p->N,
+                   bp_avgpipe_replica(micro, p->N));
     if (rc == BP_OK && p->s < p->S - 1) {
         size_t out_n = p->out_n / ((size_t)p->micro_B * p->T) * rows;
         if ((rc = bp_isend(p->pp, bp_acts_output(sl->acts), out_n, p->s + 1, TAG_ACT, &sl->fwd_req)))
@@ -181,7 +183,7 @@ static int receive_dy(bp_pipe *p, int b, bp_err *err) {
         return bp_comm_fail(p->pp, timed_recv(p, p->dy, p->out_n, p->s + 1, TAG_GRAD), err);
     int rc = timed_recv(p, p->wire_in, bp_cb_recv_floats(p->cb), p->s + 1, TAG_GRAD);
     if (rc) return bp_comm_fail(p->pp, rc, err);
-    return bp_cb_decode(p->cb, p->wire_in, p->dy, err);
+    return bp_cb_decode(p->cb, p->wire_in, p->dy, bp_comm_trace(p->pp), err);
 }
 
 /* Send the gradient of this stage's input backward, compressed when the rule says. */
@@ -192,7 +194,8 @@ static int send_dx(bp_pipe *p, slot *sl, int micro, int b, bp_err *err) {
         return bp_comm_fail(
             p->pp, bp_isend(p->pp, sl->dx, p->in_n, p->s - 1, TAG_GRAD, &sl->bwd_req), err);
     p->stats.cb_compressed++;
-    rc = bp_cb_encode(p->cb, bp_avgpipe_replica(micro, p->N), sl->dx, sl->wire, err);
+    rc = bp_cb_encode(p->cb, bp_avgpipe_replica(micro, p->N), sl->dx, sl->wire,
+                      bp_comm_trace(p->pp), err);
     if (rc) return bp_err_context(err, "stage %d: compressing a gradient", p->s);
     rc = bp_isend(p->pp, sl->wire, bp_cb_send_floats(p->cb), p->s - 1, TAG_GRAD, &sl->bwd_req);
     return bp_comm_fail(p->pp, rc, err);
@@ -209,6 +212,8 @@ static int backward(bp_pipe *p, const bp_batch *b, int micro, bp_err *err) {
     rc = bp_model_backward(p->models[bp_avgpipe_replica(micro, p->N)], sl->acts, b, p->s < p->S - 1 ? p->dy : NULL,
                            p->s > 0 ? sl->dx : NULL, (bp_real)(1.0 / p->M), err);
     p->stats.busy_s += bp_now() - t0;
+    bp_trace_micro(bp_comm_trace(p->pp), "backward", t0, micro / p->N,
+                   bp_avgpipe_replica(micro, p->N));
     sl->micro = -1;
     p->in_use--;
     return rc == BP_OK && p->s > 0 ? send_dx(p, sl, micro, k, err) : rc;

@@ -16,6 +16,7 @@ typedef struct sim {
     double *bwd_link;   /* [S]: link s -> s-1 is free from */
     double *clock;      /* [S]: the stage is free from */
     int *next, *in_use; /* [S] */
+    int *bwd_done;      /* [S]: backward operations run */
     bp_sim_stage_result *out; /* [S] */
 } sim;
 
@@ -42,7 +43,7 @@ static double deliver(const bp_sim_link *l, double *link_free, double t, size_t 
 
 static void sim_free(sim *m) {
     free(m->ops), free(m->act_at), free(m->grad_at), free(m->fwd_link), free(m->bwd_link);
-    free(m->clock), free(m->next), free(m->in_use), free(m->out);
+    free(m->clock), free(m->next), free(m->in_use), free(m->out), free(m->bwd_done);
 }
 
 static int sim_init(sim *m, const bp_sim_config *c) {
@@ -58,8 +59,9 @@ static int sim_init(sim *m, const bp_sim_config *c) {
     m->next = calloc((size_t)S, sizeof(int));
     m->in_use = calloc((size_t)S, sizeof(int));
     m->out = calloc((size_t)S, sizeof *m->out);
+    m->bwd_done = calloc((size_t)S, sizeof(int));
     if (!m->ops || !m->act_at || !m->grad_at || !m->fwd_link || !m->bwd_link || !m->clock ||
-        !m->next || !m->in_use || !m->out) {
+        !m->next || !m->in_use || !m->out || !m->bwd_done) {
         sim_free(m);
         return BP_ENOMEM;
     }
@@ -84,7 +86,10 @@ static void run_op(sim *m, int s, const bp_pipe_op *op, double ready) {
     const bp_sim_stage *st = &m->c->stage[s];
     bp_sim_stage_result *o = &m->out[s];
     double start = ready > m->clock[s] ? ready + m->c->link.wake_s : m->clock[s];
-    double dur = op->forward ? st->fwd_s : st->bwd_s;
+    /* Backward send b of V is compressed when it is among the last cb_sends. */
+    bool cb = !op->forward && s > 0 && m->bwd_done[s] >= m->V - st->cb_sends;
+    double dur = op->forward ? st->fwd_s : st->bwd_s + (cb ? st->cb_s : 0.0);
+    if (!op->forward && ++m->bwd_done[s] == m->V) o->last_bwd_start_s = start;
     o->idle_s += start - m->clock[s];
     o->busy_s += dur;
     m->clock[s] = start + dur;
@@ -96,7 +101,8 @@ static void run_op(sim *m, int s, const bp_pipe_op *op, double ready) {
             deliver(&m->c->link, &m->fwd_link[s], m->clock[s], st->out_bytes);
     if (!op->forward && s > 0)
         m->grad_at[(size_t)(s - 1) * V + v] =
-            deliver(&m->c->link, &m->bwd_link[s], m->clock[s], m->c->stage[s - 1].out_bytes);
+            deliver(&m->c->link, &m->bwd_link[s], m->clock[s],
+                    cb ? st->cb_bytes : m->c->stage[s - 1].out_bytes);
 }
 
 /* Run stage s as far as its inputs allow; the number of operations run. */

@@ -37,6 +37,12 @@ typedef struct bp_sim_stage {
     size_t act_bytes;     /* activations one micro-batch in flight holds */
     size_t replica_bytes; /* parameters + gradients + optimizer state + workspace */
     size_t out_bytes;     /* activation sent to stage s+1 (its gradient comes back) */
+    /* Compressed backpropagation (Optimus-CC): the last `cb_sends` of this stage's
+     * backward sends (all: the stream's length) carry cb_bytes instead of the whole
+     * gradient, and their backward takes cb_s longer (encoding). 0: none. */
+    int cb_sends;
+    size_t cb_bytes;
+    double cb_s;
 } bp_sim_stage;
 
 /* How long a message takes. */
@@ -61,6 +67,8 @@ typedef struct bp_sim_stage_result {
     double idle_s;  /* waiting for activations or gradients */
     int peak_stash; /* most micro-batches held at once */
     double peak_bytes;
+    double last_bwd_start_s; /* the step's last backward starts (data parallelism's
+                              * buckets overlap it) */
 } bp_sim_stage_result;
 
 typedef struct bp_sim_result {

@@ -63,6 +63,11 @@ rc=0
 "$BP" tune "${TINY[@]}" --micro-batches 3 >/dev/null 2>"$WORK/err" || rc=$?
 [ "$rc" -eq 2 ] && grep -q "option --batch: 8 is not divisible" "$WORK/err" ||
   fail "--micro-batches 3: rc $rc, $(cat "$WORK/err")"
+# Tensor parallelism is not modelled: refused, rather than a command that fails.
+rc=0
+"$BP" tune "${TINY[@]}" --heads 2 --tp 2 >/dev/null 2>"$WORK/err" || rc=$?
+[ "$rc" -eq 2 ] && grep -q "option --tp: tune does not model tensor parallelism" "$WORK/err" ||
+  fail "--tp 2: rc $rc, $(cat "$WORK/err")"
 
 # --help: every option with a default, tune's own among them.
 "$BP" tune --help >"$WORK/help"

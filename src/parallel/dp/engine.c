@@ -7,6 +7,7 @@
 
 #include "core/finite.h"
 #include "core/timer.h"
+#include "core/trace.h"
 #include "parallel/dp/algo.h"
 
 #define BP_DP_NAME(id, name, ops) name,
@@ -91,6 +92,7 @@ static void scrub_nonfinite(bp_dp *dp, const bp_bucket *b) {
 
 static int run_bucket(void *ctx, const bp_bucket *b, bp_err *err) {
     bp_dp *dp = ctx;
+    bp_trace_thread(bp_comm_trace(dp->comm), "dp communication");
     scrub_nonfinite(dp, b);
     return dp->ops->bucket(dp, b, err);
 }
@@ -225,6 +227,7 @@ static int update_bucket(void *ctx, const bp_bucket *b, bp_err *err) {
     double t0 = bp_now();
     bp_status rc = update_range(e->dp, b->offset, b->len, err);
     e->busy_s += bp_now() - t0;
+    bp_trace_span(bp_comm_trace(e->dp->comm), "compute", "optimizer", t0);
     return rc;
 }
 
@@ -238,19 +241,22 @@ bp_status bp_dp_backward_end(bp_dp *dp, bp_err *err) {
     double t0 = bp_now();
     bp_status rc = bp_bucketer_finish(&dp->bk, dp->early ? update_bucket : NULL, &e, err);
     dp->exposed_s += bp_now() - t0 - e.busy_s;
+    bp_trace_span(bp_comm_trace(dp->comm), "comm", "wait dp buckets", t0);
     return rc;
 }
 
 bp_status bp_dp_step(bp_dp *dp, bp_err *err) {
     bp_status rc = BP_OK;
+    double t0 = bp_now();
     if (!dp->early) {
         update_begin(dp);
         rc = update_range(dp, 0, bp_model_num_params(dp->model), err);
+        bp_trace_span(bp_comm_trace(dp->comm), "compute", "optimizer", t0);
     }
     dp->step++;
     bool mixes = bp_comm_size(dp->comm) > 1 || dp->ops->local_replicas;
     if (rc == BP_OK && mixes && dp->ops->after_step) {
-        double t0 = bp_now();
+        t0 = bp_now();
         rc = dp->ops->after_step(dp, err);
         dp->exposed_s += bp_now() - t0;
     }

@@ -91,7 +91,9 @@ static int cut_stages(const tuner *t, bp_tune_size *p, bp_err *err) {
     if (!(p->first = calloc((size_t)t->S + 1, sizeof *p->first)))
         return bp_fail(err, BP_ENOMEM, "out of memory");
     if (t->c->partition[0])
-        return bp_partition_parse(t->c->partition, t->n_blocks, t->S, p->first, err);
+        return bp_partition_parse(t->c->partition, t->n_blocks, t->S, p->first, err)
+                   ? bp_err_context(err, "option --partition")
+                   : BP_OK;
     double *cost = malloc((size_t)t->n_blocks * sizeof *cost);
     bp_block_profile *prof = malloc((size_t)t->n_blocks * sizeof *prof);
     int rc = cost && prof ? BP_OK : bp_fail(err, BP_ENOMEM, "out of memory");

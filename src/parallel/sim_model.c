@@ -1,0 +1,93 @@
+#include "parallel/sim_model.h"
+
+#include <stdbool.h>
+
+#include "core/buf.h"
+#include "nn/real.h"
+
+/* Block b's tensors on one of tp ranks into out (NULL: count only): gpt.c's
+ * layout, with column-split outputs and row-split inputs divided by tp. */
+static int block_tensors(const bp_model_config *mc, int tp, int b, bool tied_copy,
+                         bp_sim_tensor *out) {
+    size_t C = (size_t)mc->n_embd, V = (size_t)mc->vocab, T = (size_t)mc->seq_len, p = (size_t)tp;
+    bp_sim_tensor t[BP_SIM_BLOCK_TENSORS];
+    int n = 0;
+    if (b == 0) {
+        t[n++] = (bp_sim_tensor){.rows = V, .cols = C};
+        t[n++] = (bp_sim_tensor){.rows = T, .cols = C};
+    } else if (b > mc->n_layer) {
+        t[n++] = (bp_sim_tensor){.rows = C};
+        t[n++] = (bp_sim_tensor){.rows = C};
+        if (tied_copy) t[n++] = (bp_sim_tensor){.rows = V, .cols = C};
+    } else {
+        const size_t shape[BP_SIM_BLOCK_TENSORS][2] = {
+            {C, 0},         {C, 0}, /* ln_1 */
+            {3 * C / p, C}, {3 * C / p, 0}, /* c_attn: column-split */
+            {C, C / p},     {C, 0}, /* attn.c_proj: row-split, bias replicated */
+            {C, 0},         {C, 0}, /* ln_2 */
+            {4 * C / p, C}, {4 * C / p, 0}, /* c_fc: column-split */
+            {C, 4 * C / p}, {C, 0}, /* mlp.c_proj: row-split */
+        };
+        for (; n < BP_SIM_BLOCK_TENSORS; n++)
+            t[n] = (bp_sim_tensor){.rows = shape[n][0], .cols = shape[n][1]};
+    }
+    for (int i = 0; out && i < n; i++) {
+        out[i] = t[i];
+        out[i].numel = t[i].rows * (t[i].cols ? t[i].cols : 1);
+        out[i].block = b;
+    }
+    return n;
+}
+
+int bp_sim_gpt_tensors(const bp_model_config *mc, int tp, int b0, int b1, bp_sim_tensor *out) {
+    int n = 0;
+    bool copy = b0 > 0 && b1 == mc->n_layer + 2;
+    for (int b = b0; b < b1; b++) n += block_tensors(mc, tp, b, copy, out ? out + n : NULL);
+    return n;
+}
+
+size_t bp_sim_gpt_params(const bp_model_config *mc, int tp, int b0, int b1) {
+    size_t total = 0;
+    bool copy = b0 > 0 && b1 == mc->n_layer + 2;
+    for (int b = b0; b < b1; b++) {
+        bp_sim_tensor t[BP_SIM_BLOCK_TENSORS];
+        int n = block_tensors(mc, tp, b, copy, t);
+        for (int i = 0; i < n; i++) total += t[i].numel;
+    }
+    return total;
+}
+
+double bp_sim_gpt_flops(const bp_model_config *mc, int tp, int b, int B, int T) {
+    double N = (double)B * T, C = mc->n_embd, p = tp;
+    if (b == 0) return 0;
+    if (b > mc->n_layer) return 2.0 * N * C * mc->vocab; /* the tied head */
+    /* 12 C^2 weights, 2 FLOPs each per row; attention's two products over the
+     * causal half of T x T. */
+    return 2.0 * N * 12.0 * C * C / p + 2.0 * N * T * C / p;
+}
+
+double bp_sim_gpt_traffic(const bp_model_config *mc, int tp, int b, int B, int T) {
+    double params = (double)bp_sim_gpt_params(mc, tp, b, b + 1);
+    double acts = (double)bp_sim_gpt_act_bytes(mc, tp, b, b + 1, B, T);
+    return params * sizeof(bp_real) + 2.0 * acts;
+}
+
+/* Floats of a slot as bp_acts_create allocates it: from a BP_ALIGN boundary. */
+static size_t slot(size_t n) {
+    size_t per = BP_ALIGN / sizeof(bp_real);
+    return (n + per - 1) / per * per;
+}
+
+size_t bp_sim_gpt_act_bytes(const bp_model_config *mc, int tp, int b0, int b1, int B, int T) {
+    size_t N = (size_t)B * T, C = (size_t)mc->n_embd, A = C / (size_t)tp, F = 4 * C / (size_t)tp;
+    size_t NH = (size_t)(mc->n_head / tp), V = (size_t)mc->vocab;
+    /* gpt.c's slots: ln_1, its mean and rstd, qkv, attention, its output, the
+     * residual, ln_2, its mean and rstd, c_fc's output, GELU's, the block's output */
+    size_t layer = slot(N * C) + 2 * slot(N) + slot(3 * N * A) + slot((size_t)B * NH * T * T) +
+                   slot(N * A) + 2 * slot(N * C) + 2 * slot(N) + 2 * slot(N * F) + slot(N * C);
+    size_t head = slot(N * C) + 2 * slot(N) + slot(N * V) + slot(N); /* ln_f, logits, lse */
+    int l0 = b0 > 1 ? b0 : 1, l1 = b1 < mc->n_layer + 1 ? b1 : mc->n_layer + 1;
+    size_t floats = slot(N * C) + (l1 > l0 ? (size_t)(l1 - l0) * layer : 0) +
+                    (b1 == mc->n_layer + 2 ? head : 0);
+    return floats * sizeof(bp_real);
+}

@@ -1,0 +1,81 @@
+/* A predictor of one training step on a dp x pp x tp grid (DESIGN.md sections 4-7):
+ * a simulation of the operations the runtime executes, in their order and on
+ * their threads, on a described machine (sim_machine.h).
+ *
+ *  - Every stage's forward and backward per micro-batch: its blocks' computation
+ *    plus, with tensor parallelism, the two blocking allreduces of [B*T, C] each
+ *    transformer block makes forward and two backward (nn/model.h).
+ *  - The pipeline: parallel/simulate.h's event simulation of the schedule's
+ *    operation lists over the N x M positions of the stream, with compressed
+ *    backpropagation's smaller messages and encoding time on the sends it
+ *    compresses (Optimus-CC's --cb, --cb-epilogue-only).
+ *  - Data parallelism's gradient buckets (allreduce, bytegrad, powersgd, qadam's
+ *    warm-up, and Optimus-CC's compressed early stages): planned as the bucketer
+ *    plans them (bp_buckets_plan), each ready when backward has finished its lowest
+ *    block during the step's last backward, run one after another on the
+ *    communication thread; the step waits for the last. Each costs its compression
+ *    (MinMaxUInt8 or PowerSGD's products) and its messages (a ring allreduce; for
+ *    C_LP_S an all-to-all and an allgather of the compressed chunks).
+ *  - The tied embedding's gradient between first and last stage (or, fused, over
+ *    every replica's), the ranks' agreement on the step and the gradient norm.
+ *  - The optimizer of each of the N replicas, then what the algorithm does to the
+ *    weights: decentralized's exchange with a peer every --interval steps,
+ *    lp-decentralized's compressed ring, easgd's and AvgPipe's elastic averaging
+ *    every period, qadam's compressed momentum. async averages on its own thread
+ *    every --sync-ms and costs the step nothing but bytes.
+ *
+ * A step with a warm-up (qadam, powersgd, --sc-stages) or an averaging every K
+ * steps is predicted as the mean over the run's --steps.
+ *
+ * Not modelled: the ranks are alike, so a collective never waits for a rank whose
+ * computation ran late (on a loaded machine, tens of milliseconds:
+ * bench/simulate/README.md); nor caches colder with more micro-batches stashed. */
+#ifndef BP_PARALLEL_SIM_STEP_H
+#define BP_PARALLEL_SIM_STEP_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "bagpipe/status.h"
+#include "nn/model.h"
+#include "parallel/dp.h"
+#include "parallel/schedule.h"
+#include "parallel/sim_machine.h"
+
+enum { BP_SIM_DP, BP_SIM_PP, BP_SIM_TP, BP_SIM_EMBED, BP_SIM_AXES };
+
+typedef struct bp_sim_job {
+    bp_model_config mc; /* gpt */
+    int dp, pp, tp;
+    int N;              /* pipelines per stage rank (1 without AvgPipe) */
+    bool avgpipe;       /* --pipelines given: the replicas average elastically */
+    int M;              /* micro-batches per pipeline and step (x --grad-accum) */
+    int micro_B;        /* samples per micro-batch */
+    bp_schedule sched;
+    const int *first;   /* [pp + 1]: stage s holds blocks [first[s], first[s+1]) */
+    bp_dp_config dpc;   /* the algorithm, its intervals, bucket size, overlap */
+    int64_t steps;      /* the run's length, over which warm-ups are averaged */
+    int sc_stages, sc_rank; /* Optimus-CC: stages below sc_stages compress dp */
+    int64_t sc_warmup;  /* ... after this many full-precision steps */
+    int cb_rank;        /* Optimus-CC compressed backpropagation (0: off) */
+    bool cb_epilogue_only, fused_embedding;
+    int optim_buffers;  /* per parameter: 2 for AdamW, 1 for SGD with momentum */
+} bp_sim_job;
+
+typedef struct bp_sim_step_result {
+    double step_s;                  /* mean over the run */
+    double compute_s;               /* rank 0's step less its exposed communication (as
+                                     * the runtime's metrics log counts it) */
+    double exposed_s[BP_SIM_AXES];  /* rank 0's time waiting on each axis */
+    double bytes[BP_SIM_AXES];      /* per step sent on each axis by all ranks ... */
+    double max_bytes[BP_SIM_AXES];  /* ... and by the rank that sends most (hierarchical
+                                     * dp: the mean over a node's ranks) */
+    double peak_bytes;              /* the largest rank's memory */
+    double bubble;                  /* idle share of the stages in the pipeline */
+} bp_sim_step_result;
+
+/* Simulate j on m. BP_EUSAGE for what it cannot simulate (naming the option),
+ * BP_EINTERNAL when the pipeline stalls, BP_ENOMEM. */
+bp_status bp_sim_step(const bp_sim_job *j, const bp_sim_machine *m, bp_sim_step_result *r, bp_err *err);
+
+#endif

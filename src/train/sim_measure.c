@@ -1,0 +1,265 @@
+#include "train/sim_measure.h"
+
+#include <float.h>
+#include <math.h>
+#include <sched.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bagpipe/compress.h"
+#include "core/blas.h"
+#include "core/buf.h"
+#include "core/timer.h"
+#include "nn/optim.h"
+#include "parallel/partition.h"
+
+enum { RUNS = 5, MAX_BUSY = 64, VEC = 1 << 20, PSGD_ROWS = 512, PSGD_RANK = 4 };
+#define MEASURE_S 3.0
+
+/* Threads that compute like the job's other ranks while the blocks are timed. */
+typedef struct busy {
+    pthread_t th[MAX_BUSY];
+    bp_range_bench *rb[MAX_BUSY];
+    int n;
+    atomic_int stop;
+} busy;
+
+static void *spin(void *arg) {
+    void **a = arg;
+    busy *b = a[0];
+    bp_range_bench *rb = a[1];
+    bp_err ignored;
+    while (!atomic_load_explicit(&b->stop, memory_order_relaxed))
+        if (bp_range_bench_pass(rb, NULL, &ignored) != BP_OK) break;
+    free(arg);
+    return NULL;
+}
+
+static void busy_stop(busy *b) {
+    atomic_store(&b->stop, 1);
+    for (int i = 0; i < b->n; i++) {
+        pthread_join(b->th[i], NULL);
+        bp_range_bench_destroy(b->rb[i]);
+    }
+    b->n = 0;
+}
+
+/* n threads, each running passes of a stage's worth of blocks (blocks / pp). */
+static int busy_start(busy *b, int n, const bp_model_config *mc, int pp, int micro_B, bp_err *err) {
+    atomic_init(&b->stop, 0);
+    b->n = 0;
+    int blocks = (mc->n_layer + 2 + pp - 1) / pp, rc = BP_OK;
+    while (rc == BP_OK && b->n < n && b->n < MAX_BUSY) {
+        void **arg = malloc(2 * sizeof *arg);
+        if (!arg) rc = bp_fail(err, BP_ENOMEM, "out of memory");
+        if (rc == BP_OK)
+            rc = bp_range_bench_create(mc, 0, blocks, micro_B, mc->seq_len, &b->rb[b->n], err);
+        if (rc == BP_OK) {
+            arg[0] = b, arg[1] = b->rb[b->n];
+            if (pthread_create(&b->th[b->n], NULL, spin, arg)) {
+                bp_range_bench_destroy(b->rb[b->n]);
+                rc = bp_fail(err, BP_ENOMEM, "cannot start a measuring thread");
+            }
+        }
+        if (rc == BP_OK) b->n++;
+        else free(arg);
+    }
+    if (rc) busy_stop(b);
+    return rc;
+}
+
+/* Two threads that hand a token back and forth, each computing a stage's pass
+ * before handing it on, the waiting one yielding its core as an MPI rank does
+ * (mpi_yield_when_idle): how long after a message arrives a rank that waited for
+ * it runs again. With more runnable threads than cores that is a share of other
+ * threads' time slices. */
+typedef struct relay {
+    atomic_int turn; /* 0, 1: whose; 2: stop */
+    bp_range_bench *rb[2];
+    double work_s[2];
+} relay;
+
+static void relay_work(relay *r, int side) {
+    double t[4];
+    bp_err ignored;
+    if (bp_range_bench_pass(r->rb[side], t, &ignored) == BP_OK) r->work_s[side] += t[0] + t[2];
+}
+
+static bool relay_wait(relay *r, int me) {
+    int v;
+    while ((v = atomic_load(&r->turn)) != me && v != 2) sched_yield();
+    return v == me;
+}
+
+static void *relay_partner(void *arg) {
+    relay *r = arg;
+    while (relay_wait(r, 1)) {
+        relay_work(r, 1);
+        atomic_store(&r->turn, 0);
+    }
+    return NULL;
+}
+
+static int time_wake(const bp_model_config *mc, int pp, int micro_B, double *wake, bp_err *err) {
+    relay r = {.work_s = {0, 0}};
+    atomic_init(&r.turn, 0);
+    int blocks = (mc->n_layer + 2 + pp - 1) / pp, rounds = 0;
+    int rc = bp_range_bench_create(mc, 0, blocks, micro_B, mc->seq_len, &r.rb[0], err);
+    if (rc == BP_OK) rc = bp_range_bench_create(mc, 0, blocks, micro_B, mc->seq_len, &r.rb[1], err);
+    pthread_t th;
+    if (rc == BP_OK && pthread_create(&th, NULL, relay_partner, &r))
+        rc = bp_fail(err, BP_ENOMEM, "cannot start a measuring thread");
+    double t0 = bp_now();
+    for (; rc == BP_OK && rounds < 200 && (rounds < 10 || bp_now() - t0 < 1.0); rounds++) {
+        relay_work(&r, 0);
+        atomic_store(&r.turn, 1);
+        relay_wait(&r, 0);
+    }
+    if (rc == BP_OK) {
+        double total = bp_now() - t0;
+        atomic_store(&r.turn, 2);
+        pthread_join(th, NULL);
+        *wake = fmax(0, (total - r.work_s[0] - r.work_s[1]) / (2.0 * rounds));
+    }
+    if (r.rb[0]) bp_range_bench_destroy(r.rb[0]);
+    if (r.rb[1]) bp_range_bench_destroy(r.rb[1]);
+    return rc;
+}
+
+/* Each block's forward and backward: CPU time times the slowdown, over rounds of
+ * every block until MEASURE_S have passed: the load of a shared machine changes
+ * from one second to the next, and a training run lasts many. */
+static int time_blocks(const bp_simulate_config *c, const bp_model_config *mc, int micro_B,
+                       bp_sim_profile *p, bp_err *err) {
+    const bp_train_config *t = &c->train;
+    int W = t->dp * t->pp * t->tp, n = mc->n_layer + 2, rounds = 0;
+    bp_block_profile *bp = calloc((size_t)n, sizeof *bp);
+    p->fwd_s = calloc((size_t)n, sizeof(double));
+    p->bwd_s = calloc((size_t)n, sizeof(double));
+    if (!bp || !p->fwd_s || !p->bwd_s) {
+        free(bp);
+        return bp_fail(err, BP_ENOMEM, "out of memory");
+    }
+    busy b;
+    int others = c->busy_threads >= 0 ? c->busy_threads : W - 1;
+    int rc = busy_start(&b, others, mc, t->pp, micro_B, err);
+    double wall = 0, cpu = 0, t0 = bp_now();
+    while (rc == BP_OK && (rounds == 0 || bp_now() - t0 < MEASURE_S)) {
+        rc = bp_profile_blocks_split(mc, micro_B, mc->seq_len, bp, err);
+        for (int i = 0; rc == BP_OK && i < n; i++) {
+            wall += bp[i].wall_s, cpu += bp[i].cpu_s;
+            p->fwd_s[i] += bp[i].fwd_cpu_s, p->bwd_s[i] += bp[i].bwd_cpu_s;
+        }
+        rounds++;
+    }
+    if (rc == BP_OK) busy_stop(&b);
+    p->slowdown = c->load >= 1 ? c->load : cpu > 0 && wall > cpu ? wall / cpu : 1.0;
+    for (int i = 0; rc == BP_OK && i < n; i++) {
+        p->fwd_s[i] *= p->slowdown / rounds;
+        p->bwd_s[i] *= p->slowdown / rounds;
+    }
+    if (rc == BP_OK && W > 1)
+        rc = busy_start(&b, others > 0 ? others - 1 : 0, mc, t->pp, micro_B, err);
+    if (rc == BP_OK && W > 1) rc = time_wake(mc, t->pp, micro_B, &p->wake_s, err);
+    if (rc == BP_OK && W > 1) busy_stop(&b);
+    p->n_blocks = n;
+    free(bp);
+    return rc;
+}
+
+/* The least of RUNS timings of f(ctx) after one that warms the caches. */
+static double best_of(void (*f)(void *), void *ctx) {
+    double best = DBL_MAX;
+    for (int i = 0; i <= RUNS; i++) {
+        double t0 = bp_now();
+        f(ctx);
+        double dt = bp_now() - t0;
+        if (i > 0 && dt < best) best = dt;
+    }
+    return best > 0 ? best : 1e-9;
+}
+
+typedef struct kernels {
+    float *x, *y;
+    unsigned char *wire;
+    bp_codec *mm, *psgd;
+    bp_optim o;
+    size_t n;
+} kernels;
+
+static void k_optim(void *a) {
+    kernels *k = a;
+    memset(k->y, 0, k->n * sizeof(float));
+    (void)bp_grad_sumsq(k->y, k->n);
+    bp_optim_step(&k->o, k->x, k->y, 1e-3);
+}
+static void k_encode(void *a) {
+    kernels *k = a;
+    bp_err e;
+    (void)bp_codec_encode(k->mm, k->x, k->n, k->wire, &e);
+}
+static void k_decode(void *a) {
+    kernels *k = a;
+    bp_err e;
+    (void)bp_codec_decode(k->mm, k->wire, k->n, k->y, &e);
+}
+static void k_psgd(void *a) {
+    kernels *k = a;
+    bp_err e;
+    size_t n = (size_t)PSGD_ROWS * PSGD_ROWS;
+    if (bp_codec_encode(k->psgd, k->x, n, k->wire, &e) == BP_OK)
+        (void)bp_codec_decode(k->psgd, k->wire, n, k->y, &e);
+}
+static void k_add(void *a) {
+    kernels *k = a;
+    for (size_t i = 0; i < k->n; i++) k->y[i] += k->x[i];
+}
+static void k_copy(void *a) {
+    kernels *k = a;
+    memcpy(k->y, k->x, k->n * sizeof(float));
+}
+
+/* The optimizer, the codecs and vector passes on VEC floats, alone. */
+static int time_kernels(const bp_simulate_config *c, bp_sim_profile *p, bp_err *err) {
+    kernels k = {.n = VEC};
+    bp_optim_config oc;
+    bp_train_optim_config(&c->train, &oc);
+    k.x = bp_alloc(VEC * sizeof(float));
+    k.y = bp_alloc(VEC * sizeof(float));
+    k.wire = bp_alloc(VEC * sizeof(float));
+    int rc = k.x && k.y && k.wire ? BP_OK : bp_fail(err, BP_ENOMEM, "out of memory");
+    for (size_t i = 0; rc == BP_OK && i < VEC; i++) k.x[i] = (float)(i % 251) * 0.01f - 1.0f;
+    if (rc == BP_OK) rc = bp_codec_minmax_u8_create(&k.mm, err);
+    if (rc == BP_OK) rc = bp_codec_powersgd_create(PSGD_ROWS, PSGD_ROWS, PSGD_RANK, 1, &k.psgd, err);
+    bool optim = rc == BP_OK && bp_optim_init(&k.o, &oc, VEC, err) == BP_OK;
+    if (rc == BP_OK && !optim) rc = BP_ENOMEM;
+    if (rc == BP_OK) {
+        double bytes = VEC * sizeof(float), rows = PSGD_ROWS;
+        p->optim_s = best_of(k_optim, &k) / VEC;
+        p->mm_enc_Bps = bytes / best_of(k_encode, &k);
+        p->mm_dec_Bps = bytes / best_of(k_decode, &k);
+        p->psgd_flops = 8.0 * rows * rows * PSGD_RANK / best_of(k_psgd, &k);
+        p->vec_Bps = bytes / best_of(k_add, &k);
+        p->copy_Bps = bytes / best_of(k_copy, &k);
+    }
+    if (optim) bp_optim_free(&k.o);
+    bp_codec_destroy(k.mm);
+    bp_codec_destroy(k.psgd);
+    bp_free(k.x), bp_free(k.y), bp_free(k.wire);
+    return rc;
+}
+
+bp_status bp_sim_measure(const bp_simulate_config *c, int micro_B, bp_sim_profile *p, bp_err *err) {
+    memset(p, 0, sizeof *p);
+    bp_train_model_config(&c->train, &p->mc);
+    if (c->vocab > 0) p->mc.vocab = c->vocab;
+    p->micro_B = micro_B;
+    p->tp = 1; /* whole blocks; the simulator scales them to a tp shard */
+    bp_blas_set_threads(c->train.threads);
+    int rc = time_blocks(c, &p->mc, micro_B, p, err);
+    if (rc == BP_OK) rc = time_kernels(c, p, err);
+    if (rc) bp_sim_profile_free(p);
+    return rc;
+}

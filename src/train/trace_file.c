@@ -1,0 +1,199 @@
+/* --trace FILE: every rank records on its own bp_trace (core/trace.h), set on the
+ * groups of the grid so that comm/ records every message and collective, and the
+ * pipeline, the data-parallel engine and the trainer record their work. At the end
+ * (and when every rank stopped together, on a signal or a non-finite value) rank 0
+ * receives every rank's events, one rank at a time so that it never holds more
+ * than one rank's text, and writes one JSON file in Chrome's trace-event format:
+ *   {"traceEvents":[...],"displayTimeUnit":"ms",
+ *    "otherData":{"producer":"bagpipe","ranks":W,"events_per_rank":cap,
+ *                 "dropped_events":[per rank]}}
+ * to a temporary name, flushed and renamed, as checkpoints are. */
+#include <errno.h>
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "bagpipe/comm_mpi.h"
+#include "train/trainer_impl.h"
+
+enum { TAG_TRACE = 7 };
+#define CHUNK (1 << 30) /* MPI counts are ints */
+
+static int mpi_fail(int mpi_rc, const char *call, bp_err *err) {
+    char text[MPI_MAX_ERROR_STRING];
+    int len = 0;
+    if (MPI_Error_string(mpi_rc, text, &len) != MPI_SUCCESS) snprintf(text, sizeof text, "?");
+    return bp_fail(err, BP_ECOMM, "--trace: %s failed: %s", call, text);
+}
+
+/* Every rank's times count from the same instant: rank 0's clock reading, on the
+ * ranks of its host (whose monotonic clock is the same); elsewhere the moment that
+ * reading arrives, which leaving a barrier together makes nearly the same. */
+static int common_origin(trainer *t, bp_err *err) {
+    struct {
+        double now;
+        char host[MPI_MAX_PROCESSOR_NAME + 1];
+    } zero = {0}, mine = {0};
+    int len = 0;
+    MPI_Get_processor_name(mine.host, &len);
+    MPI_Comm comm = bp_comm_mpi(t->meta);
+    int rc = MPI_Barrier(comm);
+    zero.now = bp_now();
+    memcpy(zero.host, mine.host, sizeof zero.host);
+    if (rc == MPI_SUCCESS) rc = MPI_Bcast(&zero, (int)sizeof zero, MPI_BYTE, 0, comm);
+    if (rc != MPI_SUCCESS) return mpi_fail(rc, "MPI_Bcast", err);
+    bp_trace_set_origin(t->trace, strcmp(zero.host, mine.host) == 0 ? zero.now : bp_now());
+    return BP_OK;
+}
+
+/* Rank 0 makes the folder of the trace file, so that a bad path fails now. */
+static int make_folder(const char *path, bp_err *err) {
+    char dir[BP_PATH_MAX];
+    snprintf(dir, sizeof dir, "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (!slash || slash == dir) return BP_OK;
+    *slash = '\0';
+    return bp_mkdir_p(dir, err) ? bp_err_context(err, "option --trace") : BP_OK;
+}
+
+/* The trace exists on every rank or on none: the ranks agree before using it. */
+int trainer_trace_start(trainer *t, bp_err *err) {
+    const bp_train_config *c = t->cfg;
+    if (!c->trace[0]) return BP_OK;
+    int rc = bp_trace_create((size_t)c->trace_events, &t->trace, err);
+    if (rc == BP_OK && t->rank == 0) rc = make_folder(c->trace, err);
+    float bad = rc ? 1.0f : 0.0f;
+    int mrc = t->size > 1 ? bp_allreduce_sum(t->meta, &bad, 1) : BP_OK;
+    if (mrc || bad) {
+        bp_trace_destroy(t->trace);
+        t->trace = NULL;
+        if (rc) return rc;
+        return bp_comm_fail(t->meta, mrc, err); /* BP_OK when another rank failed: agree() tells */
+    }
+    bp_comm *groups[] = {t->grid.dp_comm, t->grid.pp_comm, t->grid.tp_comm, t->grid.embed_comm};
+    for (size_t i = 0; i < sizeof groups / sizeof groups[0]; i++)
+        if (groups[i]) bp_comm_set_trace(groups[i], t->trace);
+    return common_origin(t, err);
+}
+
+static int send_text(MPI_Comm comm, const char *s, unsigned long long n, bp_err *err) {
+    for (unsigned long long at = 0; at < n; at += CHUNK) {
+        int k = (int)(n - at < CHUNK ? n - at : CHUNK);
+        int rc = MPI_Send(s + at, k, MPI_CHAR, 0, TAG_TRACE, comm);
+        if (rc != MPI_SUCCESS) return mpi_fail(rc, "MPI_Send", err);
+    }
+    return BP_OK;
+}
+
+static int recv_text(MPI_Comm comm, int from, char *s, unsigned long long n, bp_err *err) {
+    for (unsigned long long at = 0; at < n; at += CHUNK) {
+        int k = (int)(n - at < CHUNK ? n - at : CHUNK);
+        int rc = MPI_Recv(s + at, k, MPI_CHAR, from, TAG_TRACE, comm, MPI_STATUS_IGNORE);
+        if (rc != MPI_SUCCESS) return mpi_fail(rc, "MPI_Recv", err);
+    }
+    return BP_OK;
+}
+
+/* Rank 0: every rank's text into f (NULL after a failure to write: the texts are
+ * still received, so that no rank is left blocked in a send). */
+static int gather_into(MPI_Comm comm, int size, FILE *f, const char *own, size_t own_n,
+                       unsigned long long *dropped, bp_err *err) {
+    if (f) fwrite(own, 1, own_n, f);
+    for (int r = 1; r < size; r++) {
+        unsigned long long head[2];
+        int rc = MPI_Recv(head, 2, MPI_UNSIGNED_LONG_LONG, r, TAG_TRACE, comm, MPI_STATUS_IGNORE);
+        if (rc != MPI_SUCCESS) return mpi_fail(rc, "MPI_Recv", err);
+        dropped[r] = head[1];
+        char *s = malloc(head[0] ? head[0] : 1);
+        if (!s)
+            return bp_fail(err, BP_ENOMEM, "--trace: cannot hold rank %d's %llu bytes", r, head[0]);
+        rc = recv_text(comm, r, s, head[0], err);
+        if (rc == BP_OK && f && head[0]) {
+            fputs(",\n", f);
+            fwrite(s, 1, head[0], f);
+        }
+        free(s);
+        if (rc) return rc;
+    }
+    return BP_OK;
+}
+
+static void write_tail(FILE *f, int size, size_t cap, const unsigned long long *dropped) {
+    fprintf(f, "\n],\n\"displayTimeUnit\":\"ms\",\n\"otherData\":{\"producer\":\"bagpipe\","
+               "\"ranks\":%d,\"events_per_rank\":%zu,\"dropped_events\":[",
+            size, cap);
+    for (int r = 0; r < size; r++) fprintf(f, "%s%llu", r ? "," : "", dropped[r]);
+    fprintf(f, "]}}\n");
+}
+
+/* Rank 0: the whole file under a temporary name, then renamed over path. own is
+ * NULL when rank 0 could not format its events: the others' are still received. */
+static int write_rank0(trainer *t, MPI_Comm comm, const char *own, size_t own_n, bp_err *err) {
+    const char *path = t->cfg->trace;
+    char tmp[BP_PATH_MAX + 32];
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+    unsigned long long *dropped = calloc((size_t)t->size, sizeof *dropped);
+    if (!dropped) return bp_fail(err, BP_ENOMEM, "out of memory");
+    dropped[0] = bp_trace_dropped(t->trace);
+    FILE *f = own ? fopen(tmp, "w") : NULL;
+    int saved = errno;
+    if (f) fputs("{\"traceEvents\":[\n", f);
+    int rc = gather_into(comm, t->size, f, own, own_n, dropped, err);
+    if (f) write_tail(f, t->size, bp_trace_cap(t->trace), dropped);
+    free(dropped);
+    bool bad = !f;
+    if (f) {
+        bad = fflush(f) != 0 || fsync(fileno(f)) != 0;
+        if (bad) saved = errno;
+        if (fclose(f) != 0 && !bad) bad = true, saved = errno;
+        if (!bad && rc == BP_OK && rename(tmp, path) != 0) bad = true, saved = errno;
+        if (bad || rc) unlink(tmp);
+    }
+    if (rc == BP_OK && bad && own)
+        rc = bp_fail(err, BP_EIO, "option --trace: cannot write %s: %s", path, strerror(saved));
+    return rc;
+}
+
+static int gather_and_write(trainer *t, bp_err *err) {
+    char name[160];
+    snprintf(name, sizeof name, "rank %d (stage %d, replica %d, tp %d)", t->rank, t->grid.p,
+             t->grid.d, t->grid.t);
+    char *text = NULL;
+    size_t n = 0;
+    int rc = bp_trace_format(t->trace, t->rank, name, &text, &n, err);
+    MPI_Comm comm = bp_comm_mpi(t->meta);
+    if (t->rank == 0) {
+        bp_err werr;
+        int wrc = write_rank0(t, comm, rc ? NULL : text, n, rc ? &werr : err);
+        rc = rc ? rc : wrc;
+    } else {
+        unsigned long long head[2] = {rc ? 0 : n, bp_trace_dropped(t->trace)};
+        int mrc = MPI_Send(head, 2, MPI_UNSIGNED_LONG_LONG, 0, TAG_TRACE, comm);
+        if (mrc != MPI_SUCCESS) rc = mpi_fail(mrc, "MPI_Send", err);
+        else if (text) rc = send_text(comm, text, n, err);
+    }
+    free(text);
+    return rc;
+}
+
+int trainer_trace_write(trainer *t, int rc, bp_err *err) {
+    if (!t->trace || !(rc == BP_OK || t->res->stopped_together)) return rc;
+    bp_err own = {0};
+    int wrc = gather_and_write(t, &own);
+    /* Every rank learns whether the file was written, so that all end alike. */
+    float bad = wrc ? 1.0f : 0.0f;
+    int mrc = t->size > 1 ? bp_allreduce_sum(t->meta, &bad, 1) : BP_OK;
+    if (mrc && rc) return rc;
+    if (mrc) return bp_comm_fail(t->meta, mrc, err);
+    if (rc) return rc; /* the reason the run stopped comes first */
+    if (bad == 0) return BP_OK;
+    t->res->stopped_together = true;
+    if (wrc) {
+        *err = own;
+        return wrc;
+    }
+    bp_err_clear(err);
+    return BP_EIO;
+}

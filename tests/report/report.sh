@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# bagpipe report on two short runs (2 pipeline stages with a trace, 2 data-parallel
+# ranks): every plot exists as SVG (well-formed XML) and PNG next to its data and
+# script, the timeline has a row per rank with every forward and backward of the
+# last two steps, a script runs again in the report folder, and index.html names
+# both runs. Bad input: one line, exit 2 (usage) or 1 (gnuplot missing, bad log).
+source "$(dirname "$0")/../pipe/lib.sh"
+command -v gnuplot >/dev/null || fail "gnuplot is not installed (scripts/setup.sh installs it)"
+
+opts=("${SMALL_GPT[@]}" --steps 6 --eval-every 3 --eval-batches 2)
+launch 2 "$BP" train "${opts[@]}" --pp 2 --micro-batches 4 --out "$WORK/pp2" \
+  --trace "$WORK/pp2/trace.json" >/dev/null
+launch 2 "$BP" train "${opts[@]}" --dp 2 --out "$WORK/dp2" >/dev/null
+"$BP" report "$WORK/pp2" "$WORK/dp2" --out "$WORK/rep" >"$WORK/stdout" || fail "report failed"
+cat "$WORK/stdout"
+
+for plot in loss_time loss_samples comm_run1 comm_run2 stages_run1 stages_run2 timeline_run1; do
+  for ext in gp svg png; do
+    [ -s "$WORK/rep/$plot.$ext" ] || fail "no $plot.$ext: $(ls "$WORK/rep")"
+  done
+  python3 -c 'import sys, xml.etree.ElementTree as E
+assert E.parse(sys.argv[1]).getroot().tag.endswith("svg")' "$WORK/rep/$plot.svg" ||
+    fail "$plot.svg is not SVG"
+  [ "$(head -c 8 "$WORK/rep/$plot.png" | od -An -tx1 | tr -d ' ')" = 89504e470d0a1a0a ] ||
+    fail "$plot.png is not a PNG"
+  grep -q "<img src=\"$plot.svg\"" "$WORK/rep/index.html" || fail "index.html lacks $plot"
+done
+[ ! -e "$WORK/rep/timeline_run2.svg" ] || fail "a timeline for a run without a trace"
+ls "$WORK/rep" | grep -qE '\.(tmp|log)$' && fail "left-over files: $(ls "$WORK/rep")"
+for run in pp2 dp2; do
+  grep -q "$WORK/$run" "$WORK/rep/index.html" || fail "index.html lacks $run"
+done
+grep -q "1f1b" "$WORK/rep/index.html" || fail "index.html lacks the configuration"
+
+# Compute boxes of the timeline (the rows' full height): 2 ranks x 2 steps x 4
+# micro-batches x (forward + backward), and the data behind both loss plots: 2
+# evaluations per run.
+boxes=$(awk '!/^#/ { d = $5 - ($2 - 0.3) } !/^#/ && d * d < 1e-9 { n[$2 + 0]++ }
+  END { print n[0] + 0, n[1] + 0 }' \
+  "$WORK/rep/run1_timeline.dat")
+[ "$boxes" = "16 16" ] || fail "timeline boxes per rank: $boxes, expected 16 16"
+[ "$(grep -vc '^#' "$WORK/rep/run1_loss.dat")" -eq 2 ] ||
+  fail "run1_loss.dat: $(cat "$WORK/rep/run1_loss.dat")"
+
+# A script runs again where it lies (what a user does after editing it).
+rm "$WORK/rep/loss_time.svg"
+(cd "$WORK/rep" && gnuplot loss_time.gp) && [ -s "$WORK/rep/loss_time.svg" ] ||
+  fail "loss_time.gp does not run again in the report folder"
+
+# bad input
+PREFIX=(env)
+bad() { # exit-code pattern args...
+  local want=$1 pattern=$2 rc=0
+  shift 2
+  "${PREFIX[@]}" "$BP" report "$@" >"$WORK/bad.out" 2>"$WORK/bad.err" || rc=$?
+  [ "$rc" -eq "$want" ] || fail "report $* exited $rc, expected $want: $(cat "$WORK/bad.err")"
+  [ "$(wc -l <"$WORK/bad.err")" -eq 1 ] || fail "report $* printed: $(cat "$WORK/bad.err")"
+  grep -qE "^bagpipe: error: $pattern" "$WORK/bad.err" ||
+    fail "report $* said: $(cat "$WORK/bad.err")"
+  [ ! -e "$WORK/none" ] || fail "report $* created its output folder"
+  echo "report $*: $(cat "$WORK/bad.err")"
+}
+mkdir -p "$WORK/empty"
+printf '{"type":"config","model":"gpt"}\n' >"$WORK/empty/metrics.jsonl"
+mkdir -p "$WORK/nolog"
+bad 2 "report: run folder $WORK/missing does not exist" "$WORK/missing" --out "$WORK/none"
+bad 2 "report: $WORK/nolog has no metrics.jsonl" "$WORK/nolog" --out "$WORK/none"
+bad 2 "report: --out DIR is required" "$WORK/pp2"
+bad 2 "report: no RUN folder given" --out "$WORK/none"
+bad 2 "unknown option '--bogus'" "$WORK/pp2" --bogus --out "$WORK/none"
+bad 1 "report: .*metrics.jsonl holds no step record" "$WORK/empty" --out "$WORK/none"
+PREFIX=(env PATH=/nonexistent)
+bad 1 "report: gnuplot is not installed" "$WORK/pp2" --out "$WORK/none"
+echo "report: ok"

@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# `bagpipe simulate`: --measure writes a profile that --profile reads back to the
+# same prediction; a device description predicts a model of billions of parameters
+# without allocating it (in well under a second, in little memory); the bytes of
+# an allreduce and of bytegrad as the runtime counts them; bad input is one line
+# naming the option, exit 2, and no half-written profile.
+source "$(dirname "$0")/../lib.sh"
+TINY=(--layers 2 --embd 32 --heads 2 --seq-len 16 --batch 8)
+
+# key FILE KEY: the value after KEY (first field)
+key() { awk -v k="$2" '$1 == k {print $2}' "$1"; }
+# axis FILE KEY AXIS: the value of AXIS=... on the KEY line
+axis() { awk -v k="$2" -v a="$3" '$1 == k {for (i = 2; i <= NF; i++) if (index($i, a "=") == 1) print substr($i, length(a) + 2)}' "$1"; }
+
+"$BP" simulate "${TINY[@]}" --pp 2 --micro-batches 2 --measure "$WORK/prof.json" >"$WORK/m" ||
+  fail "measure exited $?"
+grep -q '"format":"bagpipe-simulate-profile"' "$WORK/prof.json" || fail "profile: $(cat "$WORK/prof.json")"
+"$BP" simulate "${TINY[@]}" --pp 2 --micro-batches 2 --profile "$WORK/prof.json" >"$WORK/p" ||
+  fail "profile exited $?"
+[ "$(key "$WORK/m" step_ms)" = "$(key "$WORK/p" step_ms)" ] ||
+  fail "measured $(key "$WORK/m" step_ms) ms, read back $(key "$WORK/p" step_ms) ms"
+grep -q "^pipeline: 1f1b, partition [0-9],[0-9], 1 pipeline x 2 micro-batches of 4$" "$WORK/p" ||
+  fail "header: $(cat "$WORK/p")"
+# Twice the load, twice the step of one rank (every block, the optimizer).
+"$BP" simulate "${TINY[@]}" --profile "$WORK/prof.json" --load 2 >"$WORK/l2"
+"$BP" simulate "${TINY[@]}" --profile "$WORK/prof.json" --load 1 >"$WORK/l1"
+awk -v a="$(key "$WORK/l1" step_ms)" -v b="$(key "$WORK/l2" step_ms)" \
+  'BEGIN {exit !(b > 1.999 * a && b < 2.001 * a)}' || fail "--load 2: step $(key "$WORK/l2" step_ms) vs $(key "$WORK/l1" step_ms)"
+
+# GPT-2 1.5B-sized (48 layers, 1600 channels) on 64 V100-like ranks: no allocation.
+BIG=(--layers 48 --embd 1600 --heads 25 --seq-len 1024 --vocab 50257 --batch 512 --dp 16 --pp 4 --micro-batches 8
+  --device-flops 125e12 --device-bw 900e9 --efficiency 0.4 --intra bw=300Gbit,lat=5us
+  --inter bw=100Gbit,lat=10us --ranks-per-node 8)
+/usr/bin/time -f "%e %M" -o "$WORK/time" "$BP" simulate "${BIG[@]}" >"$WORK/big" || fail "big exited $?"
+grep -q "; 1558 M parameters)" "$WORK/big" || fail "parameters: $(head -1 "$WORK/big")"
+read -r secs kb <"$WORK/time"
+awk -v s="$secs" -v k="$kb" 'BEGIN {exit !(s < 5 && k < 200000)}' || fail "big took $secs s, $kb KB"
+awk -v p="$(key "$WORK/big" peak_MB)" 'BEGIN {exit !(p > 1000)}' || fail "peak $(key "$WORK/big" peak_MB) MB"
+
+# An allreduce of all P parameters over 4 ranks sends 2 (4-1)/4 x 4P bytes per rank;
+# bytegrad a quarter of that plus its headers.
+"$BP" simulate "${TINY[@]}" --dp 4 --device-flops 1e12 --device-bw 1e11 >"$WORK/ar"
+"$BP" simulate "${TINY[@]}" --dp 4 --dp-algo bytegrad --device-flops 1e12 --device-bw 1e11 >"$WORK/bg"
+P=$(( 256 * 32 + 16 * 32 + 2 * (12 * 32 * 32 + 13 * 32) + 2 * 32 ))
+awk -v b="$(axis "$WORK/ar" bytes_max dp)" -v p="$P" 'BEGIN {exit !(b == 2 * 3 / 4 * 4 * p)}' ||
+  fail "allreduce bytes $(axis "$WORK/ar" bytes_max dp), P $P"
+awk -v a="$(axis "$WORK/ar" bytes_total dp)" -v b="$(axis "$WORK/bg" bytes_total dp)" \
+  'BEGIN {r = b / a; exit !(r > 0.25 && r < 0.26)}' || fail "bytegrad/allreduce bytes"
+
+# --help: train's options and simulate's own, each with its default.
+"$BP" simulate --help >"$WORK/help"
+for opt in measure profile device-flops device-bw efficiency intra inter ranks-per-node vocab dp-algo; do
+  grep -qE "^  --$opt .*\(default: " "$WORK/help" || fail "--help: --$opt"
+done
+if grep '^  --' "$WORK/help" | grep -v '(default: '; then fail "options without a default"; fi
+
+# Bad input: one line naming the option, exit 2.
+bad() {
+  local pattern=$1 rc=0
+  shift
+  "$BP" simulate "$@" >"$WORK/out" 2>"$WORK/err" || rc=$?
+  [ "$rc" -eq 2 ] || fail "'$*' exited $rc: $(cat "$WORK/err")"
+  [ "$(wc -l <"$WORK/err")" -eq 1 ] || fail "'$*' printed: $(cat "$WORK/err")"
+  grep -qE -- "^bagpipe: error: $pattern" "$WORK/err" || fail "'$*' said: $(cat "$WORK/err")"
+  [ ! -s "$WORK/out" ] || fail "'$*' printed on stdout"
+}
+bad "option --measure, --profile or --device-flops: give exactly one source of computation costs \(0 given\)" "${TINY[@]}"
+bad "option --measure, --profile or --device-flops: give exactly one source .*\(2 given\)" \
+  "${TINY[@]}" --profile "$WORK/prof.json" --device-flops 1e12 --device-bw 1e11
+bad "option --device-bw: needed with --device-flops" "${TINY[@]}" --device-flops 1e12
+bad "option --profile: .*/missing.json" "${TINY[@]}" --profile "$WORK/missing.json"
+echo '{"format":"bagpipe-simulate-profile","vocab":256}' >"$WORK/broken.json"
+bad "option --profile: .*broken.json is not a profile of bagpipe simulate --measure \(field 'layers' missing or invalid\)" \
+  "${TINY[@]}" --profile "$WORK/broken.json"
+echo 'not json' >"$WORK/text.json"
+bad "option --profile: .*text.json is not JSON" "${TINY[@]}" --profile "$WORK/text.json"
+bad "option --net: emulates one network for every link" "${TINY[@]}" --device-flops 1 --device-bw 1 \
+  --net bw=1Gbit --intra bw=1Gbit
+bad "option --intra: net: bad bw 'fast'" "${TINY[@]}" --device-flops 1 --device-bw 1 --intra bw=fast
+bad "option --model: simulate models gpt only" --model mlp --device-flops 1 --device-bw 1
+bad "option --dp-algo: lp-decentralized needs a ring of at least 3" "${TINY[@]}" --device-flops 1 \
+  --device-bw 1 --dp 2 --dp-algo lp-decentralized
+bad "option --efficiency" "${TINY[@]}" --device-flops 1 --device-bw 1 --efficiency 2
+# A profile that cannot be written: a runtime failure (exit 1), nothing left behind.
+rc=0
+"$BP" simulate "${TINY[@]}" --measure "$WORK/nodir/p.json" >"$WORK/out" 2>"$WORK/err" || rc=$?
+[ "$rc" -eq 1 ] || fail "unwritable profile exited $rc"
+grep -q "^bagpipe: error: option --measure: cannot create .*nodir/p.json" "$WORK/err" ||
+  fail "unwritable profile said: $(cat "$WORK/err")"
+[ ! -e "$WORK/nodir" ] || fail "half-written profile"
+echo "simulate_cli: ok"

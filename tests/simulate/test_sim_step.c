@@ -1,0 +1,288 @@
+/* The step simulator (parallel/sim_step.c) and its analytic model
+ * (parallel/sim_model.c) on cases with closed forms.
+ *
+ *  - The analytic gpt has the tensors bp_model_create_tp lays out (count, order,
+ *    shard sizes, owning block, the head's tied copy) and the activation bytes
+ *    bp_acts_create allocates, for several ranges and tp sizes.
+ *  - One bucket's allreduce over a ring of n ranks on an emulated link is exposed
+ *    for exactly 2 (n-1)/n x bytes / bw + 2 (n-1) lat, and sends that many bytes.
+ *  - With a fast link buckets hide behind backward: only those ready when backward
+ *    ends are exposed; without overlap all are.
+ *  - bytegrad sends about 4x fewer bytes than allreduce (one byte per float plus
+ *    a header per chunk).
+ *  - gpipe on equal stages with free messages idles (S-1)/(M+S-1) of the time.
+ *  - Each transformer block's 4 tp allreduces are rank 0's exposed tp time.
+ *  - Hierarchical: a reduction within the node plus a ring among the node leaders;
+ *    flat over two nodes, a ring that waits on the slow link.
+ *  - More bandwidth is never slower, for every algorithm, grid and schedule. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "nn/model.h"
+#include "parallel/buckets.h"
+#include "parallel/sim_machine.h"
+#include "parallel/sim_model.h"
+#include "parallel/sim_step.h"
+
+#define assert_near(a, b, tol) assert_near_at((a), (b), (tol), __FILE__, __LINE__)
+static void assert_near_at(double a, double b, double tol, const char *file, int line) {
+    if (fabs(a - b) <= tol) return;
+    print_error("%s:%d: %.12g != %.12g (tolerance %g)\n", file, line, a, b, tol);
+    fail();
+}
+
+static bp_model_config gpt(int L, int C, int H, int T, int V) {
+    return (bp_model_config){.kind = BP_MODEL_GPT, .vocab = V, .n_layer = L, .n_embd = C,
+                             .n_head = H, .seq_len = T};
+}
+
+static int noop_sum(void *ctx, bp_real *x, size_t n) {
+    (void)ctx, (void)x, (void)n;
+    return BP_OK;
+}
+
+static void test_tensors_match_the_model(void **state) {
+    (void)state;
+    bp_model_config mc = gpt(3, 16, 4, 8, 32);
+    const int ranges[][2] = {{0, 5}, {0, 2}, {1, 4}, {2, 5}, {4, 5}, {0, 1}};
+    for (int tp = 1; tp <= 4; tp *= 2)
+        for (size_t r = 0; r < sizeof ranges / sizeof ranges[0]; r++) {
+            int b0 = ranges[r][0], b1 = ranges[r][1];
+            bp_tp t = {.rank = 0, .size = tp, .allreduce_sum = noop_sum};
+            bp_model *m;
+            bp_err err;
+            assert_int_equal(bp_model_create_tp(&mc, b0, b1, &t, &m, &err), BP_OK);
+            int n = bp_sim_gpt_tensors(&mc, tp, b0, b1, NULL);
+            assert_int_equal(n, bp_model_num_tensors(m));
+            bp_sim_tensor *st = malloc((size_t)n * sizeof *st);
+            bp_sim_gpt_tensors(&mc, tp, b0, b1, st);
+            for (int i = 0; i < n; i++) {
+                const bp_tensor_info *ti = bp_model_tensor(m, i);
+                assert_int_equal(st[i].numel, ti->numel);
+                assert_int_equal(st[i].block, ti->block);
+                assert_int_equal(st[i].rows, ti->shape[0]);
+                assert_int_equal(st[i].cols, ti->ndim == 2 ? (size_t)ti->shape[1] : 0);
+            }
+            assert_int_equal(bp_sim_gpt_params(&mc, tp, b0, b1), bp_model_num_params(m));
+            bp_acts *a;
+            assert_int_equal(bp_acts_create(m, 3, 8, &a, &err), BP_OK);
+            assert_int_equal(bp_sim_gpt_act_bytes(&mc, tp, b0, b1, 3, 8), bp_acts_bytes(a));
+            bp_acts_destroy(a);
+            free(st);
+            bp_model_destroy(m);
+        }
+}
+
+/* A device so fast that computation and memory passes take no time worth
+ * counting, on one node whose link is the emulated network `bw`, `lat`. */
+static bp_sim_machine fast_machine(double bw, double lat) {
+    bp_sim_link l = {.net = {.on = true, .bw_bps = bw, .lat_s = lat}};
+    return (bp_sim_machine){.flops = 1e30, .mem_Bps = 1e30, .efficiency = 1, .intra = l,
+                            .inter = l};
+}
+
+typedef struct job_parts {
+    int first[17];
+    bp_sim_job j;
+} job_parts;
+
+/* dp x pp x tp of a gpt, allreduce in one bucket, 1f1b, M micro-batches. */
+static void make_job(job_parts *p, bp_model_config mc, int dp, int pp, int tp, int M) {
+    int n = mc.n_layer + 2;
+    for (int s = 0; s <= pp; s++) p->first[s] = s * n / pp;
+    p->j = (bp_sim_job){.mc = mc, .dp = dp, .pp = pp, .tp = tp, .N = 1, .M = M, .micro_B = 2,
+                        .sched = {BP_SCHED_1F1B, 0}, .first = p->first, .steps = 100,
+                        .optim_buffers = 2};
+    p->j.dpc = (bp_dp_config){.algo = BP_DP_ALLREDUCE, .bucket_mb = 1e6, .overlap = true,
+                              .interval = 1, .ea_period = 1, .sync_ms = 10, .rank = 2,
+                              .ea_alpha = 0.5};
+}
+
+static bp_sim_step_result simulate(const bp_sim_job *j, const bp_sim_machine *m) {
+    bp_sim_step_result r;
+    bp_err err;
+    assert_int_equal(bp_sim_step(j, m, &r, &err), BP_OK);
+    return r;
+}
+
+static void test_ring_allreduce_closed_form(void **state) {
+    (void)state;
+    const double bw = 1e9, lat = 1e-3;
+    bp_model_config mc = gpt(2, 64, 4, 16, 64);
+    for (int n = 2; n <= 8; n *= 2) {
+        job_parts p;
+        make_job(&p, mc, n, 1, 1, 1);
+        bp_sim_machine m = fast_machine(bw, lat);
+        bp_sim_step_result r = simulate(&p.j, &m);
+        double bytes = (double)bp_sim_gpt_params(&mc, 1, 0, 4) * sizeof(float);
+        /* every part is a whole number of floats: params divide by n here */
+        double want = 2.0 * (n - 1) / n * bytes * 8 / bw + 2.0 * (n - 1) * lat;
+        assert_near(r.exposed_s[BP_SIM_DP], want, 1e-9);
+        assert_near(r.max_bytes[BP_SIM_DP], 2.0 * (n - 1) / n * bytes, 0.5);
+        assert_near(r.bytes[BP_SIM_DP], n * 2.0 * (n - 1) / n * bytes, 0.5 * n);
+    }
+}
+
+/* Seconds of the ring allreduces of the buckets of the whole model that are ready
+ * only once backward reaches block 1 (the embedding's backward takes no time on
+ * the test's machine, so these wait until backward ends). */
+static double last_buckets_s(const bp_sim_job *j, double bw, double lat) {
+    int n = bp_sim_gpt_tensors(&j->mc, 1, 0, j->mc.n_layer + 2, NULL);
+    bp_sim_tensor *t = malloc((size_t)n * sizeof *t);
+    bp_bucket_tensor *bt = malloc((size_t)n * sizeof *bt);
+    bp_bucket *b = malloc((size_t)n * sizeof *b);
+    bp_sim_gpt_tensors(&j->mc, 1, 0, j->mc.n_layer + 2, t);
+    size_t off = 0;
+    for (int i = 0; i < n; i++) bt[i] = (bp_bucket_tensor){off, t[i].numel, t[i].block}, off += t[i].numel;
+    int k = bp_buckets_plan(bt, n, (size_t)(j->dpc.bucket_mb * 1048576.0), -1, b);
+    assert_true(k > 2);
+    int p = j->dp;
+    double s = 0;
+    for (int i = 0; i < k; i++) {
+        size_t part = (b[i].len + (size_t)p - 1) / (size_t)p;
+        if (b[i].min_block <= 1) s += 2.0 * (p - 1) * (part * 4.0 * 8 / bw + lat);
+    }
+    assert_true(b[0].min_block > 1); /* some buckets do overlap */
+    free(t), free(bt), free(b);
+    return s;
+}
+
+static void test_overlap_hides_all_but_the_last_bucket(void **state) {
+    (void)state;
+    const double bw = 1e12, lat = 1e-6;
+    job_parts p;
+    make_job(&p, gpt(6, 256, 4, 64, 256), 4, 1, 1, 1);
+    p.j.dpc.bucket_mb = 0.5;
+    /* Computation that backward spends long enough on to hide every bucket. */
+    bp_sim_machine m = fast_machine(bw, lat);
+    m.flops = 1e9;
+    bp_sim_step_result r = simulate(&p.j, &m);
+    assert_near(r.exposed_s[BP_SIM_DP], last_buckets_s(&p.j, bw, lat), 1e-9);
+    p.j.dpc.overlap = false;
+    bp_sim_step_result all = simulate(&p.j, &m);
+    assert_true(all.exposed_s[BP_SIM_DP] > 3 * r.exposed_s[BP_SIM_DP]);
+    assert_near(all.step_s - r.step_s, all.exposed_s[BP_SIM_DP] - r.exposed_s[BP_SIM_DP], 1e-9);
+}
+
+static void test_bytegrad_sends_a_quarter(void **state) {
+    (void)state;
+    for (int n = 2; n <= 8; n *= 2) {
+        job_parts p;
+        make_job(&p, gpt(2, 128, 4, 16, 256), n, 1, 1, 1);
+        bp_sim_machine m = fast_machine(1e9, 1e-4);
+        double full = simulate(&p.j, &m).bytes[BP_SIM_DP];
+        p.j.dpc.algo = BP_DP_BYTEGRAD;
+        bp_sim_step_result r = simulate(&p.j, &m);
+        double ratio = r.bytes[BP_SIM_DP] / full;
+        assert_true(ratio >= 0.25 && ratio < 0.2501);
+        assert_true(r.exposed_s[BP_SIM_DP] > 0);
+    }
+}
+
+static void test_gpipe_bubble(void **state) {
+    (void)state;
+    for (int S = 2; S <= 4; S++)
+        for (int M = 1; M <= 8; M *= 2) {
+            job_parts p;
+            /* One layer per stage; the embedding and the head cost next to nothing
+             * (vocabulary 1, bandwidth unlimited) and share the ends' stages. */
+            make_job(&p, gpt(S, 256, 4, 32, 1), 1, S, 1, M);
+            for (int s = 1; s < S; s++) p.first[s] = s + 1;
+            p.j.sched = (bp_schedule){BP_SCHED_GPIPE, 0};
+            bp_sim_machine m = fast_machine(1e30, 0);
+            m.flops = 1e10;
+            bp_sim_step_result r = simulate(&p.j, &m);
+            /* the head's V = 1 products make the last stage 1/(12 C) slower */
+            assert_near(r.bubble, (double)(S - 1) / (M + S - 1), 1e-3);
+        }
+}
+
+static void test_tp_allreduces(void **state) {
+    (void)state;
+    const double bw = 1e9, lat = 1e-4;
+    job_parts p;
+    bp_model_config mc = gpt(3, 64, 4, 16, 64);
+    make_job(&p, mc, 1, 1, 2, 3);
+    bp_sim_machine m = fast_machine(bw, lat);
+    bp_sim_step_result r = simulate(&p.j, &m);
+    double bytes = 2.0 * 16 * 64 * sizeof(float); /* B x T x C */
+    double one = 2.0 * (2 - 1) / 2 * bytes * 8 / bw + 2.0 * lat;
+    assert_near(r.exposed_s[BP_SIM_TP], 4 * 3 * 3 * one, 1e-9); /* 4 per block, 3 blocks, M 3 */
+    /* what is not tp: the end of step's agreement (8 bytes) and gradient norm (4
+     * bytes) over the 2 ranks, two exchanges of half of them each */
+    assert_near(r.compute_s, 2 * (4.0 * 8 / bw + lat) + 2 * (2.0 * 8 / bw + lat), 1e-12);
+}
+
+/* Hierarchical over 2 nodes of 4: one bucket is an allreduce within the node
+ * (standing for the reduction to the leader and the broadcast back) plus the
+ * ring among the 2 leaders on the link between nodes. */
+static void test_hierarchical_closed_form(void **state) {
+    (void)state;
+    const double bw_in = 1e11, lat_in = 1e-6, bw_out = 1e9, lat_out = 1e-4;
+    bp_model_config mc = gpt(2, 64, 4, 16, 64);
+    job_parts p;
+    make_job(&p, mc, 8, 1, 1, 1);
+    p.j.dpc.hierarchical = true;
+    bp_sim_machine m = fast_machine(bw_in, lat_in);
+    m.inter.net = (bp_net){.on = true, .bw_bps = bw_out, .lat_s = lat_out};
+    m.ranks_per_node = 4;
+    double bytes = (double)bp_sim_gpt_params(&mc, 1, 0, 4) * sizeof(float);
+    double local = 2.0 * 3 / 4 * bytes * 8 / bw_in + 2.0 * 3 * lat_in;
+    double leaders = 2.0 * 1 / 2 * bytes * 8 / bw_out + 2.0 * lat_out;
+    assert_near(simulate(&p.j, &m).exposed_s[BP_SIM_DP], local + leaders, 1e-9);
+    p.j.dpc.hierarchical = false; /* a flat ring waits on the slow link at every exchange */
+    double flat = 2.0 * 7 / 8 * bytes * 8 / bw_out + 2.0 * 7 * lat_out;
+    assert_near(simulate(&p.j, &m).exposed_s[BP_SIM_DP], flat, 1e-9);
+}
+
+static void test_more_bandwidth_never_slower(void **state) {
+    (void)state;
+    const int algos[] = {BP_DP_ALLREDUCE, BP_DP_BYTEGRAD,        BP_DP_QADAM,
+                         BP_DP_DECENTRALIZED, BP_DP_LP_DECENTRALIZED, BP_DP_ASYNC,
+                         BP_DP_POWERSGD, BP_DP_EASGD};
+    const bp_sched_kind scheds[] = {BP_SCHED_GPIPE, BP_SCHED_1F1B, BP_SCHED_AFP};
+    for (size_t a = 0; a < sizeof algos / sizeof algos[0]; a++)
+        for (int pp = 1; pp <= 4; pp *= 2)
+            for (int tp = 1; tp <= 2; tp++)
+                for (size_t k = 0; k < 3; k++) {
+                    job_parts p;
+                    make_job(&p, gpt(6, 128, 4, 32, 256), 4, pp, tp, 4);
+                    p.j.dpc.algo = algos[a];
+                    p.j.dpc.bucket_mb = 0.25;
+                    p.j.sched = (bp_schedule){scheds[k], 1};
+                    p.j.cb_rank = pp > 1 ? 2 : 0;
+                    p.j.dpc.hierarchical = k == 2; /* afp runs hierarchical dp */
+                    double last = INFINITY;
+                    for (double bw = 1e7; bw <= 1e12; bw *= 3.7) {
+                        bp_sim_machine m = fast_machine(bw, 1e-4);
+                        m.flops = 1e10;
+                        m.mem_Bps = 1e10;
+                        m.ranks_per_node = 2;
+                        m.inter.net.bw_bps = bw / 4;
+                        double t = simulate(&p.j, &m).step_s;
+                        assert_true(t <= last * (1 + 1e-12));
+                        last = t;
+                    }
+                }
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_tensors_match_the_model),
+        cmocka_unit_test(test_ring_allreduce_closed_form),
+        cmocka_unit_test(test_overlap_hides_all_but_the_last_bucket),
+        cmocka_unit_test(test_bytegrad_sends_a_quarter),
+        cmocka_unit_test(test_gpipe_bubble),
+        cmocka_unit_test(test_tp_allreduces),
+        cmocka_unit_test(test_hierarchical_closed_form),
+        cmocka_unit_test(test_more_bandwidth_never_slower),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
