@@ -19,11 +19,6 @@ PYTHON = "/usr/bin/python3"  # Debian's interpreter: the one that has python3-to
 ALGOS = ["allreduce", "bytegrad", "qadam", "decentralized", "lp-decentralized", "async", "powersgd", "easgd"]
 
 
-def min_ranks(algo):
-    """lp-decentralized needs a ring of at least 3 ranks (with 2, both neighbours coincide)."""
-    return 3 if algo == "lp-decentralized" else 1
-
-
 def one_thread_env():
     env = dict(os.environ)
     env.update(OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")

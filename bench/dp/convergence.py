@@ -4,8 +4,6 @@
 Trains the default gpt on KJV (1000 steps, global batch 16) on N ranks with each
 algorithm and prints the final validation loss of each next to allreduce's, with the
 relative difference and the target: within 5%, async and decentralized within 10%.
-lp-decentralized needs a ring of at least 3 ranks: with --ranks 2 it runs, with its own
-allreduce baseline, on --lp-ranks (default 4) ranks.
 
   bench/dp/convergence.sh                              # all algorithms, defaults
   bench/dp/convergence.sh --algos allreduce,qadam --steps 500
@@ -16,7 +14,7 @@ import argparse
 import shlex
 import sys
 
-from common import ALGOS, Bagpipe, RunFailed, load_note, median, min_ranks, table, write_json
+from common import ALGOS, Bagpipe, RunFailed, load_note, median, table, write_json
 
 LOOSE = ("async", "decentralized")  # 10%; the others 5%
 
@@ -29,7 +27,6 @@ def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--bagpipe", default=None, help="binary (default build/bagpipe)")
     p.add_argument("--ranks", type=int, default=2)
-    p.add_argument("--lp-ranks", type=int, default=4, help="ranks for lp-decentralized when --ranks < 3 (0: skip)")
     p.add_argument("--steps", type=int, default=1000)
     p.add_argument("--eval-every", type=int, default=100)
     p.add_argument("--algos", default=",".join(ALGOS), help="comma-separated (default: all)")
@@ -41,16 +38,13 @@ def main():
     bp = Bagpipe(a.bagpipe) if a.bagpipe else Bagpipe()
     rows = []  # (label, algo, ranks, extra args)
     for algo in [x for x in a.algos.split(",") if x]:
-        ranks = a.ranks if a.ranks >= min_ranks(algo) else a.lp_ranks
-        if ranks:
-            rows.append((algo, algo, ranks, []))
+        rows.append((algo, algo, a.ranks, []))
     for v in a.variant:
         words = shlex.split(v)
-        ranks = a.ranks if a.ranks >= min_ranks(words[0]) else a.lp_ranks
-        rows.append((v, words[0], ranks, words[1:]))
+        rows.append((v, words[0], a.ranks, words[1:]))
     baselines = sorted({r for _, _, r, _ in rows})
     base = ["--steps", str(a.steps), "--eval-every", str(a.eval_every)] + a.extra
-    print(f"convergence: gpt, {a.steps} steps, ranks {a.ranks} (lp-decentralized on {a.lp_ranks}), "
+    print(f"convergence: gpt, {a.steps} steps, ranks {a.ranks}, "
           f"extra: {' '.join(a.extra) or 'none'}; {load_note()}", flush=True)
     results, ref, failed = {}, {}, {}
     try:

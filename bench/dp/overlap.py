@@ -12,6 +12,7 @@ emulated network and prints:
   bench/dp/overlap.sh                             # 2 ranks, bw=1Gbit,lat=0.1ms, 0.5 MB buckets, batch 24
   bench/dp/overlap.sh --bucket-mb 0.25,0.5,10     # one line per bucket size
   bench/dp/overlap.sh --spin                      # also with --comm-poll-us 0 (MPI spins)
+  bench/dp/overlap.sh --late                      # also with the update after all buckets
   bench/dp/overlap.sh --rounds 7 --steps 40 -- --batch 32
 Arguments after `--` go to every `bagpipe train` unchanged.
 """
@@ -36,12 +37,17 @@ def main():
     p.add_argument("--spin", action="store_true",
                    help="also run every case with --comm-poll-us 0 (the communication thread blocks in "
                         "MPI_Waitall, which spins), rows marked 'spin'")
+    p.add_argument("--late", action="store_true",
+                   help="also run every case with --skip-nonfinite, under which each bucket's update waits for "
+                        "all buckets instead of starting when its average arrives, rows marked 'late'")
     p.add_argument("--json", help="also write all numbers here")
     p.add_argument("extra", nargs="*", help="after --: more bagpipe train options (default --batch 24)")
     a = p.parse_args()
     bp = Bagpipe(a.bagpipe) if a.bagpipe else Bagpipe()
     sizes = [s for s in a.bucket_mb.split(",") if s]
-    variants = [(s, False) for s in sizes] + ([(s, True) for s in sizes] if a.spin else [])
+    modes = [""] + (["spin"] if a.spin else []) + (["late"] if a.late else [])
+    variants = [(s, m) for m in modes for s in sizes]
+    mode_args = {"": [], "spin": ["--comm-poll-us", "0"], "late": ["--skip-nonfinite"]}
     extra = a.extra or ["--batch", "24"]
     base = ["--steps", str(a.warmup + a.steps), "--eval-every", "0", "--net", a.net] + extra
     print(f"overlap: {a.ranks} ranks, --net {a.net}, buckets {','.join(sizes)} MB, {a.rounds} rounds x "
@@ -52,13 +58,13 @@ def main():
     try:
         for r in range(a.rounds):
             for v in variants:
-                s, spin = v
-                name = f"{s} MB" + (" spin" if spin else "")
+                s, extra_mode = v
+                name = f"{s} MB {extra_mode}".rstrip()
                 # alternate which mode goes first, so a drift in background load hits both alike
                 order = ("overlap", "seq") if r % 2 == 0 else ("seq", "overlap")
                 for mode in order:
                     args = base + ["--bucket-mb", s] + (["--no-overlap"] if mode == "seq" else []) + \
-                        (["--comm-poll-us", "0"] if spin else [])
+                        mode_args[extra_mode]
                     idle = wait_quiet(a.quiet_cores, a.quiet_wait)
                     run = bp.train(a.ranks, args, thread_cpu=True)
                     d = res[v][mode]
@@ -82,8 +88,8 @@ def main():
 
     rows, out = [], {}
     for v in variants:
-        s, spin = v
-        name = s + (" spin" if spin else "")
+        s, extra_mode = v
+        name = f"{s} {extra_mode}".rstrip()
         o, q = res[v]["overlap"], res[v]["seq"]
         seq = median(q["compute"]) + median(q["exposed"])
         ratio = median(o["step"]) / seq

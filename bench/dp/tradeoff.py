@@ -18,7 +18,7 @@ import argparse
 import shlex
 import sys
 
-from common import ALGOS, Bagpipe, RunFailed, load_note, min_ranks, table, write_json
+from common import ALGOS, Bagpipe, RunFailed, load_note, table, write_json
 
 
 def mean(xs):  # means, not medians: easgd and decentralized --interval communicate in some steps only
@@ -36,7 +36,7 @@ NET_ALIASES = {"none": "none", "off": "none", "1Gbit": "1Gbit/0.1ms", "100Mbit":
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--bagpipe", default=None, help="binary (default build/bagpipe)")
-    p.add_argument("--ranks", type=int, default=2, help="(lp-decentralized runs only with >= 3)")
+    p.add_argument("--ranks", type=int, default=2)
     p.add_argument("--quick", action="store_true", help="target 2.60 within 200 steps instead of 2.25 within 600")
     p.add_argument("--target", type=float, help="validation loss to reach (default 2.25; --quick 2.60)")
     p.add_argument("--max-steps", type=int, help="give up after this many steps (default 600; --quick 200)")
@@ -55,13 +55,11 @@ def main():
     for n in nets:
         if n not in NETS:
             p.error(f"--nets: unknown '{n}' (one of {', '.join(NETS)})")
-    rows = [(x, x, []) for x in a.algos.split(",") if x and a.ranks >= min_ranks(x)]
-    skipped = [x for x in a.algos.split(",") if x and a.ranks < min_ranks(x)]
+    rows = [(x, x, []) for x in a.algos.split(",") if x]
     rows += [(v, shlex.split(v)[0], shlex.split(v)[1:]) for v in a.variant]
     bp = Bagpipe(a.bagpipe) if a.bagpipe else Bagpipe()
     print(f"tradeoff: gpt, {a.ranks} ranks, time to val loss <= {a.target} (eval every {a.eval_every} steps, "
-          f"at most {a.max_steps} steps); nets {', '.join(nets)}; {load_note()}"
-          + (f"; skipped (needs >= 3 ranks): {', '.join(skipped)}" if skipped else ""), flush=True)
+          f"at most {a.max_steps} steps); nets {', '.join(nets)}; {load_note()}", flush=True)
     res = {}
     try:
         for net in nets:

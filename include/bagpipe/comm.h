@@ -233,10 +233,14 @@ int bp_peer_avg(bp_comm *c, float *x, size_t n, bp_peers peers, uint64_t round);
  * rank's), l and r (its left and right neighbour's), all equal to x0 of their
  * owner at the start (one exchange in bp_ring_lp_create, collective). Each step,
  * after the local update x: z = x + l/3 + r/3 - 5w/3; C(z) goes to both
- * neighbours; l += D(C(z_left)); r += D(C(z_right)); w += D(C(z)); x = w. The codec
- * is used by this state only (it may be stateful). */
+ * neighbours; l += D(C(z_left)); r += D(C(z_right)); w += D(C(z)); x = w. C
+ * compresses z in chunks of at most `chunk` values (0: one chunk), each on its
+ * own, as Bagua compresses each bucket. On 2 ranks both neighbours are the one
+ * peer, which then sends its C(z) twice (as Bagua's ring does), so l = r. The
+ * codec is used by this state only (it may be stateful). */
 typedef struct bp_ring_lp bp_ring_lp;
-int bp_ring_lp_create(bp_comm *c, const float *x0, size_t n, bp_codec *codec, bp_ring_lp **out);
+int bp_ring_lp_create(bp_comm *c, const float *x0, size_t n, size_t chunk, bp_codec *codec,
+                      bp_ring_lp **out);
 int bp_ring_lp_step(bp_ring_lp *s, float *x);
 /* The replicas (n floats each); NULL on ranks that are not in the ring (not
  * node leaders when hierarchical). */

@@ -52,7 +52,7 @@ int bp_peer_avg(bp_comm *c, float *x, size_t n, bp_peers peers, uint64_t round) 
 struct bp_ring_lp {
     bp_comm *c;
     bp_codec *codec;
-    size_t n;
+    size_t n, chunk; /* values; each chunk of at most `chunk` is compressed on its own */
     float *w, *l, *r, *tmp; /* NULL on ranks outside the ring */
     unsigned char *enc[3];  /* own C(z), from the left, from the right */
 };
@@ -71,9 +71,37 @@ static int ring_init(op_ctx *op, bp_comm *g, float *x, size_t n, void *arg) {
     return rc;
 }
 
+static size_t chunk_len(const bp_ring_lp *s, size_t off) {
+    return s->n - off < s->chunk ? s->n - off : s->chunk;
+}
+
+/* The message: the chunks' codes one after the other. One min/max per chunk, so
+ * that one tensor's large range does not cost the others their precision. */
+static size_t encoded_bytes(const bp_ring_lp *s) {
+    size_t bytes = 0;
+    for (size_t off = 0; off < s->n; off += s->chunk)
+        bytes += bp_codec_encoded_size(s->codec, chunk_len(s, off));
+    return bytes;
+}
+
+static int encode(op_ctx *op, bp_ring_lp *s, const float *z, unsigned char *enc) {
+    int rc = BP_OK;
+    for (size_t off = 0; rc == BP_OK && off < s->n; off += s->chunk) {
+        size_t len = chunk_len(s, off);
+        rc = bp_codec_encode_traced(s->codec, z + off, len, enc, op->c->trace, &op->err);
+        enc += bp_codec_encoded_size(s->codec, len);
+    }
+    return rc;
+}
+
 /* replica += D(enc) */
 static int absorb(op_ctx *op, bp_ring_lp *s, const unsigned char *enc, float *replica) {
-    int rc = bp_codec_decode_traced(s->codec, enc, s->n, s->tmp, op->c->trace, &op->err);
+    int rc = BP_OK;
+    for (size_t off = 0; rc == BP_OK && off < s->n; off += s->chunk) {
+        size_t len = chunk_len(s, off);
+        rc = bp_codec_decode_traced(s->codec, enc, len, s->tmp + off, op->c->trace, &op->err);
+        enc += bp_codec_encoded_size(s->codec, len);
+    }
     if (rc == BP_OK) bpc_vec_add(replica, s->tmp, s->n);
     return rc;
 }
@@ -82,8 +110,8 @@ static int ring_step(op_ctx *op, bp_comm *g, float *x, size_t n, void *arg) {
     bp_ring_lp *s = arg;
     for (size_t i = 0; i < n; i++)
         s->tmp[i] = x[i] + s->l[i] / 3.0f + s->r[i] / 3.0f - 5.0f * s->w[i] / 3.0f;
-    size_t bytes = bp_codec_encoded_size(s->codec, n);
-    int rc = bp_codec_encode_traced(s->codec, s->tmp, n, s->enc[0], op->c->trace, &op->err);
+    size_t bytes = encoded_bytes(s);
+    int rc = encode(op, s, s->tmp, s->enc[0]);
     tx_req req[4];
     int k = 0;
     if (rc == BP_OK)
@@ -106,7 +134,7 @@ static int ring_alloc(bp_ring_lp *s, bp_err *err) {
     int rc = BP_OK;
     for (size_t i = 0; i < 4 && rc == BP_OK; i++)
         rc = bp_alloc_checked((void **)f[i], s->n * sizeof(float), "ring_lp replica", err);
-    size_t bytes = bp_codec_encoded_size(s->codec, s->n);
+    size_t bytes = encoded_bytes(s);
     for (size_t i = 0; i < 3 && rc == BP_OK; i++)
         rc = bp_alloc_checked((void **)&s->enc[i], bytes, "ring_lp message", err);
     return rc;
@@ -119,7 +147,8 @@ void bp_ring_lp_destroy(bp_ring_lp *s) {
     free(s);
 }
 
-int bp_ring_lp_create(bp_comm *c, const float *x0, size_t n, bp_codec *codec, bp_ring_lp **out) {
+int bp_ring_lp_create(bp_comm *c, const float *x0, size_t n, size_t chunk, bp_codec *codec,
+                      bp_ring_lp **out) {
     op_ctx op;
     bpc_op_begin(&op, c, BP_OP_RING_LP, n);
     *out = NULL;
@@ -129,7 +158,7 @@ int bp_ring_lp_create(bp_comm *c, const float *x0, size_t n, bp_codec *codec, bp
     if (rc == BP_OK && n == 0)
         rc = bpc_op_fail(&op, BP_EUSAGE, "the ring needs at least one value");
     if (rc == BP_OK) {
-        *s = (bp_ring_lp){.c = c, .codec = codec, .n = n};
+        *s = (bp_ring_lp){.c = c, .codec = codec, .n = n, .chunk = chunk && chunk < n ? chunk : n};
         /* Only ring members keep replicas: everyone when flat, leaders when not. */
         if (!c->hier || c->leaders) rc = ring_alloc(s, &op.err);
     }

@@ -36,9 +36,14 @@ static int set_number(const bp_option *o, char *field, const char *value, bp_err
     char *end;
     errno = 0;
     if (o->type == BP_OPT_DOUBLE) {
-        double v = strtod(value, &end);
+        double v = o->choices && strcmp(value, o->choices) == 0 ? NAN : strtod(value, &end);
+        if (isnan(v) && o->choices) {
+            memcpy(field, &v, sizeof v);
+            return BP_OK;
+        }
         if (*value == '\0' || *end || errno || !isfinite(v))
-            return bp_fail(err, BP_EUSAGE, "option --%s: '%s' is not a number", o->name, value);
+            return bp_fail(err, BP_EUSAGE, "option --%s: '%s' is not a number%s%s", o->name, value,
+                           o->choices ? " or " : "", o->choices ? o->choices : "");
         if (v < o->min || v > o->max) return range_error(o, value, err);
         memcpy(field, &v, sizeof v);
         return BP_OK;
@@ -128,7 +133,10 @@ static void default_text(const bp_option *o, const void *defaults, char *buf, si
         break;
     case BP_OPT_DOUBLE:
         memcpy(&d, field, sizeof d);
-        snprintf(buf, n, "%g", d);
+        if (isnan(d) && o->choices)
+            snprintf(buf, n, "%s", o->choices);
+        else
+            snprintf(buf, n, "%g", d);
         break;
     case BP_OPT_STRING:
         snprintf(buf, n, "%s", *field ? field : "none");

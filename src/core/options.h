@@ -26,7 +26,7 @@ typedef struct bp_option {
     bp_opt_type type;
     size_t offset;       /* of the field in the target struct */
     size_t size;         /* BP_OPT_STRING: capacity of the field */
-    const char *choices; /* BP_OPT_CHOICE */
+    const char *choices; /* BP_OPT_CHOICE; BP_OPT_DOUBLE: a word also accepted, stored as NAN */
     double min, max;     /* numeric options: inclusive range */
     const char *metavar; /* e.g. "N", "DIR" */
     const char *help;

@@ -36,6 +36,11 @@ typedef struct bp_optim {
 int bp_optim_init(bp_optim *o, const bp_optim_config *cfg, size_t n, bp_err *err);
 void bp_optim_free(bp_optim *o);
 void bp_optim_step(bp_optim *o, bp_real *params, const bp_real *grads, double lr);
+/* The parts of bp_optim_step, for an update applied in pieces as their gradients
+ * become ready: o->t++ once, then bp_optim_update over ranges [off, off + len)
+ * that cover the buffer once. Element by element the same as bp_optim_step. */
+void bp_optim_update(bp_optim *o, bp_real *params, const bp_real *grads, double lr, size_t off,
+                     size_t len);
 /* Number of state buffers of n elements (1 for sgd, 2 for adamw): memory accounting. */
 int bp_optim_num_buffers(const bp_optim_config *cfg);
 

@@ -141,11 +141,22 @@ void bp_bucketer_block_done(void *bucketer, int block) {
     pthread_mutex_unlock(&bk->mu);
 }
 
-bp_status bp_bucketer_finish(bp_bucketer *bk, bp_err *err) {
+bp_status bp_bucketer_finish(bp_bucketer *bk, bp_bucket_fn done, void *ctx, bp_err *err) {
     pthread_mutex_lock(&bk->mu);
     bk->lowest_done = INT_MIN;
     pthread_cond_broadcast(&bk->cv);
-    while (bk->next < bk->n) pthread_cond_wait(&bk->cv, &bk->mu);
+    for (int i = 0; i < bk->n; i++) {
+        while (bk->next <= i) pthread_cond_wait(&bk->cv, &bk->mu);
+        if (!done || bk->status != BP_OK) continue;
+        pthread_mutex_unlock(&bk->mu); /* the thread goes on with the next buckets */
+        bp_err e;
+        int rc = done(ctx, &bk->buckets[i], &e);
+        pthread_mutex_lock(&bk->mu);
+        if (rc != BP_OK && bk->status == BP_OK) {
+            bk->status = rc;
+            bk->err = e;
+        }
+    }
     bk->round_open = false;
     int rc = bk->status;
     if (rc && err) *err = bk->err;

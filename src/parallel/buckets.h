@@ -67,7 +67,10 @@ void bp_bucketer_free(bp_bucketer *bk);
 void bp_bucketer_begin(bp_bucketer *bk);
 /* Backward finished `block` (as a bp_grad_ready_fn). */
 void bp_bucketer_block_done(void *bucketer, int block);
-/* Mark every block done, wait until every bucket ran; the first failure's status. */
-bp_status bp_bucketer_finish(bp_bucketer *bk, bp_err *err);
+/* Mark every block done, wait until every bucket ran; the first failure's status.
+ * With `done` (NULL: none), call it on this thread for each bucket in order as soon
+ * as that bucket ran, while the thread goes on with the later ones; after a
+ * failure it is called no more. */
+bp_status bp_bucketer_finish(bp_bucketer *bk, bp_bucket_fn done, void *ctx, bp_err *err);
 
 #endif

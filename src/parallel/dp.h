@@ -1,7 +1,7 @@
 /* Data parallelism: how the replicas of one model on the ranks of a dp group agree
  * (DESIGN.md section 5). One bp_dp per replica; the trainer calls, per step:
  *
- *   bp_dp_step_begin    before the first forward of the step
+ *   bp_dp_step_begin    before the first forward of the step (with its lr)
  *   bp_dp_backward_begin before the backward whose gradients are synchronized
  *                       (the last micro-batch with gradient accumulation)
  *   bp_dp_backward_end  after it: gradient algorithms wait for their buckets here
@@ -43,6 +43,8 @@ typedef enum bp_dp_kind { BP_DP_GRADIENT, BP_DP_WEIGHT } bp_dp_kind;
 
 typedef struct bp_dp_algo_ops bp_dp_algo_ops;
 
+#define BP_DP_BUCKET_MB 10.0 /* the default bucket size */
+
 typedef struct bp_dp_config {
     int algo;              /* bp_dp_algo */
     int peers;             /* decentralized: BP_PEERS_SHIFT_ONE or BP_PEERS_ALL */
@@ -63,7 +65,16 @@ typedef struct bp_dp_config {
     bool hierarchical;     /* reduce within nodes, run the algorithm among node leaders */
     int node_size;         /* ranks per node for hierarchical (0: find by shared memory) */
     double bucket_mb;      /* gradient bucket size */
+    /* Gradient algorithms: measure the first steps with several bucket sizes and
+     * keep the fastest (parallel/dp/bucket_tune.c); bucket_mb is then the size
+     * until the choice and for the algorithms without buckets. */
+    bool bucket_auto;
     bool overlap;          /* start buckets during backward (off: after it) */
+    /* The caller neither changes the gradients after bp_dp_backward_end (no
+     * clipping, no tied-embedding sync) nor skips a step: then each bucket's update
+     * starts as soon as its average has arrived, while later buckets travel
+     * (with overlap on). */
+    bool early_update;
     double poll_s;         /* bp_comm_set_poll of the dp group (its waits share cores) */
     uint64_t seed;         /* PowerSGD's Q */
     /* A tensor (by name) the gradient algorithms leave out of their reduction because
@@ -97,10 +108,10 @@ bp_status bp_dp_create(bp_comm *comm, const bp_dp_config *cfg, bp_model **models
 bp_status bp_dp_finish(bp_dp *dp, bp_err *err);
 void bp_dp_destroy(bp_dp *dp);
 
-void bp_dp_step_begin(bp_dp *dp);
+void bp_dp_step_begin(bp_dp *dp, double lr);
 void bp_dp_backward_begin(bp_dp *dp);
 bp_status bp_dp_backward_end(bp_dp *dp, bp_err *err);
-bp_status bp_dp_step(bp_dp *dp, double lr, bp_err *err);
+bp_status bp_dp_step(bp_dp *dp, bp_err *err);
 
 /* Whether the replicas may hold different weights (weight algorithms on > 1 rank). */
 bool bp_dp_replicas_differ(const bp_dp *dp);
@@ -121,6 +132,19 @@ void bp_dp_swap_back(bp_dp *dp, const float *saved);
 int bp_dp_nonfinite_tensor(const bp_dp *dp);
 /* Instead of bp_dp_step: this step's update is dropped (on every rank alike). */
 void bp_dp_skip_step(bp_dp *dp);
+
+/* --bucket-mb auto: the sizes measured and the choice. */
+#define BP_DP_TUNE_SIZES 6
+typedef struct bp_dp_tune_result {
+    int64_t step;                       /* the choice holds from the step after this one */
+    double size_mb[BP_DP_TUNE_SIZES];   /* the candidates */
+    float step_ms[BP_DP_TUNE_SIZES];    /* their median step times, averaged over the
+                                         * ranks; -1: not measured (same buckets as the
+                                         * size before) */
+    double chosen_mb;
+} bp_dp_tune_result;
+/* True once, after the step in which the choice was made (the same on every rank). */
+bool bp_dp_bucket_tune_result(bp_dp *dp, bp_dp_tune_result *out);
 
 /* Seconds this step spent waiting for communication (not hidden behind compute). */
 double bp_dp_exposed_seconds(const bp_dp *dp);

@@ -9,7 +9,9 @@
  *   4. agreement of every rank on non-finite values and on stop requests, so that
  *      all take the same path
  *   5. clipping by the gradient norm over all axes (every stage and tp rank)
- *   6. the update (optimizer and the algorithm's weight mixing), or its skip.
+ *   6. the update (optimizer and the algorithm's weight mixing), or its skip;
+ *      with the dp config's early_update (no clipping, no skipping, one stage) the
+ *      gradient algorithms already updated each bucket in 2, as it arrived.
  *
  * It speaks only to the pipeline, the data-parallel engine and the groups of the
  * grid; what computes (the models' forward and backward) is behind bp_pipe and

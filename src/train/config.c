@@ -1,5 +1,6 @@
 #include "train/config.h"
 
+#include <math.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdlib.h>
@@ -94,7 +95,7 @@ static const bp_option train_options[] = {
     CHOICE("dp-algo", dp_algo, BP_DP_ALGO_CHOICES, "how the data-parallel replicas agree", NULL),
     CHOICE("peers", peers, "shift_one|all", "decentralized: whom a rank averages with", NULL),
     NUM("interval", BP_OPT_INT64, interval, 1, 1e12, "K",
-        "decentralized: average weights every K steps"),
+        "decentralized, lp-decentralized: average weights every K steps"),
     CHOICE("decentralized-order", decentralized_order, "bagua|step-first",
            "decentralized: bagua (exchange x_t during forward and backward, then step from "
            "the average with the local gradient) or step-first (step, then average, exposed)",
@@ -114,7 +115,9 @@ static const bp_option train_options[] = {
      "reduce within nodes, run the algorithm among node leaders, broadcast back", NULL},
     NUM("node-size", BP_OPT_INT, node_size, 0, 1 << 20, "N",
         "hierarchical: ranks per node (0: ranks sharing memory)"),
-    NUM("bucket-mb", BP_OPT_DOUBLE, bucket_mb, 1e-6, 1e6, "MB", "gradient bucket size"),
+    {"bucket-mb", BP_OPT_DOUBLE, OFF(bucket_mb), 0, "auto", 1e-6, 1e6, "MB|auto",
+     "gradient bucket size; auto: the fastest of 0.25 to 10 MB, measured over the first steps",
+     NULL},
     {"no-overlap", BP_OPT_FLAG, OFF(no_overlap), 0, NULL, 0, 0, NULL,
      "send gradient buckets after backward instead of during it", NULL},
     NUM("comm-poll-us", BP_OPT_DOUBLE, comm_poll_us, 0, 1e6, "US",
@@ -219,7 +222,7 @@ void bp_train_config_defaults(bp_train_config *c) {
     c->ea_alpha = 0.5;
     c->ea_period = 4;
     c->qadam_warmup = 100;
-    c->bucket_mb = 10;
+    c->bucket_mb = BP_DP_BUCKET_MB;
     c->comm_poll_us = 50;
     c->comm_timeout = 600;
     c->cb_rank = 12;
@@ -320,8 +323,13 @@ void bp_train_dp_config(const bp_train_config *c, bp_dp_config *d) {
         .qadam_warmup = c->qadam_warmup,
         .hierarchical = c->hierarchical != 0,
         .node_size = c->node_size,
-        .bucket_mb = c->bucket_mb,
+        .bucket_mb = isnan(c->bucket_mb) ? BP_DP_BUCKET_MB : c->bucket_mb,
+        .bucket_auto = isnan(c->bucket_mb),
         .overlap = !c->no_overlap,
+        /* A bucket's update may start before the step's gradient norm is known and
+         * before the ranks agree to skip it: only without clipping, skipping and
+         * the tied embedding's sync between stages. */
+        .early_update = c->clip == 0 && !c->skip_nonfinite && c->pp == 1,
         .poll_s = c->comm_poll_us * 1e-6,
         .seed = (uint64_t)c->seed,
     };

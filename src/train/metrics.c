@@ -97,6 +97,24 @@ void bp_metrics_config(bp_metrics *m, const bp_config_record *r) {
     flush(m);
 }
 
+void bp_metrics_bucket_tune(bp_metrics *m, int64_t step, int n, const double *size_mb,
+                            const float *step_ms, double chosen_mb) {
+    if (!m->f) return;
+    fprintf(m->f, "{\"type\":\"bucket_tune\",\"step\":%" PRId64 ",\"size_mb\":[", step);
+    for (int i = 0; i < n; i++) fprintf(m->f, "%s%.9g", i ? "," : "", size_mb[i]);
+    fprintf(m->f, "],\"step_ms\":[");
+    for (int i = 0; i < n; i++) {
+        if (step_ms[i] < 0)
+            fprintf(m->f, "%snull", i ? "," : "");
+        else
+            fprintf(m->f, "%s%.9g", i ? "," : "", step_ms[i]);
+    }
+    fprintf(m->f, "]");
+    num(m->f, "chosen_mb", chosen_mb);
+    fprintf(m->f, "}\n");
+    fflush(m->f);
+}
+
 void bp_metrics_stages(bp_metrics *m, int S, const float *v) {
     if (!m->f) return;
     static const char *keys[BP_STAGE_KEYS] = {"busy_s",    "idle_s",   "peak_stash",

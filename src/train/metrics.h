@@ -71,6 +71,10 @@ void bp_metrics_step(bp_metrics *m, const bp_step_record *r);
 void bp_metrics_eval(bp_metrics *m, int64_t step, double loss, double accuracy);
 void bp_metrics_summary(bp_metrics *m, const bp_memory_record *r);
 void bp_metrics_config(bp_metrics *m, const bp_config_record *r);
+/* --bucket-mb auto's measurement: after step `step`, n sizes (MB) with their
+ * median step times (ms; negative: not measured) and the size chosen. */
+void bp_metrics_bucket_tune(bp_metrics *m, int64_t step, int n, const double *size_mb,
+                            const float *step_ms, double chosen_mb);
 /* v[k * S + s]: figure k (BP_STAGE_*) of stage s. */
 void bp_metrics_stages(bp_metrics *m, int S, const float *v);
 

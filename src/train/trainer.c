@@ -297,6 +297,14 @@ static int train_step(trainer *t, bp_step_record *r, bp_err *err) {
     if (rc) return rc;
     t->stopping = out.stop;
     t->embed_s = out.embed_s;
+    bp_dp_tune_result tune;
+    if (bp_dp_bucket_tune_result(t->dp, &tune)) {
+        bp_metrics_bucket_tune(&t->metrics, tune.step, BP_DP_TUNE_SIZES, tune.size_mb,
+                               tune.step_ms, tune.chosen_mb);
+        if (t->rank == 0)
+            bp_log_info("--bucket-mb auto: %g MB, the fastest measured, from step %lld on",
+                        tune.chosen_mb, (long long)tune.step + 1);
+    }
     r->grad_norm = out.grad_norm;
     if (out.skipped && t->rank == 0)
         bp_log_warn("step %lld: non-finite loss or gradient on some rank; step skipped",

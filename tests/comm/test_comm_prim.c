@@ -266,7 +266,7 @@ static void test_ring_lp_invariant(void **state) {
             /* Equal starts on every rank for the first length, different after. */
             for (size_t i = 0; i < n; i++) x[i] = value_of(k == 0 ? 0 : me, i, 23);
             bp_ring_lp *s = NULL;
-            assert_int_equal(bp_ring_lp_create(g, x, n, codec, &s), BP_OK);
+            assert_int_equal(bp_ring_lp_create(g, x, n, 0, codec, &s), BP_OK);
             check_replicas(cfg, s, n);
             for (int step = 0; step < 20; step++) {
                 /* A local step pulls each rank towards a target of its own. */
@@ -288,6 +288,37 @@ static void test_ring_lp_invariant(void **state) {
         }
         group_done(g);
     }
+    bp_codec_destroy(codec);
+}
+
+/* Each chunk is compressed with its own range: a chunk of differences of size 1000
+ * beside one of size 0.001 leaves the small one within one quantization step of
+ * its own range (2e-3 / 255), where one min/max over both would err by up to
+ * 2000 / 255. From equal starts (l = r = w = x0), the step's z is x - x0, so
+ * afterwards w = x0 + D(C(x - x0)) must be within that step of x. */
+static void test_ring_lp_chunks(void **state) {
+    (void)state;
+    enum { CHUNK = 1000, N = 2 * CHUNK + 17 }; /* a short last chunk too */
+    bp_codec *codec = NULL;
+    assert_int_equal(bp_codec_minmax_u8_create(&codec, NULL), BP_OK);
+    bp_comm *g = group_for(&CONFIGS[0]);
+    float *x = floats(N);
+    for (size_t i = 0; i < N; i++) x[i] = value_of(0, i, 25);
+    bp_ring_lp *s = NULL;
+    assert_int_equal(bp_ring_lp_create(g, x, N, CHUNK, codec, &s), BP_OK);
+    const double scale[3] = {1000, 1e-3, 10};
+    float *want = floats(N);
+    for (size_t i = 0; i < N; i++) want[i] = x[i] += (float)(scale[i / CHUNK] * value_of(me, i, 26));
+    assert_int_equal(bp_ring_lp_step(s, x), BP_OK);
+    for (size_t i = 0; i < N; i++) {
+        double bound = 2 * scale[i / CHUNK] / 255 + 1e-5;
+        if (fabs((double)x[i] - want[i]) > bound)
+            fail_msg("rank %d: element %zu off by %g (bound %g)", me, i, fabs((double)x[i] - want[i]),
+                     bound);
+    }
+    bp_ring_lp_destroy(s);
+    free(x), free(want);
+    group_done(g);
     bp_codec_destroy(codec);
 }
 
@@ -414,6 +445,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_shift_one_pairs_by_the_formula),
         cmocka_unit_test(test_shift_one_hierarchical),
         cmocka_unit_test(test_ring_lp_invariant),
+        cmocka_unit_test(test_ring_lp_chunks),
         cmocka_unit_test(test_powersgd_allreduce),
         cmocka_unit_test(test_powersgd_batch),
         cmocka_unit_test(test_lp_rejects_nonfinite_and_counts_less),

@@ -285,12 +285,12 @@ static void engine_step_snapshot(engine *e, float *snapshot) {
     replica *r = &e->r;
     int accum = r->cfg.grad_accum;
     bp_model_zero_grad(r->m);
-    bp_dp_step_begin(e->dp);
+    bp_dp_step_begin(e->dp, bp_lr_at(&r->lr, r->step));
     if (snapshot) memcpy(snapshot, weights(r), r->n * sizeof *snapshot);
     for (int k = 0; k < accum; k++) micro_batch(r, e->dp, k, accum);
     ok(bp_dp_backward_end(e->dp, &err), "bp_dp_backward_end");
     bp_clip_grad_norm(grads(r), r->n, r->cfg.clip);
-    ok(bp_dp_step(e->dp, bp_lr_at(&r->lr, r->step), &err), "bp_dp_step");
+    ok(bp_dp_step(e->dp, &err), "bp_dp_step");
     r->step++;
 }
 
@@ -510,27 +510,59 @@ static void ref_powersgd(reference *f) {
     }
 }
 
-/* qadam after warm-up: local momentum m = b1 m + (1 - b1) g, m averaged with
- * C_LP_S, then AdamW's update with the second moment v frozen (not updated) and
- * its bias correction frozen at the last warm-up step:
- *   p = p (1 - lr wd) - lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^warmup) + eps).
- * Written in the same float form as nn/optim.c's AdamW (step size and 1/sqrt(bc2)
- * rounded to float once), so that the comparison can be bit for bit. */
-static void ref_qadam(reference *f, double lr) {
+/* The floats of --bucket-mb. */
+static size_t bucket_floats(const reference *f) {
+    size_t n = (size_t)(f->d.bucket_mb * 1048576.0 / sizeof(float));
+    return n ? n : 1;
+}
+
+/* C_LP_S over [off, off + len) in chunks of at most `limit`, from off. */
+static void ref_avg_lp_chunks(reference *f, float *x, size_t off, size_t len, size_t limit) {
+    for (size_t at = off; at < off + len; at += limit)
+        ref_avg_lp(f, x + at, off + len - at < limit ? off + len - at : limit);
+}
+
+/* C_LP_S of x per bucket, each bucket in chunks of at most the bucket size.
+ * Buckets as parallel/buckets.h defines them: runs of whole tensors from the last
+ * one down, a bucket closing before the tensor that would take it past the bucket
+ * size (a larger tensor is a bucket of its own). */
+static void ref_avg_lp_per_bucket(reference *f, float *x) {
+    size_t limit = bucket_floats(f);
+    for (int t = bp_model_num_tensors(f->r.m) - 1; t >= 0;) {
+        const bp_tensor_info *top = bp_model_tensor(f->r.m, t);
+        size_t end = top->offset + top->numel, start = top->offset;
+        for (t--; t >= 0 && end - bp_model_tensor(f->r.m, t)->offset <= limit; t--)
+            start = bp_model_tensor(f->r.m, t)->offset;
+        ref_avg_lp_chunks(f, x, start, end - start, limit);
+    }
+}
+
+/* Bagua's QAdam (QAdamOptimizer.step and QAdamAlgorithm), step t from 1, warm-up
+ * w, after the gradient was averaged (t <= w, by the caller) and clipped:
+ *   t < w:  g' = g + wd p;  m = b1 m + (1 - b1) g';  v = b2 v + (1 - b2) g'^2
+ *   t = w:  neither moment changes
+ *   t > w:  m = b1 m + (1 - b1) g (the local gradient, as the backward hook has
+ *           it), then m averaged with C_LP_S per bucket; v stays as it is
+ *   p = p - lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps). */
+static void ref_qadam(reference *f, double lr, int64_t t) {
     bp_optim *o = &f->r.o;
     const bp_optim_config *c = &o->cfg;
     float *p = weights(&f->r);
     const float *g = grads(&f->r);
-    o->t++;
-    const float b1 = (float)c->beta1;
-    for (size_t i = 0; i < o->n; i++) o->m[i] = b1 * o->m[i] + (1 - b1) * g[i];
-    ref_avg_lp(f, o->m, o->n);
-    double bc1 = 1.0 - pow(c->beta1, (double)o->t);
-    double bc2 = 1.0 - pow(c->beta2, (double)f->d.qadam_warmup);
-    const float step = (float)(lr / bc1), inv_sqrt_bc2 = (float)(1.0 / sqrt(bc2));
-    const float decay = (float)(1.0 - lr * c->weight_decay), eps = (float)c->eps;
-    for (size_t i = 0; i < o->n; i++)
-        p[i] = p[i] * decay - step * o->m[i] / (sqrtf(o->v[i]) * inv_sqrt_bc2 + eps);
+    const float b1 = (float)c->beta1, b2 = (float)c->beta2, wd = (float)c->weight_decay;
+    int64_t w = f->d.qadam_warmup;
+    for (size_t i = 0; t < w && i < o->n; i++) {
+        float gi = g[i] + wd * p[i];
+        o->m[i] = b1 * o->m[i] + (1 - b1) * gi;
+        o->v[i] = b2 * o->v[i] + (1 - b2) * gi * gi;
+    }
+    if (t > w) {
+        for (size_t i = 0; i < o->n; i++) o->m[i] = b1 * o->m[i] + (1 - b1) * g[i];
+        ref_avg_lp_per_bucket(f, o->m);
+    }
+    const float step_size = (float)(lr / (1.0 - pow(c->beta1, (double)t)));
+    const float sqrt_bc2 = (float)sqrt(1.0 - pow(c->beta2, (double)t)), eps = (float)c->eps;
+    for (size_t i = 0; i < o->n; i++) p[i] -= step_size * o->m[i] / (sqrtf(o->v[i]) / sqrt_bc2 + eps);
 }
 
 /* D_FP_S shift_one: the peer of rank r in a group of even n at round k, h = n/2. */
@@ -553,15 +585,23 @@ static void ref_peer_avg(reference *f, float *x, size_t n) {
     for (size_t i = 0; i < n; i++) x[i] = (x[i] + f->tmp[i]) / 2.0f;
 }
 
-/* D_LP_S: z = x + l/3 + r/3 - 5w/3; C(z) to both neighbours; l += D(C(z_left));
- * r += D(C(z_right)); w += D(C(z)); x = w. One codec chunk: the whole buffer. */
+/* D_LP_S: z = x + l/3 + r/3 - 5w/3; C(z) to both neighbours (on 2 ranks the one
+ * peer, twice); l += D(C(z_left)); r += D(C(z_right)); w += D(C(z)); x = w. C
+ * compresses chunks of at most the bucket size from the start, each on its own;
+ * the message is their codes in order. */
 static void ref_ring_step(reference *f, float *x, size_t n) {
-    size_t bytes = bp_codec_encoded_size(f->minmax, n);
+    size_t limit = bucket_floats(f), bytes = 0;
+    for (size_t at = 0; at < n; at += limit)
+        bytes += bp_codec_encoded_size(f->minmax, n - at < limit ? n - at : limit);
     unsigned char *mine = malloc(bytes), *from_left = malloc(bytes), *from_right = malloc(bytes);
     assert_true(mine && from_left && from_right);
     for (size_t i = 0; i < n; i++)
         f->tmp[i] = x[i] + f->left[i] / 3.0f + f->right[i] / 3.0f - 5.0f * f->w[i] / 3.0f;
-    ok(bp_codec_encode(f->minmax, f->tmp, n, mine, &err), "encode");
+    for (size_t at = 0, pos = 0; at < n; at += limit) {
+        size_t len = n - at < limit ? n - at : limit;
+        ok(bp_codec_encode(f->minmax, f->tmp + at, len, mine + pos, &err), "encode");
+        pos += bp_codec_encoded_size(f->minmax, len);
+    }
     MPI_Sendrecv(mine, (int)bytes, MPI_BYTE, right_of(me), 2, from_left, (int)bytes, MPI_BYTE,
                  left_of(me), 2, ref_comm, MPI_STATUS_IGNORE);
     MPI_Sendrecv(mine, (int)bytes, MPI_BYTE, left_of(me), 3, from_right, (int)bytes, MPI_BYTE,
@@ -571,7 +611,11 @@ static void ref_ring_step(reference *f, float *x, size_t n) {
         float *replica;
     } parts[] = {{from_left, f->left}, {from_right, f->right}, {mine, f->w}};
     for (int k = 0; k < 3; k++) {
-        ok(bp_codec_decode(f->minmax, parts[k].enc, n, f->tmp, &err), "decode");
+        for (size_t at = 0, pos = 0; at < n; at += limit) {
+            size_t len = n - at < limit ? n - at : limit;
+            ok(bp_codec_decode(f->minmax, parts[k].enc + pos, len, f->tmp + at, &err), "decode");
+            pos += bp_codec_encoded_size(f->minmax, len);
+        }
         for (size_t i = 0; i < n; i++) parts[k].replica[i] += f->tmp[i];
     }
     memcpy(x, f->w, n * sizeof *x);
@@ -668,7 +712,7 @@ static void ref_step(reference *f) {
     bp_model_zero_grad(r->m);
     for (int k = 0; k < accum; k++) micro_batch(r, NULL, k, accum);
     if (bagua_order) memcpy(w, f->avg, n * sizeof *w);
-    bool qadam_late = f->d.algo == BP_DP_QADAM && s >= f->d.qadam_warmup;
+    bool qadam = f->d.algo == BP_DP_QADAM;
     switch (f->d.algo) {
     case BP_DP_ALLREDUCE: ref_avg(g, n); break;
     case BP_DP_BYTEGRAD: ref_avg_lp(f, g, n); break;
@@ -679,20 +723,22 @@ static void ref_step(reference *f) {
             ref_avg(g, n);
         break;
     case BP_DP_QADAM:
-        if (!qadam_late) ref_avg(g, n);
+        if (s + 1 <= f->d.qadam_warmup) ref_avg(g, n);
         break;
     default: break;
     }
     bp_clip_grad_norm(g, n, r->cfg.clip);
-    if (qadam_late)
-        ref_qadam(f, lr);
+    if (qadam)
+        ref_qadam(f, lr, s + 1);
     else
         bp_optim_step(&r->o, w, g, lr);
     switch (f->d.algo) {
     case BP_DP_DECENTRALIZED: /* --decentralized-order step-first */
         if (decentralized_round && f->d.step_first) ref_peer_avg(f, w, n);
         break;
-    case BP_DP_LP_DECENTRALIZED: ref_ring_step(f, w, n); break;
+    case BP_DP_LP_DECENTRALIZED: /* at steps 0, k, 2k, ... */
+        if (s % f->d.interval == 0) ref_ring_step(f, w, n);
+        break;
     case BP_DP_EASGD:
         if ((s + 1) % f->d.ea_period == 0) ref_easgd(f, w, n);
         break;
@@ -761,42 +807,31 @@ static void test_bytegrad_mlp(void **state) {
     engine_vs_reference("bytegrad mlp", &c, EXACT, true);
 }
 
-/* qadam: the same bits as allreduce (engine against engine) while warming up,
- * different afterwards; against the reference for all 20 steps. Exact on 2
- * ranks only: on more, the warm-up's allreduce differs from MPI's in the last
- * bits, and the 8-bit momentum turns that into whole quantization steps. */
+/* qadam against Bagua's rule (ref_qadam): warm-up 8 of the 20 steps, so that the
+ * frozen v, the bias corrections that keep growing and the momentum's compressed
+ * average all count. Exact on 2 ranks only: on more, the warm-up's allreduce
+ * differs from MPI's in the last bits, and the 8-bit momentum turns that into
+ * whole quantization steps. */
+static void qadam_case(const char *name, double clip, double bucket_mb, double wd) {
+    bp_train_config c = gpt_config();
+    c.dp_algo = BP_DP_QADAM;
+    c.qadam_warmup = 8;
+    c.clip = clip;
+    c.bucket_mb = bucket_mb;
+    c.weight_decay = wd;
+    engine_vs_reference(name, &c, EXACT, true);
+}
+
 static void test_qadam_gpt(void **state) {
     (void)state;
     if (np != 2) skip();
-    case_begin();
-    bp_train_config c = gpt_config(), a = gpt_config();
-    c.dp_algo = BP_DP_QADAM;
-    c.qadam_warmup = 8;
-    a.dp_algo = BP_DP_ALLREDUCE;
-    engine q, ar;
-    reference f;
-    engine_init(&q, &c);
-    engine_init(&ar, &a);
-    ref_init(&f, &c);
-    for (int s = 1; s <= STEPS; s++) {
-        engine_step(&q);
-        engine_step(&ar);
-        ref_step(&f);
-        expect_close("qadam gpt", s, weights(&q.r), weights(&f.r), q.r.n, EXACT);
-        int same = memcmp(weights(&q.r), weights(&ar.r), q.r.n * sizeof(float)) == 0;
-        if (s <= c.qadam_warmup) {
-            assert_true(all_ranks(same));
-            assert_true(all_ranks(memcmp(q.r.o.v, ar.r.o.v, q.r.n * sizeof(float)) == 0));
-        } else {
-            assert_false(all_ranks(same));
-        }
-        if (s > c.qadam_warmup) /* the second moment stays frozen */
-            assert_true(all_ranks(memcmp(q.r.o.v, f.r.o.v, q.r.n * sizeof(float)) == 0));
-    }
-    engine_free(&q);
-    engine_free(&ar);
-    ref_free(&f);
-    case_end("qadam gpt");
+    /* Bagua's way: each bucket's momentum computed and sent while backward runs,
+     * each bucket updated as it arrives; buckets of about 260 floats, the larger
+     * tensors split into chunks of that size. */
+    qadam_case("qadam overlapped, small buckets, weight decay", 0, 0.001, 0.01);
+    qadam_case("qadam overlapped, one bucket", 0, 10, 0);
+    /* With --clip the momentum needs the clipped gradient: after backward. */
+    qadam_case("qadam after backward (clip), small buckets", 1.0, 0.001, 0);
 }
 
 static bp_train_config decentralized_config(int peers, int order) {
@@ -878,14 +913,16 @@ static void test_decentralized_all_sgd(void **state) {
     case_end("decentralized all sgd");
 }
 
-/* D_LP_S is exact on any ring (>= 3 ranks). The reference's replicas also keep the
- * invariant: l is the left neighbour's w and r the right neighbour's, bit for bit. */
-static void test_lp_decentralized(void **state) {
-    (void)state;
-    if (np < 3) skip();
+/* D_LP_S is exact on any ring, 2 ranks included (both neighbours the one peer).
+ * The reference's replicas also keep the invariant: l is the left neighbour's w
+ * and r the right neighbour's, bit for bit. Run with the defaults (every step, the
+ * whole model one chunk) and with --interval 3 and chunks of about 260 floats. */
+static void lp_decentralized(const char *name, int64_t interval, double bucket_mb) {
     case_begin();
     bp_train_config c = gpt_config();
     c.dp_algo = BP_DP_LP_DECENTRALIZED;
+    c.interval = interval;
+    c.bucket_mb = bucket_mb;
     engine e;
     reference f;
     engine_init(&e, &c);
@@ -895,7 +932,7 @@ static void test_lp_decentralized(void **state) {
     for (int s = 1; s <= STEPS; s++) {
         engine_step(&e);
         ref_step(&f);
-        expect_close("lp-decentralized", s, weights(&e.r), weights(&f.r), n, EXACT);
+        expect_close(name, s, weights(&e.r), weights(&f.r), n, EXACT);
         MPI_Sendrecv(f.w, (int)n, MPI_FLOAT, right_of(me), 6, nb, (int)n, MPI_FLOAT, left_of(me), 6,
                      MPI_COMM_WORLD, MPI_STATUS_IGNORE);
         assert_true(all_ranks(memcmp(nb, f.left, n * sizeof *nb) == 0));
@@ -906,7 +943,13 @@ static void test_lp_decentralized(void **state) {
     free(nb);
     engine_free(&e);
     ref_free(&f);
-    case_end("lp-decentralized");
+    case_end(name);
+}
+
+static void test_lp_decentralized(void **state) {
+    (void)state;
+    lp_decentralized("lp-decentralized", 1, 10);
+    lp_decentralized("lp-decentralized interval=3, small chunks", 3, 0.001);
 }
 
 /* PowerSGD rank 2 after 2 warm-up steps of allreduce. P and Q are averaged with
@@ -993,6 +1036,23 @@ static void test_buckets(void **state) {
     engine_vs_engine("small buckets overlap on vs off", &small, &small_off, EXACT);
     /* And against the reference, which has no buckets at all. */
     engine_vs_reference("allreduce small buckets", &small, sum_tol(), true);
+}
+
+/* Early updates (no --clip, no --skip-nonfinite: each bucket updated as soon as
+ * its average arrives, while later buckets travel) against the update after
+ * backward (--skip-nonfinite turns them off, nothing else): the same bits; and
+ * against the reference, with AdamW and with SGD. */
+static void test_early_update(void **state) {
+    (void)state;
+    bp_train_config early = gpt_config(), late = gpt_config();
+    early.clip = late.clip = 0;
+    early.bucket_mb = late.bucket_mb = 0.001;
+    late.skip_nonfinite = 1;
+    engine_vs_engine("early updates vs after backward", &early, &late, EXACT);
+    engine_vs_reference("allreduce early updates", &early, sum_tol(), true);
+    early.optim = BP_OPTIM_SGD;
+    early.lr = 0.1;
+    engine_vs_reference("allreduce early updates sgd", &early, sum_tol(), true);
 }
 
 /* Hierarchical (2-rank "nodes") against flat: the same average, summed in another
@@ -1144,7 +1204,7 @@ static void test_async_warmup(void **state) {
 
 static void on_alarm(int sig) {
     (void)sig;
-    static const char msg[] = "test_dp_reference: still running after 100 s; ending the job\n";
+    static const char msg[] = "test_dp_reference: still running after 140 s; ending the job\n";
     ssize_t w = write(2, msg, sizeof msg - 1);
     (void)w;
     _exit(1);
@@ -1162,7 +1222,7 @@ int main(int argc, char **argv) {
     MPI_Comm_dup(MPI_COMM_WORLD, &ref_comm);
     verbose = getenv("BP_DP_VERBOSE") && atoi(getenv("BP_DP_VERBOSE"));
     signal(SIGALRM, on_alarm);
-    alarm(100);
+    alarm(140);
     if (argc > 1) cmocka_set_test_filter(argv[1]);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_allreduce_gpt),
@@ -1179,6 +1239,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_powersgd_min_rate),
         cmocka_unit_test(test_easgd),
         cmocka_unit_test(test_buckets),
+        cmocka_unit_test(test_early_update),
         cmocka_unit_test(test_hierarchical),
         cmocka_unit_test(test_grad_accum),
         cmocka_unit_test(test_async),

@@ -78,8 +78,8 @@ bad "option --net: emulates one network for every link" "${TINY[@]}" --device-fl
   --net bw=1Gbit --intra bw=1Gbit
 bad "option --intra: net: bad bw 'fast'" "${TINY[@]}" --device-flops 1 --device-bw 1 --intra bw=fast
 bad "option --model: simulate models gpt only" --model mlp --device-flops 1 --device-bw 1
-bad "option --dp-algo: lp-decentralized needs a ring of at least 3" "${TINY[@]}" --device-flops 1 \
-  --device-bw 1 --dp 2 --dp-algo lp-decentralized
+bad "option --qadam-warmup: must be at least 1" "${TINY[@]}" --device-flops 1 \
+  --device-bw 1 --dp 2 --dp-algo qadam --qadam-warmup 0
 bad "option --efficiency" "${TINY[@]}" --device-flops 1 --device-bw 1 --efficiency 2
 # A profile that cannot be written: a runtime failure (exit 1), nothing left behind.
 rc=0

@@ -72,6 +72,37 @@ static void test_adamw_matches_reference(void **state) {
     bp_optim_free(&o);
 }
 
+/* An update applied in pieces (one tick, then ranges in any order, as buckets
+ * arrive) gives the same bits as one bp_optim_step, for both optimizers. */
+static void test_update_in_pieces(void **state) {
+    (void)state;
+    bp_optim_config cs[2] = {{.kind = BP_OPTIM_SGD, .momentum = 0.9, .weight_decay = 0.01},
+                             {.kind = BP_OPTIM_ADAMW, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8,
+                              .weight_decay = 0.1}};
+    const size_t cut[] = {200, 57, 0}; /* ranges [200, 257), [57, 200), [0, 57) */
+    for (int k = 0; k < 2; k++) {
+        bp_optim whole, pieces;
+        assert_int_equal(bp_optim_init(&whole, &cs[k], N, NULL), BP_OK);
+        assert_int_equal(bp_optim_init(&pieces, &cs[k], N, NULL), BP_OK);
+        float p[N], q[N], g[N];
+        bp_rng r;
+        bp_rng_seed(&r, 3, 0);
+        random_vec(&r, p, 1);
+        memcpy(q, p, sizeof p);
+        for (int s = 0; s < STEPS; s++) {
+            random_vec(&r, g, 0.1);
+            bp_optim_step(&whole, p, g, 1e-2);
+            pieces.t++;
+            for (size_t c = 0, end = N; c < 3; end = cut[c++])
+                bp_optim_update(&pieces, q, g, 1e-2, cut[c], end - cut[c]);
+        }
+        assert_memory_equal(p, q, sizeof p);
+        assert_int_equal(pieces.t, whole.t);
+        bp_optim_free(&whole);
+        bp_optim_free(&pieces);
+    }
+}
+
 static void test_clip(void **state) {
     (void)state;
     float g[4] = {3, 4, 0, 0};
@@ -97,6 +128,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_sgd_matches_reference),
         cmocka_unit_test(test_adamw_matches_reference),
+        cmocka_unit_test(test_update_in_pieces),
         cmocka_unit_test(test_clip),
         cmocka_unit_test(test_schedules),
     };

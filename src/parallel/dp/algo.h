@@ -13,6 +13,8 @@
 #include "parallel/buckets.h"
 #include "parallel/dp.h"
 
+typedef struct bp_dp_tune bp_dp_tune;
+
 struct bp_dp {
     bp_dp_config cfg;
     const bp_dp_algo_ops *ops;
@@ -28,9 +30,12 @@ struct bp_dp {
     bp_bucketer bk;   /* algorithms with ops->bucket on more than one rank; n == 0 otherwise */
     bp_bucketer xchg; /* algorithms with ops->exchange on more than one rank: one bucket */
     bool exchanging;  /* this step's exchange runs (from bp_dp_step_begin to its wait) */
+    double lr;        /* this step's learning rate */
+    bool early;       /* this step updates each bucket as soon as its average arrived */
     int nonfinite;    /* lowest tensor a bucket found non-finite in this step, -1: none */
     bool step_locked; /* this step holds the algorithm's lock (ops->lock) */
     double exposed_s;
+    bp_dp_tune *tune; /* --bucket-mb auto while measuring (bucket_tune.c); NULL: fixed */
 };
 
 struct bp_dp_algo_ops {
@@ -56,8 +61,11 @@ struct bp_dp_algo_ops {
      * and backward only read the weights, so the thread may read them meanwhile. */
     bool (*exchanges_this_step)(const bp_dp *dp);
     bp_status (*exchange)(bp_dp *dp, bp_err *err);
-    /* The update from this step's gradients; NULL: every replica's optimizer. */
-    bp_status (*update)(bp_dp *dp, double lr, bp_err *err);
+    /* The update of elements [off, off + len) from this step's gradients (the
+     * optimizers' clocks already count this step): once over the whole model, or,
+     * with dp->early, once per bucket as soon as the bucket ran (on the thread that
+     * ran backward). NULL: every replica's optimizer. */
+    bp_status (*update)(bp_dp *dp, double lr, size_t off, size_t len, bp_err *err);
     /* Weight algorithms: mix weights after the update (dp->step already counts it);
      * called on more than one rank, or always with local_replicas. */
     bp_status (*after_step)(bp_dp *dp, bp_err *err);
@@ -70,9 +78,21 @@ struct bp_dp_algo_ops {
     void (*describe)(const bp_dp_config *cfg, char *buf, size_t n);
 };
 
+/* The bucketer of dp->cfg's bucket size. */
+bp_status bp_dp_bucketer_init(bp_dp *dp, bp_err *err);
+/* --bucket-mb auto (bucket_tune.c): create starts measuring (and builds the
+ * bucketer); the step calls time each step and switch sizes, then choose. */
+bp_status bp_dp_tune_create(bp_dp *dp, bp_err *err);
+void bp_dp_tune_destroy(bp_dp *dp);
+void bp_dp_tune_step_begin(bp_dp *dp);
+bp_status bp_dp_tune_step_end(bp_dp *dp, bp_err *err);
+
 /* Engine services for the algorithms. */
-/* Every replica's optimizer step on its own gradients. */
-void bp_dp_optim_step(bp_dp *dp, double lr);
+/* The bucket size in floats (at least 1). */
+size_t bp_dp_bucket_floats(const bp_dp_config *cfg);
+/* Every replica's optimizer update of elements [off, off + len) from its gradients
+ * (the optimizers' clocks already count this step). */
+void bp_dp_optim_update(bp_dp *dp, double lr, size_t off, size_t len);
 /* Replica 0's flat weights and their count. */
 float *bp_dp_weights(bp_dp *dp, size_t *n);
 /* Wait for this step's exchange (the wait counts as exposed time); its status.

@@ -66,7 +66,7 @@ static bp_status exchange(bp_dp *dp, bp_err *err) {
     return bp_comm_fail(dp->comm, rc, err);
 }
 
-static bp_status update(bp_dp *dp, double lr, bp_err *err) {
+static bp_status update(bp_dp *dp, double lr, size_t off, size_t len, bp_err *err) {
     if (dp->exchanging) {
         bp_status rc = bp_dp_exchange_wait(dp, err);
         if (rc) return rc;
@@ -74,7 +74,7 @@ static bp_status update(bp_dp *dp, double lr, bp_err *err) {
         float *w = bp_dp_weights(dp, &n);
         memcpy(w, ((decentralized *)dp->state)->avg, n * sizeof *w);
     }
-    bp_dp_optim_step(dp, lr);
+    bp_dp_optim_update(dp, lr, off, len);
     return BP_OK;
 }
 

@@ -50,7 +50,9 @@ void bp_dp_describe(const bp_dp_config *c, char *buf, size_t n) {
     size_t len = strlen(buf);
     if (ops && ops->describe && len < n) ops->describe(c, buf + len, n - len);
     len = strlen(buf);
-    if (ops && ops->kind == BP_DP_GRADIENT && len < n)
+    if (ops && ops->kind == BP_DP_GRADIENT && len < n && c->bucket_auto)
+        snprintf(buf + len, n - len, " bucket_mb=auto overlap=%s", c->overlap ? "on" : "off");
+    else if (ops && ops->kind == BP_DP_GRADIENT && len < n)
         snprintf(buf + len, n - len, " bucket_mb=%g overlap=%s", c->bucket_mb,
                  c->overlap ? "on" : "off");
     len = strlen(buf);
@@ -59,10 +61,9 @@ void bp_dp_describe(const bp_dp_config *c, char *buf, size_t n) {
 
 /* ---- services for the algorithms ---------------------------------------------- */
 
-void bp_dp_optim_step(bp_dp *dp, double lr) {
-    for (int j = 0; j < dp->n_replicas; j++)
-        bp_optim_step(&dp->optims[j], bp_model_params(dp->models[j]), bp_model_grads(dp->models[j]),
-                      lr);
+size_t bp_dp_bucket_floats(const bp_dp_config *cfg) {
+    size_t n = (size_t)(cfg->bucket_mb * 1048576.0 / sizeof(float));
+    return n ? n : 1;
 }
 
 float *bp_dp_weights(bp_dp *dp, size_t *n) {
@@ -112,6 +113,11 @@ static int tensor_index(const bp_model *m, const char *name) {
     return -1;
 }
 
+bp_status bp_dp_bucketer_init(bp_dp *dp, bp_err *err) {
+    return bp_bucketer_init(&dp->bk, dp->model, bp_dp_bucket_floats(&dp->cfg) * sizeof(float),
+                            tensor_index(dp->model, dp->cfg.skip_tensor), run_bucket, dp, err);
+}
+
 /* ---- life cycle ------------------------------------------------------------------ */
 
 /* Every replica starts from rank 0's replica 0: broadcast, then copied on this rank. */
@@ -146,8 +152,7 @@ bp_status bp_dp_create(bp_comm *comm, const bp_dp_config *cfg, bp_model **models
     if (rc == BP_OK && ops->create) rc = ops->create(dp, err);
     bool group = bp_comm_size(comm) > 1;
     if (rc == BP_OK && ops->bucket && group)
-        rc = bp_bucketer_init(&dp->bk, dp->model, (size_t)(cfg->bucket_mb * 1048576.0),
-                              tensor_index(dp->model, cfg->skip_tensor), run_bucket, dp, err);
+        rc = cfg->bucket_auto ? bp_dp_tune_create(dp, err) : bp_dp_bucketer_init(dp, err);
     if (rc == BP_OK && ops->exchange && group)
         rc = bp_bucketer_init(&dp->xchg, dp->model, SIZE_MAX, -1, run_exchange, dp, err);
     if (rc) {
@@ -169,6 +174,7 @@ void bp_dp_destroy(bp_dp *dp) {
     release_step_lock(dp);
     bp_bucketer_free(&dp->bk);
     bp_bucketer_free(&dp->xchg); /* after a running exchange ends */
+    bp_dp_tune_destroy(dp);
     if (dp->state && dp->ops->destroy) dp->ops->destroy(dp);
     free(dp->state);
     free(dp);
@@ -191,9 +197,12 @@ static void release_step_lock(bp_dp *dp) {
     dp->step_locked = false;
 }
 
-void bp_dp_step_begin(bp_dp *dp) {
+void bp_dp_step_begin(bp_dp *dp, double lr) {
+    dp->lr = lr;
+    dp->early = false;
     dp->exposed_s = 0;
     dp->nonfinite = -1;
+    bp_dp_tune_step_begin(dp);
     lock(dp);
     dp->step_locked = dp->ops->lock != NULL;
     dp->exchanging = dp->xchg.n > 0 &&
@@ -205,7 +214,7 @@ void bp_dp_step_begin(bp_dp *dp) {
 
 bp_status bp_dp_exchange_wait(bp_dp *dp, bp_err *err) {
     double t0 = bp_now();
-    bp_status rc = bp_bucketer_finish(&dp->xchg, err);
+    bp_status rc = bp_bucketer_finish(&dp->xchg, NULL, NULL, err);
     dp->exposed_s += bp_now() - t0;
     dp->exchanging = false;
     return rc;
@@ -215,28 +224,65 @@ void bp_dp_backward_begin(bp_dp *dp) {
     bool this_step = !dp->ops->buckets_this_step || dp->ops->buckets_this_step(dp);
     dp->use_buckets = dp->bk.n > 0 && this_step;
     if (!dp->use_buckets) return;
+    dp->early = dp->cfg.early_update && dp->cfg.overlap; /* --no-overlap: all sequential */
     bp_bucketer_begin(&dp->bk);
     if (dp->cfg.overlap) bp_model_set_grad_hook(dp->model, bp_bucketer_block_done, &dp->bk);
 }
 
+void bp_dp_optim_update(bp_dp *dp, double lr, size_t off, size_t len) {
+    for (int j = 0; j < dp->n_replicas; j++)
+        bp_optim_update(&dp->optims[j], bp_model_params(dp->models[j]),
+                        bp_model_grads(dp->models[j]), lr, off, len);
+}
+
+/* The update of elements [off, off + len) of every replica. */
+static bp_status update_range(bp_dp *dp, size_t off, size_t len, bp_err *err) {
+    if (dp->ops->update) return dp->ops->update(dp, dp->lr, off, len, err);
+    bp_dp_optim_update(dp, dp->lr, off, len);
+    return BP_OK;
+}
+
+/* The optimizers' clocks count this step (before its first update_range). */
+static void update_begin(bp_dp *dp) {
+    for (int j = 0; j < dp->n_replicas; j++) dp->optims[j].t++;
+}
+
+typedef struct early_ctx {
+    bp_dp *dp;
+    double busy_s; /* computing updates: not communication */
+} early_ctx;
+
+static int update_bucket(void *ctx, const bp_bucket *b, bp_err *err) {
+    early_ctx *e = ctx;
+    double t0 = bp_now();
+    bp_status rc = update_range(e->dp, b->offset, b->len, err);
+    e->busy_s += bp_now() - t0;
+    bp_trace_span(bp_comm_trace(e->dp->comm), "compute", "optimizer", t0);
+    return rc;
+}
+
+/* Waits for the buckets; with early updates, updates each as it arrives, so that
+ * the optimizer's work overlaps the communication of the later buckets. */
 bp_status bp_dp_backward_end(bp_dp *dp, bp_err *err) {
     if (!dp->use_buckets) return BP_OK;
     bp_model_set_grad_hook(dp->model, NULL, NULL);
+    early_ctx e = {.dp = dp};
+    if (dp->early) update_begin(dp);
     double t0 = bp_now();
-    bp_status rc = bp_bucketer_finish(&dp->bk, err);
-    dp->exposed_s += bp_now() - t0;
+    bp_status rc = bp_bucketer_finish(&dp->bk, dp->early ? update_bucket : NULL, &e, err);
+    dp->exposed_s += bp_now() - t0 - e.busy_s;
     bp_trace_span(bp_comm_trace(dp->comm), "comm", "wait dp buckets", t0);
     return rc;
 }
 
-bp_status bp_dp_step(bp_dp *dp, double lr, bp_err *err) {
+bp_status bp_dp_step(bp_dp *dp, bp_err *err) {
     bp_status rc = BP_OK;
     double t0 = bp_now();
-    if (dp->ops->update)
-        rc = dp->ops->update(dp, lr, err);
-    else
-        bp_dp_optim_step(dp, lr);
-    bp_trace_span(bp_comm_trace(dp->comm), "compute", "optimizer", t0);
+    if (!dp->early) {
+        update_begin(dp);
+        rc = update_range(dp, 0, bp_model_num_params(dp->model), err);
+        bp_trace_span(bp_comm_trace(dp->comm), "compute", "optimizer", t0);
+    }
     dp->step++;
     bool mixes = bp_comm_size(dp->comm) > 1 || dp->ops->local_replicas;
     if (rc == BP_OK && mixes && dp->ops->after_step) {
@@ -244,6 +290,7 @@ bp_status bp_dp_step(bp_dp *dp, double lr, bp_err *err) {
         rc = dp->ops->after_step(dp, err);
         dp->exposed_s += bp_now() - t0;
     }
+    if (rc == BP_OK) rc = bp_dp_tune_step_end(dp, err);
     release_step_lock(dp);
     return rc;
 }

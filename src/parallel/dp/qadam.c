@@ -1,11 +1,22 @@
-/* qadam (DESIGN.md section 5): Adam whose momentum is averaged compressed.
- * For the first `qadam_warmup` steps it is AdamW on gradients averaged in buckets
- * (C_FP_S), which also trains the second moment v. From then on v is frozen and
- * each step, on local gradients g,
- *     m <- beta1 m + (1 - beta1) g;   m <- C_LP_S(m)  (MinMaxUInt8, as bytegrad)
- *     w <- w (1 - lr wd) - lr / bc1 * m / (sqrt(v / bc2) + eps)
- * with bc1 = 1 - beta1^t and bc2 = 1 - beta2^warmup: the second moment's bias
- * correction is frozen with it. */
+/* qadam (DESIGN.md section 5): Bagua's QAdam (QAdamOptimizer with QAdamAlgorithm),
+ * Adam whose momentum is averaged compressed after a warm-up. With t the 1-based
+ * step, w = --qadam-warmup, g this rank's gradient:
+ *   t <= w:  g <- C_FP_S(g) (averaged in buckets, as allreduce);  g <- g + wd p (L2)
+ *            t < w:  m <- b1 m + (1 - b1) g;  v <- b2 v + (1 - b2) g^2
+ *            (so v is updated w - 1 times; at t = w neither moment changes)
+ *   t > w:   m <- b1 m + (1 - b1) g;  m <- C_LP_S(m)  (MinMaxUInt8, as bytegrad)
+ *            on the local gradient without weight decay (Bagua's backward hook takes
+ *            the raw gradient, and its optimizer adds wd p only to the moments it
+ *            updates during warm-up), v frozen
+ *   every step:  p <- p - lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps)
+ * The bias corrections keep growing with t after warm-up while v is frozen. The
+ * compressed momentum is averaged per bucket in chunks of at most --bucket-mb (one
+ * min/max over a large model would leave small tensors no precision). After
+ * warm-up, as in Bagua, each bucket's momentum is computed and sent on the
+ * communication thread as soon as backward has written its gradients; with
+ * early_update off (--clip, --skip-nonfinite, stages), the momentum needs the
+ * final gradient, so it is computed and sent after backward, exposed. The step
+ * counter is the engine's (skipped steps count). */
 #include <math.h>
 #include <stdio.h>
 
@@ -13,38 +24,79 @@
 #include "parallel/dp/algo.h"
 
 static bp_status check(const bp_dp_config *c, int size, bp_optim_kind optim, bp_err *err) {
-    (void)c, (void)size;
+    (void)size;
     if (optim != BP_OPTIM_ADAMW)
         return bp_fail(err, BP_EUSAGE, "option --optim: --dp-algo qadam needs adamw");
+    if (c->qadam_warmup < 1)
+        return bp_fail(err, BP_EUSAGE,
+                       "option --qadam-warmup: must be at least 1 (the second moment is trained "
+                       "during warm-up)");
     return BP_OK;
 }
 
-static bool warm(const bp_dp *dp) { return dp->step < dp->cfg.qadam_warmup; }
+/* The 1-based number of the step in progress. */
+static int64_t step_number(const bp_dp *dp) { return dp->step + 1; }
 
-/* After warm-up: the compressed average of the momentum, then Adam's update with
- * the frozen second moment. */
-static bp_status update(bp_dp *dp, double lr, bp_err *err) {
-    if (warm(dp)) {
-        bp_dp_optim_step(dp, lr);
-        return BP_OK;
+static bool warm(const bp_dp *dp) { return step_number(dp) <= dp->cfg.qadam_warmup; }
+
+/* After warm-up with early updates the buckets carry the momentum. */
+static bool buckets_this_step(const bp_dp *dp) { return warm(dp) || dp->cfg.early_update; }
+
+/* m = b1 m + (1 - b1) g over [off, off + len), then its compressed average in
+ * chunks of at most a bucket. */
+static bp_status momentum(bp_dp *dp, size_t off, size_t len, bp_err *err) {
+    bp_optim *o = dp->optim;
+    const float *g = bp_model_grads(dp->model);
+    const float b1 = (float)o->cfg.beta1;
+    for (size_t i = off; i < off + len; i++) o->m[i] = b1 * o->m[i] + (1 - b1) * g[i];
+    size_t chunk = bp_dp_bucket_floats(&dp->cfg);
+    bp_codec *codec = *(bp_codec **)dp->state;
+    for (size_t at = off; at < off + len; at += chunk) {
+        size_t k = off + len - at < chunk ? off + len - at : chunk;
+        int rc = bp_allreduce_avg_lp(dp->comm, o->m + at, k, codec);
+        if (rc) return bp_comm_fail(dp->comm, rc, err);
     }
+    return BP_OK;
+}
+
+static bp_status bucket(bp_dp *dp, const bp_bucket *b, bp_err *err) {
+    return warm(dp) ? bp_dp_allreduce_bucket(dp, b, err) : momentum(dp, b->offset, b->len, err);
+}
+
+/* Without early updates: every bucket's momentum at once, after backward. */
+static bp_status late_momentum(bp_dp *dp, bp_err *err) {
+    double t0 = bp_now();
+    bp_status rc = BP_OK;
+    for (int i = 0; rc == BP_OK && i < dp->bk.n; i++)
+        rc = momentum(dp, dp->bk.buckets[i].offset, dp->bk.buckets[i].len, err);
+    if (dp->bk.n == 0) rc = momentum(dp, 0, dp->optim->n, err); /* one rank */
+    dp->exposed_s += bp_now() - t0;
+    return rc;
+}
+
+static bp_status update(bp_dp *dp, double lr, size_t off, size_t len, bp_err *err) {
     bp_optim *o = dp->optim;
     const bp_optim_config *c = &o->cfg;
+    const int64_t t = step_number(dp), w = dp->cfg.qadam_warmup;
+    o->t = t;
+    if (t > w && !dp->early) {
+        bp_status rc = late_momentum(dp, err);
+        if (rc) return rc;
+    }
     float *p = bp_model_params(dp->model);
     const float *g = bp_model_grads(dp->model);
-    o->t++;
-    const float b1 = (float)c->beta1;
-    for (size_t i = 0; i < o->n; i++) o->m[i] = b1 * o->m[i] + (1 - b1) * g[i];
-    double t0 = bp_now();
-    int rc = bp_allreduce_avg_lp(dp->comm, o->m, o->n, *(bp_codec **)dp->state);
-    dp->exposed_s += bp_now() - t0;
-    if (rc) return bp_comm_fail(dp->comm, rc, err);
-    double bc1 = 1.0 - pow(c->beta1, (double)o->t);
-    double bc2 = 1.0 - pow(c->beta2, (double)dp->cfg.qadam_warmup);
-    const float step = (float)(lr / bc1), inv_sqrt_bc2 = (float)(1.0 / sqrt(bc2));
-    const float decay = (float)(1.0 - lr * c->weight_decay), eps = (float)c->eps;
-    for (size_t i = 0; i < o->n; i++)
-        p[i] = p[i] * decay - step * o->m[i] / (sqrtf(o->v[i]) * inv_sqrt_bc2 + eps);
+    if (t < w) {
+        const float b1 = (float)c->beta1, b2 = (float)c->beta2, wd = (float)c->weight_decay;
+        for (size_t i = off; i < off + len; i++) {
+            float gi = g[i] + wd * p[i];
+            o->m[i] = b1 * o->m[i] + (1 - b1) * gi;
+            o->v[i] = b2 * o->v[i] + (1 - b2) * gi * gi;
+        }
+    }
+    const float step = (float)(lr / (1.0 - pow(c->beta1, (double)t)));
+    const float sqrt_bc2 = (float)sqrt(1.0 - pow(c->beta2, (double)t)), eps = (float)c->eps;
+    for (size_t i = off; i < off + len; i++)
+        p[i] -= step * o->m[i] / (sqrtf(o->v[i]) / sqrt_bc2 + eps);
     return BP_OK;
 }
 
@@ -57,8 +109,8 @@ const bp_dp_algo_ops bp_dp_qadam = {
     .check = check,
     .create = bp_dp_minmax_create,
     .destroy = bp_dp_minmax_destroy,
-    .buckets_this_step = warm,
-    .bucket = bp_dp_allreduce_bucket, /* during warm-up */
+    .buckets_this_step = buckets_this_step,
+    .bucket = bucket,
     .update = update,
     .describe = describe,
 };
