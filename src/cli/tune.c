@@ -112,8 +112,9 @@ static void print_given(int argc, char **argv, FILE *out) {
     free(opts);
 }
 
-static void print_command(const bp_tune_result *t, const bp_tune_candidate *k, const char *prog,
-                          int argc, char **argv, FILE *out) {
+static void print_command(const bp_tune_config *c, const bp_tune_result *t,
+                          const bp_tune_candidate *k, const char *prog, int argc, char **argv,
+                          FILE *out) {
     char sched[32];
     bp_schedule_name(&k->sched, sched, sizeof sched);
     fprintf(out, " ");
@@ -127,6 +128,9 @@ static void print_command(const bp_tune_result *t, const bp_tune_candidate *k, c
         fprintf(out, " --partition %s", part);
     }
     if (k->avgpipe) fprintf(out, " --pipelines %d", k->N);
+    /* Spelled out, so that the command shows the alpha (N + 1) < 2 it converges with. */
+    if (k->avgpipe && c->train.ea_alpha < 0)
+        fprintf(out, " --ea-alpha %g", bp_dp_ea_default_alpha(k->N));
     fprintf(out, " --micro-batches %d --schedule %s\n", k->M, sched);
 }
 
@@ -151,7 +155,7 @@ static int choose(const bp_tune_config *c, const bp_tune_result *t, const char *
             c->mem_cap > 0 ? " within --mem-cap" : "", best->N, best->M, name,
             best->r.step_s * 1e3,
             c->train.batch * c->train.grad_accum / best->r.step_s, MB(best->r.peak_bytes));
-    print_command(t, best, prog, argc, argv, out);
+    print_command(c, t, best, prog, argc, argv, out);
     return BP_OK;
 }
 

@@ -75,6 +75,7 @@ static bp_status after_step(bp_dp *dp, bp_err *err) {
 const bp_dp_algo_ops bp_avgpipe_ops = {
     .kind = BP_DP_WEIGHT,
     .local_replicas = true,
+    .check = bp_dp_ea_check,
     .create = bp_dp_easgd_create,
     .destroy = bp_dp_easgd_destroy,
     .after_step = after_step,

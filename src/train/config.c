@@ -95,7 +95,9 @@ static const bp_option train_options[] = {
     NUM("rank", BP_OPT_INT, rank, 1, 1 << 16, "R", "powersgd: rank of the approximation"),
     NUM("powersgd-warmup", BP_OPT_INT64, powersgd_warmup, 0, 1e12, "N",
         "powersgd: steps of full-precision allreduce first"),
-    NUM("ea-alpha", BP_OPT_DOUBLE, ea_alpha, 0, 1, "X", "easgd: elastic coefficient alpha"),
+    {"ea-alpha", BP_OPT_DOUBLE, OFF(ea_alpha), 0, NULL, 0, 1, "X",
+     "easgd and AvgPipe: elastic coefficient alpha; N replicas need alpha (N + 1) < 2",
+     "0.9/N, N the --pipelines, or the dp ranks for easgd"},
     NUM("ea-period", BP_OPT_INT64, ea_period, 1, 1e12, "TAU",
         "easgd: steps between elastic averagings"),
     NUM("qadam-warmup", BP_OPT_INT64, qadam_warmup, 0, 1e12, "N",
@@ -195,7 +197,7 @@ void bp_train_config_defaults(bp_train_config *c) {
     /* Rank 4 ends 8% above allreduce's validation loss after 1000 steps of the
      * default gpt; rank 8 within 5% (bench/dp/README.md), still 10x fewer bytes. */
     c->rank = 8;
-    c->ea_alpha = 0.5;
+    c->ea_alpha = -1; /* 0.9 / N once N is known (check_world) */
     c->ea_period = 4;
     c->qadam_warmup = 100;
     c->bucket_mb = 10;
@@ -288,6 +290,7 @@ void bp_train_dp_config(const bp_train_config *c, bp_dp_config *d) {
         .rank = c->rank,
         .powersgd_warmup = c->powersgd_warmup,
         .ea_alpha = c->ea_alpha,
+        .replicas = c->pipelines > 0 ? c->pipelines : 1,
         .ea_period = c->ea_period,
         .qadam_warmup = c->qadam_warmup,
         .hierarchical = c->hierarchical != 0,
@@ -356,6 +359,8 @@ bp_status bp_train_config_check_world(bp_train_config *c, int world, bp_err *err
     if (rc) return bp_err_context(err, "option --net");
     bp_dp_config d;
     bp_train_dp_config(c, &d);
+    if (c->ea_alpha < 0)
+        c->ea_alpha = d.ea_alpha = bp_dp_ea_default_alpha(bp_dp_ea_replicas(&d, c->dp));
     return bp_dp_config_check(&d, c->dp, (bp_optim_kind)c->optim, err);
 }
 

@@ -3,6 +3,8 @@
 # (N, M, schedule) once, micro-batch = batch / (N x M), sorted by predicted time),
 # the chosen candidate is the fastest within --mem-cap, a cap below every candidate
 # is a usage error (exit 2, one line), given --micro-batches/--schedule fix those,
+# the printed command of AvgPipe converges (alpha (N + 1) < 2: the default 0.9 / N
+# is spelled out, a given --ea-alpha drops the N it would make diverge),
 # --help lists every option with a default, and the printed command trains.
 source "$(dirname "$0")/../lib.sh"
 TINY=(--layers 1 --embd 16 --heads 2 --seq-len 8 --batch 8 --pp 2)
@@ -63,6 +65,22 @@ rc=0
 "$BP" tune "${TINY[@]}" --micro-batches 3 >/dev/null 2>"$WORK/err" || rc=$?
 [ "$rc" -eq 2 ] && grep -q "option --batch: 8 is not divisible" "$WORK/err" ||
   fail "--micro-batches 3: rc $rc, $(cat "$WORK/err")"
+
+# Elastic averaging: N = 4 is printed with its default alpha 0.9 / 4; with --ea-alpha
+# 0.5 (divergent for N >= 3) no row has N = 4, and --pipelines 4 with it is refused.
+"$BP" tune "${TINY[@]}" --pipelines 4 >"$WORK/n4" || fail "tune --pipelines 4 exited $?"
+tail -1 "$WORK/n4" | grep -qE " --pipelines 4 --ea-alpha 0.225 " ||
+  fail "N = 4 command: $(tail -1 "$WORK/n4")"
+"$BP" tune "${TINY[@]}" --ea-alpha 0.5 >"$WORK/a5" || fail "tune --ea-alpha 0.5 exited $?"
+rows "$WORK/a5" >"$WORK/a5rows"
+awk '$1 == 4 {exit 1}' "$WORK/a5rows" || fail "--ea-alpha 0.5 lists N = 4"
+grep -q "^2 " "$WORK/a5rows" || fail "--ea-alpha 0.5 lost N = 2 (0.5 x 3 < 2)"
+[ "$(tail -1 "$WORK/a5" | grep -o -- '--ea-alpha' | wc -l)" -eq 1 ] ||
+  fail "--ea-alpha twice: $(tail -1 "$WORK/a5")"
+rc=0
+"$BP" tune "${TINY[@]}" --pipelines 4 --ea-alpha 0.5 >/dev/null 2>"$WORK/err" || rc=$?
+[ "$rc" -eq 2 ] && grep -q "option --ea-alpha: 0.5 makes the elastic averaging of 4 pipelines" \
+  "$WORK/err" || fail "--pipelines 4 --ea-alpha 0.5: rc $rc, $(cat "$WORK/err")"
 
 # --help: every option with a default, tune's own among them.
 "$BP" tune --help >"$WORK/help"
