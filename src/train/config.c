@@ -85,6 +85,10 @@ static const bp_option train_options[] = {
      "AvgPipe: N parallel pipelines, each stage rank holding N replicas pulled together by "
      "elastic averaging (--ea-alpha, --ea-period)",
      "off"},
+    CHOICE("avgpipe-batch", avgpipe_batch, "own|split",
+           "AvgPipe: each pipeline trains on its own batch of --batch samples (a step draws N "
+           "batches), or the pipelines split one batch (N times fewer samples per step)",
+           NULL),
     NUM("grad-accum", BP_OPT_INT, grad_accum, 1, 1 << 20, "K",
         "micro-batches per optimizer step (the global batch becomes --batch x K)"),
     CHOICE("dp-algo", dp_algo, BP_DP_ALGO_CHOICES, "how the data-parallel replicas agree", NULL),
@@ -328,11 +332,15 @@ bp_status bp_train_config_check_world(bp_train_config *c, int world, bp_err *err
                        "job has %d (mpirun -np)",
                        c->dp, c->pp, c->tp, c->dp * pt, world);
     int N = c->pipelines > 0 ? c->pipelines : 1;
-    if (c->batch % (c->dp * N * c->micro_batches))
+    if (bp_train_batches_per_step(c) == 1 && c->batch % (c->dp * N * c->micro_batches))
         return bp_fail(err, BP_EUSAGE,
                        "option --batch: %d is not divisible by --dp %d x --pipelines %d x "
-                       "--micro-batches %d",
+                       "--micro-batches %d (with --avgpipe-batch split)",
                        c->batch, c->dp, N, c->micro_batches);
+    if (c->batch % (c->dp * c->micro_batches))
+        return bp_fail(err, BP_EUSAGE,
+                       "option --batch: %d is not divisible by --dp %d x --micro-batches %d",
+                       c->batch, c->dp, c->micro_batches);
     bp_occ_config occ;
     bp_train_occ_config(c, &occ);
     int rc = bp_occ_check(&occ, c->model == BP_MODEL_GPT, c->pp, c->dp_algo, c->pipelines > 0, err);
@@ -362,6 +370,19 @@ bp_status bp_train_config_check_world(bp_train_config *c, int world, bp_err *err
     if (c->ea_alpha < 0)
         c->ea_alpha = d.ea_alpha = bp_dp_ea_default_alpha(bp_dp_ea_replicas(&d, c->dp));
     return bp_dp_config_check(&d, c->dp, (bp_optim_kind)c->optim, err);
+}
+
+int bp_train_batches_per_step(const bp_train_config *c) {
+    return c->pipelines > 0 && c->avgpipe_batch == 0 ? c->pipelines : 1;
+}
+
+bool bp_train_local_steps(const bp_train_config *c, int world) {
+    return c->pipelines > 0 && c->clip == 0 && !c->skip_nonfinite && world > 1;
+}
+
+int bp_train_micro_rows(const bp_train_config *c, int dp) {
+    int split = c->pipelines > 0 && bp_train_batches_per_step(c) == 1 ? c->pipelines : 1;
+    return c->batch / (dp * split * c->micro_batches);
 }
 
 void bp_train_lr_schedule(const bp_train_config *c, bp_lr_schedule *s) {

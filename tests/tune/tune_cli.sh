@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # `bagpipe tune` on a tiny gpt over 2 stages: the table's structure (every valid
-# (N, M, schedule) once, micro-batch = batch / (N x M), sorted by predicted time),
+# (N, M, schedule) once, micro-batch = batch / M since each AvgPipe pipeline has its
+# own batch, sorted by predicted samples per second, which count the N batches),
 # the chosen candidate is the fastest within --mem-cap, a cap below every candidate
 # is a usage error (exit 2, one line), given --micro-batches/--schedule fix those,
 # the printed command of AvgPipe converges (alpha (N + 1) < 2: the default 0.9 / N
@@ -9,9 +10,9 @@
 source "$(dirname "$0")/../lib.sh"
 TINY=(--layers 1 --embd 16 --heads 2 --seq-len 8 --batch 8 --pp 2)
 
-# rows FILE: "N M micro schedule step_ms peak_MB fits" per table row
+# rows FILE: "N M micro schedule step_ms peak_MB fits samples/s" per table row
 rows() {
-  awk '/^  +rank /{t=1; next} /^fastest/{t=0} t {print $2, $3, $4, $5, $6, $8, $10}' "$1"
+  awk '/^  +rank /{t=1; next} /^fastest/{t=0} t {print $2, $3, $4, $5, $6, $8, $10, $7}' "$1"
 }
 
 "$BP" tune "${TINY[@]}" >"$WORK/all" || fail "tune exited $?"
@@ -19,9 +20,11 @@ grep -q "^bagpipe tune: gpt" "$WORK/all" || fail "no header"
 grep -qE "^ +N +micro +partition +stage 0 +stage 1" "$WORK/all" || fail "no profile table"
 rows "$WORK/all" >"$WORK/rows"
 n=$(wc -l <"$WORK/rows")
-grep -q "predicted, fastest first ($n of $n candidates)" "$WORK/all" || fail "row count $n"
-# Every N in {1,2,4}, M dividing 8 / N, micro = 8 / (N M); each row once.
-awk '{ if (!($1 == 1 || $1 == 2 || $1 == 4) || $3 * $1 * $2 != 8) { print "bad row:", $0; exit 1 } }' \
+grep -q "predicted, most samples/s first ($n of $n candidates)" "$WORK/all" || fail "row count $n"
+# Every N in {1,2,4}, M dividing 8, micro = 8 / M; samples/s = N x 8 / step time; each
+# row once.
+awk '{ if (!($1 == 1 || $1 == 2 || $1 == 4) || $3 * $2 != 8) { print "bad row:", $0; exit 1 }
+       r = $8 * $5 / 1000 / ($1 * 8); if (r < 0.98 || r > 1.02) { print "samples/s:", $0; exit 1 } }' \
   "$WORK/rows" || fail "candidate set"
 [ "$(cut -d' ' -f1,2,4 "$WORK/rows" | sort | uniq -d | wc -l)" -eq 0 ] || fail "duplicate rows"
 for nm in "1 1" "1 8" "2 4" "4 2"; do
@@ -29,8 +32,8 @@ for nm in "1 1" "1 8" "2 4" "4 2"; do
 done
 grep -q " gpipe " "$WORK/rows" && grep -q " 1f1b " "$WORK/rows" && grep -q " afp:" "$WORK/rows" ||
   fail "schedules missing"
-sort -s -g -k5,5 "$WORK/rows" | cmp -s - "$WORK/rows" || fail "not sorted by step time"
-head -1 "$WORK/rows" | grep -q " yes$" || fail "without a cap every row fits"
+sort -s -g -r -k8,8 "$WORK/rows" | cmp -s - "$WORK/rows" || fail "not sorted by samples/s"
+[ "$(head -1 "$WORK/rows" | cut -d' ' -f7)" = yes ] || fail "without a cap every row fits"
 grep -qE "^  mpirun -np 2 .*bagpipe train --layers 1 --embd 16 --heads 2 --seq-len 8 --batch 8 --pp 2 --partition [0-9]+,[0-9]+ .*--micro-batches [0-9]+ --schedule [a-z0-9:]+$" \
   "$WORK/all" || fail "command line: $(tail -1 "$WORK/all")"
 
