@@ -39,7 +39,7 @@ SUBNET=10.250.14
 SW=$NAME-sw
 MAX_HOSTS=32
 
-die() { echo "cluster: error: $*" >&2; exit "${2:-1}"; }
+die() { echo "cluster: error: $1" >&2; exit "${2:-1}"; }
 host_ns() { echo "$NAME-h$1"; }
 host_addr() { echo "$SUBNET.$(($1 + 1))"; }
 hosts() { cat "$STATE/hosts" 2>/dev/null || echo 0; }
@@ -127,11 +127,13 @@ up() {
     ip -n "$ns" link set lo up
     ip -n "$ns" addr add "$(host_addr $i)/24" dev eth0
     ip -n "$ns" link set eth0 up
-    # A peer that stops answering is given up after a few seconds of retransmissions
-    # and a connection attempt after 3 s (Linux waits 15 minutes and 2 minutes):
+    # A peer that stops answering is given up after about 12 s of retransmissions
+    # and a connection attempt after 15 s (Linux waits 15 minutes and 2 minutes):
     # mpirun's abort message to a daemon behind a cut link, and its attempts to
-    # reconnect, otherwise keep the job alive that long.
-    ip netns exec "$ns" sysctl -qw net.ipv4.tcp_retries2=4 net.ipv4.tcp_syn_retries=1
+    # reconnect, otherwise keep the job alive that long. Not lower: a SYN dropped
+    # by a full tbf queue must get through on a retry (with 1 retry, connections
+    # between busy hosts failed at start-up).
+    ip netns exec "$ns" sysctl -qw net.ipv4.tcp_retries2=5 net.ipv4.tcp_syn_retries=3
     if [ -n "$rate" ]; then
       shape "$ns" eth0 "$rate" || { down; die "up: tc cannot shape with tbf at '$rate'" 3; }
       shape "$SW" "h$i" "$rate"
@@ -158,8 +160,10 @@ run_mpirun() {
   local flags=(--hostfile "$STATE/hostfile" --mca plm_rsh_agent "$STATE/agent"
     --mca btl_tcp_if_include "$SUBNET.0/24" --mca oob_tcp_if_include "$SUBNET.0/24"
     --mca btl self,vader,tcp -x OPENBLAS_NUM_THREADS=1
-    # A daemon behind a dead link is noticed within about 5 s of silence.
-    --mca oob_tcp_keepalive_time 2 --mca oob_tcp_keepalive_intvl 1 --mca oob_tcp_keepalive_probes 3)
+    # A daemon behind a dead link is noticed within about 5 s of silence, and not
+    # called again.
+    --mca oob_tcp_keepalive_time 2 --mca oob_tcp_keepalive_intvl 1 --mca oob_tcp_keepalive_probes 3
+    --mca oob_tcp_peer_retries 0)
   if mpirun --version 2>&1 | grep -q "Open MPI"; then
     flags+=(--oversubscribe --mca mpi_yield_when_idle 1)
     [ "$(id -u)" -eq 0 ] && flags+=(--allow-run-as-root)

@@ -6,5 +6,5 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 scripts/build.sh
-scripts/mpirun.sh -np 2 build/bagpipe train --model gpt --dp 2 --dp-algo allreduce --out runs/gpt
+scripts/mpirun.sh -np 2 build/bagpipe train --model gpt --dp 2 --dp-algo allreduce --out runs/gpt --overwrite
 build/bagpipe sample --ckpt runs/gpt --prompt "And God said" --length 300

@@ -271,7 +271,7 @@ def train(c, part, net, steps, eval_every, name, watch=False, ckpt_every=0):
         "--steps", str(steps), "--eval-every", str(eval_every), "--eval-batches", str(ARGS.eval_batches),
         "--progress", "none", "--log-every", str(max(steps, 1)), "--keep-checkpoints", "2",
         "--checkpoint-every", str(ckpt_every),
-        "--out", d, "--metrics", metrics] + (strip_lr(ARGS.extra) if "lr" in c else ARGS.extra)
+        "--out", d, "--overwrite", "--metrics", metrics] + (strip_lr(ARGS.extra) if "lr" in c else ARGS.extra)
     if os.path.exists(metrics):
         os.remove(metrics)
     try:

@@ -29,12 +29,20 @@
  *   bw=<number>[K|M|G][bit|bit/s|bps]   link bandwidth in bits per second, decimal
  *                                       prefixes (1Gbit = 1e9 bit/s); default infinite
  *   lat=<number>(us|ms|s)               one-way latency; default 0
+ *   eager=<number>[K|M]                 rendezvous threshold in bytes (K = 1024);
+ *                                       default 0 (every message eager)
  * e.g. "bw=1Gbit,lat=1ms"; "" or "off" turns it off. Each directed link between two
  * processes serializes its messages (bytes * 8 / bw, one after another) and then
  * adds the latency: a message of b bytes sent on an idle link arrives
  * b * 8 / bw + lat seconds after it was sent. A blocking send returns once the
- * message is serialized. Times use the monotonic clock, so the emulation is meant
- * for ranks on one machine.
+ * message is serialized. With eager=E, a message of b > E bytes is sent as MPI over
+ * TCP sends it: its first E bytes, then the rest once the receiver's clear-to-send
+ * has come back, and that reply queues behind whatever the receiver is itself
+ * sending to the sender; so the message arrives no earlier than (b - E) * 8 / bw +
+ * lat after the receiver's own link to the sender is free. Two ranks exchanging
+ * large messages then share the link as if it were half-duplex, as measured on
+ * kernel-shaped TCP links with Open MPI (eager=64K is its TCP default). Times use
+ * the monotonic clock, so the emulation is meant for ranks on one machine.
  *
  * Watchdog: bp_comm_set_timeout(c, s) makes any operation that has not finished
  * after s seconds print one line naming the rank, the group and the operation, and
@@ -149,6 +157,7 @@ typedef struct bp_net {
     bool on;
     double bw_bps; /* bits per second; 0 means infinite */
     double lat_s;  /* seconds */
+    double eager;  /* bytes; larger messages wait for the receiver's clear-to-send; 0: none */
 } bp_net;
 
 int bp_net_parse(const char *spec, bp_net *net, bp_err *err);

@@ -136,6 +136,7 @@ typedef struct tx_req {
     int proc;           /* MPI_COMM_WORLD rank of the peer */
     double arrive;      /* stamp: when the message arrives on the emulated link */
     double sent;        /* sender: when the emulated link has serialized it */
+    size_t bytes;
     bool recv;
 } tx_req;
 
@@ -152,6 +153,9 @@ bool bpc_net_on(bp_world *w);
 /* The next free time and arrival of `bytes` on our link to MPI_COMM_WORLD rank
  * `proc`; false when emulation is off. */
 bool bpc_net_reserve(bp_world *w, int proc, size_t bytes, double *sent, double *arrive);
+/* When a received message of `bytes` from `proc`, stamped `arrive`, is complete
+ * once the rendezvous (eager=) is accounted for. */
+double bpc_net_rendezvous(bp_world *w, int proc, size_t bytes, double arrive);
 
 /* --- collectives (coll.c) ---------------------------------------------------------- */
 

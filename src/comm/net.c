@@ -29,6 +29,31 @@ static bool parse_bw(const char *s, double *bps) {
     return unit_ok && *bps > 0;
 }
 
+/* Links slower than 1 Kbit/s or with a latency above 10 s would stall a job for
+ * hours, faster than 1 Pbit/s emulate nothing (an overflow to infinity would turn
+ * emulation off unnoticed): such values are mistakes, refused. */
+#define NET_MIN_BPS 1e3
+#define NET_MAX_BPS 1e15
+#define NET_MAX_LAT_S 10.0
+
+static bool in_range(int k, double v) {
+    return k == 0 ? v >= NET_MIN_BPS && v <= NET_MAX_BPS : v <= NET_MAX_LAT_S;
+}
+
+/* A byte count with an optional binary K or M suffix. */
+static bool parse_bytes(const char *s, double *bytes) {
+    const char *u;
+    if (!number(s, bytes, &u)) return false;
+    if (*u == 'K' || *u == 'k') {
+        *bytes *= 1024;
+        u++;
+    } else if (*u == 'M' || *u == 'm') {
+        *bytes *= 1024 * 1024;
+        u++;
+    }
+    return !*u || !strcmp(u, "B");
+}
+
 static bool parse_lat(const char *s, double *sec) {
     const char *u;
     if (!number(s, sec, &u)) return false;
@@ -42,13 +67,14 @@ static bool parse_lat(const char *s, double *sec) {
 }
 
 /* One "key=value" field of the spec (copied into `field`). */
-static int parse_field(char *field, bp_net *net, bool seen[2], bp_err *err) {
+static int parse_field(char *field, bp_net *net, bool seen[3], bp_err *err) {
     char *eq = strchr(field, '=');
     const char *value = eq ? eq + 1 : "";
     if (eq) *eq = '\0';
-    int k = !strcmp(field, "bw") ? 0 : !strcmp(field, "lat") ? 1 : -1;
+    int k = !strcmp(field, "bw") ? 0 : !strcmp(field, "lat") ? 1 : !strcmp(field, "eager") ? 2 : -1;
     if (k < 0 || !eq)
-        return bp_fail(err, BP_EUSAGE, "net: unknown field '%s' (expected bw=<rate> or lat=<time>)",
+        return bp_fail(err, BP_EUSAGE,
+                       "net: unknown field '%s' (expected bw=<rate>, lat=<time> or eager=<bytes>)",
                        field);
     if (seen[k]) return bp_fail(err, BP_EUSAGE, "net: field '%s' given twice", field);
     seen[k] = true;
@@ -61,6 +87,13 @@ static int parse_field(char *field, bp_net *net, bool seen[2], bp_err *err) {
         return bp_fail(err, BP_EUSAGE,
                        "net: bad lat '%s' (expected a time with unit us, ms or s, e.g. 1ms)",
                        value);
+    if (k < 2 && !in_range(k, k == 0 ? net->bw_bps : net->lat_s))
+        return bp_fail(err, BP_EUSAGE, "net: %s '%s' is out of range (%s)", field, value,
+                       k == 0 ? "1Kbit to 1000000Gbit" : "0 to 10s");
+    if (k == 2 && !parse_bytes(value, &net->eager))
+        return bp_fail(err, BP_EUSAGE,
+                       "net: bad eager '%s' (expected bytes with an optional K or M, e.g. 64K)",
+                       value);
     return BP_OK;
 }
 
@@ -69,7 +102,7 @@ int bp_net_parse(const char *spec, bp_net *net, bp_err *err) {
     if (!spec || !*spec || !strcmp(spec, "off")) return BP_OK;
     char *copy = strdup(spec);
     if (!copy) return bp_fail(err, BP_ENOMEM, "net: cannot copy the spec");
-    bool seen[2] = {false, false};
+    bool seen[3] = {false, false, false};
     int rc = BP_OK;
     char *save = NULL;
     for (char *f = strtok_r(copy, ",", &save); f && rc == BP_OK; f = strtok_r(NULL, ",", &save))
@@ -106,6 +139,20 @@ bool bpc_net_reserve(bp_world *w, int proc, size_t bytes, double *sent, double *
     }
     pthread_mutex_unlock(&w->mu);
     return on;
+}
+
+double bpc_net_rendezvous(bp_world *w, int proc, size_t bytes, double arrive) {
+    pthread_mutex_lock(&w->mu);
+    const bp_net *net = &w->net;
+    if (net->on && net->eager > 0 && (double)bytes > net->eager) {
+        /* The clear-to-send leaves once our own link to the sender is free; the
+         * rest of the message follows it. */
+        size_t rest = bytes - (size_t)net->eager;
+        double done = w->link_free[proc] + serialization(net, rest) + net->lat_s;
+        if (done > arrive) arrive = done;
+    }
+    pthread_mutex_unlock(&w->mu);
+    return arrive;
 }
 
 int bp_comm_set_net(bp_comm *c, const char *spec) {

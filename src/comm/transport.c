@@ -20,6 +20,7 @@ static int begin(op_ctx *op, const bp_comm *g, int peer, size_t bytes, tx_req *r
     r->req[0] = r->req[1] = MPI_REQUEST_NULL;
     r->recv = recv;
     r->proc = g->proc[peer];
+    r->bytes = bytes;
     if (bytes > INT_MAX)
         return bpc_op_fail(op, BP_EUSAGE, "a message of %zu bytes exceeds MPI's limit of %d", bytes,
                            INT_MAX);
@@ -76,7 +77,11 @@ int bpc_tx_wait(op_ctx *op, tx_req *r, int k) {
     for (int i = 0; i < k && rc == MPI_SUCCESS; i++) {
         atomic_store(&op->waiting_for, r[i].proc);
         rc = wait_pair(op->c, r[i].req);
-        double t = r[i].recv ? r[i].arrive : r[i].sent;
+        double t = r[i].sent;
+        if (r[i].recv && r[i].arrive > 0)
+            t = bpc_net_rendezvous(op->c->world, r[i].proc, r[i].bytes, r[i].arrive);
+        else if (r[i].recv)
+            t = 0;
         until = t > until ? t : until;
     }
     atomic_store(&op->waiting_for, -1);

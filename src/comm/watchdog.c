@@ -34,7 +34,10 @@ void bpc_watch_remove(bp_world *w, op_ctx *op) {
     pthread_mutex_unlock(&w->mu);
 }
 
-/* One line naming the rank, the group and the operation; then the whole job ends. */
+/* One line naming the rank, the group and the operation; then the whole job ends,
+ * after a grace that lets the other ranks whose waits time out about now say whom
+ * they wait for too: under pipelines and tensor parallelism ranks wait in chains,
+ * and the hung rank is the one named that prints nothing. */
 static void fire(bp_world *w, const op_ctx *op) {
     int world_rank = -1;
     MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
@@ -48,6 +51,7 @@ static void fire(bp_world *w, const op_ctx *op) {
             op->c->rank, op->c->name, world_rank, op->name, size, w->timeout, peer);
     fflush(stderr);
     pthread_mutex_unlock(&w->mu);
+    bp_sleep_until(bp_now() + fmin(1.0, w->timeout / 2));
     MPI_Abort(MPI_COMM_WORLD, 1);
 }
 

@@ -34,10 +34,36 @@ int bp_read_stream(FILE *f, bp_bytes *out, bp_err *err) {
     return BP_OK;
 }
 
+/* Opened without blocking (a FIFO would wait for a writer forever), then refused
+ * unless it is a regular file: a device such as /dev/zero never ends. */
+static int open_regular(const char *path, int *fd, bp_err *err) {
+    *fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (*fd < 0) return bp_fail(err, BP_EIO, "cannot open %s: %s", path, strerror(errno));
+    struct stat st;
+    if (fstat(*fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        close(*fd);
+        *fd = -1;
+        return bp_fail(err, BP_EIO, "%s is not a regular file", path);
+    }
+    fcntl(*fd, F_SETFL, fcntl(*fd, F_GETFL) & ~O_NONBLOCK);
+    return BP_OK;
+}
+
+int bp_check_regular(const char *path, bp_err *err) {
+    int fd, rc = open_regular(path, &fd, err);
+    if (rc == BP_OK) close(fd);
+    return rc;
+}
+
 int bp_read_file(const char *path, bp_bytes *out, bp_err *err) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return bp_fail(err, BP_EIO, "cannot open %s: %s", path, strerror(errno));
-    int rc = bp_read_stream(f, out, err);
+    int fd, rc = open_regular(path, &fd, err);
+    if (rc) return rc;
+    FILE *f = fdopen(fd, "rb");
+    if (!f) {
+        close(fd);
+        return bp_fail(err, BP_EIO, "cannot open %s: %s", path, strerror(errno));
+    }
+    rc = bp_read_stream(f, out, err);
     fclose(f);
     if (rc) return bp_err_context(err, "%s", path);
     return BP_OK;

@@ -44,8 +44,9 @@ static int set_number(const bp_option *o, char *field, const char *value, bp_err
         return BP_OK;
     }
     long long v = strtoll(value, &end, 10);
-    if (*value == '\0' || *end || errno)
+    if (*value == '\0' || *end || (errno && errno != ERANGE))
         return bp_fail(err, BP_EUSAGE, "option --%s: '%s' is not an integer", o->name, value);
+    if (errno == ERANGE) return range_error(o, value, err); /* digits beyond 64 bits */
     if ((double)v < o->min || (double)v > o->max) return range_error(o, value, err);
     if (o->type == BP_OPT_INT) {
         int x = (int)v;

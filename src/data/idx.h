@@ -13,7 +13,7 @@
 typedef struct bp_images {
     int n;          /* number of images */
     int rows, cols; /* pixels per image = rows * cols */
-    float *pixels;  /* [n, rows*cols], scaled to [0, 1] */
+    uint8_t *pixels; /* [n, rows*cols], as in the file (0..255; the task scales them) */
     int32_t *labels; /* [n] */
 } bp_images;
 

@@ -16,6 +16,13 @@ bp_status bp_occ_check(const bp_occ_config *c, bool tied, int pp, int dp_algo, b
                        "gradient --dp-algo (%s), without --pipelines",
                        algos);
     }
+    if (c->cb_rank > 0 && pp < 2)
+        return bp_fail(err, BP_EUSAGE,
+                       "option --cb: compresses the activation gradients sent between pipeline "
+                       "stages; it needs --pp 2 or more");
+    if ((!c->lep || c->epilogue_only) && c->cb_rank <= 0)
+        return bp_fail(err, BP_EUSAGE, "option %s: only applies with --cb",
+                       !c->lep ? "--no-lep" : "--cb-epilogue-only");
     if (c->sc_stages > 0 && (dp_algo != BP_DP_ALLREDUCE || avgpipe))
         return bp_fail(err, BP_EUSAGE,
                        "option --sc-stages: compresses the data-parallel allreduce of early "

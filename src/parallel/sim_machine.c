@@ -172,20 +172,23 @@ static double pass_s(const bp_sim_machine *m, size_t n, double per) {
 double bp_sim_optim_s(const bp_sim_machine *m, size_t params) {
     /* AdamW reads weight, gradient and both moments and writes three of them;
      * zeroing and the sum of squares pass over the gradient twice more. */
-    return m->prof ? m->prof->optim_s * (double)params : pass_s(m, params, 9);
+    return m->prof ? m->prof->optim_s * m->prof->slowdown * (double)params : pass_s(m, params, 9);
 }
 
 double bp_sim_minmax_s(const bp_sim_machine *m, size_t n, bool encode) {
     if (!m->prof) return pass_s(m, n, encode ? 2.25 : 1.25); /* two reads (min/max, code) */
-    return (double)n * sizeof(bp_real) / (encode ? m->prof->mm_enc_Bps : m->prof->mm_dec_Bps);
+    return (double)n * sizeof(bp_real) * m->prof->slowdown /
+           (encode ? m->prof->mm_enc_Bps : m->prof->mm_dec_Bps);
 }
 
 double bp_sim_matmul_s(const bp_sim_machine *m, double flops) {
-    return flops / (m->prof ? m->prof->psgd_flops : m->flops * m->efficiency);
+    return m->prof ? flops * m->prof->slowdown / m->prof->psgd_flops
+                   : flops / (m->flops * m->efficiency);
 }
 
 double bp_sim_vec_s(const bp_sim_machine *m, size_t n) {
-    return m->prof ? (double)n * sizeof(bp_real) / m->prof->vec_Bps : pass_s(m, n, 3);
+    return m->prof ? (double)n * sizeof(bp_real) * m->prof->slowdown / m->prof->vec_Bps
+                   : pass_s(m, n, 3);
 }
 
 /* ---- network ---------------------------------------------------------------------- */

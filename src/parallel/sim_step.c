@@ -27,6 +27,11 @@ typedef struct stage_info {
 typedef struct ctx {
     const bp_sim_job *j;
     const bp_sim_machine *m;
+    /* The communication thread's machine: with a profile, its kernels run at their
+     * unloaded speed, since the thread runs at a raised priority (buckets.h) and
+     * takes a core as soon as it wakes. */
+    bp_sim_machine comm_m;
+    bp_sim_profile comm_prof;
     int W, V, T;        /* ranks, stream length N x M, sequence length */
     size_t act_floats;  /* the boundary activation of one micro-batch */
     stage_info *st;     /* [pp] */
@@ -224,7 +229,11 @@ static bucket_kind bucket_algo(const ctx *c, int s, bool warm, int *rank) {
 
 /* When stage s's communication thread finishes its buckets, backward's last pass
  * having started at `start` and the stage's operations ending at `end`. */
-static double buckets_end(const ctx *c, int s, bool warm, double start, double end, double *bytes) {
+static double buckets_end(const ctx *main, int s, bool warm, double start, double end,
+                          double *bytes) {
+    ctx comm = *main; /* the costs below run on the communication thread */
+    comm.m = &main->comm_m;
+    const ctx *c = &comm;
     const bp_sim_job *j = c->j;
     const stage_info *si = &c->st[s];
     int rank;
@@ -415,12 +424,13 @@ static int one_step(const ctx *c, bool warm, step_out *o) {
             o->bytes[BP_SIM_DP] += mb * j->dp * j->tp;
             o->max_bytes[BP_SIM_DP] = fmax(o->max_bytes[BP_SIM_DP], mb);
         }
-        o->compute_s = per[0].busy_s;
         o->bubble = pr.bubble;
         o->exposed[BP_SIM_DP] = ready[0] - per[0].end_s + mix0;
         o->exposed[BP_SIM_PP] = per[0].idle_s;
         o->exposed[BP_SIM_TP] = j->tp > 1 ? 4.0 * c->st[0].layers * c->V * c->st[0].tp_s : 0;
         o->exposed[BP_SIM_EMBED] = S > 1 ? embed_end - ready[0] : 0;
+        o->compute_s = o->step_s;
+        for (int a = 0; a < BP_SIM_AXES; a++) o->compute_s -= o->exposed[a];
     }
     free(per);
     free(ready);
@@ -445,6 +455,12 @@ static int ctx_init(ctx *c, const bp_sim_job *j, const bp_sim_machine *m) {
     if (j->fused_embedding) c->embed_link = bp_sim_group_link(m, 0, j->tp, j->dp, c->W);
     if (j->fused_embedding && j->pp > 1 && j->dp == 1) c->embed_link = c->pp_link;
     c->world_link = bp_sim_group_link(m, 0, 1, c->W, c->W);
+    c->comm_m = *m;
+    if (m->prof) {
+        c->comm_prof = *m->prof;
+        c->comm_prof.slowdown = 1;
+        c->comm_m.prof = &c->comm_prof;
+    }
     if (!(c->st = calloc((size_t)j->pp, sizeof *c->st))) return BP_ENOMEM;
     int rc = BP_OK;
     for (int s = 0; rc == BP_OK && s < j->pp; s++) rc = stage_init(c, s);

@@ -25,7 +25,11 @@
  *    every --sync-ms and costs the step nothing but bytes.
  *
  * A step with a warm-up (qadam, powersgd, --sc-stages) or an averaging every K
- * steps is predicted as the mean over the run's --steps. */
+ * steps is predicted as the mean over the run's --steps.
+ *
+ * Not modelled: the ranks are alike, so a collective never waits for a rank whose
+ * computation ran late (on a loaded machine, tens of milliseconds:
+ * bench/simulate/README.md); nor caches colder with more micro-batches stashed. */
 #ifndef BP_PARALLEL_SIM_STEP_H
 #define BP_PARALLEL_SIM_STEP_H
 
@@ -61,7 +65,8 @@ typedef struct bp_sim_job {
 
 typedef struct bp_sim_step_result {
     double step_s;                  /* mean over the run */
-    double compute_s;               /* rank 0's forward and backward */
+    double compute_s;               /* rank 0's step less its exposed communication (as
+                                     * the runtime's metrics log counts it) */
     double exposed_s[BP_SIM_AXES];  /* rank 0's time waiting on each axis */
     double bytes[BP_SIM_AXES];      /* per step sent on each axis by all ranks ... */
     double max_bytes[BP_SIM_AXES];  /* ... and by the rank that sends most (hierarchical

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include "core/buf.h"
@@ -122,7 +123,18 @@ bp_status bp_checkpoint_write_shard(const char *ckpt_dir, int stage, int tp, con
     if (rc == BP_OK) bp_checkpoint_shard_name(stage, tp, "state", name, sizeof name);
     if (rc == BP_OK && (rc = bp_path_join(path, sizeof path, ckpt_dir, name, err)) == BP_OK)
         rc = save_state(path, o, rs, crc, size, err);
+    if (rc) bp_checkpoint_discard_shard(ckpt_dir, stage, tp);
     return rc ? bp_err_context(err, "saving checkpoint %s", ckpt_dir) : BP_OK;
+}
+
+void bp_checkpoint_discard_shard(const char *ckpt_dir, int stage, int tp) {
+    static const char *exts[2] = {"safetensors", "state"};
+    char name[64], path[BP_PATH_MAX];
+    for (int e = 0; e < 2; e++)
+        if (bp_checkpoint_shard_name(stage, tp, exts[e], name, sizeof name) == BP_OK &&
+            bp_path_join(path, sizeof path, ckpt_dir, name, NULL) == BP_OK)
+            unlink(path);
+    rmdir(ckpt_dir); /* fails while other shards are there: the last one removes it */
 }
 
 /* ---- reading ---------------------------------------------------------------- */

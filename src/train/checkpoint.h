@@ -56,6 +56,9 @@ bp_status bp_checkpoint_dir(const char *out_dir, int64_t step, char *buf, size_t
 bp_status bp_checkpoint_write_shard(const char *ckpt_dir, int stage, int tp, const bp_model *m,
                                     const bp_real *params, const bp_optim *o,
                                     const bp_resume_state *rs, bp_err *err);
+/* After a failed save (a full disk): remove shard (stage, tp) and the directory when
+ * it is left empty, so that no incomplete checkpoint stays behind. */
+void bp_checkpoint_discard_shard(const char *ckpt_dir, int stage, int tp);
 /* Write ckpt_dir/manifest.json (after every shard is written). */
 bp_status bp_manifest_write(const char *ckpt_dir, const bp_manifest *mf, bp_err *err);
 /* Read and verify ckpt_dir/manifest.json. */

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/device.h"
 #include "parallel/partition.h"
 
 #define FASHION_MNIST_DIR "/usr/share/datasets/fashion-mnist"
@@ -56,6 +57,9 @@ static const bp_option train_options[] = {
         "gpt: fixed validation batches per evaluation (mlp uses the whole test set)"),
     STR("out", out, "DIR", "checkpoints and metrics go here", "runs/<model>"),
     STR("resume", resume, "DIR", "continue from the checkpoint in DIR (or DIR/latest)", NULL),
+    {"overwrite", BP_OPT_FLAG, OFF(overwrite), 0, NULL, 0, 0, NULL,
+     "start a new run in an --out that holds one (its log is truncated, `latest` replaced)",
+     NULL},
     STR("metrics", metrics, "FILE", "JSONL metrics log (appended when resuming)",
         "<out>/metrics.jsonl"),
     STR("trace", trace, "FILE",
@@ -153,6 +157,17 @@ static const bp_option train_options[] = {
         "testing: a weight of rank R becomes NaN before --fault-at-step (a diverged step)"),
     NUM("fault-at-step", BP_OPT_INT64, fault_at_step, -1, 1e12, "S",
         "testing: the step (1-based) at which a --fault-* happens"),
+    CHOICE("device", device, BP_DEVICE_CHOICES,
+           "where to compute: the CPU, or CUDA GPUs (rank r uses GPU r mod the GPUs present)",
+           NULL),
+    CHOICE("gpu-comm", gpu_comm, "auto|nccl|mpi",
+           "--device cuda: NCCL when every rank has a GPU of its own, else MPI staged through "
+           "pinned host memory (auto), or forced",
+           NULL),
+    CHOICE("dtype", dtype, "fp32|bf16",
+           "--device cuda: fp32 (TF32 matrix products), or bf16 mixed precision over fp32 "
+           "master weights",
+           NULL),
 };
 
 const bp_option *bp_train_options(int *n) {
@@ -253,6 +268,9 @@ bp_status bp_train_config_finalize(bp_train_config *c, bp_err *err) {
                        (long long)c->warmup, (long long)c->steps);
     if (strlen(c->metrics) == 0)
         return bp_fail(err, BP_EUSAGE, "option --out: path too long");
+    if (c->device != BP_DEVICE_CUDA && (c->dtype != BP_DTYPE_FP32 || c->gpu_comm != BP_GPU_COMM_AUTO))
+        return bp_fail(err, BP_EUSAGE, "option --%s: needs --device cuda",
+                       c->dtype != BP_DTYPE_FP32 ? "dtype" : "gpu-comm");
     if (strcmp(c->data, "kjv") != 0 && !bp_path_exists(c->data))
         return bp_fail(err, BP_EUSAGE, "option --data: %s does not exist", c->data);
     bp_model_config m;

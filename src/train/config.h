@@ -88,11 +88,23 @@ typedef struct bp_train_config {
     double comm_timeout;
     int comm_path; /* bp_path */
     int skip_nonfinite;
+    int overwrite; /* start over in an --out that holds a run */
     /* fault injection, for tests: at step fault_at_step (-1: never) the given rank
      * kills itself (SIGKILL), hangs, produces a NaN loss, or has a NaN weight */
     int fault_kill_rank, fault_hang_rank, fault_nan_rank, fault_nan_weights_rank;
     int64_t fault_at_step;
+    /* GPU backend */
+    int device;   /* bp_device_kind */
+    int gpu_comm; /* bp_gpu_comm */
+    int dtype;    /* bp_dtype */
 } bp_train_config;
+
+/* How device buffers travel between ranks (--gpu-comm): NCCL when every rank has a GPU
+ * of its own, MPI through pinned host memory otherwise (auto), or forced. */
+typedef enum bp_gpu_comm { BP_GPU_COMM_AUTO, BP_GPU_COMM_NCCL, BP_GPU_COMM_MPI } bp_gpu_comm;
+/* Precision of the GPU's computation (--dtype): fp32, or bf16 activations and weight
+ * copies over fp32 master weights, gradients and optimizer state. */
+typedef enum bp_dtype { BP_DTYPE_FP32, BP_DTYPE_BF16 } bp_dtype;
 
 void bp_train_config_defaults(bp_train_config *c);
 const bp_option *bp_train_options(int *n);

@@ -4,19 +4,27 @@
  * async, easgd, AvgPipe), replica 0 evaluates their average, the model a checkpoint
  * holds, instead of its own weights: for elastic averaging the average is the model
  * the algorithm converges (its center), and one replica alone would measure its own
- * noise. Other replicas go on training meanwhile. */
+ * noise. Other replicas go on training meanwhile.
+ *
+ * A stop signal cuts an evaluation short where replica 0 is one rank (the ranks'
+ * agreement after the next step then stops the run); with several stages or tp
+ * ranks they would have to agree on every batch, so it ends first. */
 #include <math.h>
 #include <stdlib.h>
 
+#include "core/log.h"
 #include "train/trainer_impl.h"
 
 enum { TAG_EVAL = 3 };
 
-/* Loss summed over rows and correct predictions, on the last stage. */
-static int score(trainer *t, double *sum, double *correct, double *rows, bp_err *err) {
+/* Loss summed over rows and correct predictions, on the last stage; *cut when a
+ * stop signal ended it early. */
+static int score(trainer *t, double *sum, double *correct, double *rows, bool *cut, bp_err *err) {
     *sum = *correct = *rows = 0;
     int n = bp_task_eval_count(&t->task, t->micro_B);
+    bool alone = t->grid.pp == 1 && t->grid.tp == 1;
     for (int i = 0; i < n; i++) {
+        if ((*cut = alone && *t->stop)) return BP_OK;
         bp_batch b;
         bp_task_eval_batch(&t->task, i, t->micro_B, &b);
         double loss;
@@ -34,7 +42,8 @@ static int score(trainer *t, double *sum, double *correct, double *rows, bp_err 
 }
 
 /* Score replica 0, holding the average of the replicas where they differ. */
-static int score_model(trainer *t, double *sum, double *correct, double *rows, bp_err *err) {
+static int score_model(trainer *t, double *sum, double *correct, double *rows, bool *cut,
+                       bp_err *err) {
     bool swap = bp_dp_replicas_differ(t->dp);
     size_t bytes = bp_model_num_params(t->model) * sizeof(float);
     if (swap && ((!t->avg_params && !(t->avg_params = malloc(bytes))) ||
@@ -42,15 +51,20 @@ static int score_model(trainer *t, double *sum, double *correct, double *rows, b
         return bp_fail(err, BP_ENOMEM, "cannot allocate the averaged model for evaluation");
     int rc = swap ? bp_dp_swap_in_average(t->dp, t->avg_params, t->eval_saved, err) : BP_OK;
     if (rc) return rc;
-    if (trainer_in_replica0(t)) rc = score(t, sum, correct, rows, err);
+    if (trainer_in_replica0(t)) rc = score(t, sum, correct, rows, cut, err);
     if (swap) bp_dp_swap_back(t->dp, t->eval_saved);
     return rc;
 }
 
 int trainer_evaluate(trainer *t, bp_err *err) {
     double sum = 0, correct = 0, rows = 0;
-    int rc = score_model(t, &sum, &correct, &rows, err);
+    bool cut = false;
+    int rc = score_model(t, &sum, &correct, &rows, &cut, err);
     if (rc || !trainer_in_replica0(t)) return rc;
+    if (cut) { /* replica 0 is this one rank: nobody waits for its result */
+        bp_log_info("evaluation at step %lld cut short by a signal", (long long)t->step);
+        return BP_OK;
+    }
     float result[3] = {(float)sum, (float)correct, (float)rows};
     int last = t->grid.pp - 1;
     if (t->grid.t != 0) return BP_OK; /* tp ranks compute the same; rank t = 0 reports */

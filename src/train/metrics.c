@@ -5,12 +5,27 @@
 #include <math.h>
 #include <string.h>
 
+/* Each record reaches the file at once; the first failure's errno is kept. */
+static void flush(bp_metrics *m) {
+    if (fflush(m->f) != 0 && !m->error) m->error = errno ? errno : EIO;
+}
+
 bp_status bp_metrics_open(bp_metrics *m, const char *path, int append, bp_err *err) {
     m->f = NULL;
+    m->path = path;
+    m->error = 0;
     if (!path[0]) return BP_OK;
     m->f = fopen(path, append ? "a" : "w");
     if (!m->f) return bp_fail(err, BP_EIO, "cannot open metrics log %s: %s", path, strerror(errno));
     return BP_OK;
+}
+
+int bp_metrics_check(bp_metrics *m, bp_err *err) {
+    if (!m->f) return BP_OK;
+    flush(m);
+    if (!m->error && ferror(m->f)) m->error = EIO;
+    if (!m->error) return BP_OK;
+    return bp_fail(err, BP_EIO, "cannot write the metrics log %s: %s", m->path, strerror(m->error));
 }
 
 void bp_metrics_close(bp_metrics *m) {
@@ -47,7 +62,7 @@ void bp_metrics_step(bp_metrics *m, const bp_step_record *r) {
         fputc('}', m->f);
     }
     fputs("}\n", m->f);
-    fflush(m->f);
+    flush(m);
 }
 
 void bp_metrics_eval(bp_metrics *m, int64_t step, double loss, double accuracy) {
@@ -56,7 +71,7 @@ void bp_metrics_eval(bp_metrics *m, int64_t step, double loss, double accuracy) 
     num(m->f, "val_loss", loss);
     if (!isnan(accuracy)) num(m->f, "val_acc", accuracy);
     fputs("}\n", m->f);
-    fflush(m->f);
+    flush(m);
 }
 
 void bp_metrics_summary(bp_metrics *m, const bp_memory_record *r) {
@@ -67,7 +82,7 @@ void bp_metrics_summary(bp_metrics *m, const bp_memory_record *r) {
             ",\"peak_rss_bytes\":%" PRIu64 ",\"param_bytes\":%" PRIu64 ",\"grad_bytes\":%" PRIu64
             ",\"optim_bytes\":%" PRIu64 ",\"act_bytes\":%" PRIu64 "}\n",
             r->peak_rss_bytes, r->param_bytes, r->grad_bytes, r->optim_bytes, r->act_bytes);
-    fflush(m->f);
+    flush(m);
 }
 
 void bp_metrics_config(bp_metrics *m, const bp_config_record *r) {
@@ -79,7 +94,7 @@ void bp_metrics_config(bp_metrics *m, const bp_config_record *r) {
             "\"net\":\"%s\"}\n",
             r->model, r->params, r->world, r->dp, r->pp, r->partition, r->pipelines,
             r->micro_batches, r->schedule, r->batch, r->grad_accum, r->dp_algo, r->net);
-    fflush(m->f);
+    flush(m);
 }
 
 void bp_metrics_stages(bp_metrics *m, int S, const float *v) {
@@ -93,5 +108,5 @@ void bp_metrics_stages(bp_metrics *m, int S, const float *v) {
         fprintf(m->f, "]");
     }
     fprintf(m->f, "}\n");
-    fflush(m->f);
+    flush(m);
 }

@@ -8,6 +8,7 @@
  *   {"type":"eval","step":k,"val_loss":..[,"val_acc":..]}
  *   {"type":"summary","steps":..,"median_step_ms":..,"peak_rss_bytes":..,"param_bytes":..,
  *    "grad_bytes":..,"optim_bytes":..,"act_bytes":..}
+ * (the median is over the last 2^20 steps of the run; null when the run took none).
  *   {"type":"stages","busy_s":[per stage],"idle_s":[..],"peak_stash":[..],
  *    "act_bytes_per_micro":[..],"bwd_sends":[..],"bwd_compressed":[..]}
  * k counts completed optimizer steps (1 after the first step). The loss is the
@@ -25,7 +26,9 @@
 #include "bagpipe/status.h"
 
 typedef struct bp_metrics {
-    FILE *f; /* NULL: logging off */
+    FILE *f;          /* NULL: logging off */
+    const char *path; /* as given to bp_metrics_open */
+    int error;        /* errno of the first record that did not reach the file */
 } bp_metrics;
 
 enum { BP_AXIS_DP, BP_AXIS_PP, BP_AXIS_TP, BP_AXIS_EMBED, BP_AXES };
@@ -60,6 +63,9 @@ enum { BP_STAGE_BUSY, BP_STAGE_IDLE, BP_STAGE_PEAK_STASH, BP_STAGE_ACT_BYTES, BP
 /* Open path for appending (append) or truncating; an empty path turns logging off. */
 bp_status bp_metrics_open(bp_metrics *m, const char *path, int append, bp_err *err);
 void bp_metrics_close(bp_metrics *m);
+/* BP_EIO naming the log when a record written so far did not reach the file (a
+ * full disk): records are flushed one by one, so this sees every failure. */
+int bp_metrics_check(bp_metrics *m, bp_err *err);
 void bp_metrics_step(bp_metrics *m, const bp_step_record *r);
 /* accuracy is left out when NaN. */
 void bp_metrics_eval(bp_metrics *m, int64_t step, double loss, double accuracy);

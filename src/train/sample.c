@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/device.h"
 #include "core/rng.h"
 #include "nn/model.h"
 #include "train/checkpoint.h"
@@ -22,6 +23,8 @@ static const bp_option sample_options[] = {
     {"top-k", BP_OPT_INT, OFF(top_k), 0, NULL, 0, 1 << 20, "K",
      "sample among the K most likely bytes (0: all)", NULL},
     {"seed", BP_OPT_INT64, OFF(seed), 0, NULL, 0, 9.2e18, "N", "seed of the sampler", NULL},
+    {"device", BP_OPT_CHOICE, OFF(device), 0, BP_DEVICE_CHOICES, 0, 0, NULL,
+     "where to compute: the CPU, or a CUDA GPU", NULL},
 };
 
 const bp_option *bp_sample_options(int *n) {

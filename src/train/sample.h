@@ -17,6 +17,7 @@ typedef struct bp_sample_config {
     double temperature; /* > 0; logits are divided by it */
     int top_k;          /* sample among the k most likely bytes (0: all) */
     int64_t seed;
+    int device; /* bp_device_kind */
 } bp_sample_config;
 
 void bp_sample_config_defaults(bp_sample_config *c);

@@ -4,9 +4,13 @@
  * `latest` once every stage has written (a barrier over replica 0's stages). With
  * the weight algorithms the replicas differ and are averaged first (a collective
  * over each stage's replicas), so a checkpoint holds one consensus model. */
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
+#include <unistd.h>
 
 #include "core/finite.h"
 #include "train/trainer_impl.h"
@@ -34,6 +38,32 @@ int trainer_read_resume_manifest(trainer *t, bp_err *err) {
                        "--partition %s",
                        dir, t->resume_from.partition, c->partition);
     return BP_OK;
+}
+
+/* Rank 0 takes --out for this run: created, locked against a second run at the
+ * same time (flock on the directory, released when the process ends), and refused
+ * when it holds a run this one neither resumes nor was told to overwrite. */
+int trainer_claim_out(trainer *t, bp_err *err) {
+    const bp_train_config *c = t->cfg;
+    char latest[BP_PATH_MAX];
+    if (t->rank != 0) return BP_OK;
+    int rc = bp_mkdir_p(c->out, err);
+    if (rc == BP_OK && (t->out_fd = open(c->out, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
+        rc = bp_fail(err, BP_EIO, "option --out: cannot open %s: %s", c->out, strerror(errno));
+    if (rc == BP_OK && flock(t->out_fd, LOCK_EX | LOCK_NB) != 0)
+        rc = bp_fail(err, BP_EUSAGE, "option --out: %s is in use by another run", c->out);
+    if (rc == BP_OK) rc = bp_path_join(latest, sizeof latest, c->out, "latest", err);
+    if (rc == BP_OK && !t->resuming && !c->overwrite && bp_path_exists(latest))
+        rc = bp_fail(err, BP_EUSAGE,
+                     "option --out: %s already holds a run; continue it with --resume %s, or "
+                     "give --overwrite to start over",
+                     c->out, c->out);
+    return rc;
+}
+
+void trainer_release_out(trainer *t) {
+    if (t->out_fd >= 0) close(t->out_fd); /* and the lock with it */
+    t->out_fd = -1;
 }
 
 int trainer_resume(trainer *t, bp_err *err) {
@@ -130,7 +160,9 @@ int trainer_checkpoint(trainer *t, bp_err *err) {
     if (rc || t->rank != 0) return rc;
     bp_manifest mf;
     manifest_of(t, &mf);
-    rc = bp_manifest_write(dir, &mf, err);
-    if (rc) return rc;
+    if ((rc = bp_manifest_write(dir, &mf, err))) {
+        bp_checkpoint_discard_shard(dir, t->grid.p, t->grid.t);
+        return rc;
+    }
     return bp_checkpoint_commit(t->cfg->out, t->step, t->cfg->keep_checkpoints, err);
 }

@@ -79,7 +79,8 @@ static void image_rows(bp_task *t, int slot, const bp_images *im, const int *idx
     int32_t *targets = t->targets + (size_t)slot * t->B_local;
     for (int i = 0; i < n; i++) {
         int k = idx ? idx[i] : first + i;
-        memcpy(images + (size_t)i * w, im->pixels + (size_t)k * w, w * sizeof(float));
+        const uint8_t *px = im->pixels + (size_t)k * w;
+        for (size_t j = 0; j < w; j++) images[(size_t)i * w + j] = (float)px[j] / 255.0f;
         targets[i] = im->labels[k];
     }
     *b = (bp_batch){.B = n, .T = 1, .images = images, .targets = targets};

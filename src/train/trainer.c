@@ -100,12 +100,17 @@ static int setup_data(trainer *t, bp_err *err) {
     bp_progress_init(&t->progress, t->rank == 0 ? c->progress : BP_PROGRESS_NONE, c->steps,
                      c->model == BP_MODEL_GPT ? "tok" : "samples");
     int rc = trainer_read_resume_manifest(t, err);
+    if (rc == BP_OK) rc = trainer_claim_out(t, err);
     if (rc == BP_OK) rc = bp_task_init(&t->task, c, t->grid.d, t->grid.dp, err);
     t->n_rep = c->pipelines > 0 ? c->pipelines : 1;
     t->micro_B = bp_train_micro_rows(c, t->grid.dp);
     if (rc == BP_OK) rc = make_micro_views(t, err);
-    if (rc == BP_OK && (!(t->step_ms = calloc((size_t)c->steps + 1, sizeof(double))) ||
-                        !(t->pending = calloc((size_t)c->log_every, sizeof *t->pending))))
+    /* Bounded whatever --steps and --log-every are: the median is over the last
+     * TRAINER_MAX_TIMES steps, and pending steps are logged at least that often. */
+    size_t times = c->steps < TRAINER_MAX_TIMES ? (size_t)c->steps : TRAINER_MAX_TIMES;
+    size_t pending = c->log_every < TRAINER_MAX_PENDING ? (size_t)c->log_every : TRAINER_MAX_PENDING;
+    if (rc == BP_OK && (!(t->step_ms = calloc(times, sizeof(double))) ||
+                        !(t->pending = calloc(pending, sizeof *t->pending))))
         rc = bp_fail(err, BP_ENOMEM, "out of memory");
     return rc;
 }
@@ -211,6 +216,7 @@ static void teardown(trainer *t) {
     free(t->avg_m);
     free(t->avg_v);
     free(t->eval_saved);
+    trainer_release_out(t);
 }
 
 /* ---- one step ------------------------------------------------------------------- */
@@ -341,6 +347,7 @@ static int flush_steps(trainer *t, bp_err *err) {
         for (int a = 0; a < BP_AXES; a++) r->bytes_sent += r->axis_bytes[a] = v[i * W + 1 + a];
         bp_metrics_step(&t->metrics, r);
     }
+    if ((rc = bp_metrics_check(&t->metrics, err))) return rc;
     bp_step_record *last = &t->pending[n - 1];
     double elapsed = bp_now() - t->start_time, done = (double)(t->step - t->first_step);
     bp_progress_step(&t->progress, t->step, last->loss, last->items_per_s,
@@ -370,12 +377,13 @@ static int loop(trainer *t, bp_err *err) {
     while (rc == BP_OK && t->step < c->steps) {
         bp_step_record *r = &t->pending[t->n_pending];
         if ((rc = train_step(t, r, err))) break;
-        t->step_ms[t->step - t->first_step - 1] = r->step_ms;
+        t->step_ms[(t->step - t->first_step - 1) % TRAINER_MAX_TIMES] = r->step_ms;
         t->n_pending++;
         bool last = t->step == c->steps || t->stopping;
         bool eval = every(t->step, c->eval_every) || (c->eval_every > 0 && last);
         bool save = every(t->step, c->checkpoint_every) || last;
-        if (t->n_pending == c->log_every || eval || save) rc = flush_steps(t, err);
+        bool full = t->n_pending == c->log_every || t->n_pending == TRAINER_MAX_PENDING;
+        if (full || eval || save) rc = flush_steps(t, err);
         if (rc == BP_OK && eval) rc = trainer_evaluate(t, err);
         if (rc == BP_OK && save) rc = trainer_checkpoint(t, err);
         if (rc == BP_OK && t->stopping) return stop_now(t, err);
@@ -418,6 +426,7 @@ static int stage_summary(trainer *t, bp_err *err) {
 
 static int summary(trainer *t, bp_err *err) {
     int64_t n = t->step - t->first_step;
+    if (n > TRAINER_MAX_TIMES) n = TRAINER_MAX_TIMES;
     qsort(t->step_ms, (size_t)n, sizeof(double), cmp_double);
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
@@ -435,12 +444,12 @@ static int summary(trainer *t, bp_err *err) {
     };
     int rc = stage_summary(t, err);
     bp_metrics_summary(&t->metrics, &m);
-    return rc;
+    return rc ? rc : bp_metrics_check(&t->metrics, err);
 }
 
 bp_status bp_train_run(const bp_train_config *cfg, bp_comm *world,
                        const volatile sig_atomic_t *stop, bp_train_result *res, bp_err *err) {
-    trainer t = {.cfg = cfg, .world = world, .res = res, .stop = stop};
+    trainer t = {.cfg = cfg, .world = world, .res = res, .stop = stop, .out_fd = -1};
     *res = (bp_train_result){.final_loss = NAN, .val_loss = NAN, .val_acc = NAN};
     int rc = setup(&t, err);
     if (rc == BP_OK) rc = loop(&t, err);

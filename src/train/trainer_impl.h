@@ -17,6 +17,10 @@
 #include "train/task.h"
 #include "train/trainer.h"
 
+/* Memory that does not grow with --steps or --log-every: step times kept for the
+ * median, and steps held before they are logged. */
+enum { TRAINER_MAX_TIMES = 1 << 20, TRAINER_MAX_PENDING = 1024 };
+
 typedef struct trainer {
     const bp_train_config *cfg;
     bp_comm *world;
@@ -44,7 +48,7 @@ typedef struct trainer {
     bp_progress progress;
     int64_t step, first_step;
     double start_time;
-    double *step_ms;         /* per step of this run, for the median */
+    double *step_ms;         /* per step of this run (the last TRAINER_MAX_TIMES), for the median */
     double busy_s, idle_s;   /* pipeline stage time computing / waiting, whole run */
     long cb_sends, cb_compressed; /* backward sends of this stage, and compressed ones */
     double embed_s;          /* this step: time in the tied embedding's sync */
@@ -53,6 +57,7 @@ typedef struct trainer {
     bp_train_result *res;
     const volatile sig_atomic_t *stop;
     bool stopping; /* every rank agreed to stop after this step */
+    int out_fd;    /* rank 0: --out, opened and locked for this run; -1: none */
     bool resuming;
     bp_manifest resume_from; /* when resuming */
     float *avg_params, *avg_m, *avg_v; /* replicas averaged for a checkpoint */
@@ -71,6 +76,8 @@ void trainer_dp_config(const trainer *t, bp_dp_config *d);
 /* save.c */
 int trainer_read_resume_manifest(trainer *t, bp_err *err);
 int trainer_resume(trainer *t, bp_err *err);
+int trainer_claim_out(trainer *t, bp_err *err);
+void trainer_release_out(trainer *t);
 int trainer_checkpoint(trainer *t, bp_err *err);
 
 /* trace_file.c: --trace. Start: every rank's trace, set on the grid's groups, with

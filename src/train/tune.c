@@ -59,6 +59,10 @@ static int data_ranks(const bp_train_config *t) { return t->dp > 0 ? t->dp : 1; 
 bp_status bp_tune_config_finalize(bp_tune_config *c, bp_err *err) {
     int rc = bp_train_config_finalize(&c->train, err);
     if (rc) return rc;
+    if (c->train.tp > 1) /* its stages would be timed whole and its command lack the tp ranks */
+        return bp_fail(err, BP_EUSAGE,
+                       "option --tp: tune does not model tensor parallelism; tune with --tp 1 and "
+                       "add --tp to the suggested command (with tp times the ranks)");
     bp_train_config probe = c->train;
     if (!probe.micro_batches) probe.micro_batches = 1;
     if (!probe.schedule[0]) snprintf(probe.schedule, sizeof probe.schedule, "1f1b");

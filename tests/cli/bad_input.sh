@@ -9,6 +9,13 @@ expect 2 "unknown command 'trian'" -- "$BP" trian
 expect 2 "option --steps: 'ten' is not an integer" -- "$BP" train --steps ten
 expect 2 "option --lr: -1 is out of range" -- "$BP" train --lr -1
 expect 2 "option --eps: 0 is out of range" -- "$BP" train --eps 0
+expect 2 "option --steps: 9223372036854775808 is out of range" -- "$BP" train --steps 9223372036854775808
+# The largest --steps and --log-every start (memory does not grow with them): the
+# run is stopped by SIGTERM after its first step.
+rc=0
+timeout --preserve-status -s TERM 3 "$BP" train "${TINY[@]}" --data "$TEXT" --eval-every 0 \
+  --steps 1000000000000 --log-every 1000000000000 --out "$WORK/long" >/dev/null 2>"$WORK/stderr" || rc=$?
+[ "$rc" -eq 3 ] || fail "--steps 1e12: exit $rc, expected 3 (stopped): $(cat "$WORK/stderr")"
 expect 2 "option --model: 'cnn' is not one of gpt\|mlp" -- "$BP" train --model cnn
 expect 2 "option --heads: 3 does not divide --embd 128" -- "$BP" train --heads 3
 expect 2 "option --warmup" -- "$BP" train --lr-schedule cosine --warmup 5 --steps 5
@@ -41,6 +48,22 @@ expect 1 "train-labels-idx1-ubyte.gz: wrong IDX magic 0x00000804" -- "$BP" train
 "$BP" train "${TINY[@]}" --data "$TEXT" --steps 4 --out "$WORK/ck" >/dev/null
 ckpt="$WORK/ck/ckpt-00000004"
 cp -r "$WORK/ck" "$WORK/ck_orig"
+# Another run into the same --out, neither resuming nor --overwrite: refused, the
+# log and `latest` untouched; with --overwrite it starts over.
+expect 2 "option --out: $WORK/ck already holds a run.*--resume $WORK/ck.*--overwrite" -- \
+  "$BP" train "${TINY[@]}" --data "$TEXT" --steps 2 --out "$WORK/ck"
+cmp "$WORK/ck/metrics.jsonl" "$WORK/ck_orig/metrics.jsonl" || fail "a refused run changed the metrics log"
+"$BP" train "${TINY[@]}" --data "$TEXT" --steps 2 --out "$WORK/ck" --overwrite >/dev/null
+[ "$(cat "$WORK/ck/latest")" = ckpt-00000002 ] || fail "--overwrite did not start over"
+rm -rf "$WORK/ck" && cp -r "$WORK/ck_orig" "$WORK/ck"
+# Two runs at once on one --out: the second is refused while the first holds it.
+"$BP" train "${TINY[@]}" --data "$TEXT" --eval-every 0 --steps 100000000 --out "$WORK/busy" >/dev/null 2>&1 &
+first=$!
+for _ in $(seq 100); do [ -s "$WORK/busy/metrics.jsonl" ] && break; sleep 0.1; done
+expect 2 "option --out: $WORK/busy is in use by another run" -- \
+  "$BP" train "${TINY[@]}" --data "$TEXT" --steps 2 --out "$WORK/busy" --overwrite
+kill -TERM "$first"
+wait "$first" || true
 printf '\x5a' | dd of="$ckpt/stage0-tp0.safetensors" bs=1 seek=5000 conv=notrunc status=none
 expect 1 "stage0-tp0.safetensors is damaged" -- "$BP" train "${TINY[@]}" --data "$TEXT" --steps 8 --resume "$WORK/ck" --out "$WORK/ck"
 cmp -s "$ckpt/stage0-tp0.state" "$WORK/ck_orig/ckpt-00000004/stage0-tp0.state" || fail "stage0-tp0.state changed"
@@ -63,5 +86,23 @@ expect 2 "checkpoint .*/ck: its manifest's partition: '9' is not 1 positive bloc
   "$BP" train "${TINY[@]}" --data "$TEXT" --steps 8 --resume "$WORK/ck" --out "$WORK/ck"
 rm -rf "$WORK/ck" && cp -r "$WORK/ck_orig" "$WORK/ck"
 expect 1 "cannot open $WORK/nothing/manifest.json" -- "$BP" sample --ckpt "$WORK/nothing"
+# A metrics log that cannot be written (a full disk) fails the run naming it.
+expect 1 "cannot write the metrics log /dev/full: No space left on device" -- \
+  "$BP" train "${TINY[@]}" --data "$TEXT" --steps 2 --out "$WORK/full" --metrics /dev/full
+# A checkpoint that cannot be written (a file size limit stands for a full disk)
+# leaves no incomplete checkpoint directory behind.
+expect 1 "saving checkpoint $WORK/fsize/ckpt-00000002: cannot write .*File too large" -- \
+  bash -c "trap '' XFSZ; ulimit -f 4096; exec \"\$0\" \"\$@\"" "$BP" train "${TINY[@]}" --layers 4 \
+  --embd 128 --data "$TEXT" --eval-every 0 --steps 2 --out "$WORK/fsize" --metrics "$WORK/fsize.jsonl"
+[ ! -e "$WORK/fsize/ckpt-00000002" ] || fail "a failed save left $(ls "$WORK/fsize/ckpt-00000002")"
+# What is not a regular file is refused at once: a FIFO would block forever, a
+# device like /dev/zero would be read without end.
+mkfifo "$WORK/fifo"
+expect 1 "$WORK/fifo is not a regular file" -- timeout 20 "$BP" train "${TINY[@]}" --data "$WORK/fifo" --steps 1 --out "$WORK/o"
+expect 1 "/dev/zero is not a regular file" -- timeout 20 "$BP" train "${TINY[@]}" --data /dev/zero --steps 1 --out "$WORK/o"
+mkdir -p "$WORK/fifo_out" && mkfifo "$WORK/fifo_out/latest"
+expect 1 "latest is not a regular file" -- timeout 20 "$BP" train "${TINY[@]}" --data "$TEXT" --steps 8 --resume "$WORK/fifo_out" --out "$WORK/o"
+mkdir -p "$WORK/fifo_mnist" && mkfifo "$WORK/fifo_mnist/train-images-idx3-ubyte.gz"
+expect 1 "train-images-idx3-ubyte.gz is not a regular file" -- timeout 20 "$BP" train --model mlp --data "$WORK/fifo_mnist" --steps 1 --out "$WORK/o"
 no_partial_files "$WORK"
 echo "ok"

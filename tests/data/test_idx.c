@@ -76,7 +76,7 @@ static void test_valid_gz_and_plain(void **state) {
         assert_int_equal(im.n, 5);
         assert_int_equal(im.rows, 2);
         assert_int_equal(im.cols, 3);
-        for (int i = 0; i < 30; i++) assert_true(im.pixels[i] == (float)i / 255.0f);
+        for (int i = 0; i < 30; i++) assert_int_equal(im.pixels[i], i);
         for (int i = 0; i < 5; i++) assert_int_equal(im.labels[i], i);
         bp_images_free(&im);
     }
@@ -106,6 +106,19 @@ static void test_damage_is_named(void **state) {
     expect_error(BP_EFORMAT, "truncated IDX header");
     unlink(img_path);
     expect_error(BP_EIO, img_path);
+}
+
+/* A header promising more than the reader takes (a gzip bomb: a few MB that inflate
+ * to gigabytes of zeros) is refused before any data is read. */
+static void test_header_beyond_the_limit(void **state) {
+    (void)state;
+    uint8_t b[64];
+    size_t k = put_be32(b, 0x803);
+    k += put_be32(b + k, 400000000u); /* 2.4 GB of 2x3 images */
+    k += put_be32(b + k, 2);
+    k += put_be32(b + k, 3);
+    write_bytes(img_path, b, k, 1);
+    expect_error(BP_EFORMAT, "more than the 1073741824 bytes this reader accepts");
 }
 
 static void test_label_out_of_range(void **state) {
@@ -148,6 +161,7 @@ static void test_real_fashion_mnist(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_valid_gz_and_plain),  cmocka_unit_test(test_damage_is_named),
+        cmocka_unit_test(test_header_beyond_the_limit),
         cmocka_unit_test(test_label_out_of_range),  cmocka_unit_test(test_damaged_gzip_stream),
         cmocka_unit_test(test_real_fashion_mnist),
     };

@@ -26,4 +26,20 @@ for n in 2 4; do
   diff <(losses "$WORK/full$n/metrics.jsonl" | tail -n 5) <(losses "$WORK/res$n/metrics.jsonl") \
     || fail "resumed losses differ from the uninterrupted run"
 done
+
+# A signal during a long evaluation (a replica of one rank) cuts it short: the run
+# stops after the next step instead of finishing thousands of evaluation batches.
+timeout -k 5 60 "$BP" train "${opts[@]}" --steps 100 --eval-every 1 --eval-batches 1000000 \
+  --out "$WORK/eval" >"$WORK/out" 2>&1 &
+job=$!
+for _ in $(seq 100); do [ -s "$WORK/eval/metrics.jsonl" ] && break; sleep 0.1; done
+sleep 1
+t0=$SECONDS
+kill -TERM "$job"
+rc=0
+wait "$job" || rc=$?
+[ "$rc" -eq 3 ] || fail "SIGTERM during an evaluation: exit $rc, expected 3: $(cat "$WORK/out")"
+[ $((SECONDS - t0)) -lt 20 ] || fail "SIGTERM during an evaluation took $((SECONDS - t0)) s"
+grep -q "evaluation at step 1 cut short by a signal" "$WORK/out" || fail "no note of the cut: $(cat "$WORK/out")"
+! grep -q '"type":"eval"' "$WORK/eval/metrics.jsonl" || fail "a cut evaluation was logged"
 echo "ok"

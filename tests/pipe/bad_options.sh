@@ -31,4 +31,9 @@ expect 1 --micro-batches -- "${G[@]}" --micro-batches 0
 # A gpt of 1 layer has 3 blocks.
 expect 4 --pp -- --layers 1 --embd 16 --heads 2 --seq-len 16 --batch 8 --pp 4
 expect 4 --batch -- "${G[@]}" --pp 2 --dp 2 --micro-batches 3
+# Optimus-CC's compressed backpropagation needs stages; its modifiers need it.
+expect 1 --cb -- "${G[@]}" --cb
+expect 2 --no-lep -- "${G[@]}" --pp 2 --no-lep
+# An emulated network that would stall the job (or overflow to none at all).
+expect 1 --net -- "${G[@]}" --net lat=1e300s
 echo "ok"

@@ -21,11 +21,11 @@ grep -q '"format":"bagpipe-simulate-profile"' "$WORK/prof.json" || fail "profile
   fail "measured $(key "$WORK/m" step_ms) ms, read back $(key "$WORK/p" step_ms) ms"
 grep -q "^pipeline: 1f1b, partition [0-9],[0-9], 1 pipeline x 2 micro-batches of 4$" "$WORK/p" ||
   fail "header: $(cat "$WORK/p")"
-# Twice the load, about twice the computation.
-"$BP" simulate "${TINY[@]}" --pp 2 --micro-batches 2 --profile "$WORK/prof.json" --load 2 >"$WORK/l2"
-"$BP" simulate "${TINY[@]}" --pp 2 --micro-batches 2 --profile "$WORK/prof.json" --load 1 >"$WORK/l1"
-awk -v a="$(key "$WORK/l1" compute_ms)" -v b="$(key "$WORK/l2" compute_ms)" \
-  'BEGIN {exit !(b > 1.99 * a && b < 2.01 * a)}' || fail "--load 2: compute $(key "$WORK/l2" compute_ms) vs $(key "$WORK/l1" compute_ms)"
+# Twice the load, twice the step of one rank (every block, the optimizer).
+"$BP" simulate "${TINY[@]}" --profile "$WORK/prof.json" --load 2 >"$WORK/l2"
+"$BP" simulate "${TINY[@]}" --profile "$WORK/prof.json" --load 1 >"$WORK/l1"
+awk -v a="$(key "$WORK/l1" step_ms)" -v b="$(key "$WORK/l2" step_ms)" \
+  'BEGIN {exit !(b > 1.999 * a && b < 2.001 * a)}' || fail "--load 2: step $(key "$WORK/l2" step_ms) vs $(key "$WORK/l1" step_ms)"
 
 # GPT-2 1.5B-sized (48 layers, 1600 channels) on 64 V100-like ranks: no allocation.
 BIG=(--layers 48 --embd 1600 --heads 25 --seq-len 1024 --vocab 50257 --batch 512 --dp 16 --pp 4 --micro-batches 8
@@ -46,6 +46,13 @@ awk -v b="$(axis "$WORK/ar" bytes_max dp)" -v p="$P" 'BEGIN {exit !(b == 2 * 3 /
   fail "allreduce bytes $(axis "$WORK/ar" bytes_max dp), P $P"
 awk -v a="$(axis "$WORK/ar" bytes_total dp)" -v b="$(axis "$WORK/bg" bytes_total dp)" \
   'BEGIN {r = b / a; exit !(r > 0.25 && r < 0.26)}' || fail "bytegrad/allreduce bytes"
+
+# --help: train's options and simulate's own, each with its default.
+"$BP" simulate --help >"$WORK/help"
+for opt in measure profile device-flops device-bw efficiency intra inter ranks-per-node vocab dp-algo; do
+  grep -qE "^  --$opt .*\(default: " "$WORK/help" || fail "--help: --$opt"
+done
+if grep '^  --' "$WORK/help" | grep -v '(default: '; then fail "options without a default"; fi
 
 # Bad input: one line naming the option, exit 2.
 bad() {

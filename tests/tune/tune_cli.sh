@@ -68,6 +68,11 @@ rc=0
 "$BP" tune "${TINY[@]}" --micro-batches 3 >/dev/null 2>"$WORK/err" || rc=$?
 [ "$rc" -eq 2 ] && grep -q "option --batch: 8 is not divisible" "$WORK/err" ||
   fail "--micro-batches 3: rc $rc, $(cat "$WORK/err")"
+# Tensor parallelism is not modelled: refused, rather than a command that fails.
+rc=0
+"$BP" tune "${TINY[@]}" --heads 2 --tp 2 >/dev/null 2>"$WORK/err" || rc=$?
+[ "$rc" -eq 2 ] && grep -q "option --tp: tune does not model tensor parallelism" "$WORK/err" ||
+  fail "--tp 2: rc $rc, $(cat "$WORK/err")"
 
 # Elastic averaging: N = 4 is printed with its default alpha 0.9 / 4; with --ea-alpha
 # 0.5 (divergent for N >= 3) no row has N = 4, and --pipelines 4 with it is refused.

@@ -1,0 +1,239 @@
+/* The GPU's numbers, for bench/gpu/run.py (which prints them beside PyTorch's):
+ *
+ *   gpu_bench step L C H T B fp32|bf16 STEPS
+ *       median time of a training step of gpt (forward, backward, gradient norm and
+ *       clipping, AdamW, the bf16 weight copy) on random bytes, after 3 warm-up steps;
+ *       TF32 products in fp32 as PyTorch's allow_tf32. Prints one JSON object.
+ *   gpu_bench train TEXT STEPS
+ *       the default gpt (4 layers, 128 channels, 4 heads, T 64, B 16, AdamW 1e-3) trained
+ *       STEPS steps on TEXT on the GPU (fp32, exact products) and on the CPU, on the same
+ *       batches from the same seed; the validation loss of each on 20 x 16 fixed windows.
+ *   gpu_bench codec N
+ *       MinMaxUInt8 encode + decode of N floats on the GPU: bytes the codec must move
+ *       (read 4N + write N, read N + write 4N) per second, against the memory's peak. */
+#include <cuda_runtime_api.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "compress/cuda/codec_cuda.h"
+#include "core/device.h"
+#include "core/rng.h"
+#include "core/timer.h"
+#include "data/text.h"
+#include "nn/cuda/model_cuda.h"
+
+static void die(const char *what, const bp_err *err) {
+    fprintf(stderr, "gpu_bench: %s: %s\n", what, err ? err->msg : "");
+    exit(1);
+}
+#define OK(call)                           \
+    do {                                   \
+        if ((call) != BP_OK) die(#call, &err); \
+    } while (0)
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+typedef struct run {
+    bp_model *host;
+    bp_gpu_model *g;
+    bp_gpu_optim o;
+    size_t n;
+} run;
+
+static void run_init(run *r, bp_cuda *cu, const bp_model_config *cfg, bp_cuda_dtype dt, int B) {
+    bp_err err = {0};
+    OK(bp_model_create(cfg, 0, -1, &r->host, &err));
+    bp_model_init_weights(r->host, 1);
+    OK(bp_gpu_model_create(cu, r->host, dt, B, cfg->seq_len, &r->g, &err));
+    r->n = bp_model_num_params(r->host);
+    bp_optim_config oc = {.kind = BP_OPTIM_ADAMW, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8};
+    OK(bp_gpu_optim_init(&r->o, cu, &oc, r->n, &err));
+}
+
+static double gpu_step(run *r, const bp_batch *b, double lr, double clip) {
+    bp_err err = {0};
+    double loss, sumsq;
+    bp_gpu_model_zero_grad(r->g);
+    OK(bp_gpu_model_forward(r->g, b, NULL, &loss, &err));
+    OK(bp_gpu_model_backward(r->g, b, NULL, NULL, 1, &err));
+    OK(bp_gpu_grad_sumsq(&r->o, bp_gpu_model_grads(r->g), r->n, &sumsq, &err));
+    bp_gpu_clip_to(&r->o, bp_gpu_model_grads(r->g), r->n, sqrt(sumsq), clip);
+    bp_gpu_optim_step(&r->o, bp_gpu_model_params(r->g), bp_gpu_model_grads(r->g), lr);
+    bp_gpu_model_params_changed(r->g);
+    return loss;
+}
+
+static int step_mode(int argc, char **argv) {
+    if (argc != 10) return 2;
+    bp_model_config cfg = {.kind = BP_MODEL_GPT, .vocab = 256, .n_layer = atoi(argv[2]),
+                           .n_embd = atoi(argv[3]), .n_head = atoi(argv[4]),
+                           .seq_len = atoi(argv[5])};
+    int B = atoi(argv[6]), steps = atoi(argv[8]);
+    bp_cuda_dtype dt = strcmp(argv[7], "bf16") == 0 ? BP_CUDA_BF16 : BP_CUDA_F32;
+    bp_err err = {0};
+    bp_cuda *cu;
+    OK(bp_cuda_create(0, true, &cu, &err));
+    run r;
+    run_init(&r, cu, &cfg, dt, B);
+    size_t N = (size_t)B * cfg.seq_len;
+    int32_t *tok = malloc((N + 1) * sizeof *tok);
+    bp_rng rng;
+    bp_rng_seed(&rng, 5, 0);
+    for (size_t i = 0; i <= N; i++) tok[i] = (int32_t)bp_rng_below(&rng, 256);
+    bp_batch b = {.B = B, .T = cfg.seq_len, .tokens = tok, .targets = tok + 1};
+    double *ms = malloc((size_t)steps * sizeof *ms), first = 0, last = 0;
+    for (int s = -3; s < steps; s++) {
+        double t0 = bp_now(), l = gpu_step(&r, &b, 1e-4, 1.0);
+        OK(bp_cuda_sync(cu, "step", &err));
+        if (s >= 0) ms[s] = (bp_now() - t0) * 1e3;
+        if (s == -3) first = l;
+        last = l;
+    }
+    qsort(ms, (size_t)steps, sizeof *ms, cmp_double);
+    struct cudaDeviceProp prop;
+    if (cudaGetDeviceProperties(&prop, 0) != cudaSuccess) snprintf(prop.name, sizeof prop.name, "?");
+    printf("{\"impl\": \"bagpipe\", \"dtype\": \"%s\", \"ms\": %.3f, \"params\": %zu, "
+           "\"loss_first\": %.4f, \"loss_last\": %.4f, \"gpu\": \"%s\"}\n",
+           argv[7], ms[steps / 2], r.n, first, last, prop.name);
+    return 0;
+}
+
+/* Mean loss over 20 x B fixed validation windows (the trainer's default count). */
+static double val_loss(const bp_text *t, int B, int T, double (*fwd)(void *, const bp_batch *),
+                       void *ctx) {
+    enum { BATCHES = 20 };
+    int32_t *tok = malloc((size_t)B * T * sizeof *tok), *tgt = malloc((size_t)B * T * sizeof *tgt);
+    double sum = 0;
+    for (int i = 0; i < BATCHES; i++) {
+        for (int r = 0; r < B; r++)
+            bp_text_val_window(t, i * B + r, BATCHES * B, T, tok + (size_t)r * T, tgt + (size_t)r * T);
+        bp_batch b = {.B = B, .T = T, .tokens = tok, .targets = tgt};
+        sum += fwd(ctx, &b);
+    }
+    free(tok);
+    free(tgt);
+    return sum / BATCHES;
+}
+
+static double gpu_fwd(void *ctx, const bp_batch *b) {
+    bp_err err = {0};
+    double l;
+    OK(bp_gpu_model_forward(ctx, b, NULL, &l, &err));
+    return l;
+}
+
+typedef struct cpu_run {
+    bp_model *m;
+    bp_acts *a;
+    bp_optim o;
+} cpu_run;
+
+static double cpu_fwd(void *ctx, const bp_batch *b) {
+    cpu_run *c = ctx;
+    bp_err err = {0};
+    double l;
+    OK(bp_model_forward(c->m, c->a, b, NULL, &l, &err));
+    return l;
+}
+
+static int train_mode(int argc, char **argv) {
+    if (argc != 4) return 2;
+    int steps = atoi(argv[3]), B = 16, T = 64;
+    bp_model_config cfg = {.kind = BP_MODEL_GPT, .vocab = 256, .n_layer = 4, .n_embd = 128,
+                           .n_head = 4, .seq_len = T};
+    bp_err err = {0};
+    bp_text text;
+    OK(bp_text_load(argv[2], "/tmp", &text, &err));
+    bp_cuda *cu;
+    OK(bp_cuda_create(0, false, &cu, &err));
+    run r;
+    run_init(&r, cu, &cfg, BP_CUDA_F32, B);
+    cpu_run c;
+    OK(bp_model_create(&cfg, 0, -1, &c.m, &err));
+    bp_model_init_weights(c.m, 1);
+    OK(bp_acts_create(c.m, B, T, &c.a, &err));
+    OK(bp_optim_init(&c.o, &r.o.cfg, r.n, &err));
+    int32_t *tok = malloc((size_t)B * T * sizeof *tok), *tgt = malloc((size_t)B * T * sizeof *tgt);
+    bp_rng rg, rc_;
+    bp_rng_seed(&rg, 1, 0x64617461ull);
+    bp_rng_seed(&rc_, 1, 0x64617461ull);
+    double tg = 0, tc = 0, lg = 0, lc = 0;
+    for (int s = 0; s < steps; s++) {
+        bp_text_train_batch(&text, &rg, B, T, 0, 1, tok, tgt);
+        bp_batch b = {.B = B, .T = T, .tokens = tok, .targets = tgt};
+        double t0 = bp_now();
+        lg = gpu_step(&r, &b, 1e-3, 0);
+        double t1 = bp_now();
+        bp_text_train_batch(&text, &rc_, B, T, 0, 1, tok, tgt);
+        bp_model_zero_grad(c.m);
+        OK(bp_model_forward(c.m, c.a, &b, NULL, &lc, &err));
+        OK(bp_model_backward(c.m, c.a, &b, NULL, NULL, 1, &err));
+        bp_optim_step(&c.o, bp_model_params(c.m), bp_model_grads(c.m), 1e-3);
+        tg += t1 - t0;
+        tc += bp_now() - t1;
+    }
+    double vg = val_loss(&text, B, T, gpu_fwd, r.g), vc = val_loss(&text, B, T, cpu_fwd, &c);
+    printf("{\"steps\": %d, \"gpu_val_loss\": %.4f, \"cpu_val_loss\": %.4f, \"rel\": %.4f, "
+           "\"gpu_train_loss\": %.4f, \"cpu_train_loss\": %.4f, \"gpu_ms\": %.3f, "
+           "\"cpu_ms\": %.3f}\n",
+           steps, vg, vc, fabs(vg - vc) / vc, lg, lc, tg * 1e3 / steps, tc * 1e3 / steps);
+    return 0;
+}
+
+static int codec_mode(int argc, char **argv) {
+    if (argc != 3) return 2;
+    size_t n = (size_t)atoll(argv[2]);
+    bp_err err = {0};
+    bp_cuda *cu;
+    OK(bp_cuda_create(0, false, &cu, &err));
+    float *x, *y;
+    void *wire;
+    OK(bp_cuda_alloc(cu, (void **)&x, n * 4, "x", &err));
+    OK(bp_cuda_alloc(cu, (void **)&y, n * 4, "y", &err));
+    OK(bp_cuda_alloc(cu, &wire, bp_cu_minmax_encoded_size(n), "wire", &err));
+    float *h = malloc(n * 4);
+    bp_rng rng;
+    bp_rng_seed(&rng, 3, 0);
+    for (size_t i = 0; i < n; i++) h[i] = (float)bp_rng_normal(&rng);
+    OK(bp_cuda_upload(cu, x, h, n * 4, &err));
+    bp_cu_minmax *mm;
+    OK(bp_cu_minmax_new(cu, &mm, &err));
+    enum { REPS = 20 };
+    double t[REPS];
+    for (int i = -3; i < REPS; i++) {
+        double t0 = bp_now();
+        OK(bp_cu_minmax_encode(mm, x, n, wire, &err));
+        bp_cu_minmax_decode(mm, wire, n, y);
+        OK(bp_cuda_sync(cu, "decode", &err));
+        if (i >= 0) t[i] = bp_now() - t0;
+    }
+    qsort(t, REPS, sizeof *t, cmp_double);
+    int clock_khz = 0, bus_bits = 0;
+    cudaDeviceGetAttribute(&clock_khz, cudaDevAttrMemoryClockRate, 0);
+    cudaDeviceGetAttribute(&bus_bits, cudaDevAttrGlobalMemoryBusWidth, 0);
+    double peak = 2.0 * clock_khz * 1e3 * bus_bits / 8, moved = 10.0 * (double)n;
+    printf("{\"n\": %zu, \"ms\": %.3f, \"gbps\": %.1f, \"peak_gbps\": %.1f, \"fraction\": %.3f}\n",
+           n, t[REPS / 2] * 1e3, moved / t[REPS / 2] / 1e9, peak / 1e9, moved / t[REPS / 2] / peak);
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    const char *why;
+    if (bp_device_cuda_count(&why) == 0) {
+        fprintf(stderr, "gpu_bench: no GPU (%s)\n", why);
+        return 77;
+    }
+    int rc = 2;
+    if (argc > 1 && !strcmp(argv[1], "step")) rc = step_mode(argc, argv);
+    if (argc > 1 && !strcmp(argv[1], "train")) rc = train_mode(argc, argv);
+    if (argc > 1 && !strcmp(argv[1], "codec")) rc = codec_mode(argc, argv);
+    if (rc == 2)
+        fprintf(stderr, "usage: gpu_bench step L C H T B fp32|bf16 STEPS | train TEXT STEPS | "
+                        "codec N\n");
+    return rc;
+}
