@@ -58,7 +58,7 @@ static bool fits(const bp_tune_config *c, const bp_tune_candidate *k) {
 static void print_table(const bp_tune_config *c, const bp_tune_result *t, FILE *out) {
     const bp_train_config *tc = &c->train;
     int rows = c->top > 0 && c->top < t->n_cand ? c->top : t->n_cand;
-    fprintf(out, "predicted, fastest first (%d of %d candidates):\n", rows, t->n_cand);
+    fprintf(out, "predicted, most samples/s first (%d of %d candidates):\n", rows, t->n_cand);
     fprintf(out, "  %4s %3s %3s %5s  %-9s %9s %10s %8s %6s %4s %11s\n", "rank", "N", "M",
             "micro", "schedule", "step_ms", "samples/s", "peak_MB", "bubble", "fits",
             "unloaded_ms");
@@ -68,7 +68,8 @@ static void print_table(const bp_tune_config *c, const bp_tune_result *t, FILE *
         bp_schedule_name(&k->sched, name, sizeof name);
         fprintf(out, "  %4d %3d %3d %5d  %-9s %9.2f %10.1f %8.3f %5.0f%% %4s %11.2f\n", i + 1, k->N,
                 k->M, t->setups[k->setup].micro_B, name, k->r.step_s * 1e3,
-                tc->batch * tc->grad_accum / k->r.step_s, MB(k->r.peak_bytes), 100 * k->r.bubble,
+                (double)tc->batch * tc->grad_accum * k->batches / k->r.step_s,
+                MB(k->r.peak_bytes), 100 * k->r.bubble,
                 fits(c, k) ? "yes" : "no", k->unloaded_s * 1e3);
     }
 }
@@ -112,8 +113,9 @@ static void print_given(int argc, char **argv, FILE *out) {
     free(opts);
 }
 
-static void print_command(const bp_tune_result *t, const bp_tune_candidate *k, const char *prog,
-                          int argc, char **argv, FILE *out) {
+static void print_command(const bp_tune_config *c, const bp_tune_result *t,
+                          const bp_tune_candidate *k, const char *prog, int argc, char **argv,
+                          FILE *out) {
     char sched[32];
     bp_schedule_name(&k->sched, sched, sizeof sched);
     fprintf(out, " ");
@@ -127,6 +129,9 @@ static void print_command(const bp_tune_result *t, const bp_tune_candidate *k, c
         fprintf(out, " --partition %s", part);
     }
     if (k->avgpipe) fprintf(out, " --pipelines %d", k->N);
+    /* Spelled out, so that the command shows the alpha (N + 1) < 2 it converges with. */
+    if (k->avgpipe && c->train.ea_alpha < 0)
+        fprintf(out, " --ea-alpha %g", bp_dp_ea_default_alpha(k->N));
     fprintf(out, " --micro-batches %d --schedule %s\n", k->M, sched);
 }
 
@@ -150,8 +155,9 @@ static int choose(const bp_tune_config *c, const bp_tune_result *t, const char *
     fprintf(out, "fastest%s: N=%d M=%d %s, %.2f ms per step, %.1f samples/s, peak %.3f MB\n",
             c->mem_cap > 0 ? " within --mem-cap" : "", best->N, best->M, name,
             best->r.step_s * 1e3,
-            c->train.batch * c->train.grad_accum / best->r.step_s, MB(best->r.peak_bytes));
-    print_command(t, best, prog, argc, argv, out);
+            (double)c->train.batch * c->train.grad_accum * best->batches / best->r.step_s,
+            MB(best->r.peak_bytes));
+    print_command(c, t, best, prog, argc, argv, out);
     return BP_OK;
 }
 

@@ -40,10 +40,11 @@ void bp_avgpipe_replicas_destroy(bp_model **models, bp_optim *optims, int N) {
     free(optims);
 }
 
-void bp_avgpipe_split(const bp_batch *b, int N, int M, int micro_B, size_t width, bp_batch *out) {
-    for (int c = 0; c < N * M; c++) { /* chunk c of the rows: pipeline c / M, micro-batch c % M */
+void bp_avgpipe_split(const bp_batch *b, int j0, int n, int N, int M, int micro_B, size_t width,
+                      bp_batch *out) {
+    for (int c = 0; c < n * M; c++) { /* chunk c: pipeline j0 + c / M, micro-batch c % M */
         size_t rows = (size_t)c * (size_t)micro_B * (size_t)b->T;
-        bp_batch *mb = &out[bp_avgpipe_position(c % M, c / M, N)];
+        bp_batch *mb = &out[bp_avgpipe_position(c % M, j0 + c / M, N)];
         *mb = (bp_batch){.B = micro_B, .T = b->T};
         if (b->tokens) mb->tokens = b->tokens + rows;
         if (b->images) mb->images = b->images + rows * width;
@@ -75,6 +76,7 @@ static bp_status after_step(bp_dp *dp, bp_err *err) {
 const bp_dp_algo_ops bp_avgpipe_ops = {
     .kind = BP_DP_WEIGHT,
     .local_replicas = true,
+    .check = bp_dp_ea_check,
     .create = bp_dp_easgd_create,
     .destroy = bp_dp_easgd_destroy,
     .after_step = after_step,

@@ -33,10 +33,13 @@ bp_status bp_avgpipe_replicas_create(const bp_model_config *mc, int b0, int b1, 
                                      bp_model ***models, bp_optim **optims, bp_err *err);
 void bp_avgpipe_replicas_destroy(bp_model **models, bp_optim *optims, int N);
 
-/* Cut batch b (rows of `width` input floats for image models, tokens otherwise)
- * into N x M micro-batches of micro_B rows: pipeline j takes the j-th N-th of the
- * rows, in M micro-batches, and its micro-batch i goes to
- * out[bp_avgpipe_position(i, j, N)]. The micro-batches point into b. */
-void bp_avgpipe_split(const bp_batch *b, int N, int M, int micro_B, size_t width, bp_batch *out);
+/* Cut batch b (rows of `width` input floats for image models, tokens otherwise),
+ * the rows of pipelines j0 .. j0+n-1 of N, into n x M micro-batches of micro_B rows:
+ * pipeline j0 + k takes the k-th n-th of the rows, in M micro-batches, and its
+ * micro-batch i goes to out[bp_avgpipe_position(i, j0 + k, N)]. One batch split
+ * among the pipelines is j0 = 0, n = N; pipeline j's own batch is j0 = j, n = 1.
+ * The micro-batches point into b. */
+void bp_avgpipe_split(const bp_batch *b, int j0, int n, int N, int M, int micro_B, size_t width,
+                      bp_batch *out);
 
 #endif

@@ -59,8 +59,9 @@ typedef struct bp_dp_config {
      * and orth_q orthonormalizes Q before each use (PyTorch's hook; not Optimus-CC) */
     double powersgd_min_rate;
     bool powersgd_orth_q;
-    double ea_alpha;       /* easgd: elastic coefficient */
+    double ea_alpha;       /* easgd: elastic coefficient (see bp_dp_ea_default_alpha) */
     int64_t ea_period;     /* easgd: steps between elastic averagings (tau) */
+    int replicas;          /* avgpipe: pipelines (replicas per rank); bp_dp_create sets it */
     int64_t qadam_warmup;  /* qadam: steps of AdamW on averaged gradients */
     bool hierarchical;     /* reduce within nodes, run the algorithm among node leaders */
     int node_size;         /* ranks per node for hierarchical (0: find by shared memory) */
@@ -85,6 +86,13 @@ typedef struct bp_dp_config {
 /* Check cfg for a dp group of `size` ranks whose replicas use optimizer `optim`;
  * the message names the option. */
 bp_status bp_dp_config_check(const bp_dp_config *cfg, int size, bp_optim_kind optim, bp_err *err);
+/* Elastic averaging pulls n replicas (easgd: the dp ranks; AvgPipe: the pipelines)
+ * toward a center; the replicas' mean moves from the center by a factor
+ * 1 - alpha (n + 1) per averaging, so alpha (n + 1) < 2 is required, and the default
+ * is EASGD's beta / n with beta = 0.9 (factor 0.1 - 0.9 / n, within (-0.8, 0.1)). */
+double bp_dp_ea_default_alpha(int n);
+/* n for cfg on a dp group of `size` ranks (easgd: size; avgpipe: cfg->replicas). */
+int bp_dp_ea_replicas(const bp_dp_config *cfg, int size);
 /* "bytegrad" etc. */
 const char *bp_dp_algo_name(int algo);
 bp_dp_kind bp_dp_algo_kind(int algo);

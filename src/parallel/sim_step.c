@@ -373,8 +373,9 @@ static void stage_figures(const ctx *c, int s, double dp_bytes, const bp_sim_sta
 
 /* The collectives every rank waits for after its buckets: the tied embedding
  * (first and last stage, each replica in turn), the agreement on the step (2
- * floats over all ranks) and the gradient norm over tp and pp. From `ready`, when
- * each stage's buckets are done; *embed_end: when the embedding is in sync. */
+ * floats over all ranks) and the gradient norm over tp and pp, the last two only
+ * every --ea-period steps with local steps. From `ready`, when each stage's buckets
+ * are done; *embed_end: when the embedding is in sync. */
 static double end_of_backward(const ctx *c, const double *ready, double *embed_end, step_out *o) {
     const bp_sim_job *j = c->j;
     int S = j->pp;
@@ -387,15 +388,14 @@ static double end_of_backward(const ctx *c, const double *ready, double *embed_e
     *embed_end = fmax(ready[0], ready[S - 1]) + embed;
     o->max_bytes[BP_SIM_EMBED] = eb;
     o->bytes[BP_SIM_EMBED] = S > 1 ? eb * 2 * j->dp * j->tp : 0; /* first and last stages */
-    double t = *embed_end;
+    double t = *embed_end, agree = allreduce_s(c, &c->world_link, c->W, 2, &unused);
     for (int s = 0; s < S; s++) t = fmax(t, ready[s]);
-    t += allreduce_s(c, &c->world_link, c->W, 2, &unused);
     if (j->tp > 1) {
         bp_sim_link l = bp_sim_group_link(c->m, 0, 1, j->tp, c->W);
-        t += allreduce_s(c, &l, j->tp, (size_t)j->N, &unused);
+        agree += allreduce_s(c, &l, j->tp, (size_t)j->N, &unused);
     }
-    if (S > 1) t += allreduce_s(c, &c->pp_link, S, (size_t)j->N, &unused);
-    return t;
+    if (S > 1) agree += allreduce_s(c, &c->pp_link, S, (size_t)j->N, &unused);
+    return t + (j->local_steps ? agree / (double)j->dpc.ea_period : agree);
 }
 
 /* Optimizer steps of stage s's replicas (qadam's own after its warm-up). */

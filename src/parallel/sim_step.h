@@ -52,6 +52,7 @@ typedef struct bp_sim_job {
     int dp, pp, tp;
     int N;              /* pipelines per stage rank (1 without AvgPipe) */
     bool avgpipe;       /* --pipelines given: the replicas average elastically */
+    bool local_steps;   /* AvgPipe: only averaging steps agree (parallel/step.h) */
     int M;              /* micro-batches per pipeline and step (x --grad-accum) */
     int micro_B;        /* samples per micro-batch */
     bp_schedule sched;

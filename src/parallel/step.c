@@ -2,6 +2,7 @@
 #include "parallel/step.h"
 
 #include <math.h>
+#include <string.h>
 
 #include "core/blas.h"
 #include "core/finite.h"
@@ -26,28 +27,55 @@ static const char *nonfinite_tensor(const bp_grid_step_ctx *c) {
     return bad < 0 ? NULL : bp_model_tensor(m, bad)->name;
 }
 
-/* After backward, every rank learns whether any rank saw a non-finite loss or
- * gradient, or was asked to stop, so that all take the same path. */
-static bp_status agree(const bp_grid_step_ctx *c, const bp_grid_step_in *in, bp_grid_step_out *out,
-                       bp_err *err) {
+/* This step's non-finite value on this rank: its step (0: none) and tensor. */
+static struct bp_grid_pending finding(const bp_grid_step_ctx *c, const bp_grid_step_in *in,
+                                      const bp_grid_step_out *out) {
     const char *tensor = nonfinite_tensor(c);
     bool bad = (bp_grid_reports_loss(c->grid) && !isfinite(out->loss)) || tensor;
-    float flags[2] = {bad ? 1.0f : 0.0f, in->stop_requested ? 1.0f : 0.0f};
-    if (bp_comm_size(c->meta) > 1) {
-        bp_status rc = bp_comm_fail(c->meta, bp_allreduce_sum(c->meta, flags, 2), err);
+    return (struct bp_grid_pending){.step = bad ? in->step + 1 : 0, .tensor = tensor};
+}
+
+/* A local step's finding, kept for the next agreement: the first non-finite value. */
+static void remember(const bp_grid_step_ctx *c, const bp_grid_step_in *in,
+                     const bp_grid_step_out *out) {
+    struct bp_grid_pending f = finding(c, in, out);
+    if (f.step && c->pending && !c->pending->step) *c->pending = f;
+}
+
+/* After backward, every rank learns whether any rank saw a non-finite loss or
+ * gradient (in this step or a local one since the last agreement), or was asked
+ * to stop, so that all take the same path. */
+static bp_status agree(const bp_grid_step_ctx *c, const bp_grid_step_in *in, bp_grid_step_out *out,
+                       bp_err *err) {
+    struct bp_grid_pending seen =
+        c->pending && c->pending->step ? *c->pending : finding(c, in, out);
+    if (c->pending) *c->pending = (struct bp_grid_pending){0};
+    const char *tensor = seen.tensor;
+    /* flags: any non-finite, any stop request, then each rank's step of its finding
+     * (after local steps, a value spreads to other ranks in later steps) */
+    int W = bp_comm_size(c->meta), me = bp_comm_rank(c->meta), first = -1;
+    float flags[2 + W];
+    memset(flags, 0, sizeof flags);
+    flags[0] = seen.step != 0;
+    flags[1] = in->stop_requested;
+    flags[2 + me] = (float)seen.step;
+    if (W > 1) {
+        bp_status rc = bp_comm_fail(c->meta, bp_allreduce_sum(c->meta, flags, 2 + (size_t)W), err);
         if (rc) return rc;
     }
     out->stop = flags[1] > 0;
     out->skipped = flags[0] > 0 && c->skip_nonfinite;
     if (flags[0] == 0 || out->skipped) return BP_OK;
     out->together = true;
-    if (!bad) {
-        bp_err_clear(err); /* the rank that saw it says so */
+    for (int r = 0; r < W; r++)
+        if (flags[2 + r] > 0 && (first < 0 || flags[2 + r] < flags[2 + first])) first = r;
+    if (first != me) {
+        bp_err_clear(err); /* the rank that saw it first says so */
         return BP_ENONFINITE;
     }
     return bp_fail(err, BP_ENONFINITE,
                    "rank %d, step %lld: non-finite %s%s (--skip-nonfinite skips such steps)",
-                   bp_comm_rank(c->meta), (long long)in->step + 1,
+                   bp_comm_rank(c->meta), (long long)seen.step,
                    tensor ? "gradient of tensor " : "loss", tensor ? tensor : "");
 }
 
@@ -97,6 +125,10 @@ bp_status bp_grid_step(const bp_grid_step_ctx *c, const bp_grid_step_in *in, bp_
         rc = bp_occ_embedding_sync(c->grid, c->fused_embedding, c->models, c->n_replicas, c->tied,
                                    err);
         out->embed_s = c->grid->embed_comm ? bp_now() - t0 : 0;
+    }
+    if (rc == BP_OK && in->local) {
+        remember(c, in, out);
+        return bp_dp_step(c->dp, err);
     }
     if (rc == BP_OK) rc = agree(c, in, out, err);
     if (rc) return rc;

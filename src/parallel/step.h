@@ -9,6 +9,10 @@
  *   4. agreement of every rank on non-finite values and on stop requests, so that
  *      all take the same path
  *   5. clipping by the gradient norm over all axes (every stage and tp rank)
+ *   Steps 4 and 5 are collectives over every stage, a barrier that flushes the
+ *   pipeline. A `local` step (AvgPipe between its averagings, without clipping or
+ *   skipping, bp_grid_step_in) leaves them out: it remembers a non-finite value in
+ *   the ctx's pending record, and the next agreeing step reports it.
  *   6. the update (optimizer and the algorithm's weight mixing), or its skip;
  *      with the dp config's early_update (no clipping, no skipping, one stage) the
  *      gradient algorithms already updated each bucket in 2, as it arrived.
@@ -41,6 +45,13 @@ typedef struct bp_grid_step_ctx {
     bool fused_embedding;
     double clip;        /* the gradient norm's bound; 0: none */
     bool skip_nonfinite; /* skip a step with a non-finite value instead of failing */
+    /* The first non-finite value seen by a local step and not yet agreed on (its
+     * step, 0: none, and tensor, NULL: the loss); owned by the caller, may be NULL
+     * when no step is local. */
+    struct bp_grid_pending {
+        int64_t step;
+        const char *tensor;
+    } *pending;
 } bp_grid_step_ctx;
 
 typedef struct bp_grid_step_in {
@@ -49,11 +60,12 @@ typedef struct bp_grid_step_in {
     const bp_batch *micro; /* the step's micro-batches in the pipeline's order */
     bool stop_requested;   /* this rank was asked to stop */
     bool poison;           /* testing: a NaN in this rank's first gradient */
+    bool local;            /* no agreement and no gradient norm (needs clip 0 and no skip) */
 } bp_grid_step_in;
 
 typedef struct bp_grid_step_out {
     double loss;      /* last stage: the mean over its micro-batches; NaN elsewhere */
-    double grad_norm; /* replica 0's over the whole model; NaN when skipped */
+    double grad_norm; /* replica 0's over the whole model; NaN when skipped or local */
     bool skipped;     /* every rank dropped this step's update */
     bool stop;        /* every rank agreed to stop after this step */
     bool together;    /* a failure every rank returns alike (none is left in a collective) */

@@ -34,6 +34,8 @@ typedef struct bp_tune_problem {
     int batch, grad_accum;  /* global batch, micro-batches per step */
     int64_t ea_period;      /* AvgPipe's averaging period */
     int pipelines;          /* given N (0: search 1, 2 and 4) */
+    bool own_batches;       /* AvgPipe: each pipeline its own batch (else one split) */
+    bool local_steps;       /* AvgPipe: only averaging steps agree (parallel/step.h) */
     int micro_batches;      /* given M (0: search) */
     char schedule[32];      /* given ("": search) */
     char partition[256];    /* given ("": balanced by measured time) */
@@ -59,6 +61,7 @@ typedef struct bp_tune_setup {
 typedef struct bp_tune_candidate {
     int N, M;
     bool avgpipe; /* runs with --pipelines (also for N = 1) */
+    int batches;  /* batches of --batch a step trains on: N with own batches, else 1 */
     bp_schedule sched;
     int setup;          /* index into the setups */
     bp_sim_result r;    /* predicted under the machine's load while profiling */
@@ -70,7 +73,7 @@ typedef struct bp_tune_size bp_tune_size;
 typedef struct bp_tune_result {
     const bp_tune_problem *c;
     int S, dp, W, T, n_blocks;
-    bp_tune_candidate *cand; /* fastest first (of equal times, less memory first) */
+    bp_tune_candidate *cand; /* most samples per second first (then less memory) */
     int n_cand, cap_cand;
     bp_tune_setup *setups;
     int n_setups;

@@ -90,6 +90,10 @@ static const bp_option train_options[] = {
      "AvgPipe: N parallel pipelines, each stage rank holding N replicas pulled together by "
      "elastic averaging (--ea-alpha, --ea-period)",
      "off"},
+    CHOICE("avgpipe-batch", avgpipe_batch, "own|split",
+           "AvgPipe: each pipeline trains on its own batch of --batch samples (a step draws N "
+           "batches), or the pipelines split one batch (N times fewer samples per step)",
+           NULL),
     NUM("grad-accum", BP_OPT_INT, grad_accum, 1, 1 << 20, "K",
         "micro-batches per optimizer step (the global batch becomes --batch x K)"),
     CHOICE("dp-algo", dp_algo, BP_DP_ALGO_CHOICES, "how the data-parallel replicas agree", NULL),
@@ -106,7 +110,9 @@ static const bp_option train_options[] = {
     NUM("rank", BP_OPT_INT, rank, 1, 1 << 16, "R", "powersgd: rank of the approximation"),
     NUM("powersgd-warmup", BP_OPT_INT64, powersgd_warmup, 0, 1e12, "N",
         "powersgd: steps of full-precision allreduce first"),
-    NUM("ea-alpha", BP_OPT_DOUBLE, ea_alpha, 0, 1, "X", "easgd: elastic coefficient alpha"),
+    {"ea-alpha", BP_OPT_DOUBLE, OFF(ea_alpha), 0, NULL, 0, 1, "X",
+     "easgd and AvgPipe: elastic coefficient alpha; N replicas need alpha (N + 1) < 2",
+     "0.9/N, N the --pipelines, or the dp ranks for easgd"},
     NUM("ea-period", BP_OPT_INT64, ea_period, 1, 1e12, "TAU",
         "easgd: steps between elastic averagings"),
     NUM("qadam-warmup", BP_OPT_INT64, qadam_warmup, 0, 1e12, "N",
@@ -219,7 +225,7 @@ void bp_train_config_defaults(bp_train_config *c) {
     /* Rank 4 ends 8% above allreduce's validation loss after 1000 steps of the
      * default gpt; rank 8 within 5% (bench/dp/README.md), still 10x fewer bytes. */
     c->rank = 8;
-    c->ea_alpha = 0.5;
+    c->ea_alpha = -1; /* 0.9 / N once N is known (check_world) */
     c->ea_period = 4;
     c->qadam_warmup = 100;
     c->bucket_mb = BP_DP_BUCKET_MB;
@@ -319,6 +325,7 @@ void bp_train_dp_config(const bp_train_config *c, bp_dp_config *d) {
         .powersgd_min_rate = 2, /* PyTorch's default min_compression_rate */
         .powersgd_orth_q = true,
         .ea_alpha = c->ea_alpha,
+        .replicas = c->pipelines > 0 ? c->pipelines : 1,
         .ea_period = c->ea_period,
         .qadam_warmup = c->qadam_warmup,
         .hierarchical = c->hierarchical != 0,
@@ -361,11 +368,15 @@ bp_status bp_train_config_check_world(bp_train_config *c, int world, bp_err *err
                        "job has %d (mpirun -np)",
                        c->dp, c->pp, c->tp, c->dp * pt, world);
     int N = c->pipelines > 0 ? c->pipelines : 1;
-    if (c->batch % (c->dp * N * c->micro_batches))
+    if (bp_train_batches_per_step(c) == 1 && c->batch % (c->dp * N * c->micro_batches))
         return bp_fail(err, BP_EUSAGE,
                        "option --batch: %d is not divisible by --dp %d x --pipelines %d x "
-                       "--micro-batches %d",
+                       "--micro-batches %d (with --avgpipe-batch split)",
                        c->batch, c->dp, N, c->micro_batches);
+    if (c->batch % (c->dp * c->micro_batches))
+        return bp_fail(err, BP_EUSAGE,
+                       "option --batch: %d is not divisible by --dp %d x --micro-batches %d",
+                       c->batch, c->dp, c->micro_batches);
     bp_occ_config occ;
     bp_train_occ_config(c, &occ);
     int rc = bp_occ_check(&occ, c->model == BP_MODEL_GPT, c->pp, c->dp_algo, c->pipelines > 0, err);
@@ -392,7 +403,22 @@ bp_status bp_train_config_check_world(bp_train_config *c, int world, bp_err *err
     if (rc) return bp_err_context(err, "option --net");
     bp_dp_config d;
     bp_train_dp_config(c, &d);
+    if (c->ea_alpha < 0)
+        c->ea_alpha = d.ea_alpha = bp_dp_ea_default_alpha(bp_dp_ea_replicas(&d, c->dp));
     return bp_dp_config_check(&d, c->dp, (bp_optim_kind)c->optim, err);
+}
+
+int bp_train_batches_per_step(const bp_train_config *c) {
+    return c->pipelines > 0 && c->avgpipe_batch == 0 ? c->pipelines : 1;
+}
+
+bool bp_train_local_steps(const bp_train_config *c, int world) {
+    return c->pipelines > 0 && c->clip == 0 && !c->skip_nonfinite && world > 1;
+}
+
+int bp_train_micro_rows(const bp_train_config *c, int dp) {
+    int split = c->pipelines > 0 && bp_train_batches_per_step(c) == 1 ? c->pipelines : 1;
+    return c->batch / (dp * split * c->micro_batches);
 }
 
 void bp_train_lr_schedule(const bp_train_config *c, bp_lr_schedule *s) {

@@ -59,6 +59,7 @@ typedef struct bp_train_config {
     int micro_batches;   /* per optimizer step and per gradient accumulation */
     char schedule[32];      /* pipeline schedule: gpipe | 1f1b | afp:K */
     int pipelines;          /* AvgPipe: parallel pipelines per stage rank (0: off) */
+    int avgpipe_batch;      /* AvgPipe: 0 each pipeline its own batch, 1 one batch split */
     /* Optimus-CC */
     int cb;               /* compressed backpropagation on */
     int cb_rank;
@@ -116,6 +117,13 @@ bp_status bp_train_config_finalize(bp_train_config *c, bp_err *err);
 void bp_train_model_config(const bp_train_config *c, bp_model_config *m);
 void bp_train_optim_config(const bp_train_config *c, bp_optim_config *o);
 void bp_train_lr_schedule(const bp_train_config *c, bp_lr_schedule *s);
+/* Batches of --batch samples one step draws (and its micro-batches share): N with
+ * AvgPipe's own batches, else 1; and the rows of one micro-batch on `dp` replicas. */
+int bp_train_batches_per_step(const bp_train_config *c);
+/* Whether AvgPipe's steps between averagings leave out the agreement and the
+ * gradient norm (parallel/step.h) on `world` ranks: no clipping, no skipping. */
+bool bp_train_local_steps(const bp_train_config *c, int world);
+int bp_train_micro_rows(const bp_train_config *c, int dp);
 void bp_train_dp_config(const bp_train_config *c, bp_dp_config *d);
 void bp_train_occ_config(const bp_train_config *c, bp_occ_config *o);
 

@@ -151,6 +151,7 @@ static void make_job(const bp_simulate_config *c, bp_sim_job *j) {
     bp_optim_config oc;
     bp_train_optim_config(t, &oc);
     *j = (bp_sim_job){.dp = t->dp, .pp = t->pp, .tp = t->tp, .avgpipe = t->pipelines > 0,
+                      .local_steps = bp_train_local_steps(t, t->dp * t->pp * t->tp),
                       .N = t->pipelines > 0 ? t->pipelines : 1, .steps = t->steps,
                       .sc_stages = t->sc_stages, .sc_rank = t->sc_rank,
                       .sc_warmup = (int64_t)(t->sc_warmup * (double)t->steps),
@@ -160,7 +161,7 @@ static void make_job(const bp_simulate_config *c, bp_sim_job *j) {
     bp_train_model_config(t, &j->mc);
     if (c->vocab > 0) j->mc.vocab = c->vocab;
     j->M = t->micro_batches * t->grad_accum;
-    j->micro_B = t->batch / (t->dp * j->N * t->micro_batches);
+    j->micro_B = bp_train_micro_rows(t, t->dp);
     bp_schedule_parse(t->schedule, &j->sched, NULL);
     bp_train_dp_config(t, &j->dpc);
 }
@@ -213,7 +214,8 @@ static void print_axes(const char *key, const double *x, double scale, FILE *out
 static void print_result(const bp_simulate_config *c, const bp_sim_step_result *r, FILE *out) {
     fprintf(out, "%-18s %.6g\n", "step_ms", r->step_s * 1e3);
     fprintf(out, "%-18s %.6g\n", "samples_per_s",
-            c->train.batch * c->train.grad_accum / r->step_s);
+            (double)c->train.batch * c->train.grad_accum * bp_train_batches_per_step(&c->train) /
+                r->step_s);
     fprintf(out, "%-18s %.6g\n", "compute_ms", r->compute_s * 1e3);
     print_axes("exposed_ms", r->exposed_s, 1e3, out);
     print_axes("bytes_total", r->bytes, 1, out);

@@ -48,7 +48,7 @@ bp_status bp_task_init(bp_task *t, const bp_train_config *c, int rank, int world
     t->T = bp_model_sample_len(&mc);
     t->width = bp_model_input_width(&mc);
     t->eval_batches = c->eval_batches;
-    t->slots = c->grad_accum;
+    t->slots = c->grad_accum * bp_train_batches_per_step(c);
     size_t n = (size_t)t->slots * (size_t)t->B_local * (size_t)t->T * sizeof(int32_t);
     int rc = bp_alloc_checked((void **)&t->tokens, n, "token batch", err);
     if (rc == BP_OK) rc = bp_alloc_checked((void **)&t->targets, n, "target batch", err);

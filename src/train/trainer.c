@@ -103,7 +103,7 @@ static int setup_data(trainer *t, bp_err *err) {
     if (rc == BP_OK) rc = trainer_claim_out(t, err);
     if (rc == BP_OK) rc = bp_task_init(&t->task, c, t->grid.d, t->grid.dp, err);
     t->n_rep = c->pipelines > 0 ? c->pipelines : 1;
-    t->micro_B = t->task.B_local / (t->n_rep * c->micro_batches);
+    t->micro_B = bp_train_micro_rows(c, t->grid.dp);
     if (rc == BP_OK) rc = make_micro_views(t, err);
     /* Bounded whatever --steps and --log-every are: the median is over the last
      * TRAINER_MAX_TIMES steps, and pending steps are logged at least that often. */
@@ -194,7 +194,7 @@ static int setup(trainer *t, bp_err *err) {
         .grid = &t->grid, .meta = t->meta, .models = t->models, .n_replicas = t->n_rep,
         .pipe = t->pipe, .dp = t->dp, .tied = bp_model_tied_tensor(&mc),
         .fused_embedding = c->fused_embedding_sync != 0, .clip = c->clip,
-        .skip_nonfinite = c->skip_nonfinite != 0};
+        .skip_nonfinite = c->skip_nonfinite != 0, .pending = &t->unagreed};
     if (rc == BP_OK) log_config(t);
     return rc;
 }
@@ -235,13 +235,18 @@ static void inject_process_fault(trainer *t) {
 }
 
 /* Draw this step's batches and cut each into the micro-batches of AvgPipe's
- * stream (one pipeline without --pipelines). */
+ * stream (one pipeline without --pipelines): per accumulation k, one batch split
+ * among the N pipelines, or N batches drawn in turn, the j-th pipeline j's own. */
 static void next_micro_batches(trainer *t) {
-    int M = t->cfg->micro_batches, N = t->n_rep;
+    int M = t->cfg->micro_batches, N = t->n_rep, own = bp_train_batches_per_step(t->cfg);
     for (int k = 0; k < t->cfg->grad_accum; k++) {
-        bp_batch b;
-        bp_task_next(&t->task, k, &b);
-        bp_avgpipe_split(&b, N, M, t->micro_B, (size_t)t->task.width, t->micro + (size_t)k * M * N);
+        bp_batch *out = t->micro + (size_t)k * M * N;
+        for (int j = 0; j < own; j++) {
+            bp_batch b;
+            bp_task_next(&t->task, k * own + j, &b);
+            bp_avgpipe_split(&b, own > 1 ? j : 0, own > 1 ? 1 : N, N, M, t->micro_B,
+                             (size_t)t->task.width, out);
+        }
     }
 }
 
@@ -277,8 +282,19 @@ static void fill_record(trainer *t, bp_step_record *r, double t0, double loss) {
     r->comm_exposed_ms = 0;
     for (int a = 0; a < BP_AXES; a++) r->comm_exposed_ms += r->axis_exposed_ms[a];
     r->compute_ms = r->step_ms - r->comm_exposed_ms;
-    r->items_per_s = (double)bp_task_items_per_step(&t->task) * t->cfg->grad_accum /
+    r->items_per_s = (double)bp_task_items_per_step(&t->task) * t->task.slots /
                      (r->step_ms * 1e-3);
+}
+
+/* Whether this step leaves out the agreement and the gradient norm, the barrier of
+ * every stage (parallel/step.h): AvgPipe's replicas meet only at the elastic
+ * averaging every tau steps, so the steps in between need no barrier, unless
+ * clipping needs the norm or --skip-nonfinite needs every step's verdict. A stop
+ * request waits for the next averaging step or the last step. */
+static bool local_step(const trainer *t) {
+    const bp_train_config *c = t->cfg;
+    int64_t next = t->step + 1;
+    return bp_train_local_steps(c, t->size) && next % c->ea_period != 0 && next != c->steps;
 }
 
 /* One optimizer step on the next batch; fills the record. */
@@ -290,7 +306,8 @@ static int train_step(trainer *t, bp_step_record *r, bp_err *err) {
     r->lr = bp_lr_at(&t->lr, t->step);
     bp_grid_step_in in = {.step = t->step, .lr = r->lr, .micro = t->micro,
                           .stop_requested = *t->stop != 0,
-                          .poison = fault_here(t, t->cfg->fault_nan_rank)};
+                          .poison = fault_here(t, t->cfg->fault_nan_rank),
+                          .local = local_step(t)};
     bp_grid_step_out out;
     int rc = bp_grid_step(&t->stepper, &in, &out, err);
     if (out.together) t->res->stopped_together = true;

@@ -38,6 +38,7 @@ typedef struct trainer {
     bp_dp *dp;
     bp_pipe *pipe;
     bp_grid_step_ctx stepper; /* what one step runs on */
+    struct bp_grid_pending unagreed; /* a local step's non-finite value, not yet agreed on */
     bp_trace *trace; /* --trace; NULL: off */
     bp_batch *micro; /* the micro-batches of one step */
     int n_micro, micro_B;

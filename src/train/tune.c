@@ -87,9 +87,13 @@ bp_status bp_tune_problem_init(const bp_tune_config *c, bp_tune_problem *p, bp_e
     const bp_train_config *tc = &c->train;
     *p = (bp_tune_problem){.S = tc->pp, .dp = data_ranks(tc), .batch = tc->batch,
                            .grad_accum = tc->grad_accum, .ea_period = tc->ea_period,
-                           .pipelines = tc->pipelines, .micro_batches = tc->micro_batches,
+                           .pipelines = tc->pipelines, .own_batches = tc->avgpipe_batch == 0,
+                           .micro_batches = tc->micro_batches,
                            .msg_us = c->msg_us, .load = c->load, .wake_ms = c->wake_ms,
                            .busy_threads = c->busy_threads, .valid = valid_run, .ctx = (void *)c};
+    bp_train_config avgpipe = *tc; /* whether AvgPipe candidates would run local steps */
+    avgpipe.pipelines = 1;
+    p->local_steps = bp_train_local_steps(&avgpipe, p->dp * p->S);
     bp_train_model_config(tc, &p->model);
     bp_train_optim_config(tc, &p->optim);
     snprintf(p->schedule, sizeof p->schedule, "%s", tc->schedule);

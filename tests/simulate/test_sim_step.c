@@ -130,6 +130,26 @@ static void test_ring_allreduce_closed_form(void **state) {
     }
 }
 
+/* AvgPipe's local steps (parallel/step.h) leave the agreement (2 floats over all
+ * ranks) and the gradient norm (N floats over the stages) to one step in
+ * --ea-period: the mean step is shorter by (1 - 1/tau) of those two ring
+ * allreduces, each 2 (n-1) latencies and 2 (n-1)/n of its bytes on 2 ranks. */
+static void test_avgpipe_local_steps(void **state) {
+    (void)state;
+    const double bw = 1e9, lat = 1e-3;
+    job_parts p;
+    make_job(&p, gpt(2, 64, 4, 16, 64), 1, 2, 1, 2);
+    p.j.avgpipe = true;
+    p.j.N = 2;
+    p.j.dpc.ea_period = 4;
+    bp_sim_machine m = fast_machine(bw, lat);
+    bp_sim_step_result every = simulate(&p.j, &m);
+    p.j.local_steps = true;
+    bp_sim_step_result local = simulate(&p.j, &m);
+    double ring = 2 * lat + 8.0 * 8 / bw; /* 2 floats, and N = 2 floats, on 2 ranks */
+    assert_near(every.step_s - local.step_s, 0.75 * 2 * ring, 1e-9);
+}
+
 /* Seconds of the ring allreduces of the buckets of the whole model that are ready
  * only once backward reaches block 1 (the embedding's backward takes no time on
  * the test's machine, so these wait until backward ends). */
@@ -303,6 +323,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_tensors_match_the_model),
         cmocka_unit_test(test_ring_allreduce_closed_form),
+        cmocka_unit_test(test_avgpipe_local_steps),
         cmocka_unit_test(test_overlap_hides_all_but_the_last_bucket),
         cmocka_unit_test(test_bytegrad_sends_a_quarter),
         cmocka_unit_test(test_gpipe_bubble),

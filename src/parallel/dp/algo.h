@@ -114,6 +114,7 @@ typedef struct easgd {
 bp_status bp_dp_easgd_create(bp_dp *dp, bp_err *err);
 void bp_dp_easgd_destroy(bp_dp *dp);
 void bp_dp_easgd_describe(const bp_dp_config *c, char *buf, size_t n);
+bp_status bp_dp_ea_check(const bp_dp_config *c, int size, bp_optim_kind optim, bp_err *err);
 
 /* The algorithms of registry.h and AvgPipe's (parallel/avgpipe.c). */
 #define BP_DP_DECLARE(id, name, sym) extern const bp_dp_algo_ops sym;

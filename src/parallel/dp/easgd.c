@@ -2,7 +2,8 @@
  * local gradients; every `ea_period` (tau) steps, with coefficient alpha and a
  * center C that every rank keeps alike (starting at the common weights):
  *     D_r = alpha (W_r - C);  W_r -= D_r;  C += sum_r D_r   (an allreduce of the D_r)
- * The replicas' mean drifts from C by a factor 1 - alpha (n + 1) per averaging. */
+ * The replicas' mean drifts from C by a factor 1 - alpha (n + 1) per averaging, so
+ * alpha (n + 1) >= 2 is refused (bp_dp_ea_check, also AvgPipe's). */
 #include <stdio.h>
 #include <string.h>
 
@@ -43,12 +44,31 @@ static bp_status after_step(bp_dp *dp, bp_err *err) {
     return bp_comm_fail(dp->comm, rc, err);
 }
 
+double bp_dp_ea_default_alpha(int n) { return 0.9 / (n > 0 ? n : 1); }
+
+int bp_dp_ea_replicas(const bp_dp_config *c, int size) {
+    return c->algo == BP_DP_AVGPIPE ? (c->replicas > 0 ? c->replicas : 1) : size;
+}
+
+bp_status bp_dp_ea_check(const bp_dp_config *c, int size, bp_optim_kind optim, bp_err *err) {
+    (void)optim;
+    int n = bp_dp_ea_replicas(c, size);
+    if (c->ea_alpha * (n + 1) < 2) return BP_OK;
+    return bp_fail(err, BP_EUSAGE,
+                   "option --ea-alpha: %g makes the elastic averaging of %d %s diverge (the "
+                   "replicas' mean moves from the center by 1 - alpha (N + 1) = %g per "
+                   "averaging); alpha must be below 2 / (N + 1) = %g (default 0.9 / N = %g)",
+                   c->ea_alpha, n, c->algo == BP_DP_AVGPIPE ? "pipelines" : "ranks",
+                   1 - c->ea_alpha * (n + 1), 2.0 / (n + 1), bp_dp_ea_default_alpha(n));
+}
+
 void bp_dp_easgd_describe(const bp_dp_config *c, char *buf, size_t n) {
     snprintf(buf, n, " alpha=%g period=%lld", c->ea_alpha, (long long)c->ea_period);
 }
 
 const bp_dp_algo_ops bp_dp_easgd = {
     .kind = BP_DP_WEIGHT,
+    .check = bp_dp_ea_check,
     .create = bp_dp_easgd_create,
     .destroy = bp_dp_easgd_destroy,
     .after_step = after_step,

@@ -136,14 +136,16 @@ static bp_status common_start(bp_dp *dp, bp_err *err) {
 bp_status bp_dp_create(bp_comm *comm, const bp_dp_config *cfg, bp_model **models, bp_optim *optims,
                        int n, int64_t step, bp_dp **out, bp_err *err) {
     *out = NULL;
-    bp_status rc = bp_dp_config_check(cfg, bp_comm_size(comm), optims[0].cfg.kind, err);
+    bp_dp_config c = *cfg;
+    c.replicas = n;
+    bp_status rc = bp_dp_config_check(&c, bp_comm_size(comm), optims[0].cfg.kind, err);
     if (rc) return rc;
     const bp_dp_algo_ops *ops = ops_of(cfg->algo);
     if (n > 1 && !ops->local_replicas)
         return bp_fail(err, BP_EINTERNAL, "%d replicas on one rank need avgpipe", n);
     bp_dp *dp = calloc(1, sizeof *dp);
     if (!dp) return bp_fail(err, BP_ENOMEM, "out of memory");
-    *dp = (bp_dp){.cfg = *cfg, .ops = ops, .comm = comm, .model = models[0], .optim = &optims[0],
+    *dp = (bp_dp){.cfg = c, .ops = ops, .comm = comm, .model = models[0], .optim = &optims[0],
                   .models = models, .optims = optims, .n_replicas = n, .step = step};
     rc = bp_comm_fail(comm, bp_comm_set_poll(comm, cfg->poll_s), err);
     if (rc == BP_OK && cfg->hierarchical)

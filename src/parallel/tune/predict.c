@@ -4,7 +4,8 @@
 
 /* The collectives that end a step: the tied embedding's gradient between the first
  * and last stage (per replica), the ranks' agreement on the step (2 floats), the
- * global gradient norm over the stages (a float per replica), and across dp ranks
+ * global gradient norm over the stages (a float per replica; with AvgPipe's local
+ * steps these two only every --ea-period steps), and across dp ranks
  * the gradients (an allreduce each step; other dp algorithms are costed alike) or,
  * for AvgPipe, the centers every --ea-period steps. */
 static double sync_seconds(const tuner *t, const bp_tune_candidate *k, const bp_sim_link *l) {
@@ -14,8 +15,9 @@ static double sync_seconds(const tuner *t, const bp_tune_candidate *k, const bp_
         s += k->N *
              bp_sim_allreduce_s(
                  l, 2, (size_t)t->c->model.vocab * (size_t)t->c->model.n_embd * sizeof(bp_real));
-    s += bp_sim_allreduce_s(l, t->W, 2 * sizeof(float));
-    s += bp_sim_allreduce_s(l, t->S, (size_t)k->N * sizeof(float));
+    double agree = bp_sim_allreduce_s(l, t->W, 2 * sizeof(float)) +
+                   bp_sim_allreduce_s(l, t->S, (size_t)k->N * sizeof(float));
+    s += k->avgpipe && t->c->local_steps ? agree / (double)t->c->ea_period : agree;
     size_t params = 0;
     for (int i = 0; i < t->S; i++) params = p->param_bytes[i] > params ? p->param_bytes[i] : params;
     double dp_s = bp_sim_allreduce_s(l, t->dp, params);

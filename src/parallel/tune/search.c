@@ -41,7 +41,7 @@ static int add_candidate(tuner *t, const bp_tune_candidate *k, bp_err *err) {
         t->cap_cand = cap;
     }
     t->cand[t->n_cand] = *k;
-    return setup_index(t, k->N, t->c->batch / (t->dp * k->N * k->M),
+    return setup_index(t, k->N, t->c->batch / (t->dp * (k->N / k->batches) * k->M),
                        &t->cand[t->n_cand++].setup, err);
 }
 
@@ -83,8 +83,11 @@ static int enumerate(tuner *t, bp_err *err) {
     int per_rank = tc->batch / t->dp;
     for (int i = 0; rc == BP_OK && i < n_N; i++)
         for (int M = 1; rc == BP_OK && M <= MAX_MICRO; M++) {
-            if ((tc->micro_batches && M != tc->micro_batches) || per_rank % (Ns[i] * M)) continue;
-            bp_tune_candidate k = {.N = Ns[i], .M = M, .avgpipe = tc->pipelines > 0 || Ns[i] > 1};
+            bool avgpipe = tc->pipelines > 0 || Ns[i] > 1;
+            int batches = avgpipe && tc->own_batches ? Ns[i] : 1;
+            if ((tc->micro_batches && M != tc->micro_batches) || per_rank % (Ns[i] / batches * M))
+                continue;
+            bp_tune_candidate k = {.N = Ns[i], .M = M, .avgpipe = avgpipe, .batches = batches};
             rc = add_schedules(t, &k, err);
         }
     if (rc == BP_OK && t->n_cand == 0)
@@ -95,10 +98,12 @@ static int enumerate(tuner *t, bp_err *err) {
     return rc;
 }
 
-/* Faster first; of equal times (to the microsecond), less memory first. */
+/* Less time per batch of --batch samples first (a step with own batches trains on
+ * N of them); of equal times (to the microsecond), less memory first. */
 static int by_time(const void *a, const void *b) {
     const bp_tune_candidate *x = a, *y = b;
-    long long tx = llround(x->r.step_s * 1e6), ty = llround(y->r.step_s * 1e6);
+    long long tx = llround(x->r.step_s / x->batches * 1e6),
+              ty = llround(y->r.step_s / y->batches * 1e6);
     if (tx != ty) return tx < ty ? -1 : 1;
     return (x->r.peak_bytes > y->r.peak_bytes) - (x->r.peak_bytes < y->r.peak_bytes);
 }

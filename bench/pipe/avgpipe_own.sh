@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# AvgPipe with own batches against the best of gpipe and 1f1b at the same batch per
+# pipeline, on 2 stages (2 ranks) under an emulated network, then the simulator's
+# prediction for deeper pipelines. Prints per network and configuration: median
+# samples/s, its ratio to the better plain schedule, and the training time (the steps
+# x the median step time, evaluation excluded) to reach the validation loss 1f1b
+# reaches at half its steps. Environment: STEPS (80), NETS, BAGPIPE, OUT,
+# REPORT_ONLY (set: print the table of the runs already in OUT).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+BP=${BAGPIPE:-build/bagpipe}
+STEPS=${STEPS:-80}
+OUT=${OUT:-$(mktemp -d /tmp/bp_avgpipe_own.XXXXXX)}
+NETS=${NETS:-"bw=1Gbit,lat=1ms bw=100Mbit,lat=5ms"}
+export OPENBLAS_NUM_THREADS=1
+COMMON=(--batch 16 --micro-batches 4 --pp 2 --steps "$STEPS" --eval-every 10 --eval-batches 4
+  --progress none --log-every 1)
+echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)"
+
+# median samples/s of a run's steps after the first 5 (items_per_s / seq-len 64)
+rate() { grep '"type":"step"' "$1" | sed -nE 's/.*"items_per_s":([0-9.eE+-]+).*/\1/p' |
+  tail -n +6 | sort -g | awk '{a[NR] = $1} END {print a[int((NR + 1) / 2)] / 64}'; }
+# val_loss at a step
+val_at() { grep '"type":"eval"' "$1" | sed -nE "s/.*\"step\":$2,\"val_loss\":([0-9.eE+-]+).*/\1/p"; }
+# median step seconds of a run (after the first 5 steps)
+step_s() { grep '"type":"step"' "$1" | sed -nE 's/.*"step_ms":([0-9.eE+-]+).*/\1/p' |
+  tail -n +6 | sort -g | awk '{a[NR] = $1} END {print a[int((NR + 1) / 2)] / 1000}'; }
+# training seconds to the first evaluation at or below $2: its step x the median step
+# (a step stalled by the machine's other jobs would otherwise dominate), or "-";
+# gpipe's and 1f1b's losses differ by float rounding, hence the 1e-5 tolerance
+time_to() {
+  local at
+  at=$(grep '"type":"eval"' "$1" | sed -nE 's/.*"step":([0-9]+),"val_loss":([0-9.eE+-]+).*/\1 \2/p' |
+    awk -v t="$2" '$2 <= t * (1 + 1e-5) {print $1; exit}')
+  [ -n "$at" ] && awk -v n="$at" -v s="$(step_s "$1")" 'BEGIN {printf "%.1f (step %d)", n * s, n}' ||
+    printf -- "-"
+}
+
+for net in $NETS; do
+  for cfg in gpipe 1f1b avgpipe2; do
+    [ -n "${REPORT_ONLY:-}" ] && continue
+    case $cfg in
+      avgpipe2) opts=(--schedule 1f1b --pipelines 2) ;;
+      *) opts=(--schedule "$cfg") ;;
+    esac
+    scripts/mpirun.sh -n 2 "$BP" train "${COMMON[@]}" "${opts[@]}" --net "$net" \
+      --out "$OUT/$net/$cfg" >/dev/null 2>"$OUT/err" || { cat "$OUT/err"; exit 1; }
+  done
+  target=$(val_at "$OUT/$net/1f1b/metrics.jsonl" $((STEPS / 2)))
+  g=$(rate "$OUT/$net/gpipe/metrics.jsonl"); f=$(rate "$OUT/$net/1f1b/metrics.jsonl")
+  best=$(awk -v a="$g" -v b="$f" 'BEGIN {print (a > b ? a : b)}')
+  echo "network $net: target val_loss $target (1f1b at step $((STEPS / 2)))"
+  printf "  %-9s %10s %8s %20s\n" config samples/s ratio s_to_target
+  for cfg in gpipe 1f1b avgpipe2; do
+    r=$(rate "$OUT/$net/$cfg/metrics.jsonl")
+    printf "  %-9s %10.1f %8.2f %20s\n" "$cfg" "$r" "$(awk -v r="$r" -v b="$best" 'BEGIN {print r / b}')" \
+      "$(time_to "$OUT/$net/$cfg/metrics.jsonl" "$target")"
+  done
+done
+echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
+
+# The simulator at the paper's kind of scale: a 1024-channel gpt with 2 blocks per
+# stage on S stages of a V100-like device (15.7 TFLOP/s, 900 GB/s, efficiency 0.5),
+# 10 Gbit/s links, 4 micro-batches of 4 samples per pipeline: samples/s of the best
+# plain schedule and AvgPipe's ratio to it at N = 2 and 4.
+echo "simulated (device model): samples/s and ratio to the best of gpipe and 1f1b"
+printf "  %3s %10s %8s %8s\n" S plain N=2 N=4
+for S in 4 8 16; do
+  sim() { "$BP" simulate --pp "$S" --layers $((2 * S - 2)) --embd 1024 --heads 16 --seq-len 512 \
+    --vocab 50257 --batch 16 --micro-batches 4 --device-flops 15.7e12 --device-bw 9e11 \
+    --net bw=10Gbit,lat=10us "$@" | awk '$1 == "samples_per_s" {print $2}'; }
+  g=$(sim --schedule gpipe); f=$(sim --schedule 1f1b)
+  a2=$(sim --schedule 1f1b --pipelines 2); a4=$(sim --schedule 1f1b --pipelines 4)
+  awk -v S="$S" -v g="$g" -v f="$f" -v a2="$a2" -v a4="$a4" 'BEGIN { b = g > f ? g : f
+    printf "  %3d %10.2f %7.2fx %7.2fx\n", S, b, a2 / b, a4 / b }'
+done
