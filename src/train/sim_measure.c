@@ -2,7 +2,6 @@
 
 #include <float.h>
 #include <math.h>
-#include <sched.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -14,6 +13,7 @@
 #include "core/timer.h"
 #include "nn/optim.h"
 #include "parallel/partition.h"
+#include "parallel/wake.h"
 
 enum { RUNS = 5, MAX_BUSY = 64, VEC = 1 << 20, PSGD_ROWS = 512, PSGD_RANK = 4 };
 #define MEASURE_S 3.0
@@ -70,62 +70,10 @@ static int busy_start(busy *b, int n, const bp_model_config *mc, int pp, int mic
     return rc;
 }
 
-/* Two threads that hand a token back and forth, each computing a stage's pass
- * before handing it on, the waiting one yielding its core as an MPI rank does
- * (mpi_yield_when_idle): how long after a message arrives a rank that waited for
- * it runs again. With more runnable threads than cores that is a share of other
- * threads' time slices. */
-typedef struct relay {
-    atomic_int turn; /* 0, 1: whose; 2: stop */
-    bp_range_bench *rb[2];
-    double work_s[2];
-} relay;
-
-static void relay_work(relay *r, int side) {
-    double t[4];
-    bp_err ignored;
-    if (bp_range_bench_pass(r->rb[side], t, &ignored) == BP_OK) r->work_s[side] += t[0] + t[2];
-}
-
-static bool relay_wait(relay *r, int me) {
-    int v;
-    while ((v = atomic_load(&r->turn)) != me && v != 2) sched_yield();
-    return v == me;
-}
-
-static void *relay_partner(void *arg) {
-    relay *r = arg;
-    while (relay_wait(r, 1)) {
-        relay_work(r, 1);
-        atomic_store(&r->turn, 0);
-    }
-    return NULL;
-}
-
+/* The wake delay (parallel/wake.h) at the profiled micro-batch size, a stage's blocks. */
 static int time_wake(const bp_model_config *mc, int pp, int micro_B, double *wake, bp_err *err) {
-    relay r = {.work_s = {0, 0}};
-    atomic_init(&r.turn, 0);
-    int blocks = (mc->n_layer + 2 + pp - 1) / pp, rounds = 0;
-    int rc = bp_range_bench_create(mc, 0, blocks, micro_B, mc->seq_len, &r.rb[0], err);
-    if (rc == BP_OK) rc = bp_range_bench_create(mc, 0, blocks, micro_B, mc->seq_len, &r.rb[1], err);
-    pthread_t th;
-    if (rc == BP_OK && pthread_create(&th, NULL, relay_partner, &r))
-        rc = bp_fail(err, BP_ENOMEM, "cannot start a measuring thread");
-    double t0 = bp_now();
-    for (; rc == BP_OK && rounds < 200 && (rounds < 10 || bp_now() - t0 < 1.0); rounds++) {
-        relay_work(&r, 0);
-        atomic_store(&r.turn, 1);
-        relay_wait(&r, 0);
-    }
-    if (rc == BP_OK) {
-        double total = bp_now() - t0;
-        atomic_store(&r.turn, 2);
-        pthread_join(th, NULL);
-        *wake = fmax(0, (total - r.work_s[0] - r.work_s[1]) / (2.0 * rounds));
-    }
-    if (r.rb[0]) bp_range_bench_destroy(r.rb[0]);
-    if (r.rb[1]) bp_range_bench_destroy(r.rb[1]);
-    return rc;
+    int blocks = (mc->n_layer + 2 + pp - 1) / pp;
+    return bp_measure_wake(mc, blocks, micro_B, mc->seq_len, 200, wake, err);
 }
 
 /* Each block's forward and backward: CPU time times the slowdown, over rounds of

@@ -3,7 +3,6 @@
 #include <float.h>
 #include <math.h>
 #include <pthread.h>
-#include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +11,7 @@
 #include "core/timer.h"
 #include "parallel/partition.h"
 #include "parallel/tune/tuner.h"
+#include "parallel/wake.h"
 
 /* Zeroing the gradients, their sum of squares (for clipping) and the optimizer
  * step of one replica: what a stage does per replica between two pipelines. */
@@ -170,68 +170,10 @@ static void companions_stop(companions *cs) {
     cs->n = 0;
 }
 
-/* A token handed back and forth between two threads that each run a pass of a
- * stage's worth of blocks before passing it on, the waiting one spinning with
- * sched_yield as an MPI rank does (mpi_yield_when_idle). */
-typedef struct pingpong {
-    atomic_int turn; /* 0: main thread, 1: partner, 2: stop */
-    bp_range_bench *rb[2];
-    double work_s[2]; /* wall time of each side's passes */
-} pingpong;
-
-static void work(pingpong *p, int side) {
-    double t[4];
-    bp_err ignored;
-    if (bp_range_bench_pass(p->rb[side], t, &ignored) == BP_OK) p->work_s[side] += t[0] + t[2];
-}
-
-/* Wait for the token; false when told to stop. */
-static bool await_turn(pingpong *p, int me) {
-    int v;
-    while ((v = atomic_load(&p->turn)) != me && v != 2) sched_yield();
-    return v == me;
-}
-
-static void *partner(void *arg) {
-    pingpong *p = arg;
-    while (await_turn(p, 1)) {
-        work(p, 1);
-        atomic_store(&p->turn, 0);
-    }
-    return NULL;
-}
-
-/* How long after its message arrives a rank that waited for it runs again: the
- * handoffs' time beyond the passes, per handoff. On a machine with a core per rank
- * it is microseconds; with more runnable processes than cores, it is a share of
- * other processes' time slices, which grows with how long the ranks compute in
- * between, hence real passes at a middle micro-batch size. About a second. */
+/* The wake delay (parallel/wake.h) at a middle micro-batch size, a stage's blocks. */
 static int measure_wake(const tuner *t, double *wake, bp_err *err) {
-    pingpong p = {.work_s = {0, 0}};
-    atomic_init(&p.turn, 0);
     int blocks = (t->n_blocks + t->S - 1) / t->S, micro_B = t->sizes[t->n_sizes / 2].micro_B;
-    int rc = bp_range_bench_create(&t->c->model, 0, blocks, micro_B, t->T, &p.rb[0], err);
-    if (rc == BP_OK) rc = bp_range_bench_create(&t->c->model, 0, blocks, micro_B, t->T, &p.rb[1], err);
-    pthread_t th;
-    if (rc == BP_OK && pthread_create(&th, NULL, partner, &p))
-        rc = bp_fail(err, BP_ENOMEM, "cannot start a profiling thread");
-    int rounds = 0;
-    double t0 = bp_now();
-    while (rc == BP_OK && rounds < 500 && (rounds < 10 || bp_now() - t0 < 1.0)) {
-        work(&p, 0);
-        atomic_store(&p.turn, 1);
-        await_turn(&p, 0);
-        rounds++;
-    }
-    double total = bp_now() - t0;
-    if (rc == BP_OK) {
-        atomic_store(&p.turn, 2);
-        pthread_join(th, NULL);
-        *wake = fmax(0, (total - p.work_s[0] - p.work_s[1]) / (2 * rounds));
-    }
-    bp_range_bench_destroy(p.rb[0]);
-    bp_range_bench_destroy(p.rb[1]);
-    return rc;
+    return bp_measure_wake(&t->c->model, blocks, micro_B, t->T, 500, wake, err);
 }
 
 /* Profile with the job's other ranks standing by as companion threads: W - 1
