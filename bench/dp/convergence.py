@@ -14,7 +14,7 @@ import argparse
 import shlex
 import sys
 
-from common import ALGOS, Bagpipe, RunFailed, load_note, median, table, write_json
+from common import ALGOS, BAGPIPE, Bagpipe, RunFailed, load_note, median, table, write_json
 
 LOOSE = ("async", "decentralized")  # 10%; the others 5%
 
@@ -33,9 +33,10 @@ def main():
     p.add_argument("--variant", action="append", default=[],
                    help='extra rows: "ALGO option value ...", e.g. "qadam --qadam-warmup 300" (repeatable)')
     p.add_argument("--json", help="also write all numbers here")
+    p.add_argument("--keep", help="keep every run's folder here (for bagpipe report)")
     p.add_argument("extra", nargs="*", help="after --: more bagpipe train options for every run")
     a = p.parse_args()
-    bp = Bagpipe(a.bagpipe) if a.bagpipe else Bagpipe()
+    bp = Bagpipe(a.bagpipe or BAGPIPE, keep=a.keep)
     rows = []  # (label, algo, ranks, extra args)
     for algo in [x for x in a.algos.split(",") if x]:
         rows.append((algo, algo, a.ranks, []))

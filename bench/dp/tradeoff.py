@@ -18,7 +18,7 @@ import argparse
 import shlex
 import sys
 
-from common import ALGOS, Bagpipe, RunFailed, load_note, table, write_json
+from common import ALGOS, BAGPIPE, Bagpipe, RunFailed, load_note, table, write_json
 
 
 def mean(xs):  # means, not medians: easgd and decentralized --interval communicate in some steps only
@@ -47,6 +47,7 @@ def main():
     p.add_argument("--variant", action="append", default=[],
                    help='extra rows: "ALGO option value ...", e.g. "decentralized --interval 4" (repeatable)')
     p.add_argument("--json", help="also write all numbers here")
+    p.add_argument("--keep", help="keep every run's folder here (for bagpipe report)")
     p.add_argument("extra", nargs="*", help="after --: more bagpipe train options for every run")
     a = p.parse_args()
     a.target = a.target if a.target is not None else (2.60 if a.quick else 2.25)
@@ -57,7 +58,7 @@ def main():
             p.error(f"--nets: unknown '{n}' (one of {', '.join(NETS)})")
     rows = [(x, x, []) for x in a.algos.split(",") if x]
     rows += [(v, shlex.split(v)[0], shlex.split(v)[1:]) for v in a.variant]
-    bp = Bagpipe(a.bagpipe) if a.bagpipe else Bagpipe()
+    bp = Bagpipe(a.bagpipe or BAGPIPE, keep=a.keep)
     print(f"tradeoff: gpt, {a.ranks} ranks, time to val loss <= {a.target} (eval every {a.eval_every} steps, "
           f"at most {a.max_steps} steps); nets {', '.join(nets)}; {load_note()}", flush=True)
     res = {}

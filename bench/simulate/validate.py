@@ -16,7 +16,7 @@ computation set to the load the run itself met (--load: the profile's slowdown t
 the drift). Both are printed; only the first is a prediction.
 
 Options: --only NAME,NAME (rerun some rows), --steps N, --out DIR, --json FILE,
---rescore FILE (recompute the columns of a --json FILE from its saved profiles and
+--markdown FILE (the table in Markdown), --rescore FILE (recompute the columns of a --json FILE from its saved profiles and
 runs, e.g. after changing the simulator).
 Environment: BAGPIPE (build/bagpipe).
 """
@@ -43,8 +43,6 @@ def configs():
     rows = []
     for w in (2, 4):
         for a in ALGOS:
-            if a == "lp-decentralized" and w == 2:
-                continue  # needs a ring of 3
             base = ["--dp", str(w), "--dp-algo", a, "--bucket-mb", "0.5"] + ALGO_OPTS.get(a, [])
             rows.append((f"{a} dp{w}", w, base))
             if w == 4 or a in ("allreduce", "bytegrad", "decentralized"):
@@ -162,6 +160,16 @@ def row(r):
             f"{r['load_before']:5.2f}/{r['load_after']:5.2f}")
 
 
+def markdown(results, path):
+    lines = ["| configuration | W | pred_ms | meas_ms | ratio | drift | ratio at run's load | load before/after |",
+             "|---|---:|---:|---:|---:|---:|---:|---|"]
+    lines += [f"| {r['name']} | {r['ranks']} | {r['pred_ms']:.1f} | {r['meas_ms']:.1f} | {r['ratio']:.3f} | "
+              f"{r['drift']:.3f} | {r['ratio_at_run_load']:.3f} | {r['load_before']:.1f} / {r['load_after']:.1f} |"
+              for r in results]
+    with open(path, "w") as f:
+        f.write("\n".join(lines) + "\n")
+
+
 def summary(results):
     worst = max(results, key=lambda r: abs(r["ratio"] - 1))
     print(f"largest |measured / predicted - 1|: {abs(worst['ratio'] - 1):.3f} ({worst['name']})")
@@ -177,6 +185,7 @@ def main():
     ap.add_argument("--steps", type=int, default=30)
     ap.add_argument("--out", default="/tmp/bagpipe_simulate_validate")
     ap.add_argument("--json", default="")
+    ap.add_argument("--markdown", default="")
     ap.add_argument("--rescore", default="")
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
@@ -193,6 +202,8 @@ def main():
             results.append(run(name, w, opts, a.steps, a.out))
             print(row(results[-1]), flush=True)
     summary(results)
+    if a.markdown:
+        markdown(results, a.markdown)
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),

@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# Every study of experiments/, one after the other (each regenerates its page under
+# docs/results/ and docs/RESULTS.md); about two hours on 2 idle cores. A study that
+# fails stops the rest and leaves the pages of the earlier ones in place.
+set -euo pipefail
+cd "$(dirname "$0")"
+for study in bagua_convergence bagua_tradeoff avgpipe occ_ablation sim_validation; do
+  "./$study.sh"
+done
+../bench/simulate/scale.sh >/dev/null

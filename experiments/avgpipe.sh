@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# AvgPipe against gpipe and 1f1b on 2 stages at the same batch per pipeline, on two
+# emulated networks: samples per second and training time to the loss 1f1b reaches at
+# half its steps (bench/pipe/avgpipe_own.sh), the simulator's prediction for deeper
+# pipelines, and a short traced run of each configuration whose pipeline timeline
+# bagpipe report draws. About 15 minutes on 2 idle cores.
+# Environment: BAGPIPE (binary), RUNS_DIR, STEPS (80).
+source "$(dirname "$0")/lib.sh"
+study_begin avgpipe "AvgPipe against gpipe and 1f1b"
+OUT="$RUNS/own" BAGPIPE=$BP "$ROOT/bench/pipe/avgpipe_own.sh" | tee "$OUT/log.txt"
+
+# The timelines: 12 steps of each configuration at 1 Gbit / 1 ms, traced.
+CONFIGS=(
+  "gpipe|--schedule gpipe"
+  "1f1b|--schedule 1f1b"
+  "avgpipe2|--schedule 1f1b --pipelines 2"
+)
+for c in "${CONFIGS[@]}"; do
+  name=${c%%|*}
+  read -ra flags <<<"${c#*|}"
+  "$ROOT/scripts/mpirun.sh" -n 2 "$BP" train --batch 16 --micro-batches 4 --pp 2 --steps 12 \
+    --eval-every 0 --progress none --net bw=1Gbit,lat=1ms "${flags[@]}" \
+    --trace "$RUNS/trace_$name/trace.json" --out "$RUNS/trace_$name" >/dev/null
+done
+plots timelines "$RUNS"/trace_*
+{
+  study_header
+  cat <<'TXT'
+
+The default gpt on 2 stages (2 ranks), batch 16 per pipeline in 4 micro-batches; AvgPipe
+with 2 pipelines, each training on its own batch (a step consumes 2 batches) and averaged
+elastically every 4 steps. samples/s: the median over the steps after the fifth; ratio:
+against the better of gpipe and 1f1b on the same network; s_to_target: training seconds
+(steps x median step time, evaluation excluded) to the validation loss 1f1b reaches at
+half its steps. Targets (the AvgPipe paper's shape): >= 1.3x samples/s, and the target
+loss sooner than gpipe and 1f1b.
+
+```
+TXT
+  grep -v '^load' "$OUT/log.txt"
+  cat <<'TXT'
+```
+
+Pipeline timelines of 12 traced steps at 1 Gbit / 1 ms (one row per rank and thread,
+forward and backward coloured by micro-batch and pipeline; [index](timelines/index.html)):
+timelines/timeline_run1.svg (avgpipe2), timeline_run2.svg (1f1b), timeline_run3.svg
+(gpipe), in the order of the folders' names.
+TXT
+} >"$OUT/README.md"
+study_end

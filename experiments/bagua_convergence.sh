@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Bagua's algorithms against allreduce: the validation loss after 1000 steps of the
+# default gpt on 2 ranks, every --dp-algo at its defaults (bench/dp/convergence.sh), with
+# the loss curves drawn by bagpipe report. About 20 minutes on 2 idle cores.
+# Environment: BAGPIPE (binary), STEPS (1000), RUNS_DIR (where run folders go).
+source "$(dirname "$0")/lib.sh"
+study_begin bagua_convergence "Bagua's algorithms: validation loss against allreduce"
+STEPS=${STEPS:-1000}
+/usr/bin/python3 "$ROOT/bench/dp/convergence.py" --bagpipe "$BP" --steps "$STEPS" \
+  --keep "$RUNS" --json "$OUT/convergence.json" | tee "$OUT/log.txt"
+plots plots "$RUNS"/run*
+{
+  study_header
+  cat <<TXT
+
+The default gpt (4 layers, 128 channels, 64 bytes of context) on the KJV text, global
+batch 16 on 2 ranks, $STEPS steps, every algorithm at its defaults. The target: the
+final validation loss within 5% of allreduce's (decentralized and async: 10%); being
+better is never a miss. Validation loss is in nats per byte.
+
+TXT
+  sed -n '/^| algorithm/,/^$/p' "$OUT/log.txt"
+  cat <<TXT
+
+Plots (\`bagpipe report\` of every run, [index](plots/index.html)):
+[validation loss against time](plots/loss_time.svg) and
+[against samples](plots/loss_samples.svg), one line per algorithm.
+TXT
+} >"$OUT/README.md"
+study_end

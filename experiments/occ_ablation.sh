@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Optimus-CC's ablation in miniature: baseline, CB, CB+FE, CB+FE+SC and CB without LEP on
+# dp 2 x pp 2, on an emulated 1 Gbit / 1 ms network and without emulation
+# (bench/occ/ablation.sh), with the communication per axis drawn by bagpipe report.
+# About 10 minutes on 2 idle cores. Environment: BAGPIPE (binary), RUNS_DIR, STEPS (200).
+source "$(dirname "$0")/lib.sh"
+study_begin occ_ablation "Optimus-CC's ablation: speed-up and validation loss against the baseline"
+BAGPIPE_BIN=$BP "$ROOT/bench/occ/ablation.sh" --steps "${STEPS:-200}" --out "$RUNS" 2>&1 |
+  tee "$OUT/log.txt"
+cp "$RUNS/table.md" "$RUNS/results.json" "$RUNS/about.txt" "$OUT/"
+mapfile -t runs < <(runs_with net bw=1Gbit,lat=1ms "$RUNS"/run*)
+plots plots "${runs[@]}"
+{
+  study_header
+  cat <<'TXT'
+
+A gpt of 4 layers and 256 channels (3.3 M parameters) on dp 2 x pp 2 (4 ranks), the same
+samples for every configuration, AdamW with warm-up, cosine decay and clipping; the
+configurations and columns are explained in [bench/occ/README.md](../../../bench/occ/README.md).
+Speed-up and loss change are against the baseline on the same network. The paper's
+target shape: CB+FE+SC clearly faster than the baseline on a slow network, with the
+validation loss within 2%.
+
+TXT
+  cat "$OUT/table.md"
+  cat <<'TXT'
+
+Plots of the runs on 1 Gbit / 1 ms ([index](plots/index.html)): validation loss against
+[time](plots/loss_time.svg) and [samples](plots/loss_samples.svg); bytes and exposed
+communication per axis and step of each configuration in plots/comm_run*.svg (runs in
+the table's order).
+TXT
+} >"$OUT/README.md"
+study_end
