@@ -32,6 +32,17 @@ study_header() {
 - commit: $commit$dirty
 - date: $(date -u '+%Y-%m-%d %H:%M UTC')
 HDR
+  cpu_share_note
+}
+
+# Where the study ran in a cpu cgroup of its own (cgroup v1) with a larger share than the
+# rest of the machine, the load average counts work that got little of the CPU: say so.
+cpu_share_note() {
+  local cg shares
+  cg=$(sed -nE 's/^[0-9]+:([^:]*,)?cpu(,[^:]*)?:(.+)$/\3/p' /proc/self/cgroup | head -1)
+  [ -n "$cg" ] && [ "$cg" != / ] && [ -r "/sys/fs/cgroup/cpu$cg/cpu.shares" ] || return 0
+  shares=$(cat "/sys/fs/cgroup/cpu$cg/cpu.shares")
+  echo "- CPU: ran in the cpu cgroup $cg with cpu.shares $shares (the machine's other work at the default 1024 or less), so the load average below counts work that got little of the CPU"
 }
 
 # plots NAME RUN_DIR... : bagpipe report of these runs into $OUT/NAME (index.html and the plots)
@@ -39,6 +50,7 @@ plots() {
   local name=$1
   shift
   "$BP" report "$@" --out "$OUT/$name" >/dev/null
+  rm -f "$OUT/$name"/*.png # index.html shows the SVGs; the PNGs would double the pages' size
 }
 
 # runs_with KEY VALUE RUN_DIR... : the run folders whose config record has KEY = VALUE

@@ -32,7 +32,7 @@ def summary(name, command):
         return f"## {name}\n\nNot run yet: `{command}`.\n"
     lines = open(path).read().splitlines()
     title = lines[0].lstrip("# ").strip()
-    header = [l for l in lines[1:] if l.startswith("- ")][:4]
+    header = [l for l in lines[1:] if l.startswith("- ")][:5]
     first_table, seen = [], False
     for l in lines:
         if l.startswith("|"):
