@@ -17,6 +17,8 @@ The default gpt (4 layers, 128 channels, 64 bytes of context) on the KJV text, g
 batch 16 on 2 ranks, $STEPS steps, every algorithm at its defaults. The target: the
 final validation loss within 5% of allreduce's (decentralized and async: 10%); being
 better is never a miss. Validation loss is in nats per byte.
+The losses do not depend on the machine's load (every algorithm but async is
+deterministic); the ms/step column does, and is only as good as the load below.
 
 TXT
   sed -n '/^| algorithm/,/^$/p' "$OUT/log.txt"
