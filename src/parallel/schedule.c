@@ -52,18 +52,21 @@ static int last_of(const bp_stream *st, int u) {
 int bp_schedule_stream(const bp_schedule *sched, const bp_stream *st, bp_pipe_op *ops, int *peak) {
     int N = st->N, V = N * st->M, total = st->K * V, n_upd = (st->K - 1) * N;
     int w = bp_schedule_warmup(sched, st->S, st->s, V), f = 0, b = 0, u = 0, n = 0;
-    int delay = st->tied && st->S > 1 && st->s == st->S - 1 ? min_int(st->S - 1, N - 1) : 0;
+    int delay = st->tied && st->s == st->S - 1 ? st->S - 1 : 0;
     *peak = 0;
     while (b < total) {
-        /* F(f) of step t > 0 waits for U(t - 1, j): update number f / V N - N + f % N */
-        bool waits = f >= V && u <= (f / V) * N - N + f % N;
+        /* F(f) of step t > 0 waits for U(t - 1, j), update number p = f / V N - N + f % N,
+         * and for up to s more backwards of step t - 1: the first stage can send it
+         * only after its own update, s stages of backwards away */
+        int p = (f / V) * N - N + f % N;
+        bool waits = f >= V && (u <= p || (b <= last_of(st, p) + st->s && b < f / V * V));
         bool fwd = f < total && f - b <= w && !waits;
         if (ops) ops[n] = (bp_pipe_op){fwd, fwd ? f : b, false};
         n++;
         if (fwd && ++f - b > *peak) *peak = f - b;
         if (fwd) continue;
         b++;
-        while (u < n_upd && (b == total || b > last_of(st, u) + delay)) {
+        while (u < n_upd && b > min_int(last_of(st, u) + delay, (u / N + 1) * V - 1)) {
             if (ops) ops[n] = (bp_pipe_op){false, u, true};
             n++, u++;
         }

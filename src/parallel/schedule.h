@@ -17,13 +17,15 @@
  * pipeline j, micro-batch i) in one list, each stage going on with the rule above,
  * "forward while at most w positions are held, else backward", w of one step
  * (N M positions). Pipeline j's update U(t, j) at this stage comes right after its
- * last backward of step t, and step t+1's forwards of pipeline j wait for it (a
- * backward runs meanwhile): so forwards of step t+1 fill the drain of step t. The
- * last step's updates are left to the caller (they end the stream); K = 1 is the
- * plain step. With a tied tensor the first and last stages meet in each update (a
- * collective), so the last stage delays U(t, j) by d = min(S - 1, N - 1) positions'
- * backwards, about the time the first stage needs to reach it, instead of waiting.
- * Positions held stay consecutive and at most w + 1 (bp_schedule_stream's peak). */
+ * last backward of step t, and step t+1's forwards of pipeline j wait for it and,
+ * while backwards of step t remain, for s more of them (the first stage sends that
+ * forward only after its own update, s stages of backwards away): so forwards of
+ * step t+1 fill the drain of step t. The last step's updates are left to the caller
+ * (they end the stream); K = 1 is the plain step. With a tied tensor the first and
+ * last stages meet in each update (a collective), so the last stage delays U(t, j)
+ * by S - 1 positions' backwards (at most to step t's last), about the time the
+ * first stage needs to reach it, instead of waiting. Positions held stay
+ * consecutive and at most w + 1 (bp_schedule_stream's peak). */
 #ifndef BP_PARALLEL_SCHEDULE_H
 #define BP_PARALLEL_SCHEDULE_H
 

@@ -41,6 +41,7 @@ typedef struct ctx {
 /* One step's figures, before averaging over the run. */
 typedef struct step_out {
     double step_s, compute_s, bubble, peak;
+    int stash;
     double exposed[BP_SIM_AXES], bytes[BP_SIM_AXES], max_bytes[BP_SIM_AXES];
 } step_out;
 
@@ -384,6 +385,7 @@ static void stage_figures(const ctx *c, int s, double dp_bytes, const bp_sim_sta
         o->bytes[a] += b[a] * j->dp * j->tp; /* every dp and tp rank of the stage alike */
     }
     o->peak = fmax(o->peak, peak_memory(c, s, per->peak_stash));
+    if (per->peak_stash > o->stash) o->stash = per->peak_stash;
 }
 
 /* The collectives every rank waits for after its buckets: the tied embedding
@@ -519,6 +521,7 @@ bp_status bp_sim_step(const bp_sim_job *j, const bp_sim_machine *m, bp_sim_step_
         r->compute_s += w * o.compute_s;
         r->bubble += w * o.bubble;
         r->peak_bytes = fmax(r->peak_bytes, o.peak);
+        if (o.stash > r->peak_stash) r->peak_stash = o.stash;
         for (int a = 0; a < BP_SIM_AXES; a++) {
             r->exposed_s[a] += w * o.exposed[a];
             r->bytes[a] += w * o.bytes[a];

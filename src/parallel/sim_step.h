@@ -82,6 +82,7 @@ typedef struct bp_sim_step_result {
     double max_bytes[BP_SIM_AXES];  /* ... and by the rank that sends most (hierarchical
                                      * dp: the mean over a node's ranks) */
     double peak_bytes;              /* the largest rank's memory */
+    int peak_stash;                 /* the most micro-batches a stage holds at once */
     double bubble;                  /* idle share of the stages in the pipeline */
 } bp_sim_step_result;
 

@@ -226,6 +226,7 @@ static void print_result(const bp_simulate_config *c, const bp_sim_step_result *
     print_axes("bytes_max", r->max_bytes, 1, out);
     fprintf(out, "%-18s %.6g\n", "bubble", r->bubble);
     fprintf(out, "%-18s %.6g\n", "peak_MB", MB(r->peak_bytes));
+    fprintf(out, "%-18s %d\n", "peak_stash", r->peak_stash);
 }
 
 bp_status bp_simulate_run(const bp_simulate_config *c, FILE *out, bp_err *err) {
