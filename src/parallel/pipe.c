@@ -242,7 +242,9 @@ static int update(bp_pipe *p, const bp_pipe_op *op, const bp_pipe_hooks *h, bp_e
 bp_status bp_pipe_stream(bp_pipe *p, int k, const bp_batch *micro, const bp_pipe_hooks *h,
                          double *loss, bp_err *err) {
     int V = p->N * p->M, n_ops, rc = BP_OK;
-    if (k < 1 || k > p->K) return bp_fail(err, BP_EINTERNAL, "a stream of %d steps (at most %d)", k, p->K);
+    if (k < 1 || k > p->K)
+        return bp_fail(err, BP_EINTERNAL, "stage %d: a stream of %d steps (at most %d)", p->s, k,
+                       p->K);
     stream_ops(p, &p->sched, k, &n_ops);
     for (int t = 0; t < k; t++) loss[t] = 0;
     for (int i = 0; rc == BP_OK && i < n_ops; i++) {

@@ -107,7 +107,9 @@ static void run_op(sim *m, int s, const bp_pipe_op *op, double ready) {
     /* Backward send b of a step's V is compressed when it is among the last cb_sends
      * (backwards go in order: b is the position in the step). */
     bool cb = !op->forward && !op->update && s > 0 && op->micro % m->V >= m->V - st->cb_sends;
-    double dur = op->update ? st->upd_s : op->forward ? st->fwd_s : st->bwd_s + (cb ? st->cb_s : 0.0);
+    double dur = op->update    ? st->upd_s
+                 : op->forward ? st->fwd_s
+                               : st->bwd_s + (cb ? st->cb_s : 0.0);
     size_t v = (size_t)op->micro, V = (size_t)m->V * (size_t)m->K;
     if (!op->forward && !op->update && v == V - 1) o->last_bwd_start_s = start;
     o->idle_s += start - m->clock[s];

@@ -56,7 +56,8 @@ static int simulate(const tuner *t, const bp_tune_candidate *k, double slow, dou
         st[s].fwd_s *= slow;
         st[s].bwd_s *= slow;
         st[s].update_s = slow * update_seconds(t, k, p->stage[s].update_s);
-        st[s].upd_s = slow * p->stage[s].update_s + (s == 0 || s == t->S - 1 ? embed_s(t, &link) : 0);
+        bool ends = s == 0 || s == t->S - 1;
+        st[s].upd_s = slow * p->stage[s].update_s + (ends ? embed_s(t, &link) : 0);
     }
     bp_sim_config sc = {.S = t->S, .N = k->N, .M = k->M * t->c->grad_accum,
                         .K = stream_steps(t, k), .tied = t->c->model.kind == BP_MODEL_GPT,
