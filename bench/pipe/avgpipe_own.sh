@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # AvgPipe with own batches against the best of gpipe and 1f1b at the same batch per
-# pipeline, on 2 stages (2 ranks) under an emulated network, then the simulator's
-# prediction for deeper pipelines. Prints per network and configuration: median
+# pipeline, on 2 stages (2 ranks) under an emulated network, flushing every step
+# (avgpipe2) and only where the replicas meet (avgpipe2nf, --avgpipe-flush average:
+# the local steps between averagings as one stream), then the simulator's prediction
+# for deeper pipelines. Prints per network and configuration: median
 # samples/s, its ratio to the better plain schedule, and the training time (the steps
 # x the median step time, evaluation excluded) to reach the validation loss 1f1b
 # reaches at half its steps. Environment: STEPS (80), NETS, BAGPIPE, OUT,
@@ -37,10 +39,11 @@ time_to() {
 }
 
 for net in $NETS; do
-  for cfg in gpipe 1f1b avgpipe2; do
+  for cfg in gpipe 1f1b avgpipe2 avgpipe2nf; do
     [ -n "${REPORT_ONLY:-}" ] && continue
     case $cfg in
-      avgpipe2) opts=(--schedule 1f1b --pipelines 2) ;;
+      avgpipe2) opts=(--schedule 1f1b --pipelines 2 --avgpipe-flush step) ;;
+      avgpipe2nf) opts=(--schedule 1f1b --pipelines 2 --avgpipe-flush average) ;;
       *) opts=(--schedule "$cfg") ;;
     esac
     scripts/mpirun.sh -n 2 "$BP" train "${COMMON[@]}" "${opts[@]}" --net "$net" \
@@ -50,10 +53,10 @@ for net in $NETS; do
   g=$(rate "$OUT/$net/gpipe/metrics.jsonl"); f=$(rate "$OUT/$net/1f1b/metrics.jsonl")
   best=$(awk -v a="$g" -v b="$f" 'BEGIN {print (a > b ? a : b)}')
   echo "network $net: target val_loss $target (1f1b at step $((STEPS / 2)))"
-  printf "  %-9s %10s %8s %20s\n" config samples/s ratio s_to_target
-  for cfg in gpipe 1f1b avgpipe2; do
+  printf "  %-10s %10s %8s %20s\n" config samples/s ratio s_to_target
+  for cfg in gpipe 1f1b avgpipe2 avgpipe2nf; do
     r=$(rate "$OUT/$net/$cfg/metrics.jsonl")
-    printf "  %-9s %10.1f %8.2f %20s\n" "$cfg" "$r" "$(awk -v r="$r" -v b="$best" 'BEGIN {print r / b}')" \
+    printf "  %-10s %10.1f %8.2f %20s\n" "$cfg" "$r" "$(awk -v r="$r" -v b="$best" 'BEGIN {print r / b}')" \
       "$(time_to "$OUT/$net/$cfg/metrics.jsonl" "$target")"
   done
 done
@@ -62,15 +65,20 @@ echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
 # The simulator at the paper's kind of scale: a 1024-channel gpt with 2 blocks per
 # stage on S stages of a V100-like device (15.7 TFLOP/s, 900 GB/s, efficiency 0.5),
 # 10 Gbit/s links, 4 micro-batches of 4 samples per pipeline: samples/s of the best
-# plain schedule and AvgPipe's ratio to it at N = 2 and 4.
+# plain schedule and AvgPipe's ratio to it at N = 2 and 4, flushing every step and
+# (nf) only at the averaging every 4 steps.
 echo "simulated (device model): samples/s and ratio to the best of gpipe and 1f1b"
-printf "  %3s %10s %8s %8s\n" S plain N=2 N=4
+printf "  %3s %10s %8s %8s %8s %8s\n" S plain N=2 N=2nf N=4 N=4nf
 for S in 4 8 16; do
   sim() { "$BP" simulate --pp "$S" --layers $((2 * S - 2)) --embd 1024 --heads 16 --seq-len 512 \
     --vocab 50257 --batch 16 --micro-batches 4 --device-flops 15.7e12 --device-bw 9e11 \
     --net bw=10Gbit,lat=10us "$@" | awk '$1 == "samples_per_s" {print $2}'; }
   g=$(sim --schedule gpipe); f=$(sim --schedule 1f1b)
-  a2=$(sim --schedule 1f1b --pipelines 2); a4=$(sim --schedule 1f1b --pipelines 4)
-  awk -v S="$S" -v g="$g" -v f="$f" -v a2="$a2" -v a4="$a4" 'BEGIN { b = g > f ? g : f
-    printf "  %3d %10.2f %7.2fx %7.2fx\n", S, b, a2 / b, a4 / b }'
+  a2=$(sim --schedule 1f1b --pipelines 2 --avgpipe-flush step)
+  n2=$(sim --schedule 1f1b --pipelines 2 --avgpipe-flush average)
+  a4=$(sim --schedule 1f1b --pipelines 4 --avgpipe-flush step)
+  n4=$(sim --schedule 1f1b --pipelines 4 --avgpipe-flush average)
+  awk -v S="$S" -v g="$g" -v f="$f" -v a2="$a2" -v n2="$n2" -v a4="$a4" -v n4="$n4" 'BEGIN {
+    b = g > f ? g : f
+    printf "  %3d %10.2f %7.2fx %7.2fx %7.2fx %7.2fx\n", S, b, a2 / b, n2 / b, a4 / b, n4 / b }'
 done

@@ -121,6 +121,15 @@ void bp_dp_backward_begin(bp_dp *dp);
 bp_status bp_dp_backward_end(bp_dp *dp, bp_err *err);
 bp_status bp_dp_step(bp_dp *dp, bp_err *err);
 
+/* A stream of steps without a flush (AvgPipe's local steps, parallel/step.h): its
+ * steps but the last update each replica inline, as soon as its gradients are
+ * complete (with that step's lr), instead of bp_dp_step; after the stream, and
+ * before the last step's bp_dp_step, bp_dp_count_steps counts them, each followed
+ * by the algorithm's after-step work (for AvgPipe's local steps: none). Only for
+ * algorithms without buckets and without an update of their own (avgpipe). */
+void bp_dp_replica_update(bp_dp *dp, int j, double lr);
+bp_status bp_dp_count_steps(bp_dp *dp, int n, bp_err *err);
+
 /* Whether the replicas may hold different weights (weight algorithms on > 1 rank). */
 bool bp_dp_replicas_differ(const bp_dp *dp);
 /* Collective: the average over all replicas (this rank's and the other ranks') of

@@ -23,17 +23,18 @@ typedef struct slot {
 
 struct bp_pipe {
     bp_comm *pp;
-    int S, s, N, M, micro_B, T; /* M: per pipeline */
+    int S, s, N, M, K, micro_B, T; /* M: per pipeline and step; K: most steps of a stream */
+    bool tied;
     size_t in_n, out_n; /* floats of a stage input / output for a full micro-batch */
     bp_model **models;  /* [N] */
-    bp_pipe_op *ops;    /* 2 N M, over positions v = i*N + j */
+    bp_pipe_op *ops;    /* of a stream of K steps (schedule.h) */
+    bp_schedule sched;
     slot *slots;        /* [N][n_slots] */
     int n_slots, in_use; /* n_slots per replica */
     bp_real *x_in, *dy; /* receive buffers, consumed before the next receive */
     bp_pipe_stats stats;
     bp_cb *cb;            /* Optimus-CC's compressed backpropagation; NULL: off */
     float *wire_in;       /* a compressed gradient received */
-    int bwd_done;         /* backward ops done in this step */
 };
 
 static int alloc_slots(bp_pipe *p, bp_err *err) {
@@ -63,27 +64,38 @@ static int alloc_wires(bp_pipe *p, bp_err *err) {
     return rc;
 }
 
+/* The op list of a stream of k steps into p->ops; its peak. */
+static int stream_ops(bp_pipe *p, const bp_schedule *sched, int k, int *n_ops) {
+    bp_stream st = {.S = p->S, .s = p->s, .N = p->N, .M = p->M, .K = k, .tied = p->tied};
+    int peak;
+    *n_ops = bp_schedule_stream(sched, &st, p->ops, &peak);
+    return peak;
+}
+
 bp_status bp_pipe_create(bp_comm *pp, bp_model **models, int N, const bp_schedule *sched, int M,
-                         int micro_B, int T, const bp_occ_config *occ, bp_pipe **out, bp_err *err) {
+                         int K, bool tied, int micro_B, int T, const bp_occ_config *occ,
+                         bp_pipe **out, bp_err *err) {
     *out = NULL;
     bp_pipe *p = calloc(1, sizeof *p);
     if (!p) return bp_fail(err, BP_ENOMEM, "out of memory");
     bp_model *m = models[0];
     const bp_model_config *cfg = bp_model_get_config(m);
     *p = (bp_pipe){.pp = pp, .S = bp_comm_size(pp), .s = bp_comm_rank(pp), .N = N, .M = M,
-                   .micro_B = micro_B, .T = T, .models = models};
+                   .K = K, .tied = tied, .micro_B = micro_B, .T = T, .models = models,
+                   .sched = *sched};
     size_t rows = (size_t)micro_B * (size_t)T;
     p->in_n = rows * (size_t)bp_model_boundary_width(cfg, bp_model_block_begin(m));
     p->out_n = rows * (size_t)bp_model_boundary_width(cfg, bp_model_block_end(m));
-    int V = N * M; /* positions of the interleaved stream */
-    /* The positions in flight at once are consecutive (forwards and backwards both go
-     * in order), at most peak of them, so replica j holds at most ceil(peak / N). */
-    int peak = bp_schedule_peak_stash(sched, p->S, p->s, V);
-    p->n_slots = (peak + N - 1) / N;
-    int rc = (p->ops = malloc(2 * (size_t)V * sizeof *p->ops))
+    size_t V = (size_t)N * (size_t)M * (size_t)K; /* positions of the longest stream */
+    int rc = (p->ops = malloc((2 * V + V / (size_t)M) * sizeof *p->ops))
                  ? BP_OK
                  : bp_fail(err, BP_ENOMEM, "out of memory");
-    if (rc == BP_OK) bp_schedule_ops(sched, p->S, p->s, V, p->ops);
+    /* The positions in flight at once are consecutive (forwards and backwards both go
+     * in order), at most peak of them, so replica j holds at most ceil(peak / N); a
+     * shorter stream's list is the longest one's until its last forward, so it holds
+     * no more. */
+    int n_ops;
+    if (rc == BP_OK) p->n_slots = (stream_ops(p, sched, K, &n_ops) + N - 1) / N;
     if (rc == BP_OK) rc = alloc_slots(p, err);
     if (rc == BP_OK && occ)
         rc = bp_cb_create(occ, p->S, p->s, N, rows, p->in_n, p->out_n, &p->cb, err);
@@ -166,7 +178,7 @@ static int forward(bp_pipe *p, const bp_batch *b, int micro, double *loss, bp_er
     rc = bp_model_forward(p->models[bp_avgpipe_replica(micro, p->N)], sl->acts, b,
                           p->s > 0 ? p->x_in : NULL, loss, err);
     p->stats.busy_s += bp_now() - t0;
-    bp_trace_micro(bp_comm_trace(p->pp), "forward", t0, micro / p->N,
+    bp_trace_micro(bp_comm_trace(p->pp), "forward", t0, micro % (p->N * p->M) / p->N,
                    bp_avgpipe_replica(micro, p->N));
     if (rc == BP_OK && p->s < p->S - 1) {
         size_t out_n = p->out_n / ((size_t)p->micro_B * p->T) * rows;
@@ -204,7 +216,7 @@ static int send_dx(bp_pipe *p, slot *sl, int micro, int b, bp_err *err) {
 static int backward(bp_pipe *p, const bp_batch *b, int micro, bp_err *err) {
     slot *sl = find_slot(p, micro);
     if (!sl) return bp_fail(err, BP_EINTERNAL, "stage %d: micro-batch %d has no activations", p->s, micro);
-    int k = p->bwd_done++;
+    int k = micro % (p->N * p->M); /* backwards go in order: the step's k-th */
     int rc = timed_wait(p, &sl->bwd_req);
     if (rc) return bp_comm_fail(p->pp, rc, err);
     if (p->s < p->S - 1 && (rc = receive_dy(p, k, err))) return rc;
@@ -212,30 +224,43 @@ static int backward(bp_pipe *p, const bp_batch *b, int micro, bp_err *err) {
     rc = bp_model_backward(p->models[bp_avgpipe_replica(micro, p->N)], sl->acts, b, p->s < p->S - 1 ? p->dy : NULL,
                            p->s > 0 ? sl->dx : NULL, (bp_real)(1.0 / p->M), err);
     p->stats.busy_s += bp_now() - t0;
-    bp_trace_micro(bp_comm_trace(p->pp), "backward", t0, micro / p->N,
+    bp_trace_micro(bp_comm_trace(p->pp), "backward", t0, micro % (p->N * p->M) / p->N,
                    bp_avgpipe_replica(micro, p->N));
     sl->micro = -1;
     p->in_use--;
     return rc == BP_OK && p->s > 0 ? send_dx(p, sl, micro, k, err) : rc;
 }
 
-bp_status bp_pipe_step(bp_pipe *p, const bp_batch *micro, bp_pipe_last_backward_fn last_backward,
-                       void *ctx, double *loss, bp_err *err) {
-    double sum = 0;
-    int rc = BP_OK, n_ops = 2 * p->N * p->M;
-    p->bwd_done = 0;
+static int update(bp_pipe *p, const bp_pipe_op *op, const bp_pipe_hooks *h, bp_err *err) {
+    if (!h || !h->update) return BP_OK;
+    double t0 = bp_now();
+    int rc = h->update(h->ctx, op->micro / p->N, op->micro % p->N, err);
+    p->stats.busy_s += bp_now() - t0;
+    return rc;
+}
+
+bp_status bp_pipe_stream(bp_pipe *p, int k, const bp_batch *micro, const bp_pipe_hooks *h,
+                         double *loss, bp_err *err) {
+    int V = p->N * p->M, n_ops, rc = BP_OK;
+    if (k < 1 || k > p->K)
+        return bp_fail(err, BP_EINTERNAL, "stage %d: a stream of %d steps (at most %d)", p->s, k,
+                       p->K);
+    stream_ops(p, &p->sched, k, &n_ops);
+    for (int t = 0; t < k; t++) loss[t] = 0;
     for (int i = 0; rc == BP_OK && i < n_ops; i++) {
         const bp_pipe_op *op = &p->ops[i];
-        if (op->forward) {
+        if (op->update) {
+            rc = update(p, op, h, err);
+        } else if (op->forward) {
             double l = 0;
             rc = forward(p, &micro[op->micro], op->micro, &l, err);
-            sum += l;
+            loss[op->micro / V] += l;
         } else {
-            if (i == n_ops - 1 && last_backward) last_backward(ctx);
+            if (i == n_ops - 1 && h && h->last_backward) h->last_backward(h->ctx);
             rc = backward(p, &micro[op->micro], op->micro, err);
         }
     }
-    *loss = p->s == p->S - 1 ? sum / (p->N * p->M) : NAN;
+    for (int t = 0; t < k; t++) loss[t] = p->s == p->S - 1 ? loss[t] / V : NAN;
     return rc;
 }
 

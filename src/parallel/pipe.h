@@ -34,23 +34,34 @@ typedef struct bp_pipe_stats {
     long cb_compressed; /* ... of which compressed */
 } bp_pipe_stats;
 
-/* Called once, right before the backward of the last micro-batch of a step. */
-typedef void (*bp_pipe_last_backward_fn)(void *ctx);
+/* What the caller does inside a stream (both may be NULL): right before its last
+ * backward, and pipeline j's update of step t (t < K - 1), which must leave
+ * replica j's gradients zeroed for the next step. */
+typedef struct bp_pipe_hooks {
+    void (*last_backward)(void *ctx);
+    bp_status (*update)(void *ctx, int t, int j, bp_err *err);
+    void *ctx;
+} bp_pipe_hooks;
 
 /* models[0..N): this stage's blocks, one replica per pipeline; M: micro-batches per
- * pipeline and step, each of micro_B x T; occ (or NULL): Optimus-CC's compressed
- * backpropagation of the gradients sent backward (cb_rank 0: off). */
+ * pipeline and step, each of micro_B x T; K: the most steps of one stream (1: a
+ * flush every step), tied: the updates sync a tied tensor between the first and last
+ * stages (bp_stream); occ (or NULL): Optimus-CC's compressed backpropagation of the
+ * gradients sent backward (cb_rank 0: off). */
 bp_status bp_pipe_create(bp_comm *pp, bp_model **models, int N, const bp_schedule *sched, int M,
-                         int micro_B, int T, const bp_occ_config *occ, bp_pipe **out, bp_err *err);
+                         int K, bool tied, int micro_B, int T, const bp_occ_config *occ,
+                         bp_pipe **out, bp_err *err);
 void bp_pipe_destroy(bp_pipe *p);
 
-/* One step over the N x M micro-batches micro[0..N*M), pipeline j's micro-batch i
- * at index i*N + j (inputs are used by the first stage, targets by the last).
- * Gradients accumulate into each replica (the caller zeroes them), each micro-
- * batch's loss scaled by 1/M so they sum to the pipeline's mean. On the last stage
- * *loss is the mean loss over all micro-batches; NaN elsewhere. */
-bp_status bp_pipe_step(bp_pipe *p, const bp_batch *micro, bp_pipe_last_backward_fn last_backward,
-                       void *ctx, double *loss, bp_err *err);
+/* k <= K steps as one stream (schedule.h) over the k x N x M micro-batches
+ * micro[0..k N M), step t's micro-batch i of pipeline j at t N M + i N + j (inputs
+ * are used by the first stage, targets by the last). Gradients accumulate into each
+ * replica (the caller zeroes them before), each micro-batch's loss scaled by 1/M so
+ * they sum to the pipeline's mean; the updates of the first k - 1 steps run inline
+ * through h->update, the last step's gradients are left to the caller. On the last
+ * stage loss[t] is step t's mean loss over its micro-batches; NaN elsewhere. */
+bp_status bp_pipe_stream(bp_pipe *p, int k, const bp_batch *micro, const bp_pipe_hooks *h,
+                         double *loss, bp_err *err);
 
 /* Forward only through replica `j`, for evaluation (collective over the stages). On
  * the last stage *loss is the mean loss of batch b (at most micro_B rows, targets

@@ -44,14 +44,39 @@ int bp_schedule_warmup(const bp_schedule *sched, int S, int s, int M) {
     }
 }
 
-void bp_schedule_ops(const bp_schedule *sched, int S, int s, int M, bp_pipe_op *ops) {
-    int w = bp_schedule_warmup(sched, S, s, M), f = 0, b = 0, n = 0;
-    while (f < w) ops[n++] = (bp_pipe_op){true, f++};
-    while (f < M) {
-        ops[n++] = (bp_pipe_op){true, f++};
-        ops[n++] = (bp_pipe_op){false, b++};
+/* The last position of pipeline j in step t, where U(t, j) may come. */
+static int last_of(const bp_stream *st, int u) {
+    return (u / st->N) * st->N * st->M + (st->M - 1) * st->N + u % st->N;
+}
+
+int bp_schedule_stream(const bp_schedule *sched, const bp_stream *st, bp_pipe_op *ops, int *peak) {
+    int N = st->N, V = N * st->M, total = st->K * V, n_upd = (st->K - 1) * N;
+    int w = bp_schedule_warmup(sched, st->S, st->s, V), f = 0, b = 0, u = 0, n = 0;
+    int delay = st->tied && st->s == st->S - 1 ? st->S - 1 : 0;
+    *peak = 0;
+    while (b < total) {
+        /* F(f) of step t > 0 waits for U(t - 1, j), update number p = f / V N - N + f % N,
+         * and for up to s more backwards of step t - 1: the first stage can send it
+         * only after its own update, s stages of backwards away */
+        int p = (f / V) * N - N + f % N;
+        bool waits = f >= V && (u <= p || (b <= last_of(st, p) + st->s && b < f / V * V));
+        bool fwd = f < total && f - b <= w && !waits;
+        if (ops) ops[n] = (bp_pipe_op){fwd, fwd ? f : b, false};
+        n++;
+        if (fwd && ++f - b > *peak) *peak = f - b;
+        if (fwd) continue;
+        b++;
+        while (u < n_upd && b > min_int(last_of(st, u) + delay, (u / N + 1) * V - 1)) {
+            if (ops) ops[n] = (bp_pipe_op){false, u, true};
+            n++, u++;
+        }
     }
-    while (b < M) ops[n++] = (bp_pipe_op){false, b++};
+    return n;
+}
+
+void bp_schedule_ops(const bp_schedule *sched, int S, int s, int M, bp_pipe_op *ops) {
+    int peak;
+    bp_schedule_stream(sched, &(bp_stream){.S = S, .s = s, .N = 1, .M = M, .K = 1}, ops, &peak);
 }
 
 int bp_schedule_peak_stash(const bp_schedule *sched, int S, int s, int M) {

@@ -41,6 +41,7 @@ typedef struct ctx {
 /* One step's figures, before averaging over the run. */
 typedef struct step_out {
     double step_s, compute_s, bubble, peak;
+    int stash;
     double exposed[BP_SIM_AXES], bytes[BP_SIM_AXES], max_bytes[BP_SIM_AXES];
 } step_out;
 
@@ -196,17 +197,32 @@ static void cb_costs(const ctx *c, int s, bp_sim_stage *st) {
     st->cb_s = bp_sim_matmul_s(c->m, 8.0 * rows * cols * r) + bp_sim_vec_s(c->m, 2 * c->act_floats);
 }
 
+/* Steps of one pipeline stream (1: a flush every step). */
+static int stream_steps(const bp_sim_job *j) { return j->stream_steps > 1 ? j->stream_steps : 1; }
+
+/* One replica's tied embedding allreduce (first and last stages, or every replica's). */
+static double embed_one_s(const ctx *c, double *bytes) {
+    const bp_sim_job *j = c->j;
+    if (j->pp <= 1) return 0;
+    int ranks = j->fused_embedding ? 2 * j->dp : 2;
+    return allreduce_s(c, &c->embed_link, ranks, (size_t)j->mc.vocab * j->mc.n_embd, bytes);
+}
+
 static int run_pipeline(const ctx *c, bp_sim_result *r, bp_sim_stage_result *per) {
     const bp_sim_job *j = c->j;
     bp_sim_stage *st = calloc((size_t)j->pp, sizeof *st);
     if (!st) return BP_ENOMEM;
     for (int s = 0; s < j->pp; s++) {
+        double unused = 0;
+        bool ends = s == 0 || s == j->pp - 1;
         st[s] = (bp_sim_stage){.fwd_s = c->st[s].fwd_s, .bwd_s = c->st[s].bwd_s,
-                               .out_bytes = c->act_floats * sizeof(bp_real)};
+                               .out_bytes = c->act_floats * sizeof(bp_real),
+                               .upd_s = bp_sim_optim_s(c->m, c->st[s].params) +
+                                        (ends ? embed_one_s(c, &unused) : 0)};
         cb_costs(c, s, &st[s]);
     }
-    bp_sim_config sc = {.S = j->pp, .N = j->N, .M = j->M, .sched = j->sched, .stage = st,
-                        .link = c->pp_link};
+    bp_sim_config sc = {.S = j->pp, .N = j->N, .M = j->M, .K = stream_steps(j), .tied = true,
+                        .sched = j->sched, .stage = st, .link = c->pp_link};
     int rc = bp_sim_run(&sc, r, per);
     free(st);
     return rc;
@@ -369,6 +385,7 @@ static void stage_figures(const ctx *c, int s, double dp_bytes, const bp_sim_sta
         o->bytes[a] += b[a] * j->dp * j->tp; /* every dp and tp rank of the stage alike */
     }
     o->peak = fmax(o->peak, peak_memory(c, s, per->peak_stash));
+    if (per->peak_stash > o->stash) o->stash = per->peak_stash;
 }
 
 /* The collectives every rank waits for after its buckets: the tied embedding
@@ -380,11 +397,7 @@ static double end_of_backward(const ctx *c, const double *ready, double *embed_e
     const bp_sim_job *j = c->j;
     int S = j->pp;
     double embed = 0, eb = 0, unused = 0;
-    if (S > 1) {
-        int ranks = j->fused_embedding ? 2 * j->dp : 2;
-        size_t n = (size_t)j->mc.vocab * j->mc.n_embd;
-        for (int k = 0; k < j->N; k++) embed += allreduce_s(c, &c->embed_link, ranks, n, &eb);
-    }
+    for (int k = 0; k < j->N; k++) embed += embed_one_s(c, &eb);
     *embed_end = fmax(ready[0], ready[S - 1]) + embed;
     o->max_bytes[BP_SIM_EMBED] = eb;
     o->bytes[BP_SIM_EMBED] = S > 1 ? eb * 2 * j->dp * j->tp : 0; /* first and last stages */
@@ -395,7 +408,8 @@ static double end_of_backward(const ctx *c, const double *ready, double *embed_e
         agree += allreduce_s(c, &l, j->tp, (size_t)j->N, &unused);
     }
     if (S > 1) agree += allreduce_s(c, &c->pp_link, S, (size_t)j->N, &unused);
-    return t + (j->local_steps ? agree / (double)j->dpc.ea_period : agree);
+    /* a stream of K steps agrees once (K <= the period) */
+    return t + (j->local_steps ? agree * stream_steps(j) / (double)j->dpc.ea_period : agree);
 }
 
 /* Optimizer steps of stage s's replicas (qadam's own after its warm-up). */
@@ -420,13 +434,16 @@ static int one_step(const ctx *c, bool warm, step_out *o) {
         stage_figures(c, s, dpb, &per[s], o);
     }
     if (rc == BP_OK) {
+        /* a stream of K steps: its time over K (the averaging, once a period, is
+         * counted per step by mix_s) */
+        int K = stream_steps(j);
         double embed_end, sync = end_of_backward(c, ready, &embed_end, o), last = 0, mix0 = 0;
         for (int s = 0; s < S; s++) {
-            double unused = 0, mix = mix_s(c, s, warm, 0, per[s].end_s, &unused);
+            double unused = 0, mix = K * mix_s(c, s, warm, 0, per[s].end_s, &unused);
             last = fmax(last, optim_s(c, s, warm) + mix);
             if (s == 0) mix0 = mix;
         }
-        o->step_s = sync + last;
+        o->step_s = (sync + last) / K;
         for (int s = 0; s < S; s++) { /* async's bytes depend on the step's length */
             double mb = 0;
             mix_s(c, s, warm, o->step_s, per[s].end_s, &mb);
@@ -434,10 +451,10 @@ static int one_step(const ctx *c, bool warm, step_out *o) {
             o->max_bytes[BP_SIM_DP] = fmax(o->max_bytes[BP_SIM_DP], mb);
         }
         o->bubble = pr.bubble;
-        o->exposed[BP_SIM_DP] = ready[0] - per[0].end_s + mix0;
-        o->exposed[BP_SIM_PP] = per[0].idle_s;
+        o->exposed[BP_SIM_DP] = (ready[0] - per[0].end_s + mix0) / K;
+        o->exposed[BP_SIM_PP] = per[0].idle_s / K;
         o->exposed[BP_SIM_TP] = j->tp > 1 ? 4.0 * c->st[0].layers * c->V * c->st[0].tp_s : 0;
-        o->exposed[BP_SIM_EMBED] = S > 1 ? embed_end - ready[0] : 0;
+        o->exposed[BP_SIM_EMBED] = S > 1 ? (embed_end - ready[0]) / K : 0;
         o->compute_s = o->step_s;
         for (int a = 0; a < BP_SIM_AXES; a++) o->compute_s -= o->exposed[a];
     }
@@ -504,6 +521,7 @@ bp_status bp_sim_step(const bp_sim_job *j, const bp_sim_machine *m, bp_sim_step_
         r->compute_s += w * o.compute_s;
         r->bubble += w * o.bubble;
         r->peak_bytes = fmax(r->peak_bytes, o.peak);
+        if (o.stash > r->peak_stash) r->peak_stash = o.stash;
         for (int a = 0; a < BP_SIM_AXES; a++) {
             r->exposed_s[a] += w * o.exposed[a];
             r->bytes[a] += w * o.bytes[a];

@@ -27,6 +27,11 @@
  *    every --sync-ms and costs the step nothing but bytes (after --async-warmup
  *    steps of allreduce's buckets).
  *
+ * With AvgPipe's streams of K local steps without a flush (--avgpipe-flush), the
+ * pipeline simulation runs the K steps' stream with each pipeline's inline update
+ * (its optimizer, and on the first and last stages its tied embedding's allreduce,
+ * where they meet), the last step's end as above, and the step is the stream over K.
+ *
  * A step with a warm-up (qadam, powersgd, async, --sc-stages) or an averaging every K
  * steps is predicted as the mean over the run's --steps.
  *
@@ -53,6 +58,8 @@ typedef struct bp_sim_job {
     int N;              /* pipelines per stage rank (1 without AvgPipe) */
     bool avgpipe;       /* --pipelines given: the replicas average elastically */
     bool local_steps;   /* AvgPipe: only averaging steps agree (parallel/step.h) */
+    int stream_steps;   /* AvgPipe: steps of one pipeline stream without a flush (0, 1:
+                         * a flush every step; --avgpipe-flush) */
     int M;              /* micro-batches per pipeline and step (x --grad-accum) */
     int micro_B;        /* samples per micro-batch */
     bp_schedule sched;
@@ -75,6 +82,7 @@ typedef struct bp_sim_step_result {
     double max_bytes[BP_SIM_AXES];  /* ... and by the rank that sends most (hierarchical
                                      * dp: the mean over a node's ranks) */
     double peak_bytes;              /* the largest rank's memory */
+    int peak_stash;                 /* the most micro-batches a stage holds at once */
     double bubble;                  /* idle share of the stages in the pipeline */
 } bp_sim_step_result;
 

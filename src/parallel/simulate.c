@@ -8,15 +8,17 @@
  * gradient arrive (negative: not yet sent). */
 typedef struct sim {
     const bp_sim_config *c;
-    int V;              /* positions of the stream, N x M */
-    bp_pipe_op *ops;    /* [S][2V] */
-    double *act_at;     /* [S][V]: activation of v arrives at stage s */
-    double *grad_at;    /* [S][V]: gradient of v arrives at stage s */
+    int V;              /* positions of one step, N x M */
+    int K, n_ops;       /* steps of the stream; the most operations of a stage */
+    bp_pipe_op *ops;    /* [S][n_ops] */
+    int *count;         /* [S]: operations of stage s */
+    double *u_at;       /* [S][K N]: when the stage reached update u (negative: not yet) */
+    double *act_at;     /* [S][K V]: activation of v arrives at stage s */
+    double *grad_at;    /* [S][K V]: gradient of v arrives at stage s */
     double *fwd_link;   /* [S]: link s -> s+1 is free from */
     double *bwd_link;   /* [S]: link s -> s-1 is free from */
     double *clock;      /* [S]: the stage is free from */
     int *next, *in_use; /* [S] */
-    int *bwd_done;      /* [S]: backward operations run */
     bp_sim_stage_result *out; /* [S] */
 } sim;
 
@@ -43,59 +45,79 @@ static double deliver(const bp_sim_link *l, double *link_free, double t, size_t 
 
 static void sim_free(sim *m) {
     free(m->ops), free(m->act_at), free(m->grad_at), free(m->fwd_link), free(m->bwd_link);
-    free(m->clock), free(m->next), free(m->in_use), free(m->out), free(m->bwd_done);
+    free(m->clock), free(m->next), free(m->in_use), free(m->out), free(m->count), free(m->u_at);
 }
 
 static int sim_init(sim *m, const bp_sim_config *c) {
-    int S = c->S, V = c->N * c->M;
-    size_t sv = (size_t)S * (size_t)V;
-    *m = (sim){.c = c, .V = V};
-    m->ops = malloc(2 * sv * sizeof *m->ops);
+    int S = c->S, V = c->N * c->M, K = c->K > 1 ? c->K : 1;
+    size_t sv = (size_t)S * (size_t)V * (size_t)K, su = (size_t)S * (size_t)K * (size_t)c->N;
+    *m = (sim){.c = c, .V = V, .K = K, .n_ops = 2 * K * V + (K - 1) * c->N};
+    m->ops = malloc((size_t)S * (size_t)m->n_ops * sizeof *m->ops);
     m->act_at = malloc(sv * sizeof(double));
     m->grad_at = malloc(sv * sizeof(double));
+    m->u_at = malloc(su * sizeof(double));
     m->fwd_link = calloc((size_t)S, sizeof(double));
     m->bwd_link = calloc((size_t)S, sizeof(double));
     m->clock = malloc((size_t)S * sizeof(double));
     m->next = calloc((size_t)S, sizeof(int));
     m->in_use = calloc((size_t)S, sizeof(int));
     m->out = calloc((size_t)S, sizeof *m->out);
-    m->bwd_done = calloc((size_t)S, sizeof(int));
-    if (!m->ops || !m->act_at || !m->grad_at || !m->fwd_link || !m->bwd_link || !m->clock ||
-        !m->next || !m->in_use || !m->out || !m->bwd_done) {
+    m->count = calloc((size_t)S, sizeof(int));
+    if (!m->ops || !m->act_at || !m->grad_at || !m->u_at || !m->fwd_link || !m->bwd_link ||
+        !m->clock || !m->next || !m->in_use || !m->out || !m->count) {
         sim_free(m);
         return BP_ENOMEM;
     }
     for (size_t i = 0; i < sv; i++) m->act_at[i] = m->grad_at[i] = -1;
+    for (size_t i = 0; i < su; i++) m->u_at[i] = -1;
     for (int s = 0; s < S; s++) {
-        bp_schedule_ops(&c->sched, S, s, V, m->ops + (size_t)s * 2 * V);
+        bp_stream st = {.S = S, .s = s, .N = c->N, .M = c->M, .K = K, .tied = c->tied};
+        int peak;
+        m->count[s] = bp_schedule_stream(&c->sched, &st, m->ops + (size_t)s * m->n_ops, &peak);
         m->clock[s] = c->stage[s].update_s;
     }
     return BP_OK;
 }
 
+/* Whether stage s's updates are a collective of the first and last stages. */
+static bool meets(const sim *m, int s) {
+    return m->c->tied && m->c->S > 1 && (s == 0 || s == m->c->S - 1);
+}
+
 /* When the input of stage s's next operation is there; negative if not yet. */
-static double ready_at(const sim *m, int s, const bp_pipe_op *op) {
-    size_t at = (size_t)s * (size_t)m->V + (size_t)op->micro;
+static double ready_at(sim *m, int s, const bp_pipe_op *op) {
+    if (op->update) { /* reached now; with a tied tensor, also by the other end */
+        size_t u = (size_t)op->micro, n = (size_t)m->K * (size_t)m->c->N;
+        if (m->u_at[(size_t)s * n + u] < 0) m->u_at[(size_t)s * n + u] = m->clock[s];
+        return meets(m, s) ? m->u_at[(size_t)(s == 0 ? m->c->S - 1 : 0) * n + u] : 0.0;
+    }
+    size_t at = (size_t)s * (size_t)m->V * (size_t)m->K + (size_t)op->micro;
     if (op->forward) return s == 0 ? 0.0 : m->act_at[at];
     return s == m->c->S - 1 ? 0.0 : m->grad_at[at];
 }
 
 /* Run stage s's next operation, which can start once its input is there at `ready`,
  * and send its result on. */
+/* Run stage s's next operation, which can start once its input is there at `ready`,
+ * and send its result on. */
 static void run_op(sim *m, int s, const bp_pipe_op *op, double ready) {
     const bp_sim_stage *st = &m->c->stage[s];
     bp_sim_stage_result *o = &m->out[s];
     double start = ready > m->clock[s] ? ready + m->c->link.wake_s : m->clock[s];
-    /* Backward send b of V is compressed when it is among the last cb_sends. */
-    bool cb = !op->forward && s > 0 && m->bwd_done[s] >= m->V - st->cb_sends;
-    double dur = op->forward ? st->fwd_s : st->bwd_s + (cb ? st->cb_s : 0.0);
-    if (!op->forward && ++m->bwd_done[s] == m->V) o->last_bwd_start_s = start;
+    /* Backward send b of a step's V is compressed when it is among the last cb_sends
+     * (backwards go in order: b is the position in the step). */
+    bool cb = !op->forward && !op->update && s > 0 && op->micro % m->V >= m->V - st->cb_sends;
+    double dur = op->update    ? st->upd_s
+                 : op->forward ? st->fwd_s
+                               : st->bwd_s + (cb ? st->cb_s : 0.0);
+    size_t v = (size_t)op->micro, V = (size_t)m->V * (size_t)m->K;
+    if (!op->forward && !op->update && v == V - 1) o->last_bwd_start_s = start;
     o->idle_s += start - m->clock[s];
     o->busy_s += dur;
     m->clock[s] = start + dur;
+    if (op->update) return;
     if (op->forward && ++m->in_use[s] > o->peak_stash) o->peak_stash = m->in_use[s];
     if (!op->forward) m->in_use[s]--;
-    size_t v = (size_t)op->micro, V = (size_t)m->V;
     if (op->forward && s < m->c->S - 1)
         m->act_at[(size_t)(s + 1) * V + v] =
             deliver(&m->c->link, &m->fwd_link[s], m->clock[s], st->out_bytes);
@@ -108,8 +130,8 @@ static void run_op(sim *m, int s, const bp_pipe_op *op, double ready) {
 /* Run stage s as far as its inputs allow; the number of operations run. */
 static int advance(sim *m, int s) {
     int ran = 0;
-    const bp_pipe_op *ops = m->ops + (size_t)s * 2 * (size_t)m->V;
-    while (m->next[s] < 2 * m->V) {
+    const bp_pipe_op *ops = m->ops + (size_t)s * (size_t)m->n_ops;
+    while (m->next[s] < m->count[s]) {
         const bp_pipe_op *op = &ops[m->next[s]];
         double ready = ready_at(m, s, op);
         if (ready < 0) break;
@@ -133,8 +155,9 @@ static void summarize(sim *m, bp_sim_result *r) {
         busy += o->busy_s;
         r->peak_bytes = o->peak_bytes > r->peak_bytes ? o->peak_bytes : r->peak_bytes;
     }
-    r->step_s = end + c->sync_s;
-    r->bubble = r->step_s > 0 ? 1.0 - busy / (c->S * r->step_s) : 0.0;
+    double stream_s = end + c->sync_s;
+    r->step_s = stream_s / m->K;
+    r->bubble = stream_s > 0 ? 1.0 - busy / (c->S * stream_s) : 0.0;
 }
 
 bp_status bp_sim_run(const bp_sim_config *c, bp_sim_result *r, bp_sim_stage_result *per_stage) {
@@ -143,7 +166,8 @@ bp_status bp_sim_run(const bp_sim_config *c, bp_sim_result *r, bp_sim_stage_resu
     if (sim_init(&m, c)) return BP_ENOMEM;
     /* Sweep the stages until none can move: each sweep runs at least one operation
      * unless every stage is done or waits for an input that never comes. */
-    int ran, left = c->S * 2 * m.V;
+    int ran, left = 0;
+    for (int s = 0; s < c->S; s++) left += m.count[s];
     do {
         ran = 0;
         for (int s = 0; s < c->S; s++) ran += advance(&m, s);

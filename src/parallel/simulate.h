@@ -1,10 +1,13 @@
 /* A predictor of one training step of a pipeline (DESIGN.md sections 4 and 6).
  *
  * A discrete-event simulation of exactly what the runtime (parallel/pipe.c) does:
- * every stage runs its operations of bp_schedule_ops over the N x M positions of
- * the AvgPipe stream, in order, one at a time. F(v) on stage s starts when the
- * stage is free and the activation of F(v) on stage s-1 has arrived; B(v) when the
- * gradient of B(v) on stage s+1 has arrived. Sends do not block the sender.
+ * every stage runs its operations of bp_schedule_stream over the K x N x M
+ * positions of the AvgPipe stream, in order, one at a time. F(v) on stage s starts
+ * when the stage is free and the activation of F(v) on stage s-1 has arrived; B(v)
+ * when the gradient of B(v) on stage s+1 has arrived; an inline update U (a stream
+ * of K > 1 steps without a flush) when the stage is free, and with a tied tensor
+ * on the first and last stages when both have reached it (their collective). Sends
+ * do not block the sender.
  *
  * A message takes, with an emulated network (bagpipe/comm.h), its serialization
  * on the sender's directed link, queued behind the link's earlier messages, plus
@@ -16,7 +19,8 @@
  * A step on stage s is: `update_s` (zeroing gradients, the optimizer steps of its
  * N replicas, their averaging), then its operations, then the collectives that end
  * a step on every rank (`sync_s`), which make all stages wait for the slowest. So
- * the step time is the latest stage's end plus sync_s.
+ * the step time is the latest stage's end plus sync_s, over K for a stream of K
+ * steps (update_s and sync_s then are the stream's last step's).
  *
  * Memory of stage s: N replicas' parameters, gradients, optimizer state and
  * workspace, plus the most micro-batch activations it holds at once. */
@@ -33,7 +37,8 @@
 /* What one stage costs; times in seconds, per micro-batch where it says so. */
 typedef struct bp_sim_stage {
     double fwd_s, bwd_s;  /* one micro-batch, including the per-operation overhead */
-    double update_s;      /* once per step, before the first operation */
+    double update_s;      /* once per step (stream), before the first operation */
+    double upd_s;         /* one pipeline's update inline in a stream (U) */
     size_t act_bytes;     /* activations one micro-batch in flight holds */
     size_t replica_bytes; /* parameters + gradients + optimizer state + workspace */
     size_t out_bytes;     /* activation sent to stage s+1 (its gradient comes back) */
@@ -55,6 +60,8 @@ typedef struct bp_sim_link {
 
 typedef struct bp_sim_config {
     int S, N, M; /* stages, pipelines, micro-batches per pipeline */
+    int K;       /* steps of one stream without a flush (0 or 1: a flush every step) */
+    bool tied;   /* the first and last stages meet in each inline update */
     bp_schedule sched;
     const bp_sim_stage *stage; /* [S] */
     bp_sim_link link;
@@ -67,12 +74,12 @@ typedef struct bp_sim_stage_result {
     double idle_s;  /* waiting for activations or gradients */
     int peak_stash; /* most micro-batches held at once */
     double peak_bytes;
-    double last_bwd_start_s; /* the step's last backward starts (data parallelism's
+    double last_bwd_start_s; /* the stream's last backward starts (data parallelism's
                               * buckets overlap it) */
 } bp_sim_stage_result;
 
 typedef struct bp_sim_result {
-    double step_s;     /* one step */
+    double step_s;     /* one step (the stream's time over K) */
     double peak_bytes; /* the largest stage's */
     double bubble;     /* idle share of the stages' time in the step */
     bool deadlock;     /* some stage waits forever (never for the runtime's schedules) */

@@ -11,20 +11,26 @@
 
 bool bp_grid_reports_loss(const bp_grid *g) { return g->p == g->pp - 1 && g->t == 0; }
 
-static void before_last_backward(void *dp) { bp_dp_backward_begin(dp); }
+/* The first tensor of model m whose gradient is not finite, or -1. */
+static int nonfinite_in(const bp_model *m) {
+    const float *g = bp_model_grads((bp_model *)m);
+    for (int i = 0; i < bp_model_num_tensors(m); i++) {
+        const bp_tensor_info *ti = bp_model_tensor(m, i);
+        if (!bp_all_finite(g + ti->offset, ti->numel)) return i;
+    }
+    return -1;
+}
 
 /* The first tensor whose gradient is not finite in some replica, or NULL. */
 static const char *nonfinite_tensor(const bp_grid_step_ctx *c) {
     int bad = bp_dp_nonfinite_tensor(c->dp);
-    const bp_model *m = c->models[0];
-    for (int j = 0; bad < 0 && j < c->n_replicas; j++) {
-        const float *g = bp_model_grads(c->models[j]);
-        for (int i = 0; bad < 0 && i < bp_model_num_tensors(m); i++) {
-            const bp_tensor_info *ti = bp_model_tensor(m, i);
-            if (!bp_all_finite(g + ti->offset, ti->numel)) bad = i;
-        }
-    }
-    return bad < 0 ? NULL : bp_model_tensor(m, bad)->name;
+    for (int j = 0; bad < 0 && j < c->n_replicas; j++) bad = nonfinite_in(c->models[j]);
+    return bad < 0 ? NULL : bp_model_tensor(c->models[0], bad)->name;
+}
+
+/* Keep a local step's finding for the next agreement: the earliest step's. */
+static void note(const bp_grid_step_ctx *c, struct bp_grid_pending f) {
+    if (f.step && c->pending && (!c->pending->step || f.step < c->pending->step)) *c->pending = f;
 }
 
 /* This step's non-finite value on this rank: its step (0: none) and tensor. */
@@ -35,12 +41,6 @@ static struct bp_grid_pending finding(const bp_grid_step_ctx *c, const bp_grid_s
     return (struct bp_grid_pending){.step = bad ? in->step + 1 : 0, .tensor = tensor};
 }
 
-/* A local step's finding, kept for the next agreement: the first non-finite value. */
-static void remember(const bp_grid_step_ctx *c, const bp_grid_step_in *in,
-                     const bp_grid_step_out *out) {
-    struct bp_grid_pending f = finding(c, in, out);
-    if (f.step && c->pending && !c->pending->step) *c->pending = f;
-}
 
 /* After backward, every rank learns whether any rank saw a non-finite loss or
  * gradient (in this step or a local one since the last agreement), or was asked
@@ -112,22 +112,51 @@ static bp_status clip_gradients(const bp_grid_step_ctx *c, double *norm, bp_err 
     return BP_OK;
 }
 
-bp_status bp_grid_step(const bp_grid_step_ctx *c, const bp_grid_step_in *in, bp_grid_step_out *out,
-                       bp_err *err) {
-    *out = (bp_grid_step_out){.grad_norm = NAN};
-    for (int j = 0; j < c->n_replicas; j++) bp_model_zero_grad(c->models[j]);
-    bp_dp_step_begin(c->dp, in->lr);
-    if (in->poison) bp_model_grads(c->models[0])[0] = NAN;
-    bp_status rc = bp_pipe_step(c->pipe, in->micro, before_last_backward, c->dp, &out->loss, err);
-    if (rc == BP_OK) rc = bp_dp_backward_end(c->dp, err);
+/* ---- a stream of steps ------------------------------------------------------------- */
+
+typedef struct stream_ctx {
+    const bp_grid_step_ctx *c;
+    const bp_grid_step_in *in;
+    double embed_s;
+} stream_ctx;
+
+static void before_last_backward(void *p) { bp_dp_backward_begin(((stream_ctx *)p)->c->dp); }
+
+/* Pipeline j's update of step t inside a stream (a local step): the tied embedding
+ * in sync, a non-finite gradient remembered for the next agreement, the optimizer
+ * step, and the gradients zeroed for the next step. */
+static bp_status inline_update(void *p, int t, int j, bp_err *err) {
+    stream_ctx *x = p;
+    const bp_grid_step_ctx *c = x->c;
+    bp_model *m = c->models[j];
+    if (c->tied) {
+        double t0 = bp_now();
+        bp_status rc = bp_occ_embedding_sync(c->grid, c->fused_embedding, c->models + j, 1,
+                                             c->tied, err);
+        if (rc) return rc;
+        x->embed_s += c->grid->embed_comm ? bp_now() - t0 : 0;
+    }
+    int bad = nonfinite_in(m);
+    if (bad >= 0)
+        note(c, (struct bp_grid_pending){.step = x->in[t].step + 1,
+                                         .tensor = bp_model_tensor(m, bad)->name});
+    bp_dp_replica_update(c->dp, j, x->in[t].lr);
+    bp_model_zero_grad(m);
+    return BP_OK;
+}
+
+/* The last step of a stream, once its backwards are done: as a step of its own. */
+static bp_status end_step(const bp_grid_step_ctx *c, const bp_grid_step_in *in,
+                          bp_grid_step_out *out, bp_err *err) {
+    bp_status rc = bp_dp_backward_end(c->dp, err);
     if (rc == BP_OK && c->tied) {
         double t0 = bp_now();
         rc = bp_occ_embedding_sync(c->grid, c->fused_embedding, c->models, c->n_replicas, c->tied,
                                    err);
-        out->embed_s = c->grid->embed_comm ? bp_now() - t0 : 0;
+        out->embed_s += c->grid->embed_comm ? bp_now() - t0 : 0;
     }
     if (rc == BP_OK && in->local) {
-        remember(c, in, out);
+        note(c, finding(c, in, out));
         return bp_dp_step(c->dp, err);
     }
     if (rc == BP_OK) rc = agree(c, in, out, err);
@@ -138,4 +167,24 @@ bp_status bp_grid_step(const bp_grid_step_ctx *c, const bp_grid_step_in *in, bp_
     }
     rc = clip_gradients(c, &out->grad_norm, err);
     return rc ? rc : bp_dp_step(c->dp, err);
+}
+
+bp_status bp_grid_steps(const bp_grid_step_ctx *c, int k, const bp_grid_step_in *in,
+                        bp_grid_step_out *out, bp_err *err) {
+    for (int t = 0; t < k; t++) out[t] = (bp_grid_step_out){.grad_norm = NAN};
+    for (int j = 0; j < c->n_replicas; j++) bp_model_zero_grad(c->models[j]);
+    bp_dp_step_begin(c->dp, in[k - 1].lr);
+    if (in[0].poison) bp_model_grads(c->models[0])[0] = NAN;
+    stream_ctx x = {.c = c, .in = in};
+    bp_pipe_hooks h = {.last_backward = before_last_backward, .update = inline_update, .ctx = &x};
+    double loss[k];
+    bp_status rc = bp_pipe_stream(c->pipe, k, in[0].micro, &h, loss, err);
+    for (int t = 0; t < k; t++) {
+        out[t].loss = loss[t];
+        out[t].embed_s = x.embed_s / k;
+        if (t < k - 1 && bp_grid_reports_loss(c->grid) && !isfinite(loss[t]))
+            note(c, (struct bp_grid_pending){.step = in[t].step + 1});
+    }
+    if (rc == BP_OK) rc = bp_dp_count_steps(c->dp, k - 1, err);
+    return rc ? rc : end_step(c, &in[k - 1], &out[k - 1], err);
 }

@@ -14,6 +14,8 @@
  *   skipping, bp_grid_step_in) leaves them out: it remembers a non-finite value in
  *   the ctx's pending record, and the next agreeing step reports it.
  *   6. the update (optimizer and the algorithm's weight mixing), or its skip;
+ *      in a stream of local steps without a flush (AvgPipe, bp_grid_steps) each
+ *      pipeline's update of 3 and 6 runs inline at each stage instead;
  *      with the dp config's early_update (no clipping, no skipping, one stage) the
  *      gradient algorithms already updated each bucket in 2, as it arrived.
  *
@@ -75,8 +77,13 @@ typedef struct bp_grid_step_out {
 /* Whether this rank's step loss is reported: the last stage's tp rank 0. */
 bool bp_grid_reports_loss(const bp_grid *g);
 
-/* One step (collective over every rank of the grid). Gradients are zeroed first. */
-bp_status bp_grid_step(const bp_grid_step_ctx *c, const bp_grid_step_in *in, bp_grid_step_out *out,
-                       bp_err *err);
+/* k >= 1 steps (collective over every rank of the grid) as one stream of the
+ * pipeline (parallel/schedule.h): steps in[0..k-1) must be local, their updates
+ * run inline per pipeline as soon as its backwards are done (no flush before the
+ * next step); the last step ends as a step of its own (2-6 above). in[0].micro
+ * holds the micro-batches of all k steps (step t's at t N M). Gradients are zeroed
+ * first. k = 1 is the plain step with a flush. */
+bp_status bp_grid_steps(const bp_grid_step_ctx *c, int k, const bp_grid_step_in *in,
+                        bp_grid_step_out *out, bp_err *err);
 
 #endif

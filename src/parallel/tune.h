@@ -36,6 +36,8 @@ typedef struct bp_tune_problem {
     int pipelines;          /* given N (0: search 1, 2 and 4) */
     bool own_batches;       /* AvgPipe: each pipeline its own batch (else one split) */
     bool local_steps;       /* AvgPipe: only averaging steps agree (parallel/step.h) */
+    int stream_steps;       /* AvgPipe: steps of one pipeline stream without a flush (1:
+                             * a flush every step; --avgpipe-flush) */
     int micro_batches;      /* given M (0: search) */
     char schedule[32];      /* given ("": search) */
     char partition[256];    /* given ("": balanced by measured time) */

@@ -94,6 +94,13 @@ static const bp_option train_options[] = {
            "AvgPipe: each pipeline trains on its own batch of --batch samples (a step draws N "
            "batches), or the pipelines split one batch (N times fewer samples per step)",
            NULL),
+    CHOICE("avgpipe-flush", avgpipe_flush, "auto|step|average",
+           "AvgPipe: when the pipelines flush: every step, or only where the replicas meet "
+           "(averaging, evaluation, checkpoint, the end), each pipeline's update inline so "
+           "that its next forwards fill the others' drain (bit-identical results); average "
+           "needs local steps and is refused with --clip or --skip-nonfinite; auto: average "
+           "where it can, else step",
+           NULL),
     NUM("grad-accum", BP_OPT_INT, grad_accum, 1, 1 << 20, "K",
         "micro-batches per optimizer step (the global batch becomes --batch x K)"),
     CHOICE("dp-algo", dp_algo, BP_DP_ALGO_CHOICES, "how the data-parallel replicas agree", NULL),
@@ -381,6 +388,14 @@ bp_status bp_train_config_check_world(bp_train_config *c, int world, bp_err *err
     bp_train_occ_config(c, &occ);
     int rc = bp_occ_check(&occ, c->model == BP_MODEL_GPT, c->pp, c->dp_algo, c->pipelines > 0, err);
     if (rc) return rc;
+    if (c->avgpipe_flush == BP_FLUSH_AVERAGE && !c->pipelines)
+        return bp_fail(err, BP_EUSAGE, "option --avgpipe-flush: average is for AvgPipe (--pipelines)");
+    if (c->avgpipe_flush == BP_FLUSH_AVERAGE && (c->clip || c->skip_nonfinite))
+        return bp_fail(err, BP_EUSAGE,
+                       "option --avgpipe-flush: average cannot run with %s, which needs %s of "
+                       "every stage at every step",
+                       c->clip ? "--clip" : "--skip-nonfinite",
+                       c->clip ? "the gradient norm" : "the verdict");
     if (c->pipelines > 0 && c->dp_algo != BP_DP_ALLREDUCE)
         return bp_fail(err, BP_EUSAGE,
                        "option --dp-algo: with --pipelines, data-parallel replicas agree through "
@@ -414,6 +429,11 @@ int bp_train_batches_per_step(const bp_train_config *c) {
 
 bool bp_train_local_steps(const bp_train_config *c, int world) {
     return c->pipelines > 0 && c->clip == 0 && !c->skip_nonfinite && world > 1;
+}
+
+int bp_train_stream_steps(const bp_train_config *c) {
+    if (!bp_train_local_steps(c, 2) || c->avgpipe_flush == BP_FLUSH_STEP) return 1;
+    return c->ea_period < BP_MAX_STREAM ? (int)c->ea_period : BP_MAX_STREAM;
 }
 
 int bp_train_micro_rows(const bp_train_config *c, int dp) {

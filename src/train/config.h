@@ -60,6 +60,7 @@ typedef struct bp_train_config {
     char schedule[32];      /* pipeline schedule: gpipe | 1f1b | afp:K */
     int pipelines;          /* AvgPipe: parallel pipelines per stage rank (0: off) */
     int avgpipe_batch;      /* AvgPipe: 0 each pipeline its own batch, 1 one batch split */
+    int avgpipe_flush;      /* AvgPipe: BP_FLUSH_AUTO, _STEP (every step) or _AVERAGE */
     /* Optimus-CC */
     int cb;               /* compressed backpropagation on */
     int cb_rank;
@@ -123,6 +124,12 @@ int bp_train_batches_per_step(const bp_train_config *c);
 /* Whether AvgPipe's steps between averagings leave out the agreement and the
  * gradient norm (parallel/step.h) on `world` ranks: no clipping, no skipping. */
 bool bp_train_local_steps(const bp_train_config *c, int world);
+/* --avgpipe-flush */
+enum { BP_FLUSH_AUTO, BP_FLUSH_STEP, BP_FLUSH_AVERAGE, BP_MAX_STREAM = 64 };
+/* The most steps one pipeline stream runs without a flush (parallel/step.h): with
+ * local steps and --avgpipe-flush auto or average, the period tau (at most
+ * BP_MAX_STREAM); else 1. A stream also ends at evaluations and checkpoints. */
+int bp_train_stream_steps(const bp_train_config *c);
 int bp_train_micro_rows(const bp_train_config *c, int dp);
 void bp_train_dp_config(const bp_train_config *c, bp_dp_config *d);
 void bp_train_occ_config(const bp_train_config *c, bp_occ_config *o);

@@ -158,6 +158,7 @@ static void make_job(const bp_simulate_config *c, bp_sim_job *j) {
                       .cb_rank = t->cb ? t->cb_rank : 0, .cb_epilogue_only = t->cb_epilogue_only,
                       .fused_embedding = t->fused_embedding_sync != 0,
                       .optim_buffers = bp_optim_num_buffers(&oc)};
+    j->stream_steps = j->local_steps ? bp_train_stream_steps(t) : 1;
     bp_train_model_config(t, &j->mc);
     if (c->vocab > 0) j->mc.vocab = c->vocab;
     j->M = t->micro_batches * t->grad_accum;
@@ -182,8 +183,11 @@ static void print_header(const bp_simulate_config *c, const bp_sim_job *j, const
             t->layers, t->embd, t->heads, t->seq_len, params / 1e6);
     fprintf(out, ", batch %d, dp %d x pp %d x tp %d = %d ranks\n", t->batch, j->dp, j->pp, j->tp,
             j->dp * j->pp * j->tp);
-    fprintf(out, "pipeline: %s, partition %s, %d pipeline%s x %d micro-batches of %d%s\n", sched,
-            part, j->N, j->N > 1 ? "s" : "", j->M, j->micro_B, j->avgpipe ? " (AvgPipe)" : "");
+    fprintf(out, "pipeline: %s, partition %s, %d pipeline%s x %d micro-batches of %d%s", sched,
+            part, j->N, j->N > 1 ? "s" : "", j->M, j->micro_B, j->avgpipe ? " (AvgPipe" : "");
+    if (j->avgpipe && j->stream_steps > 1)
+        fprintf(out, ", streams of %d steps without a flush", j->stream_steps);
+    fprintf(out, "%s\n", j->avgpipe ? ")" : "");
     fprintf(out, "dp: %s", algo);
     if (j->sc_stages) fprintf(out, "; stages < %d: powersgd rank=%d", j->sc_stages, j->sc_rank);
     if (j->cb_rank) fprintf(out, "; cb rank=%d%s", j->cb_rank, j->cb_epilogue_only ? " epilogue-only" : "");
@@ -222,6 +226,7 @@ static void print_result(const bp_simulate_config *c, const bp_sim_step_result *
     print_axes("bytes_max", r->max_bytes, 1, out);
     fprintf(out, "%-18s %.6g\n", "bubble", r->bubble);
     fprintf(out, "%-18s %.6g\n", "peak_MB", MB(r->peak_bytes));
+    fprintf(out, "%-18s %d\n", "peak_stash", r->peak_stash);
 }
 
 bp_status bp_simulate_run(const bp_simulate_config *c, FILE *out, bp_err *err) {

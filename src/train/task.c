@@ -28,7 +28,7 @@ static int init_images(bp_task *t, const bp_train_config *c, bp_err *err) {
     if (rc == BP_OK) rc = bp_epoch_sampler_init(&t->sampler, t->train.n, (uint64_t)c->seed, err);
     if (rc == BP_OK)
         rc = bp_alloc_checked((void **)&t->images,
-                              (size_t)t->slots * (size_t)t->B_local * (size_t)t->width *
+                              (size_t)t->held * (size_t)t->B_local * (size_t)t->width *
                                   sizeof(float),
                               "image batch", err);
     if (rc == BP_OK)
@@ -49,7 +49,8 @@ bp_status bp_task_init(bp_task *t, const bp_train_config *c, int rank, int world
     t->width = bp_model_input_width(&mc);
     t->eval_batches = c->eval_batches;
     t->slots = c->grad_accum * bp_train_batches_per_step(c);
-    size_t n = (size_t)t->slots * (size_t)t->B_local * (size_t)t->T * sizeof(int32_t);
+    t->held = t->slots * bp_train_stream_steps(c);
+    size_t n = (size_t)t->held * (size_t)t->B_local * (size_t)t->T * sizeof(int32_t);
     int rc = bp_alloc_checked((void **)&t->tokens, n, "token batch", err);
     if (rc == BP_OK) rc = bp_alloc_checked((void **)&t->targets, n, "target batch", err);
     if (rc == BP_OK && (rc = t->kind == BP_MODEL_GPT ? init_text(t, c, err) : init_images(t, c, err)))

@@ -23,7 +23,8 @@ typedef struct bp_task {
     int B_global, B_local, T; /* T: positions of a sample (bp_model_sample_len) */
     int width;                /* input floats of a position (bp_model_input_width; 0: tokens) */
     int rank, world;
-    int slots; /* batches held at once (gradient accumulation x AvgPipe's own batches) */
+    int slots; /* batches of a step (gradient accumulation x AvgPipe's own batches) */
+    int held;  /* batches held at once: `slots` x the steps of a stream (bp_train_stream_steps) */
     int eval_batches;
     /* gpt */
     bp_text text;
@@ -33,7 +34,7 @@ typedef struct bp_task {
     bp_epoch_sampler sampler;
     int *idx;
     float *images;
-    /* batches: `slots` of B_local rows each */
+    /* batches: `held` of B_local rows each */
     int32_t *tokens, *targets;
 } bp_task;
 
@@ -42,7 +43,7 @@ bp_status bp_task_init(bp_task *t, const bp_train_config *c, int rank, int world
 void bp_task_free(bp_task *t);
 
 /* This rank's part (B_local rows) of the next global training batch, held in
- * slot `slot` (0 <= slot < slots) until that slot is drawn again. */
+ * slot `slot` (0 <= slot < held) until that slot is drawn again. */
 void bp_task_next(bp_task *t, int slot, bp_batch *b);
 
 /* The fixed evaluation set (validation windows for gpt: eval_batches x B_global of

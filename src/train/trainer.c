@@ -84,12 +84,19 @@ static int choose_partition(trainer *t, const bp_model_config *mc, bp_err *err) 
     return BP_OK;
 }
 
-/* Views of the micro-batches of one step into the task's batch slots. */
+/* Views of the micro-batches of the steps of one stream into the task's batch slots. */
 static int make_micro_views(trainer *t, bp_err *err) {
     t->n_micro = t->n_rep * t->cfg->micro_batches * t->cfg->grad_accum;
-    if (!(t->micro = calloc((size_t)t->n_micro, sizeof *t->micro)))
+    size_t n = (size_t)t->n_micro * (size_t)bp_train_stream_steps(t->cfg);
+    if (!(t->micro = calloc(n, sizeof *t->micro)))
         return bp_fail(err, BP_ENOMEM, "out of memory");
     return BP_OK;
+}
+
+/* Steps logged at once: --log-every, but at least a stream's. */
+static int pending_room(const bp_train_config *c) {
+    int n = c->log_every < TRAINER_MAX_PENDING ? (int)c->log_every : TRAINER_MAX_PENDING;
+    return n > bp_train_stream_steps(c) ? n : bp_train_stream_steps(c);
 }
 
 /* Set-up of this rank that talks to nobody, before the partition is known. */
@@ -108,9 +115,8 @@ static int setup_data(trainer *t, bp_err *err) {
     /* Bounded whatever --steps and --log-every are: the median is over the last
      * TRAINER_MAX_TIMES steps, and pending steps are logged at least that often. */
     size_t times = c->steps < TRAINER_MAX_TIMES ? (size_t)c->steps : TRAINER_MAX_TIMES;
-    size_t pending = c->log_every < TRAINER_MAX_PENDING ? (size_t)c->log_every : TRAINER_MAX_PENDING;
     if (rc == BP_OK && (!(t->step_ms = calloc(times, sizeof(double))) ||
-                        !(t->pending = calloc(pending, sizeof *t->pending))))
+                        !(t->pending = calloc((size_t)pending_room(c), sizeof *t->pending))))
         rc = bp_fail(err, BP_ENOMEM, "out of memory");
     return rc;
 }
@@ -146,7 +152,8 @@ static int setup_stage(trainer *t, const bp_model_config *mc, bp_err *err) {
     bp_train_occ_config(c, &occ);
     if (rc == BP_OK)
         rc = bp_pipe_create(t->grid.pp_comm, t->models, t->n_rep, &sched, t->n_micro / t->n_rep,
-                            t->micro_B, t->task.T, &occ, &t->pipe, err);
+                            bp_train_stream_steps(c), bp_model_tied_tensor(mc) != NULL, t->micro_B,
+                            t->task.T, &occ, &t->pipe, err);
     if (rc == BP_OK && t->resuming) rc = trainer_resume(t, err);
     if (rc == BP_OK && t->rank == 0) rc = bp_mkdir_p(c->out, err);
     if (rc == BP_OK && t->rank == 0)
@@ -234,16 +241,16 @@ static void inject_process_fault(trainer *t) {
         for (;;) pause();
 }
 
-/* Draw this step's batches and cut each into the micro-batches of AvgPipe's
- * stream (one pipeline without --pipelines): per accumulation k, one batch split
- * among the N pipelines, or N batches drawn in turn, the j-th pipeline j's own. */
-static void next_micro_batches(trainer *t) {
+/* Draw the batches of step i of a stream and cut each into the micro-batches of
+ * AvgPipe's stream (one pipeline without --pipelines): per accumulation k, one batch
+ * split among the N pipelines, or N batches drawn in turn, the j-th pipeline j's own. */
+static void next_micro_batches(trainer *t, int i) {
     int M = t->cfg->micro_batches, N = t->n_rep, own = bp_train_batches_per_step(t->cfg);
     for (int k = 0; k < t->cfg->grad_accum; k++) {
-        bp_batch *out = t->micro + (size_t)k * M * N;
+        bp_batch *out = t->micro + (size_t)i * t->n_micro + (size_t)k * M * N;
         for (int j = 0; j < own; j++) {
             bp_batch b;
-            bp_task_next(&t->task, k * own + j, &b);
+            bp_task_next(&t->task, i * t->task.slots + k * own + j, &b);
             bp_avgpipe_split(&b, own > 1 ? j : 0, own > 1 ? 1 : N, N, M, t->micro_B,
                              (size_t)t->task.width, out);
         }
@@ -263,57 +270,83 @@ static void axis_bytes(trainer *t, double *bytes, double *tp_blocked_s) {
     }
 }
 
-static void fill_record(trainer *t, bp_step_record *r, double t0, double loss) {
+/* The records of the k steps of a stream that began at t0: its time, bytes and
+ * bubbles shared out evenly (its steps overlap), each step's own loss and lr. */
+static void fill_records(trainer *t, bp_step_record *r, int k, double t0) {
     bp_pipe_stats ps;
-    double tp_s;
+    double tp_s, bytes[BP_AXES];
     bp_pipe_stats_take(t->pipe, &ps);
     t->busy_s += ps.busy_s;
     t->idle_s += ps.idle_s;
     t->cb_sends += ps.cb_sends;
     t->cb_compressed += ps.cb_compressed;
-    axis_bytes(t, r->axis_bytes, &tp_s);
-    r->axis_exposed_ms[BP_AXIS_DP] = bp_dp_exposed_seconds(t->dp) * 1e3;
-    r->axis_exposed_ms[BP_AXIS_PP] = ps.idle_s * 1e3;
-    r->axis_exposed_ms[BP_AXIS_TP] = tp_s * 1e3;
-    r->axis_exposed_ms[BP_AXIS_EMBED] = t->embed_s * 1e3;
-    r->step = t->step;
-    r->loss = loss;
-    r->step_ms = (bp_now() - t0) * 1e3;
-    r->comm_exposed_ms = 0;
-    for (int a = 0; a < BP_AXES; a++) r->comm_exposed_ms += r->axis_exposed_ms[a];
-    r->compute_ms = r->step_ms - r->comm_exposed_ms;
-    r->items_per_s = (double)bp_task_items_per_step(&t->task) * t->task.slots /
-                     (r->step_ms * 1e-3);
+    axis_bytes(t, bytes, &tp_s);
+    double exposed[BP_AXES] = {[BP_AXIS_DP] = bp_dp_exposed_seconds(t->dp) * 1e3,
+                               [BP_AXIS_PP] = ps.idle_s * 1e3, [BP_AXIS_TP] = tp_s * 1e3,
+                               [BP_AXIS_EMBED] = t->embed_s * 1e3};
+    double ms = (bp_now() - t0) * 1e3 / k;
+    for (int i = 0; i < k; i++) {
+        r[i].step = t->step - k + 1 + i;
+        r[i].step_ms = ms;
+        r[i].comm_exposed_ms = 0;
+        for (int a = 0; a < BP_AXES; a++) {
+            r[i].axis_bytes[a] = bytes[a] / k;
+            r[i].comm_exposed_ms += r[i].axis_exposed_ms[a] = exposed[a] / k;
+        }
+        r[i].compute_ms = ms - r[i].comm_exposed_ms;
+        r[i].items_per_s = (double)bp_task_items_per_step(&t->task) * t->task.slots / (ms * 1e-3);
+    }
 }
 
-/* Whether this step leaves out the agreement and the gradient norm, the barrier of
- * every stage (parallel/step.h): AvgPipe's replicas meet only at the elastic
- * averaging every tau steps, so the steps in between need no barrier, unless
- * clipping needs the norm or --skip-nonfinite needs every step's verdict. A stop
- * request waits for the next averaging step or the last step. */
-static bool local_step(const trainer *t) {
+/* Whether AvgPipe's step number n (from 1) leaves out the agreement and the gradient
+ * norm, the barrier of every stage (parallel/step.h): AvgPipe's replicas meet only
+ * at the elastic averaging every tau steps, so the steps in between need no
+ * barrier, unless clipping needs the norm or --skip-nonfinite needs every step's
+ * verdict. A stop request waits for the next averaging step or the last step. */
+static bool local_step(const trainer *t, int64_t n) {
     const bp_train_config *c = t->cfg;
-    int64_t next = t->step + 1;
-    return bp_train_local_steps(c, t->size) && next % c->ea_period != 0 && next != c->steps;
+    return bp_train_local_steps(c, t->size) && n % c->ea_period != 0 && n != c->steps;
 }
 
-/* One optimizer step on the next batch; fills the record. */
-static int train_step(trainer *t, bp_step_record *r, bp_err *err) {
+static int every(int64_t step, int64_t n) { return n > 0 && step % n == 0; }
+
+/* Steps the next stream runs without a flush (--avgpipe-flush): it goes on past
+ * step n while n is local and neither evaluates nor saves (there every replica must
+ * hold step n's weights), up to the stream's length and to room in the log; a fault
+ * injected for testing starts a stream. */
+static int stream_length(const trainer *t) {
+    const bp_train_config *c = t->cfg;
+    int K = bp_train_stream_steps(c), k = 1, room = pending_room(c) - t->n_pending;
+    if (K > room) K = room;
+    for (int64_t n = t->step + 1; k < K && local_step(t, n) && !every(n, c->eval_every) &&
+                                  !every(n, c->checkpoint_every) && c->fault_at_step != n + 1;
+         n++)
+        k++;
+    return k;
+}
+
+/* The next k steps (one stream of the pipeline); fills their records. */
+static int train_steps(trainer *t, int k, bp_step_record *r, bp_err *err) {
     inject_process_fault(t);
     double t0 = bp_now();
     bp_trace_set_step(t->trace, t->step + 1);
-    next_micro_batches(t);
-    r->lr = bp_lr_at(&t->lr, t->step);
-    bp_grid_step_in in = {.step = t->step, .lr = r->lr, .micro = t->micro,
-                          .stop_requested = *t->stop != 0,
-                          .poison = fault_here(t, t->cfg->fault_nan_rank),
-                          .local = local_step(t)};
-    bp_grid_step_out out;
-    int rc = bp_grid_step(&t->stepper, &in, &out, err);
-    if (out.together) t->res->stopped_together = true;
+    bp_grid_step_in in[k];
+    bp_grid_step_out out[k];
+    for (int i = 0; i < k; i++) {
+        next_micro_batches(t, i);
+        r[i].lr = bp_lr_at(&t->lr, t->step + i);
+        in[i] = (bp_grid_step_in){.step = t->step + i, .lr = r[i].lr,
+                                  .micro = t->micro + (size_t)i * t->n_micro,
+                                  .stop_requested = *t->stop != 0,
+                                  .poison = i == 0 && fault_here(t, t->cfg->fault_nan_rank),
+                                  .local = local_step(t, t->step + i + 1)};
+    }
+    int rc = bp_grid_steps(&t->stepper, k, in, out, err);
+    if (out[k - 1].together) t->res->stopped_together = true;
     if (rc) return rc;
-    t->stopping = out.stop;
-    t->embed_s = out.embed_s;
+    t->stopping = out[k - 1].stop;
+    t->embed_s = 0;
+    for (int i = 0; i < k; i++) t->embed_s += out[i].embed_s;
     bp_dp_tune_result tune;
     if (bp_dp_bucket_tune_result(t->dp, &tune)) {
         bp_metrics_bucket_tune(&t->metrics, tune.step, BP_DP_TUNE_SIZES, tune.size_mb,
@@ -322,13 +355,16 @@ static int train_step(trainer *t, bp_step_record *r, bp_err *err) {
             bp_log_info("--bucket-mb auto: %g MB, the fastest measured, from step %lld on",
                         tune.chosen_mb, (long long)tune.step + 1);
     }
-    r->grad_norm = out.grad_norm;
-    if (out.skipped && t->rank == 0)
+    if (out[k - 1].skipped && t->rank == 0)
         bp_log_warn("step %lld: non-finite loss or gradient on some rank; step skipped",
-                    (long long)t->step + 1);
+                    (long long)t->step + k);
     bp_trace_span(t->trace, "step", "step", t0);
-    t->step++;
-    fill_record(t, r, t0, out.skipped ? NAN : out.loss);
+    t->step += k;
+    fill_records(t, r, k, t0);
+    for (int i = 0; i < k; i++) {
+        r[i].grad_norm = out[i].grad_norm;
+        r[i].loss = out[i].skipped ? NAN : out[i].loss;
+    }
     return BP_OK;
 }
 
@@ -365,8 +401,6 @@ static int flush_steps(trainer *t, bp_err *err) {
     return BP_OK;
 }
 
-static int every(int64_t step, int64_t n) { return n > 0 && step % n == 0; }
-
 static int stop_now(trainer *t, bp_err *err) {
     t->res->stopped_together = true;
     if (t->rank != 0) {
@@ -381,16 +415,18 @@ static int stop_now(trainer *t, bp_err *err) {
 static int loop(trainer *t, bp_err *err) {
     const bp_train_config *c = t->cfg;
     t->start_time = bp_now();
-    int rc = BP_OK;
+    int rc = BP_OK, K = bp_train_stream_steps(c);
     while (rc == BP_OK && t->step < c->steps) {
+        int k = stream_length(t);
         bp_step_record *r = &t->pending[t->n_pending];
-        if ((rc = train_step(t, r, err))) break;
-        t->step_ms[(t->step - t->first_step - 1) % TRAINER_MAX_TIMES] = r->step_ms;
-        t->n_pending++;
+        if ((rc = train_steps(t, k, r, err))) break;
+        for (int i = 0; i < k; i++)
+            t->step_ms[(t->step - k + i - t->first_step) % TRAINER_MAX_TIMES] = r[i].step_ms;
+        t->n_pending += k;
         bool last = t->step == c->steps || t->stopping;
         bool eval = every(t->step, c->eval_every) || (c->eval_every > 0 && last);
         bool save = every(t->step, c->checkpoint_every) || last;
-        bool full = t->n_pending == c->log_every || t->n_pending == TRAINER_MAX_PENDING;
+        bool full = t->n_pending >= c->log_every || t->n_pending + K > pending_room(c);
         if (full || eval || save) rc = flush_steps(t, err);
         if (rc == BP_OK && eval) rc = trainer_evaluate(t, err);
         if (rc == BP_OK && save) rc = trainer_checkpoint(t, err);

@@ -94,6 +94,7 @@ bp_status bp_tune_problem_init(const bp_tune_config *c, bp_tune_problem *p, bp_e
     bp_train_config avgpipe = *tc; /* whether AvgPipe candidates would run local steps */
     avgpipe.pipelines = 1;
     p->local_steps = bp_train_local_steps(&avgpipe, p->dp * p->S);
+    p->stream_steps = p->local_steps ? bp_train_stream_steps(&avgpipe) : 1;
     bp_train_model_config(tc, &p->model);
     bp_train_optim_config(tc, &p->optim);
     snprintf(p->schedule, sizeof p->schedule, "%s", tc->schedule);

@@ -383,7 +383,7 @@ static void run_case(const cb_case *c, int index) {
                         .seed = SEED};
     bp_pipe *pipe = NULL;
     bp_err err = {0};
-    int rc = bp_pipe_create(world, mine, c->N, &sched, MICRO, MB, T, &cb, &pipe, &err);
+    int rc = bp_pipe_create(world, mine, c->N, &sched, MICRO, 1, false, MB, T, &cb, &pipe, &err);
     if (rc) fprintf(stderr, "rank %d: %s\n", me, err.msg);
     assert_int_equal(rc, BP_OK);
     size_t n = bp_model_num_params(mine[0]);
@@ -391,7 +391,7 @@ static void run_case(const cb_case *c, int index) {
         double want_loss, loss;
         replay_step(&rp, c, step, &want_loss);
         for (int j = 0; j < c->N; j++) bp_model_zero_grad(mine[j]);
-        rc = bp_pipe_step(pipe, batches[step], NULL, NULL, &loss, &err);
+        rc = bp_pipe_stream(pipe, 1, batches[step], NULL, &loss, &err);
         if (rc) fprintf(stderr, "rank %d: %s\n", me, err.msg);
         assert_int_equal(rc, BP_OK);
         for (int j = 0; j < c->N; j++) {

@@ -70,7 +70,7 @@ static int expected_peak(const bp_schedule *sc, int S, int s, int M) {
 
 /* The ops of stage s, with a guard after them that must stay untouched. */
 static void ops_of(const bp_schedule *sc, int S, int s, int M, bp_pipe_op *ops) {
-    for (int i = 0; i < MAX_OPS + GUARD; i++) ops[i] = (bp_pipe_op){true, -77};
+    for (int i = 0; i < MAX_OPS + GUARD; i++) ops[i] = (bp_pipe_op){true, -77, false};
     bp_schedule_ops(sc, S, s, M, ops);
     for (int i = 2 * M; i < 2 * M + GUARD; i++)
         if (ops[i].micro != -77)

@@ -297,6 +297,23 @@ bp_status bp_dp_step(bp_dp *dp, bp_err *err) {
     return rc;
 }
 
+void bp_dp_replica_update(bp_dp *dp, int j, double lr) {
+    bp_model *m = dp->models[j];
+    dp->optims[j].t++;
+    bp_optim_update(&dp->optims[j], bp_model_params(m), bp_model_grads(m), lr, 0,
+                    bp_model_num_params(m));
+}
+
+bp_status bp_dp_count_steps(bp_dp *dp, int n, bp_err *err) {
+    bool mixes = bp_comm_size(dp->comm) > 1 || dp->ops->local_replicas;
+    bp_status rc = BP_OK;
+    for (int i = 0; rc == BP_OK && i < n; i++) {
+        dp->step++;
+        if (mixes && dp->ops->after_step) rc = dp->ops->after_step(dp, err);
+    }
+    return rc;
+}
+
 double bp_dp_exposed_seconds(const bp_dp *dp) { return dp->exposed_s; }
 
 int bp_dp_nonfinite_tensor(const bp_dp *dp) { return dp->nonfinite; }
