@@ -128,8 +128,8 @@ typedef struct bp_tune_trial {
 
 /* The samples after which a curve of n points (samples ascending) first reaches
  * `target`: linear between the last point above it and the first at or below it;
- * the first point's samples when that one is already at or below; INFINITY when no
- * point is. */
+ * that point's samples when it is the first or follows a non-finite one; INFINITY
+ * when no point is. */
 double bp_tune_samples_to(const double *samples, const double *loss, int n, double target);
 
 /* The trial of a candidate: of its --pipelines (0 for a plain pipeline); NULL if none. */

@@ -11,7 +11,7 @@
 double bp_tune_samples_to(const double *samples, const double *loss, int n, double target) {
     for (int i = 0; i < n; i++) {
         if (!(loss[i] <= target)) continue;
-        if (i == 0) return samples[0];
+        if (i == 0 || !isfinite(loss[i - 1])) return samples[i];
         /* loss[i - 1] > target >= loss[i]: the line between them crosses it once. */
         double f = (loss[i - 1] - target) / (loss[i - 1] - loss[i]);
         return samples[i - 1] + f * (samples[i] - samples[i - 1]);
