@@ -58,12 +58,13 @@ static bool fits(const bp_tune_config *c, const bp_tune_candidate *k) {
 
 /* What the trial found per N: the steps it ran, the samples to the target, their
  * factor over one pipeline's, and the seconds it took. */
-static void print_trial(const bp_tune_trial *tr, FILE *out) {
+static void print_trial(const bp_tune_config *c, const bp_tune_trial *tr, FILE *out) {
+    char on[64] = "the test set"; /* mlp evaluates on all of it */
+    if (c->train.model == BP_MODEL_GPT) snprintf(on, sizeof on, "%d batches", tr->eval_batches);
     fprintf(out, "convergence trial: %lld steps of one pipeline reach validation loss %.4f "
                  "(the target); per N, the trainer's run in this process, evaluated every "
-                 "%lld steps on %d batches, stopped at the target (%.1f s in all):\n",
-            (long long)tr->steps, tr->target, (long long)tr->eval_every, tr->eval_batches,
-            tr->seconds);
+                 "%lld steps on %s, stopped at the target (%.1f s in all):\n",
+            (long long)tr->steps, tr->target, (long long)tr->eval_every, on, tr->seconds);
     fprintf(out, "  %3s %6s %10s %7s %8s\n", "N", "steps", "samples", "factor", "seconds");
     for (int i = 0; i < tr->n; i++) {
         const bp_tune_curve *v = &tr->curve[i];
@@ -234,7 +235,7 @@ bp_status bp_cli_tune(const bp_tune_config *c, const char *prog, int argc, char 
     if (c->trial_steps > 0) rc = trial(c, &t, &tr, err);
     if (rc == BP_OK) {
         print_header(c, &t, out);
-        if (tr.n) print_trial(&tr, out);
+        if (tr.n) print_trial(c, &tr, out);
         print_table(c, &t, tr.n ? &tr : NULL, out);
         rc = choose(c, &t, tr.n ? &tr : NULL, prog, argc, argv, out, err);
     }

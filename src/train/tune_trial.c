@@ -85,14 +85,17 @@ static bp_status run_curve(const bp_tune_config *c, bp_comm *world, int pipeline
 }
 
 /* The --pipelines values to try: 0 (the plain pipeline, the reference) first, then
- * each other one among the candidates once. */
+ * each other one among the candidates once, ascending. */
 static int trial_pipelines(const bp_tune_result *r, int *out) {
     int n = 0;
     out[n++] = 0;
     for (int i = 0; i < r->n_cand; i++) {
-        int p = r->cand[i].avgpipe ? r->cand[i].N : 0, seen = 0;
-        for (int j = 0; j < n; j++) seen |= out[j] == p;
-        if (!seen) out[n++] = p;
+        int p = r->cand[i].avgpipe ? r->cand[i].N : 0, at = n;
+        for (int j = 0; j < n; j++) at = out[j] == p ? -1 : at;
+        for (; at > 1 && out[at - 1] > p; at--) out[at] = out[at - 1];
+        if (at < 0) continue;
+        out[at] = p;
+        n++;
     }
     return n;
 }
@@ -117,7 +120,8 @@ bp_status bp_tune_trial_run(const bp_tune_config *c, bp_comm *world, const bp_tu
     }
     for (int i = 0; rc == BP_OK && i < tr->n; i++) {
         bp_tune_curve *cv = &tr->curve[i];
-        if (!cv->diverged) cv->to_target = bp_tune_samples_to(cv->samples, cv->loss, cv->n, tr->target);
+        if (!cv->diverged)
+            cv->to_target = bp_tune_samples_to(cv->samples, cv->loss, cv->n, tr->target);
     }
     tr->seconds = bp_now() - t0;
     if (rc) bp_tune_trial_free(tr);
