@@ -6,7 +6,7 @@
 # is the validation loss `bagpipe train` reaches in those steps, each row's samples
 # to it are its N's in the trial and its time to it those over its samples/s, rows
 # sorted by that time (those that never reach it last) and the best proposed; bad
-# --trial-steps values are usage errors;
+# --trial-steps values and a trial whose one pipeline diverges are usage errors;
 # the chosen candidate is the fastest within --mem-cap, a cap below every candidate
 # is a usage error (exit 2, one line), given --micro-batches/--schedule fix those,
 # the printed command of AvgPipe converges (alpha (N + 1) < 2: the default 0.9 / N
@@ -87,6 +87,12 @@ for bad in -1 abc 1.5 2000; do
     fail "--trial-steps $bad: rc $rc, $(cat "$WORK/err")"
 done
 grep -q "option --trial-steps: 2000 is more than --steps 1000" "$WORK/err" || fail "$(cat "$WORK/err")"
+# A learning rate that makes one pipeline diverge: no target, nothing proposed.
+rc=0
+"$BP" tune "${TINY[@]}" --optim sgd --lr 1e6 --trial-steps 20 >"$WORK/out" 2>"$WORK/err" || rc=$?
+[ "$rc" -eq 2 ] && [ "$(wc -l <"$WORK/err")" -eq 1 ] && [ ! -s "$WORK/out" ] &&
+  grep -q "option --trial-steps: one pipeline's loss went non-finite within 20 steps" "$WORK/err" ||
+  fail "diverging trial: rc $rc, $(cat "$WORK/err")"
 
 # A cap in the widest gap between the peaks (far from any, whatever the rounding):
 # the first row that fits.
