@@ -186,9 +186,9 @@ static int choose(const bp_tune_config *c, const bp_tune_result *t, const bp_tun
     char name[32];
     if (!best && fits(c, smallest)) /* only the diverged ones fit */
         return bp_fail(err, BP_EUSAGE,
-                       "option --mem-cap: every candidate within %g MB diverged in the "
-                       "convergence trial",
-                       c->mem_cap);
+                       "option --trial-steps: every candidate%s diverged in the convergence "
+                       "trial (its loss went non-finite)",
+                       c->mem_cap > 0 ? " within --mem-cap" : "");
     if (!best) {
         bp_schedule_name(&smallest->sched, name, sizeof name);
         return bp_fail(err, BP_EUSAGE,
