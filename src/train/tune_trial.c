@@ -31,7 +31,8 @@ static bp_status trial_config(const bp_tune_config *c, int pipelines, bp_train_c
     snprintf(t->schedule, sizeof t->schedule, "1f1b");
     t->partition[0] = t->net[0] = t->trace[0] = t->resume[0] = t->metrics[0] = '\0';
     t->dp_algo = BP_DP_ALLREDUCE;
-    t->hierarchical = t->cb = t->sc_stages = t->fused_embedding_sync = 0;
+    t->hierarchical = t->cb = t->cb_epilogue_only = t->no_lep = 0;
+    t->sc_stages = t->fused_embedding_sync = 0;
     t->bucket_mb = BP_DP_BUCKET_MB;
     t->progress = BP_PROGRESS_NONE;
     t->eval_every = eval_every(c);
