@@ -765,7 +765,7 @@ def main():
                 g.write(f.read())
         else:
             log("[tune] net %s" % net)
-            run(["nice", "-n", "5", BP, "tune", "--pp", "2"] + net_args(net) + ARGS.extra, 900, path)
+            run(["nice", "-n", "5", BP, "tune", "--pp", "2", "--trial-steps", "0"] + net_args(net) + ARGS.extra, 900, path)
         rows, part = parse_tune(path)
         part_of[net] = part
         pred_of[net] = {(r["N"], r["M"], r["sched"]): r["pred_ms"] for r in rows}

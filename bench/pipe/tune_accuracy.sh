@@ -26,7 +26,7 @@ mkdir -p "$OUT"
 export OPENBLAS_NUM_THREADS=1
 EXTRA=("$@")
 
-"$BP" tune --pp 2 "${EXTRA[@]}" | tee "$OUT/tune.txt"
+"$BP" tune --pp 2 --trial-steps 0 "${EXTRA[@]}" | tee "$OUT/tune.txt"
 
 # Rows of the table: N M micro schedule step_ms; per (N, micro) the partition and
 # each stage's forward + backward CPU ms per micro-batch.

@@ -2,6 +2,7 @@
  * printed as a table and as the train command line to run. */
 #include "cli/tune.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -13,7 +14,7 @@
  * suggested command line gets them from the chosen candidate, not from argv. */
 static const char *const chosen_options[] = {
     "pipelines", "micro-batches", "schedule", "partition",    "mem-cap",
-    "top",       "msg-us",        "load",     "wake-ms",      "busy-threads"};
+    "top",       "msg-us",        "load",     "wake-ms",      "busy-threads", "trial-steps"};
 
 #define MB(x) ((double)(x) / 1048576.0)
 
@@ -55,22 +56,62 @@ static bool fits(const bp_tune_config *c, const bp_tune_candidate *k) {
     return c->mem_cap <= 0 || MB(k->r.peak_bytes) <= c->mem_cap;
 }
 
-static void print_table(const bp_tune_config *c, const bp_tune_result *t, FILE *out) {
-    const bp_train_config *tc = &c->train;
+/* What the trial found per N: the steps it ran, the samples to the target, their
+ * factor over one pipeline's, and the seconds it took. */
+static void print_trial(const bp_tune_config *c, const bp_tune_trial *tr, FILE *out) {
+    char on[64] = "the test set"; /* mlp evaluates on all of it */
+    if (c->train.model == BP_MODEL_GPT) snprintf(on, sizeof on, "%d batches", tr->eval_batches);
+    fprintf(out, "convergence trial: %lld steps of one pipeline reach validation loss %.4f "
+                 "(the target); per N, the trainer's run in this process, evaluated every "
+                 "%lld steps on %s, stopped at the target (%.1f s in all):\n",
+            (long long)tr->steps, tr->target, (long long)tr->eval_every, on, tr->seconds);
+    fprintf(out, "  %3s %6s %10s %7s %8s\n", "N", "steps", "samples", "factor", "seconds");
+    for (int i = 0; i < tr->n; i++) {
+        const bp_tune_curve *v = &tr->curve[i];
+        char samples[32] = "never", factor[32] = "-";
+        if (v->diverged) snprintf(samples, sizeof samples, "diverged");
+        if (isfinite(v->to_target)) {
+            snprintf(samples, sizeof samples, "%.0f", v->to_target);
+            snprintf(factor, sizeof factor, "%.2f", v->to_target / tr->curve[0].to_target);
+        }
+        fprintf(out, "  %3d %6lld %10s %7s %8.1f\n", v->pipelines ? v->pipelines : 1,
+                (long long)v->steps, samples, factor, v->seconds);
+    }
+}
+
+/* A candidate's samples and seconds to the target, or why there are none. */
+static void target_cells(const bp_tune_candidate *k, char *samples, char *secs, size_t n) {
+    if (isfinite(k->to_target)) {
+        snprintf(samples, n, "%.0f", k->to_target);
+        snprintf(secs, n, "%.2f", k->to_target_s);
+    } else {
+        snprintf(samples, n, "%s", k->diverged ? "diverged" : "never");
+        snprintf(secs, n, "-");
+    }
+}
+
+static void print_table(const bp_tune_config *c, const bp_tune_result *t, const bp_tune_trial *tr,
+                        FILE *out) {
     int rows = c->top > 0 && c->top < t->n_cand ? c->top : t->n_cand;
-    fprintf(out, "predicted, most samples/s first (%d of %d candidates):\n", rows, t->n_cand);
-    fprintf(out, "  %4s %3s %3s %5s  %-9s %9s %10s %8s %6s %4s %11s\n", "rank", "N", "M",
-            "micro", "schedule", "step_ms", "samples/s", "peak_MB", "bubble", "fits",
-            "unloaded_ms");
+    if (tr)
+        fprintf(out, "predicted, least time to validation loss %.4f first (one pipeline's after "
+                     "--trial-steps %lld) (%d of %d candidates):\n",
+                tr->target, (long long)tr->steps, rows, t->n_cand);
+    else
+        fprintf(out, "predicted, most samples/s first (%d of %d candidates):\n", rows, t->n_cand);
+    fprintf(out, "  %4s %3s %3s %5s  %-9s %9s %10s %8s %6s %4s %11s", "rank", "N", "M", "micro",
+            "schedule", "step_ms", "samples/s", "peak_MB", "bubble", "fits", "unloaded_ms");
+    fprintf(out, tr ? " %10s %9s\n" : "\n", "to_target", "target_s");
     for (int i = 0; i < rows; i++) {
         const bp_tune_candidate *k = &t->cand[i];
-        char name[32];
+        char name[32], samples[32], secs[32];
         bp_schedule_name(&k->sched, name, sizeof name);
-        fprintf(out, "  %4d %3d %3d %5d  %-9s %9.2f %10.1f %8.3f %5.0f%% %4s %11.2f\n", i + 1, k->N,
-                k->M, t->setups[k->setup].micro_B, name, k->r.step_s * 1e3,
-                (double)tc->batch * tc->grad_accum * k->batches / k->r.step_s,
-                MB(k->r.peak_bytes), 100 * k->r.bubble,
-                fits(c, k) ? "yes" : "no", k->unloaded_s * 1e3);
+        fprintf(out, "  %4d %3d %3d %5d  %-9s %9.2f %10.1f %8.3f %5.0f%% %4s %11.2f", i + 1, k->N,
+                k->M, t->setups[k->setup].micro_B, name, k->r.step_s * 1e3, k->samples_per_s,
+                MB(k->r.peak_bytes), 100 * k->r.bubble, fits(c, k) ? "yes" : "no",
+                k->unloaded_s * 1e3);
+        target_cells(k, samples, secs, sizeof samples);
+        fprintf(out, tr ? " %10s %9s\n" : "\n", samples, secs);
     }
 }
 
@@ -135,14 +176,19 @@ static void print_command(const bp_tune_config *c, const bp_tune_result *t,
     fprintf(out, " --micro-batches %d --schedule %s\n", k->M, sched);
 }
 
-static int choose(const bp_tune_config *c, const bp_tune_result *t, const char *prog, int argc,
-                  char **argv, FILE *out, bp_err *err) {
+static int choose(const bp_tune_config *c, const bp_tune_result *t, const bp_tune_trial *tr,
+                  const char *prog, int argc, char **argv, FILE *out, bp_err *err) {
     const bp_tune_candidate *best = NULL, *smallest = &t->cand[0];
     for (int i = 0; i < t->n_cand; i++) {
-        if (!best && fits(c, &t->cand[i])) best = &t->cand[i];
+        if (!best && fits(c, &t->cand[i]) && !t->cand[i].diverged) best = &t->cand[i];
         if (t->cand[i].r.peak_bytes < smallest->r.peak_bytes) smallest = &t->cand[i];
     }
     char name[32];
+    if (!best && fits(c, smallest)) /* only the diverged ones fit */
+        return bp_fail(err, BP_EUSAGE,
+                       "option --trial-steps: every candidate%s diverged in the convergence "
+                       "trial (its loss went non-finite)",
+                       c->mem_cap > 0 ? " within --mem-cap" : "");
     if (!best) {
         bp_schedule_name(&smallest->sched, name, sizeof name);
         return bp_fail(err, BP_EUSAGE,
@@ -152,13 +198,29 @@ static int choose(const bp_tune_config *c, const bp_tune_result *t, const char *
                        name);
     }
     bp_schedule_name(&best->sched, name, sizeof name);
-    fprintf(out, "fastest%s: N=%d M=%d %s, %.2f ms per step, %.1f samples/s, peak %.3f MB\n",
+    char to_target[96] = "";
+    if (tr && isfinite(best->to_target))
+        snprintf(to_target, sizeof to_target, ", %.2f s to validation loss %.4f", best->to_target_s,
+                 tr->target);
+    fprintf(out, "fastest%s: N=%d M=%d %s, %.2f ms per step, %.1f samples/s%s, peak %.3f MB\n",
             c->mem_cap > 0 ? " within --mem-cap" : "", best->N, best->M, name,
-            best->r.step_s * 1e3,
-            (double)c->train.batch * c->train.grad_accum * best->batches / best->r.step_s,
-            MB(best->r.peak_bytes));
+            best->r.step_s * 1e3, best->samples_per_s, to_target, MB(best->r.peak_bytes));
     print_command(c, t, best, prog, argc, argv, out);
     return BP_OK;
+}
+
+/* The convergence trial of t's candidates in this process (MPI with one rank, as
+ * the trainer needs it), and t ranked by its time to the target. */
+static int trial(const bp_tune_config *c, bp_tune_result *t, bp_tune_trial *tr, bp_err *err) {
+    bp_comm *world;
+    int rc = bp_comm_init(NULL, NULL, &world, err);
+    if (rc) return rc;
+    if (bp_comm_size(world) > 1)
+        rc = bp_fail(err, BP_EUSAGE, "bagpipe tune runs in one process: start it without mpirun");
+    if (rc == BP_OK) rc = bp_tune_trial_run(c, world, t, tr, err);
+    bp_comm_finalize(world);
+    if (rc == BP_OK) bp_tune_rank_by_target(t, tr);
+    return rc;
 }
 
 bp_status bp_cli_tune(const bp_tune_config *c, const char *prog, int argc, char **argv, FILE *out,
@@ -168,10 +230,16 @@ bp_status bp_cli_tune(const bp_tune_config *c, const char *prog, int argc, char 
     if (rc) return rc;
     bp_blas_set_threads(c->train.threads);
     bp_tune_result t;
+    bp_tune_trial tr = {0};
     if ((rc = bp_tune_search(&p, &t, err))) return rc;
-    print_header(c, &t, out);
-    print_table(c, &t, out);
-    rc = choose(c, &t, prog, argc, argv, out, err);
+    if (c->trial_steps > 0) rc = trial(c, &t, &tr, err);
+    if (rc == BP_OK) {
+        print_header(c, &t, out);
+        if (tr.n) print_trial(c, &tr, out);
+        print_table(c, &t, tr.n ? &tr : NULL, out);
+        rc = choose(c, &t, tr.n ? &tr : NULL, prog, argc, argv, out, err);
+    }
+    bp_tune_trial_free(&tr);
     bp_tune_result_free(&t);
     return rc;
 }

@@ -9,7 +9,10 @@
  *   a rank that waited runs again), with threads standing for the job's other ranks;
  * - search.c: the candidates (N, M, schedule) and the whole search;
  * - predict.c: each candidate's step time and peak memory per stage from the
- *   pipeline simulation (parallel/simulate.h).
+ *   pipeline simulation (parallel/simulate.h);
+ * - converge.c: from the validation curves of a short convergence trial per N (run
+ *   by the trainer, train/tune.h), the samples each candidate needs to reach a loss,
+ *   and the candidates ranked by the time to reach it.
  *
  * The result holds every figure measured and predicted; printing it is the
  * command line's (cli/tune.c). */
@@ -68,6 +71,12 @@ typedef struct bp_tune_candidate {
     int setup;          /* index into the setups */
     bp_sim_result r;    /* predicted under the machine's load while profiling */
     double unloaded_s;  /* step time on an otherwise idle machine */
+    double samples_per_s; /* predicted, counting every batch a step trains on */
+    /* From the trial (NAN without one): samples to the target loss and the time they
+     * take at samples_per_s, INFINITY when its trial never reached it; `diverged`
+     * when its trial's loss went non-finite (never proposed). */
+    double to_target, to_target_s;
+    bool diverged;
 } bp_tune_candidate;
 
 typedef struct bp_tune_size bp_tune_size;
@@ -93,5 +102,45 @@ void bp_tune_result_free(bp_tune_result *r);
 
 /* How much slower than its CPU time a computation runs (measured, or the load given). */
 double bp_tune_slowdown(const bp_tune_result *r);
+
+/* One convergence trial: the trainer's run with `pipelines` replicas (0: one plain
+ * pipeline) and its validation loss at each evaluation. */
+typedef struct bp_tune_curve {
+    int pipelines;
+    int n, cap;
+    double *samples; /* [n]: samples all replicas trained on when evaluated */
+    double *loss;    /* [n] */
+    int64_t steps;   /* steps it ran (fewer than the trial's once it reached the target) */
+    bool diverged;   /* a non-finite loss ended it */
+    double seconds;  /* it took */
+    double to_target; /* samples to the trial's target; INFINITY: never */
+} bp_tune_curve;
+
+/* The trials of the distinct N among the candidates; the first is one plain
+ * pipeline, whose last loss is the target of all. */
+typedef struct bp_tune_trial {
+    int64_t steps;      /* K */
+    int64_t eval_every; /* steps between evaluations */
+    int eval_batches;   /* validation batches of each */
+    double target;
+    bp_tune_curve *curve;
+    int n;
+    double seconds;
+} bp_tune_trial;
+
+/* The samples after which a curve of n points (samples ascending) first reaches
+ * `target`: linear between the last point above it and the first at or below it;
+ * that point's samples when it is the first or follows a non-finite one; INFINITY
+ * when no point is. */
+double bp_tune_samples_to(const double *samples, const double *loss, int n, double target);
+
+/* The trial of a candidate: of its --pipelines (0 for a plain pipeline); NULL if none. */
+const bp_tune_curve *bp_tune_trial_curve(const bp_tune_trial *tr, const bp_tune_candidate *k);
+
+/* Each candidate's samples and time to the trial's target, and the candidates
+ * ranked by that time (never-reached and diverged last, ties by samples per
+ * second). */
+void bp_tune_rank_by_target(bp_tune_result *r, const bp_tune_trial *tr);
+void bp_tune_trial_free(bp_tune_trial *tr);
 
 #endif

@@ -82,5 +82,7 @@ int trainer_evaluate(trainer *t, bp_err *err) {
                          (long long)t->step, loss, acc);
     t->res->val_loss = loss;
     t->res->val_acc = acc;
+    if (t->probe && t->probe->on_eval)
+        t->probe_done = !t->probe->on_eval(t->probe->ctx, t->step, loss);
     return BP_OK;
 }

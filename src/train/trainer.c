@@ -107,7 +107,7 @@ static int setup_data(trainer *t, bp_err *err) {
     bp_progress_init(&t->progress, t->rank == 0 ? c->progress : BP_PROGRESS_NONE, c->steps,
                      c->model == BP_MODEL_GPT ? "tok" : "samples");
     int rc = trainer_read_resume_manifest(t, err);
-    if (rc == BP_OK) rc = trainer_claim_out(t, err);
+    if (rc == BP_OK && !t->probe) rc = trainer_claim_out(t, err);
     if (rc == BP_OK) rc = bp_task_init(&t->task, c, t->grid.d, t->grid.dp, err);
     t->n_rep = c->pipelines > 0 ? c->pipelines : 1;
     t->micro_B = bp_train_micro_rows(c, t->grid.dp);
@@ -155,8 +155,8 @@ static int setup_stage(trainer *t, const bp_model_config *mc, bp_err *err) {
                             bp_train_stream_steps(c), bp_model_tied_tensor(mc) != NULL, t->micro_B,
                             t->task.T, &occ, &t->pipe, err);
     if (rc == BP_OK && t->resuming) rc = trainer_resume(t, err);
-    if (rc == BP_OK && t->rank == 0) rc = bp_mkdir_p(c->out, err);
-    if (rc == BP_OK && t->rank == 0)
+    if (rc == BP_OK && t->rank == 0 && !t->probe) rc = bp_mkdir_p(c->out, err);
+    if (rc == BP_OK && t->rank == 0 && !t->probe)
         rc = bp_metrics_open(&t->metrics, c->metrics, t->resuming, err);
     return rc;
 }
@@ -305,7 +305,7 @@ static void fill_records(trainer *t, bp_step_record *r, int k, double t0) {
  * verdict. A stop request waits for the next averaging step or the last step. */
 static bool local_step(const trainer *t, int64_t n) {
     const bp_train_config *c = t->cfg;
-    return bp_train_local_steps(c, t->size) && n % c->ea_period != 0 && n != c->steps;
+    return bp_train_local_steps(c, t->size) && n % c->ea_period != 0 && n != t->end_step;
 }
 
 static int every(int64_t step, int64_t n) { return n > 0 && step % n == 0; }
@@ -416,21 +416,22 @@ static int loop(trainer *t, bp_err *err) {
     const bp_train_config *c = t->cfg;
     t->start_time = bp_now();
     int rc = BP_OK, K = bp_train_stream_steps(c);
-    while (rc == BP_OK && t->step < c->steps) {
+    while (rc == BP_OK && t->step < t->end_step) {
         int k = stream_length(t);
         bp_step_record *r = &t->pending[t->n_pending];
         if ((rc = train_steps(t, k, r, err))) break;
         for (int i = 0; i < k; i++)
             t->step_ms[(t->step - k + i - t->first_step) % TRAINER_MAX_TIMES] = r[i].step_ms;
         t->n_pending += k;
-        bool last = t->step == c->steps || t->stopping;
+        bool last = t->step == t->end_step || t->stopping;
         bool eval = every(t->step, c->eval_every) || (c->eval_every > 0 && last);
-        bool save = every(t->step, c->checkpoint_every) || last;
+        bool save = !t->probe && (every(t->step, c->checkpoint_every) || last);
         bool full = t->n_pending >= c->log_every || t->n_pending + K > pending_room(c);
         if (full || eval || save) rc = flush_steps(t, err);
         if (rc == BP_OK && eval) rc = trainer_evaluate(t, err);
         if (rc == BP_OK && save) rc = trainer_checkpoint(t, err);
         if (rc == BP_OK && t->stopping) return stop_now(t, err);
+        if (t->probe_done) break;
     }
     return rc;
 }
@@ -491,19 +492,36 @@ static int summary(trainer *t, bp_err *err) {
     return rc ? rc : bp_metrics_check(&t->metrics, err);
 }
 
-bp_status bp_train_run(const bp_train_config *cfg, bp_comm *world,
-                       const volatile sig_atomic_t *stop, bp_train_result *res, bp_err *err) {
-    trainer t = {.cfg = cfg, .world = world, .res = res, .stop = stop, .out_fd = -1};
+/* A run as t was started: set-up, the steps, the summary. */
+static bp_status run(trainer *t, bp_err *err) {
+    bp_train_result *res = t->res;
     *res = (bp_train_result){.final_loss = NAN, .val_loss = NAN, .val_acc = NAN};
-    int rc = setup(&t, err);
-    if (rc == BP_OK) rc = loop(&t, err);
-    if (rc == BP_OK) rc = bp_dp_finish(t.dp, err);
-    bp_progress_finish(&t.progress);
-    if (rc == BP_OK) rc = summary(&t, err);
-    rc = trainer_trace_write(&t, rc, err);
-    res->steps = t.step;
+    int rc = setup(t, err);
+    if (rc == BP_OK) rc = loop(t, err);
+    if (rc == BP_OK) rc = bp_dp_finish(t->dp, err);
+    bp_progress_finish(&t->progress);
+    if (rc == BP_OK) rc = summary(t, err);
+    rc = trainer_trace_write(t, rc, err);
+    res->steps = t->step;
     /* After a failure with several ranks, others may be inside collectives that
      * will never finish: leave everything as it is for the caller to abort the job. */
-    if (rc == BP_OK || t.size == 1 || res->stopped_together) teardown(&t);
+    if (rc == BP_OK || t->size == 1 || res->stopped_together) teardown(t);
     return rc;
+}
+
+bp_status bp_train_run(const bp_train_config *cfg, bp_comm *world,
+                       const volatile sig_atomic_t *stop, bp_train_result *res, bp_err *err) {
+    trainer t = {.cfg = cfg, .world = world, .res = res, .stop = stop, .out_fd = -1,
+                 .end_step = cfg->steps};
+    return run(&t, err);
+}
+
+bp_status bp_train_probe_run(const bp_train_config *cfg, bp_comm *world,
+                             const bp_train_probe *probe, bp_train_result *res, bp_err *err) {
+    static const volatile sig_atomic_t never = 0;
+    if (bp_comm_size(world) != 1 || probe->steps > cfg->steps)
+        return bp_fail(err, BP_EINTERNAL, "a probe runs on one rank within --steps");
+    trainer t = {.cfg = cfg, .world = world, .res = res, .stop = &never, .out_fd = -1,
+                 .probe = probe, .end_step = probe->steps};
+    return run(&t, err);
 }

@@ -34,6 +34,20 @@ typedef struct bp_train_result {
 bp_status bp_train_run(const bp_train_config *cfg, bp_comm *world,
                        const volatile sig_atomic_t *stop, bp_train_result *res, bp_err *err);
 
+/* A run inside another command (tune's convergence trial): the first `steps` steps
+ * of the configured run (its learning-rate schedule still spans --steps), each
+ * evaluation handed to on_eval, which ends the run there by returning false. */
+typedef struct bp_train_probe {
+    int64_t steps;
+    bool (*on_eval)(void *ctx, int64_t step, double loss);
+    void *ctx;
+} bp_train_probe;
+
+/* bp_train_run as `probe` asks, on a world of one rank, writing nothing: no --out,
+ * metrics log, checkpoint or trace. */
+bp_status bp_train_probe_run(const bp_train_config *cfg, bp_comm *world,
+                             const bp_train_probe *probe, bp_train_result *res, bp_err *err);
+
 /* Every rank of c learns, in one collective, whether a step that each ran on its
  * own (parsing options, loading data) failed on some rank, so that none goes on into
  * collectives the others never join. Returns rc on a rank that failed, else

@@ -57,6 +57,9 @@ typedef struct trainer {
     bp_train_result *res;
     const volatile sig_atomic_t *stop;
     bool stopping; /* every rank agreed to stop after this step */
+    const bp_train_probe *probe; /* bp_train_probe_run; NULL: a run of its own */
+    int64_t end_step;            /* --steps, or the probe's steps */
+    bool probe_done;             /* the probe's on_eval ended the run */
     int out_fd;    /* rank 0: --out, opened and locked for this run; -1: none */
     bool resuming;
     bp_manifest resume_from; /* when resuming */

@@ -27,6 +27,12 @@ static const bp_option tune_options[] = {
      "threads computing alongside the profile, standing for the job's other ranks on this "
      "machine",
      "ranks - 1"},
+    {"trial-steps", BP_OPT_INT64, OFF(trial_steps), 0, NULL, 0, 1e12, "K",
+     "rank by the time to a validation loss: train one pipeline and each N of the candidates "
+     "K steps in this process (the run's model, data, batch per pipeline, seed, learning rate "
+     "and averaging) and take the loss one pipeline reaches as the target (0: rank by samples "
+     "per second)",
+     NULL},
 };
 #undef OFF
 
@@ -49,6 +55,7 @@ void bp_tune_config_defaults(bp_tune_config *c, int for_help) {
     c->msg_us = 10;
     c->busy_threads = -1;
     c->wake_ms = -1;
+    c->trial_steps = 100;
     if (for_help) return;
     c->train.micro_batches = 0; /* 0, "" and pipelines 0: search */
     c->train.schedule[0] = '\0';
@@ -59,6 +66,9 @@ static int data_ranks(const bp_train_config *t) { return t->dp > 0 ? t->dp : 1; 
 bp_status bp_tune_config_finalize(bp_tune_config *c, bp_err *err) {
     int rc = bp_train_config_finalize(&c->train, err);
     if (rc) return rc;
+    if (c->trial_steps > c->train.steps) /* the trial runs the first steps of the run */
+        return bp_fail(err, BP_EUSAGE, "option --trial-steps: %lld is more than --steps %lld",
+                       (long long)c->trial_steps, (long long)c->train.steps);
     if (c->train.tp > 1) /* its stages would be timed whole and its command lack the tp ranks */
         return bp_fail(err, BP_EUSAGE,
                        "option --tp: tune does not model tensor parallelism; tune with --tp 1 and "

@@ -7,6 +7,7 @@
 
 #include <stdio.h>
 
+#include "bagpipe/comm.h"
 #include "bagpipe/status.h"
 #include "core/options.h"
 #include "parallel/tune.h"
@@ -20,6 +21,7 @@ typedef struct bp_tune_config {
     double load;           /* computation's slowdown to predict for; 0: measured */
     double wake_ms;        /* a waiting rank's delay to run again; -1: measured */
     int busy_threads;      /* busy while profiling, for the other ranks; -1: ranks - 1 */
+    int64_t trial_steps;   /* steps of the convergence trial; 0: rank by samples/s */
 } bp_tune_config;
 
 /* Defaults; `for_help` keeps the train defaults that tune otherwise replaces by
@@ -36,5 +38,17 @@ bp_status bp_tune_config_finalize(bp_tune_config *c, bp_err *err);
 /* The search's problem for a finalized c (which must outlive the search): a
  * candidate is valid when `bagpipe train` would accept it. */
 bp_status bp_tune_problem_init(const bp_tune_config *c, bp_tune_problem *p, bp_err *err);
+
+/* Evaluations of a trial run, and the validation batches of each. */
+enum { BP_TUNE_TRIAL_POINTS = 10, BP_TUNE_TRIAL_EVAL_BATCHES = 4 };
+
+/* The convergence trial (trial.c): for one plain pipeline, then for each other
+ * --pipelines among r's candidates, the trainer's own run in this process on
+ * `world` (one rank) for --trial-steps steps, evaluated BP_TUNE_TRIAL_POINTS times
+ * on BP_TUNE_TRIAL_EVAL_BATCHES validation batches (at most --eval-batches). A run
+ * with pipelines stops at the first evaluation that reaches the plain pipeline's
+ * last loss, the target; one whose loss goes non-finite is marked diverged. */
+bp_status bp_tune_trial_run(const bp_tune_config *c, bp_comm *world, const bp_tune_result *r,
+                            bp_tune_trial *tr, bp_err *err);
 
 #endif

@@ -71,6 +71,8 @@ bp_status bp_tune_predict(const tuner *t, bp_tune_candidate *k) {
     int rc = simulate(t, k, bp_tune_slowdown(t), t->wake_s, &k->r);
     if (rc == BP_OK) rc = simulate(t, k, 1.0, 0.0, &idle);
     k->unloaded_s = idle.step_s;
+    k->samples_per_s = (double)t->c->batch * t->c->grad_accum * k->batches / k->r.step_s;
+    k->to_target = k->to_target_s = NAN;
     return (bp_status)rc;
 }
 

@@ -100,7 +100,7 @@ static int enumerate(tuner *t, bp_err *err) {
 
 /* Less time per batch of --batch samples first (a step with own batches trains on
  * N of them); of equal times (to the microsecond), less memory first. */
-static int by_time(const void *a, const void *b) {
+int bp_tune_by_rate(const void *a, const void *b) {
     const bp_tune_candidate *x = a, *y = b;
     long long tx = llround(x->r.step_s / x->batches * 1e6),
               ty = llround(y->r.step_s / y->batches * 1e6);
@@ -132,7 +132,7 @@ bp_status bp_tune_search(const bp_tune_problem *p, tuner *t, bp_err *err) {
     for (int i = 0; rc == BP_OK && i < t->n_cand; i++)
         if (bp_tune_predict(t, &t->cand[i]) != BP_OK)
             rc = bp_fail(err, BP_EINTERNAL, "the pipeline simulation of candidate %d stalled", i);
-    if (rc == BP_OK) qsort(t->cand, (size_t)t->n_cand, sizeof *t->cand, by_time);
+    if (rc == BP_OK) qsort(t->cand, (size_t)t->n_cand, sizeof *t->cand, bp_tune_by_rate);
     t->seconds = bp_now() - t0;
     if (rc) bp_tune_result_free(t);
     return (bp_status)rc;

@@ -20,6 +20,8 @@ struct bp_tune_size {
 bp_status bp_tune_profile(tuner *t, bp_err *err);
 /* profile.c: how long messages take: the emulated network, or shared memory. */
 void bp_tune_set_link(tuner *t);
+/* search.c: qsort's order of candidates, most samples per second first. */
+int bp_tune_by_rate(const void *a, const void *b);
 /* predict.c: candidate k's step under the machine's load and on an idle one. */
 bp_status bp_tune_predict(const tuner *t, bp_tune_candidate *k);
 
