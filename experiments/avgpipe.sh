@@ -13,7 +13,8 @@ OUT="$RUNS/own" BAGPIPE=$BP "$ROOT/bench/pipe/avgpipe_own.sh" | tee "$OUT/log.tx
 CONFIGS=(
   "gpipe|--schedule gpipe"
   "1f1b|--schedule 1f1b"
-  "avgpipe2|--schedule 1f1b --pipelines 2"
+  "avgpipe2|--schedule 1f1b --pipelines 2 --avgpipe-flush step"
+  "avgpipe2nf|--schedule 1f1b --pipelines 2 --avgpipe-flush average"
 )
 for c in "${CONFIGS[@]}"; do
   name=${c%%|*}
@@ -29,7 +30,11 @@ plots timelines "$RUNS"/trace_*
 
 The default gpt on 2 stages (2 ranks), batch 16 per pipeline in 4 micro-batches; AvgPipe
 with 2 pipelines, each training on its own batch (a step consumes 2 batches) and averaged
-elastically every 4 steps. samples/s: the median over the steps after the fifth; ratio:
+elastically every 4 steps: avgpipe2 flushes the pipeline every step, avgpipe2nf only
+where the replicas meet (`--avgpipe-flush average`: the 4 local steps between two
+averagings run as one stream, a pipeline's next forwards filling another's drain; the
+losses are bit-identical), avgpipe2afp4 is avgpipe2nf with advance forward propagation
+(`--schedule afp:4`), as AvgPipe schedules. samples/s: the median over the steps after the fifth; ratio:
 against the better of gpipe and 1f1b on the same network; s_to_target: training seconds
 (steps x median step time, evaluation excluded) to the validation loss 1f1b reaches at
 half its steps. Targets (the AvgPipe paper's shape): >= 1.3x samples/s, and the target
@@ -43,8 +48,9 @@ TXT
 
 Pipeline timelines of 12 traced steps at 1 Gbit / 1 ms (one row per rank and thread,
 forward and backward coloured by micro-batch and pipeline; [index](timelines/index.html)):
-timelines/timeline_run1.svg (avgpipe2), timeline_run2.svg (1f1b), timeline_run3.svg
-(gpipe), in the order of the folders' names.
+timelines/timeline_run1.svg (1f1b), timeline_run2.svg (avgpipe2, a flush every step),
+timeline_run3.svg (avgpipe2nf, no flush between averagings), timeline_run4.svg (gpipe):
+the folders' names in order.
 TXT
 } >"$OUT/README.md"
 study_end

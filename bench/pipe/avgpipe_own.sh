@@ -2,7 +2,8 @@
 # AvgPipe with own batches against the best of gpipe and 1f1b at the same batch per
 # pipeline, on 2 stages (2 ranks) under an emulated network, flushing every step
 # (avgpipe2) and only where the replicas meet (avgpipe2nf, --avgpipe-flush average:
-# the local steps between averagings as one stream), then the simulator's prediction
+# the local steps between averagings as one stream; avgpipe2afp4: the same with advance
+# forward propagation, 4 forwards ahead, as AvgPipe schedules), then the simulator's prediction
 # for deeper pipelines. Prints per network and configuration: median
 # samples/s, its ratio to the better plain schedule, and the training time (the steps
 # x the median step time, evaluation excluded) to reach the validation loss 1f1b
@@ -13,6 +14,7 @@ cd "$(dirname "$0")/../.."
 BP=${BAGPIPE:-build/bagpipe}
 STEPS=${STEPS:-80}
 OUT=${OUT:-$(mktemp -d /tmp/bp_avgpipe_own.XXXXXX)}
+mkdir -p "$OUT"
 NETS=${NETS:-"bw=1Gbit,lat=1ms bw=100Mbit,lat=5ms"}
 export OPENBLAS_NUM_THREADS=1
 COMMON=(--batch 16 --micro-batches 4 --pp 2 --steps "$STEPS" --eval-every 10 --eval-batches 4
@@ -39,11 +41,12 @@ time_to() {
 }
 
 for net in $NETS; do
-  for cfg in gpipe 1f1b avgpipe2 avgpipe2nf; do
+  for cfg in gpipe 1f1b avgpipe2 avgpipe2nf avgpipe2afp4; do
     [ -n "${REPORT_ONLY:-}" ] && continue
     case $cfg in
       avgpipe2) opts=(--schedule 1f1b --pipelines 2 --avgpipe-flush step) ;;
       avgpipe2nf) opts=(--schedule 1f1b --pipelines 2 --avgpipe-flush average) ;;
+      avgpipe2afp4) opts=(--schedule afp:4 --pipelines 2 --avgpipe-flush average) ;;
       *) opts=(--schedule "$cfg") ;;
     esac
     scripts/mpirun.sh -n 2 "$BP" train "${COMMON[@]}" "${opts[@]}" --net "$net" \
@@ -54,7 +57,7 @@ for net in $NETS; do
   best=$(awk -v a="$g" -v b="$f" 'BEGIN {print (a > b ? a : b)}')
   echo "network $net: target val_loss $target (1f1b at step $((STEPS / 2)))"
   printf "  %-10s %10s %8s %20s\n" config samples/s ratio s_to_target
-  for cfg in gpipe 1f1b avgpipe2 avgpipe2nf; do
+  for cfg in gpipe 1f1b avgpipe2 avgpipe2nf avgpipe2afp4; do
     r=$(rate "$OUT/$net/$cfg/metrics.jsonl")
     printf "  %-10s %10.1f %8.2f %20s\n" "$cfg" "$r" "$(awk -v r="$r" -v b="$best" 'BEGIN {print r / b}')" \
       "$(time_to "$OUT/$net/$cfg/metrics.jsonl" "$target")"
