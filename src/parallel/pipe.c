@@ -257,8 +257,11 @@ bp_status bp_pipe_eval(bp_pipe *p, int j, const bp_batch *b, double *loss, const
     return rc;
 }
 
+void bp_pipe_set_step(bp_pipe *p, int64_t step) { bp_cb_set_step(p->cb, step); }
+
 void bp_pipe_stats_take(bp_pipe *p, bp_pipe_stats *out) {
     *out = p->stats;
+    out->cb_rel_err = bp_cb_take_rel_err(p->cb);
     p->stats.busy_s = p->stats.idle_s = 0;
     p->stats.cb_sends = p->stats.cb_compressed = 0;
 }

@@ -32,6 +32,7 @@ typedef struct bp_pipe_stats {
     size_t act_bytes; /* activation memory of one micro-batch */
     long cb_sends;      /* backward sends since the last bp_pipe_stats_take */
     long cb_compressed; /* ... of which compressed */
+    double cb_rel_err;  /* sum over those of |M - P Q^T| / |M| (occ.h) */
 } bp_pipe_stats;
 
 /* Called once, right before the backward of the last micro-batch of a step. */
@@ -51,6 +52,10 @@ void bp_pipe_destroy(bp_pipe *p);
  * *loss is the mean loss over all micro-batches; NaN elsewhere. */
 bp_status bp_pipe_step(bp_pipe *p, const bp_batch *micro, bp_pipe_last_backward_fn last_backward,
                        void *ctx, double *loss, bp_err *err);
+
+/* The optimizer step the next bp_pipe_step belongs to (compressed backpropagation's
+ * warm-up counts it). */
+void bp_pipe_set_step(bp_pipe *p, int64_t step);
 
 /* Forward only through replica `j`, for evaluation (collective over the stages). On
  * the last stage *loss is the mean loss of batch b (at most micro_B rows, targets

@@ -118,6 +118,7 @@ bp_status bp_grid_step(const bp_grid_step_ctx *c, const bp_grid_step_in *in, bp_
     for (int j = 0; j < c->n_replicas; j++) bp_model_zero_grad(c->models[j]);
     bp_dp_step_begin(c->dp, in->lr);
     if (in->poison) bp_model_grads(c->models[0])[0] = NAN;
+    bp_pipe_set_step(c->pipe, in->step);
     bp_status rc = bp_pipe_step(c->pipe, in->micro, before_last_backward, c->dp, &out->loss, err);
     if (rc == BP_OK) rc = bp_dp_backward_end(c->dp, err);
     if (rc == BP_OK && c->tied) {
