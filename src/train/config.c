@@ -233,11 +233,12 @@ void bp_train_config_defaults(bp_train_config *c) {
     c->bucket_mb = BP_DP_BUCKET_MB;
     c->comm_poll_us = 50;
     c->comm_timeout = 600;
-    /* On the default gpt rank 12 leaves a relative error of 0.73 per send and ends
-     * 3.2% above the uncompressed validation loss after 600 steps; rank 32 (error
-     * 0.27) ends 0.4% above, still 2.7x fewer bytes backward (bench/occ/README.md,
-     * "Why CB costs loss here"). */
-    c->cb_rank = 32;
+    /* On the default gpt rank 12 ends 3.2% above the uncompressed validation loss
+     * after 600 steps, rank 32 0.4%; but a send of rows x C floats shrinks only when
+     * (rows + C) r < rows C, and rank 32 sends more than the gradient itself for
+     * micro-batches of 32 rows at 256 channels (bench/occ/README.md, "Why CB costs
+     * loss here"). */
+    c->cb_rank = 12;
     c->sc_rank = 4;
     c->sc_warmup = 0.1;
     c->fault_kill_rank = c->fault_hang_rank = c->fault_nan_rank = c->fault_nan_weights_rank = -1;
