@@ -23,7 +23,9 @@ bp_status bp_occ_check(const bp_occ_config *c, bool tied, int pp, int dp_algo, b
                        "stages; it needs --pp 2 or more");
     if ((!c->lep || c->epilogue_only || c->cb_warmup_steps > 0) && c->cb_rank <= 0)
         return bp_fail(err, BP_EUSAGE, "option %s: only applies with --cb",
-                       !c->lep ? "--no-lep" : c->epilogue_only ? "--cb-epilogue-only" : "--cb-warmup");
+                       !c->lep             ? "--no-lep"
+                       : c->epilogue_only ? "--cb-epilogue-only"
+                                          : "--cb-warmup");
     if (c->sc_stages > 0 && (dp_algo != BP_DP_ALLREDUCE || avgpipe))
         return bp_fail(err, BP_EUSAGE,
                        "option --sc-stages: compresses the data-parallel allreduce of early "

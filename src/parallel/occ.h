@@ -8,8 +8,9 @@
  *   adds it to the next one's gradient; without, it is dropped. With
  *   `epilogue_only` stage s compresses only its last S - s backward sends of a step
  *   (the cool-down of 1F1B); sender and receiver derive that alike. The first
- *   `cb_warmup_steps` steps send every gradient whole (training moves fastest
- *   then, and a low-rank error costs most). Activations going forward are never
+ *   `cb_warmup_steps` steps send every gradient whole (PowerSGD's recipe for dp
+ *   gradients; on compressed backpropagation it removes only the early part of
+ *   the loss gap, bench/occ/README.md). Activations going forward are never
  *   compressed. The pipeline (parallel/pipe.c) calls it.
  * - Fused embedding synchronization (FE): the tied embedding's gradient is left
  *   out of the data-parallel reduction and reduced once over the first and last

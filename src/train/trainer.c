@@ -427,7 +427,8 @@ static int stage_summary(trainer *t, bp_err *err) {
         v[BP_STAGE_ACT_BYTES * S + p] = (float)ps.act_bytes;
         v[BP_STAGE_BWD_SENDS * S + p] = (float)t->cb_sends;
         v[BP_STAGE_BWD_COMPRESSED * S + p] = (float)t->cb_compressed;
-        if (t->cb_compressed) v[BP_STAGE_BWD_REL_ERR * S + p] = (float)(t->cb_rel_err / (double)t->cb_compressed);
+        if (t->cb_compressed)
+            v[BP_STAGE_BWD_REL_ERR * S + p] = (float)(t->cb_rel_err / (double)t->cb_compressed);
     }
     int rc = t->size > 1 ? bp_allreduce_sum(t->meta, v, (size_t)(KEYS * S)) : BP_OK;
     if (rc) return bp_comm_fail(t->meta, rc, err);

@@ -485,7 +485,8 @@ static void test_cases_differ(void **state) {
         double warm = apart(WARMUP_CASE, OFF_CASE, 0), after = apart(WARMUP_CASE, LEP_CASE, 1);
         printf("stage 0 gradient, %s vs off at step 0: %.3g; vs lep at step 1: %.3g\n",
                CASES[WARMUP_CASE].name, warm, after);
-        if (warm != 0) mismatch("%s: step 0 differs from off (%.3g)", CASES[WARMUP_CASE].name, warm);
+        if (warm != 0)
+            mismatch("%s: step 0 differs from off (%.3g)", CASES[WARMUP_CASE].name, warm);
         if (!(after > 1e-3) || !(apart(WARMUP_CASE, OFF_CASE, 1) > 1e-3))
             mismatch("%s: step 1 not told apart from lep and off", CASES[WARMUP_CASE].name);
         for (int k = 0; k < NCASES; k++)
