@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Optimus-CC's ablation in miniature (bench/occ/README.md): a gpt on dp 2 x pp 2
-# (4 ranks) trained for a fixed number of samples by
+# (4 ranks) or dp 2 x pp 4 (8 ranks) trained for a fixed number of samples by
 #   baseline, CB, CB+FE, CB+FE+SC, CB without LEP
 # on an emulated 1 Gbit / 1 ms network and without emulation, all in one run. Per
 # configuration: the median iteration time, the bytes per step on each axis (all
@@ -10,15 +10,20 @@
 # under --out.
 #
 #   bench/occ/ablation.sh [--quick] [--steps N] [--out DIR] [--net SPEC|off ...]
-#                         [--diagnose] [--repeat R]
+#                         [--diagnose] [--repeat R] [--grid dp2xpp2|dp2xpp4]
 #
 # --quick: 30 steps and 4 validation batches (a few minutes); default 200
 #   steps and 20 batches (about 12 minutes per repeat on 2 loaded cores).
 # --net: the networks to run (default: bw=1Gbit,lat=1ms and off); repeatable.
 # --diagnose: two more configurations that tell where the time goes: SC alone
-#   (--sc-stages 1) and SC on both stages (--sc-stages 2).
+#   (--sc-stages pp/2) and SC on all stages (--sc-stages pp).
 # --repeat R: run every configuration R times, interleaved, and take the median
 #   of the per-run medians (default 1).
+# --grid: dp2xpp2 (default; 4 ranks, stages cut 3,3, 2 micro-batches) or dp2xpp4
+#   (8 ranks, stages cut 2,1,1,2, 4 micro-batches of one sequence so that the
+#   1F1B pipeline has work in flight); SC compresses the first half of the stages
+#   (--sc-stages pp/2), "SC on all stages" all of them. The same model, batch
+#   and samples on both grids.
 # The binary is $BAGPIPE_BIN or build/bagpipe; ranks run under `nice -n 5` with
 # one BLAS thread each.
 set -euo pipefail
@@ -31,6 +36,7 @@ OUT=""
 NETS=()
 DIAGNOSE=0
 REPEAT=1
+GRID=dp2xpp2
 while [ $# -gt 0 ]; do
   case $1 in
   --quick) STEPS=30 EVAL_BATCHES=4 ;;
@@ -39,24 +45,32 @@ while [ $# -gt 0 ]; do
   --net) NETS+=("$2") && shift ;;
   --diagnose) DIAGNOSE=1 ;;
   --repeat) REPEAT=$2 && shift ;;
+  --grid) GRID=$2 && shift ;;
   -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//' && exit 0 ;;
   *) echo "ablation.sh: unknown option $1 (see --help)" >&2 && exit 2 ;;
   esac
   shift
 done
 [ ${#NETS[@]} -gt 0 ] || NETS=(bw=1Gbit,lat=1ms off)
+case $GRID in
+dp2xpp2) PP=2 PARTITION=3,3 MICRO=2 ;;
+dp2xpp4) PP=4 PARTITION=2,1,1,2 MICRO=4 ;;
+*) echo "ablation.sh: --grid $GRID: expected dp2xpp2 or dp2xpp4" >&2 && exit 2 ;;
+esac
+NP=$((2 * PP))
 [ -x "$BP" ] || { echo "ablation.sh: no bagpipe binary at $BP (build first, or set BAGPIPE_BIN)" >&2; exit 2; }
 OUT=${OUT:-$(mktemp -d /tmp/bp_occ_ablation.XXXXXX)}
 mkdir -p "$OUT"
 
 # The model: a gpt of 4 layers, 256 channels (3.3 M parameters), 8 sequences of
 # 32 bytes per step in 2 micro-batches, cut 3,3 (embedding + 2 layers | 2 layers +
-# head) so that every run has the same stages. Fixed samples: STEPS x 8. AdamW with
+# head) so that every run has the same stages (--grid dp2xpp4: 4 micro-batches,
+# cut 2,1,1,2). Fixed samples: STEPS x 8. AdamW with
 # a linear warm-up over the first 10% of the steps, cosine decay and the gradient
 # norm clipped to 1: without them the loss spikes now and then (to 10 nats), and
 # where a run happens to spike decides its final loss more than what is compared.
 MODEL=(--model gpt --data kjv --layers 4 --embd 256 --heads 4 --seq-len 32 --batch 8 --dp 2
-  --pp 2 --partition 3,3 --micro-batches 2 --schedule 1f1b --lr 1e-3 --lr-schedule cosine
+  --pp "$PP" --partition "$PARTITION" --micro-batches "$MICRO" --schedule 1f1b --lr 1e-3 --lr-schedule cosine
   --warmup $((STEPS / 10)) --clip 1 --seed 1234 --steps "$STEPS" --eval-every "$STEPS"
   --eval-batches "$EVAL_BATCHES" --progress none --log-every 10)
 
@@ -64,13 +78,13 @@ CONFIGS=(
   "baseline|"
   "CB|--cb"
   "CB+FE|--cb --fused-embedding-sync"
-  "CB+FE+SC|--cb --fused-embedding-sync --sc-stages 1"
+  "CB+FE+SC|--cb --fused-embedding-sync --sc-stages $((PP / 2))"
   "CB without LEP|--cb --no-lep"
 )
 if [ "$DIAGNOSE" = 1 ]; then
   CONFIGS+=(
-    "SC|--sc-stages 1"
-    "SC on both stages|--sc-stages 2"
+    "SC|--sc-stages $((PP / 2))"
+    "SC on all stages|--sc-stages $PP"
   )
 fi
 
@@ -85,7 +99,7 @@ export OPENBLAS_NUM_THREADS=1
 {
   echo "date: $(date -u '+%Y-%m-%d %H:%M UTC')"
   echo "commit: $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)"
-  echo "cpus: $(nproc); steps: $STEPS; eval batches: $EVAL_BATCHES; repeat: $REPEAT"
+  echo "cpus: $(nproc); grid: $GRID; steps: $STEPS; eval batches: $EVAL_BATCHES; repeat: $REPEAT"
   echo "model: ${MODEL[*]}"
 } >"$OUT/about.txt"
 : >"$OUT/runs.tsv"
@@ -101,7 +115,7 @@ for r in $(seq 1 "$REPEAT"); do
       load0=$(cut -d' ' -f1 /proc/loadavg)
       t0=$(date +%s)
       printf '[%d/%d] net %s, %s ... ' "$n" "$total" "$net" "$name" >&2
-      if ! nice -n 5 "${MPI[@]}" -np 4 "$BP" train "${MODEL[@]}" --net "$net" "${flags[@]}" \
+      if ! nice -n 5 "${MPI[@]}" -np "$NP" "$BP" train "${MODEL[@]}" --net "$net" "${flags[@]}" \
         --out "$dir" >"$dir.log" 2>&1; then
         echo "failed:" >&2
         tail -n 5 "$dir.log" >&2

@@ -1,6 +1,7 @@
 /* Optimus-CC (DESIGN.md section 7; the three techniques are described in occ.h). */
 #include "parallel/occ.h"
 
+#include <math.h>
 #include <stdlib.h>
 
 #include "compress/traced.h"
@@ -20,9 +21,11 @@ bp_status bp_occ_check(const bp_occ_config *c, bool tied, int pp, int dp_algo, b
         return bp_fail(err, BP_EUSAGE,
                        "option --cb: compresses the activation gradients sent between pipeline "
                        "stages; it needs --pp 2 or more");
-    if ((!c->lep || c->epilogue_only) && c->cb_rank <= 0)
+    if ((!c->lep || c->epilogue_only || c->cb_warmup_steps > 0) && c->cb_rank <= 0)
         return bp_fail(err, BP_EUSAGE, "option %s: only applies with --cb",
-                       !c->lep ? "--no-lep" : "--cb-epilogue-only");
+                       !c->lep             ? "--no-lep"
+                       : c->epilogue_only ? "--cb-epilogue-only"
+                                          : "--cb-warmup");
     if (c->sc_stages > 0 && (dp_algo != BP_DP_ALLREDUCE || avgpipe))
         return bp_fail(err, BP_EUSAGE,
                        "option --sc-stages: compresses the data-parallel allreduce of early "
@@ -72,6 +75,8 @@ struct bp_cb {
     bp_codec **enc;      /* [N] senders' codecs (they hold the error E and Q) */
     bp_codec *dec;       /* receiver's codec: decoding P Q^T needs only the shape */
     size_t enc_n, dec_n; /* floats on the wire for a sent / received gradient */
+    int64_t step;        /* the optimizer step being run (warm-up) */
+    double rel_err;      /* sum of the sends' relative errors since the last take */
 };
 
 /* Stage s > 0 encodes the gradients it sends, stage s < S-1 decodes the ones it
@@ -112,8 +117,12 @@ void bp_cb_destroy(bp_cb *cb) {
     free(cb);
 }
 
+void bp_cb_set_step(bp_cb *cb, int64_t step) {
+    if (cb) cb->step = step;
+}
+
 bool bp_cb_compressed(const bp_cb *cb, int sender, int b, int n) {
-    if (!cb) return false;
+    if (!cb || cb->step < cb->cfg.cb_warmup_steps) return false;
     return !cb->cfg.epilogue_only || b >= n - (cb->S - sender);
 }
 
@@ -124,7 +133,20 @@ size_t bp_cb_recv_floats(const bp_cb *cb) { return cb ? cb->dec_n : 0; }
 bp_status bp_cb_encode(bp_cb *cb, int j, const bp_real *dx, float *wire, bp_trace *trace,
                        bp_err *err) {
     if (!cb->cfg.lep) bp_powersgd_clear_error(cb->enc[j]);
-    return (bp_status)bp_codec_encode_traced(cb->enc[j], dx, cb->in_n, wire, trace, err);
+    const float *e = bp_powersgd_error(cb->enc[j]); /* carried in, then left behind */
+    double mm = 0, ee = 0;
+    for (size_t i = 0; i < cb->in_n; i++) mm += ((double)dx[i] + e[i]) * ((double)dx[i] + e[i]);
+    int rc = bp_codec_encode_traced(cb->enc[j], dx, cb->in_n, wire, trace, err);
+    for (size_t i = 0; i < cb->in_n; i++) ee += (double)e[i] * e[i];
+    if (rc == BP_OK && mm > 0) cb->rel_err += sqrt(ee / mm);
+    return (bp_status)rc;
+}
+
+double bp_cb_take_rel_err(bp_cb *cb) {
+    if (!cb) return 0;
+    double r = cb->rel_err;
+    cb->rel_err = 0;
+    return r;
 }
 
 bp_status bp_cb_decode(bp_cb *cb, const float *wire, bp_real *dy, bp_trace *trace, bp_err *err) {

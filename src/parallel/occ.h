@@ -7,8 +7,11 @@
  *   propagation (LEP) the sender keeps the error E = M - P Q^T of a micro-batch and
  *   adds it to the next one's gradient; without, it is dropped. With
  *   `epilogue_only` stage s compresses only its last S - s backward sends of a step
- *   (the cool-down of 1F1B); sender and receiver derive that alike. Activations
- *   going forward are never compressed. The pipeline (parallel/pipe.c) calls it.
+ *   (the cool-down of 1F1B); sender and receiver derive that alike. The first
+ *   `cb_warmup_steps` steps send every gradient whole (PowerSGD's recipe for dp
+ *   gradients; on compressed backpropagation it removes only the early part of
+ *   the loss gap, bench/occ/README.md). Activations going forward are never
+ *   compressed. The pipeline (parallel/pipe.c) calls it.
  * - Fused embedding synchronization (FE): the tied embedding's gradient is left
  *   out of the data-parallel reduction and reduced once over the first and last
  *   stages of every replica, then divided by dp.
@@ -31,6 +34,7 @@ typedef struct bp_occ_config {
     int cb_rank;        /* compressed backpropagation's rank; 0: off */
     bool lep;           /* lazy error propagation */
     bool epilogue_only; /* compress only the cool-down's backward sends */
+    int64_t cb_warmup_steps; /* steps 0 .. this - 1 send every gradient whole */
     uint64_t seed;      /* of the CB codecs' Q */
     bool fused_embedding;
     int sc_stages;      /* stages below this compress their dp gradients; 0: off */
@@ -62,16 +66,23 @@ typedef struct bp_cb bp_cb;
 bp_status bp_cb_create(const bp_occ_config *c, int S, int s, int N, size_t rows, size_t in_n,
                        size_t out_n, bp_cb **out, bp_err *err);
 void bp_cb_destroy(bp_cb *cb);
+/* The optimizer step (0-based) the next pipeline step belongs to: the warm-up
+ * rule reads it (a resumed run continues where it stopped). */
+void bp_cb_set_step(bp_cb *cb, int64_t step);
 /* Whether backward send number b (0-based, of n per step) of stage `sender` is
- * compressed; the receiving stage asks the same question. */
+ * compressed in this step; the receiving stage asks the same question. */
 bool bp_cb_compressed(const bp_cb *cb, int sender, int b, int n);
 /* Floats on the wire for a gradient this stage sends / receives compressed. */
 size_t bp_cb_send_floats(const bp_cb *cb);
 size_t bp_cb_recv_floats(const bp_cb *cb);
 /* Compress the gradient dx[in_n] of replica j into wire (with LEP, its error is
- * carried to the replica's next send); trace (or NULL) records it. */
+ * carried to the replica's next send); trace (or NULL) records it. Adds the
+ * relative error |M - P Q^T| / |M| of this send (M = dx + the carried error) to
+ * what bp_cb_take_rel_err returns. */
 bp_status bp_cb_encode(bp_cb *cb, int j, const bp_real *dx, float *wire, bp_trace *trace,
                        bp_err *err);
+/* Sum of the relative errors of the sends encoded since the last call. */
+double bp_cb_take_rel_err(bp_cb *cb);
 /* The gradient dy[out_n] from what the next stage sent. */
 bp_status bp_cb_decode(bp_cb *cb, const float *wire, bp_real *dy, bp_trace *trace, bp_err *err);
 

@@ -34,6 +34,7 @@ struct bp_pipe {
     bp_real *x_in, *dy; /* receive buffers, consumed before the next receive */
     bp_pipe_stats stats;
     bp_cb *cb;            /* Optimus-CC's compressed backpropagation; NULL: off */
+    int64_t step;         /* the optimizer step of the next stream's first step */
     float *wire_in;       /* a compressed gradient received */
 };
 
@@ -217,6 +218,7 @@ static int backward(bp_pipe *p, const bp_batch *b, int micro, bp_err *err) {
     slot *sl = find_slot(p, micro);
     if (!sl) return bp_fail(err, BP_EINTERNAL, "stage %d: micro-batch %d has no activations", p->s, micro);
     int k = micro % (p->N * p->M); /* backwards go in order: the step's k-th */
+    bp_cb_set_step(p->cb, p->step + micro / (p->N * p->M)); /* the stream's steps in turn */
     int rc = timed_wait(p, &sl->bwd_req);
     if (rc) return bp_comm_fail(p->pp, rc, err);
     if (p->s < p->S - 1 && (rc = receive_dy(p, k, err))) return rc;
@@ -282,8 +284,11 @@ bp_status bp_pipe_eval(bp_pipe *p, int j, const bp_batch *b, double *loss, const
     return rc;
 }
 
+void bp_pipe_set_step(bp_pipe *p, int64_t step) { p->step = step; }
+
 void bp_pipe_stats_take(bp_pipe *p, bp_pipe_stats *out) {
     *out = p->stats;
+    out->cb_rel_err = bp_cb_take_rel_err(p->cb);
     p->stats.busy_s = p->stats.idle_s = 0;
     p->stats.cb_sends = p->stats.cb_compressed = 0;
 }

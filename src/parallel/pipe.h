@@ -32,6 +32,7 @@ typedef struct bp_pipe_stats {
     size_t act_bytes; /* activation memory of one micro-batch */
     long cb_sends;      /* backward sends since the last bp_pipe_stats_take */
     long cb_compressed; /* ... of which compressed */
+    double cb_rel_err;  /* sum over those of |M - P Q^T| / |M| (occ.h) */
 } bp_pipe_stats;
 
 /* What the caller does inside a stream (both may be NULL): right before its last
@@ -62,6 +63,10 @@ void bp_pipe_destroy(bp_pipe *p);
  * stage loss[t] is step t's mean loss over its micro-batches; NaN elsewhere. */
 bp_status bp_pipe_stream(bp_pipe *p, int k, const bp_batch *micro, const bp_pipe_hooks *h,
                          double *loss, bp_err *err);
+
+/* The optimizer step (0-based) of the next stream's first step (compressed
+ * backpropagation's warm-up counts it). */
+void bp_pipe_set_step(bp_pipe *p, int64_t step);
 
 /* Forward only through replica `j`, for evaluation (collective over the stages). On
  * the last stage *loss is the mean loss of batch b (at most micro_B rows, targets

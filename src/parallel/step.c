@@ -178,6 +178,7 @@ bp_status bp_grid_steps(const bp_grid_step_ctx *c, int k, const bp_grid_step_in 
     stream_ctx x = {.c = c, .in = in};
     bp_pipe_hooks h = {.last_backward = before_last_backward, .update = inline_update, .ctx = &x};
     double loss[k];
+    bp_pipe_set_step(c->pipe, in[0].step);
     bp_status rc = bp_pipe_stream(c->pipe, k, in[0].micro, &h, loss, err);
     for (int t = 0; t < k; t++) {
         out[t].loss = loss[t];

@@ -66,6 +66,7 @@ typedef struct bp_train_config {
     int cb_rank;
     int no_lep;
     int cb_epilogue_only;
+    int64_t cb_warmup;    /* steps with every backward send whole first */
     int fused_embedding_sync; /* fused embedding synchronization */
     int sc_stages;        /* selective stage compression: stages below this compress dp */
     int sc_rank;

@@ -118,7 +118,8 @@ void bp_metrics_bucket_tune(bp_metrics *m, int64_t step, int n, const double *si
 void bp_metrics_stages(bp_metrics *m, int S, const float *v) {
     if (!m->f) return;
     static const char *keys[BP_STAGE_KEYS] = {"busy_s",    "idle_s",   "peak_stash",
-                                              "act_bytes_per_micro", "bwd_sends", "bwd_compressed"};
+                                              "act_bytes_per_micro", "bwd_sends", "bwd_compressed",
+                                              "bwd_rel_err"};
     fprintf(m->f, "{\"type\":\"stages\"");
     for (int k = 0; k < BP_STAGE_KEYS; k++) {
         fprintf(m->f, ",\"%s\":[", keys[k]);

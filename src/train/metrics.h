@@ -10,7 +10,8 @@
  *    "grad_bytes":..,"optim_bytes":..,"act_bytes":..}
  * (the median is over the last 2^20 steps of the run; null when the run took none).
  *   {"type":"stages","busy_s":[per stage],"idle_s":[..],"peak_stash":[..],
- *    "act_bytes_per_micro":[..],"bwd_sends":[..],"bwd_compressed":[..]}
+ *    "act_bytes_per_micro":[..],"bwd_sends":[..],"bwd_compressed":[..],"bwd_rel_err":[..]}
+ * (bwd_rel_err: mean over the compressed sends of |M - P Q^T| / |M|, 0 without).
  * k counts completed optimizer steps (1 after the first step). The loss is the
  * mean over the replicas; bytes are those sent by all ranks together, split by the
  * axis of the grid they belong to (embed: the tied embedding's sync between first
@@ -58,7 +59,7 @@ typedef struct bp_config_record {
 
 /* The per-stage figures of a run, in the order of the stages record's keys. */
 enum { BP_STAGE_BUSY, BP_STAGE_IDLE, BP_STAGE_PEAK_STASH, BP_STAGE_ACT_BYTES, BP_STAGE_BWD_SENDS,
-       BP_STAGE_BWD_COMPRESSED, BP_STAGE_KEYS };
+       BP_STAGE_BWD_COMPRESSED, BP_STAGE_BWD_REL_ERR, BP_STAGE_KEYS };
 
 /* Open path for appending (append) or truncating; an empty path turns logging off. */
 bp_status bp_metrics_open(bp_metrics *m, const char *path, int append, bp_err *err);

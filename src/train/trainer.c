@@ -280,6 +280,7 @@ static void fill_records(trainer *t, bp_step_record *r, int k, double t0) {
     t->idle_s += ps.idle_s;
     t->cb_sends += ps.cb_sends;
     t->cb_compressed += ps.cb_compressed;
+    t->cb_rel_err += ps.cb_rel_err;
     axis_bytes(t, bytes, &tp_s);
     double exposed[BP_AXES] = {[BP_AXIS_DP] = bp_dp_exposed_seconds(t->dp) * 1e3,
                                [BP_AXIS_PP] = ps.idle_s * 1e3, [BP_AXIS_TP] = tp_s * 1e3,
@@ -446,7 +447,8 @@ static int cmp_double(const void *a, const void *b) {
 /* Per stage, from replica 0 (its tp rank 0: the tp ranks of a stage run the same
  * schedule, and adding them up would count each stage tp times): time computing,
  * time idle (bubbles), the most micro-batches stashed at once, their activation
- * memory, and the backward sends (all and compressed) over the run. */
+ * memory, and the backward sends (all and compressed) over the run, with the
+ * compressed ones' mean relative error. */
 static int stage_summary(trainer *t, bp_err *err) {
     enum { KEYS = BP_STAGE_KEYS };
     int S = t->grid.pp;
@@ -462,6 +464,8 @@ static int stage_summary(trainer *t, bp_err *err) {
         v[BP_STAGE_ACT_BYTES * S + p] = (float)ps.act_bytes;
         v[BP_STAGE_BWD_SENDS * S + p] = (float)t->cb_sends;
         v[BP_STAGE_BWD_COMPRESSED * S + p] = (float)t->cb_compressed;
+        if (t->cb_compressed)
+            v[BP_STAGE_BWD_REL_ERR * S + p] = (float)(t->cb_rel_err / (double)t->cb_compressed);
     }
     int rc = t->size > 1 ? bp_allreduce_sum(t->meta, v, (size_t)(KEYS * S)) : BP_OK;
     if (rc) return bp_comm_fail(t->meta, rc, err);

@@ -51,6 +51,7 @@ typedef struct trainer {
     double *step_ms;         /* per step of this run (the last TRAINER_MAX_TIMES), for the median */
     double busy_s, idle_s;   /* pipeline stage time computing / waiting, whole run */
     long cb_sends, cb_compressed; /* backward sends of this stage, and compressed ones */
+    double cb_rel_err;            /* sum of the compressed ones' relative errors */
     double embed_s;          /* this step: time in the tied embedding's sync */
     bp_step_record *pending; /* steps not logged yet (losses come from the last stage) */
     int n_pending;

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Fused embedding synchronization (--fused-embedding-sync) on dp 2 x pp 2:
+# Fused embedding synchronization (--fused-embedding-sync) on dp 2 x pp 2, or with
+# the argument dp2xpp4 on dp 2 x pp 4 (8 ranks; the middle stages hold no embedding):
 #  - after every step the first and the last stage hold bit-identical tied
 #    embeddings: a checkpoint is saved every step and `wte.weight` of the first and
 #    the last stage's shard are compared byte for byte (and the embedding does
@@ -77,5 +78,9 @@ fe() {
     "-> $embed_fused (one allreduce over $((2 * dp)) ranks)"
 }
 
-fe fe-dp2-pp2 4 2 2
+if [ "${1:-small}" = dp2xpp4 ]; then
+  fe fe-dp2-pp4 8 2 4 --partition 1,1,1,1
+else
+  fe fe-dp2-pp2 4 2 2
+fi
 echo "ok"

@@ -13,7 +13,8 @@
 # that no other set of stages gives the same number (stages whose compressed share
 # equals the full one aside), so the bytes do tell which stages compressed. With --fused-embedding-sync the tied embedding is in neither.
 # Cases: dp 2 x pp 2 with k = 0, 1, 2 (and k = 1 with the fused embedding sync),
-# dp 2 x pp 3 with k = 2. A tp case is one more line (the shares are per tp shard).
+# dp 2 x pp 3 with k = 2; with the argument dp2xpp4 instead dp 2 x pp 4 (8 ranks)
+# with k = 2 and the fused embedding sync. A tp case is one more line (the shares are per tp shard).
 source "$(dirname "$0")/lib.sh"
 
 STEPS=4
@@ -77,6 +78,13 @@ sc() {
     "(full/low floats per stage: $(echo "$shares" | paste -sd' ' | sed 's/ *$//'); stage 0: $algo)"
 }
 
+if [ "${1:-small}" = dp2xpp4 ]; then
+  # 3 layers, so that stages 1 and 2 differ (with equal shares the bytes could not
+  # tell which of them compressed).
+  sc sc2-fe-dp2-pp4 8 2 4 2 --layers 3 --partition 1,2,1,1 --fused-embedding-sync
+  echo "ok"
+  exit 0
+fi
 sc sc0-dp2-pp2 4 2 2 0 --partition 3,1
 sc sc1-dp2-pp2 4 2 2 1 --partition 3,1
 sc sc2-dp2-pp2 4 2 2 2 --partition 3,1

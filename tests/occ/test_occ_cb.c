@@ -1,5 +1,5 @@
 /* Compressed backpropagation (Optimus-CC, DESIGN.md section 7) as the pipeline
- * runs it: bp_pipe on S ranks (one stage each, S = 2 or 3) against a reference
+ * runs it: bp_pipe on S ranks (one stage each, S = 2 to 4) against a reference
  * computed here.
  *
  * Every rank builds all S stages of a small gpt (with the pipeline's weights) and
@@ -8,9 +8,9 @@
  * from the last stage down to the first. The gradient that stage s sends back goes
  * through a sender codec of its own (same shape, rank and seed as the pipeline's)
  * when the rule says it is compressed, and through a separate receiver codec's
- * decode; otherwise it is passed as it is. The rule: every backward send is
- * compressed, or with epilogue-only exactly the last S - s of stage s's M sends of
- * a step. With lazy error propagation the sender's codec is left alone between
+ * decode; otherwise it is passed as it is. The rule: after the warm-up steps every
+ * backward send is compressed, or with epilogue-only exactly the last S - s of
+ * stage s's M sends of a step. With lazy error propagation the sender's codec is left alone between
  * micro-batches (and steps), without it its error is cleared before each encode.
  *
  * Each compressed send is checked here against PowerSGD's rule in double, with
@@ -36,7 +36,9 @@
  * and afp:1; and with 2 AvgPipe pipelines, whose micro-batches interleave in one
  * stream of 2M positions: each pipeline's replica has its own sender codec (seed +
  * j), so an error carries to that pipeline's next micro-batch only, and epilogue-
- * only compresses the last S - s sends of the whole stream. */
+ * only compresses the last S - s sends of the whole stream. With a warm-up of one
+ * step, step 0 sends every gradient whole (stage 0's gradient equals that of
+ * compression off bit for bit) and step 1 compresses from an empty error. */
 #include <math.h>
 #include <mpi.h>
 #include <setjmp.h>
@@ -219,11 +221,13 @@ typedef struct cb_case {
     int rank; /* 0: compression off */
     bool lep, epilogue_only;
     int N; /* AvgPipe pipelines */
+    int warmup; /* steps that send every gradient whole first */
 } cb_case;
 
-/* Whether stage s's backward send b (of the N * MICRO of a step) is compressed. */
-static bool rule(const cb_case *c, int s, int b) {
-    return c->rank > 0 && (!c->epilogue_only || b >= c->N * MICRO - (S - s));
+/* Whether stage s's backward send b (of the N * MICRO of a step) is compressed in
+ * step `step`. */
+static bool rule(const cb_case *c, int step, int s, int b) {
+    return c->rank > 0 && step >= c->warmup && (!c->epilogue_only || b >= c->N * MICRO - (S - s));
 }
 
 /* Each pipeline j has its own replica of every stage and its own sender codecs (the
@@ -357,7 +361,7 @@ static void replay_step(replay *rp, const cb_case *c, int step, double *loss) {
                                                s > 0 ? rp->dx : NULL, scale, NULL),
                              BP_OK);
             if (s == 0) continue;
-            if (rule(c, s, v))
+            if (rule(c, step, s, v))
                 compress_send(rp, c, v % c->N, s, step, v);
             else
                 memcpy(rp->dy, rp->dx, rp->n * sizeof(float));
@@ -380,7 +384,7 @@ static void run_case(const cb_case *c, int index) {
     bp_schedule sched;
     assert_int_equal(bp_schedule_parse(c->schedule, &sched, NULL), BP_OK);
     bp_occ_config cb = {.cb_rank = c->rank, .lep = c->lep, .epilogue_only = c->epilogue_only,
-                        .seed = SEED};
+                        .cb_warmup_steps = c->warmup, .seed = SEED};
     bp_pipe *pipe = NULL;
     bp_err err = {0};
     int rc = bp_pipe_create(world, mine, c->N, &sched, MICRO, 1, false, MB, T, &cb, &pipe, &err);
@@ -391,6 +395,7 @@ static void run_case(const cb_case *c, int index) {
         double want_loss, loss;
         replay_step(&rp, c, step, &want_loss);
         for (int j = 0; j < c->N; j++) bp_model_zero_grad(mine[j]);
+        bp_pipe_set_step(pipe, step);
         rc = bp_pipe_stream(pipe, 1, batches[step], NULL, &loss, &err);
         if (rc) fprintf(stderr, "rank %d: %s\n", me, err.msg);
         assert_int_equal(rc, BP_OK);
@@ -408,7 +413,7 @@ static void run_case(const cb_case *c, int index) {
         bp_pipe_stats st;
         bp_pipe_stats_take(pipe, &st);
         long want_sends = me > 0 ? c->N * MICRO : 0, want_comp = 0;
-        for (int b = 0; me > 0 && b < c->N * MICRO; b++) want_comp += rule(c, me, b);
+        for (int b = 0; me > 0 && b < c->N * MICRO; b++) want_comp += rule(c, step, me, b);
         if (st.cb_sends != want_sends || st.cb_compressed != want_comp)
             mismatch("%s: stage %d step %d: %ld backward sends, %ld compressed; expected %ld, %ld",
                      c->name, me, step, st.cb_sends, st.cb_compressed, want_sends, want_comp);
@@ -426,16 +431,18 @@ static void run_case(const cb_case *c, int index) {
 }
 
 static const cb_case CASES[] = {
-    {"off", "1f1b", 0, true, false, 1},
-    {"lep", "1f1b", RANK, true, false, 1},
-    {"no-lep", "1f1b", RANK, false, false, 1},
-    {"lep-epilogue", "1f1b", RANK, true, true, 1},
-    {"no-lep-epilogue", "1f1b", RANK, false, true, 1},
-    {"lep-gpipe", "gpipe", RANK, true, false, 1},
-    {"lep-epilogue-afp1", "afp:1", RANK, true, true, 1},
-    {"lep-2-pipelines", "1f1b", RANK, true, false, 2},
-    {"lep-epilogue-2-pipelines", "gpipe", RANK, true, true, 2},
+    {"off", "1f1b", 0, true, false, 1, 0},
+    {"lep", "1f1b", RANK, true, false, 1, 0},
+    {"no-lep", "1f1b", RANK, false, false, 1, 0},
+    {"lep-epilogue", "1f1b", RANK, true, true, 1, 0},
+    {"no-lep-epilogue", "1f1b", RANK, false, true, 1, 0},
+    {"lep-gpipe", "gpipe", RANK, true, false, 1, 0},
+    {"lep-epilogue-afp1", "afp:1", RANK, true, true, 1, 0},
+    {"lep-2-pipelines", "1f1b", RANK, true, false, 2, 0},
+    {"lep-epilogue-2-pipelines", "gpipe", RANK, true, true, 2, 0},
+    {"lep-warmup-1", "1f1b", RANK, true, false, 1, 1},
 };
+enum { OFF_CASE = 0, LEP_CASE = 1, WARMUP_CASE = 9 };
 #define NCASES (int)(sizeof CASES / sizeof CASES[0])
 
 static void test_cases(void **state) {
@@ -473,6 +480,15 @@ static void test_cases_differ(void **state) {
                     mismatch("%s and %s are not told apart at step %d (%.3g)",
                              CASES[pairs[k][0]].name, CASES[pairs[k][1]].name, step, d);
             }
+        /* The warm-up step sends whole gradients, as without compression; the next
+         * one compresses, from an empty error (so it differs from LEP's second). */
+        double warm = apart(WARMUP_CASE, OFF_CASE, 0), after = apart(WARMUP_CASE, LEP_CASE, 1);
+        printf("stage 0 gradient, %s vs off at step 0: %.3g; vs lep at step 1: %.3g\n",
+               CASES[WARMUP_CASE].name, warm, after);
+        if (warm != 0)
+            mismatch("%s: step 0 differs from off (%.3g)", CASES[WARMUP_CASE].name, warm);
+        if (!(after > 1e-3) || !(apart(WARMUP_CASE, OFF_CASE, 1) > 1e-3))
+            mismatch("%s: step 1 not told apart from lep and off", CASES[WARMUP_CASE].name);
         for (int k = 0; k < NCASES; k++)
             for (int step = 0; step < STEPS; step++) free(first_grads[k][step]);
     }

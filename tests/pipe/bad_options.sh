@@ -34,6 +34,7 @@ expect 4 --batch -- "${G[@]}" --pp 2 --dp 2 --micro-batches 3
 # Optimus-CC's compressed backpropagation needs stages; its modifiers need it.
 expect 1 --cb -- "${G[@]}" --cb
 expect 2 --no-lep -- "${G[@]}" --pp 2 --no-lep
+expect 2 --cb-warmup -- "${G[@]}" --pp 2 --cb-warmup 10
 # An emulated network that would stall the job (or overflow to none at all).
 expect 1 --net -- "${G[@]}" --net lat=1e300s
 echo "ok"
