@@ -1,21 +1,24 @@
 #!/usr/bin/env bash
-# Optimus-CC's ablation in miniature: baseline, CB, CB+FE, CB+FE+SC and CB without LEP on
-# dp 2 x pp 2, on an emulated 1 Gbit / 1 ms network and without emulation
+# Optimus-CC's ablation in miniature: baseline, CB, FE, SC, CB+FE, CB+FE+SC and CB
+# without LEP on dp 2 x pp 4 (8 ranks), 1000 steps, on an emulated 1 Gbit / 1 ms network
 # (bench/occ/ablation.sh), with the communication per axis drawn by bagpipe report.
-# About 10 minutes on 2 idle cores. Environment: BAGPIPE (binary), RUNS_DIR, STEPS (200).
+# About 25 minutes on 2 cores. Environment: BAGPIPE (binary), RUNS_DIR, STEPS (1000),
+# GRID (dp2xpp4, or dp2xpp2), NET (bw=1Gbit,lat=1ms; off for no emulation).
 source "$(dirname "$0")/lib.sh"
 study_begin occ_ablation "Optimus-CC's ablation: speed-up and validation loss against the baseline"
-BAGPIPE_BIN=$BP "$ROOT/bench/occ/ablation.sh" --steps "${STEPS:-200}" --out "$RUNS" 2>&1 |
+GRID=${GRID:-dp2xpp4} NET=${NET:-bw=1Gbit,lat=1ms}
+BAGPIPE_BIN=$BP "$ROOT/bench/occ/ablation.sh" --grid "$GRID" --steps "${STEPS:-1000}" --net "$NET" \
+  --out "$RUNS" 2>&1 |
   tee "$OUT/log.txt"
 cp "$RUNS/table.md" "$RUNS/results.json" "$RUNS/about.txt" "$OUT/"
-mapfile -t runs < <(runs_with net bw=1Gbit,lat=1ms "$RUNS"/run*)
+mapfile -t runs < <(runs_with net "$NET" "$RUNS"/run*)
 plots plots "${runs[@]}"
 {
   study_header
-  cat <<'TXT'
+  cat <<TXT
 
-A gpt of 4 layers and 256 channels (3.3 M parameters) on dp 2 x pp 2 (4 ranks), the same
-samples for every configuration, AdamW with warm-up, cosine decay and clipping; the
+A gpt of 4 layers and 256 channels (3.3 M parameters) on $GRID, the same samples for
+every configuration, AdamW with warm-up, cosine decay and clipping; the
 configurations and columns are explained in [bench/occ/README.md](../../../bench/occ/README.md).
 Speed-up and loss change are against the baseline on the same network. The paper's
 target shape: CB+FE+SC clearly faster than the baseline on a slow network, with the
@@ -23,9 +26,9 @@ validation loss within 2%.
 
 TXT
   cat "$OUT/table.md"
-  cat <<'TXT'
+  cat <<TXT
 
-Plots of the runs on 1 Gbit / 1 ms ([index](plots/index.html)): validation loss against
+Plots of the runs on $NET ([index](plots/index.html)): validation loss against
 [time](plots/loss_time.svg) and [samples](plots/loss_samples.svg); bytes and exposed
 communication per axis and step of each configuration in plots/comm_run*.svg (runs in
 the table's order).

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Optimus-CC's ablation in miniature (bench/occ/README.md): a gpt on dp 2 x pp 2
 # (4 ranks) or dp 2 x pp 4 (8 ranks) trained for a fixed number of samples by
-#   baseline, CB, CB+FE, CB+FE+SC, CB without LEP
+#   baseline, CB, FE, SC, CB+FE, CB+FE+SC, CB without LEP
 # on an emulated 1 Gbit / 1 ms network and without emulation, all in one run. Per
 # configuration: the median iteration time, the bytes per step on each axis (all
 # ranks together), rank 0's exposed communication time per axis, and the
@@ -15,8 +15,8 @@
 # --quick: 30 steps and 4 validation batches (a few minutes); default 200
 #   steps and 20 batches (about 12 minutes per repeat on 2 loaded cores).
 # --net: the networks to run (default: bw=1Gbit,lat=1ms and off); repeatable.
-# --diagnose: two more configurations that tell where the time goes: SC alone
-#   (--sc-stages pp/2) and SC on all stages (--sc-stages pp).
+# --diagnose: one more configuration that tells where the time goes: SC on all
+#   stages (--sc-stages pp).
 # --repeat R: run every configuration R times, interleaved, and take the median
 #   of the per-run medians (default 1).
 # --grid: dp2xpp2 (default; 4 ranks, stages cut 3,3, 2 micro-batches) or dp2xpp4
@@ -77,15 +77,14 @@ MODEL=(--model gpt --data kjv --layers 4 --embd 256 --heads 4 --seq-len 32 --bat
 CONFIGS=(
   "baseline|"
   "CB|--cb"
+  "FE|--fused-embedding-sync"
+  "SC|--sc-stages $((PP / 2))"
   "CB+FE|--cb --fused-embedding-sync"
   "CB+FE+SC|--cb --fused-embedding-sync --sc-stages $((PP / 2))"
   "CB without LEP|--cb --no-lep"
 )
 if [ "$DIAGNOSE" = 1 ]; then
-  CONFIGS+=(
-    "SC|--sc-stages $((PP / 2))"
-    "SC on all stages|--sc-stages $PP"
-  )
+  CONFIGS+=("SC on all stages|--sc-stages $PP")
 fi
 
 MPI=(mpirun)
