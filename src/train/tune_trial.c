@@ -32,6 +32,7 @@ static bp_status trial_config(const bp_tune_config *c, int pipelines, bp_train_c
     t->partition[0] = t->net[0] = t->trace[0] = t->resume[0] = t->metrics[0] = '\0';
     t->dp_algo = BP_DP_ALLREDUCE;
     t->hierarchical = t->cb = t->cb_epilogue_only = t->no_lep = 0;
+    t->cb_warmup = 0;
     t->sc_stages = t->fused_embedding_sync = 0;
     t->bucket_mb = BP_DP_BUCKET_MB;
     t->progress = BP_PROGRESS_NONE;
@@ -39,6 +40,7 @@ static bp_status trial_config(const bp_tune_config *c, int pipelines, bp_train_c
     t->eval_batches = eval_batches(c);
     t->fault_kill_rank = t->fault_hang_rank = t->fault_nan_rank = t->fault_nan_weights_rank = -1;
     int rc = bp_train_config_check_world(t, 1, err);
+    if (rc && pipelines < 1) return bp_err_context(err, "the convergence trial of one plain pipeline");
     return rc ? bp_err_context(err, "the convergence trial with --pipelines %d", pipelines) : BP_OK;
 }
 
@@ -82,6 +84,7 @@ static bp_status run_curve(const bp_tune_config *c, bp_comm *world, int pipeline
         bp_err_clear(err);
         return BP_OK;
     }
+    if (rc && pipelines < 1) return bp_err_context(err, "the convergence trial of one plain pipeline");
     return rc ? bp_err_context(err, "the convergence trial with --pipelines %d", pipelines) : BP_OK;
 }
 

@@ -95,6 +95,11 @@ rc=0
   grep -q "option --trial-steps: one pipeline's loss went non-finite within 20 steps" "$WORK/err" ||
   fail "diverging trial: rc $rc, $(cat "$WORK/err")"
 
+# Optimus-CC's options of the tuned run do not reach the trial's one-stage runs, where
+# each alone would be refused (e.g. --cb-warmup without --cb).
+"$BP" tune "${TINY[@]}" --cb --cb-epilogue-only --no-lep --cb-warmup 5 --trial-steps 10 \
+  >/dev/null 2>"$WORK/err" || fail "tune with Optimus-CC's options: $(cat "$WORK/err")"
+
 # A cap in the widest gap between the peaks (far from any, whatever the rounding):
 # the first row that fits.
 cap=$(awk '{print $6}' "$WORK/rows" | sort -g | awk 'NR > 1 && $1 - p > g {g = $1 - p; c = (p + $1) / 2}
