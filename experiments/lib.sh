@@ -58,6 +58,7 @@ runs_with() {
   local key=$1 value=$2
   shift 2
   for d in "$@"; do
+    [ -f "$d/metrics.jsonl" ] || continue # the glob's logs and tables
     head -n 1 "$d/metrics.jsonl" | grep -q "\"$key\":\"$value\"" && echo "$d"
   done
   return 0
