@@ -3,7 +3,7 @@
 # emulated networks: samples per second and training time to the loss 1f1b reaches at
 # half its steps (bench/pipe/avgpipe_own.sh), the simulator's prediction for deeper
 # pipelines, and a short traced run of each configuration whose pipeline timeline
-# bagpipe report draws. About 15 minutes on 2 idle cores.
+# bagpipe report draws. About 3 minutes with 2 cores to itself.
 # Environment: BAGPIPE (binary), RUNS_DIR, STEPS (80).
 source "$(dirname "$0")/lib.sh"
 study_begin avgpipe "AvgPipe against gpipe and 1f1b"

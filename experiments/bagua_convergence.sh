@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Bagua's algorithms against allreduce: the validation loss after 1000 steps of the
 # default gpt on 2 ranks, every --dp-algo at its defaults (bench/dp/convergence.sh), with
-# the loss curves drawn by bagpipe report. About 20 minutes on 2 idle cores.
+# the loss curves drawn by bagpipe report. About 15 minutes with 2 cores to itself.
 # Environment: BAGPIPE (binary), STEPS (1000), RUNS_DIR (where run folders go).
 source "$(dirname "$0")/lib.sh"
 study_begin bagua_convergence "Bagua's algorithms: validation loss against allreduce"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The Bagua paper's trade-off in miniature: the training time each algorithm needs to
 # reach a validation loss, on four emulated networks (bench/dp/tradeoff.sh --quick),
-# with loss-against-time plots per network. About 20 minutes on 2 idle cores.
+# with loss-against-time plots per network. About 10 minutes with 2 cores to itself.
 # Environment: BAGPIPE (binary), RUNS_DIR (where run folders go).
 source "$(dirname "$0")/lib.sh"
 study_begin bagua_tradeoff "Bagua's trade-off: time to a validation loss per algorithm and network"

@@ -2,7 +2,7 @@
 # Optimus-CC's ablation in miniature: baseline, CB, FE, SC, CB+FE, CB+FE+SC and CB
 # without LEP on dp 2 x pp 4 (8 ranks), 1000 steps, on an emulated 1 Gbit / 1 ms network
 # (bench/occ/ablation.sh), with the communication per axis drawn by bagpipe report.
-# About 25 minutes on 2 cores. Environment: BAGPIPE (binary), RUNS_DIR, STEPS (1000),
+# About 21 minutes with 2 cores to itself. Environment: BAGPIPE (binary), RUNS_DIR, STEPS (1000),
 # GRID (dp2xpp4, or dp2xpp2), NET (bw=1Gbit,lat=1ms; off for no emulation).
 source "$(dirname "$0")/lib.sh"
 study_begin occ_ablation "Optimus-CC's ablation: speed-up and validation loss against the baseline"

@@ -2,7 +2,7 @@
 # bagpipe simulate against measured runs on this machine: every dp algorithm on 2 and 4
 # ranks with and without an emulated network, pipeline schedules, AvgPipe, tp and the
 # Optimus-CC flags (bench/simulate/validate.sh), predicted / measured per configuration
-# with the machine's load. About 25 minutes on 2 idle cores.
+# with the machine's load. About 6 minutes with 2 cores to itself.
 # Environment: BAGPIPE (binary), RUNS_DIR, STEPS (30 per configuration).
 source "$(dirname "$0")/lib.sh"
 study_begin sim_validation "bagpipe simulate: predicted against measured step times"
