@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Every study of experiments/, one after the other (each regenerates its page under
-# docs/results/ and docs/RESULTS.md); about 70 minutes with 2 cores to itself. A study that
+# docs/results/ and docs/RESULTS.md); about an hour with 2 cores to itself. A study that
 # fails stops the rest and leaves the pages of the earlier ones in place.
 set -euo pipefail
 cd "$(dirname "$0")"
