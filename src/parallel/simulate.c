@@ -98,8 +98,6 @@ static double ready_at(sim *m, int s, const bp_pipe_op *op) {
 
 /* Run stage s's next operation, which can start once its input is there at `ready`,
  * and send its result on. */
-/* Run stage s's next operation, which can start once its input is there at `ready`,
- * and send its result on. */
 static void run_op(sim *m, int s, const bp_pipe_op *op, double ready) {
     const bp_sim_stage *st = &m->c->stage[s];
     bp_sim_stage_result *o = &m->out[s];

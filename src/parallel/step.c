@@ -114,6 +114,17 @@ static bp_status clip_gradients(const bp_grid_step_ctx *c, double *norm, bp_err 
 
 /* ---- a stream of steps ------------------------------------------------------------- */
 
+/* The tied tensor of n replicas in sync between the first and last stages (where the
+ * model has one), its time added to *secs where it is a collective of its own. */
+static bp_status sync_tied(const bp_grid_step_ctx *c, bp_model **models, int n, double *secs,
+                           bp_err *err) {
+    if (!c->tied) return BP_OK;
+    double t0 = bp_now();
+    bp_status rc = bp_occ_embedding_sync(c->grid, c->fused_embedding, models, n, c->tied, err);
+    *secs += c->grid->embed_comm ? bp_now() - t0 : 0;
+    return rc;
+}
+
 typedef struct stream_ctx {
     const bp_grid_step_ctx *c;
     const bp_grid_step_in *in;
@@ -129,13 +140,8 @@ static bp_status inline_update(void *p, int t, int j, bp_err *err) {
     stream_ctx *x = p;
     const bp_grid_step_ctx *c = x->c;
     bp_model *m = c->models[j];
-    if (c->tied) {
-        double t0 = bp_now();
-        bp_status rc = bp_occ_embedding_sync(c->grid, c->fused_embedding, c->models + j, 1,
-                                             c->tied, err);
-        if (rc) return rc;
-        x->embed_s += c->grid->embed_comm ? bp_now() - t0 : 0;
-    }
+    bp_status rc = sync_tied(c, c->models + j, 1, &x->embed_s, err);
+    if (rc) return rc;
     int bad = nonfinite_in(m);
     if (bad >= 0)
         note(c, (struct bp_grid_pending){.step = x->in[t].step + 1,
@@ -149,12 +155,7 @@ static bp_status inline_update(void *p, int t, int j, bp_err *err) {
 static bp_status end_step(const bp_grid_step_ctx *c, const bp_grid_step_in *in,
                           bp_grid_step_out *out, bp_err *err) {
     bp_status rc = bp_dp_backward_end(c->dp, err);
-    if (rc == BP_OK && c->tied) {
-        double t0 = bp_now();
-        rc = bp_occ_embedding_sync(c->grid, c->fused_embedding, c->models, c->n_replicas, c->tied,
-                                   err);
-        out->embed_s += c->grid->embed_comm ? bp_now() - t0 : 0;
-    }
+    if (rc == BP_OK) rc = sync_tied(c, c->models, c->n_replicas, &out->embed_s, err);
     if (rc == BP_OK && in->local) {
         note(c, finding(c, in, out));
         return bp_dp_step(c->dp, err);

@@ -298,10 +298,8 @@ bp_status bp_dp_step(bp_dp *dp, bp_err *err) {
 }
 
 void bp_dp_replica_update(bp_dp *dp, int j, double lr) {
-    bp_model *m = dp->models[j];
-    dp->optims[j].t++;
-    bp_optim_update(&dp->optims[j], bp_model_params(m), bp_model_grads(m), lr, 0,
-                    bp_model_num_params(m));
+    bp_optim_step(&dp->optims[j], bp_model_params(dp->models[j]), bp_model_grads(dp->models[j]),
+                  lr);
 }
 
 bp_status bp_dp_count_steps(bp_dp *dp, int n, bp_err *err) {
