@@ -361,11 +361,21 @@ const bp_real *bp_acts_logits(const bp_acts *a) {
 
 /* ---- forward / backward ---- */
 
+/* Whether activations made for a->m serve m: the same model, or one of the same
+ * layout (the replicas of one stage under AvgPipe share a pool of activations). */
+static bool acts_fit(const bp_model *m, const bp_acts *a) {
+    const bp_model *o = a->m;
+    return o == m || (o->ops == m->ops && o->begin == m->begin && o->end == m->end &&
+                      o->tp.size == m->tp.size && o->tp.rank == m->tp.rank &&
+                      memcmp(&o->cfg, &m->cfg, sizeof m->cfg) == 0);
+}
+
 /* Checks shared by forward and backward. */
 static int check_step(const bp_model *m, const bp_acts *a, const bp_batch *b, bool backward,
                       bp_err *err) {
     const char *what = backward ? "backward" : "forward";
-    if (a->m != m) return bp_fail(err, BP_EUSAGE, "%s: activations belong to another model", what);
+    if (!acts_fit(m, a))
+        return bp_fail(err, BP_EUSAGE, "%s: activations made for a model of another layout", what);
     if (b->B < 1 || b->B > a->Bmax || b->T < 1 || b->T > a->Tmax)
         return bp_fail(err, BP_EUSAGE, "%s: batch %dx%d does not fit activations made for %dx%d",
                        what, b->B, b->T, a->Bmax, a->Tmax);

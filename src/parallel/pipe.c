@@ -10,8 +10,8 @@
 
 enum { TAG_ACT = 0, TAG_GRAD = 1 };
 
-/* Activations of one micro-batch in flight, and the sends that read from it. Each
- * replica has its own slots, since activations belong to one model. */
+/* Activations of one micro-batch in flight, and the sends that read from it. The
+ * replicas of a stage have the same blocks, so any slot serves any replica. */
 typedef struct slot {
     bp_acts *acts;
     bp_real *dx;         /* gradient of the stage input, sent backward */
@@ -29,8 +29,8 @@ struct bp_pipe {
     bp_model **models;  /* [N] */
     bp_pipe_op *ops;    /* of a stream of K steps (schedule.h) */
     bp_schedule sched;
-    slot *slots;        /* [N][n_slots] */
-    int n_slots, in_use; /* n_slots per replica */
+    slot *slots;        /* [n_slots] */
+    int n_slots, in_use;
     bp_real *x_in, *dy; /* receive buffers, consumed before the next receive */
     bp_pipe_stats stats;
     bp_cb *cb;            /* Optimus-CC's compressed backpropagation; NULL: off */
@@ -40,11 +40,11 @@ struct bp_pipe {
 
 static int alloc_slots(bp_pipe *p, bp_err *err) {
     int rc = BP_OK;
-    p->slots = calloc((size_t)(p->N * p->n_slots), sizeof *p->slots);
+    p->slots = calloc((size_t)p->n_slots, sizeof *p->slots);
     if (!p->slots) return bp_fail(err, BP_ENOMEM, "out of memory");
-    for (int i = 0; rc == BP_OK && i < p->N * p->n_slots; i++) {
+    for (int i = 0; rc == BP_OK && i < p->n_slots; i++) {
         p->slots[i].micro = -1;
-        rc = bp_acts_create(p->models[i / p->n_slots], p->micro_B, p->T, &p->slots[i].acts, err);
+        rc = bp_acts_create(p->models[0], p->micro_B, p->T, &p->slots[i].acts, err);
         if (rc == BP_OK && p->s > 0)
             rc = bp_alloc_checked((void **)&p->slots[i].dx, p->in_n * sizeof(bp_real),
                                   "pipeline gradient buffer", err);
@@ -58,7 +58,7 @@ static int alloc_slots(bp_pipe *p, bp_err *err) {
 static int alloc_wires(bp_pipe *p, bp_err *err) {
     size_t send_n = bp_cb_send_floats(p->cb), recv_n = bp_cb_recv_floats(p->cb);
     int rc = BP_OK;
-    for (int i = 0; rc == BP_OK && send_n && i < p->N * p->n_slots; i++)
+    for (int i = 0; rc == BP_OK && send_n && i < p->n_slots; i++)
         rc = bp_alloc_checked((void **)&p->slots[i].wire, send_n * sizeof(float), "cb wire", err);
     if (rc == BP_OK && recv_n)
         rc = bp_alloc_checked((void **)&p->wire_in, recv_n * sizeof(float), "cb wire", err);
@@ -91,12 +91,10 @@ bp_status bp_pipe_create(bp_comm *pp, bp_model **models, int N, const bp_schedul
     int rc = (p->ops = malloc((2 * V + V / (size_t)M) * sizeof *p->ops))
                  ? BP_OK
                  : bp_fail(err, BP_ENOMEM, "out of memory");
-    /* The positions in flight at once are consecutive (forwards and backwards both go
-     * in order), at most peak of them, so replica j holds at most ceil(peak / N); a
-     * shorter stream's list is the longest one's until its last forward, so it holds
-     * no more. */
+    /* At most peak positions are in flight at once; a shorter stream's list is the
+     * longest one's until its last forward, so it holds no more. */
     int n_ops;
-    if (rc == BP_OK) p->n_slots = (stream_ops(p, sched, K, &n_ops) + N - 1) / N;
+    if (rc == BP_OK) p->n_slots = stream_ops(p, sched, K, &n_ops);
     if (rc == BP_OK) rc = alloc_slots(p, err);
     if (rc == BP_OK && occ)
         rc = bp_cb_create(occ, p->S, p->s, N, rows, p->in_n, p->out_n, &p->cb, err);
@@ -115,7 +113,7 @@ bp_status bp_pipe_create(bp_comm *pp, bp_model **models, int N, const bp_schedul
 
 void bp_pipe_destroy(bp_pipe *p) {
     if (!p) return;
-    for (int i = 0; p->slots && i < p->N * p->n_slots; i++) {
+    for (int i = 0; p->slots && i < p->n_slots; i++) {
         bp_wait(&p->slots[i].fwd_req);
         bp_wait(&p->slots[i].bwd_req);
         bp_acts_destroy(p->slots[i].acts);
@@ -147,22 +145,19 @@ static int timed_recv(bp_pipe *p, bp_real *x, size_t n, int peer, int tag) {
     return rc;
 }
 
-/* Slots of replica j hold the positions of pipeline j. */
 static slot *take_slot(bp_pipe *p, int v) {
-    slot *own = p->slots + (size_t)bp_avgpipe_replica(v, p->N) * p->n_slots;
     for (int i = 0; i < p->n_slots; i++)
-        if (own[i].micro < 0) {
-            own[i].micro = v;
+        if (p->slots[i].micro < 0) {
+            p->slots[i].micro = v;
             if (++p->in_use > p->stats.peak_stash) p->stats.peak_stash = p->in_use;
-            return &own[i];
+            return &p->slots[i];
         }
     return NULL; /* impossible: slots are sized by the schedule's peak */
 }
 
 static slot *find_slot(bp_pipe *p, int v) {
-    slot *own = p->slots + (size_t)bp_avgpipe_replica(v, p->N) * p->n_slots;
     for (int i = 0; i < p->n_slots; i++)
-        if (own[i].micro == v) return &own[i];
+        if (p->slots[i].micro == v) return &p->slots[i];
     return NULL;
 }
 

@@ -508,7 +508,7 @@ static void test_config_errors(void **state) {
 static void test_batch_errors(void **state) {
     (void)state;
     bp_model_config cfg = fx_gpt_small();
-    bp_model *m = make(cfg, 0, -1, 1), *tail = make(cfg, 1, -1, 1);
+    bp_model *m = make(cfg, 0, -1, 1), *tail = make(cfg, 1, -1, 1), *twin = make(cfg, 0, -1, 2);
     bp_acts *a, *at;
     bp_err err;
     fx_batch fb;
@@ -528,7 +528,9 @@ static void test_batch_errors(void **state) {
     expect_usage(bp_model_forward(m, a, &fb.b, NULL, NULL, &err), &err, "does not fit");
     fb.b.B = 2;
     expect_usage(bp_model_forward(tail, at, &fb.b, NULL, NULL, &err), &err, "x_in");
-    expect_usage(bp_model_forward(tail, a, &fb.b, NULL, NULL, &err), &err, "another model");
+    expect_usage(bp_model_forward(tail, a, &fb.b, NULL, NULL, &err), &err, "another layout");
+    /* a model of the same layout (an AvgPipe replica) may use them */
+    assert_int_equal(bp_model_forward(twin, a, &fb.b, NULL, NULL, &err), BP_OK);
     assert_int_equal(bp_model_forward(m, a, &fb.b, NULL, NULL, &err), BP_OK);
     fb.b.T = 7;
     expect_usage(bp_model_backward(m, a, &fb.b, NULL, NULL, 1, &err), &err, "last forward");
@@ -537,6 +539,7 @@ static void test_batch_errors(void **state) {
     expect_usage(bp_model_backward(m, a, &fb.b, NULL, NULL, 1, &err), &err, "targets");
     bp_acts_destroy(a);
     bp_acts_destroy(at);
+    bp_model_destroy(twin);
     bp_model_destroy(m);
     bp_model_destroy(tail);
     fx_batch_free(&fb);

@@ -17,7 +17,8 @@
  *    waiting for the previous stage's, a backward for the next stage's, an update
  *    of the first and last stages with a tied tensor for the other's (their
  *    collective), with sends that complete only when received and the runtime's
- *    slots (ceil(peak / N) per pipeline, reused only once their sends completed);
+ *    slots (peak of them, shared by the pipelines, reused only once their sends
+ *    completed);
  *  - the simulator (parallel/simulate.h) runs the same lists to the end and
  *    predicts the same peak on every stage; with free updates a stream of K steps
  *    is at most 3% slower per step than a flush every step (the lists are greedy,
@@ -101,8 +102,8 @@ static int check_list(const bp_schedule *sc, const bp_stream *st, const bp_pipe_
 typedef struct stage {
     const bp_pipe_op *ops;
     int n, at;
-    int slot_pos[MAX_N][MAX_SLOTS]; /* position held, -1: free */
-    int last_f[MAX_N][MAX_SLOTS], last_b[MAX_N][MAX_SLOTS]; /* the slot's last sends */
+    int slot_pos[MAX_SLOTS]; /* position held, -1: free */
+    int last_f[MAX_SLOTS], last_b[MAX_SLOTS]; /* the slot's last sends */
     int n_slots;
 } stage;
 
@@ -114,9 +115,9 @@ typedef struct pipeline {
     char error[160];
 } pipeline;
 
-static int find(const stage *st, int j, int pos) {
+static int find(const stage *st, int pos) {
     for (int i = 0; i < st->n_slots; i++)
-        if (st->slot_pos[j][i] == pos) return i;
+        if (st->slot_pos[i] == pos) return i;
     return -1;
 }
 
@@ -124,32 +125,32 @@ static int find(const stage *st, int j, int pos) {
 static bool step(pipeline *p, int s) {
     stage *st = &p->st[s];
     const bp_pipe_op *op = &st->ops[st->at];
-    int v = op->micro, j = v % p->N, S = p->S;
+    int v = op->micro, S = p->S;
     if (op->update) {
         p->reached[s][v] = true;
         int other = s == 0 ? S - 1 : 0;
         if (p->tied && S > 1 && (s == 0 || s == S - 1) && !p->reached[other][v]) return false;
     } else if (op->forward) {
-        int c = find(st, j, -1);
+        int c = find(st, -1);
         if (c < 0) {
             snprintf(p->error, sizeof p->error, "stage %d: no free slot for F%d", s, v);
             return false;
         }
-        if (st->last_f[j][c] >= 0 && !p->fdone[s + 1][st->last_f[j][c]]) return false;
+        if (st->last_f[c] >= 0 && !p->fdone[s + 1][st->last_f[c]]) return false;
         if (s > 0 && !p->fdone[s - 1][v]) return false;
-        st->slot_pos[j][c] = v;
-        if (s < S - 1) st->last_f[j][c] = v;
+        st->slot_pos[c] = v;
+        if (s < S - 1) st->last_f[c] = v;
         p->fdone[s][v] = true;
     } else {
-        int c = find(st, j, v);
+        int c = find(st, v);
         if (c < 0) {
             snprintf(p->error, sizeof p->error, "stage %d: nothing held for B%d", s, v);
             return false;
         }
-        if (st->last_b[j][c] >= 0 && !p->bdone[s - 1][st->last_b[j][c]]) return false;
+        if (st->last_b[c] >= 0 && !p->bdone[s - 1][st->last_b[c]]) return false;
         if (s < S - 1 && !p->bdone[s + 1][v]) return false;
-        st->slot_pos[j][c] = -1;
-        if (s > 0) st->last_b[j][c] = v;
+        st->slot_pos[c] = -1;
+        if (s > 0) st->last_b[c] = v;
         p->bdone[s][v] = true;
     }
     st->at++;
@@ -174,9 +175,7 @@ static void init_pipeline(pipeline *p, int S, int N, bool tied, bp_pipe_op (*ops
     for (int s = 0; s < S; s++) {
         stage *st = &p->st[s];
         st->ops = ops[s], st->n = n[s], st->n_slots = slots[s];
-        for (int j = 0; j < MAX_N; j++)
-            for (int i = 0; i < MAX_SLOTS; i++)
-                st->slot_pos[j][i] = st->last_f[j][i] = st->last_b[j][i] = -1;
+        for (int i = 0; i < MAX_SLOTS; i++) st->slot_pos[i] = st->last_f[i] = st->last_b[i] = -1;
     }
 }
 
@@ -221,7 +220,7 @@ static void test_streams(void **state) {
                                         fail_msg("%s: peak %d, peak_stash %d", where, peaks[s],
                                                  bp_schedule_peak_stash(sc, S, s, N * M));
                                 }
-                                slots[s] = (peaks[s] + N - 1) / N;
+                                slots[s] = peaks[s];
                             }
                             init_pipeline(&the_pipe, S, N, tied, the_ops, n, slots);
                             run(&the_pipe);
@@ -238,7 +237,7 @@ static void test_checks_can_fail(void **state) {
     int n[MAX_S], slots[MAX_S], peak;
     for (int s = 0; s < 3; s++) {
         n[s] = bp_schedule_stream(&f1b1, &(bp_stream){3, s, 2, 2, 3, true}, the_ops[s], &peak);
-        slots[s] = (peak + 1) / 2;
+        slots[s] = peak;
     }
     init_pipeline(&the_pipe, 3, 2, true, the_ops, n, slots);
     run(&the_pipe);
