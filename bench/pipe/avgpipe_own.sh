@@ -7,23 +7,35 @@
 # for deeper pipelines. Prints per network and configuration: median
 # samples/s, its ratio to the better plain schedule, and the training time (the steps
 # x the median step time, evaluation excluded) to reach the validation loss 1f1b
-# reaches at half its steps. Environment: STEPS (80), NETS, BAGPIPE, OUT,
-# REPORT_ONLY (set: print the table of the runs already in OUT).
+# reaches at half its steps; and the bound of each run: the samples per second it
+# would reach if its busiest stage never waited (its samples over that stage's
+# forward, backward and inline update time), against the same best plain schedule.
+# Then the same time to a loss over a longer run (LONG_STEPS, 1f1b and avgpipe2afp4:
+# their losses do not depend on the network, so they train once without emulation
+# and each network's median step time prices their steps). Environment: STEPS (80),
+# LONG_STEPS (400; 0: none), MICRO (4), NETS, BAGPIPE, OUT, REPORT_ONLY (set: print
+# the tables of the runs already in OUT).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 BP=${BAGPIPE:-build/bagpipe}
 STEPS=${STEPS:-80}
+LONG_STEPS=${LONG_STEPS:-400}
+MICRO=${MICRO:-4}
 OUT=${OUT:-$(mktemp -d /tmp/bp_avgpipe_own.XXXXXX)}
 mkdir -p "$OUT"
 NETS=${NETS:-"bw=1Gbit,lat=1ms bw=100Mbit,lat=5ms"}
 export OPENBLAS_NUM_THREADS=1
-COMMON=(--batch 16 --micro-batches 4 --pp 2 --steps "$STEPS" --eval-every 10 --eval-batches 4
+COMMON=(--batch 16 --micro-batches "$MICRO" --pp 2 --steps "$STEPS" --eval-every 10 --eval-batches 4
   --progress none --log-every 1)
 echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)"
 
 # median samples/s of a run's steps after the first 5 (items_per_s / seq-len 64)
 rate() { grep '"type":"step"' "$1" | sed -nE 's/.*"items_per_s":([0-9.eE+-]+).*/\1/p' |
   tail -n +6 | sort -g | awk '{a[NR] = $1} END {print a[int((NR + 1) / 2)] / 64}'; }
+# samples/s with the busiest stage never waiting: the run's samples over that stage's
+# busy seconds (the stages record); $2: samples per step
+bound() { grep '"type":"stages"' "$1" | sed -nE 's/.*"busy_s":\[([^]]*)\].*/\1/p' |
+  awk -F, -v n="$STEPS" -v b="$2" '{m = 0; for (i = 1; i <= NF; i++) if ($i > m) m = $i; print n * b / m}'; }
 # val_loss at a step
 val_at() { grep '"type":"eval"' "$1" | sed -nE "s/.*\"step\":$2,\"val_loss\":([0-9.eE+-]+).*/\1/p"; }
 # median step seconds of a run (after the first 5 steps)
@@ -56,13 +68,43 @@ for net in $NETS; do
   g=$(rate "$OUT/$net/gpipe/metrics.jsonl"); f=$(rate "$OUT/$net/1f1b/metrics.jsonl")
   best=$(awk -v a="$g" -v b="$f" 'BEGIN {print (a > b ? a : b)}')
   echo "network $net: target val_loss $target (1f1b at step $((STEPS / 2)))"
-  printf "  %-10s %10s %8s %20s\n" config samples/s ratio s_to_target
+  printf "  %-12s %10s %8s %8s %20s\n" config samples/s ratio bound s_to_target
   for cfg in gpipe 1f1b avgpipe2 avgpipe2nf avgpipe2afp4; do
-    r=$(rate "$OUT/$net/$cfg/metrics.jsonl")
-    printf "  %-10s %10.1f %8.2f %20s\n" "$cfg" "$r" "$(awk -v r="$r" -v b="$best" 'BEGIN {print r / b}')" \
-      "$(time_to "$OUT/$net/$cfg/metrics.jsonl" "$target")"
+    m="$OUT/$net/$cfg/metrics.jsonl"
+    r=$(rate "$m") n=$([[ $cfg == avgpipe* ]] && echo 32 || echo 16)
+    printf "  %-12s %10.1f %8.2f %8.2f %20s\n" "$cfg" "$r" "$(awk -v r="$r" -v b="$best" 'BEGIN {print r / b}')" \
+      "$(awk -v r="$(bound "$m" "$n")" -v b="$best" 'BEGIN {print r / b}')" "$(time_to "$m" "$target")"
   done
 done
+
+# The longer run: steps to the loss 1f1b reaches at half of LONG_STEPS, priced at each
+# network's median step time.
+if [ "$LONG_STEPS" -gt 0 ]; then
+  for cfg in 1f1b avgpipe2afp4; do
+    [ -n "${REPORT_ONLY:-}" ] && continue
+    case $cfg in
+      avgpipe2afp4) opts=(--schedule afp:4 --pipelines 2) ;;
+      *) opts=(--schedule 1f1b) ;;
+    esac
+    scripts/mpirun.sh -n 2 "$BP" train "${COMMON[@]}" --steps "$LONG_STEPS" --eval-every $((LONG_STEPS / 16)) \
+      "${opts[@]}" --out "$OUT/long/$cfg" >/dev/null 2>"$OUT/err" || { cat "$OUT/err"; exit 1; }
+  done
+  target=$(val_at "$OUT/long/1f1b/metrics.jsonl" $((LONG_STEPS / 2)))
+  echo "$LONG_STEPS steps: target val_loss $target (1f1b at step $((LONG_STEPS / 2)))"
+  printf "  %-12s %8s %8s %s\n" config steps samples "seconds on each network"
+  for cfg in 1f1b avgpipe2afp4; do
+    at=$(grep '"type":"eval"' "$OUT/long/$cfg/metrics.jsonl" |
+      sed -nE 's/.*"step":([0-9]+),"val_loss":([0-9.eE+-]+).*/\1 \2/p' |
+      awk -v t="$target" '$2 <= t * (1 + 1e-5) {print $1; exit}')
+    n=$([[ $cfg == avgpipe* ]] && echo 32 || echo 16)
+    printf "  %-12s %8s %8s" "$cfg" "${at:--}" "$([ -n "$at" ] && echo $((at * n)) || echo -)"
+    for net in $NETS; do
+      printf "  %s %s" "$net" "$([ -n "$at" ] && awk -v a="$at" -v s="$(step_s "$OUT/$net/$cfg/metrics.jsonl")" \
+        'BEGIN {printf "%.1f", a * s}' || echo -)"
+    done
+    echo
+  done
+fi
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
 
 # The simulator at the paper's kind of scale: a 1024-channel gpt with 2 blocks per
