@@ -242,9 +242,9 @@ void bp_train_config_defaults(bp_train_config *c) {
     c->comm_timeout = 600;
     /* On the default gpt rank 12 ends 3.2% above the uncompressed validation loss
      * after 600 steps, rank 32 0.4%; but a send of rows x C floats shrinks only when
-     * (rows + C) r < rows C, and rank 32 sends more than the gradient itself for
+     * (rows + C) r < rows C, and rank 32 would send more than the gradient itself for
      * micro-batches of 32 rows at 256 channels (bench/occ/README.md, "Why CB costs
-     * loss here"). */
+     * loss here"): such a rank is refused (bp_cb_check_shape). */
     c->cb_rank = 12;
     c->sc_rank = 4;
     c->sc_warmup = 0.1;
@@ -416,6 +416,12 @@ bp_status bp_train_config_check_world(bp_train_config *c, int world, bp_err *err
     if (c->pp > bp_model_num_blocks(&mc))
         return bp_fail(err, BP_EUSAGE, "option --pp: %d stages for a model of %d blocks", c->pp,
                        bp_model_num_blocks(&mc));
+    for (int b = 1; c->cb && b < bp_model_num_blocks(&mc); b++) {
+        size_t rows = (size_t)bp_train_micro_rows(c, c->dp) *
+                      (size_t)(c->model == BP_MODEL_GPT ? mc.seq_len : 1);
+        rc = bp_cb_check_shape(c->cb_rank, rows, (size_t)bp_model_boundary_width(&mc, b), err);
+        if (rc) return rc;
+    }
     if (c->partition[0]) {
         int first[c->pp + 1];
         if ((rc = bp_partition_parse(c->partition, bp_model_num_blocks(&mc), c->pp, first, err)))

@@ -27,10 +27,11 @@ epilogue() {
   local name=$1 w=$2 S=$3 M=$4 mode=$5
   shift 5
   local flags=()
+  # rank 4: the default 12 would not shrink the small gpt's gradients (refused)
   case $mode in
-  epilogue) flags=(--cb --cb-epilogue-only) ;;
-  all) flags=(--cb) ;;
-  warmup) flags=(--cb --cb-warmup 1) ;;
+  epilogue) flags=(--cb --cb-rank 4 --cb-epilogue-only) ;;
+  all) flags=(--cb --cb-rank 4) ;;
+  warmup) flags=(--cb --cb-rank 4 --cb-warmup 1) ;;
   esac
   train "$name" "$w" "${SMALL_GPT[@]}" --steps "$STEPS" --eval-every 0 --pp "$S" "${flags[@]}" "$@"
   local want_sends want_comp

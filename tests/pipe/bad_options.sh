@@ -35,6 +35,8 @@ expect 4 --batch -- "${G[@]}" --pp 2 --dp 2 --micro-batches 3
 expect 1 --cb -- "${G[@]}" --cb
 expect 2 --no-lep -- "${G[@]}" --pp 2 --no-lep
 expect 2 --cb-warmup -- "${G[@]}" --pp 2 --cb-warmup 10
+# A rank whose factors outweigh the 128 x 16 gradient: (128 + 16) x 15 > 128 x 16.
+expect 2 --cb-rank -- "${G[@]}" --pp 2 --cb --cb-rank 15
 # An emulated network that would stall the job (or overflow to none at all).
 expect 1 --net -- "${G[@]}" --net lat=1e300s
 echo "ok"
