@@ -11,6 +11,7 @@
 #
 #   bench/occ/ablation.sh [--quick] [--steps N] [--out DIR] [--net SPEC|off ...]
 #                         [--diagnose] [--repeat R] [--grid dp2xpp2|dp2xpp4]
+#                         [--timed-steps N] [--sc-stages K] [--cb-flags "FLAGS"]
 #
 # --quick: 30 steps and 4 validation batches (a few minutes); default 200
 #   steps and 20 batches (about 12 minutes per repeat on 2 loaded cores).
@@ -19,6 +20,14 @@
 #   stages (--sc-stages pp).
 # --repeat R: run every configuration R times, interleaved, and take the median
 #   of the per-run medians (default 1).
+# --timed-steps N: on emulated networks run N steps only, for the timing; each
+#   configuration's validation loss then comes from its run without emulation
+#   (added when --net off is not given), which trains all --steps (emulation
+#   changes timing only, and a run of N steps has its warm-ups scaled alike:
+#   --sc-warmup is a fraction of --steps, and the medians skip the first 10%).
+# --sc-stages K: the stages whose dp gradients SC compresses (default pp/2); on a
+#   link slow enough that every stage's dp traffic is exposed, all of them (K = pp).
+# --cb-flags: CB's flags (default --cb; e.g. "--cb --cb-epilogue-only").
 # --grid: dp2xpp2 (default; 4 ranks, stages cut 3,3, 2 micro-batches) or dp2xpp4
 #   (8 ranks, stages cut 2,1,1,2, 4 micro-batches of one sequence so that the
 #   1F1B pipeline has work in flight); SC compresses the first half of the stages
@@ -37,6 +46,9 @@ NETS=()
 DIAGNOSE=0
 REPEAT=1
 GRID=dp2xpp2
+TIMED=0
+SC=""
+CB="--cb"
 while [ $# -gt 0 ]; do
   case $1 in
   --quick) STEPS=30 EVAL_BATCHES=4 ;;
@@ -46,18 +58,23 @@ while [ $# -gt 0 ]; do
   --diagnose) DIAGNOSE=1 ;;
   --repeat) REPEAT=$2 && shift ;;
   --grid) GRID=$2 && shift ;;
+  --timed-steps) TIMED=$2 && shift ;;
+  --sc-stages) SC=$2 && shift ;;
+  --cb-flags) CB=$2 && shift ;;
   -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//' && exit 0 ;;
   *) echo "ablation.sh: unknown option $1 (see --help)" >&2 && exit 2 ;;
   esac
   shift
 done
 [ ${#NETS[@]} -gt 0 ] || NETS=(bw=1Gbit,lat=1ms off)
+if [ "$TIMED" -gt 0 ] && [[ " ${NETS[*]} " != *" off "* ]]; then NETS+=(off); fi
 case $GRID in
 dp2xpp2) PP=2 PARTITION=3,3 MICRO=2 ;;
 dp2xpp4) PP=4 PARTITION=2,1,1,2 MICRO=4 ;;
 *) echo "ablation.sh: --grid $GRID: expected dp2xpp2 or dp2xpp4" >&2 && exit 2 ;;
 esac
 NP=$((2 * PP))
+SC=${SC:-$((PP / 2))}
 [ -x "$BP" ] || { echo "ablation.sh: no bagpipe binary at $BP (build first, or set BAGPIPE_BIN)" >&2; exit 2; }
 OUT=${OUT:-$(mktemp -d /tmp/bp_occ_ablation.XXXXXX)}
 mkdir -p "$OUT"
@@ -71,17 +88,18 @@ mkdir -p "$OUT"
 # where a run happens to spike decides its final loss more than what is compared.
 MODEL=(--model gpt --data kjv --layers 4 --embd 256 --heads 4 --seq-len 32 --batch 8 --dp 2
   --pp "$PP" --partition "$PARTITION" --micro-batches "$MICRO" --schedule 1f1b --lr 1e-3 --lr-schedule cosine
-  --warmup $((STEPS / 10)) --clip 1 --seed 1234 --steps "$STEPS" --eval-every "$STEPS"
-  --eval-batches "$EVAL_BATCHES" --progress none --log-every 10)
+  --clip 1 --seed 1234 --progress none --log-every 10)
+# steps N: the options that depend on the run's length
+steps() { echo --steps "$1" --warmup $(($1 / 10)) --eval-every "$1" --eval-batches "$EVAL_BATCHES"; }
 
 CONFIGS=(
   "baseline|"
-  "CB|--cb"
+  "CB|$CB"
   "FE|--fused-embedding-sync"
-  "SC|--sc-stages $((PP / 2))"
-  "CB+FE|--cb --fused-embedding-sync"
-  "CB+FE+SC|--cb --fused-embedding-sync --sc-stages $((PP / 2))"
-  "CB without LEP|--cb --no-lep"
+  "SC|--sc-stages $SC"
+  "CB+FE|$CB --fused-embedding-sync"
+  "CB+FE+SC|$CB --fused-embedding-sync --sc-stages $SC"
+  "CB without LEP|$CB --no-lep"
 )
 if [ "$DIAGNOSE" = 1 ]; then
   CONFIGS+=("SC on all stages|--sc-stages $PP")
@@ -98,7 +116,8 @@ export OPENBLAS_NUM_THREADS=1
 {
   echo "date: $(date -u '+%Y-%m-%d %H:%M UTC')"
   echo "commit: $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)"
-  echo "cpus: $(nproc); grid: $GRID; steps: $STEPS; eval batches: $EVAL_BATCHES; repeat: $REPEAT"
+  echo "cpus: $(nproc); grid: $GRID; steps: $STEPS; eval batches: $EVAL_BATCHES; repeat: $REPEAT; timed steps on emulated networks: $TIMED"
+  echo "CB: $CB; SC: --sc-stages $SC"
   echo "model: ${MODEL[*]}"
 } >"$OUT/about.txt"
 : >"$OUT/runs.tsv"
@@ -110,11 +129,14 @@ for r in $(seq 1 "$REPEAT"); do
       name=${c%%|*}
       read -ra flags <<<"${c#*|}"
       n=$((n + 1))
+      role=full len=$STEPS
+      if [ "$TIMED" -gt 0 ] && [ "$net" != off ]; then role=timed len=$TIMED; fi
       dir="$OUT/run$(printf %03d $n)"
       load0=$(cut -d' ' -f1 /proc/loadavg)
       t0=$(date +%s)
       printf '[%d/%d] net %s, %s ... ' "$n" "$total" "$net" "$name" >&2
-      if ! nice -n 5 "${MPI[@]}" -np "$NP" "$BP" train "${MODEL[@]}" --net "$net" "${flags[@]}" \
+      # shellcheck disable=SC2046 # steps's words are options
+      if ! nice -n 5 "${MPI[@]}" -np "$NP" "$BP" train "${MODEL[@]}" $(steps "$len") --net "$net" "${flags[@]}" \
         --out "$dir" >"$dir.log" 2>&1; then
         echo "failed:" >&2
         tail -n 5 "$dir.log" >&2
@@ -122,7 +144,7 @@ for r in $(seq 1 "$REPEAT"); do
       fi
       load1=$(cut -d' ' -f1 /proc/loadavg)
       echo "$(($(date +%s) - t0)) s (load $load0 -> $load1)" >&2
-      printf '%s\t%s\t%s\t%s\t%s\n' "$net" "$name" "$dir/metrics.jsonl" "$load0" "$load1" \
+      printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$net" "$name" "$dir/metrics.jsonl" "$load0" "$load1" "$role" \
         >>"$OUT/runs.tsv"
     done
   done

@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """The table of an ablation run: bench/occ/table.py OUT (the --out of ablation.sh).
 
-Reads OUT/runs.tsv (network, configuration, metrics log, load before and after) and
+Reads OUT/runs.tsv (network, configuration, metrics log, load before and after, and
+the role: full, or timed for a short run whose loss is taken from the configuration's
+full run without emulation) and
 every run's metrics log. Per configuration and network, medians over the steps after
 the first 10% (SC's full-precision warm-up) of: the iteration time (rank 0's step
 time), the bytes per step on each axis (all ranks together), rank 0's exposed
@@ -15,6 +17,7 @@ import statistics as st
 import sys
 
 AXES = ("dp", "pp", "embed")
+NET_NAMES = {"bw=1Gbit,lat=1ms": "1 Gbit, 1 ms", "bw=100Mbit,lat=1ms": "100 Mbit, 1 ms"}
 
 
 def read_run(path):
@@ -51,14 +54,18 @@ def median_of(rows):
 
 
 def main(out):
-    runs, order, loads = {}, [], []
+    runs, order, loads, timed = {}, [], [], set()
     for line in open(f"{out}/runs.tsv"):
-        net, name, path, l0, l1 = line.rstrip("\n").split("\t")
+        net, name, path, l0, l1, *role = line.rstrip("\n").split("\t")
         loads += [float(l0), float(l1)]
         if (net, name) not in runs:
             order.append((net, name))
         runs.setdefault((net, name), []).append(read_run(path))
+        if role == ["timed"]:
+            timed.add((net, name))
     table = {k: median_of(v) for k, v in runs.items()}
+    for net, name in timed:  # the loss of the full run without emulation
+        table[(net, name)]["val_loss"] = table[("off", name)]["val_loss"]
     lines = [
         "| network | configuration | iteration ms | speed-up | stage compute ms | dp MB | pp MB "
         "| embed MB | exposed dp / pp / embed ms | val loss | vs baseline |",
@@ -70,7 +77,7 @@ def main(out):
         dloss = (r["val_loss"] / b["val_loss"] - 1) * 100 if b else float("nan")
         e = r["exposed"]
         lines.append(
-            f"| {'1 Gbit, 1 ms' if net == 'bw=1Gbit,lat=1ms' else net} | {name} "
+            f"| {NET_NAMES.get(net, net)} | {name} "
             f"| {r['step_ms']:.1f} | {speed:.2f}x | {' / '.join(f'{x:.0f}' for x in r['busy_ms'])} "
             f"| {r['bytes']['dp'] / 1e6:.2f} | {r['bytes']['pp'] / 1e6:.3f} "
             f"| {r['bytes']['embed'] / 1e6:.3f} | {e['dp']:.1f} / {e['pp']:.1f} / {e['embed']:.1f} "
