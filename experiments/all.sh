@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Every study of experiments/, one after the other (each regenerates its page under
-# docs/results/ and docs/RESULTS.md); about an hour with 2 cores to itself. A study that
-# fails stops the rest and leaves the pages of the earlier ones in place.
+# docs/results/ and docs/RESULTS.md); about an hour and a half with 2 cores to itself. A
+# study that fails stops the rest and leaves the pages of the earlier ones in place.
 set -euo pipefail
 cd "$(dirname "$0")"
-for study in bagua_convergence bagua_tradeoff avgpipe occ_ablation sim_validation; do
+for study in bagua_convergence bagua_tradeoff avgpipe occ_ablation occ_slow_network sim_validation; do
   "./$study.sh"
 done
 ../bench/simulate/scale.sh >/dev/null

@@ -12,6 +12,7 @@ STUDIES = [  # (folder, the command that regenerates it)
     ("bagua_tradeoff", "experiments/bagua_tradeoff.sh"),
     ("avgpipe", "experiments/avgpipe.sh"),
     ("occ_ablation", "experiments/occ_ablation.sh"),
+    ("occ_slow_network", "experiments/occ_slow_network.sh"),
     ("sim_validation", "experiments/sim_validation.sh"),
 ]
 INTRO = """# Results

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Optimus-CC's ablation in miniature (bench/occ/README.md): a gpt on dp 2 x pp 2
 # (4 ranks) or dp 2 x pp 4 (8 ranks) trained for a fixed number of samples by
-#   baseline, CB, FE, SC, CB+FE, CB+FE+SC, CB without LEP
+#   baseline, CB, FE, SC, CB+FE, CB+FE+SC, FE+SC, CB without LEP
 # on an emulated 1 Gbit / 1 ms network and without emulation, all in one run. Per
 # configuration: the median iteration time, the bytes per step on each axis (all
 # ranks together), rank 0's exposed communication time per axis, and the
@@ -11,7 +11,7 @@
 #
 #   bench/occ/ablation.sh [--quick] [--steps N] [--out DIR] [--net SPEC|off ...]
 #                         [--diagnose] [--repeat R] [--grid dp2xpp2|dp2xpp4]
-#                         [--timed-steps N] [--sc-stages K] [--cb-flags "FLAGS"]
+#                         [--timed-steps N] [--sc-flags "FLAGS"] [--cb-flags "FLAGS"]
 #
 # --quick: 30 steps and 4 validation batches (a few minutes); default 200
 #   steps and 20 batches (about 12 minutes per repeat on 2 loaded cores).
@@ -25,8 +25,8 @@
 #   (added when --net off is not given), which trains all --steps (emulation
 #   changes timing only, and a run of N steps has its warm-ups scaled alike:
 #   --sc-warmup is a fraction of --steps, and the medians skip the first 10%).
-# --sc-stages K: the stages whose dp gradients SC compresses (default pp/2); on a
-#   link slow enough that every stage's dp traffic is exposed, all of them (K = pp).
+# --sc-flags: SC's flags (default "--sc-stages pp/2"; on a link slow enough that every
+#   stage's dp traffic is exposed, all of them, e.g. "--sc-stages 4 --sc-rank 8").
 # --cb-flags: CB's flags (default --cb; e.g. "--cb --cb-epilogue-only").
 # --grid: dp2xpp2 (default; 4 ranks, stages cut 3,3, 2 micro-batches) or dp2xpp4
 #   (8 ranks, stages cut 2,1,1,2, 4 micro-batches of one sequence so that the
@@ -59,7 +59,7 @@ while [ $# -gt 0 ]; do
   --repeat) REPEAT=$2 && shift ;;
   --grid) GRID=$2 && shift ;;
   --timed-steps) TIMED=$2 && shift ;;
-  --sc-stages) SC=$2 && shift ;;
+  --sc-flags) SC=$2 && shift ;;
   --cb-flags) CB=$2 && shift ;;
   -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//' && exit 0 ;;
   *) echo "ablation.sh: unknown option $1 (see --help)" >&2 && exit 2 ;;
@@ -74,7 +74,7 @@ dp2xpp4) PP=4 PARTITION=2,1,1,2 MICRO=4 ;;
 *) echo "ablation.sh: --grid $GRID: expected dp2xpp2 or dp2xpp4" >&2 && exit 2 ;;
 esac
 NP=$((2 * PP))
-SC=${SC:-$((PP / 2))}
+SC=${SC:-"--sc-stages $((PP / 2))"}
 [ -x "$BP" ] || { echo "ablation.sh: no bagpipe binary at $BP (build first, or set BAGPIPE_BIN)" >&2; exit 2; }
 OUT=${OUT:-$(mktemp -d /tmp/bp_occ_ablation.XXXXXX)}
 mkdir -p "$OUT"
@@ -96,9 +96,10 @@ CONFIGS=(
   "baseline|"
   "CB|$CB"
   "FE|--fused-embedding-sync"
-  "SC|--sc-stages $SC"
+  "SC|$SC"
   "CB+FE|$CB --fused-embedding-sync"
-  "CB+FE+SC|$CB --fused-embedding-sync --sc-stages $SC"
+  "CB+FE+SC|$CB --fused-embedding-sync $SC"
+  "FE+SC|--fused-embedding-sync $SC"
   "CB without LEP|$CB --no-lep"
 )
 if [ "$DIAGNOSE" = 1 ]; then
@@ -117,7 +118,7 @@ export OPENBLAS_NUM_THREADS=1
   echo "date: $(date -u '+%Y-%m-%d %H:%M UTC')"
   echo "commit: $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)"
   echo "cpus: $(nproc); grid: $GRID; steps: $STEPS; eval batches: $EVAL_BATCHES; repeat: $REPEAT; timed steps on emulated networks: $TIMED"
-  echo "CB: $CB; SC: --sc-stages $SC"
+  echo "CB: $CB; SC: $SC"
   echo "model: ${MODEL[*]}"
 } >"$OUT/about.txt"
 : >"$OUT/runs.tsv"
