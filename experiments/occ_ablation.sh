@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Optimus-CC's ablation in miniature: baseline, CB, FE, SC, CB+FE, CB+FE+SC and CB
+# Optimus-CC's ablation in miniature: baseline, CB, FE, SC, CB+FE, CB+FE+SC, FE+SC and CB
 # without LEP on dp 2 x pp 4 (8 ranks), 1000 steps, on an emulated 1 Gbit / 1 ms network
 # (bench/occ/ablation.sh), with the communication per axis drawn by bagpipe report.
 # About 21 minutes with 2 cores to itself. Environment: BAGPIPE (binary), RUNS_DIR, STEPS (1000),
