@@ -39,11 +39,12 @@ bp_status bp_occ_check(const bp_occ_config *c, bool tied, int pp, int dp_algo, b
 bp_status bp_cb_check_shape(int rank, size_t rows, size_t cols, bp_err *err) {
     size_t sent = (rows + cols) * (size_t)rank, whole = rows * cols;
     if (sent < whole) return BP_OK;
+    size_t below = (whole + rows + cols - 1) / (rows + cols); /* the least rank that does not */
     return bp_fail(err, BP_EUSAGE,
                    "option --cb-rank: rank %d does not shrink the %zux%zu activation gradient of "
                    "a micro-batch ((%zu + %zu) x %d = %zu floats sent for %zu); use a rank below "
                    "%zu",
-                   rank, rows, cols, rows, cols, rank, sent, whole, (whole + rows + cols - 1) / (rows + cols));
+                   rank, rows, cols, rows, cols, rank, sent, whole, below);
 }
 
 void bp_occ_dp_config(const bp_occ_config *c, int stage, int pp, const char *tied_tensor,

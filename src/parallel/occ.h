@@ -59,14 +59,14 @@ void bp_occ_dp_config(const bp_occ_config *c, int stage, int pp, const char *tie
 bp_status bp_occ_embedding_sync(const bp_grid *g, bool fused, bp_model **models, int n,
                                 const char *tied, bp_err *err);
 
-/* CB of one pipeline stage: codecs for N replicas, gradients of micro-batches of
- * `rows` rows, `in_n` floats received from the previous stage (whose gradient this
- * stage sends back) and `out_n` sent to the next (whose gradient it receives). */
 /* BP_EUSAGE naming --cb-rank unless a rank-r approximation of a rows x cols
  * gradient, (rows + cols) r floats, is smaller than the gradient itself: a
  * compression that sends more than it saves is a mistake in the configuration. */
 bp_status bp_cb_check_shape(int rank, size_t rows, size_t cols, bp_err *err);
 
+/* CB of one pipeline stage: codecs for N replicas, gradients of micro-batches of
+ * `rows` rows, `in_n` floats received from the previous stage (whose gradient this
+ * stage sends back) and `out_n` sent to the next (whose gradient it receives). */
 typedef struct bp_cb bp_cb;
 bp_status bp_cb_create(const bp_occ_config *c, int S, int s, int N, size_t rows, size_t in_n,
                        size_t out_n, bp_cb **out, bp_err *err);
