@@ -32,10 +32,9 @@ TXT
   cat "$OUT/table.md"
   cat <<TXT
 
-Plots of the runs on $NET ([index](plots/index.html)): validation loss against
-[time](plots/loss_time.svg) and [samples](plots/loss_samples.svg); bytes and exposed
-communication per axis and step of each configuration in plots/comm_run*.svg (runs in
-the table's order).
+Plots of the runs on $NET ([index](plots/index.html)): bytes and exposed communication
+per axis and step of each configuration in plots/comm_run*.svg (runs in the table's
+order). The validation loss is evaluated once, at the end of each run: the table has it.
 TXT
 } >"$OUT/README.md"
 study_end
