@@ -15,6 +15,7 @@ CONFIGS=(
   "1f1b|--schedule 1f1b"
   "avgpipe2|--schedule 1f1b --pipelines 2 --avgpipe-flush step"
   "avgpipe2nf|--schedule 1f1b --pipelines 2 --avgpipe-flush average"
+  "avgpipe2afp4|--schedule afp:4 --pipelines 2 --avgpipe-flush average"
 )
 for c in "${CONFIGS[@]}"; do
   name=${c%%|*}
@@ -55,8 +56,9 @@ TXT
 Pipeline timelines of 12 traced steps at 1 Gbit / 1 ms (one row per rank and thread,
 forward and backward coloured by micro-batch and pipeline; [index](timelines/index.html)):
 timelines/timeline_run1.svg (1f1b), timeline_run2.svg (avgpipe2, a flush every step),
-timeline_run3.svg (avgpipe2nf, no flush between averagings), timeline_run4.svg (gpipe):
-the folders' names in order.
+timeline_run3.svg (avgpipe2afp4, no flush and 4 forwards ahead), timeline_run4.svg
+(avgpipe2nf, no flush between averagings), timeline_run5.svg (gpipe): the folders' names
+in order.
 TXT
 } >"$OUT/README.md"
 study_end

@@ -12,7 +12,7 @@ set output 'comm_run3.'.format
 reset
 set grid lc rgb '#dddddd'
 set border lc rgb '#444444'
-set multiplot layout 2,1 title 'trace_avgpipe2nf: gpt avgpipe, dp 1 x pp 2 x tp 1, 1f1b M=4, 2 pipelines, net bw=1Gbit,lat=1ms: communication per step and axis'
+set multiplot layout 2,1 title 'trace_avgpipe2afp4: gpt avgpipe, dp 1 x pp 2 x tp 1, afp:4 M=4, 2 pipelines, net bw=1Gbit,lat=1ms: communication per step and axis'
 set key top right opaque
 set ylabel 'bytes sent per step, all ranks (MB)'
 set yrange [0:*]

@@ -12,16 +12,18 @@ set output 'comm_run4.'.format
 reset
 set grid lc rgb '#dddddd'
 set border lc rgb '#444444'
-set multiplot layout 2,1 title 'trace_gpipe: gpt allreduce, dp 1 x pp 2 x tp 1, gpipe M=4, net bw=1Gbit,lat=1ms: communication per step and axis'
+set multiplot layout 2,1 title 'trace_avgpipe2nf: gpt avgpipe, dp 1 x pp 2 x tp 1, 1f1b M=4, 2 pipelines, net bw=1Gbit,lat=1ms: communication per step and axis'
 set key top right opaque
 set ylabel 'bytes sent per step, all ranks (MB)'
 set yrange [0:*]
 plot \
+  'run4_steps.dat' using 1:2 with lines lw 1.5 lc rgb '#4e79a7' title 'dp', \
   'run4_steps.dat' using 1:3 with lines lw 1.5 lc rgb '#f28e2b' title 'pp', \
   'run4_steps.dat' using 1:5 with lines lw 1.5 lc rgb '#b07aa1' title 'embed'
 set ylabel 'exposed communication per step, rank 0 (ms)'
 set xlabel 'step'
 plot \
+  'run4_steps.dat' using 1:6 with lines lw 1.5 lc rgb '#4e79a7' title 'dp', \
   'run4_steps.dat' using 1:7 with lines lw 1.5 lc rgb '#f28e2b' title 'pp', \
   'run4_steps.dat' using 1:9 with lines lw 1.5 lc rgb '#b07aa1' title 'embed'
 unset multiplot

@@ -20,8 +20,9 @@ set xlabel 'samples seen (sequences)'
 plot \
   'run1_loss.dat' using 3:4 with linespoints lw 2 pt 7 ps 0.6 title 'trace_1f1b: gpt allreduce, dp 1 x pp 2 x tp 1, 1f1b M=4, net bw=1Gbit,lat=1ms', \
   'run2_loss.dat' using 3:4 with linespoints lw 2 pt 7 ps 0.6 title 'trace_avgpipe2: gpt avgpipe, dp 1 x pp 2 x tp 1, 1f1b M=4, 2 pipelines, net bw=1Gbit,lat=1ms', \
-  'run3_loss.dat' using 3:4 with linespoints lw 2 pt 7 ps 0.6 title 'trace_avgpipe2nf: gpt avgpipe, dp 1 x pp 2 x tp 1, 1f1b M=4, 2 pipelines, net bw=1Gbit,lat=1ms', \
-  'run4_loss.dat' using 3:4 with linespoints lw 2 pt 7 ps 0.6 title 'trace_gpipe: gpt allreduce, dp 1 x pp 2 x tp 1, gpipe M=4, net bw=1Gbit,lat=1ms'
+  'run3_loss.dat' using 3:4 with linespoints lw 2 pt 7 ps 0.6 title 'trace_avgpipe2afp4: gpt avgpipe, dp 1 x pp 2 x tp 1, afp:4 M=4, 2 pipelines, net bw=1Gbit,lat=1ms', \
+  'run4_loss.dat' using 3:4 with linespoints lw 2 pt 7 ps 0.6 title 'trace_avgpipe2nf: gpt avgpipe, dp 1 x pp 2 x tp 1, 1f1b M=4, 2 pipelines, net bw=1Gbit,lat=1ms', \
+  'run5_loss.dat' using 3:4 with linespoints lw 2 pt 7 ps 0.6 title 'trace_gpipe: gpt allreduce, dp 1 x pp 2 x tp 1, gpipe M=4, net bw=1Gbit,lat=1ms'
 unset multiplot
 set output
 }

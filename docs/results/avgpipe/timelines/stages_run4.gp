@@ -12,14 +12,14 @@ set output 'stages_run4.'.format
 reset
 set grid lc rgb '#dddddd'
 set border lc rgb '#444444'
-set title 'trace_gpipe: gpt allreduce, dp 1 x pp 2 x tp 1, gpipe M=4, net bw=1Gbit,lat=1ms: pipeline stages over the run'
+set title 'trace_avgpipe2nf: gpt avgpipe, dp 1 x pp 2 x tp 1, 1f1b M=4, 2 pipelines, net bw=1Gbit,lat=1ms: pipeline stages over the run'
 set xlabel 'pipeline stage'
 set ylabel 'time over the run (s)'
 set y2label 'peak stash (micro-batches held at once)'
 set xrange [-0.6:1.4]
 set xtics 1
 set yrange [0:*]
-set y2range [0:5]
+set y2range [0:3]
 set ytics nomirror
 set y2tics 1
 set boxwidth 0.35

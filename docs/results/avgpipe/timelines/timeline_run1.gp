@@ -14,7 +14,7 @@ set grid lc rgb '#dddddd'
 set border lc rgb '#444444'
 set title 'trace_1f1b: gpt allreduce, dp 1 x pp 2 x tp 1, 1f1b M=4, net bw=1Gbit,lat=1ms: pipeline timeline of steps 11-12'
 set xlabel 'time since the first forward shown (ms); boxes coloured and labelled by micro-batch'
-set xrange [0:203.7078]
+set xrange [0:205.8667]
 set yrange [1.6:-0.6]
 set ytics ('rank 0 (stage 0, replica 0, tp 0)' 0, 'rank 1 (stage 1, replica 0, tp 0)' 1)
 set grid noytics

@@ -12,9 +12,9 @@ set output 'timeline_run3.'.format
 reset
 set grid lc rgb '#dddddd'
 set border lc rgb '#444444'
-set title 'trace_avgpipe2nf: gpt avgpipe, dp 1 x pp 2 x tp 1, 1f1b M=4, 2 pipelines, net bw=1Gbit,lat=1ms: pipeline timeline of steps 8-9'
+set title 'trace_avgpipe2afp4: gpt avgpipe, dp 1 x pp 2 x tp 1, afp:4 M=4, 2 pipelines, net bw=1Gbit,lat=1ms: pipeline timeline of steps 8-9'
 set xlabel 'time since the first forward shown (ms); boxes coloured and labelled by micro-batch/pipeline'
-set xrange [0:692.7922]
+set xrange [0:678.4369]
 set yrange [1.6:-0.6]
 set ytics ('rank 0 (stage 0, replica 0, tp 0)' 0, 'rank 1 (stage 1, replica 0, tp 0)' 1)
 set grid noytics
