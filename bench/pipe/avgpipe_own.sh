@@ -36,6 +36,16 @@ rate() { grep '"type":"step"' "$1" | sed -nE 's/.*"items_per_s":([0-9.eE+-]+).*/
 # busy seconds (the stages record); $2: samples per step
 bound() { grep '"type":"stages"' "$1" | sed -nE 's/.*"busy_s":\[([^]]*)\].*/\1/p' |
   awk -F, -v n="$STEPS" -v b="$2" '{m = 0; for (i = 1; i <= NF; i++) if ($i > m) m = $i; print n * b / m}'; }
+# a configuration's options, and the samples one of its steps trains on
+flags() {
+  case $1 in
+    avgpipe2) echo --schedule 1f1b --pipelines 2 --avgpipe-flush step ;;
+    avgpipe2nf) echo --schedule 1f1b --pipelines 2 --avgpipe-flush average ;;
+    avgpipe2afp4) echo --schedule afp:4 --pipelines 2 --avgpipe-flush average ;;
+    *) echo --schedule "$1" ;;
+  esac
+}
+samples_per_step() { [[ $1 == avgpipe* ]] && echo 32 || echo 16; }
 # val_loss at a step
 val_at() { grep '"type":"eval"' "$1" | sed -nE "s/.*\"step\":$2,\"val_loss\":([0-9.eE+-]+).*/\1/p"; }
 # median step seconds of a run (after the first 5 steps)
@@ -55,12 +65,7 @@ time_to() {
 for net in $NETS; do
   for cfg in gpipe 1f1b avgpipe2 avgpipe2nf avgpipe2afp4; do
     [ -n "${REPORT_ONLY:-}" ] && continue
-    case $cfg in
-      avgpipe2) opts=(--schedule 1f1b --pipelines 2 --avgpipe-flush step) ;;
-      avgpipe2nf) opts=(--schedule 1f1b --pipelines 2 --avgpipe-flush average) ;;
-      avgpipe2afp4) opts=(--schedule afp:4 --pipelines 2 --avgpipe-flush average) ;;
-      *) opts=(--schedule "$cfg") ;;
-    esac
+    read -ra opts <<<"$(flags "$cfg")"
     scripts/mpirun.sh -n 2 "$BP" train "${COMMON[@]}" "${opts[@]}" --net "$net" \
       --out "$OUT/$net/$cfg" >/dev/null 2>"$OUT/err" || { cat "$OUT/err"; exit 1; }
   done
@@ -71,7 +76,7 @@ for net in $NETS; do
   printf "  %-12s %10s %8s %8s %20s\n" config samples/s ratio bound s_to_target
   for cfg in gpipe 1f1b avgpipe2 avgpipe2nf avgpipe2afp4; do
     m="$OUT/$net/$cfg/metrics.jsonl"
-    r=$(rate "$m") n=$([[ $cfg == avgpipe* ]] && echo 32 || echo 16)
+    r=$(rate "$m") n=$(samples_per_step "$cfg")
     printf "  %-12s %10.1f %8.2f %8.2f %20s\n" "$cfg" "$r" "$(awk -v r="$r" -v b="$best" 'BEGIN {print r / b}')" \
       "$(awk -v r="$(bound "$m" "$n")" -v b="$best" 'BEGIN {print r / b}')" "$(time_to "$m" "$target")"
   done
@@ -82,10 +87,7 @@ done
 if [ "$LONG_STEPS" -gt 0 ]; then
   for cfg in 1f1b avgpipe2afp4; do
     [ -n "${REPORT_ONLY:-}" ] && continue
-    case $cfg in
-      avgpipe2afp4) opts=(--schedule afp:4 --pipelines 2) ;;
-      *) opts=(--schedule 1f1b) ;;
-    esac
+    read -ra opts <<<"$(flags "$cfg")"
     scripts/mpirun.sh -n 2 "$BP" train "${COMMON[@]}" --steps "$LONG_STEPS" --eval-every $((LONG_STEPS / 16)) \
       "${opts[@]}" --out "$OUT/long/$cfg" >/dev/null 2>"$OUT/err" || { cat "$OUT/err"; exit 1; }
   done
@@ -96,7 +98,7 @@ if [ "$LONG_STEPS" -gt 0 ]; then
     at=$(grep '"type":"eval"' "$OUT/long/$cfg/metrics.jsonl" |
       sed -nE 's/.*"step":([0-9]+),"val_loss":([0-9.eE+-]+).*/\1 \2/p' |
       awk -v t="$target" '$2 <= t * (1 + 1e-5) {print $1; exit}')
-    n=$([[ $cfg == avgpipe* ]] && echo 32 || echo 16)
+    n=$(samples_per_step "$cfg")
     printf "  %-12s %8s %8s" "$cfg" "${at:--}" "$([ -n "$at" ] && echo $((at * n)) || echo -)"
     for net in $NETS; do
       printf "  %s %s" "$net" "$([ -n "$at" ] && awk -v a="$at" -v s="$(step_s "$OUT/$net/$cfg/metrics.jsonl")" \

@@ -416,10 +416,10 @@ bp_status bp_train_config_check_world(bp_train_config *c, int world, bp_err *err
     if (c->pp > bp_model_num_blocks(&mc))
         return bp_fail(err, BP_EUSAGE, "option --pp: %d stages for a model of %d blocks", c->pp,
                        bp_model_num_blocks(&mc));
+    size_t cb_rows = (size_t)bp_train_micro_rows(c, c->dp) *
+                     (size_t)(c->model == BP_MODEL_GPT ? mc.seq_len : 1);
     for (int b = 1; c->cb && b < bp_model_num_blocks(&mc); b++) {
-        size_t rows = (size_t)bp_train_micro_rows(c, c->dp) *
-                      (size_t)(c->model == BP_MODEL_GPT ? mc.seq_len : 1);
-        rc = bp_cb_check_shape(c->cb_rank, rows, (size_t)bp_model_boundary_width(&mc, b), err);
+        rc = bp_cb_check_shape(c->cb_rank, cb_rows, (size_t)bp_model_boundary_width(&mc, b), err);
         if (rc) return rc;
     }
     if (c->partition[0]) {
