@@ -67,6 +67,13 @@ static bp_status after_step(bp_dp *dp, bp_err *err) {
     return bp_comm_fail(dp->comm, bp_allreduce_avg(dp->comm, s->center, n), err);
 }
 
+/* Every period: each replica pulled to the center, then the centers averaged. */
+static void step_cost(const bp_dp_cost_env *e, size_t n, bp_dp_step_cost *out) {
+    out->s = e->replicas * bp_sim_vec_s(e->m, 3 * n) + bp_sim_vec_s(e->m, n) +
+             bp_sim_allreduce_cost(e, n, &out->bytes);
+    out->every = (double)e->cfg->ea_period;
+}
+
 const bp_dp_algo_ops bp_avgpipe_ops = {
     .kind = BP_DP_WEIGHT,
     .local_replicas = true,
@@ -75,4 +82,5 @@ const bp_dp_algo_ops bp_avgpipe_ops = {
     .destroy = bp_dp_easgd_destroy,
     .after_step = after_step,
     .describe = bp_dp_easgd_describe,
+    .cost = {.step = step_cost, .state = 2}, /* the center and the differences */
 };

@@ -93,6 +93,19 @@ static void describe(const bp_dp_config *c, char *buf, size_t n) {
              c->step_first ? "step-first" : "bagua");
 }
 
+/* Every interval steps: an allreduce, or one message to the peer and the mean of
+ * two; in Bagua's order beside forward and backward. */
+static void step_cost(const bp_dp_cost_env *e, size_t n, bp_dp_step_cost *out) {
+    out->every = (double)e->cfg->interval;
+    out->overlapped = !e->cfg->step_first;
+    if (e->cfg->peers == BP_PEERS_ALL) {
+        out->s = bp_sim_allreduce_cost(e, n, &out->bytes);
+        return;
+    }
+    out->s = bp_sim_message_s(e->link, n * sizeof(float)) + e->link->wake_s + bp_sim_vec_s(e->m, n);
+    out->bytes = (double)n * sizeof(float);
+}
+
 const bp_dp_algo_ops bp_dp_decentralized = {
     .kind = BP_DP_WEIGHT,
     .check = check,
@@ -103,4 +116,5 @@ const bp_dp_algo_ops bp_dp_decentralized = {
     .update = update,
     .after_step = after_step,
     .describe = describe,
+    .cost = {.step = step_cost},
 };

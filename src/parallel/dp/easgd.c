@@ -61,6 +61,12 @@ void bp_dp_easgd_describe(const bp_dp_config *c, char *buf, size_t n) {
     snprintf(buf, n, " alpha=%g period=%lld", c->ea_alpha, (long long)c->ea_period);
 }
 
+/* Every period: the differences to the center and their allreduce. */
+static void step_cost(const bp_dp_cost_env *e, size_t n, bp_dp_step_cost *out) {
+    out->s = bp_sim_vec_s(e->m, 4 * n) + bp_sim_allreduce_cost(e, n, &out->bytes);
+    out->every = (double)e->cfg->ea_period;
+}
+
 const bp_dp_algo_ops bp_dp_easgd = {
     .kind = BP_DP_WEIGHT,
     .check = bp_dp_ea_check,
@@ -68,4 +74,5 @@ const bp_dp_algo_ops bp_dp_easgd = {
     .destroy = bp_dp_easgd_destroy,
     .after_step = after_step,
     .describe = bp_dp_easgd_describe,
+    .cost = {.step = step_cost, .state = 2}, /* the center and the differences */
 };

@@ -24,6 +24,8 @@ static const bp_dp_algo_ops *ops_of(int algo) {
     return algo >= 0 && algo < N_ALGOS ? algos[algo] : NULL;
 }
 
+const bp_dp_algo_ops *bp_dp_ops(int algo) { return ops_of(algo); }
+
 const char *bp_dp_algo_name(int algo) { return ops_of(algo) ? names[algo] : "unknown"; }
 
 bp_dp_kind bp_dp_algo_kind(int algo) { return ops_of(algo) ? algos[algo]->kind : BP_DP_WEIGHT; }

@@ -93,6 +93,13 @@ static void describe(const bp_dp_config *c, char *buf, size_t n) {
     snprintf(buf, n, " warmup=%lld", (long long)c->qadam_warmup);
 }
 
+/* After warm-up: the momentum, then its C_LP_S over the whole model. */
+static void step_cost(const bp_dp_cost_env *e, size_t n, bp_dp_step_cost *out) {
+    out->s = bp_sim_vec_s(e->m, n) + bp_sim_lp_allreduce_cost(e, n, &out->bytes);
+}
+
+static int64_t warmup(const bp_dp_config *c) { return c->qadam_warmup; }
+
 const bp_dp_algo_ops bp_dp_qadam = {
     .kind = BP_DP_GRADIENT,
     .check = check,
@@ -102,4 +109,5 @@ const bp_dp_algo_ops bp_dp_qadam = {
     .bucket = bucket,
     .update = update,
     .describe = describe,
+    .cost = {.step = step_cost, .warmup = warmup, .state = 0.5}, /* the codec's bytes */
 };
