@@ -19,6 +19,7 @@ typedef struct bp_dp_tune bp_dp_tune;
 struct bp_dp {
     bp_dp_config cfg;
     const bp_dp_algo_ops *ops;
+    const bp_backend *be; /* the replicas' (their weights, gradients, optimizer state) */
     void *state;      /* the algorithm's, from ops->create */
     bp_comm *comm;
     bp_model *model;  /* replica 0 */
