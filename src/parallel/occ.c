@@ -69,11 +69,9 @@ bp_status bp_occ_embedding_sync(const bp_grid *g, bool fused, bp_model **models,
         rc = bp_allreduce_sum(g->embed_comm, bp_model_grads(models[j]) + ti->offset, ti->numel);
     if (rc) return bp_comm_fail(g->embed_comm, rc, err);
     if (!fused || g->dp == 1) return BP_OK;
-    const bp_real inv = (bp_real)(1.0 / g->dp); /* the sum spans every replica */
-    for (int j = 0; j < n; j++) {
-        bp_real *x = bp_model_grads(models[j]) + ti->offset;
-        for (size_t i = 0; i < ti->numel; i++) x[i] *= inv;
-    }
+    const float inv = (float)(1.0 / g->dp); /* the sum spans every replica */
+    for (int j = 0; j < n; j++)
+        bp_model_backend(models[j])->scale(bp_model_grads(models[j]) + ti->offset, ti->numel, inv);
     return BP_OK;
 }
 

@@ -60,6 +60,16 @@ static void describe(const bp_dp_config *c, char *buf, size_t n) {
     snprintf(buf, n, " interval=%lld bucket_mb=%g", (long long)c->interval, c->bucket_mb);
 }
 
+/* Every step: the difference to encode, its two compressed messages to the ring's
+ * neighbours, and the three decodes and updates of the replicas. */
+static void step_cost(const bp_dp_cost_env *e, size_t n, bp_dp_step_cost *out) {
+    const bp_sim_machine *m = e->m;
+    out->s = bp_sim_vec_s(m, 4 * n) + bp_sim_minmax_s(m, n, true) +
+             bp_sim_burst_s(e->link, 2, bp_sim_minmax_bytes(n)) + bp_sim_minmax_s(m, 3 * n, false) +
+             bp_sim_vec_s(m, 3 * n);
+    out->bytes = 2.0 * (double)bp_sim_minmax_bytes(n);
+}
+
 const bp_dp_algo_ops bp_dp_lp_decentralized = {
     .kind = BP_DP_WEIGHT,
     .create = create,
@@ -67,4 +77,5 @@ const bp_dp_algo_ops bp_dp_lp_decentralized = {
     .after_step = after_step,
     .state = state,
     .describe = describe,
+    .cost = {.step = step_cost, .state = 3.5}, /* x_hat of self and neighbours, codec */
 };

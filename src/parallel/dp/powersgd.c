@@ -107,6 +107,31 @@ static void describe(const bp_dp_config *c, char *buf, size_t n) {
              c->powersgd_min_rate, c->powersgd_orth_q ? "" : " q_reused");
 }
 
+/* One batch of tensors: P = M Q for the matrices worth compressing, one allreduce of
+ * the P's and the tensors averaged in full, orthogonalization, Q = M^T P, one
+ * allreduce of the Q's, P Q^T and the error feedback. */
+static double bucket_cost(const bp_dp_cost_env *e, const bp_dp_cost_bucket *b, double *bytes) {
+    size_t Pn = 0, Qn = 0, n = 0;
+    double flops = 0, min_rate = e->cfg->powersgd_min_rate;
+    for (int i = 0; i < b->n_tensors; i++) {
+        const bp_sim_tensor *t = &b->t[i];
+        n += t->numel;
+        double rows = (double)t->rows, cols = (double)t->cols;
+        double r = e->cfg->rank < rows && e->cfg->rank < cols ? e->cfg->rank : (rows < cols ? rows : cols);
+        if (rows > 1 && cols > 1 && (rows + cols) * r * min_rate < rows * cols) {
+            Pn += t->rows * (size_t)r;
+            Qn += t->cols * (size_t)r;
+            flops += 6.0 * rows * cols * r + 2.0 * (rows + cols) * r * r;
+        } else {
+            Pn += t->numel;
+        }
+    }
+    return bp_sim_matmul_s(e->m, flops) + bp_sim_vec_s(e->m, 2 * n) +
+           bp_sim_allreduce_cost(e, Pn, bytes) + (Qn ? bp_sim_allreduce_cost(e, Qn, bytes) : 0);
+}
+
+static int64_t warmup(const bp_dp_config *c) { return c->powersgd_warmup; }
+
 const bp_dp_algo_ops bp_dp_powersgd = {
     .kind = BP_DP_GRADIENT,
     .create = create,
@@ -114,4 +139,5 @@ const bp_dp_algo_ops bp_dp_powersgd = {
     .bucket = bucket,
     .state = state,
     .describe = describe,
+    .cost = {.bucket = bucket_cost, .warmup = warmup, .state = 1}, /* the errors */
 };
