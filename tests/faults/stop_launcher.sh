@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# SIGTERM or SIGINT sent to the launcher, not to a rank: every rank stops after the
-# same step with a checkpoint of it. Through scripts/mpirun.sh the job exits 3 as
-# documented; Open MPI's mpirun called directly exits 1 whatever the ranks return
+# SIGTERM or SIGINT sent to the launcher, not to a rank (and SIGHUP to
+# scripts/mpirun.sh, as a closed terminal sends): every rank stops after the same
+# step with a checkpoint of it, no rank is left running and the --out lock is
+# free. Through scripts/mpirun.sh the job exits 3 as documented; Open MPI's mpirun called directly exits 1 whatever the ranks return
 # (README's fault table says so), MPICH's mpiexec 3.
 source "$(dirname "$0")/lib.sh"
 set -m # background jobs get their own process group and do not ignore SIGINT
@@ -28,6 +29,18 @@ stop() {
   local rc=0
   wait "$job" || rc=$?
   [ "$rc" -ne 124 ] && [ "$rc" -ne 137 ] || fail "$name: hung after SIG$sig: $(cat "$WORK/out")"
+  # Ranks that outlive the launcher are orphans: killed here, and a failure.
+  local left=""
+  for _ in $(seq 50); do
+    left=$(pgrep -f -- "--out $out" || true)
+    [ -z "$left" ] && break
+    sleep 0.2
+  done
+  if [ -n "$left" ]; then
+    kill -KILL $left 2>/dev/null || true
+    fail "$name: ranks still running 10 s after SIG$sig to the launcher (exit $rc)"
+  fi
+  flock -n "$out" true || fail "$name: the --out lock is still held after SIG$sig"
   [ "$rc" -eq "$want" ] || fail "$name: exit code $rc after SIG$sig, expected $want: $(cat "$WORK/out")"
   grep -q "stopped by a signal after step" "$WORK/out" || fail "$name: no stop message: $(cat "$WORK/out")"
   local step
@@ -41,4 +54,5 @@ for sig in TERM INT; do
   MPIEXEC="$BP_MPIEXEC" stop "script-$sig" "$sig" 3 "$BP_SOURCE_DIR/scripts/mpirun.sh"
   stop "direct-$sig" "$sig" "$([ "$openmpi" -eq 1 ] && echo 1 || echo 3)" "$BP_MPIEXEC" "${flags[@]}"
 done
+MPIEXEC="$BP_MPIEXEC" stop script-HUP HUP 3 "$BP_SOURCE_DIR/scripts/mpirun.sh"
 echo "ok"
