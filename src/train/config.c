@@ -74,7 +74,7 @@ static const bp_option train_options[] = {
         "keep the newest N checkpoints in --out"),
     NUM("log-every", BP_OPT_INT64, log_every, 1, 1e12, "N", "progress line every N steps"),
     CHOICE("progress", progress, "auto|bar|lines|none",
-           "live bar on a terminal, plain lines otherwise (auto)", NULL),
+           "live bar on a terminal, plain lines otherwise, as in a log under mpirun (auto)", NULL),
     NUM("threads", BP_OPT_INT, threads, 1, 1024, "N", "BLAS threads of this process"),
     {"dp", BP_OPT_INT, OFF(dp), 0, NULL, 1, 1 << 20, "N", "data-parallel replicas",
      "the ranks / (pp x tp)"},
