@@ -55,14 +55,18 @@ int bp_check_regular(const char *path, bp_err *err) {
     return rc;
 }
 
-int bp_read_file(const char *path, bp_bytes *out, bp_err *err) {
+int bp_fopen_regular(const char *path, FILE **f, bp_err *err) {
     int fd, rc = open_regular(path, &fd, err);
     if (rc) return rc;
-    FILE *f = fdopen(fd, "rb");
-    if (!f) {
-        close(fd);
-        return bp_fail(err, BP_EIO, "cannot open %s: %s", path, strerror(errno));
-    }
+    if ((*f = fdopen(fd, "rb"))) return BP_OK;
+    close(fd);
+    return bp_fail(err, BP_EIO, "cannot open %s: %s", path, strerror(errno));
+}
+
+int bp_read_file(const char *path, bp_bytes *out, bp_err *err) {
+    FILE *f = NULL;
+    int rc = bp_fopen_regular(path, &f, err);
+    if (rc) return rc;
     rc = bp_read_stream(f, out, err);
     fclose(f);
     if (rc) return bp_err_context(err, "%s", path);

@@ -20,6 +20,8 @@ typedef struct bp_bytes {
 
 /* The whole of a regular file; anything else (a FIFO, a device) is refused. */
 int bp_read_file(const char *path, bp_bytes *out, bp_err *err);
+/* A regular file opened for reading (a FIFO or a device is refused, never waited on). */
+int bp_fopen_regular(const char *path, FILE **f, bp_err *err);
 /* BP_OK when path is a regular file that can be opened for reading. */
 int bp_check_regular(const char *path, bp_err *err);
 int bp_read_stream(FILE *f, bp_bytes *out, bp_err *err);
