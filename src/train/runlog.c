@@ -235,8 +235,10 @@ static int name_proc(bp_tracelog *t, const bp_json *j, int pid) {
         t->n_procs = pid + 1;
     }
     int name = bp_json_get(j, bp_json_get(j, 0, "args"), "name");
-    if (str_is(j, 0, "name", "process_name") && name >= 0)
-        bp_json_str_copy(j, name, t->proc_name[pid], sizeof t->proc_name[pid]);
+    char text[sizeof t->proc_name[0]];
+    /* A name too long leaves text unterminated: the row keeps "rank N". */
+    if (str_is(j, 0, "name", "process_name") && bp_json_str_copy(j, name, text, sizeof text))
+        memcpy(t->proc_name[pid], text, sizeof text);
     return BP_OK;
 }
 
