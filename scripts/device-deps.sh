@@ -7,7 +7,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PKGS=(libopenmpi-dev libopenmpi3 openmpi-bin openmpi-common libhwloc15 libevent-core-2.1-7
-      libevent-pthreads-2.1-7 libpmix2 libfabric1 libucx0 libibverbs1 librdmacm1 libnl-3-200
+      libevent-pthreads-2.1-7 libpmix2 libmunge2 libfabric1 libucx0 libibverbs1 librdmacm1 libnl-3-200
       libnl-route-3-200 libpsm2-2 libpsm-infinipath1 libopenblas0-pthread
       libopenblas-pthread-dev libopenblas-dev libopenblas0 libgfortran5 libquadmath0 libcmocka0
       libcmocka-dev zlib1g-dev pkgconf pkgconf-bin libpkgconf3)

@@ -33,6 +33,18 @@ if [ -n "${BP_FORCE_DEVDEPS:-}" ] || ! have_system_deps; then
   export PKG_CONFIG_PATH=$L/pkgconfig:$L/openblas-pthread/pkgconfig
   export CMAKE_PREFIX_PATH=$P/usr${CMAKE_PREFIX_PATH:+:$CMAKE_PREFIX_PATH}
   export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+  # The bundled Open MPI keeps its settings under /etc/openmpi (outside the relocated
+  # prefix), and Debian's file there is what leaves out the components whose libraries
+  # the bundle lacks: UCX (libnuma), OFI and PSM2 (libefa, libnuma), openib and netlink
+  # (libnl-3). Read no settings file, and choose the components here instead, so that
+  # none of them is opened. libpmix itself needs libmunge (bundled, device-deps.sh).
+  mkdir -p "$P/etc"
+  : >"$P/etc/openmpi-default-hostfile"
+  export OMPI_MCA_mca_base_param_files=/dev/null
+  export OMPI_MCA_orte_default_hostfile="$P/etc/openmpi-default-hostfile"
+  export OMPI_MCA_pml=ob1 OMPI_MCA_btl=self,vader,tcp OMPI_MCA_mtl=^ofi,psm,psm2
+  export OMPI_MCA_osc=^ucx,pt2pt OMPI_MCA_atomic=^ucx OMPI_MCA_spml=^ucx OMPI_MCA_sshmem=^ucx
+  export OMPI_MCA_reachable=^netlink OMPI_MCA_btl_base_warn_component_unused=0
   command -v pkg-config >/dev/null || ln -sf pkgconf "$P/usr/bin/pkg-config"
   BP_CMAKE_DEPS=(-DMPI_SKIP_COMPILER_WRAPPER=ON -DMPI_C_HEADER_DIR="$L/openmpi/include"
                  -DMPI_C_LIB_NAMES=mpi -DMPI_mpi_LIBRARY="$L/openmpi/lib/libmpi.so"

@@ -1,4 +1,4 @@
-/* `bagpipe tune`: the search of parallel/tune.h for the options of train/tune.h,
+/* `bagpipe tune`: the search of parallel/sim/tune.h for the options of train/tune.h,
  * printed as a table and as the train command line to run. */
 #include "cli/tune.h"
 
@@ -8,7 +8,7 @@
 
 #include "core/blas.h"
 #include "parallel/partition.h"
-#include "parallel/tune.h"
+#include "parallel/sim/tune.h"
 
 /* Options of the train command that tune chooses itself or that only tune has: the
  * suggested command line gets them from the chosen candidate, not from argv. */

@@ -203,6 +203,7 @@ int bp_model_create_tp(const bp_model_config *cfg, int block_begin, int block_en
     if (!m) return bp_fail(err, BP_ENOMEM, "cannot allocate the model");
     m->cfg = *cfg;
     m->ops = ops_of(cfg->kind);
+    m->be = bp_backend_cpu(); /* the layers of nn/ run on the host */
     m->tp = *tp;
     m->begin = block_begin;
     m->end = block_end;
@@ -239,6 +240,7 @@ int bp_model_tp_rank(const bp_model *m) { return m->tp.rank; }
 int bp_model_tp_size(const bp_model *m) { return m->tp.size; }
 bool bp_model_has_first(const bp_model *m) { return m->begin == 0; }
 bool bp_model_has_last(const bp_model *m) { return m->end == m->ops->num_blocks(&m->cfg); }
+const bp_backend *bp_model_backend(const bp_model *m) { return m->be; }
 size_t bp_model_num_params(const bp_model *m) { return m->nparams; }
 bp_real *bp_model_params(bp_model *m) { return m->params; }
 bp_real *bp_model_grads(bp_model *m) { return m->grads; }

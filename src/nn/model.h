@@ -47,6 +47,7 @@
 #include <stdint.h>
 
 #include "bagpipe/status.h"
+#include "core/backend.h"
 #include "nn/real.h"
 
 typedef enum bp_model_kind { BP_MODEL_GPT, BP_MODEL_MLP } bp_model_kind;
@@ -171,6 +172,10 @@ int bp_model_block_begin(const bp_model *m);
 int bp_model_block_end(const bp_model *m);
 bool bp_model_has_first(const bp_model *m); /* holds block 0 (takes tokens/images) */
 bool bp_model_has_last(const bp_model *m);  /* holds the head (computes the loss) */
+
+/* The backend whose memory holds the parameters and gradients (core/backend.h): the
+ * layers above reach them only through its table. */
+const bp_backend *bp_model_backend(const bp_model *m);
 
 size_t bp_model_num_params(const bp_model *m);
 bp_real *bp_model_params(bp_model *m);

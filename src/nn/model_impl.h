@@ -77,6 +77,7 @@ extern const bp_model_ops bp_mlp_ops;
 struct bp_model {
     bp_model_config cfg;
     const bp_model_ops *ops;
+    const bp_backend *be; /* where params and grads live */
     int begin, end; /* block range [begin, end) of the full model */
     bp_tp tp;       /* size 1 without tensor parallelism */
     int ntensors;

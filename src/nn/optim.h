@@ -5,7 +5,11 @@
  * AdamW (decoupled weight decay, bias-corrected moments):
  *   p *= 1 - lr * wd;  m = b1 m + (1-b1) g;  v = b2 v + (1-b2) g^2;
  *   p -= lr * (m / (1-b1^t)) / (sqrt(v / (1-b2^t)) + eps)
- * Weight decay applies to every parameter alike (bagpipe's defaults use none). */
+ * Weight decay applies to every parameter alike (bagpipe's defaults use none).
+ *
+ * The state and the update live on a backend (core/backend.h): the parameters and
+ * gradients given to an optimizer are memory of its backend. Float only (the
+ * double build of nn/ for gradient checks leaves this file out). */
 #ifndef BP_NN_OPTIM_H
 #define BP_NN_OPTIM_H
 
@@ -13,6 +17,7 @@
 #include <stdint.h>
 
 #include "bagpipe/status.h"
+#include "core/backend.h"
 #include "nn/real.h"
 
 typedef enum bp_optim_kind { BP_OPTIM_SGD, BP_OPTIM_ADAMW } bp_optim_kind;
@@ -27,13 +32,17 @@ typedef struct bp_optim_config {
 
 typedef struct bp_optim {
     bp_optim_config cfg;
+    const bp_backend *be;
     size_t n;
     int64_t t;  /* steps taken */
     bp_real *m; /* sgd: momentum buffer; adamw: first moment */
     bp_real *v; /* adamw: second moment; NULL for sgd */
 } bp_optim;
 
+/* State on the cpu backend (bp_optim_init) or on `be`. */
 int bp_optim_init(bp_optim *o, const bp_optim_config *cfg, size_t n, bp_err *err);
+int bp_optim_init_on(bp_optim *o, const bp_optim_config *cfg, size_t n, const bp_backend *be,
+                     bp_err *err);
 void bp_optim_free(bp_optim *o);
 void bp_optim_step(bp_optim *o, bp_real *params, const bp_real *grads, double lr);
 /* The parts of bp_optim_step, for an update applied in pieces as their gradients

@@ -59,18 +59,19 @@ static bp_status after_step(bp_dp *dp, bp_err *err) {
     easgd *s = dp->state;
     size_t n = bp_model_num_params(dp->model);
     const float alpha = (float)dp->cfg.ea_alpha;
-    memset(s->diff, 0, n * sizeof(float));
-    for (int j = 0; j < dp->n_replicas; j++) {
-        float *w = bp_model_params(dp->models[j]);
-        for (size_t i = 0; i < n; i++) {
-            float d = alpha * (w[i] - s->center[i]);
-            w[i] -= d;
-            s->diff[i] += d;
-        }
-    }
-    for (size_t i = 0; i < n; i++) s->center[i] += s->diff[i];
+    dp->be->fill(s->diff, n, 0.0f);
+    for (int j = 0; j < dp->n_replicas; j++)
+        dp->be->elastic_pull(bp_model_params(dp->models[j]), s->center, s->diff, n, alpha, true);
+    dp->be->axpy(s->center, n, 1.0f, s->diff);
     if (bp_comm_size(dp->comm) == 1) return BP_OK;
     return bp_comm_fail(dp->comm, bp_allreduce_avg(dp->comm, s->center, n), err);
+}
+
+/* Every period: each replica pulled to the center, then the centers averaged. */
+static void step_cost(const bp_dp_cost_env *e, size_t n, bp_dp_step_cost *out) {
+    out->s = e->replicas * bp_sim_vec_s(e->m, 3 * n) + bp_sim_vec_s(e->m, n) +
+             bp_sim_allreduce_cost(e, n, &out->bytes);
+    out->every = (double)e->cfg->ea_period;
 }
 
 const bp_dp_algo_ops bp_avgpipe_ops = {
@@ -80,5 +81,7 @@ const bp_dp_algo_ops bp_avgpipe_ops = {
     .create = bp_dp_easgd_create,
     .destroy = bp_dp_easgd_destroy,
     .after_step = after_step,
+    .state = bp_dp_easgd_state,
     .describe = bp_dp_easgd_describe,
+    .cost = {.step = step_cost, .state = 2}, /* the center and the differences */
 };

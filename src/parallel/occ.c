@@ -69,11 +69,9 @@ bp_status bp_occ_embedding_sync(const bp_grid *g, bool fused, bp_model **models,
         rc = bp_allreduce_sum(g->embed_comm, bp_model_grads(models[j]) + ti->offset, ti->numel);
     if (rc) return bp_comm_fail(g->embed_comm, rc, err);
     if (!fused || g->dp == 1) return BP_OK;
-    const bp_real inv = (bp_real)(1.0 / g->dp); /* the sum spans every replica */
-    for (int j = 0; j < n; j++) {
-        bp_real *x = bp_model_grads(models[j]) + ti->offset;
-        for (size_t i = 0; i < ti->numel; i++) x[i] *= inv;
-    }
+    const float inv = (float)(1.0 / g->dp); /* the sum spans every replica */
+    for (int j = 0; j < n; j++)
+        bp_model_backend(models[j])->scale(bp_model_grads(models[j]) + ti->offset, ti->numel, inv);
     return BP_OK;
 }
 
@@ -158,6 +156,18 @@ double bp_cb_take_rel_err(bp_cb *cb) {
     double r = cb->rel_err;
     cb->rel_err = 0;
     return r;
+}
+
+bp_status bp_cb_state(bp_cb *cb, bp_state_list *l, bp_err *err) {
+    bp_status rc = BP_OK;
+    for (int j = 0; cb && cb->enc && rc == BP_OK && j < cb->N; j++) {
+        float *e, *q;
+        size_t e_n, q_n;
+        if (!bp_powersgd_state(cb->enc[j], &e, &e_n, &q, &q_n)) continue;
+        rc = bp_state_add(l, e, e_n, err, "cb.%d.error", j);
+        if (rc == BP_OK) rc = bp_state_add(l, q, q_n, err, "cb.%d.q", j);
+    }
+    return rc;
 }
 
 bp_status bp_cb_decode(bp_cb *cb, const float *wire, bp_real *dy, bp_trace *trace, bp_err *err) {

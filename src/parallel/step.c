@@ -4,8 +4,6 @@
 #include <math.h>
 #include <string.h>
 
-#include "core/blas.h"
-#include "core/finite.h"
 #include "core/timer.h"
 #include "parallel/occ.h"
 
@@ -13,10 +11,11 @@ bool bp_grid_reports_loss(const bp_grid *g) { return g->p == g->pp - 1 && g->t =
 
 /* The first tensor of model m whose gradient is not finite, or -1. */
 static int nonfinite_in(const bp_model *m) {
+    const bp_backend *be = bp_model_backend(m);
     const float *g = bp_model_grads((bp_model *)m);
     for (int i = 0; i < bp_model_num_tensors(m); i++) {
         const bp_tensor_info *ti = bp_model_tensor(m, i);
-        if (!bp_all_finite(g + ti->offset, ti->numel)) return i;
+        if (!be->all_finite(g + ti->offset, ti->numel)) return i;
     }
     return -1;
 }
@@ -83,21 +82,28 @@ static bp_status agree(const bp_grid_step_ctx *c, const bp_grid_step_in *in, bp_
  * whole model once: the last stage's copy of the tied embedding is the first
  * stage's tensor, and a tensor replicated over the tp ranks is counted on rank 0. */
 static double own_sumsq(const bp_grid_step_ctx *c, const bp_model *m) {
-    const bp_real *g = bp_model_grads((bp_model *)m);
+    const bp_backend *be = bp_model_backend(m);
+    const float *g = bp_model_grads((bp_model *)m);
     double s = 0;
     for (int i = 0; i < bp_model_num_tensors(m); i++) {
         const bp_tensor_info *ti = bp_model_tensor(m, i);
         if (ti->tied_copy || (ti->split_dim < 0 && c->grid->t != 0)) continue;
-        s += bp_grad_sumsq(g + ti->offset, ti->numel);
+        s += be->sumsq(g + ti->offset, ti->numel);
     }
     return s;
+}
+
+/* PyTorch's clip_grad_norm_: gradients of norm `norm` scaled down to max_norm. */
+static void clip_to(bp_model *m, double norm, double max_norm) {
+    if (max_norm <= 0 || norm <= max_norm) return;
+    bp_model_backend(m)->scale(bp_model_grads(m), bp_model_num_params(m),
+                               (float)(max_norm / (norm + 1e-6)));
 }
 
 /* Gradient norm of each replica over the whole model (all stages and tp ranks),
  * then clipping to c->clip. *norm is replica 0's. */
 static bp_status clip_gradients(const bp_grid_step_ctx *c, double *norm, bp_err *err) {
     int n_rep = c->n_replicas;
-    size_t n = bp_model_num_params(c->models[0]);
     float sumsq[n_rep];
     for (int j = 0; j < n_rep; j++) sumsq[j] = (float)own_sumsq(c, c->models[j]);
     bp_comm *axes[2] = {c->grid->tp_comm, c->grid->pp_comm};
@@ -107,7 +113,7 @@ static bp_status clip_gradients(const bp_grid_step_ctx *c, double *norm, bp_err 
         if (rc) return rc;
     }
     for (int j = 0; j < n_rep; j++)
-        bp_clip_to(bp_model_grads(c->models[j]), n, sqrt(sumsq[j]), c->clip);
+        clip_to(c->models[j], sqrt(sumsq[j]), c->clip);
     *norm = sqrt(sumsq[0]);
     return BP_OK;
 }
@@ -175,7 +181,7 @@ bp_status bp_grid_steps(const bp_grid_step_ctx *c, int k, const bp_grid_step_in 
     for (int t = 0; t < k; t++) out[t] = (bp_grid_step_out){.grad_norm = NAN};
     for (int j = 0; j < c->n_replicas; j++) bp_model_zero_grad(c->models[j]);
     bp_dp_step_begin(c->dp, in[k - 1].lr);
-    if (in[0].poison) bp_model_grads(c->models[0])[0] = NAN;
+    if (in[0].poison) bp_model_backend(c->models[0])->fill(bp_model_grads(c->models[0]), 1, NAN);
     stream_ctx x = {.c = c, .in = in};
     bp_pipe_hooks h = {.last_backward = before_last_backward, .update = inline_update, .ctx = &x};
     double loss[k];

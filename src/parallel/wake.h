@@ -1,5 +1,5 @@
 /* How long after its message arrives a rank that waited for it runs again (the
- * "wake" delay the pipeline simulation charges, parallel/simulate.h). Measured by
+ * "wake" delay the pipeline simulation charges, parallel/sim/pipeline.h). Measured by
  * two threads that hand a token back and forth, each computing a pass of a stage's
  * worth of blocks before handing it on, the waiting one yielding its core with
  * sched_yield as an MPI rank does (mpi_yield_when_idle). On a machine with a core

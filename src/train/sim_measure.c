@@ -2,8 +2,6 @@
 
 #include <float.h>
 #include <math.h>
-#include <pthread.h>
-#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -13,61 +11,17 @@
 #include "core/timer.h"
 #include "nn/optim.h"
 #include "parallel/partition.h"
+#include "parallel/sim/standins.h"
 #include "parallel/wake.h"
 
-enum { RUNS = 5, MAX_BUSY = 64, VEC = 1 << 20, PSGD_ROWS = 512, PSGD_RANK = 4 };
+enum { RUNS = 5, VEC = 1 << 20, PSGD_ROWS = 512, PSGD_RANK = 4 };
 #define MEASURE_S 3.0
 
-/* Threads that compute like the job's other ranks while the blocks are timed. */
-typedef struct busy {
-    pthread_t th[MAX_BUSY];
-    bp_range_bench *rb[MAX_BUSY];
-    int n;
-    atomic_int stop;
-} busy;
-
-static void *spin(void *arg) {
-    void **a = arg;
-    busy *b = a[0];
-    bp_range_bench *rb = a[1];
-    bp_err ignored;
-    while (!atomic_load_explicit(&b->stop, memory_order_relaxed))
-        if (bp_range_bench_pass(rb, NULL, &ignored) != BP_OK) break;
-    free(arg);
-    return NULL;
-}
-
-static void busy_stop(busy *b) {
-    atomic_store(&b->stop, 1);
-    for (int i = 0; i < b->n; i++) {
-        pthread_join(b->th[i], NULL);
-        bp_range_bench_destroy(b->rb[i]);
-    }
-    b->n = 0;
-}
-
-/* n threads, each running passes of a stage's worth of blocks (blocks / pp). */
-static int busy_start(busy *b, int n, const bp_model_config *mc, int pp, int micro_B, bp_err *err) {
-    atomic_init(&b->stop, 0);
-    b->n = 0;
-    int blocks = (mc->n_layer + 2 + pp - 1) / pp, rc = BP_OK;
-    while (rc == BP_OK && b->n < n && b->n < MAX_BUSY) {
-        void **arg = malloc(2 * sizeof *arg);
-        if (!arg) rc = bp_fail(err, BP_ENOMEM, "out of memory");
-        if (rc == BP_OK)
-            rc = bp_range_bench_create(mc, 0, blocks, micro_B, mc->seq_len, &b->rb[b->n], err);
-        if (rc == BP_OK) {
-            arg[0] = b, arg[1] = b->rb[b->n];
-            if (pthread_create(&b->th[b->n], NULL, spin, arg)) {
-                bp_range_bench_destroy(b->rb[b->n]);
-                rc = bp_fail(err, BP_ENOMEM, "cannot start a measuring thread");
-            }
-        }
-        if (rc == BP_OK) b->n++;
-        else free(arg);
-    }
-    if (rc) busy_stop(b);
-    return rc;
+/* n threads standing for the job's other ranks, a stage's worth of blocks each. */
+static int busy_start(int n, const bp_model_config *mc, int pp, int micro_B, bp_sim_standins **out,
+                      bp_err *err) {
+    int blocks = (mc->n_layer + 2 + pp - 1) / pp;
+    return bp_sim_standins_start(n, mc, blocks, 1, micro_B, mc->seq_len, out, err);
 }
 
 /* The wake delay (parallel/wake.h) at the profiled micro-batch size, a stage's blocks. */
@@ -90,9 +44,9 @@ static int time_blocks(const bp_simulate_config *c, const bp_model_config *mc, i
         free(bp);
         return bp_fail(err, BP_ENOMEM, "out of memory");
     }
-    busy b;
+    bp_sim_standins *b = NULL;
     int others = c->busy_threads >= 0 ? c->busy_threads : W - 1;
-    int rc = busy_start(&b, others, mc, t->pp, micro_B, err);
+    int rc = busy_start(others, mc, t->pp, micro_B, &b, err);
     double wall = 0, cpu = 0, t0 = bp_now();
     while (rc == BP_OK && (rounds == 0 || bp_now() - t0 < MEASURE_S)) {
         rc = bp_profile_blocks_split(mc, micro_B, mc->seq_len, bp, err);
@@ -102,16 +56,16 @@ static int time_blocks(const bp_simulate_config *c, const bp_model_config *mc, i
         }
         rounds++;
     }
-    if (rc == BP_OK) busy_stop(&b);
+    bp_sim_standins_stop(b);
+    b = NULL;
     p->slowdown = c->load >= 1 ? c->load : cpu > 0 && wall > cpu ? wall / cpu : 1.0;
     for (int i = 0; rc == BP_OK && i < n; i++) {
         p->fwd_s[i] *= p->slowdown / rounds;
         p->bwd_s[i] *= p->slowdown / rounds;
     }
-    if (rc == BP_OK && W > 1)
-        rc = busy_start(&b, others > 0 ? others - 1 : 0, mc, t->pp, micro_B, err);
+    if (rc == BP_OK && W > 1) rc = busy_start(others - 1, mc, t->pp, micro_B, &b, err);
     if (rc == BP_OK && W > 1) rc = time_wake(mc, t->pp, micro_B, &p->wake_s, err);
-    if (rc == BP_OK && W > 1) busy_stop(&b);
+    bp_sim_standins_stop(b);
     p->n_blocks = n;
     free(bp);
     return rc;

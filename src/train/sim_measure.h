@@ -1,5 +1,5 @@
 /* `bagpipe simulate --measure`: the profile of this machine that the step
- * simulator predicts from (parallel/sim_machine.h), measured now.
+ * simulator predicts from (parallel/sim/machine.h), measured now.
  *
  * Every block of the model is timed on a micro-batch of the run's size (its CPU
  * time; bp_profile_blocks_split) while the job's other ranks are stood for by busy
@@ -12,7 +12,7 @@
 #ifndef BP_TRAIN_SIM_MEASURE_H
 #define BP_TRAIN_SIM_MEASURE_H
 
-#include "parallel/sim_machine.h"
+#include "parallel/sim/machine.h"
 #include "train/simulate.h"
 
 /* Measure into p (freed with bp_sim_profile_free) for c's model at micro_B. */

@@ -8,8 +8,8 @@
 #include "bagpipe/comm.h"
 #include "core/device.h"
 #include "parallel/partition.h"
-#include "parallel/sim_model.h"
-#include "parallel/sim_step.h"
+#include "parallel/sim/model.h"
+#include "parallel/sim/step.h"
 #include "train/sim_measure.h"
 
 #define OFF(f) offsetof(bp_simulate_config, f)

@@ -1,6 +1,6 @@
 /* `bagpipe simulate`: predict a training step of any gpt shape on a grid
  * dp x pp x tp, with any dp algorithm, schedule, AvgPipe and Optimus-CC setting,
- * on a described machine (parallel/sim_step.h simulates the step).
+ * on a described machine (parallel/sim/step.h simulates the step).
  *
  * It takes the options of `bagpipe train` (the same table and validation; --dp
  * defaults to 1), and its own: where computation costs come from (--measure FILE

@@ -1,4 +1,4 @@
-/* The options of `bagpipe tune` (the search is parallel/tune.h, its output
+/* The options of `bagpipe tune` (the search is parallel/sim/tune.h, its output
  * cli/tune.c): those of `bagpipe train` (the same table and validation), of which
  * --pipelines, --micro-batches and --schedule, when given, fix that choice instead
  * of searching it; then tune's own. */
@@ -10,7 +10,7 @@
 #include "bagpipe/comm.h"
 #include "bagpipe/status.h"
 #include "core/options.h"
-#include "parallel/tune.h"
+#include "parallel/sim/tune.h"
 #include "train/config.h"
 
 typedef struct bp_tune_config {

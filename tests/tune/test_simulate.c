@@ -1,4 +1,4 @@
-/* The pipeline step predictor (parallel/simulate.c) on synthetic stages.
+/* The pipeline step predictor (parallel/sim/pipeline.c) on synthetic stages.
  *
  *  - Equal stages, free messages: gpipe, 1f1b and afp:K take (V + S - 1)(F + B)
  *    for a stream of V = N x M micro-batches; the bubble, (S - 1) / (V + S - 1),
@@ -25,7 +25,7 @@
 
 #include "core/rng.h"
 #include "parallel/schedule.h"
-#include "parallel/simulate.h"
+#include "parallel/sim/pipeline.h"
 
 enum { MAX_S = 8 };
 

@@ -12,12 +12,14 @@
 
 #include "parallel/buckets.h"
 #include "parallel/dp.h"
+#include "parallel/sim/cost.h"
 
 typedef struct bp_dp_tune bp_dp_tune;
 
 struct bp_dp {
     bp_dp_config cfg;
     const bp_dp_algo_ops *ops;
+    const bp_backend *be; /* the replicas' (their weights, gradients, optimizer state) */
     void *state;      /* the algorithm's, from ops->create */
     bp_comm *comm;
     bp_model *model;  /* replica 0 */
@@ -69,6 +71,9 @@ struct bp_dp_algo_ops {
     /* Weight algorithms: mix weights after the update (dp->step already counts it);
      * called on more than one rank, or always with local_replicas. */
     bp_status (*after_step)(bp_dp *dp, bp_err *err);
+    /* Append the algorithm's state that lasts from step to step (bp_dp_state;
+     * NULL: none). */
+    bp_status (*state)(bp_dp *dp, bp_state_list *l, bp_err *err);
     /* Stop background communication (NULL: none). */
     bp_status (*finish)(bp_dp *dp, bp_err *err);
     /* Keep a background thread from writing the weights until unlock (NULL: none). */
@@ -76,7 +81,12 @@ struct bp_dp_algo_ops {
     void (*unlock)(bp_dp *dp);
     /* The settings after the name, e.g. " peers=all interval=2" (NULL: none). */
     void (*describe)(const bp_dp_config *cfg, char *buf, size_t n);
+    /* What it sends and computes, for the step simulator (parallel/sim/cost.h). */
+    bp_dp_cost cost;
 };
+
+/* The table of algorithm `algo` (bp_dp_algo, BP_DP_AVGPIPE included); NULL if none. */
+const bp_dp_algo_ops *bp_dp_ops(int algo);
 
 /* The bucketer of dp->cfg's bucket size. */
 bp_status bp_dp_bucketer_init(bp_dp *dp, bp_err *err);
@@ -105,6 +115,7 @@ bp_status bp_dp_state_alloc(bp_dp *dp, size_t size, bp_err *err);
  * powersgd's), bytegrad's state of one MinMaxUInt8 codec (also qadam's), easgd's
  * center (also AvgPipe's, parallel/avgpipe.c). */
 bp_status bp_dp_allreduce_bucket(bp_dp *dp, const bp_bucket *b, bp_err *err);
+double bp_dp_allreduce_bucket_cost(const bp_dp_cost_env *e, const bp_dp_cost_bucket *b, double *bytes);
 bp_status bp_dp_minmax_create(bp_dp *dp, bp_err *err);
 void bp_dp_minmax_destroy(bp_dp *dp);
 typedef struct easgd {
@@ -113,6 +124,7 @@ typedef struct easgd {
 } easgd;
 bp_status bp_dp_easgd_create(bp_dp *dp, bp_err *err);
 void bp_dp_easgd_destroy(bp_dp *dp);
+bp_status bp_dp_easgd_state(bp_dp *dp, bp_state_list *l, bp_err *err);
 void bp_dp_easgd_describe(const bp_dp_config *c, char *buf, size_t n);
 bp_status bp_dp_ea_check(const bp_dp_config *c, int size, bp_optim_kind optim, bp_err *err);
 

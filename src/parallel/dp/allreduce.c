@@ -9,7 +9,14 @@ bp_status bp_dp_allreduce_bucket(bp_dp *dp, const bp_bucket *b, bp_err *err) {
     return bp_comm_fail(dp->comm, bp_allreduce_avg(dp->comm, g, b->len), err);
 }
 
+/* A ring allreduce of the bucket. */
+double bp_dp_allreduce_bucket_cost(const bp_dp_cost_env *e, const bp_dp_cost_bucket *b,
+                                   double *bytes) {
+    return bp_sim_allreduce_cost(e, b->len, bytes);
+}
+
 const bp_dp_algo_ops bp_dp_allreduce = {
     .kind = BP_DP_GRADIENT,
     .bucket = bp_dp_allreduce_bucket,
+    .cost = {.bucket = bp_dp_allreduce_bucket_cost},
 };

@@ -80,6 +80,15 @@ static void describe(const bp_dp_config *c, char *buf, size_t n) {
     snprintf(buf, n, " sync_ms=%d warmup=%lld", c->sync_ms, (long long)c->async_warmup);
 }
 
+/* Its own thread averages every sync_ms: the step waits for nothing, and sends an
+ * allreduce's bytes (with the round counter) per round that fits in a step. */
+static void step_cost(const bp_dp_cost_env *e, size_t n, bp_dp_step_cost *out) {
+    double round = e->cfg->sync_ms * 1e-3 + bp_sim_ring_allreduce_s(e->m, e->link, e->p, n + 1);
+    out->bytes = bp_sim_ring_bytes(e->p, n + 1) * e->step_s / round;
+}
+
+static int64_t warmup(const bp_dp_config *c) { return c->async_warmup; }
+
 const bp_dp_algo_ops bp_dp_async = {
     .kind = BP_DP_WEIGHT,
     .check = check,
@@ -92,4 +101,5 @@ const bp_dp_algo_ops bp_dp_async = {
     .lock = lock,
     .unlock = unlock,
     .describe = describe,
+    .cost = {.step = step_cost, .warmup = warmup}, /* warm-up: allreduce's buckets */
 };

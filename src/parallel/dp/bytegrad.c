@@ -19,9 +19,14 @@ static bp_status bucket(bp_dp *dp, const bp_bucket *b, bp_err *err) {
                         err);
 }
 
+static double bucket_cost(const bp_dp_cost_env *e, const bp_dp_cost_bucket *b, double *bytes) {
+    return bp_sim_lp_allreduce_cost(e, b->len, bytes);
+}
+
 const bp_dp_algo_ops bp_dp_bytegrad = {
     .kind = BP_DP_GRADIENT,
     .create = bp_dp_minmax_create,
     .destroy = bp_dp_minmax_destroy,
     .bucket = bucket,
+    .cost = {.bucket = bucket_cost, .state = 0.5}, /* the codec's bytes */
 };

@@ -20,7 +20,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "core/buf.h"
 #include "parallel/dp/algo.h"
 
 typedef struct decentralized {
@@ -46,11 +45,11 @@ static bp_status create(bp_dp *dp, bp_err *err) {
     /* Resuming at step t: the steps 0, k, ... below t have averaged. */
     s->rounds = (uint64_t)((dp->step + dp->cfg.interval - 1) / dp->cfg.interval);
     if (dp->cfg.step_first || bp_comm_size(dp->comm) == 1) return BP_OK;
-    return bp_alloc_checked((void **)&s->avg, bp_model_num_params(dp->model) * sizeof(float),
-                            "decentralized average", err);
+    return dp->be->alloc((void **)&s->avg, bp_model_num_params(dp->model) * sizeof(float),
+                         "decentralized average", err);
 }
 
-static void destroy(bp_dp *dp) { bp_free(((decentralized *)dp->state)->avg); }
+static void destroy(bp_dp *dp) { dp->be->free(((decentralized *)dp->state)->avg); }
 
 static bool exchanges_this_step(const bp_dp *dp) {
     return !dp->cfg.step_first && averages_at(dp, dp->step);
@@ -61,7 +60,7 @@ static bp_status exchange(bp_dp *dp, bp_err *err) {
     decentralized *s = dp->state;
     size_t n;
     const float *w = bp_dp_weights(dp, &n);
-    memcpy(s->avg, w, n * sizeof *w);
+    dp->be->copy(s->avg, w, n * sizeof *w);
     int rc = bp_peer_avg(dp->comm, s->avg, n, (bp_peers)dp->cfg.peers, s->rounds++);
     return bp_comm_fail(dp->comm, rc, err);
 }
@@ -72,7 +71,7 @@ static bp_status update(bp_dp *dp, double lr, size_t off, size_t len, bp_err *er
         if (rc) return rc;
         size_t n;
         float *w = bp_dp_weights(dp, &n);
-        memcpy(w, ((decentralized *)dp->state)->avg, n * sizeof *w);
+        dp->be->copy(w, ((decentralized *)dp->state)->avg, n * sizeof *w);
     }
     bp_dp_optim_update(dp, lr, off, len);
     return BP_OK;
@@ -94,6 +93,19 @@ static void describe(const bp_dp_config *c, char *buf, size_t n) {
              c->step_first ? "step-first" : "bagua");
 }
 
+/* Every interval steps: an allreduce, or one message to the peer and the mean of
+ * two; in Bagua's order beside forward and backward. */
+static void step_cost(const bp_dp_cost_env *e, size_t n, bp_dp_step_cost *out) {
+    out->every = (double)e->cfg->interval;
+    out->overlapped = !e->cfg->step_first;
+    if (e->cfg->peers == BP_PEERS_ALL) {
+        out->s = bp_sim_allreduce_cost(e, n, &out->bytes);
+        return;
+    }
+    out->s = bp_sim_message_s(e->link, n * sizeof(float)) + e->link->wake_s + bp_sim_vec_s(e->m, n);
+    out->bytes = (double)n * sizeof(float);
+}
+
 const bp_dp_algo_ops bp_dp_decentralized = {
     .kind = BP_DP_WEIGHT,
     .check = check,
@@ -104,4 +116,5 @@ const bp_dp_algo_ops bp_dp_decentralized = {
     .update = update,
     .after_step = after_step,
     .describe = describe,
+    .cost = {.step = step_cost},
 };

@@ -7,7 +7,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "core/buf.h"
 #include "parallel/dp/algo.h"
 
 bp_status bp_dp_easgd_create(bp_dp *dp, bp_err *err) {
@@ -16,17 +15,22 @@ bp_status bp_dp_easgd_create(bp_dp *dp, bp_err *err) {
     easgd *s = dp->state;
     size_t n;
     const float *w = bp_dp_weights(dp, &n);
-    rc = bp_alloc_checked((void **)&s->center, n * sizeof(float), "elastic center", err);
-    if (rc == BP_OK)
-        rc = bp_alloc_checked((void **)&s->diff, n * sizeof(float), "easgd buffer", err);
-    if (rc == BP_OK) memcpy(s->center, w, n * sizeof(float));
+    rc = dp->be->alloc((void **)&s->center, n * sizeof(float), "elastic center", err);
+    if (rc == BP_OK) rc = dp->be->alloc((void **)&s->diff, n * sizeof(float), "easgd buffer", err);
+    if (rc == BP_OK) dp->be->copy(s->center, w, n * sizeof(float));
     return rc;
 }
 
 void bp_dp_easgd_destroy(bp_dp *dp) {
     easgd *s = dp->state;
-    bp_free(s->center);
-    bp_free(s->diff);
+    dp->be->free(s->center);
+    dp->be->free(s->diff);
+}
+
+bp_status bp_dp_easgd_state(bp_dp *dp, bp_state_list *l, bp_err *err) {
+    size_t n;
+    bp_dp_weights(dp, &n);
+    return bp_state_add(l, ((easgd *)dp->state)->center, n, err, "elastic_center");
 }
 
 static bp_status after_step(bp_dp *dp, bp_err *err) {
@@ -35,12 +39,9 @@ static bp_status after_step(bp_dp *dp, bp_err *err) {
     size_t n;
     float *w = bp_dp_weights(dp, &n);
     const float alpha = (float)dp->cfg.ea_alpha;
-    for (size_t i = 0; i < n; i++) {
-        s->diff[i] = alpha * (w[i] - s->center[i]);
-        w[i] -= s->diff[i];
-    }
+    dp->be->elastic_pull(w, s->center, s->diff, n, alpha, false);
     int rc = bp_allreduce_sum(dp->comm, s->diff, n);
-    for (size_t i = 0; rc == BP_OK && i < n; i++) s->center[i] += s->diff[i];
+    if (rc == BP_OK) dp->be->axpy(s->center, n, 1.0f, s->diff);
     return bp_comm_fail(dp->comm, rc, err);
 }
 
@@ -66,11 +67,19 @@ void bp_dp_easgd_describe(const bp_dp_config *c, char *buf, size_t n) {
     snprintf(buf, n, " alpha=%g period=%lld", c->ea_alpha, (long long)c->ea_period);
 }
 
+/* Every period: the differences to the center and their allreduce. */
+static void step_cost(const bp_dp_cost_env *e, size_t n, bp_dp_step_cost *out) {
+    out->s = bp_sim_vec_s(e->m, 4 * n) + bp_sim_allreduce_cost(e, n, &out->bytes);
+    out->every = (double)e->cfg->ea_period;
+}
+
 const bp_dp_algo_ops bp_dp_easgd = {
     .kind = BP_DP_WEIGHT,
     .check = bp_dp_ea_check,
     .create = bp_dp_easgd_create,
     .destroy = bp_dp_easgd_destroy,
     .after_step = after_step,
+    .state = bp_dp_easgd_state,
     .describe = bp_dp_easgd_describe,
+    .cost = {.step = step_cost, .state = 2}, /* the center and the differences */
 };

@@ -7,7 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/finite.h"
 #include "core/timer.h"
 #include "core/trace.h"
 #include "parallel/dp/algo.h"
@@ -24,6 +23,8 @@ enum { N_ALGOS = BP_DP_AVGPIPE + 1 };
 static const bp_dp_algo_ops *ops_of(int algo) {
     return algo >= 0 && algo < N_ALGOS ? algos[algo] : NULL;
 }
+
+const bp_dp_algo_ops *bp_dp_ops(int algo) { return ops_of(algo); }
 
 const char *bp_dp_algo_name(int algo) { return ops_of(algo) ? names[algo] : "unknown"; }
 
@@ -84,11 +85,8 @@ static void scrub_nonfinite(bp_dp *dp, const bp_bucket *b) {
     float *grads = bp_model_grads(dp->model);
     for (int t = b->first_tensor + b->n_tensors - 1; t >= b->first_tensor; t--) {
         const bp_tensor_info *ti = bp_model_tensor(dp->model, t);
-        float *x = grads + ti->offset;
-        if (bp_all_finite(x, ti->numel)) continue;
-        for (size_t i = 0; i < ti->numel; i++)
-            if (!isfinite(x[i])) x[i] = 0;
-        dp->nonfinite = t; /* buckets run from high tensors to low: the last one is lowest */
+        /* buckets run from high tensors to low: the last one found is lowest */
+        if (dp->be->zero_nonfinite(grads + ti->offset, ti->numel)) dp->nonfinite = t;
     }
 }
 
@@ -129,7 +127,7 @@ static bp_status common_start(bp_dp *dp, bp_err *err) {
         if (rc) return rc;
     }
     for (int j = 1; j < dp->n_replicas; j++)
-        memcpy(bp_model_params(dp->models[j]), bp_model_params(dp->model), n * sizeof(float));
+        dp->be->copy(bp_model_params(dp->models[j]), bp_model_params(dp->model), n * sizeof(float));
     return BP_OK;
 }
 
@@ -145,7 +143,8 @@ bp_status bp_dp_create(bp_comm *comm, const bp_dp_config *cfg, bp_model **models
         return bp_fail(err, BP_EINTERNAL, "%d replicas on one rank need avgpipe", n);
     bp_dp *dp = calloc(1, sizeof *dp);
     if (!dp) return bp_fail(err, BP_ENOMEM, "out of memory");
-    *dp = (bp_dp){.cfg = c, .ops = ops, .comm = comm, .model = models[0], .optim = &optims[0],
+    *dp = (bp_dp){.cfg = c, .ops = ops, .be = bp_model_backend(models[0]), .comm = comm,
+                  .model = models[0], .optim = &optims[0],
                   .models = models, .optims = optims, .n_replicas = n, .step = step};
     rc = bp_comm_fail(comm, bp_comm_set_poll(comm, cfg->poll_s), err);
     if (rc == BP_OK && cfg->hierarchical)
@@ -324,6 +323,19 @@ void bp_dp_skip_step(bp_dp *dp) {
     release_step_lock(dp);
 }
 
+bp_status bp_dp_state(bp_dp *dp, bp_state_list *l, bp_err *err) {
+    size_t n = bp_model_num_params(dp->model);
+    bool own = bp_dp_replicas_differ(dp) && !dp->ops->lock; /* lock: async's thread */
+    bp_status rc = BP_OK;
+    for (int j = 0; own && rc == BP_OK && j < dp->n_replicas; j++) {
+        bp_optim *o = &dp->optims[j];
+        rc = bp_state_add(l, bp_model_params(dp->models[j]), n, err, "replica%d.weights", j);
+        if (rc == BP_OK) rc = bp_state_add(l, o->m, n, err, "replica%d.optim_m", j);
+        if (rc == BP_OK && o->v) rc = bp_state_add(l, o->v, n, err, "replica%d.optim_v", j);
+    }
+    return rc == BP_OK && dp->ops->state ? dp->ops->state(dp, l, err) : rc;
+}
+
 bool bp_dp_replicas_differ(const bp_dp *dp) {
     return (bp_comm_size(dp->comm) > 1 || dp->n_replicas > 1) && dp->ops->kind == BP_DP_WEIGHT;
 }
@@ -332,13 +344,9 @@ bool bp_dp_replicas_differ(const bp_dp *dp) {
 
 /* out = mean over this rank's replicas of x(j) (n floats each). */
 static void mean_of_replicas(const bp_dp *dp, float *out, size_t n, const float *(*x)(const bp_dp *, int)) {
-    memcpy(out, x(dp, 0), n * sizeof(float));
-    for (int j = 1; j < dp->n_replicas; j++) {
-        const float *y = x(dp, j);
-        for (size_t i = 0; i < n; i++) out[i] += y[i];
-    }
-    const float inv = 1.0f / (float)dp->n_replicas;
-    for (size_t i = 0; dp->n_replicas > 1 && i < n; i++) out[i] *= inv;
+    dp->be->copy(out, x(dp, 0), n * sizeof(float));
+    for (int j = 1; j < dp->n_replicas; j++) dp->be->axpy(out, n, 1.0f, x(dp, j));
+    if (dp->n_replicas > 1) dp->be->scale(out, n, 1.0f / (float)dp->n_replicas);
 }
 
 static const float *params_of(const bp_dp *dp, int j) { return bp_model_params(dp->models[j]); }
@@ -366,12 +374,12 @@ bp_status bp_dp_swap_in_average(bp_dp *dp, float *avg, float *saved, bp_err *err
     if (rc) return rc;
     size_t bytes = bp_model_num_params(dp->model) * sizeof(float);
     lock(dp); /* held until bp_dp_swap_back */
-    memcpy(saved, bp_model_params(dp->model), bytes);
-    memcpy(bp_model_params(dp->model), avg, bytes);
+    dp->be->copy(saved, bp_model_params(dp->model), bytes);
+    dp->be->copy(bp_model_params(dp->model), avg, bytes);
     return BP_OK;
 }
 
 void bp_dp_swap_back(bp_dp *dp, const float *saved) {
-    memcpy(bp_model_params(dp->model), saved, bp_model_num_params(dp->model) * sizeof(float));
+    dp->be->copy(bp_model_params(dp->model), saved, bp_model_num_params(dp->model) * sizeof(float));
     unlock(dp);
 }

@@ -88,15 +88,56 @@ static bp_status bucket(bp_dp *dp, const bp_bucket *b, bp_err *err) {
     return bp_comm_fail(dp->comm, rc, err);
 }
 
+/* Each compressed tensor's error and warm-started Q. */
+static bp_status state(bp_dp *dp, bp_state_list *l, bp_err *err) {
+    powersgd *s = dp->state;
+    bp_status rc = BP_OK;
+    for (int t = 0; rc == BP_OK && t < s->n_tensors; t++) {
+        float *e, *q;
+        size_t e_n, q_n;
+        if (!s->codec[t] || !bp_powersgd_state(s->codec[t], &e, &e_n, &q, &q_n)) continue;
+        rc = bp_state_add(l, e, e_n, err, "powersgd.%d.error", t);
+        if (rc == BP_OK) rc = bp_state_add(l, q, q_n, err, "powersgd.%d.q", t);
+    }
+    return rc;
+}
+
 static void describe(const bp_dp_config *c, char *buf, size_t n) {
     snprintf(buf, n, " rank=%d warmup=%lld min_rate=%g%s", c->rank, (long long)c->powersgd_warmup,
              c->powersgd_min_rate, c->powersgd_orth_q ? "" : " q_reused");
 }
+
+/* One batch of tensors: P = M Q for the matrices worth compressing, one allreduce of
+ * the P's and the tensors averaged in full, orthogonalization, Q = M^T P, one
+ * allreduce of the Q's, P Q^T and the error feedback. */
+static double bucket_cost(const bp_dp_cost_env *e, const bp_dp_cost_bucket *b, double *bytes) {
+    size_t Pn = 0, Qn = 0, n = 0;
+    double flops = 0, min_rate = e->cfg->powersgd_min_rate;
+    for (int i = 0; i < b->n_tensors; i++) {
+        const bp_sim_tensor *t = &b->t[i];
+        n += t->numel;
+        double rows = (double)t->rows, cols = (double)t->cols;
+        double r = e->cfg->rank < rows && e->cfg->rank < cols ? e->cfg->rank : (rows < cols ? rows : cols);
+        if (rows > 1 && cols > 1 && (rows + cols) * r * min_rate < rows * cols) {
+            Pn += t->rows * (size_t)r;
+            Qn += t->cols * (size_t)r;
+            flops += 6.0 * rows * cols * r + 2.0 * (rows + cols) * r * r;
+        } else {
+            Pn += t->numel;
+        }
+    }
+    return bp_sim_matmul_s(e->m, flops) + bp_sim_vec_s(e->m, 2 * n) +
+           bp_sim_allreduce_cost(e, Pn, bytes) + (Qn ? bp_sim_allreduce_cost(e, Qn, bytes) : 0);
+}
+
+static int64_t warmup(const bp_dp_config *c) { return c->powersgd_warmup; }
 
 const bp_dp_algo_ops bp_dp_powersgd = {
     .kind = BP_DP_GRADIENT,
     .create = create,
     .destroy = destroy,
     .bucket = bucket,
+    .state = state,
     .describe = describe,
+    .cost = {.bucket = bucket_cost, .warmup = warmup, .state = 1}, /* the errors */
 };

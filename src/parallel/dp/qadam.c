@@ -17,7 +17,6 @@
  * early_update off (--clip, --skip-nonfinite, stages), the momentum needs the
  * final gradient, so it is computed and sent after backward, exposed. The step
  * counter is the engine's (skipped steps count). */
-#include <math.h>
 #include <stdio.h>
 
 #include "core/timer.h"
@@ -46,9 +45,9 @@ static bool buckets_this_step(const bp_dp *dp) { return warm(dp) || dp->cfg.earl
  * chunks of at most a bucket. */
 static bp_status momentum(bp_dp *dp, size_t off, size_t len, bp_err *err) {
     bp_optim *o = dp->optim;
-    const float *g = bp_model_grads(dp->model);
-    const float b1 = (float)o->cfg.beta1;
-    for (size_t i = off; i < off + len; i++) o->m[i] = b1 * o->m[i] + (1 - b1) * g[i];
+    bp_update_args a = {.kind = BP_UPDATE_MOMENTUM, .beta1 = o->cfg.beta1};
+    dp->be->update(&a, bp_model_params(dp->model), bp_model_grads(dp->model), o->m, o->v, off,
+                   len);
     size_t chunk = bp_dp_bucket_floats(&dp->cfg);
     bp_codec *codec = *(bp_codec **)dp->state;
     for (size_t at = off; at < off + len; at += chunk) {
@@ -83,26 +82,23 @@ static bp_status update(bp_dp *dp, double lr, size_t off, size_t len, bp_err *er
         bp_status rc = late_momentum(dp, err);
         if (rc) return rc;
     }
-    float *p = bp_model_params(dp->model);
-    const float *g = bp_model_grads(dp->model);
-    if (t < w) {
-        const float b1 = (float)c->beta1, b2 = (float)c->beta2, wd = (float)c->weight_decay;
-        for (size_t i = off; i < off + len; i++) {
-            float gi = g[i] + wd * p[i];
-            o->m[i] = b1 * o->m[i] + (1 - b1) * gi;
-            o->v[i] = b2 * o->v[i] + (1 - b2) * gi * gi;
-        }
-    }
-    const float step = (float)(lr / (1.0 - pow(c->beta1, (double)t)));
-    const float sqrt_bc2 = (float)sqrt(1.0 - pow(c->beta2, (double)t)), eps = (float)c->eps;
-    for (size_t i = off; i < off + len; i++)
-        p[i] -= step * o->m[i] / (sqrtf(o->v[i]) / sqrt_bc2 + eps);
+    bp_update_args a = {.kind = BP_UPDATE_QADAM, .lr = lr, .beta1 = c->beta1, .beta2 = c->beta2,
+                        .eps = c->eps, .weight_decay = c->weight_decay, .t = t, .moments = t < w};
+    dp->be->update(&a, bp_model_params(dp->model), bp_model_grads(dp->model), o->m, o->v, off,
+                   len);
     return BP_OK;
 }
 
 static void describe(const bp_dp_config *c, char *buf, size_t n) {
     snprintf(buf, n, " warmup=%lld", (long long)c->qadam_warmup);
 }
+
+/* After warm-up: the momentum, then its C_LP_S over the whole model. */
+static void step_cost(const bp_dp_cost_env *e, size_t n, bp_dp_step_cost *out) {
+    out->s = bp_sim_vec_s(e->m, n) + bp_sim_lp_allreduce_cost(e, n, &out->bytes);
+}
+
+static int64_t warmup(const bp_dp_config *c) { return c->qadam_warmup; }
 
 const bp_dp_algo_ops bp_dp_qadam = {
     .kind = BP_DP_GRADIENT,
@@ -113,4 +109,5 @@ const bp_dp_algo_ops bp_dp_qadam = {
     .bucket = bucket,
     .update = update,
     .describe = describe,
+    .cost = {.step = step_cost, .warmup = warmup, .state = 0.5}, /* the codec's bytes */
 };

@@ -1,4 +1,4 @@
-#include "parallel/sim_model.h"
+#include "parallel/sim/model.h"
 
 #include <stdbool.h>
 

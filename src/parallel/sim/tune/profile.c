@@ -1,16 +1,15 @@
-/* Profiling for the tuner (parallel/tune.h): block and stage times, memory, and
+/* Profiling for the tuner (parallel/sim/tune.h): block and stage times, memory, and
  * the machine's load, measured in this process. */
 #include <float.h>
 #include <math.h>
-#include <pthread.h>
-#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/buf.h"
 #include "core/timer.h"
 #include "parallel/partition.h"
-#include "parallel/tune/tuner.h"
+#include "parallel/sim/standins.h"
+#include "parallel/sim/tune/tuner.h"
 #include "parallel/wake.h"
 
 /* Zeroing the gradients, their sum of squares (for clipping) and the optimizer
@@ -106,68 +105,10 @@ static int cut_stages(const tuner *t, bp_tune_size *p, bp_err *err) {
     return rc;
 }
 
-/* Threads that stand for the job's other ranks while profiling: each runs passes
- * of about a stage's worth of blocks for the setup being profiled (its N replicas
- * taking turns), so the profiled computation shares the cores, caches and memory
- * bandwidth with them as a rank will with the others. */
-enum { MAX_COMPANIONS = 64, MAX_REPLICAS = 64 };
-
-typedef struct companion {
-    pthread_t th;
-    bp_range_bench *rb[MAX_REPLICAS];
-    int n_rb;
-    atomic_int *stop;
-} companion;
-
-typedef struct companions {
-    companion c[MAX_COMPANIONS];
-    int n;
-    atomic_int stop;
-} companions;
-
-static void *run_companion(void *arg) {
-    companion *c = arg;
-    bp_err ignored;
-    for (int j = 0; !atomic_load_explicit(c->stop, memory_order_relaxed); j = (j + 1) % c->n_rb)
-        if (bp_range_bench_pass(c->rb[j], NULL, &ignored) != BP_OK) break;
-    return NULL;
-}
-
-static void companion_free(companion *c) {
-    for (int j = 0; j < c->n_rb; j++) bp_range_bench_destroy(c->rb[j]);
-    c->n_rb = 0;
-}
-
-static int companion_start(const tuner *t, companion *c, int N, int micro_B, bp_err *err) {
-    int blocks = (t->n_blocks + t->S - 1) / t->S, rc = BP_OK;
-    c->n_rb = 0;
-    for (; rc == BP_OK && c->n_rb < N && c->n_rb < MAX_REPLICAS; c->n_rb += rc == BP_OK)
-        rc = bp_range_bench_create(&t->c->model, 0, blocks, micro_B, t->T, &c->rb[c->n_rb], err);
-    if (rc == BP_OK && pthread_create(&c->th, NULL, run_companion, c))
-        rc = bp_fail(err, BP_ENOMEM, "cannot start a profiling thread");
-    if (rc) companion_free(c);
-    return rc;
-}
-
-/* n companions, each with N replicas of micro_B. */
-static int companions_start(const tuner *t, companions *cs, int n, int N, int micro_B,
-                            bp_err *err) {
-    atomic_init(&cs->stop, 0);
-    int rc = BP_OK;
-    for (cs->n = 0; rc == BP_OK && cs->n < n && cs->n < MAX_COMPANIONS; cs->n += rc == BP_OK) {
-        cs->c[cs->n].stop = &cs->stop;
-        rc = companion_start(t, &cs->c[cs->n], N, micro_B, err);
-    }
-    return rc;
-}
-
-static void companions_stop(companions *cs) {
-    atomic_store(&cs->stop, 1);
-    for (int i = 0; i < cs->n; i++) {
-        pthread_join(cs->c[i].th, NULL);
-        companion_free(&cs->c[i]);
-    }
-    cs->n = 0;
+/* The job's other ranks stood for by threads over a stage's blocks, N replicas each. */
+static int standins(const tuner *t, int n, int N, int micro_B, bp_sim_standins **out, bp_err *err) {
+    int blocks = (t->n_blocks + t->S - 1) / t->S;
+    return bp_sim_standins_start(n, &t->c->model, blocks, N, micro_B, t->T, out, err);
 }
 
 /* The wake delay (parallel/wake.h) at a middle micro-batch size, a stage's blocks. */
@@ -180,24 +121,24 @@ static int measure_wake(const tuner *t, double *wake, bp_err *err) {
  * while one thread computes, W - 2 while two hand a token over. */
 bp_status bp_tune_profile(tuner *t, bp_err *err) {
     int others = t->c->busy_threads >= 0 ? t->c->busy_threads : t->W - 1, rc = BP_OK;
-    companions cs;
+    bp_sim_standins *ss = NULL;
     for (int i = 0; rc == BP_OK && i < t->n_sizes; i++) {
-        rc = companions_start(t, &cs, others, 1, t->sizes[i].micro_B, err);
+        rc = standins(t, others, 1, t->sizes[i].micro_B, &ss, err);
         if (rc == BP_OK) rc = cut_stages(t, &t->sizes[i], err);
-        companions_stop(&cs);
+        bp_sim_standins_stop(ss);
     }
     for (int j = 0; rc == BP_OK && j < t->n_setups; j++) {
         bp_tune_setup *u = &t->setups[j];
         u->micro_B = t->sizes[u->size].micro_B;
         u->first = t->sizes[u->size].first;
-        rc = companions_start(t, &cs, others, u->N, u->micro_B, err);
+        rc = standins(t, others, u->N, u->micro_B, &ss, err);
         if (rc == BP_OK) rc = time_setup(t, u, err);
-        companions_stop(&cs);
+        bp_sim_standins_stop(ss);
     }
     if (rc == BP_OK && t->W > 1 && t->c->wake_ms < 0) {
-        rc = companions_start(t, &cs, others - 1, 1, t->sizes[0].micro_B, err);
+        rc = standins(t, others - 1, 1, t->sizes[0].micro_B, &ss, err);
         if (rc == BP_OK) rc = measure_wake(t, &t->wake_s, err);
-        companions_stop(&cs);
+        bp_sim_standins_stop(ss);
     }
     return rc;
 }

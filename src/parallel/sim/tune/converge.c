@@ -1,4 +1,4 @@
-/* Convergence for the tuner (parallel/tune.h): more pipelines N train N replicas
+/* Convergence for the tuner (parallel/sim/tune.h): more pipelines N train N replicas
  * on N batches per step and pull them together by elastic averaging, so they take
  * more (or fewer) samples to reach a loss than one pipeline does. The trial's
  * curves give, per N, the samples to the target loss; a candidate's time to it is
@@ -6,7 +6,7 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "parallel/tune/tuner.h"
+#include "parallel/sim/tune/tuner.h"
 
 double bp_tune_samples_to(const double *samples, const double *loss, int n, double target) {
     for (int i = 0; i < n; i++) {

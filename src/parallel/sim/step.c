@@ -1,4 +1,4 @@
-#include "parallel/sim_step.h"
+#include "parallel/sim/step.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -6,7 +6,8 @@
 
 #include "nn/real.h"
 #include "parallel/buckets.h"
-#include "parallel/sim_model.h"
+#include "parallel/dp/algo.h"
+#include "parallel/sim/model.h"
 
 /* What stage s of the grid costs, apart from its pipeline neighbours. */
 typedef struct stage_info {
@@ -45,79 +46,11 @@ typedef struct step_out {
     double exposed[BP_SIM_AXES], bytes[BP_SIM_AXES], max_bytes[BP_SIM_AXES];
 } step_out;
 
-static bool is_gradient_algo(int a) { return bp_dp_algo_kind(a) == BP_DP_GRADIENT; }
-
 /* ---- messages -------------------------------------------------------------------- */
 
-/* k messages of `bytes` that one rank posts at once (its link serializes them). */
-static double burst_s(const bp_sim_link *l, int k, size_t bytes) {
-    if (k <= 0) return 0;
-    if (l->net.on) return k * (double)bytes * 8.0 / l->net.bw_bps + l->net.lat_s + l->wake_s;
-    return l->msg_s + (l->copy_Bps > 0 ? k * (double)bytes / l->copy_Bps : 0) + l->wake_s;
-}
-
-static size_t minmax_bytes(size_t n) { return n ? n + 2 * sizeof(float) : 0; }
-
-/* The all-to-all of C_LP_S: each rank posts p - 1 messages of `wire` bytes; with
- * `here` of the p ranks on each node, the node's link carries here x (p - here)
- * of them. */
-static double alltoall_s(const ctx *c, const bp_sim_link *l, int p, int here, size_t wire) {
-    double t = burst_s(l, p - 1, wire);
-    const bp_sim_link *node = &c->m->inter;
-    if (here > 1 && here < p && node->net.on)
-        t = fmax(t, (double)here * (p - here) * (double)wire * 8.0 / node->net.bw_bps +
-                        node->net.lat_s + node->wake_s);
-    return t;
-}
-
-/* C_LP_S over p ranks (here of them per node) of n floats: encode, all-to-all of
- * the compressed chunks, decode and average its own chunk, encode it, ring
- * allgather, decode all. */
-static double lp_allreduce_s(const ctx *c, const bp_sim_link *l, int p, int here, size_t n,
-                             double *bytes) {
-    if (p <= 1) return 0;
-    size_t part = (n + (size_t)p - 1) / (size_t)p, wire = minmax_bytes(part);
-    const bp_sim_machine *m = c->m;
-    *bytes += 2.0 * (p - 1) * (double)wire;
-    return bp_sim_minmax_s(m, n, true) + alltoall_s(c, l, p, here, wire) +
-           bp_sim_minmax_s(m, part * (size_t)p, false) + bp_sim_vec_s(m, n) +
-           bp_sim_minmax_s(m, part, true) + (p - 1) * bp_sim_message_s(l, wire) + l->wake_s +
-           bp_sim_minmax_s(m, n, false);
-}
-
-static double ring_bytes(int p, size_t n) {
-    return p > 1 ? 2.0 * (p - 1) * (double)((n + (size_t)p - 1) / (size_t)p) * sizeof(bp_real) : 0;
-}
-
 static double allreduce_s(const ctx *c, const bp_sim_link *l, int p, size_t n, double *bytes) {
-    *bytes += ring_bytes(p, n);
+    *bytes += bp_sim_ring_bytes(p, n);
     return bp_sim_ring_allreduce_s(c->m, l, p, n);
-}
-
-/* One PowerSGD batch of tensors t[0..k): P = M Q for the 2-D ones, one allreduce of
- * the P's and the 1-D tensors, orthogonalization, Q = M^T P, one allreduce of the
- * Q's, P Q^T and the error feedback. */
-static double powersgd_s(const ctx *c, const bp_sim_link *l, int p, const bp_sim_tensor *t, int k,
-                         int rank, double min_rate, double *bytes) {
-    size_t Pn = 0, Qn = 0, n = 0;
-    double flops = 0;
-    for (int i = 0; i < k; i++) {
-        n += t[i].numel;
-        double r = rank < (int)t[i].rows && rank < (int)t[i].cols
-                       ? rank
-                       : (double)(t[i].rows < t[i].cols ? t[i].rows : t[i].cols);
-        double rows = (double)t[i].rows, cols = (double)t[i].cols;
-        /* parallel/dp/powersgd.c: only matrices the low rank shrinks min_rate times */
-        if (rows > 1 && cols > 1 && (rows + cols) * r * min_rate < rows * cols) {
-            Pn += t[i].rows * (size_t)r;
-            Qn += t[i].cols * (size_t)r;
-            flops += 6.0 * rows * cols * r + 2.0 * (rows + cols) * r * r;
-        } else {
-            Pn += t[i].numel;
-        }
-    }
-    return bp_sim_matmul_s(c->m, flops) + bp_sim_vec_s(c->m, 2 * n) +
-           allreduce_s(c, l, p, Pn, bytes) + (Qn ? allreduce_s(c, l, p, Qn, bytes) : 0);
 }
 
 /* ---- the stages -------------------------------------------------------------------- */
@@ -152,7 +85,7 @@ static void dp_links(const ctx *c, int s, stage_info *si) {
 static double local_s(const ctx *c, const stage_info *si, size_t n, double leader_bytes,
                       double *bytes) {
     if (si->dp_p == c->j->dp) return 0;
-    *bytes += ring_bytes(si->dp_m, n) - leader_bytes * (1.0 - 1.0 / si->dp_m);
+    *bytes += bp_sim_ring_bytes(si->dp_m, n) - leader_bytes * (1.0 - 1.0 / si->dp_m);
     return bp_sim_ring_allreduce_s(c->m, &si->dp_local, si->dp_m, n);
 }
 
@@ -230,24 +163,36 @@ static int run_pipeline(const ctx *c, bp_sim_result *r, bp_sim_stage_result *per
 
 /* ---- data parallelism -------------------------------------------------------------- */
 
-typedef enum bucket_kind { B_NONE, B_ALLREDUCE, B_LP, B_POWERSGD } bucket_kind;
-
-/* How stage s's gradient buckets travel in a step of the warm-up (warm) or after. */
-static bucket_kind bucket_algo(const ctx *c, int s, bool warm, int *rank) {
+/* The algorithm stage s runs, in a step of the warm-up (warm) or after, and its
+ * settings in *cfg: Optimus-CC's compressed stages run PowerSGD with their own rank,
+ * compressing every matrix; in the warm-up an algorithm that has one runs as
+ * allreduce. */
+static const bp_dp_algo_ops *stage_algo(const ctx *c, int s, bool warm, bp_dp_config *cfg) {
     const bp_sim_job *j = c->j;
-    int a = j->dpc.algo;
-    *rank = j->dpc.rank;
-    if (s < j->sc_stages) a = BP_DP_POWERSGD, *rank = j->sc_rank;
-    if (a == BP_DP_ASYNC && warm) a = BP_DP_ALLREDUCE; /* --async-warmup */
-    if (j->dp <= 1 || j->N > 1 || j->avgpipe || !is_gradient_algo(a)) return B_NONE;
-    if (a == BP_DP_BYTEGRAD) return B_LP;
-    if (a == BP_DP_POWERSGD && !warm) return B_POWERSGD;
-    if (a == BP_DP_QADAM && !warm) return B_NONE;
-    return B_ALLREDUCE;
+    *cfg = j->dpc;
+    const bp_dp_algo_ops *ops = bp_dp_ops(j->avgpipe ? BP_DP_AVGPIPE : j->dpc.algo);
+    if (s < j->sc_stages && !j->avgpipe) {
+        ops = &bp_dp_powersgd;
+        cfg->rank = j->sc_rank;
+        cfg->powersgd_min_rate = 0;
+    }
+    if (warm && ops->cost.warmup) ops = &bp_dp_allreduce;
+    return ops;
+}
+
+/* Where stage s's algorithm runs, on machine m. */
+static bp_dp_cost_env cost_env(const ctx *c, int s, const bp_sim_machine *m,
+                               const bp_dp_config *cfg) {
+    const stage_info *si = &c->st[s];
+    return (bp_dp_cost_env){.m = m, .link = &si->dp_link, .p = si->dp_p,
+                            .here = si->dp_p < c->j->dp ? 1 : si->dp_m, .cfg = cfg,
+                            .replicas = c->j->N};
 }
 
 /* When stage s's communication thread finishes its buckets, backward's last pass
- * having started at `start` and the stage's operations ending at `end`. */
+ * having started at `start` and the stage's operations ending at `end`. The
+ * buckets are planned as the bucketer plans them, each ready when backward has
+ * finished its lowest block, and run one after another. */
 static double buckets_end(const ctx *main, int s, bool warm, double start, double end,
                           double *bytes) {
     ctx comm = *main; /* the costs below run on the communication thread */
@@ -255,9 +200,10 @@ static double buckets_end(const ctx *main, int s, bool warm, double start, doubl
     const ctx *c = &comm;
     const bp_sim_job *j = c->j;
     const stage_info *si = &c->st[s];
-    int rank;
-    bucket_kind k = bucket_algo(c, s, warm, &rank);
-    if (k == B_NONE) return end;
+    bp_dp_config cfg;
+    const bp_dp_algo_ops *ops = stage_algo(c, s, warm, &cfg);
+    if (j->dp <= 1 || j->N > 1 || j->avgpipe || !ops->cost.bucket) return end;
+    bp_dp_cost_env e = cost_env(c, s, c->m, &cfg);
     bp_bucket_tensor *bt = malloc((size_t)si->nt * sizeof *bt);
     bp_bucket *bk = malloc((size_t)si->nt * sizeof *bk);
     double t = 0;
@@ -277,14 +223,9 @@ static double buckets_end(const ctx *main, int s, bool warm, double start, doubl
         for (int b = si->b1 - 1; b >= bk[i].min_block; b--) ready += si->blk_bwd_s[b - si->b0];
         if (!j->dpc.overlap) ready = end;
         t = fmax(t, ready);
-        const bp_sim_link *l = &si->dp_link;
-        int p = si->dp_p, here = p < j->dp ? 1 : si->dp_m;
         double b = 0;
-        if (k == B_ALLREDUCE) t += allreduce_s(c, l, p, bk[i].len, &b);
-        if (k == B_LP) t += lp_allreduce_s(c, l, p, here, bk[i].len, &b);
-        if (k == B_POWERSGD)
-            t += powersgd_s(c, l, p, si->tens + bk[i].first_tensor, bk[i].n_tensors, rank,
-                            s < j->sc_stages ? 0 : j->dpc.powersgd_min_rate, &b);
+        bp_dp_cost_bucket cb = {si->tens + bk[i].first_tensor, bk[i].n_tensors, bk[i].len};
+        t += ops->cost.bucket(&e, &cb, &b);
         t += local_s(c, si, bk[i].len, b, &b);
         *bytes += b;
     }
@@ -295,68 +236,28 @@ static double buckets_end(const ctx *main, int s, bool warm, double start, doubl
 /* What the algorithm does after the optimizer on stage s, per step on average. */
 static double mix_s(const ctx *c, int s, bool warm, double step_s, double hide_s,
                     double *bytes) {
-    const bp_sim_job *j = c->j;
-    const bp_sim_machine *m = c->m;
     const stage_info *si = &c->st[s];
-    const bp_sim_link *l = &si->dp_link;
-    size_t n = si->params;
-    int p = si->dp_p, here = p < j->dp ? 1 : si->dp_m;
-    double b = 0, t = 0, every = 1;
-    bool overlapped = false; /* runs from the step's start, beside forward and backward */
-    if (j->avgpipe) { /* each replica pulled to the center, then the centers averaged */
-        t = j->N * bp_sim_vec_s(m, 3 * n) + bp_sim_vec_s(m, n) + allreduce_s(c, l, p, n, &b);
-        every = (double)j->dpc.ea_period;
-    } else if (p > 1 && s >= j->sc_stages) {
-        switch (j->dpc.algo) {
-        case BP_DP_DECENTRALIZED: /* Bagua's order hides it behind hide_s */
-            every = (double)j->dpc.interval;
-            overlapped = !j->dpc.step_first;
-            if (j->dpc.peers == BP_PEERS_ALL) {
-                t = allreduce_s(c, l, p, n, &b);
-            } else {
-                t = bp_sim_message_s(l, n * sizeof(bp_real)) + l->wake_s + bp_sim_vec_s(m, n);
-                b = (double)n * sizeof(bp_real);
-            }
-            break;
-        case BP_DP_LP_DECENTRALIZED:
-            t = bp_sim_vec_s(m, 4 * n) + bp_sim_minmax_s(m, n, true) +
-                burst_s(l, 2, minmax_bytes(n)) + bp_sim_minmax_s(m, 3 * n, false) +
-                bp_sim_vec_s(m, 3 * n);
-            b = 2.0 * (double)minmax_bytes(n);
-            break;
-        case BP_DP_EASGD:
-            t = bp_sim_vec_s(m, 4 * n) + allreduce_s(c, l, p, n, &b);
-            every = (double)j->dpc.ea_period;
-            break;
-        case BP_DP_QADAM:
-            if (!warm) t = bp_sim_vec_s(m, n) + lp_allreduce_s(c, l, p, here, n, &b);
-            break;
-        case BP_DP_ASYNC: { /* its own thread: an allreduce every sync_ms */
-            if (warm) break; /* --async-warmup: gradient buckets instead */
-            double round = j->dpc.sync_ms * 1e-3 + bp_sim_ring_allreduce_s(m, l, p, n + 1);
-            b = ring_bytes(p, n + 1) * step_s / round;
-            every = 1;
-            break;
-        }
-        default: break;
-        }
-    }
-    if (t > 0) t += local_s(c, si, n, b, &b);
-    if (overlapped) t = fmax(0, t - hide_s);
-    *bytes += b / every;
-    return t / every;
+    bp_dp_config cfg;
+    const bp_dp_algo_ops *ops = stage_algo(c, s, warm, &cfg);
+    if (!ops->cost.step || (si->dp_p <= 1 && !ops->local_replicas)) return 0;
+    bp_dp_cost_env e = cost_env(c, s, c->m, &cfg);
+    e.step_s = step_s;
+    bp_dp_step_cost o = {.every = 1};
+    ops->cost.step(&e, si->params, &o);
+    double t = o.s, b = o.bytes;
+    if (t > 0) t += local_s(c, si, si->params, b, &b);
+    if (o.overlapped) t = fmax(0, t - hide_s);
+    *bytes += b / o.every;
+    return t / o.every;
 }
 
 /* ---- one step ----------------------------------------------------------------------- */
 
 static double peak_memory(const ctx *c, int s, int stash) {
     const bp_sim_job *j = c->j;
-    double n = (double)c->st[s].params * sizeof(bp_real), extra = 0;
-    int a = s < j->sc_stages ? BP_DP_POWERSGD : j->dpc.algo;
-    if (j->avgpipe || a == BP_DP_EASGD) extra = 2 * n;
-    else if (a == BP_DP_LP_DECENTRALIZED) extra = 3 * n + 0.5 * n;
-    else if (a == BP_DP_POWERSGD) extra = n;
-    else if (a == BP_DP_BYTEGRAD || a == BP_DP_QADAM) extra = 0.5 * n;
+    double n = (double)c->st[s].params * sizeof(bp_real);
+    bp_dp_config cfg;
+    double extra = stage_algo(c, s, false, &cfg)->cost.state * n;
     if (j->dp <= 1 && !j->avgpipe) extra = 0;
     double act = (double)bp_sim_gpt_act_bytes(&j->mc, j->tp, c->st[s].b0, c->st[s].b1, j->micro_B,
                                               c->T);
@@ -378,7 +279,7 @@ static double pp_bytes(const ctx *c, int s) {
 static void stage_figures(const ctx *c, int s, double dp_bytes, const bp_sim_stage_result *per,
                           step_out *o) {
     const bp_sim_job *j = c->j;
-    double tpb = j->tp > 1 ? 4.0 * c->st[s].layers * c->V * ring_bytes(j->tp, c->act_floats) : 0;
+    double tpb = j->tp > 1 ? 4.0 * c->st[s].layers * c->V * bp_sim_ring_bytes(j->tp, c->act_floats) : 0;
     double b[BP_SIM_AXES] = {dp_bytes, pp_bytes(c, s), tpb, 0};
     for (int a = 0; a < BP_SIM_AXES; a++) {
         o->max_bytes[a] = fmax(o->max_bytes[a], b[a]);
@@ -412,12 +313,8 @@ static double end_of_backward(const ctx *c, const double *ready, double *embed_e
     return t + (j->local_steps ? agree * stream_steps(j) / (double)j->dpc.ea_period : agree);
 }
 
-/* Optimizer steps of stage s's replicas (qadam's own after its warm-up). */
-static double optim_s(const ctx *c, int s, bool warm) {
-    const bp_sim_job *j = c->j;
-    bool qadam = j->dpc.algo == BP_DP_QADAM && !warm && s >= j->sc_stages;
-    return (qadam ? 1 : j->N) * bp_sim_optim_s(c->m, c->st[s].params);
-}
+/* Optimizer steps of stage s's replicas. */
+static double optim_s(const ctx *c, int s) { return c->j->N * bp_sim_optim_s(c->m, c->st[s].params); }
 
 static int one_step(const ctx *c, bool warm, step_out *o) {
     const bp_sim_job *j = c->j;
@@ -440,7 +337,7 @@ static int one_step(const ctx *c, bool warm, step_out *o) {
         double embed_end, sync = end_of_backward(c, ready, &embed_end, o), last = 0, mix0 = 0;
         for (int s = 0; s < S; s++) {
             double unused = 0, mix = K * mix_s(c, s, warm, 0, per[s].end_s, &unused);
-            last = fmax(last, optim_s(c, s, warm) + mix);
+            last = fmax(last, optim_s(c, s) + mix);
             if (s == 0) mix0 = mix;
         }
         o->step_s = (sync + last) / K;

@@ -1,5 +1,5 @@
 /* Choosing pipelines N, micro-batches M and schedule (afp advance K) for a pipeline
- * training run (DESIGN.md section 6), in three parts of parallel/tune/:
+ * training run (DESIGN.md section 6), in three parts of parallel/sim/tune/:
  *
  * - profile.c: in one process, every block's forward and backward time for each
  *   candidate micro-batch size (batch / (dp x N x M)), the stages cut as the trainer
@@ -9,7 +9,7 @@
  *   a rank that waited runs again), with threads standing for the job's other ranks;
  * - search.c: the candidates (N, M, schedule) and the whole search;
  * - predict.c: each candidate's step time and peak memory per stage from the
- *   pipeline simulation (parallel/simulate.h);
+ *   pipeline simulation (parallel/sim/pipeline.h);
  * - converge.c: from the validation curves of a short convergence trial per N (run
  *   by the trainer, train/tune.h), the samples each candidate needs to reach a loss,
  *   and the candidates ranked by the time to reach it.
@@ -27,7 +27,7 @@
 #include "nn/model.h"
 #include "nn/optim.h"
 #include "parallel/schedule.h"
-#include "parallel/simulate.h"
+#include "parallel/sim/pipeline.h"
 
 /* What to tune for. */
 typedef struct bp_tune_problem {

@@ -1,4 +1,4 @@
-#include "parallel/sim_machine.h"
+#include "parallel/sim/machine.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -8,7 +8,7 @@
 #include "core/file.h"
 #include "core/json.h"
 #include "nn/real.h"
-#include "parallel/sim_model.h"
+#include "parallel/sim/model.h"
 
 /* ---- the profile file ---------------------------------------------------------- */
 

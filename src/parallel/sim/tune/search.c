@@ -1,10 +1,10 @@
-/* The tuner's search (parallel/tune.h): the candidates (N, M, schedule), each
+/* The tuner's search (parallel/sim/tune.h): the candidates (N, M, schedule), each
  * profiled setup once, each candidate predicted, fastest first. */
 #include <math.h>
 #include <stdlib.h>
 
 #include "core/timer.h"
-#include "parallel/tune/tuner.h"
+#include "parallel/sim/tune/tuner.h"
 
 /* *index: the size profile of micro_B, added (not yet measured) if new. */
 static int size_index(tuner *t, int micro_B, int *index, bp_err *err) {

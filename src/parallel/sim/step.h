@@ -1,31 +1,28 @@
 /* A predictor of one training step on a dp x pp x tp grid (DESIGN.md sections 4-7):
  * a simulation of the operations the runtime executes, in their order and on
- * their threads, on a described machine (sim_machine.h).
+ * their threads, on a described machine (sim/machine.h).
  *
  *  - Every stage's forward and backward per micro-batch: its blocks' computation
  *    plus, with tensor parallelism, the two blocking allreduces of [B*T, C] each
  *    transformer block makes forward and two backward (nn/model.h).
- *  - The pipeline: parallel/simulate.h's event simulation of the schedule's
+ *  - The pipeline: parallel/sim/pipeline.h's event simulation of the schedule's
  *    operation lists over the N x M positions of the stream, with compressed
  *    backpropagation's smaller messages and encoding time on the sends it
  *    compresses (Optimus-CC's --cb, --cb-epilogue-only).
- *  - Data parallelism's gradient buckets (allreduce, bytegrad, powersgd, qadam's
- *    warm-up, and Optimus-CC's compressed early stages): planned as the bucketer
- *    plans them (bp_buckets_plan), each ready when backward has finished its lowest
- *    block during the step's last backward, run one after another on the
- *    communication thread; the step waits for the last. Each costs its compression
- *    (MinMaxUInt8 or PowerSGD's products) and its messages (a ring allreduce; for
- *    C_LP_S an all-to-all and an allgather of the compressed chunks).
+ *  - Data parallelism's gradient buckets: planned as the bucketer plans them
+ *    (bp_buckets_plan), each ready when backward has finished its lowest block
+ *    during the step's last backward, run one after another on the communication
+ *    thread; the step waits for the last. What each bucket costs (its compression
+ *    and its messages) is the algorithm's own declaration, in its file of
+ *    parallel/dp/ (sim/cost.h); Optimus-CC's compressed early stages run
+ *    PowerSGD's, and an algorithm with a warm-up runs allreduce's until it ends.
  *  - The tied embedding's gradient between first and last stage (or, fused, over
  *    every replica's), the ranks' agreement on the step and the gradient norm.
  *  - The optimizer of each of the N replicas, then what the algorithm does to the
- *    weights: decentralized's exchange with a peer every --interval steps (in
- *    Bagua's order it runs from the step's start on the communication thread, and
- *    only what outlasts the stage's forward and backward is exposed),
- *    lp-decentralized's compressed ring, easgd's and AvgPipe's elastic averaging
- *    every period, qadam's compressed momentum. async averages on its own thread
- *    every --sync-ms and costs the step nothing but bytes (after --async-warmup
- *    steps of allreduce's buckets).
+ *    weights, as its file declares it (decentralized's exchange, which in Bagua's
+ *    order runs from the step's start on the communication thread, so that only
+ *    what outlasts the stage's forward and backward is exposed; the elastic
+ *    averagings every period; qadam's compressed momentum; async's bytes).
  *
  * With AvgPipe's streams of K local steps without a flush (--avgpipe-flush), the
  * pipeline simulation runs the K steps' stream with each pipeline's inline update
@@ -48,7 +45,7 @@
 #include "nn/model.h"
 #include "parallel/dp.h"
 #include "parallel/schedule.h"
-#include "parallel/sim_machine.h"
+#include "parallel/sim/machine.h"
 
 enum { BP_SIM_DP, BP_SIM_PP, BP_SIM_TP, BP_SIM_EMBED, BP_SIM_AXES };
 

@@ -1,4 +1,4 @@
-#include "parallel/simulate.h"
+#include "parallel/sim/pipeline.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -1,8 +1,8 @@
-/* What the parts of the tuner share (parallel/tune.h describes them). */
+/* What the parts of the tuner share (parallel/sim/tune.h describes them). */
 #ifndef BP_PARALLEL_TUNE_TUNER_H
 #define BP_PARALLEL_TUNE_TUNER_H
 
-#include "parallel/tune.h"
+#include "parallel/sim/tune.h"
 
 typedef bp_tune_result tuner;
 

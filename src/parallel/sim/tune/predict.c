@@ -1,6 +1,6 @@
-/* Prediction for the tuner (parallel/tune.h): a candidate's step from the
+/* Prediction for the tuner (parallel/sim/tune.h): a candidate's step from the
  * profiled stages, by the pipeline simulation. */
-#include "parallel/tune/tuner.h"
+#include "parallel/sim/tune/tuner.h"
 
 /* Steps of candidate k's pipeline stream (1: a flush every step). */
 static int stream_steps(const tuner *t, const bp_tune_candidate *k) {

@@ -1,4 +1,4 @@
-/* The machine a training step is simulated on (sim_step.h): what computation costs
+/* The machine a training step is simulated on (sim/step.h): what computation costs
  * and what messages cost.
  *
  * Computation comes from one of two sources:
@@ -13,7 +13,7 @@
  *    traffic (a roofline); codecs and optimizer are memory-bound passes.
  *
  * The network has two levels, within a node and between nodes, each a link as
- * parallel/simulate.h models it, and ranks_per_node ranks per node, numbered as the
+ * parallel/sim/pipeline.h models it, and ranks_per_node ranks per node, numbered as the
  * grid numbers them (parallel/grid.h). A group all of whose ranks share a node
  * uses the node's link; a group that spans nodes uses the link between nodes, whose
  * bandwidth the node's groups that communicate at once share (all tp ranks of a
@@ -26,7 +26,7 @@
 #include "bagpipe/status.h"
 #include "core/file.h"
 #include "nn/model.h"
-#include "parallel/simulate.h"
+#include "parallel/sim/pipeline.h"
 
 /* A profile's FLOPs per byte of traffic when scaling a block to another shape: a
  * core's vector FLOP rate over its share of the memory bandwidth. */

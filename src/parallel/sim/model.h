@@ -1,4 +1,4 @@
-/* The gpt model as the step simulator (sim_step.h) sees it, computed from its shape
+/* The gpt model as the step simulator (sim/step.h) sees it, computed from its shape
  * alone, so that models of billions of parameters are simulated without being
  * allocated: per block its tensors (as bp_model_create_tp lays them out, sharded
  * over tp ranks), its forward FLOPs and memory traffic on a micro-batch, and the

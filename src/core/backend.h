@@ -1,0 +1,121 @@
+/* The backend table: where the step's memory lives and what runs on it (DESIGN.md
+ * section 10), as NCCL keeps its transports and UCX its memory types: one table of
+ * operations, one implementation per place where memory lives, callers that never
+ * branch on it.
+ *
+ * "Device memory" is memory the backend allocated. The step holds pointers into it
+ * (pointer arithmetic is fine, as with CUDA device pointers) but never reads or
+ * writes through them: it calls the table. Host memory is ordinary memory; copies
+ * between the two go through to_device / to_host.
+ *
+ * Backends:
+ *   cpu    today's kernels on host memory (the same loops, the same summation order,
+ *          so every result is bit-identical with the code they replace);
+ *   check  the cpu kernels, on pages kept inaccessible outside the backend's own
+ *          calls, so that a host access to device memory anywhere crashes at once;
+ *   cuda   (built with nvcc) kernels under src/<layer>/cuda/, memory on the GPU.
+ *
+ * Every vector operation is on float x[0..n); n may be 0. Operations run in order
+ * on the backend's default stream; streams and events let communication wait for
+ * the computation that produced a buffer (on the cpu and check backends every
+ * operation has finished when it returns, so an event is complete once recorded). */
+#ifndef BP_CORE_BACKEND_H
+#define BP_CORE_BACKEND_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "bagpipe/status.h"
+
+typedef struct bp_stream bp_stream;
+typedef struct bp_event bp_event;
+
+/* The optimizer update of one range (nn/optim.h gives the rules of SGD and AdamW,
+ * parallel/dp/qadam.c QAdam's). t counts this step; m is SGD's momentum or the
+ * first moment, v the second (NULL for SGD).
+ *   BP_UPDATE_MOMENTUM  m = beta1 m + (1 - beta1) g (QAdam's compressed momentum;
+ *                       the parameters are not touched)
+ *   BP_UPDATE_QADAM     with `moments` (QAdam's warm-up) m and v first follow AdamW's
+ *                       rule on g + wd p; then p -= lr / bc1 m / (sqrt(v) / sqrt(bc2) + eps) */
+typedef enum bp_update_kind {
+    BP_UPDATE_SGD,
+    BP_UPDATE_ADAMW,
+    BP_UPDATE_MOMENTUM,
+    BP_UPDATE_QADAM,
+} bp_update_kind;
+typedef struct bp_update_args {
+    bp_update_kind kind;
+    double lr, momentum, beta1, beta2, eps, weight_decay;
+    int64_t t;
+    bool moments;
+} bp_update_args;
+
+typedef struct bp_backend bp_backend;
+struct bp_backend {
+    const char *name;
+    /* The host may read and write this backend's memory directly (cpu only): then
+     * comm/ sends its buffers as they are. */
+    bool host_memory;
+
+    /* ---- memory ---- */
+    /* A zero-filled buffer of `bytes` (> 0); `what` names it in the error. */
+    bp_status (*alloc)(void **out, size_t bytes, const char *what, bp_err *err);
+    void (*free)(void *p); /* NULL is ignored */
+    void (*to_device)(void *dst, const void *host_src, size_t bytes);
+    void (*to_host)(void *host_dst, const void *src, size_t bytes);
+    void (*copy)(void *dst, const void *src, size_t bytes); /* within the device */
+
+    /* ---- the step's vector operations ---- */
+    bool (*all_finite)(const float *x, size_t n);
+    /* The sum of x[i]^2 in double, in index order. */
+    double (*sumsq)(const float *x, size_t n);
+    void (*scale)(float *x, size_t n, float a);                 /* x *= a */
+    void (*axpy)(float *y, size_t n, float a, const float *x); /* y += a x */
+    void (*fill)(float *x, size_t n, float v);
+    /* Non-finite elements replaced by 0; returns whether there were any. */
+    bool (*zero_nonfinite)(float *x, size_t n);
+    /* Elastic averaging's pull toward the center c (easgd, AvgPipe):
+     * d = alpha (w - c); w -= d; diff = d, or diff += d when accumulate. */
+    void (*elastic_pull)(float *w, const float *c, float *diff, size_t n, float alpha,
+                         bool accumulate);
+
+    /* ---- the optimizer update of elements [off, off + len) ---- */
+    void (*update)(const bp_update_args *a, float *params, const float *grads, float *m, float *v,
+                   size_t off, size_t len);
+
+    /* ---- streams and events ---- */
+    bp_status (*stream_create)(bp_stream **out, bp_err *err);
+    void (*stream_destroy)(bp_stream *s);
+    bp_status (*event_create)(bp_event **out, bp_err *err);
+    void (*event_destroy)(bp_event *e);
+    /* e completes when the work issued so far on s (NULL: the default stream) is done. */
+    bp_status (*event_record)(bp_event *e, bp_stream *s, bp_err *err);
+    /* Work issued on s after this waits for e. */
+    bp_status (*stream_wait)(bp_stream *s, bp_event *e, bp_err *err);
+    /* The host waits for e. */
+    bp_status (*event_sync)(bp_event *e, bp_err *err);
+};
+
+/* Today's kernels on host memory. */
+const bp_backend *bp_backend_cpu(void);
+/* The cpu kernels on memory the host cannot touch outside the table's calls. */
+const bp_backend *bp_backend_check(void);
+
+/* The backend called `name` ("cpu", "check", "cuda"), or NULL with the error naming
+ * `option` when there is none of that name or it was not built. */
+const bp_backend *bp_backend_by_name(const char *name, const char *option, bp_err *err);
+
+/* The backend named by BP_BACKEND in the environment ("cpu" or "check"; unset: cpu).
+ * Tests choose the checking backend through it without new options. */
+const bp_backend *bp_backend_default(void);
+
+/* Host <-> device copies of n floats, the usual case. */
+static inline void bp_backend_put(const bp_backend *be, float *dev, const float *host, size_t n) {
+    be->to_device(dev, host, n * sizeof(float));
+}
+static inline void bp_backend_get(const bp_backend *be, float *host, const float *dev, size_t n) {
+    be->to_host(host, dev, n * sizeof(float));
+}
+
+#endif
