@@ -225,7 +225,13 @@ static int profile(const bp_plan_config *c, bp_comm *world, bp_sim_profile *p, b
 static int measured_machine(const bp_plan_config *c, bp_comm *world, bp_plan_result *r,
                             bp_sim_profile *p, bp_sim_machine *m, bp_err *err) {
     double t0 = bp_now();
-    int rc = bp_plan_measure_network(world, &r->net, err);
+    /* --net emulates a network on every message, as train will: the probe sees it */
+    int rc = c->train.net[0] ? bp_comm_set_net(world, c->train.net) : BP_OK;
+    if (rc) {
+        bp_comm_fail(world, rc, err);
+        return bp_err_context(err, "option --net");
+    }
+    rc = bp_plan_measure_network(world, &r->net, err);
     if (rc == BP_OK) rc = profile(c, world, p, err);
     if (rc) return rc;
     r->profile_s = bp_now() - t0 - r->net.seconds;
