@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "bagpipe/comm.h"
+#include "core/device.h"
 #include "parallel/partition.h"
 #include "parallel/sim/model.h"
 #include "parallel/sim/step.h"
@@ -82,6 +83,13 @@ static int check_own(const bp_simulate_config *c, bp_err *err) {
                        sources);
     if ((c->device_flops > 0) != (c->device_bw > 0))
         return bp_fail(err, BP_EUSAGE, "option --device-bw: needed with --device-flops, and only then");
+    /* --measure times this machine's CPU; a GPU enters as its peak rates. */
+    if (c->train.device == BP_DEVICE_CUDA)
+        return bp_fail(err, BP_EUSAGE,
+                       "option --device: simulate measures on the CPU only; for a GPU give its "
+                       "--device-flops and --device-bw");
+    if (c->measure[0] && bp_check_output(c->measure, &bp_sim_profile_kind, err))
+        return bp_err_context(err, "option --measure");
     if (c->train.net[0] && (c->intra[0] || c->inter[0]))
         return bp_fail(err, BP_EUSAGE,
                        "option --net: emulates one network for every link; give it or "
@@ -229,6 +237,15 @@ static void print_result(const bp_simulate_config *c, const bp_sim_step_result *
     fprintf(out, "%-18s %d\n", "peak_stash", r->peak_stash);
 }
 
+bp_status bp_simulate_predict(const bp_simulate_config *c, const bp_sim_machine *m, int *first,
+                              bp_sim_step_result *r, bp_err *err) {
+    bp_sim_job j;
+    make_job(c, &j);
+    bp_status rc = (bp_status)partition(c, m, &j, first, err);
+    j.first = first;
+    return rc ? rc : bp_sim_step(&j, m, r, err);
+}
+
 bp_status bp_simulate_run(const bp_simulate_config *c, FILE *out, bp_err *err) {
     bp_sim_profile prof = {0};
     bp_sim_machine m = {.flops = c->device_flops, .mem_Bps = c->device_bw,
@@ -250,10 +267,8 @@ bp_status bp_simulate_run(const bp_simulate_config *c, FILE *out, bp_err *err) {
     set_network(c, m.prof, &m);
     int *first = calloc((size_t)j.pp + 1, sizeof *first);
     if (rc == BP_OK && !first) rc = bp_fail(err, BP_ENOMEM, "out of memory");
-    if (rc == BP_OK) rc = partition(c, &m, &j, first, err);
-    j.first = first;
     bp_sim_step_result r;
-    if (rc == BP_OK) rc = bp_sim_step(&j, &m, &r, err);
+    if (rc == BP_OK) rc = bp_simulate_predict(c, &m, first, &r, err);
     if (rc == BP_OK) {
         print_header(c, &j, first, &m, out);
         print_result(c, &r, out);
