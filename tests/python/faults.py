@@ -22,7 +22,7 @@ for step in range(4):
     # a wait that bagpipe does not watch.
     if _C.rank() == 1 and step == 2:
         if mode == "hang":
-            time.sleep(30)
+            time.sleep(120)
         else:
             os.kill(os.getpid(), signal.SIGKILL)
     x, y = common.batch(_C.rank(), step)
