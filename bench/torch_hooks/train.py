@@ -5,7 +5,7 @@
 
   ddp             DDP's default (gloo allreduce)
   fp16            DDP with torch's fp16_compress_hook
-  torch-powersgd  DDP with torch's PowerSGD hook (rank 4, from step 2)
+  torch-powersgd  DDP with torch's PowerSGD hook (rank 4, from step 2, one bucket)
   bytegrad        bagpipe.torch's bytegrad hook (MinMaxUInt8, C_LP_S)
   powersgd        bagpipe.torch's PowerSGD hook (rank 4, from step 2)
   decentralized   bagpipe.torch's decentralized (shift_one, Bagua's order)
@@ -49,12 +49,15 @@ def wrap(algo, base, opt):
         return bpt.with_bagpipe(base, opt, algo)
     if algo == "powersgd":
         return bpt.with_bagpipe(base, opt, "powersgd", rank=4, warmup=2)
-    ddp = DDP(base)
+    # torch's PowerSGD hook chains its allreduces with futures; with several buckets
+    # on gloo the ranks can issue them in different orders and gloo aborts (a message
+    # of the wrong size): it gets one bucket.
+    ddp = DDP(base, bucket_cap_mb=100 if algo == "torch-powersgd" else 25)
     if algo == "fp16":
         ddp.register_comm_hook(None, default_hooks.fp16_compress_hook)
     elif algo == "torch-powersgd":
         state = torch_powersgd.PowerSGDState(process_group=None, matrix_approximation_rank=4,
-                                             start_powersgd_iter=2)
+                                             start_powerSGD_iter=2)
         ddp.register_comm_hook(state, torch_powersgd.powerSGD_hook)
     return ddp
 
