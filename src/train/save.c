@@ -94,22 +94,45 @@ int trainer_resume(trainer *t, bp_err *err) {
     return rc;
 }
 
-/* The weights and optimizer state to save: this replica's, or, when replicas
- * differ (weight algorithms), their average over the stage's replicas (collective). */
+/* *buf, allocated on be once (bytes > 0). */
+static int once_on(const bp_backend *be, float **buf, size_t bytes, bp_err *err) {
+    return *buf ? BP_OK : be->alloc((void **)buf, bytes, "the averaged checkpoint", err);
+}
+
+/* *buf, allocated on the host once. */
+static int once_host(float **buf, size_t bytes, bp_err *err) {
+    if (!*buf && !(*buf = malloc(bytes)))
+        return bp_fail(err, BP_ENOMEM, "cannot allocate the checkpoint's host copy");
+    return BP_OK;
+}
+
+/* The weights and optimizer state to save, copied to the host: this replica's, or,
+ * when replicas differ (weight algorithms), their average over the stage's replicas
+ * (collective). */
 static int checkpoint_state(trainer *t, const bp_real **params, bp_optim *view, bp_err *err) {
-    *params = bp_model_params(t->model);
-    *view = *t->optim;
-    if (!bp_dp_replicas_differ(t->dp)) return BP_OK;
+    const float *p = bp_model_params(t->model), *m = t->optim->m, *v = t->optim->v;
     size_t bytes = bp_model_num_params(t->model) * sizeof(float);
-    if ((!t->avg_params && !(t->avg_params = malloc(bytes))) ||
-        (!t->avg_m && !(t->avg_m = malloc(bytes))) ||
-        (t->optim->v && !t->avg_v && !(t->avg_v = malloc(bytes))))
-        return bp_fail(err, BP_ENOMEM, "cannot allocate the averaged checkpoint");
-    int rc = bp_dp_average_replicas(t->dp, t->avg_params, t->avg_m, t->avg_v, err);
-    *params = t->avg_params;
-    view->m = t->avg_m;
-    view->v = t->avg_v;
-    return rc;
+    *view = *t->optim;
+    *params = NULL;
+    int rc = BP_OK;
+    if (bytes && bp_dp_replicas_differ(t->dp)) {
+        rc = once_on(t->be, &t->avg_params, bytes, err);
+        if (rc == BP_OK) rc = once_on(t->be, &t->avg_m, bytes, err);
+        if (rc == BP_OK && v) rc = once_on(t->be, &t->avg_v, bytes, err);
+        if (rc == BP_OK) rc = bp_dp_average_replicas(t->dp, t->avg_params, t->avg_m, t->avg_v, err);
+        p = t->avg_params, m = t->avg_m, v = v ? t->avg_v : NULL;
+    }
+    if (rc == BP_OK && bytes) rc = once_host(&t->host_params, bytes, err);
+    if (rc == BP_OK && bytes) rc = once_host(&t->host_m, bytes, err);
+    if (rc == BP_OK && bytes && v) rc = once_host(&t->host_v, bytes, err);
+    if (rc || !bytes) return rc;
+    t->be->to_host(t->host_params, p, bytes);
+    t->be->to_host(t->host_m, m, bytes);
+    if (v) t->be->to_host(t->host_v, v, bytes);
+    *params = t->host_params;
+    view->m = t->host_m;
+    view->v = v ? t->host_v : NULL;
+    return BP_OK;
 }
 
 static void manifest_of(const trainer *t, bp_manifest *mf) {

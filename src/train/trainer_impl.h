@@ -64,8 +64,11 @@ typedef struct trainer {
     int out_fd;    /* rank 0: --out, opened and locked for this run; -1: none */
     bool resuming;
     bp_manifest resume_from; /* when resuming */
-    float *avg_params, *avg_m, *avg_v; /* replicas averaged for a checkpoint */
+    const bp_backend *be;              /* where the models' memory lives (--device) */
+    float *avg_params, *avg_m, *avg_v; /* replicas averaged for a checkpoint (on be) */
     float *eval_saved;                 /* replica 0's weights while it evaluates the average */
+    float *host_params, *host_m, *host_v; /* host copies of what a checkpoint writes */
+    float *host_logits;                   /* host copy of an evaluation's logits */
 } trainer;
 
 /* The ranks whose loss is logged: the last stage of every replica (tp rank 0). */
