@@ -13,17 +13,20 @@
 # running without a parent, holding the --out lock. The launcher runs in a process
 # group of its own (a Ctrl-C or hang-up on the terminal reaches only this script)
 # with stdin from /dev/null (bagpipe reads none; a background group must not read
-# the terminal).
+# the terminal). Open MPI's ranks write to pseudo-terminals even when this
+# script's output goes to a file, so BAGPIPE_TERMINAL tells bagpipe which it is
+# (a progress bar on a terminal, plain lines in a log).
 # Usage: scripts/mpirun.sh -np N program args...
 set -euo pipefail
 launcher=${MPIEXEC:-mpirun}
 flags=()
 if "$launcher" --version 2>&1 | grep -qE "Open MPI|OpenRTE"; then
-  flags+=(--oversubscribe --mca mpi_yield_when_idle 1 -x OPENBLAS_NUM_THREADS=1
+  flags+=(--oversubscribe --mca mpi_yield_when_idle 1 -x OPENBLAS_NUM_THREADS=1 -x BAGPIPE_TERMINAL
     --mca btl_tcp_if_include lo --mca oob_tcp_if_include lo)
   [ "$(id -u)" -eq 0 ] && flags+=(--allow-run-as-root)
 fi
 export OPENBLAS_NUM_THREADS=1
+if [ -t 1 ]; then export BAGPIPE_TERMINAL=1; else export BAGPIPE_TERMINAL=0; fi
 set -m
 "$launcher" "${flags[@]}" "$@" </dev/null &
 pid=$!

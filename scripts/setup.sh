@@ -13,6 +13,8 @@ packages=(
   gnuplot-nox                           # bagpipe report: SVG and PNG plots
   bible-kjv                             # King James Bible text (language modelling)
   dataset-fashion-mnist                 # Fashion-MNIST images (classification)
+  python3-dev python3-torch             # the Python package (python/) and its tests
+  python3-venv                          # the tests' own environment for transformers
 )
 
 missing=()

@@ -259,6 +259,8 @@ int bp_ring_lp_step(bp_ring_lp *s, float *x);
 /* The replicas (n floats each); NULL on ranks that are not in the ring (not
  * node leaders when hierarchical). */
 void bp_ring_lp_replicas(const bp_ring_lp *s, const float **w, const float **l, const float **r);
+/* The same, writable: for a checkpoint to save them and a resume to restore them. */
+void bp_ring_lp_state(bp_ring_lp *s, float **w, float **l, float **r);
 void bp_ring_lp_destroy(bp_ring_lp *s);
 
 /* C_FP_A: a background thread that every interval_ms takes a snapshot s = x,

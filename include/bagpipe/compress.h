@@ -81,6 +81,12 @@ const float *bp_powersgd_error(const bp_codec *codec);
 /* Set E to zero: the next encode compresses its input alone (error feedback off). */
 void bp_powersgd_clear_error(bp_codec *codec);
 
+/* The state carried from one encode to the next, for a checkpoint to save and a
+ * resume to restore: E (*error_n = rows * cols floats) and the warm-started Q
+ * (*q_n = cols * r). False, and nothing set, for a codec that keeps none (1-D, or
+ * not PowerSGD). */
+bool bp_powersgd_state(bp_codec *codec, float **error, size_t *error_n, float **q, size_t *q_n);
+
 /* Orthonormalize the columns of Q as those of P (Gram-Schmidt), before step 1:
  * PyTorch's PowerSGD hook does it to the first (random) Q and to the previous
  * step's Q before each reuse; Vogels' reducer and Optimus-CC's reuse Q as it is. */

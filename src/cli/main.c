@@ -10,12 +10,14 @@
 
 #include "bagpipe/comm.h"
 #include "bagpipe/status.h"
+#include "cli/plan.h"
 #include "cli/report.h"
 #include "cli/tune.h"
 #include "core/device.h"
 #include "core/log.h"
 #include "core/options.h"
 #include "train/config.h"
+#include "train/plan.h"
 #include "train/sample.h"
 #include "train/simulate.h"
 #include "train/trainer.h"
@@ -33,6 +35,7 @@ static void usage(FILE *f) {
             "  sample   generate text from a trained gpt checkpoint\n"
             "  tune     choose pipelines, micro-batches and schedule for a pipeline run\n"
             "  simulate predict a step's time, communication and memory on a described machine\n"
+            "  plan     measure the cluster and rank every configuration by time to a loss\n"
             "  report   plots of finished runs (loss, communication, stages, timeline)\n"
             "\n"
             "Run 'bagpipe <command> --help' for the options of a command.\n"
@@ -211,6 +214,38 @@ static int cmd_simulate(int argc, char **argv) {
     return rc ? fail(rc, &err) : 0;
 }
 
+/* Every rank parses alike (the same verdict everywhere, printed by rank 0), measures
+ * and predicts its share; rank 0 prints the ranking and writes it. */
+static int cmd_plan(int argc, char **argv, const char *prog) {
+    bp_err err = {0};
+    bp_comm *world = NULL;
+    int rc = bp_comm_init(&argc, &argv, &world, &err);
+    if (rc) return fail(rc, &err);
+    int rank = bp_comm_rank(world), n, help = 0;
+    bp_plan_config cfg, defaults;
+    bp_plan_config_defaults(&cfg);
+    defaults = cfg;
+    bp_option *opts = bp_plan_options(&n);
+    if (!opts) rc = bp_fail(&err, BP_ENOMEM, "out of memory");
+    if (rc == BP_OK) rc = bp_options_parse(opts, n, &cfg, argc, argv, &help, &err);
+    if (rc == BP_OK && help && rank == 0) {
+        printf("usage: [mpirun -np W] bagpipe plan [options]\n\n"
+               "The options of bagpipe train but those plan chooses (the grid, schedule, dp\n"
+               "algorithm and their settings), then plan's own.\n\noptions:\n");
+        bp_options_print_help(stdout, opts, n, &defaults);
+    }
+    free(opts);
+    if (rc == BP_OK && !help) rc = bp_plan_config_finalize(&cfg, argc, argv, &err);
+    bp_plan_result res = {0};
+    if (rc == BP_OK && !help) rc = bp_plan_run(&cfg, world, argc, argv, &res, &err);
+    if (rc == BP_OK && !help && rank == 0)
+        rc = bp_cli_plan_report(&cfg, &res, prog, argc, argv, stdout, &err);
+    bp_plan_result_free(&res);
+    if (rc && (rank == 0 || rc != BP_EUSAGE)) bp_log_error("%s", err.msg);
+    bp_comm_finalize(world);
+    return bp_exit_code(rc);
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) {
         usage(stderr);
@@ -229,8 +264,9 @@ int main(int argc, char **argv) {
     if (strcmp(cmd, "sample") == 0) return cmd_sample(argc - 2, argv + 2);
     if (strcmp(cmd, "tune") == 0) return cmd_tune(argc - 2, argv + 2, argv[0]);
     if (strcmp(cmd, "simulate") == 0) return cmd_simulate(argc - 2, argv + 2);
+    if (strcmp(cmd, "plan") == 0) return cmd_plan(argc - 2, argv + 2, argv[0]);
     if (strcmp(cmd, "report") == 0) return report_main(argc - 2, argv + 2);
-    bp_log_error("unknown command '%s' (commands: train, sample, tune, simulate, report; "
+    bp_log_error("unknown command '%s' (commands: train, sample, tune, simulate, plan, report; "
                  "see bagpipe --help)",
                  cmd);
     return 2;

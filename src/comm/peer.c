@@ -199,3 +199,9 @@ void bp_ring_lp_replicas(const bp_ring_lp *s, const float **w, const float **l, 
     *l = s->l;
     *r = s->r;
 }
+
+void bp_ring_lp_state(bp_ring_lp *s, float **w, float **l, float **r) {
+    *w = s->w;
+    *l = s->l;
+    *r = s->r;
+}

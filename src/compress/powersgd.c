@@ -227,6 +227,16 @@ const float *bp_powersgd_error(const bp_codec *codec) {
     return codec->ops == &powersgd_ops ? ((const powersgd *)codec)->m : NULL;
 }
 
+bool bp_powersgd_state(bp_codec *codec, float **error, size_t *error_n, float **q, size_t *q_n) {
+    if (codec->ops != &powersgd_ops || !is_2d((powersgd *)codec)) return false;
+    powersgd *s = (powersgd *)codec;
+    *error = s->m;
+    *error_n = s->rows * s->cols;
+    *q = s->q;
+    *q_n = s->cols * (size_t)s->rank;
+    return true;
+}
+
 void bp_powersgd_clear_error(bp_codec *codec) {
     if (codec->ops != &powersgd_ops) return;
     powersgd *s = (powersgd *)codec;

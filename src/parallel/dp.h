@@ -20,6 +20,7 @@
 #include <stdint.h>
 
 #include "bagpipe/comm.h"
+#include "core/state.h"
 #include "nn/model.h"
 #include "nn/optim.h"
 #include "parallel/buckets.h"
@@ -107,9 +108,8 @@ typedef struct bp_dp bp_dp;
  * the algorithm's state. models[0..n) and optims[0..n) (n > 1 only for avgpipe) stay
  * owned by the caller; every replica starts from rank 0's replica 0. `step` is the number
  * of steps already taken (non-zero when resuming), so that warm-ups and intervals
- * continue where they were. State that checkpoints do not hold starts afresh on
- * resume: PowerSGD's Q and error, the easgd center (the resumed weights), the
- * lp-decentralized replicas. */
+ * continue where they were. The state beyond the consensus model (bp_dp_state)
+ * starts afresh: a resume copies it back after this call. */
 bp_status bp_dp_create(bp_comm *comm, const bp_dp_config *cfg, bp_model **models, bp_optim *optims,
                        int n, int64_t step, bp_dp **out, bp_err *err);
 /* Stops background communication (async ends in a round every rank agrees on). */
@@ -129,6 +129,14 @@ bp_status bp_dp_step(bp_dp *dp, bp_err *err);
  * algorithms without buckets and without an update of their own (avgpipe). */
 void bp_dp_replica_update(bp_dp *dp, int j, double lr);
 bp_status bp_dp_count_steps(bp_dp *dp, int n, bp_err *err);
+
+/* Append to l what this rank keeps beyond the consensus model that a checkpoint's
+ * shard holds, for an exact resume on the same grid: the replicas' own weights and
+ * optimizer buffers where replicas differ (not async's: its background thread
+ * writes them at times of its own, so its runs do not repeat anyway), and the
+ * algorithm's state (the elastic center, PowerSGD's errors and Q, the
+ * lp-decentralized replicas). The entries point into the live buffers. */
+bp_status bp_dp_state(bp_dp *dp, bp_state_list *l, bp_err *err);
 
 /* Whether the replicas may hold different weights (weight algorithms on > 1 rank). */
 bool bp_dp_replicas_differ(const bp_dp *dp);

@@ -158,6 +158,18 @@ double bp_cb_take_rel_err(bp_cb *cb) {
     return r;
 }
 
+bp_status bp_cb_state(bp_cb *cb, bp_state_list *l, bp_err *err) {
+    bp_status rc = BP_OK;
+    for (int j = 0; cb && cb->enc && rc == BP_OK && j < cb->N; j++) {
+        float *e, *q;
+        size_t e_n, q_n;
+        if (!bp_powersgd_state(cb->enc[j], &e, &e_n, &q, &q_n)) continue;
+        rc = bp_state_add(l, e, e_n, err, "cb.%d.error", j);
+        if (rc == BP_OK) rc = bp_state_add(l, q, q_n, err, "cb.%d.q", j);
+    }
+    return rc;
+}
+
 bp_status bp_cb_decode(bp_cb *cb, const float *wire, bp_real *dy, bp_trace *trace, bp_err *err) {
     return (bp_status)bp_codec_decode_traced(cb->dec, wire, cb->out_n, dy, trace, err);
 }

@@ -88,6 +88,9 @@ bp_status bp_cb_encode(bp_cb *cb, int j, const bp_real *dx, float *wire, bp_trac
                        bp_err *err);
 /* Sum of the relative errors of the sends encoded since the last call. */
 double bp_cb_take_rel_err(bp_cb *cb);
+/* Append to l each sender codec's error (carried by LEP) and warm-started Q, by
+ * replica, for a checkpoint (nothing for cb NULL, or on the first stage). */
+bp_status bp_cb_state(bp_cb *cb, bp_state_list *l, bp_err *err);
 /* The gradient dy[out_n] from what the next stage sent. */
 bp_status bp_cb_decode(bp_cb *cb, const float *wire, bp_real *dy, bp_trace *trace, bp_err *err);
 

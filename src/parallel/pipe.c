@@ -297,6 +297,10 @@ bp_status bp_pipe_eval(bp_pipe *p, int j, const bp_batch *b, double *loss, const
 
 void bp_pipe_set_step(bp_pipe *p, int64_t step) { p->step = step; }
 
+bp_status bp_pipe_state(bp_pipe *p, bp_state_list *l, bp_err *err) {
+    return bp_cb_state(p->cb, l, err);
+}
+
 void bp_pipe_stats_take(bp_pipe *p, bp_pipe_stats *out) {
     *out = p->stats;
     out->cb_rel_err = bp_cb_take_rel_err(p->cb);

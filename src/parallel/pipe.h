@@ -76,4 +76,8 @@ bp_status bp_pipe_eval(bp_pipe *p, int j, const bp_batch *b, double *loss, const
 
 void bp_pipe_stats_take(bp_pipe *p, bp_pipe_stats *out);
 
+/* Append to l the state the pipeline carries from step to step (compressed
+ * backpropagation's, bp_cb_state), for a checkpoint. */
+bp_status bp_pipe_state(bp_pipe *p, bp_state_list *l, bp_err *err);
+
 #endif

@@ -8,8 +8,15 @@
  *                                            rank 0 (+ model configuration as metadata)
  *   DIR/ckpt-00000500/stage0-tp0.state       step, data-sampler state, optimizer state,
  *                                            size and CRC-32 of the .safetensors, own CRC
+ *   DIR/ckpt-00000500/stage0-tp0-dp1.replica what rank (dp 1, stage 0, tp 0) keeps beyond
+ *                                            the consensus model (replica_file.c), when
+ *                                            the run keeps anything: its replicas' own
+ *                                            weights and optimizer buffers, an elastic
+ *                                            center, error feedback and PowerSGD's Q
  *   DIR/latest                               "ckpt-00000500": the newest complete one
- * One shard per (stage, tp rank); data-parallel replicas share their shard. Every
+ * One shard per (stage, tp rank); data-parallel replicas share their shard, the
+ * consensus model, which resumes on any --dp; the replica files make a resume on
+ * the same grid and options exact where the replicas differ or carry state. Every
  * file is written atomically (core/file.h); `latest` is switched only after every
  * shard and the manifest are on disk, so an interrupted save leaves the previous
  * checkpoint intact and pointed to. A flipped byte anywhere fails a CRC on load. */
@@ -20,6 +27,7 @@
 
 #include "bagpipe/status.h"
 #include "core/rng.h"
+#include "core/state.h"
 #include "nn/model.h"
 #include "nn/optim.h"
 #include "train/safetensors.h"
@@ -43,6 +51,9 @@ typedef struct bp_manifest {
     char dp_algo[128];   /* algorithm and settings */
     char replicas[16];   /* "identical" (dp replicas were equal) or "averaged" */
     char partition[256]; /* blocks per stage, "2,3,3" */
+    /* The options that shape the replica files ("" when there are none): every
+     * rank of the dp x pp x tp grid wrote one. */
+    char replica_key[512];
 } bp_manifest;
 
 /* "stage<s>-tp<t>.<ext>" */
@@ -59,6 +70,18 @@ bp_status bp_checkpoint_write_shard(const char *ckpt_dir, int stage, int tp, con
 /* After a failed save (a full disk): remove shard (stage, tp) and the directory when
  * it is left empty, so that no incomplete checkpoint stays behind. */
 void bp_checkpoint_discard_shard(const char *ckpt_dir, int stage, int tp);
+/* "stage<s>-tp<t>-dp<d>.replica" */
+int bp_checkpoint_replica_name(int stage, int tp, int d, char *buf, size_t n);
+/* Write the replica file of rank (d, stage, tp): the buffers of l by name. */
+bp_status bp_checkpoint_write_replica(const char *ckpt_dir, int stage, int tp, int d,
+                                      int64_t step, const bp_state_list *l, bp_err *err);
+/* After a failed save: remove that file, and the directory when it is left empty. */
+void bp_checkpoint_discard_replica(const char *ckpt_dir, int stage, int tp, int d);
+/* Copy the replica file of rank (d, stage, tp) into l's buffers: it must be of
+ * `step`, pass its CRC and hold exactly l's names and sizes, in order
+ * (BP_EFORMAT naming the file otherwise). */
+bp_status bp_checkpoint_read_replica(const char *ckpt_dir, int stage, int tp, int d,
+                                     int64_t step, const bp_state_list *l, bp_err *err);
 /* Write ckpt_dir/manifest.json (after every shard is written). */
 bp_status bp_manifest_write(const char *ckpt_dir, const bp_manifest *mf, bp_err *err);
 /* Read and verify ckpt_dir/manifest.json. */

@@ -54,8 +54,9 @@ static const bp_option train_options[] = {
     NUM("seed", BP_OPT_INT64, seed, 0, 9.2e18, "N", "seed of initialization and data order"),
     NUM("eval-every", BP_OPT_INT64, eval_every, 0, 1e12, "N",
         "evaluate every N steps and at the end (0: never)"),
-    NUM("eval-batches", BP_OPT_INT, eval_batches, 1, 1 << 20, "N",
-        "gpt: fixed validation batches per evaluation (mlp uses the whole test set)"),
+    NUM("eval-batches", BP_OPT_INT, eval_batches, 1, 10000, "N",
+        "gpt: fixed validation batches per evaluation (mlp uses the whole test set; at most "
+        "10000)"),
     STR("out", out, "DIR", "checkpoints and metrics go here", "runs/<model>"),
     STR("resume", resume, "DIR", "continue from the checkpoint in DIR (or DIR/latest)", NULL),
     {"overwrite", BP_OPT_FLAG, OFF(overwrite), 0, NULL, 0, 0, NULL,
@@ -73,7 +74,7 @@ static const bp_option train_options[] = {
         "keep the newest N checkpoints in --out"),
     NUM("log-every", BP_OPT_INT64, log_every, 1, 1e12, "N", "progress line every N steps"),
     CHOICE("progress", progress, "auto|bar|lines|none",
-           "live bar on a terminal, plain lines otherwise (auto)", NULL),
+           "live bar on a terminal, plain lines otherwise, as in a log under mpirun (auto)", NULL),
     NUM("threads", BP_OPT_INT, threads, 1, 1024, "N", "BLAS threads of this process"),
     {"dp", BP_OPT_INT, OFF(dp), 0, NULL, 1, 1 << 20, "N", "data-parallel replicas",
      "the ranks / (pp x tp)"},
@@ -101,8 +102,10 @@ static const bp_option train_options[] = {
            "needs local steps and is refused with --clip or --skip-nonfinite; auto: average "
            "where it can, else step",
            NULL),
-    NUM("grad-accum", BP_OPT_INT, grad_accum, 1, 1 << 20, "K",
-        "micro-batches per optimizer step (the global batch becomes --batch x K)"),
+    /* Bounded where a step would hold more data and run longer than anyone means:
+     * each accumulated micro-batch's tokens are drawn and held for the whole step. */
+    NUM("grad-accum", BP_OPT_INT, grad_accum, 1, 4096, "K",
+        "micro-batches per optimizer step (the global batch becomes --batch x K; at most 4096)"),
     CHOICE("dp-algo", dp_algo, BP_DP_ALGO_CHOICES, "how the data-parallel replicas agree", NULL),
     CHOICE("peers", peers, "shift_one|all", "decentralized: whom a rank averages with", NULL),
     NUM("interval", BP_OPT_INT64, interval, 1, 1e12, "K",
@@ -387,7 +390,8 @@ bp_status bp_train_config_check_world(bp_train_config *c, int world, bp_err *err
                        "job has %d (mpirun -np)",
                        c->dp, c->pp, c->tp, c->dp * pt, world);
     int N = c->pipelines > 0 ? c->pipelines : 1;
-    if (bp_train_batches_per_step(c) == 1 && c->batch % (c->dp * N * c->micro_batches))
+    if (c->pipelines > 0 && bp_train_batches_per_step(c) == 1 &&
+        c->batch % (c->dp * N * c->micro_batches))
         return bp_fail(err, BP_EUSAGE,
                        "option --batch: %d is not divisible by --dp %d x --pipelines %d x "
                        "--micro-batches %d (with --avgpipe-batch split)",

@@ -34,29 +34,50 @@ static uint32_t manifest_crc(const char *text, size_t n, const char *digits) {
     return (uint32_t)crc32_z(c, (const Bytef *)digits + 8, n - (size_t)(digits - text) - 8);
 }
 
-bp_status bp_manifest_write(const char *ckpt_dir, const bp_manifest *mf, bp_err *err) {
-    char text[8192], path[BP_PATH_MAX];
-    int k = snprintf(text, sizeof text,
-                     "{\"format\":\"bagpipe-checkpoint\",\"version\":1,\"step\":%" PRId64
-                     ",\"dp\":%d,\"pp\":%d,\"tp\":%d,\"dp_algo\":\"%s\",\"replicas\":\"%s\","
-                     "\"partition\":\"%s\",\"shards\":[",
-                     mf->step, mf->dp, mf->pp, mf->tp, mf->dp_algo, mf->replicas, mf->partition);
+/* The replica files, one per rank of the grid (a manifest grows with the grid). */
+static void put_replica_files(FILE *f, const bp_manifest *mf) {
+    if (!mf->replica_key[0]) return;
+    fprintf(f, ",\"replica_key\":\"%s\",\"replica_files\":[", mf->replica_key);
     for (int s = 0; s < mf->pp; s++)
-        for (int t = 0; t < mf->tp && k > 0 && (size_t)k < sizeof text; t++)
-            k += snprintf(text + k, sizeof text - (size_t)k,
-                          "%s{\"stage\":%d,\"tp\":%d,\"weights\":\"stage%d-tp%d.safetensors\","
-                          "\"state\":\"stage%d-tp%d.state\"}",
-                          s || t ? "," : "", s, t, s, t, s, t);
-    if (k > 0 && (size_t)k < sizeof text)
-        k += snprintf(text + k, sizeof text - (size_t)k, "]," CRC_KEY "00000000\"}\n");
-    if (k <= 0 || (size_t)k >= sizeof text)
-        return bp_fail(err, BP_EINTERNAL, "manifest of %s too long", ckpt_dir);
+        for (int t = 0; t < mf->tp; t++)
+            for (int d = 0; d < mf->dp; d++)
+                fprintf(f, "%s\"stage%d-tp%d-dp%d.replica\"", s || t || d ? "," : "", s, t, d);
+    fputc(']', f);
+}
+
+bp_status bp_manifest_write(const char *ckpt_dir, const bp_manifest *mf, bp_err *err) {
+    char *text = NULL, path[BP_PATH_MAX];
+    size_t k = 0;
+    FILE *f = open_memstream(&text, &k);
+    if (!f) return bp_fail(err, BP_ENOMEM, "out of memory for the manifest of %s", ckpt_dir);
+    fprintf(f,
+            "{\"format\":\"bagpipe-checkpoint\",\"version\":1,\"step\":%" PRId64
+            ",\"dp\":%d,\"pp\":%d,\"tp\":%d,\"dp_algo\":\"%s\",\"replicas\":\"%s\","
+            "\"partition\":\"%s\",\"shards\":[",
+            mf->step, mf->dp, mf->pp, mf->tp, mf->dp_algo, mf->replicas, mf->partition);
+    for (int s = 0; s < mf->pp; s++)
+        for (int t = 0; t < mf->tp; t++)
+            fprintf(f,
+                    "%s{\"stage\":%d,\"tp\":%d,\"weights\":\"stage%d-tp%d.safetensors\","
+                    "\"state\":\"stage%d-tp%d.state\"}",
+                    s || t ? "," : "", s, t, s, t, s, t);
+    fputc(']', f);
+    put_replica_files(f, mf);
+    fprintf(f, "," CRC_KEY "00000000\"}\n");
+    bool bad = ferror(f) != 0;
+    bad |= fclose(f) != 0;
+    if (bad || !text) {
+        free(text);
+        return bp_fail(err, BP_ENOMEM, "out of memory for the manifest of %s", ckpt_dir);
+    }
     char *digits = strstr(text, CRC_KEY) + strlen(CRC_KEY);
     char hex[9];
-    snprintf(hex, sizeof hex, "%08x", manifest_crc(text, (size_t)k, digits));
+    snprintf(hex, sizeof hex, "%08x", manifest_crc(text, k, digits));
     memcpy(digits, hex, 8);
     int rc = bp_path_join(path, sizeof path, ckpt_dir, MANIFEST, err);
-    return rc ? rc : bp_write_file_atomic(path, text, (size_t)k, err);
+    if (rc == BP_OK) rc = bp_write_file_atomic(path, text, k, err);
+    free(text);
+    return rc;
 }
 
 static int manifest_fields(const bp_json *j, bp_manifest *mf) {
@@ -71,6 +92,10 @@ static int manifest_fields(const bp_json *j, bp_manifest *mf) {
              bp_json_str_copy(j, bp_json_get(j, 0, "replicas"), mf->replicas, sizeof mf->replicas) &&
              bp_json_str_copy(j, bp_json_get(j, 0, "partition"), mf->partition,
                               sizeof mf->partition);
+    /* Absent from checkpoints without replica files (and those of older versions). */
+    int key = bp_json_get(j, 0, "replica_key");
+    ok = ok && (key < 0 || (bp_json_str_copy(j, key, mf->replica_key, sizeof mf->replica_key) &&
+                            mf->replica_key[0]));
     mf->step = (int64_t)step;
     mf->dp = (int)dp;
     mf->pp = (int)pp;
@@ -147,14 +172,17 @@ static bool is_checkpoint_name(const char *name) {
 }
 
 /* Whether an entry of a checkpoint directory is a file we write there: the
- * manifest, a shard, or the temporary name of one (core/file.c) left by a crash. */
+ * manifest, a shard, a replica file, or the temporary name of one (core/file.c)
+ * left by a crash. */
 static bool is_our_file(const char *name) {
-    int s, t, k = -1;
+    int s, t, d, k = -1;
     char ext[16] = "";
     if (strncmp(name, MANIFEST, strlen(MANIFEST)) == 0)
         k = (int)strlen(MANIFEST);
-    else if (sscanf(name, "stage%d-tp%d.%15[a-z]%n", &s, &t, ext, &k) != 3 ||
-             (strcmp(ext, "safetensors") != 0 && strcmp(ext, "state") != 0))
+    else if (sscanf(name, "stage%d-tp%d-dp%d.%15[a-z]%n", &s, &t, &d, ext, &k) == 4) {
+        if (strcmp(ext, "replica") != 0) return false;
+    } else if (sscanf(name, "stage%d-tp%d.%15[a-z]%n", &s, &t, ext, &k) != 3 ||
+               (strcmp(ext, "safetensors") != 0 && strcmp(ext, "state") != 0))
         return false;
     return name[k] == '\0' || strncmp(name + k, ".tmp.", 5) == 0;
 }

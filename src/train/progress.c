@@ -1,11 +1,25 @@
 #include "train/progress.h"
 
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
+/* Whether stdout reaches a terminal. Open MPI gives every rank a pseudo-terminal
+ * whatever mpirun's own output is (a log file on any cluster), so under it the
+ * answer is the launcher's: scripts/mpirun.sh passes BAGPIPE_TERMINAL=1 when its
+ * output is a terminal; without that a rank of Open MPI prints plain lines. */
+static bool on_terminal(void) {
+    if (!isatty(STDOUT_FILENO)) return false;
+    const char *said = getenv("BAGPIPE_TERMINAL");
+    if (said) return strcmp(said, "1") == 0;
+    return getenv("OMPI_COMM_WORLD_SIZE") == NULL;
+}
+
 void bp_progress_init(bp_progress *p, int mode, int64_t total, const char *unit) {
-    if (mode == BP_PROGRESS_AUTO) mode = isatty(STDOUT_FILENO) ? BP_PROGRESS_BAR : BP_PROGRESS_LINES;
+    if (mode == BP_PROGRESS_AUTO) mode = on_terminal() ? BP_PROGRESS_BAR : BP_PROGRESS_LINES;
     *p = (bp_progress){.mode = mode, .total = total, .unit = unit};
 }
 

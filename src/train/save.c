@@ -3,7 +3,10 @@
  * Replica 0 writes one shard per stage; rank 0 writes the manifest and switches
  * `latest` once every stage has written (a barrier over replica 0's stages). With
  * the weight algorithms the replicas differ and are averaged first (a collective
- * over each stage's replicas), so a checkpoint holds one consensus model. */
+ * over each stage's replicas), so a checkpoint holds one consensus model. Beside
+ * it every rank writes its replica file when any rank keeps state the consensus
+ * lacks (each replica's weights, an elastic center, error feedback), so that a
+ * resume on the same grid and options continues exactly. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -13,6 +16,7 @@
 #include <unistd.h>
 
 #include "core/finite.h"
+#include "core/log.h"
 #include "train/trainer_impl.h"
 
 int trainer_read_resume_manifest(trainer *t, bp_err *err) {
@@ -23,6 +27,7 @@ int trainer_read_resume_manifest(trainer *t, bp_err *err) {
     int rc = bp_checkpoint_resolve(c->resume, dir, sizeof dir, err);
     if (rc == BP_OK) rc = bp_manifest_read(dir, &t->resume_from, err);
     if (rc) return bp_err_context(err, "checkpoint %s", c->resume);
+    snprintf(t->resume_dir, sizeof t->resume_dir, "%s", dir);
     if (t->resume_from.tp != c->tp)
         return bp_fail(err, BP_EUSAGE,
                        "checkpoint %s was written with --tp %d but this run has --tp %d", dir,
@@ -135,6 +140,53 @@ static int checkpoint_state(trainer *t, const bp_real **params, bp_optim *view, 
     return BP_OK;
 }
 
+/* The options that decide what the replica files hold: the algorithm with its
+ * settings (as on stage 0 without Optimus-CC's changes), the pipelines, the
+ * optimizer and Optimus-CC's compression. The same on every rank. */
+static void replica_key(const trainer *t, char *buf, size_t n) {
+    bp_dp_config d;
+    bp_occ_config occ;
+    bp_optim_config oc;
+    char algo[256];
+    bp_train_dp_config(t->cfg, &d);
+    bp_train_occ_config(t->cfg, &occ);
+    bp_train_optim_config(t->cfg, &oc);
+    bp_dp_describe(&d, algo, sizeof algo);
+    snprintf(buf, n, "%s pipelines=%d optim=%s cb_rank=%d lep=%d sc_stages=%d sc_rank=%d", algo,
+             t->n_rep, oc.kind == BP_OPTIM_ADAMW ? "adamw" : "sgd", occ.cb_rank, occ.lep,
+             occ.sc_stages, occ.sc_rank);
+}
+
+int trainer_replica_init(trainer *t, bp_err *err) {
+    replica_key(t, t->replica_key, sizeof t->replica_key);
+    bp_status rc = bp_dp_state(t->dp, &t->replica_state, err);
+    return rc ? rc : bp_pipe_state(t->pipe, &t->replica_state, err);
+}
+
+int trainer_replica_agree(trainer *t, bp_err *err) {
+    float keeps = t->replica_state.n > 0;
+    int rc = t->size > 1 ? bp_allreduce_sum(t->meta, &keeps, 1) : BP_OK;
+    t->replica_files = keeps > 0;
+    return bp_comm_fail(t->meta, rc, err);
+}
+
+int trainer_resume_replica(trainer *t, bp_err *err) {
+    const bp_manifest *mf = &t->resume_from;
+    if (!t->resuming || (!t->replica_files && !mf->replica_key[0])) return BP_OK;
+    if (mf->replica_key[0] && mf->dp == t->grid.dp && strcmp(mf->replica_key, t->replica_key) == 0) {
+        int rc = bp_checkpoint_read_replica(t->resume_dir, t->grid.p, t->grid.t, t->grid.d,
+                                            mf->step, &t->replica_state, err);
+        return rc ? bp_err_context(err, "checkpoint %s", t->resume_dir) : BP_OK;
+    }
+    if (t->rank == 0)
+        bp_log_warn("checkpoint %s holds no replica state of this grid and options (it has %s "
+                    "on --dp %d; this run: %s on --dp %d): every replica resumes from the "
+                    "consensus model, so the run does not continue exactly as it would have",
+                    t->resume_dir, mf->replica_key[0] ? mf->replica_key : "none", mf->dp,
+                    t->replica_state.n || t->replica_files ? t->replica_key : "none", t->grid.dp);
+    return BP_OK;
+}
+
 static void manifest_of(const trainer *t, bp_manifest *mf) {
     *mf = (bp_manifest){.step = t->step, .dp = t->grid.dp, .pp = t->grid.pp, .tp = t->grid.tp};
     bp_dp_config d;
@@ -143,6 +195,7 @@ static void manifest_of(const trainer *t, bp_manifest *mf) {
     snprintf(mf->replicas, sizeof mf->replicas, "%s",
              bp_dp_replicas_differ(t->dp) ? "averaged" : "identical");
     snprintf(mf->partition, sizeof mf->partition, "%s", t->partition);
+    if (t->replica_files) snprintf(mf->replica_key, sizeof mf->replica_key, "%s", t->replica_key);
 }
 
 /* A checkpoint never holds non-finite weights (a step that diverged with
@@ -160,14 +213,34 @@ static int check_finite(const trainer *t, const bp_real *params, bp_err *err) {
     return BP_OK;
 }
 
+/* Every rank writes its replica file, then all meet, so that the manifest (after
+ * replica 0's barriers below) names only files on disk. A rank that failed ends
+ * the whole job (cli/), so none waits at the barrier forever. */
+static int write_replica(trainer *t, bp_err *err) {
+    const char *dir = t->res->checkpoint;
+    int rc = bp_mkdir_p(dir, err);
+    if (rc == BP_OK)
+        rc = bp_checkpoint_write_replica(dir, t->grid.p, t->grid.t, t->grid.d, t->step,
+                                         &t->replica_state, err);
+    if (rc) {
+        bp_checkpoint_discard_replica(dir, t->grid.p, t->grid.t, t->grid.d);
+        return bp_err_context(err, "saving checkpoint %s", dir);
+    }
+    if (t->size > 1 && (rc = bp_barrier(t->meta))) return bp_comm_fail(t->meta, rc, err);
+    return BP_OK;
+}
+
 int trainer_checkpoint(trainer *t, bp_err *err) {
     const bp_real *params;
     bp_optim view;
     int rc = checkpoint_state(t, &params, &view, err);
     if (rc == BP_OK && trainer_in_replica0(t)) rc = check_finite(t, params, err);
+    /* Every rank writes a replica file: none does unless all can save. */
+    if (t->replica_files) rc = bp_train_agree(t->meta, rc, &t->res->stopped_together, err);
     if (rc == BP_OK)
         rc = bp_checkpoint_dir(t->cfg->out, t->step, t->res->checkpoint,
                                sizeof t->res->checkpoint, err);
+    if (rc == BP_OK && t->replica_files) rc = write_replica(t, err);
     if (rc || !trainer_in_replica0(t)) return rc;
     bp_resume_state rs = {.step = t->step};
     bp_task_get_state(&t->task, &rs);

@@ -229,6 +229,15 @@ static void print_result(const bp_simulate_config *c, const bp_sim_step_result *
     fprintf(out, "%-18s %d\n", "peak_stash", r->peak_stash);
 }
 
+bp_status bp_simulate_predict(const bp_simulate_config *c, const bp_sim_machine *m, int *first,
+                              bp_sim_step_result *r, bp_err *err) {
+    bp_sim_job j;
+    make_job(c, &j);
+    bp_status rc = (bp_status)partition(c, m, &j, first, err);
+    j.first = first;
+    return rc ? rc : bp_sim_step(&j, m, r, err);
+}
+
 bp_status bp_simulate_run(const bp_simulate_config *c, FILE *out, bp_err *err) {
     bp_sim_profile prof = {0};
     bp_sim_machine m = {.flops = c->device_flops, .mem_Bps = c->device_bw,
@@ -250,10 +259,8 @@ bp_status bp_simulate_run(const bp_simulate_config *c, FILE *out, bp_err *err) {
     set_network(c, m.prof, &m);
     int *first = calloc((size_t)j.pp + 1, sizeof *first);
     if (rc == BP_OK && !first) rc = bp_fail(err, BP_ENOMEM, "out of memory");
-    if (rc == BP_OK) rc = partition(c, &m, &j, first, err);
-    j.first = first;
     bp_sim_step_result r;
-    if (rc == BP_OK) rc = bp_sim_step(&j, &m, &r, err);
+    if (rc == BP_OK) rc = bp_simulate_predict(c, &m, first, &r, err);
     if (rc == BP_OK) {
         print_header(c, &j, first, &m, out);
         print_result(c, &r, out);

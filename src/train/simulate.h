@@ -17,6 +17,7 @@
 #include "bagpipe/status.h"
 #include "core/file.h"
 #include "core/options.h"
+#include "parallel/sim/step.h"
 #include "train/config.h"
 
 typedef struct bp_simulate_config {
@@ -40,6 +41,10 @@ bp_option *bp_simulate_options(int *n);
 /* Check the options as `bagpipe train` would on dp x pp x tp ranks, and simulate's
  * own; messages name the option. */
 bp_status bp_simulate_config_finalize(bp_simulate_config *c, bp_err *err);
+
+/* c's step on machine m, its stages cut as simulate cuts them into first[0..pp]. */
+bp_status bp_simulate_predict(const bp_simulate_config *c, const bp_sim_machine *m, int *first,
+                              bp_sim_step_result *r, bp_err *err);
 
 /* Measure or load the machine, simulate, print to out. */
 bp_status bp_simulate_run(const bp_simulate_config *c, FILE *out, bp_err *err);

@@ -212,6 +212,9 @@ static int setup(trainer *t, bp_err *err) {
     if (rc == BP_OK)
         rc =
             bp_dp_create(t->grid.dp_comm, &d, t->models, t->optims, t->n_rep, t->step, &t->dp, err);
+    if (rc == BP_OK) rc = agree(t, trainer_replica_init(t, err), err);
+    if (rc == BP_OK) rc = trainer_replica_agree(t, err);
+    if (rc == BP_OK) rc = agree(t, trainer_resume_replica(t, err), err);
     t->stepper = (bp_grid_step_ctx){
         .grid = &t->grid, .meta = t->meta, .models = t->models, .n_replicas = t->n_rep,
         .pipe = t->pipe, .dp = t->dp, .tied = bp_model_tied_tensor(&mc),
@@ -244,6 +247,7 @@ static void teardown(trainer *t) {
     free(t->host_m);
     free(t->host_v);
     free(t->host_logits);
+    bp_state_list_free(&t->replica_state);
     if (t->be && !t->be->host_memory) bp_comm_set_memory(t->world, NULL);
     trainer_release_out(t);
 }

@@ -65,6 +65,13 @@ typedef struct trainer {
     bool resuming;
     bp_manifest resume_from; /* when resuming */
     const bp_backend *be;              /* where the models' memory lives (--device) */
+    char resume_dir[4096];   /* the ckpt-* directory of --resume */
+    /* What this rank keeps beyond the consensus model (bp_dp_state, bp_pipe_state),
+     * saved in its replica file when some rank keeps anything (replica_files), under
+     * the options that shape it (replica_key). */
+    bp_state_list replica_state;
+    bool replica_files;
+    char replica_key[512];
     float *avg_params, *avg_m, *avg_v; /* replicas averaged for a checkpoint (on be) */
     float *eval_saved;                 /* replica 0's weights while it evaluates the average */
     float *host_params, *host_m, *host_v; /* host copies of what a checkpoint writes */
@@ -86,6 +93,13 @@ int trainer_resume(trainer *t, bp_err *err);
 int trainer_claim_out(trainer *t, bp_err *err);
 void trainer_release_out(trainer *t);
 int trainer_checkpoint(trainer *t, bp_err *err);
+/* After bp_dp_create: this rank's replica state and key (local). */
+int trainer_replica_init(trainer *t, bp_err *err);
+/* Collective: whether any rank keeps replica state. */
+int trainer_replica_agree(trainer *t, bp_err *err);
+/* When resuming: the replica file copied back on the grid and options that wrote
+ * it; else the consensus model stays, said in one line when state is lost. */
+int trainer_resume_replica(trainer *t, bp_err *err);
 
 /* trace_file.c: --trace. Start: every rank's trace, set on the grid's groups, with
  * a common time origin (collective). Write: rank 0 gathers every rank's events and

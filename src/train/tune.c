@@ -27,11 +27,11 @@ static const bp_option tune_options[] = {
      "threads computing alongside the profile, standing for the job's other ranks on this "
      "machine",
      "ranks - 1"},
-    {"trial-steps", BP_OPT_INT64, OFF(trial_steps), 0, NULL, 0, 1e12, "K",
+    {"trial-steps", BP_OPT_INT64, OFF(trial_steps), 0, NULL, 0, 10000, "K",
      "rank by the time to a validation loss: train one pipeline and each N of the candidates "
      "K steps in this process (the run's model, data, batch per pipeline, seed, learning rate "
      "and averaging) and take the loss one pipeline reaches as the target (0: rank by samples "
-     "per second)",
+     "per second; at most 10000)",
      NULL},
 };
 #undef OFF

@@ -16,6 +16,16 @@ rc=0
 timeout --preserve-status -s TERM 3 "$BP" train "${TINY[@]}" --data "$TEXT" --eval-every 0 \
   --steps 1000000000000 --log-every 1000000000000 --out "$WORK/long" >/dev/null 2>"$WORK/stderr" || rc=$?
 [ "$rc" -eq 3 ] || fail "--steps 1e12: exit $rc, expected 3 (stopped): $(cat "$WORK/stderr")"
+# Values that would hold a step's data for hours without a word are refused, the
+# bound stated; --batch's divisibility speaks of AvgPipe only when it runs.
+expect 2 "option --grad-accum: 1048576 is out of range \[1, 4096\]" -- "$BP" train --grad-accum 1048576
+expect 2 "option --eval-batches: 10001 is out of range \[1, 10000\]" -- "$BP" train --eval-batches 10001
+expect 2 "option --trial-steps: 10001 is out of range \[0, 10000\]" -- "$BP" tune --trial-steps 10001
+expect 2 "option --batch: 6 is not divisible by --dp 1 x --micro-batches 4$" -- "$BP" train --batch 6 --micro-batches 4
+expect 2 "option --batch: 6 is not divisible by --dp 1 x --pipelines 2 x --micro-batches 2 \(with --avgpipe-batch split\)" -- \
+  "$BP" train --batch 6 --micro-batches 2 --pipelines 2 --avgpipe-batch split
+help=$("$BP" train --help)
+grep -q -- "--grad-accum K.*at most 4096" <<<"$help" || fail "--help does not state --grad-accum's bound"
 expect 2 "option --model: 'cnn' is not one of gpt\|mlp" -- "$BP" train --model cnn
 expect 2 "option --heads: 3 does not divide --embd 128" -- "$BP" train --heads 3
 expect 2 "option --warmup" -- "$BP" train --lr-schedule cosine --warmup 5 --steps 5

@@ -71,6 +71,9 @@ struct bp_dp_algo_ops {
     /* Weight algorithms: mix weights after the update (dp->step already counts it);
      * called on more than one rank, or always with local_replicas. */
     bp_status (*after_step)(bp_dp *dp, bp_err *err);
+    /* Append the algorithm's state that lasts from step to step (bp_dp_state;
+     * NULL: none). */
+    bp_status (*state)(bp_dp *dp, bp_state_list *l, bp_err *err);
     /* Stop background communication (NULL: none). */
     bp_status (*finish)(bp_dp *dp, bp_err *err);
     /* Keep a background thread from writing the weights until unlock (NULL: none). */
@@ -121,6 +124,7 @@ typedef struct easgd {
 } easgd;
 bp_status bp_dp_easgd_create(bp_dp *dp, bp_err *err);
 void bp_dp_easgd_destroy(bp_dp *dp);
+bp_status bp_dp_easgd_state(bp_dp *dp, bp_state_list *l, bp_err *err);
 void bp_dp_easgd_describe(const bp_dp_config *c, char *buf, size_t n);
 bp_status bp_dp_ea_check(const bp_dp_config *c, int size, bp_optim_kind optim, bp_err *err);
 

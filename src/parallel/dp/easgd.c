@@ -27,6 +27,12 @@ void bp_dp_easgd_destroy(bp_dp *dp) {
     dp->be->free(s->diff);
 }
 
+bp_status bp_dp_easgd_state(bp_dp *dp, bp_state_list *l, bp_err *err) {
+    size_t n;
+    bp_dp_weights(dp, &n);
+    return bp_state_add(l, ((easgd *)dp->state)->center, n, err, "elastic_center");
+}
+
 static bp_status after_step(bp_dp *dp, bp_err *err) {
     if (dp->step % dp->cfg.ea_period) return BP_OK;
     easgd *s = dp->state;
@@ -73,6 +79,7 @@ const bp_dp_algo_ops bp_dp_easgd = {
     .create = bp_dp_easgd_create,
     .destroy = bp_dp_easgd_destroy,
     .after_step = after_step,
+    .state = bp_dp_easgd_state,
     .describe = bp_dp_easgd_describe,
     .cost = {.step = step_cost, .state = 2}, /* the center and the differences */
 };

@@ -323,6 +323,19 @@ void bp_dp_skip_step(bp_dp *dp) {
     release_step_lock(dp);
 }
 
+bp_status bp_dp_state(bp_dp *dp, bp_state_list *l, bp_err *err) {
+    size_t n = bp_model_num_params(dp->model);
+    bool own = bp_dp_replicas_differ(dp) && !dp->ops->lock; /* lock: async's thread */
+    bp_status rc = BP_OK;
+    for (int j = 0; own && rc == BP_OK && j < dp->n_replicas; j++) {
+        bp_optim *o = &dp->optims[j];
+        rc = bp_state_add(l, bp_model_params(dp->models[j]), n, err, "replica%d.weights", j);
+        if (rc == BP_OK) rc = bp_state_add(l, o->m, n, err, "replica%d.optim_m", j);
+        if (rc == BP_OK && o->v) rc = bp_state_add(l, o->v, n, err, "replica%d.optim_v", j);
+    }
+    return rc == BP_OK && dp->ops->state ? dp->ops->state(dp, l, err) : rc;
+}
+
 bool bp_dp_replicas_differ(const bp_dp *dp) {
     return (bp_comm_size(dp->comm) > 1 || dp->n_replicas > 1) && dp->ops->kind == BP_DP_WEIGHT;
 }

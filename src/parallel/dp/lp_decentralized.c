@@ -44,6 +44,18 @@ static bp_status after_step(bp_dp *dp, bp_err *err) {
     return bp_comm_fail(dp->comm, bp_ring_lp_step(s->ring, bp_dp_weights(dp, &n)), err);
 }
 
+/* The three replicas of the ring (none on ranks outside it). */
+static bp_status state(bp_dp *dp, bp_state_list *l, bp_err *err) {
+    float *w, *left, *right;
+    size_t n;
+    bp_dp_weights(dp, &n);
+    bp_ring_lp_state(((lp_decentralized *)dp->state)->ring, &w, &left, &right);
+    if (!w) return BP_OK;
+    bp_status rc = bp_state_add(l, w, n, err, "ring.w");
+    if (rc == BP_OK) rc = bp_state_add(l, left, n, err, "ring.l");
+    return rc ? rc : bp_state_add(l, right, n, err, "ring.r");
+}
+
 static void describe(const bp_dp_config *c, char *buf, size_t n) {
     snprintf(buf, n, " interval=%lld bucket_mb=%g", (long long)c->interval, c->bucket_mb);
 }
@@ -63,6 +75,7 @@ const bp_dp_algo_ops bp_dp_lp_decentralized = {
     .create = create,
     .destroy = destroy,
     .after_step = after_step,
+    .state = state,
     .describe = describe,
     .cost = {.step = step_cost, .state = 3.5}, /* x_hat of self and neighbours, codec */
 };

@@ -88,6 +88,20 @@ static bp_status bucket(bp_dp *dp, const bp_bucket *b, bp_err *err) {
     return bp_comm_fail(dp->comm, rc, err);
 }
 
+/* Each compressed tensor's error and warm-started Q. */
+static bp_status state(bp_dp *dp, bp_state_list *l, bp_err *err) {
+    powersgd *s = dp->state;
+    bp_status rc = BP_OK;
+    for (int t = 0; rc == BP_OK && t < s->n_tensors; t++) {
+        float *e, *q;
+        size_t e_n, q_n;
+        if (!s->codec[t] || !bp_powersgd_state(s->codec[t], &e, &e_n, &q, &q_n)) continue;
+        rc = bp_state_add(l, e, e_n, err, "powersgd.%d.error", t);
+        if (rc == BP_OK) rc = bp_state_add(l, q, q_n, err, "powersgd.%d.q", t);
+    }
+    return rc;
+}
+
 static void describe(const bp_dp_config *c, char *buf, size_t n) {
     snprintf(buf, n, " rank=%d warmup=%lld min_rate=%g%s", c->rank, (long long)c->powersgd_warmup,
              c->powersgd_min_rate, c->powersgd_orth_q ? "" : " q_reused");
@@ -123,6 +137,7 @@ const bp_dp_algo_ops bp_dp_powersgd = {
     .create = create,
     .destroy = destroy,
     .bucket = bucket,
+    .state = state,
     .describe = describe,
     .cost = {.bucket = bucket_cost, .warmup = warmup, .state = 1}, /* the errors */
 };

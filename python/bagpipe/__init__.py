@@ -1,0 +1,48 @@
+"""bagpipe from Python: the world of ranks that MPI started, and bagpipe's
+collectives and codecs on float32 buffers (the C library through bagpipe._C).
+
+Run under MPI, one process per rank:  mpirun -np 4 python3 train.py
+bagpipe.torch has the DDP communication hooks and the weight algorithms."""
+import atexit as _atexit
+
+from . import _C
+from ._C import Error
+
+#: The watchdog's default, as the CLI's --comm-timeout: an operation that has not
+#: finished after this many seconds ends the whole job with one line.
+DEFAULT_TIMEOUT = 600.0
+
+
+def init(timeout=DEFAULT_TIMEOUT, net=None):
+    """Start MPI through bagpipe (MPI_Init_thread, MPI_THREAD_MULTIPLE) unless it
+    is started; idempotent. timeout: the watchdog in seconds (0: off); net: a
+    network emulation spec such as "bw=100Mbit,lat=1ms" (comm.h)."""
+    if not _C.initialized():
+        _C.init()
+        _atexit.register(finalize)
+    _C.set_timeout(float(timeout))
+    if net is not None:
+        _C.set_net(net)
+
+
+def finalize():
+    """Stop bagpipe's communication threads and shut MPI down (registered with
+    atexit by init)."""
+    _C.finalize()
+
+
+def rank():
+    return _C.rank()
+
+
+def size():
+    return _C.size()
+
+
+def barrier():
+    _C.barrier()
+
+
+def abort(code=1):
+    """End every rank of the job now with `code` (MPI_Abort)."""
+    _C.abort(code)

@@ -1,0 +1,55 @@
+/* The planner's parts below the trainer (`bagpipe plan`, train/plan.h):
+ *
+ * - statistical efficiency: how many steps a configuration needs to reach the
+ *   validation loss allreduce reaches, relative to allreduce's, from the studies
+ *   shipped in docs/results/ (each factor names its source);
+ * - the network between the job's ranks, measured with real messages: each pair's
+ *   latency and bandwidth from ping-pongs at several sizes, the ranks' nodes by
+ *   their host names, and the two levels (within a node, between nodes) the step
+ *   simulator takes (sim/machine.h). */
+#ifndef BP_PARALLEL_SIM_PLAN_H
+#define BP_PARALLEL_SIM_PLAN_H
+
+#include <stdbool.h>
+
+#include "bagpipe/comm.h"
+#include "parallel/sim/machine.h"
+
+/* What statistical efficiency depends on in a configuration. */
+typedef struct bp_plan_knobs {
+    int algo;        /* bp_dp_algo (BP_DP_AVGPIPE with pipelines) */
+    int dp;          /* ranks of the data-parallel group (1: no algorithm runs) */
+    int pipelines;   /* AvgPipe's N (0: none) */
+    bool sc, cb, fe; /* Optimus-CC's stage compression, compressed backprop, fused embedding */
+} bp_plan_knobs;
+
+/* Steps to allreduce's loss over allreduce's steps for k, and where the number
+ * comes from (a static string). */
+double bp_plan_steps_factor(const bp_plan_knobs *k, const char **source);
+
+/* One pair's link as measured: one-way seconds = lat_s + bytes * 8 / bw_bps. */
+typedef struct bp_plan_pair {
+    int a, b;
+    double lat_s, bw_bps;
+} bp_plan_pair;
+
+typedef struct bp_plan_network {
+    int world, nodes, ranks_per_node; /* ranks_per_node 0: not one contiguous block per node */
+    int *node;                        /* [world]: each rank's node */
+    bp_plan_pair *pairs;
+    int n_pairs;
+    bp_sim_link intra, inter; /* medians over the pairs within a node, and between nodes */
+    double seconds;           /* the measurement took */
+} bp_plan_network;
+
+/* Collective over world: ping-pong every pair (at most 16 ranks; beyond, each rank
+ * with rank 0 and its neighbour) at 256 B, 16 KiB and 256 KiB, the least of 3
+ * round trips each, one pair at a time; every rank gets the result. */
+bp_status bp_plan_measure_network(bp_comm *world, bp_plan_network *out, bp_err *err);
+void bp_plan_network_free(bp_plan_network *n);
+
+/* The link of the group of `size` ranks first, first + stride, ... as measured: its
+ * slowest pair's latency and bandwidth (those not measured count as the level's). */
+bp_sim_link bp_plan_group_link(const bp_plan_network *n, int first, int stride, int size);
+
+#endif

@@ -1,0 +1,20 @@
+/* What the parts of `bagpipe plan` share (train/plan.h describes them). */
+#ifndef BP_TRAIN_PLAN_IMPL_H
+#define BP_TRAIN_PLAN_IMPL_H
+
+#include "parallel/sim/machine.h"
+#include "train/plan.h"
+#include "train/simulate.h"
+
+/* plan_candidates.c: every configuration of r's world into r->cand. */
+bp_status bp_plan_enumerate(const bp_plan_config *c, bp_plan_result *r, bp_err *err);
+/* plan_candidates.c: each rank checks and predicts its share of the candidates on
+ * machine m; then every rank holds all. */
+bp_status bp_plan_evaluate(const bp_plan_config *c, bp_comm *world, const bp_sim_machine *m,
+                           int argc, char **argv, bp_plan_result *r, bp_err *err);
+/* plan_candidates.c: weigh by statistical efficiency and sort. */
+void bp_plan_rank(const bp_plan_config *c, bp_plan_result *r);
+/* plan.c: calls f(word, ctx) for each given word that train takes (not plan's own). */
+void bp_plan_given_words(int argc, char **argv, void (*f)(const char *, void *), void *ctx);
+
+#endif

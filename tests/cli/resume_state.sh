@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# Resume is exact where the replicas differ or carry state of their own: a run
+# resumed from its step-6 checkpoint logs bit-identical losses at steps 7..12 to
+# the run that went on (lr > 0), with AvgPipe (--pipelines 1 and 2: every
+# replica's weights and optimizer state, the elastic center), easgd, decentralized
+# and lp-decentralized (each dp replica's own weights, the center, the ring's
+# replicas), powersgd, --cb and --sc-stages (error feedback and warm-started Q).
+# On another --dp the consensus model resumes, said in one line; a damaged or
+# missing replica file ends the resume with one line naming it, exit 1.
+source "$(dirname "$0")/lib.sh"
+
+S=(--layers 2 --embd 32 --heads 2 --seq-len 32 --batch 8 --data "$TEXT" --progress none
+  --eval-every 0 --log-every 1)
+
+losses() { # metrics file, steps from..to: the loss of each step, as written
+  values "$1" step loss | awk -v a="$2" -v b="$3" '$1 >= a && $1 <= b'
+}
+
+# check NAME RANKS options...: 12 steps with a checkpoint at 6, and the same resumed
+# from that checkpoint: steps 7..12 and the final consensus weights alike.
+check() {
+  local name=$1 w=$2
+  shift 2
+  launch "$w" "$BP" train "${S[@]}" "$@" --steps 12 --checkpoint-every 6 --keep-checkpoints 2 \
+    --out "$WORK/$name" >/dev/null 2>"$WORK/err" || fail "$name: the run failed: $(cat "$WORK/err")"
+  launch "$w" "$BP" train "${S[@]}" "$@" --steps 12 --checkpoint-every 6 \
+    --resume "$WORK/$name/ckpt-00000006" --out "$WORK/$name-res" >/dev/null 2>"$WORK/err" ||
+    fail "$name: the resume failed: $(cat "$WORK/err")"
+  if grep -q "consensus model" "$WORK/err"; then fail "$name: resumed inexactly: $(cat "$WORK/err")"; fi
+  [ "$(losses "$WORK/$name-res/metrics.jsonl" 1 12 | wc -l)" -eq 6 ] ||
+    fail "$name: the resumed run did not run steps 7..12"
+  diff <(losses "$WORK/$name/metrics.jsonl" 7 12) <(losses "$WORK/$name-res/metrics.jsonl" 7 12) ||
+    fail "$name: resumed losses differ"
+  cmp "$WORK/$name/ckpt-00000012/stage0-tp0.safetensors" \
+    "$WORK/$name-res/ckpt-00000012/stage0-tp0.safetensors" || fail "$name: final weights differ"
+  echo "$name: steps 7..12 bit-identical after the resume"
+}
+
+AVG=(--pp 2 --partition 2,2 --micro-batches 2 --ea-period 2)
+check avgpipe-n1 2 "${AVG[@]}" --pipelines 1
+check avgpipe-n2 2 "${AVG[@]}" --pipelines 2
+check avgpipe-n2-one-rank 1 --pipelines 2 --micro-batches 2 --ea-period 2
+check easgd 2 --dp 2 --dp-algo easgd --ea-period 2
+check decentralized 2 --dp 2 --dp-algo decentralized --peers shift_one
+check lp-decentralized 2 --dp 2 --dp-algo lp-decentralized
+check powersgd 2 --dp 2 --dp-algo powersgd --rank 2 --powersgd-warmup 2
+check cb 2 --pp 2 --partition 2,2 --micro-batches 2 --cb --cb-rank 2
+check sc-stages 4 --dp 2 --pp 2 --partition 2,2 --micro-batches 2 --sc-stages 1 --sc-rank 2 \
+  --fused-embedding-sync
+
+# Another --dp: the consensus model, and one line saying what was not carried over.
+launch 1 "$BP" train "${S[@]}" --dp-algo easgd --ea-period 2 --steps 12 \
+  --resume "$WORK/easgd/ckpt-00000006" --out "$WORK/easgd-dp1" >/dev/null 2>"$WORK/err" ||
+  fail "the easgd checkpoint of dp 2 did not resume on dp 1: $(cat "$WORK/err")"
+[ "$(grep -c "consensus model" "$WORK/err")" -eq 1 ] ||
+  fail "no (or more than one) line on the state left behind: $(cat "$WORK/err")"
+echo "dp 2 -> 1: $(cat "$WORK/err")"
+
+# A damaged or missing replica file: one line naming it, exit 1, nothing trained.
+one=(--pipelines 2 --micro-batches 2 --ea-period 2 --steps 12)
+ck="$WORK/avgpipe-n2-one-rank/ckpt-00000006"
+cp -r "$ck" "$WORK/bad"
+printf '\x01' | dd of="$WORK/bad/stage0-tp0-dp0.replica" bs=1 seek=100 conv=notrunc status=none
+expect 1 "stage0-tp0-dp0.replica is damaged \(checksum mismatch\)" -- \
+  "$BP" train "${S[@]}" "${one[@]}" --resume "$WORK/bad" --out "$WORK/bad-res"
+rm "$WORK/bad/stage0-tp0-dp0.replica"
+expect 1 "cannot open .*stage0-tp0-dp0.replica" -- \
+  "$BP" train "${S[@]}" "${one[@]}" --resume "$WORK/bad" --out "$WORK/bad-res"
+[ ! -e "$WORK/bad-res/ckpt-00000012" ] || fail "a refused resume trained"
+echo "damaged and missing replica files refused"
+echo "ok"

@@ -1,0 +1,119 @@
+#!/usr/bin/env bash
+# `bagpipe plan`: bad options are one line and exit 2; the ranking's JSON holds what
+# it says (sorted by time to the loss, that time is steps x factor x step, the fits
+# fit the memory, every grid uses the world, the dropped counts match, the printed
+# top is the JSON's head); the first printed command is accepted and run by `bagpipe
+# train`; plan on 2 ranks here takes well under a minute; in --cluster mode, less
+# bandwidth favours low precision and more latency favours decentralization.
+source "$(dirname "$0")/../lib.sh"
+TINY=(--layers 2 --embd 32 --heads 2 --seq-len 16 --batch 8 --steps 20)
+
+bad() {
+  local pattern=$1 rc=0
+  shift
+  "$BP" plan "$@" --json "$WORK/bad.json" >"$WORK/out" 2>"$WORK/err" || rc=$?
+  [ "$rc" -eq 2 ] || fail "plan $* exited $rc, not 2: $(cat "$WORK/err")"
+  [ "$(grep -c '^bagpipe' "$WORK/err")" -eq 1 ] || fail "plan $*: not one line: $(cat "$WORK/err")"
+  grep -qE "$pattern" "$WORK/err" || fail "plan $*: '$(cat "$WORK/err")' does not match '$pattern'"
+  [ ! -e "$WORK/bad.json" ] || fail "plan $*: wrote a JSON"
+}
+bad "option --dp: bagpipe plan chooses it; leave it out" --dp 2
+bad "option --dp-algo: bagpipe plan chooses it" --dp-algo=bytegrad
+bad "option --cluster: 'foo' is not key=value" --cluster foo
+bad "option --cluster: nodes and per-node are needed" --cluster flops=1e12,mem-bw=1e11
+bad "option --cluster: unknown key 'gpus'" --cluster gpus=8
+bad "option --cluster: flops and mem-bw are needed" --cluster nodes=2,per-node=2
+bad "option --cluster: intra" --cluster nodes=2,per-node=2,flops=1e12,mem-bw=1e11,intra-bw=fast,intra-lat=1us,inter-bw=1Gbit,inter-lat=1ms
+bad "option --top" --top 0
+bad "option --model: plan models gpt only" --model mlp
+
+# The JSON's invariants, and the printed top against it.
+check_json() { # FILE STDOUT WORLD
+  python3 - "$1" "$2" "$3" <<'PY' || fail "JSON invariants: $1"
+import json, sys
+d = json.load(open(sys.argv[1])); world = int(sys.argv[3])
+assert d["format"] == "bagpipe-plan" and d["world"] == world, d["world"]
+r = d["ranking"]; fits = [k for k in r if k["verdict"] == "fits"]
+assert fits, "nothing fits"
+assert r[:len(fits)] == fits, "a dropped configuration ranks above one that fits"
+t = [k["time_to_loss_s"] for k in fits]
+assert t == sorted(t), "not sorted by time to the loss"
+for k in fits:
+    assert abs(k["time_to_loss_s"] - d["steps"] * k["steps_factor"] * k["step_s"]) <= 1e-4 * k["time_to_loss_s"], k
+    assert k["peak_MB"] <= d["mem_cap_MB"], k
+    assert k["efficiency_source"], k
+    assert " train " in k["command"] and k["args"] in k["command"], k
+for k in r:
+    assert k["dp"] * k["pp"] * k["tp"] == world, k
+    assert "--dp %d --pp %d --tp %d " % (k["dp"], k["pp"], k["tp"]) in k["args"] + " ", k
+drop = d["dropped"]
+assert drop["refused"] == sum(k["verdict"] == "refused by train" for k in r)
+assert drop["memory"] == sum(k["verdict"] == "over the memory" for k in r)
+assert drop["diverges"] == sum(k["verdict"] == "averaging diverges" for k in r)
+printed = [l.split(None, 5)[5].strip() for l in open(sys.argv[2]) if l[:4].strip().isdigit()]
+assert printed == [k["args"] for k in fits[:len(printed)]] and 0 < len(printed) <= 10, printed
+PY
+}
+
+# Measured: 2 ranks of this machine, timed.
+t0=$(date +%s.%N)
+launch 2 "$BP" plan "${TINY[@]}" --json "$WORK/m.json" >"$WORK/m" 2>"$WORK/m.err" ||
+  fail "measured plan exited $?: $(cat "$WORK/m.err")"
+secs=$(echo "$(date +%s.%N) - $t0" | bc)
+awk -v s="$secs" 'BEGIN {exit !(s < 60)}' || fail "plan on 2 ranks took $secs s"
+grep -q "^network: measured in .* over 1 pairs" "$WORK/m" || fail "network line: $(cat "$WORK/m")"
+check_json "$WORK/m.json" "$WORK/m" 2
+python3 -c "
+import json; d = json.load(open('$WORK/m.json'))
+p = d['network']['pairs']; assert len(p) == 1 and p[0]['lat_s'] > 0 and p[0]['bw_bps'] > 0, p" ||
+  fail "pairs: $(head -c 600 "$WORK/m.json")"
+
+# The first printed command, as printed, trains (a few steps, somewhere of its own).
+cmd=$(awk '/^ +mpirun -np 2 /{print; exit}' "$WORK/m")
+[ -n "$cmd" ] || fail "no command printed: $(cat "$WORK/m")"
+read -ra words <<<"${cmd#*mpirun -np 2 }"
+launch 2 "${words[@]}" --steps 3 --eval-every 0 --progress none --out "$WORK/run" >"$WORK/t" 2>&1 ||
+  fail "train refused the printed command ($cmd): $(tail -3 "$WORK/t")"
+grep -q "^done: 3 steps" "$WORK/t" || fail "train: $(tail -3 "$WORK/t")"
+
+# --cluster: one rank per node, so that every dp byte crosses the network; 2 nodes,
+# as our Bagua study (docs/results/bagua_tradeoff) ran (with 8, the per-step agreement
+# over all ranks, 2 (p - 1) latencies, weighs on every algorithm alike).
+cluster() { # INTER_BW INTER_LAT OUT
+  "$BP" plan "${TINY[@]}" --layers 4 --embd 128 --heads 4 --seq-len 64 --batch 64 \
+    --cluster "nodes=2,per-node=1,intra-bw=100Gbit,intra-lat=1us,inter-bw=$1,inter-lat=$2,flops=2e12,mem-bw=2e11" \
+    --json "$3.json" >"$3" || fail "cluster $1 $2 exited $?"
+  check_json "$3.json" "$3" 2
+}
+# best FILE ALGOS...: the least time to the loss among data-parallel configurations
+# (pp 1, tp 1, no Optimus-CC) of those algorithms
+best() {
+  python3 - "$@" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1])); algos = sys.argv[2:]
+print(min(k["time_to_loss_s"] for k in d["ranking"] if k["verdict"] == "fits" and k["algo"] in algos
+          and k["pp"] == 1 and k["tp"] == 1 and not k["sc"]))
+PY
+}
+cluster 10Gbit 10us "$WORK/fast"
+cluster 100Mbit 10us "$WORK/thin"
+cluster 10Gbit 5ms "$WORK/far"
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN {print a / b}'; }
+low_fast=$(ratio "$(best "$WORK/fast.json" allreduce)" "$(best "$WORK/fast.json" bytegrad qadam powersgd lp-decentralized)")
+low_thin=$(ratio "$(best "$WORK/thin.json" allreduce)" "$(best "$WORK/thin.json" bytegrad qadam powersgd lp-decentralized)")
+dec_fast=$(ratio "$(best "$WORK/fast.json" allreduce)" "$(best "$WORK/fast.json" decentralized lp-decentralized)")
+dec_far=$(ratio "$(best "$WORK/far.json" allreduce)" "$(best "$WORK/far.json" decentralized lp-decentralized)")
+awk -v a="$low_fast" -v b="$low_thin" 'BEGIN {exit !(b > a && b > 1)}' ||
+  fail "low precision over allreduce: $low_fast at 10 Gbit, $low_thin at 100 Mbit"
+awk -v a="$dec_fast" -v b="$dec_far" 'BEGIN {exit !(b > a && b > 1)}' ||
+  fail "decentralized over allreduce: $dec_fast at 10 us, $dec_far at 5 ms"
+first=$(awk '$1 == 1 {print; exit}' "$WORK/thin")
+echo "$first" | grep -qE "bytegrad|qadam|powersgd|lp-decentralized|async|sc-stages" ||
+  fail "first pick at 100 Mbit is not of low precision or asynchronous: $first"
+
+# 1024 workers of a GPT-2-sized model: an answer in seconds.
+"$BP" plan --layers 48 --embd 1600 --heads 25 --seq-len 1024 --vocab 50257 --batch 1024 \
+  --cluster nodes=128,per-node=8,intra-bw=300Gbit,intra-lat=5us,inter-bw=100Gbit,inter-lat=10us,flops=125e12,mem-bw=900e9,mem=32GiB \
+  --json "$WORK/big.json" >"$WORK/big" || fail "1024 workers exited $?"
+check_json "$WORK/big.json" "$WORK/big" 1024
+echo "plan_cli: ok (2 ranks measured in $secs s)"

@@ -1,0 +1,132 @@
+"""The gradient hooks against their references, under mpirun -np N:
+allreduce gives DDP's default gradients; bytegrad gives, bit for bit, C_LP_S
+computed here with the C codec from every rank's bucket; powersgd and qadam run
+and keep the replicas identical."""
+import sys
+
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+import common
+import bagpipe.torch as bpt
+from bagpipe import _C
+
+
+def grads_after_backward(model, rank, step=0):
+    x, y = common.batch(rank, step)
+    model.zero_grad()
+    torch.nn.functional.cross_entropy(model(x), y).backward()
+    return [p.grad.clone() for p in model.parameters()]
+
+
+def test_allreduce_hook_is_ddp_default():
+    ref = DDP(common.tiny_model())
+    ours = DDP(common.tiny_model())
+    ours.register_comm_hook(bpt.HookState(), bpt.allreduce_hook)
+    for step in range(3):  # DDP rebuilds its buckets after the first
+        a = grads_after_backward(ref, _C.rank(), step)
+        b = grads_after_backward(ours, _C.rank(), step)
+        for ga, gb in zip(a, b):
+            if _C.size() in (1, 2):  # x/2 + y/2 == (x + y)/2 exactly
+                assert torch.equal(ga, gb), (ga - gb).abs().max()
+            else:
+                assert torch.allclose(ga, gb, rtol=1e-6, atol=1e-7), (ga - gb).abs().max()
+
+
+def lp_reference(buffers, codec):
+    """C_LP_S by comm.h's rule: chunk j of every rank encoded, decoded and summed in
+    rank order by its owner, scaled by 1/p, encoded again; everyone decodes."""
+    p, n = len(buffers), buffers[0].numel()
+    out = torch.empty(n)
+    for j in range(p):
+        off, ln = _C.chunk(n, p, j)
+        acc, dec = torch.empty(ln), torch.empty(ln)
+        for r in range(p):
+            codec.decode(codec.encode(buffers[r][off:off + ln].contiguous().numpy()),
+                         (acc if r == 0 else dec).numpy())
+            if r:
+                acc += dec
+        acc *= torch.tensor(1.0 / p, dtype=torch.float32)
+        seg = torch.empty(ln)
+        codec.decode(codec.encode(acc.numpy()), seg.numpy())
+        out[off:off + ln] = seg
+    return out
+
+
+def test_bytegrad_hook_gives_the_codec_bytes():
+    seen = []
+
+    def recording(state, bucket):
+        before = bucket.buffer().clone()
+        fut = bpt.bytegrad_hook(state, bucket)
+
+        def keep(f):
+            seen.append((before, f.value().clone()))
+            return f.value()
+        return fut.then(keep)
+
+    model = DDP(common.tiny_model(hidden=64, layers=2))
+    model.register_comm_hook(bpt.HookState(), recording)
+    codec = _C.Codec.minmax_u8()
+    for step in range(2):
+        seen.clear()
+        grads_after_backward(model, _C.rank(), step)
+        assert seen
+        for before, after in seen:
+            expect = lp_reference(common.gather(before), codec)
+            assert torch.equal(after, expect), (after - expect).abs().max()
+
+
+def replicas_agree(model):
+    flat = torch.cat([p.detach().reshape(-1) for p in model.parameters()])
+    for other in common.gather(flat):
+        assert torch.equal(other, flat)
+
+
+def train(model, opt, steps):
+    for step in range(steps):
+        x, y = common.batch(_C.rank(), step)
+        opt.zero_grad()
+        torch.nn.functional.cross_entropy(model(x), y).backward()
+        opt.step()
+
+
+def test_powersgd_hook_keeps_replicas_identical():
+    base = common.tiny_model(hidden=64)
+    opt = torch.optim.SGD(base.parameters(), lr=0.1)
+    state = bpt.PowerSGDState(rank=2, warmup=2)
+    model = DDP(base)
+    model.register_comm_hook(state, bpt.powersgd_hook)
+    train(model, opt, 5)
+    replicas_agree(base)
+    # The 64 x 10 matrix was worth compressing at rank 2: its codec ran.
+    assert any(c is not None and c.compresses for parts in state.parts.values()
+               for _, _, c in parts), state.parts
+
+
+def test_qadam_keeps_replicas_identical():
+    base = common.tiny_model()
+    opt = bpt.QAdamOptimizer(base.parameters(), lr=0.01, warmup=2)
+    model = bpt.with_bagpipe(base, opt, "qadam")
+    train(model, opt, 5)
+    replicas_agree(base)
+
+
+def test_cuda_tensors_refused_with_one_line():
+    t = torch.zeros(4, device="meta")
+    try:
+        bpt._tensors.buf(t)
+    except bpt.Error as e:
+        assert "CUDA tensors are not supported yet" in str(e), str(e)
+    else:
+        raise AssertionError("a device tensor was accepted")
+
+
+if __name__ == "__main__":
+    bpt.init_process_group()
+    rc = common.run([test_allreduce_hook_is_ddp_default, test_bytegrad_hook_gives_the_codec_bytes,
+                     test_powersgd_hook_keeps_replicas_identical,
+                     test_qadam_keeps_replicas_identical, test_cuda_tensors_refused_with_one_line])
+    dist.destroy_process_group()
+    sys.exit(1 if rc else 0)
