@@ -247,7 +247,7 @@ static void teardown(trainer *t) {
     free(t->host_m);
     free(t->host_v);
     free(t->host_logits);
-    bp_state_list_free(&t->replica_state);
+    trainer_replica_free(t);
     if (t->be && !t->be->host_memory) bp_comm_set_memory(t->world, NULL);
     trainer_release_out(t);
 }

@@ -70,6 +70,7 @@ typedef struct trainer {
      * saved in its replica file when some rank keeps anything (replica_files), under
      * the options that shape it (replica_key). */
     bp_state_list replica_state;
+    bp_state_list replica_host; /* host copies of replica_state's buffers (save.c) */
     bool replica_files;
     char replica_key[512];
     float *avg_params, *avg_m, *avg_v; /* replicas averaged for a checkpoint (on be) */
@@ -95,6 +96,8 @@ void trainer_release_out(trainer *t);
 int trainer_checkpoint(trainer *t, bp_err *err);
 /* After bp_dp_create: this rank's replica state and key (local). */
 int trainer_replica_init(trainer *t, bp_err *err);
+/* Frees the replica state lists and their host copies. */
+void trainer_replica_free(trainer *t);
 /* Collective: whether any rank keeps replica state. */
 int trainer_replica_agree(trainer *t, bp_err *err);
 /* When resuming: the replica file copied back on the grid and options that wrote
