@@ -10,7 +10,7 @@ BP=${1:-build/bagpipe}
 [ -x "$BP" ] || { echo "seeds.sh: no bagpipe at $BP (build it first)" >&2; exit 1; }
 export OPENBLAS_NUM_THREADS=1
 C=fuzz/corpus
-mkdir -p $C/idx $C/safetensors $C/checkpoint $C/options $C/json fuzz/dict
+mkdir -p $C/idx $C/safetensors $C/checkpoint $C/replica $C/options $C/json $C/report fuzz/dict
 rm -f $C/*/seed-*
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -21,7 +21,7 @@ seed() { # seed FILE FLAGS_OCTAL PART...
   local out=$1 flags=$2
   shift 2
   {
-    printf "\\$flags"
+    [ -z "$flags" ] || printf "\\$flags"
     local first=1
     for part in "$@"; do
       [ $first -eq 1 ] || printf '%s' "$SEP"
@@ -73,6 +73,19 @@ for f in step:0:-5 pos:2:-100000 pos:2:-64 pos:2:2147483648 pos:2:100 pos:2:64 e
   { cat $C/checkpoint/seed-mlp-latest; printf '%s' "$SEP"; printf "\\$(printf %03o "$field")"; le64 "$value"; } \
     >"$C/checkpoint/seed-mlp-field-$name-${value/#-/minus}"
 done
+# ---- replica files (fuzz_replica's list: replica0.weights of 4 floats, then
+# elastic_center of 2, at step 1); flags 001 recompute the CRC, so the last 4 bytes
+# are a placeholder. The valid one, one of another step, one with the buffers
+# swapped, one with its CRC left wrong.
+le32() { for i in 0 1 2 3; do printf "\\$(printf %03o $((($1 >> (8 * i)) & 255)))"; done; }
+rbuf() { le32 ${#1}; printf '%s' "$1"; le64 "$2"; head -c $((4 * $2)) /dev/zero | tr '\0' '\077'; }
+replica() { # flags step first-name first-n second-name second-n
+  printf "\\$1"; printf 'BPREPLC1'; le32 1; le64 "$2"; le32 2; rbuf "$3" "$4"; rbuf "$5" "$6"; le32 0
+}
+replica 001 1 replica0.weights 4 elastic_center 2 >$C/replica/seed-valid
+replica 001 2 replica0.weights 4 elastic_center 2 >$C/replica/seed-other-step
+replica 001 1 elastic_center 2 replica0.weights 4 >$C/replica/seed-swapped
+replica 000 1 replica0.weights 4 elastic_center 2 >$C/replica/seed-crc-wrong
 # A hand-written safetensors file: two tensors, one of them empty, and metadata.
 h='{"__metadata__":{"format":"pt"},"a":{"dtype":"F32","shape":[2,1],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[0],"data_offsets":[8,8]}}'
 {
@@ -80,6 +93,30 @@ h='{"__metadata__":{"format":"pt"},"a":{"dtype":"F32","shape":[2,1],"data_offset
   printf '%s' "$h"
   printf '\0\0\200\77\0\0\0\100'
 } >$C/safetensors/seed-handmade
+
+# ---- report: the metrics log and trace of 4 steps on 2 pipeline stages, then
+# records with a number out of an integer's range (the readers refuse them)
+$mpi "$BP" train --data "$tmp/text.txt" --layers 2 --embd 4 --heads 1 --seq-len 4 --batch 2 \
+  --steps 4 --eval-every 2 --eval-batches 1 --log-every 1 --progress none --pp 2 \
+  --micro-batches 2 --out "$tmp/rep" --trace "$tmp/rep/trace.json" >/dev/null
+seed $C/report/seed-pp2 "" "$tmp/rep/metrics.jsonl" "$tmp/rep/trace.json"
+head -n 3 "$tmp/rep/metrics.jsonl" >"$tmp/head.jsonl"
+grep -m 1 '"ph":"X"' "$tmp/rep/trace.json" | sed 's/,$//' >"$tmp/event.json"
+for f in step:1e300 step:-5 step:2.5 step:9007199254740993 step:null; do
+  IFS=: read -r key value <<<"$f"
+  { cat "$tmp/head.jsonl"; printf '{"type":"step","%s":%s,"loss":1}\n' "$key" "$value"; } \
+    >"$tmp/bad.jsonl"
+  seed "$C/report/seed-log-$key-${value/#-/minus}" "" "$tmp/bad.jsonl"
+done
+printf '{"type":"eval","step":1e19,"val_loss":1}\n' | cat "$tmp/head.jsonl" - >"$tmp/bad.jsonl"
+seed $C/report/seed-log-eval-1e19 "" "$tmp/bad.jsonl"
+for f in '"pid":[0-9]*|"pid":1e300' '"step":[0-9]*|"step":-1e300' \
+  '"args":{|"args":{"micro":2147483648,' '"args":{|"args":{"pipeline":1e300,'; do
+  IFS='|' read -r from to <<<"$f"
+  { echo '{"traceEvents":['; sed "s/$from/$to/" "$tmp/event.json"; } >"$tmp/bad.json"
+  name=$(sed -E 's/[^a-z0-9e]+/-/g; s/^-|-$//g' <<<"$to")
+  seed "$C/report/seed-trace-$name" "" "$tmp/head.jsonl" "$tmp/bad.json"
+done
 
 # ---- IDX: 2 images of 2x3 pixels, labels 0 and 9 (flags: 10 classes) ---------
 printf '\0\0\10\3\0\0\0\2\0\0\0\2\0\0\0\3\0\1\177\200\376\377\377\376\200\177\1\0' >"$tmp/images"

@@ -78,6 +78,15 @@ static bool gnuplot_found(void) {
     return false;
 }
 
+/* A count of the run's configuration (dp, pp, world...): 1 unless a whole number
+ * from 1 to 2^30 (the log is input: atoi would overflow, so would their product). */
+static long long config_count(const bp_runlog *l, const char *key) {
+    const char *s = bp_runlog_config(l, key);
+    char *end = NULL;
+    long long v = s ? strtoll(s, &end, 10) : 1;
+    return s && end != s && *end == '\0' && v >= 1 && v <= 1 << 30 ? v : 1;
+}
+
 /* The legend of a run: its folder's name and what sets it apart. */
 static void label_run(report_run *run) {
     const char *dir = run->dir, *end = dir + strlen(dir);
@@ -87,20 +96,19 @@ static void label_run(report_run *run) {
     snprintf(run->name, sizeof run->name, "%.*s", (int)(end - start), start);
     const bp_runlog *l = &run->log;
     const char *model = bp_runlog_config(l, "model"), *algo = bp_runlog_config(l, "dp_algo");
-    const char *dp = bp_runlog_config(l, "dp"), *pp = bp_runlog_config(l, "pp");
-    const char *world = bp_runlog_config(l, "world"), *sched = bp_runlog_config(l, "schedule");
+    const char *sched = bp_runlog_config(l, "schedule");
     const char *mb = bp_runlog_config(l, "micro_batches");
     const char *pipes = bp_runlog_config(l, "pipelines");
     const char *net = bp_runlog_config(l, "net");
-    int d = dp ? atoi(dp) : 1, p = pp ? atoi(pp) : 1, w = world ? atoi(world) : 1;
-    int tp = d * p > 0 ? w / (d * p) : 1;
+    long long d = config_count(l, "dp"), p = config_count(l, "pp");
+    long long tp = config_count(l, "world") / (d * p);
     char extra[160] = "";
     if (p > 1) snprintf(extra, sizeof extra, ", %s M=%s", sched ? sched : "?", mb ? mb : "?");
-    if (pipes && atoi(pipes) > 1)
+    if (config_count(l, "pipelines") > 1)
         snprintf(extra + strlen(extra), sizeof extra - strlen(extra), ", %s pipelines", pipes);
     if (net && strcmp(net, "off") != 0)
         snprintf(extra + strlen(extra), sizeof extra - strlen(extra), ", net %s", net);
-    snprintf(run->label, sizeof run->label, "%s: %s %.*s, dp %d x pp %d x tp %d%s", run->name,
+    snprintf(run->label, sizeof run->label, "%s: %s %.*s, dp %lld x pp %lld x tp %lld%s", run->name,
              model ? model : "?", algo ? (int)strcspn(algo, " ") : 1, algo ? algo : "?", d, p, tp,
              extra);
 }
@@ -139,8 +147,17 @@ static int read_runs(report *r, bp_err *err) {
         if (rc == BP_OK) rc = bp_runlog_read(path, &r->runs[i].log, err);
         if (rc) return bp_err_context(err, "report");
         label_run(&r->runs[i]);
-        rc = bp_path_join(path, sizeof path, r->runs[i].dir, "trace.json", err);
-        r->runs[i].has_trace = rc == BP_OK && bp_path_exists(path);
+        if ((rc = bp_path_join(path, sizeof path, r->runs[i].dir, "trace.json", err))) return rc;
+        if (!bp_path_exists(path)) continue;
+        /* A damaged trace, or one that is no file, costs the run its timeline only. */
+        bp_err why = {0};
+        rc = bp_tracelog_read(path, &r->runs[i].trace, &why);
+        if (rc == BP_ENOMEM) {
+            *err = why;
+            return bp_err_context(err, "report");
+        }
+        if (rc) bp_log_warn("report: %s; %s is reported without its timeline", why.msg, r->runs[i].dir);
+        r->runs[i].has_trace = rc == BP_OK;
     }
     return BP_OK;
 }
@@ -181,7 +198,10 @@ int report_main(int argc, char **argv) {
     if (rc == BP_OK && help) usage(stdout);
     if (rc == BP_OK && !help) rc = run_report(&r, &err);
     if (rc) bp_log_error("%s", err.msg);
-    for (int i = 0; i < r.n_runs; i++) bp_runlog_free(&r.runs[i].log);
+    for (int i = 0; i < r.n_runs; i++) {
+        bp_runlog_free(&r.runs[i].log);
+        bp_tracelog_free(&r.runs[i].trace);
+    }
     free(r.runs);
     return bp_exit_code(rc);
 }

@@ -19,7 +19,8 @@ typedef struct report_run {
     char name[128];    /* short name: the folder's last component */
     char label[320];   /* legend: name and the configuration that tells runs apart */
     bp_runlog log;
-    bool has_trace;
+    bp_tracelog trace;
+    bool has_trace; /* trace.json read into trace */
 } report_run;
 
 typedef struct report_plot {
@@ -33,6 +34,7 @@ typedef struct report {
     int n_runs;
     report_plot plots[64];
     int n_plots;
+    int loss_points[2]; /* points the loss plots can draw: by time, by samples */
 } report;
 
 /* report.c: the command; returns the exit code. */
@@ -57,7 +59,7 @@ void report_add_plot(report *r, const char *name, const char *caption);
 int report_plot_loss(report *r, bool by_time, bp_err *err);
 int report_plot_comm(report *r, int i, bp_err *err);
 int report_plot_stages(report *r, int i, bp_err *err);
-/* report_timeline.c: the pipeline timeline of run i's trace.json. */
+/* report_timeline.c: the pipeline timeline of run i's trace. */
 int report_plot_timeline(report *r, int i, bp_err *err);
 
 #endif

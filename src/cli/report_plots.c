@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "cli/report.h"
+#include "core/log.h"
 
 static const char *axis_names[BP_AXES] = {"dp", "pp", "tp", "embed"};
 static const char *axis_colors[BP_AXES] = {"#4e79a7", "#f28e2b", "#59a14f", "#b07aa1"};
@@ -17,8 +18,27 @@ static void put_num(FILE *f, double v) {
 
 /* ---- loss ------------------------------------------------------------------------ */
 
-/* run<i>_loss.dat: validation loss at each evaluation (or, for a run without
- * evaluations, the training loss of every step), against time and samples. */
+/* One line of a loss data file; counts the points gnuplot can draw by time and by
+ * samples (a diverged run logs null losses, and a plot without a single point is
+ * an error to gnuplot). */
+static void put_loss(FILE *f, report *r, int64_t step, double t, double samples, double loss) {
+    fprintf(f, "%lld", (long long)step);
+    put_num(f, t), put_num(f, samples), put_num(f, loss), fputc('\n', f);
+    r->loss_points[0] += isfinite(t) && isfinite(loss);
+    r->loss_points[1] += isfinite(samples) && isfinite(loss);
+}
+
+/* Whether run l's loss plot shows its validation loss: it has an evaluation with a
+ * finite loss (a run that diverged before its first evaluation has none; its
+ * training loss shows the steps before). */
+static bool by_evals(const bp_runlog *l) {
+    for (int k = 0; k < l->n_evals; k++)
+        if (isfinite(l->evals[k].val_loss)) return true;
+    return false;
+}
+
+/* run<i>_loss.dat: validation loss at each evaluation (or, for a run without a
+ * finite one, the training loss of every step), against time and samples. */
 static int write_loss_data(report *r, int i, bp_err *err) {
     char name[64];
     snprintf(name, sizeof name, "run%d_loss.dat", i + 1);
@@ -28,16 +48,15 @@ static int write_loss_data(report *r, int i, bp_err *err) {
     fprintf(f, "# %s: step, training time (s), samples, loss (nats)\n", r->runs[i].dir);
     const char *b = bp_runlog_config(l, "batch"), *g = bp_runlog_config(l, "grad_accum");
     double per_step = (b ? atof(b) : NAN) * (g ? atof(g) : 1), t = 0;
-    for (int k = 0; k < l->n_evals; k++) {
-        fprintf(f, "%lld", (long long)l->evals[k].step);
-        put_num(f, l->evals[k].train_s), put_num(f, l->evals[k].samples);
-        put_num(f, l->evals[k].val_loss), fputc('\n', f);
+    bool evals = by_evals(l);
+    for (int k = 0; evals && k < l->n_evals; k++) {
+        const bp_runlog_eval *e = &l->evals[k];
+        put_loss(f, r, e->step, e->train_s, e->samples, e->val_loss);
     }
-    for (int k = 0; l->n_evals == 0 && k < l->n_steps; k++) {
-        if (isfinite(l->steps[k].step_ms)) t += l->steps[k].step_ms * 1e-3;
-        fprintf(f, "%lld", (long long)l->steps[k].step);
-        put_num(f, t), put_num(f, (double)l->steps[k].step * per_step);
-        put_num(f, l->steps[k].loss), fputc('\n', f);
+    for (int k = 0; !evals && k < l->n_steps; k++) {
+        const bp_runlog_step *s = &l->steps[k];
+        if (isfinite(s->step_ms)) t += s->step_ms * 1e-3;
+        put_loss(f, r, s->step, t, (double)s->step * per_step, s->loss);
     }
     return report_close(r, f, name, err);
 }
@@ -57,9 +76,14 @@ int report_plot_loss(report *r, bool by_time, bp_err *err) {
     int rc = BP_OK, evals = 0;
     for (int i = 0; rc == BP_OK && i < r->n_runs; i++) {
         if (by_time) rc = write_loss_data(r, i, err);
-        evals += r->runs[i].log.n_evals > 0;
+        evals += by_evals(&r->runs[i].log);
     }
     const char *name = by_time ? "loss_time" : "loss_samples", *unit, *sample;
+    if (rc == BP_OK && r->loss_points[by_time ? 0 : 1] == 0) {
+        bp_log_warn("report: no run has a finite loss at a known %s (diverged?): %s is left out",
+                    by_time ? "time" : "sample count", name);
+        return BP_OK;
+    }
     loss_units(r, &unit, &sample);
     char file[80];
     snprintf(file, sizeof file, "%s.gp", name);

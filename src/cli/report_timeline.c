@@ -55,7 +55,9 @@ static void put_box(FILE *f, FILE *labels, const bp_span *s, const window *w) {
     if (s->kind == BP_SPAN_PP_WAIT) y0 = s->pid - 0.06, y1 = s->pid + 0.06;
     if (s->kind == BP_SPAN_COLLECTIVE) y0 = s->pid + 0.33, y1 = s->pid + 0.42, color = 0x1f3f8f;
     if (s->kind <= BP_SPAN_BACKWARD) {
-        int v = s->micro * w->pipelines + (s->pipeline > 0 ? s->pipeline : 0);
+        /* Indices up to 2^30 each (runlog.h): their product needs 64 bits. */
+        long long v = (long long)(s->micro > 0 ? s->micro : 0) * w->pipelines +
+                      (s->pipeline > 0 ? s->pipeline : 0);
         color = palette[v % 10];
         if (s->kind == BP_SPAN_FORWARD) color = lighten(color, 0.55);
     }
@@ -135,23 +137,15 @@ static void write_script(report *r, int i, FILE *f, const bp_tracelog *t, const 
 }
 
 int report_plot_timeline(report *r, int i, bp_err *err) {
-    char path[4200];
-    snprintf(path, sizeof path, "%s/trace.json", r->runs[i].dir);
-    bp_tracelog t;
-    int rc = bp_tracelog_read(path, &t, err);
-    if (rc) return rc;
-    window w = choose_window(&t);
-    if (w.last < 0) {
-        bp_tracelog_free(&t);
-        return bp_fail(err, BP_EFORMAT, "report: %s holds no step", path);
-    }
-    rc = write_data(r, i, &t, &w, err);
+    const bp_tracelog *t = &r->runs[i].trace;
+    window w = choose_window(t);
+    int rc = write_data(r, i, t, &w, err);
     char name[64], file[80];
     snprintf(name, sizeof name, "timeline_run%d", i + 1);
     snprintf(file, sizeof file, "%s.gp", name);
     FILE *f = rc ? NULL : report_open(r, file, err);
     if (f) {
-        write_script(r, i, f, &t, &w);
+        write_script(r, i, f, t, &w);
         rc = report_close(r, f, file, err);
     } else if (!rc) {
         rc = BP_EIO;
@@ -162,6 +156,5 @@ int report_plot_timeline(report *r, int i, bp_err *err) {
              "forward and backward of each micro-batch; the gaps are the bubble.",
              r->runs[i].name, (long long)w.first, (long long)w.last);
     if (rc == BP_OK) report_add_plot(r, name, caption);
-    bp_tracelog_free(&t);
     return rc;
 }

@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -55,14 +56,18 @@ int bp_check_regular(const char *path, bp_err *err) {
     return rc;
 }
 
-int bp_read_file(const char *path, bp_bytes *out, bp_err *err) {
+int bp_fopen_regular(const char *path, FILE **f, bp_err *err) {
     int fd, rc = open_regular(path, &fd, err);
     if (rc) return rc;
-    FILE *f = fdopen(fd, "rb");
-    if (!f) {
-        close(fd);
-        return bp_fail(err, BP_EIO, "cannot open %s: %s", path, strerror(errno));
-    }
+    if ((*f = fdopen(fd, "rb"))) return BP_OK;
+    close(fd);
+    return bp_fail(err, BP_EIO, "cannot open %s: %s", path, strerror(errno));
+}
+
+int bp_read_file(const char *path, bp_bytes *out, bp_err *err) {
+    FILE *f = NULL;
+    int rc = bp_fopen_regular(path, &f, err);
+    if (rc) return rc;
     rc = bp_read_stream(f, out, err);
     fclose(f);
     if (rc) return bp_err_context(err, "%s", path);
@@ -81,8 +86,75 @@ static int write_all(int fd, const void *data, size_t n) {
     return 0;
 }
 
+/* Whether the regular file behind fd starts with magic. */
+static bool starts_with(int fd, const char *magic) {
+    char head[128];
+    size_t n = strlen(magic), got = 0;
+    if (n > sizeof head) return false;
+    while (got < n) {
+        ssize_t k = read(fd, head + got, n - got);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) break;
+        got += (size_t)k;
+    }
+    return got == n && memcmp(head, magic, n) == 0;
+}
+
+int bp_check_output(const char *path, const bp_output_kind *kind, bp_err *err) {
+    struct stat st;
+    if (stat(path, &st) != 0) {
+        if (errno == ENOENT) return BP_OK; /* a new name (or a dangling link, replaced) */
+        return bp_fail(err, BP_EUSAGE, "cannot use %s: %s", path, strerror(errno));
+    }
+    if (S_ISDIR(st.st_mode))
+        return bp_fail(err, BP_EUSAGE, "%s is a directory; give a file name", path);
+    if (!S_ISREG(st.st_mode)) {
+        if (kind->in_place) return BP_OK; /* a FIFO or device is written to, never replaced */
+        return bp_fail(err, BP_EUSAGE,
+                       "%s is not a regular file (a device, FIFO or socket), which the %s "
+                       "would replace; give a file name",
+                       path, kind->name);
+    }
+    if (st.st_size == 0) return BP_OK;
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) return bp_fail(err, BP_EUSAGE, "cannot read %s: %s", path, strerror(errno));
+    bool same_kind = starts_with(fd, kind->magic);
+    close(fd);
+    if (same_kind) return BP_OK;
+    return bp_fail(err, BP_EUSAGE, "%s exists and is not a %s; give a new name or remove it",
+                   path, kind->name);
+}
+
+/* The identity of a path that may not exist yet: its folder's real path and its
+ * last component (two spellings of one file compare equal). */
+static bool canonical(const char *path, char *out, size_t n) {
+    char dir[BP_PATH_MAX];
+    if ((size_t)snprintf(dir, sizeof dir, "%s", path) >= sizeof dir) return false;
+    char *slash = strrchr(dir, '/');
+    const char *base = slash ? slash + 1 : path;
+    if (slash == dir) dir[1] = '\0';
+    else if (slash) *slash = '\0';
+    else snprintf(dir, sizeof dir, ".");
+    char real[PATH_MAX];
+    if (!realpath(dir, real)) return false;
+    return (size_t)snprintf(out, n, "%s/%s", real, base) < n;
+}
+
+bool bp_same_path(const char *a, const char *b) {
+    struct stat sa, sb;
+    if (stat(a, &sa) == 0 && stat(b, &sb) == 0)
+        return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+    char ca[BP_PATH_MAX + 256], cb[BP_PATH_MAX + 256];
+    if (canonical(a, ca, sizeof ca) && canonical(b, cb, sizeof cb)) return strcmp(ca, cb) == 0;
+    return strcmp(a, b) == 0;
+}
+
 int bp_write_parts_atomic(const char *path, const bp_iovec *parts, int n_parts, bp_err *err) {
     char tmp[4096];
+    /* rename() would put a regular file in place of a device or a FIFO. */
+    struct stat st;
+    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode))
+        return bp_fail(err, BP_EIO, "cannot write %s: not a regular file", path);
     if ((size_t)snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()) >= sizeof tmp)
         return bp_fail(err, BP_EUSAGE, "path too long: %s", path);
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);

@@ -1,6 +1,5 @@
 #include "train/runlog.h"
 
-#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +15,38 @@ static double num(const bp_json *j, int obj, const char *key) {
     int i = bp_json_get(j, obj, key);
     return i >= 0 && j->nodes[i].type == BP_JSON_NUMBER ? j->nodes[i].num : NAN;
 }
+
+/* Where a record lies, for the messages that refuse it. */
+typedef struct where {
+    const char *path;
+    long line;
+} where;
+
+/* Integer member key of object obj into *out: a whole number from 0 to hi, or
+ * absent (then *out = absent when absent >= -1, refused when absent < -1). A double
+ * converts to an integer only inside the integer's range, so anything else (1e300,
+ * -5, 2.5, null) refuses the record, naming the file and line. */
+static int int_member(const bp_json *j, int obj, const char *key, double hi, int64_t absent,
+                      const where *at, int64_t *out, bp_err *err) {
+    int i = bp_json_get(j, obj, key);
+    if (i < 0 && absent >= -1) {
+        *out = absent;
+        return BP_OK;
+    }
+    if (i < 0) return bp_fail(err, BP_EFORMAT, "%s:%ld: \"%s\" is missing", at->path, at->line, key);
+    double v = j->nodes[i].num;
+    if (j->nodes[i].type != BP_JSON_NUMBER)
+        return bp_fail(err, BP_EFORMAT, "%s:%ld: \"%s\" is not a number", at->path, at->line, key);
+    if (!(v >= 0 && v <= hi && v == floor(v)))
+        return bp_fail(err, BP_EFORMAT, "%s:%ld: \"%s\" is %.10g, not a whole number from 0 to %.0f",
+                       at->path, at->line, key, v, hi);
+    *out = (int64_t)v;
+    return BP_OK;
+}
+
+/* Steps count up to 2^53, the last integer a JSON number holds exactly. */
+#define STEP_MAX 9007199254740992.0
+#define REQUIRED (-2)
 
 static bool is_type(const bp_json *j, const char *type) {
     int i = bp_json_get(j, 0, "type");
@@ -52,7 +83,6 @@ static void read_config(const bp_json *j, bp_runlog *r) {
 }
 
 static void read_step(const bp_json *j, bp_runlog_step *s) {
-    s->step = (int64_t)num(j, 0, "step");
     s->loss = num(j, 0, "loss");
     s->step_ms = num(j, 0, "step_ms");
     s->bytes_sent = num(j, 0, "bytes_sent");
@@ -86,25 +116,28 @@ static void read_stages(const bp_json *j, bp_runlog *r) {
     r->n_stages = r->busy_s && r->idle_s && r->peak_stash && nb == ni && nb == ns ? nb : 0;
 }
 
-static int read_line(const char *line, size_t n, bp_runlog *r, int *cap_s, int *cap_e,
-                     bp_err *err) {
+static int read_line(const char *line, size_t n, const where *at, bp_runlog *r, int *cap_s,
+                     int *cap_e, bp_err *err) {
     bp_json j;
     bp_err ignored;
     if (n == 0 || line[0] != '{' || bp_json_parse(line, n, &j, &ignored) != BP_OK) return BP_OK;
     int rc = BP_OK;
-    if (is_type(&j, "config")) {
+    int64_t step = 0;
+    bool stepped = is_type(&j, "step") || is_type(&j, "eval");
+    if (stepped) rc = int_member(&j, 0, "step", STEP_MAX, REQUIRED, at, &step, err);
+    if (rc) {
+    } else if (is_type(&j, "config")) {
         read_config(&j, r);
     } else if (is_type(&j, "step")) {
         bp_runlog_step *s = grow((void **)&r->steps, &r->n_steps, cap_s, sizeof *s);
         if (s)
-            read_step(&j, s);
+            read_step(&j, s), s->step = step;
         else
             rc = bp_fail(err, BP_ENOMEM, "out of memory");
     } else if (is_type(&j, "eval")) {
         bp_runlog_eval *e = grow((void **)&r->evals, &r->n_evals, cap_e, sizeof *e);
         if (e)
-            *e = (bp_runlog_eval){.step = (int64_t)num(&j, 0, "step"),
-                                  .val_loss = num(&j, 0, "val_loss")};
+            *e = (bp_runlog_eval){.step = step, .val_loss = num(&j, 0, "val_loss")};
         else
             rc = bp_fail(err, BP_ENOMEM, "out of memory");
     } else if (is_type(&j, "stages")) {
@@ -131,17 +164,18 @@ static void place_evals(bp_runlog *r) {
 
 bp_status bp_runlog_read(const char *path, bp_runlog *out, bp_err *err) {
     memset(out, 0, sizeof *out);
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return bp_fail(err, errno == ENOENT ? BP_EUSAGE : BP_EIO, "cannot open %s: %s", path,
-                       strerror(errno));
+    FILE *f = NULL;
+    int rc = bp_fopen_regular(path, &f, err);
+    if (rc) return rc;
     char *line = NULL;
     size_t room = 0;
     ssize_t len;
-    int rc = BP_OK, cap_s = 0, cap_e = 0;
+    int cap_s = 0, cap_e = 0;
+    where at = {path, 0};
     while (rc == BP_OK && (len = getline(&line, &room, f)) >= 0) {
+        at.line++;
         while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r')) len--;
-        rc = read_line(line, (size_t)len, out, &cap_s, &cap_e, err);
+        rc = read_line(line, (size_t)len, &at, out, &cap_s, &cap_e, err);
     }
     free(line);
     fclose(f);
@@ -201,53 +235,66 @@ static int name_proc(bp_tracelog *t, const bp_json *j, int pid) {
         t->n_procs = pid + 1;
     }
     int name = bp_json_get(j, bp_json_get(j, 0, "args"), "name");
-    if (str_is(j, 0, "name", "process_name") && name >= 0)
-        bp_json_str_copy(j, name, t->proc_name[pid], sizeof t->proc_name[pid]);
+    char text[sizeof t->proc_name[0]];
+    /* A name too long leaves text unterminated: the row keeps "rank N". */
+    if (str_is(j, 0, "name", "process_name") && bp_json_str_copy(j, name, text, sizeof text))
+        memcpy(t->proc_name[pid], text, sizeof text);
     return BP_OK;
 }
 
-static int trace_line(bp_tracelog *t, const bp_json *j, int *cap) {
-    int pid = (int)num(j, 0, "pid");
-    if (!(pid >= 0 && pid < 1 << 20)) return BP_OK;
-    if (name_proc(t, j, pid)) return BP_ENOMEM;
-    if (!str_is(j, 0, "ph", "X")) return BP_OK;
+/* Ranks name rows of a plot, so at most 2^20; micro-batch and pipeline indices fit
+ * an int with room for one more. */
+#define PID_MAX ((1 << 20) - 1)
+#define INDEX_MAX ((double)(1 << 30))
+
+static int trace_line(bp_tracelog *t, const bp_json *j, const where *at, int *cap, bp_err *err) {
+    int64_t pid, step, micro, pipeline;
+    int rc = int_member(j, 0, "pid", PID_MAX, REQUIRED, at, &pid, err);
+    if (rc == BP_OK && name_proc(t, j, (int)pid)) rc = bp_fail(err, BP_ENOMEM, "out of memory");
+    if (rc || !str_is(j, 0, "ph", "X")) return rc;
     int args = bp_json_get(j, 0, "args"), kind = span_kind(j, args);
     if (kind < 0) return BP_OK;
+    rc = int_member(j, args, "step", STEP_MAX, REQUIRED, at, &step, err);
+    if (rc == BP_OK) rc = int_member(j, args, "micro", INDEX_MAX, -1, at, &micro, err);
+    if (rc == BP_OK) rc = int_member(j, args, "pipeline", INDEX_MAX, -1, at, &pipeline, err);
+    if (rc) return rc;
     bp_span *s = grow((void **)&t->spans, &t->n, cap, sizeof *s);
-    if (!s) return BP_ENOMEM;
-    double micro = num(j, args, "micro"), pipeline = num(j, args, "pipeline");
-    *s = (bp_span){.pid = pid,
+    if (!s) return bp_fail(err, BP_ENOMEM, "out of memory");
+    *s = (bp_span){.pid = (int)pid,
                    .kind = (bp_span_kind)kind,
                    .ts = num(j, 0, "ts"),
                    .dur = num(j, 0, "dur"),
-                   .step = (int64_t)num(j, args, "step"),
-                   .micro = isfinite(micro) ? (int)micro : -1,
-                   .pipeline = isfinite(pipeline) ? (int)pipeline : -1};
+                   .step = step,
+                   .micro = (int)micro,
+                   .pipeline = (int)pipeline};
     if (!isfinite(s->ts) || !isfinite(s->dur)) t->n--;
     return BP_OK;
 }
 
 bp_status bp_tracelog_read(const char *path, bp_tracelog *out, bp_err *err) {
     memset(out, 0, sizeof *out);
-    FILE *f = fopen(path, "r");
-    if (!f) return bp_fail(err, BP_EIO, "cannot open %s: %s", path, strerror(errno));
+    FILE *f = NULL;
+    int rc = bp_fopen_regular(path, &f, err);
+    if (rc) return rc;
     char *line = NULL;
     size_t room = 0;
     ssize_t len;
-    int rc = BP_OK, cap = 0;
+    int cap = 0;
+    where at = {path, 0};
     while (rc == BP_OK && (len = getline(&line, &room, f)) >= 0) {
+        at.line++;
         while (len > 0 && strchr("\r\n,", line[len - 1])) len--;
         bp_json j;
         bp_err ignored;
         if (len == 0 || line[0] != '{' || bp_json_parse(line, (size_t)len, &j, &ignored)) continue;
-        if (bp_json_get(&j, 0, "ph") >= 0 && trace_line(out, &j, &cap))
-            rc = bp_fail(err, BP_ENOMEM, "out of memory reading %s", path);
+        if (bp_json_get(&j, 0, "ph") >= 0) rc = trace_line(out, &j, &at, &cap, err);
         bp_json_free(&j);
     }
     free(line);
     fclose(f);
-    if (rc == BP_OK && out->n == 0)
-        rc = bp_fail(err, BP_EFORMAT, "%s holds no forward, backward or communication event", path);
+    bool steps = false;
+    for (int k = 0; k < out->n && !steps; k++) steps = out->spans[k].kind == BP_SPAN_STEP;
+    if (rc == BP_OK && !steps) rc = bp_fail(err, BP_EFORMAT, "%s holds no step event", path);
     if (rc) bp_tracelog_free(out);
     return rc;
 }

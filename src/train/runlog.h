@@ -43,8 +43,10 @@ typedef struct bp_runlog {
     double *busy_s, *idle_s, *peak_stash;
 } bp_runlog;
 
-/* Read the metrics log at path. BP_EUSAGE when it does not exist, BP_EFORMAT when
- * it holds no step record. */
+/* Read the metrics log at path: BP_EIO when it is no regular file; BP_EFORMAT when
+ * it holds no step record, or a step or eval record whose "step" is not a whole
+ * number from 0 to 2^53 (the message names the file and line). Lines that are not
+ * JSON (a last record cut short by a crash) are skipped. */
 bp_status bp_runlog_read(const char *path, bp_runlog *out, bp_err *err);
 void bp_runlog_free(bp_runlog *r);
 /* The config value of key, or NULL. */
@@ -60,10 +62,10 @@ typedef enum bp_span_kind {
 } bp_span_kind;
 
 typedef struct bp_span {
-    int pid;
+    int pid;              /* 0 to 2^20 - 1 */
     bp_span_kind kind;
-    int micro, pipeline;
-    int64_t step;
+    int micro, pipeline;  /* 0 to 2^30, -1 when the event has none */
+    int64_t step;         /* 0 to 2^53 */
     double ts, dur; /* microseconds */
 } bp_span;
 
@@ -74,7 +76,9 @@ typedef struct bp_tracelog {
     char (*proc_name)[96]; /* [n_procs] */
 } bp_tracelog;
 
-/* The spans of a --trace file (one event per line, as bagpipe writes them). */
+/* The spans of a --trace file (one event per line, as bagpipe writes them). An
+ * event whose pid or step, micro-batch or pipeline index is not a whole number in
+ * range refuses the file, naming its line; so does a trace without a step. */
 bp_status bp_tracelog_read(const char *path, bp_tracelog *out, bp_err *err);
 void bp_tracelog_free(bp_tracelog *t);
 

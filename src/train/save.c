@@ -47,7 +47,8 @@ int trainer_read_resume_manifest(trainer *t, bp_err *err) {
 
 /* Rank 0 takes --out for this run: created, locked against a second run at the
  * same time (flock on the directory, released when the process ends), and refused
- * when it holds a run this one neither resumes nor was told to overwrite. */
+ * when it holds a run this one neither resumes nor was told to overwrite; then the
+ * run's other outputs are checked. */
 int trainer_claim_out(trainer *t, bp_err *err) {
     const bp_train_config *c = t->cfg;
     char latest[BP_PATH_MAX];
@@ -63,7 +64,7 @@ int trainer_claim_out(trainer *t, bp_err *err) {
                      "option --out: %s already holds a run; continue it with --resume %s, or "
                      "give --overwrite to start over",
                      c->out, c->out);
-    return rc;
+    return rc ? rc : trainer_check_outputs(t, err);
 }
 
 void trainer_release_out(trainer *t) {

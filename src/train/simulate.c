@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "bagpipe/comm.h"
+#include "core/device.h"
 #include "parallel/partition.h"
 #include "parallel/sim/model.h"
 #include "parallel/sim/step.h"
@@ -82,6 +83,13 @@ static int check_own(const bp_simulate_config *c, bp_err *err) {
                        sources);
     if ((c->device_flops > 0) != (c->device_bw > 0))
         return bp_fail(err, BP_EUSAGE, "option --device-bw: needed with --device-flops, and only then");
+    /* --measure times this machine's CPU; a GPU enters as its peak rates. */
+    if (c->train.device == BP_DEVICE_CUDA)
+        return bp_fail(err, BP_EUSAGE,
+                       "option --device: simulate measures on the CPU only; for a GPU give its "
+                       "--device-flops and --device-bw");
+    if (c->measure[0] && bp_check_output(c->measure, &bp_sim_profile_kind, err))
+        return bp_err_context(err, "option --measure");
     if (c->train.net[0] && (c->intra[0] || c->inter[0]))
         return bp_fail(err, BP_EUSAGE,
                        "option --net: emulates one network for every link; give it or "

@@ -7,7 +7,8 @@
  *   {"traceEvents":[...],"displayTimeUnit":"ms",
  *    "otherData":{"producer":"bagpipe","ranks":W,"events_per_rank":cap,
  *                 "dropped_events":[per rank]}}
- * to a temporary name, flushed and renamed, as checkpoints are. */
+ * to a temporary name, flushed and renamed, as checkpoints are, where outputs.c
+ * allows: never over a device, a directory or a file of another kind. */
 #include <errno.h>
 #include <mpi.h>
 #include <stdio.h>
@@ -148,6 +149,10 @@ static int write_rank0(trainer *t, MPI_Comm comm, const char *own, size_t own_n,
         bad = fflush(f) != 0 || fsync(fileno(f)) != 0;
         if (bad) saved = errno;
         if (fclose(f) != 0 && !bad) bad = true, saved = errno;
+        /* Checked before training (outputs.c) and again now: what took the name
+         * meanwhile is not replaced either. */
+        if (!bad && rc == BP_OK && bp_check_output(path, &trainer_trace_kind, err))
+            rc = bp_err_context(err, "option --trace");
         if (!bad && rc == BP_OK && rename(tmp, path) != 0) bad = true, saved = errno;
         if (bad || rc) unlink(tmp);
     }

@@ -527,11 +527,13 @@ static bp_status run(trainer *t, bp_err *err) {
     bp_train_result *res = t->res;
     *res = (bp_train_result){.final_loss = NAN, .val_loss = NAN, .val_acc = NAN};
     int rc = setup(t, err);
+    bool set_up = rc == BP_OK;
     if (rc == BP_OK) rc = loop(t, err);
     if (rc == BP_OK) rc = bp_dp_finish(t->dp, err);
     bp_progress_finish(&t->progress);
     if (rc == BP_OK) rc = summary(t, err);
-    rc = trainer_trace_write(t, rc, err);
+    /* A run refused at set-up (every rank agreeing) trained nothing to trace. */
+    if (set_up) rc = trainer_trace_write(t, rc, err);
     res->steps = t->step;
     /* After a failure with several ranks, others may be inside collectives that
      * will never finish: leave everything as it is for the caller to abort the job. */

@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <stdbool.h>
 
+#include "core/file.h"
 #include "core/trace.h"
 #include "parallel/dp.h"
 #include "parallel/grid.h"
@@ -103,6 +104,13 @@ int trainer_replica_agree(trainer *t, bp_err *err);
 /* When resuming: the replica file copied back on the grid and options that wrote
  * it; else the consensus model stays, said in one line when state is lost. */
 int trainer_resume_replica(trainer *t, bp_err *err);
+
+/* outputs.c: rank 0, before training, once --out is claimed: --metrics and --trace
+ * may be written where they point (bp_check_output), not onto each other or onto
+ * `latest`, and a new run truncates another run's metrics log only with
+ * --overwrite. BP_EUSAGE naming the option otherwise. */
+extern const bp_output_kind trainer_metrics_kind, trainer_trace_kind;
+int trainer_check_outputs(const trainer *t, bp_err *err);
 
 /* trace_file.c: --trace. Start: every rank's trace, set on the grid's groups, with
  * a common time origin (collective). Write: rank 0 gathers every rank's events and

@@ -47,6 +47,46 @@ rm "$WORK/rep/loss_time.svg"
 (cd "$WORK/rep" && gnuplot loss_time.gp) && [ -s "$WORK/rep/loss_time.svg" ] ||
   fail "loss_time.gp does not run again in the report folder"
 
+# A damaged trace, or one that is no file, costs its run the timeline only: one
+# warning each, the rest of the report drawn (a FIFO is not waited on).
+for t in dir fifo garbage range; do
+  mkdir -p "$WORK/t_$t"
+  cp "$WORK/pp2/metrics.jsonl" "$WORK/t_$t/"
+done
+mkdir "$WORK/t_dir/trace.json"
+mkfifo "$WORK/t_fifo/trace.json"
+head -c 3000 "$WORK/pp2/trace.json" | tr '{' '#' >"$WORK/t_garbage/trace.json"
+sed -E '0,/"ph":"X","pid":[0-9]+/s//"ph":"X","pid":1e300/' "$WORK/pp2/trace.json" \
+  >"$WORK/t_range/trace.json"
+rc=0
+timeout 60 "$BP" report "$WORK/pp2" "$WORK"/t_{dir,fifo,garbage,range} --out "$WORK/rep_t" \
+  >/dev/null 2>"$WORK/t.err" || rc=$?
+[ "$rc" -eq 0 ] || fail "report with damaged traces exited $rc: $(cat "$WORK/t.err")"
+[ "$(wc -l <"$WORK/t.err")" -eq 4 ] || fail "damaged traces: $(cat "$WORK/t.err")"
+line=$(grep -n '"pid":1e300' "$WORK/t_range/trace.json" | cut -d: -f1)
+for want in "t_dir/trace.json is not a regular file" "t_fifo/trace.json is not a regular file" \
+  "t_garbage/trace.json holds no step event" \
+  "t_range/trace.json:$line: \"pid\" is 1e\+300, not a whole number from 0 to 1048575"; do
+  grep -qE "^bagpipe: warning: report: $WORK/$want; $WORK/t_[a-z]+ is reported without its timeline" \
+    "$WORK/t.err" || fail "no warning /$want/: $(cat "$WORK/t.err")"
+done
+[ -s "$WORK/rep_t/timeline_run1.svg" ] && [ -s "$WORK/rep_t/comm_run5.svg" ] ||
+  fail "damaged traces: plots missing: $(ls "$WORK/rep_t")"
+ls "$WORK/rep_t" | grep -q 'timeline_run[2-5]' && fail "a timeline from a damaged trace"
+
+# A run that diverged at once (every validation loss non-finite, logged as null):
+# its loss plots show the training loss of the steps before.
+mkdir -p "$WORK/diverged"
+grep -E '"type":"(config|stages)"' "$WORK/dp2/metrics.jsonl" >"$WORK/diverged/metrics.jsonl"
+grep -m 2 '"type":"step"' "$WORK/dp2/metrics.jsonl" >>"$WORK/diverged/metrics.jsonl"
+grep -m 2 '"type":"step"' "$WORK/dp2/metrics.jsonl" | sed -E 's/"step":[0-9]+/"step":9/; s/"loss":[^,]+/"loss":null/' \
+  >>"$WORK/diverged/metrics.jsonl"
+echo '{"type":"eval","step":9,"val_loss":null}' >>"$WORK/diverged/metrics.jsonl"
+"$BP" report "$WORK/diverged" --out "$WORK/rep_div" >/dev/null 2>"$WORK/div.err" ||
+  fail "report of a diverged run: $(cat "$WORK/div.err")"
+grep -q "set title 'training loss against training time'" "$WORK/rep_div/loss_time.gp" &&
+  [ -s "$WORK/rep_div/loss_time.svg" ] || fail "diverged run: no training loss plot"
+
 # bad input
 PREFIX=(env)
 bad() { # exit-code pattern args...
@@ -69,6 +109,17 @@ bad 2 "report: --out DIR is required" "$WORK/pp2"
 bad 2 "report: no RUN folder given" --out "$WORK/none"
 bad 2 "unknown option '--bogus'" "$WORK/pp2" --bogus --out "$WORK/none"
 bad 1 "report: .*metrics.jsonl holds no step record" "$WORK/empty" --out "$WORK/none"
+# A number out of an integer's range is refused, naming the file and line (a
+# conversion to an integer would be undefined).
+for v in 1e300:1e\\+300 -5:-5 2.5:2.5; do
+  mkdir -p "$WORK/range"
+  { cat "$WORK/empty/metrics.jsonl"; printf '{"type":"step","step":%s,"loss":1}\n' "${v%%:*}"; } \
+    >"$WORK/range/metrics.jsonl"
+  bad 1 "report: $WORK/range/metrics.jsonl:2: \"step\" is ${v#*:}, not a whole number from 0 to 9007199254740992" \
+    "$WORK/range" --out "$WORK/none"
+done
+printf '{"type":"step","step":1,"loss":1}\n{"type":"eval","step":1e19}\n' >"$WORK/range/metrics.jsonl"
+bad 1 "report: $WORK/range/metrics.jsonl:2: \"step\" is 1e\\+19" "$WORK/range" --out "$WORK/none"
 PREFIX=(env PATH=/nonexistent)
 bad 1 "report: gnuplot is not installed" "$WORK/pp2" --out "$WORK/none"
 echo "report: ok"

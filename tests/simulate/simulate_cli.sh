@@ -81,6 +81,10 @@ bad "option --model: simulate models gpt only" --model mlp --device-flops 1 --de
 bad "option --qadam-warmup: must be at least 1" "${TINY[@]}" --device-flops 1 \
   --device-bw 1 --dp 2 --dp-algo qadam --qadam-warmup 0
 bad "option --efficiency" "${TINY[@]}" --device-flops 1 --device-bw 1 --efficiency 2
+# --measure times the CPU: a GPU is described by its rates, not silently ignored.
+bad "option --device: simulate measures on the CPU only; for a GPU give its --device-flops and --device-bw" \
+  "${TINY[@]}" --device cuda --measure "$WORK/cuda.json"
+[ ! -e "$WORK/cuda.json" ] || fail "--device cuda measured"
 # A profile that cannot be written: a runtime failure (exit 1), nothing left behind.
 rc=0
 "$BP" simulate "${TINY[@]}" --measure "$WORK/nodir/p.json" >"$WORK/out" 2>"$WORK/err" || rc=$?

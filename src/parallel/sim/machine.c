@@ -14,6 +14,9 @@
 
 #define PROFILE_FORMAT "bagpipe-simulate-profile"
 
+const bp_output_kind bp_sim_profile_kind = {"profile of bagpipe simulate",
+                                            "{\"format\":\"" PROFILE_FORMAT "\"", false};
+
 static void put_array(FILE *f, const char *key, const double *x, int n) {
     fprintf(f, ",\"%s\":[", key);
     for (int i = 0; i < n; i++) fprintf(f, "%s%.9g", i ? "," : "", x[i]);

@@ -24,6 +24,7 @@
 #include <stddef.h>
 
 #include "bagpipe/status.h"
+#include "core/file.h"
 #include "nn/model.h"
 #include "parallel/sim/pipeline.h"
 
@@ -55,6 +56,8 @@ typedef struct bp_sim_machine {
 
 /* Write p to path as JSON (atomically); read it back. Messages name the file. */
 bp_status bp_sim_profile_save(const bp_sim_profile *p, const char *path, bp_err *err);
+/* What a profile file is, for bp_check_output: --measure replaces only another one. */
+extern const bp_output_kind bp_sim_profile_kind;
 bp_status bp_sim_profile_load(const char *path, bp_sim_profile *p, bp_err *err);
 void bp_sim_profile_free(bp_sim_profile *p);
 

@@ -1,0 +1,55 @@
+/* The files a run writes at paths the user names (--metrics, --trace): checked by
+ * rank 0 before training, so that an option pointed by mistake at a device, a
+ * directory, the run's own files or another file fails at once with one line
+ * instead of replacing or truncating it at the end. */
+#include <string.h>
+#include <sys/stat.h>
+
+#include "train/trainer_impl.h"
+
+const bp_output_kind trainer_metrics_kind = {"metrics log", "{\"type\":", true};
+const bp_output_kind trainer_trace_kind = {"trace", "{\"traceEvents\":", false};
+
+static bool holds_data(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0;
+}
+
+/* A new run truncates a metrics log that is not its --out's own (whose run the
+ * claim of --out already protects) only when told to: it is another run's. */
+static int check_metrics(const trainer *t, const char *latest, bp_err *err) {
+    const bp_train_config *c = t->cfg;
+    char own[BP_PATH_MAX];
+    int rc = bp_check_output(c->metrics, &trainer_metrics_kind, err);
+    if (rc) return bp_err_context(err, "option --metrics");
+    if (bp_same_path(c->metrics, latest))
+        return bp_fail(err, BP_EUSAGE, "option --metrics: %s is the run's `latest` pointer",
+                       c->metrics);
+    if ((rc = bp_path_join(own, sizeof own, c->out, "metrics.jsonl", err))) return rc;
+    if (!t->resuming && !c->overwrite && holds_data(c->metrics) && !bp_same_path(c->metrics, own))
+        return bp_fail(err, BP_EUSAGE,
+                       "option --metrics: %s holds another run's metrics log, which a new run "
+                       "would truncate; give a new name, or --overwrite to replace it",
+                       c->metrics);
+    return BP_OK;
+}
+
+static int check_trace(const trainer *t, const char *latest, bp_err *err) {
+    const bp_train_config *c = t->cfg;
+    if (!c->trace[0]) return BP_OK;
+    int rc = bp_check_output(c->trace, &trainer_trace_kind, err);
+    if (rc) return bp_err_context(err, "option --trace");
+    bool on_latest = bp_same_path(c->trace, latest);
+    if (on_latest || bp_same_path(c->trace, c->metrics))
+        return bp_fail(err, BP_EUSAGE, "option --trace: %s is the run's %s", c->trace,
+                       on_latest ? "`latest` pointer" : "metrics log (--metrics)");
+    return BP_OK;
+}
+
+int trainer_check_outputs(const trainer *t, bp_err *err) {
+    char latest[BP_PATH_MAX];
+    int rc = bp_path_join(latest, sizeof latest, t->cfg->out, "latest", err);
+    if (rc == BP_OK) rc = check_metrics(t, latest, err);
+    if (rc == BP_OK) rc = check_trace(t, latest, err);
+    return rc;
+}
