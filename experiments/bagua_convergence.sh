@@ -19,6 +19,9 @@ final validation loss within 5% of allreduce's (decentralized and async: 10%); b
 better is never a miss. Validation loss is in nats per byte.
 The losses do not depend on the machine's load (every algorithm but async is
 deterministic); the ms/step column does, and is only as good as the load below.
+MB/step/rank counts bagpipe's wire formats: its MinMaxUInt8 chunk (bytegrad,
+lp-decentralized) is an 8-byte header and a byte per value without padding, where
+Bagua's aligns header and payload to 32 bytes (24 to 55 bytes more per chunk).
 
 TXT
   sed -n '/^| algorithm/,/^$/p' "$OUT/log.txt"

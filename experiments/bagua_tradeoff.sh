@@ -34,7 +34,10 @@ Loss against training time, one line per algorithm, per network:
 [none](plots_none/loss_time.svg), [1 Gbit / 0.1 ms](plots_1gbit_0.1ms/loss_time.svg),
 [100 Mbit / 0.1 ms](plots_100mbit_0.1ms/loss_time.svg), [1 Gbit / 5 ms](plots_1gbit_5ms/loss_time.svg);
 bytes and exposed communication per step of each algorithm at 100 Mbit in
-plots_100mbit_0.1ms/comm_run*.svg (runs in the table's order).
+plots_100mbit_0.1ms/comm_run*.svg (runs in the table's order). The bytes are bagpipe's
+wire formats: its MinMaxUInt8 chunk (bytegrad, lp-decentralized) is an 8-byte header and
+a byte per value without padding, where Bagua's aligns header and payload to 32 bytes
+(24 to 55 bytes more per chunk).
 TXT
 } >"$OUT/README.md"
 study_end

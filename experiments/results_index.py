@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Writes docs/RESULTS.md from the pages the studies of experiments/ left under
 docs/results/NAME/README.md: each page's header (machine, commit, date), its first table
-and a link to the whole page with its plots. Standard library only."""
+(a Markdown table, or a fenced block of the text a study's script prints) and a link to the whole page with its plots. Standard library only."""
 import os
 import re
 
@@ -27,6 +27,24 @@ in [results/scale.md](results/scale.md) (`bench/simulate/scale.sh`, seconds).
 """
 
 
+def first_block(lines):
+    """The page's first table: a Markdown one, or the first fenced block where a study
+    prints its table as the text its script writes (avgpipe.sh)."""
+    block, fenced = [], False
+    for l in lines:
+        if fenced:
+            block.append(l)
+            if l.startswith("```"):
+                return block
+        elif l.startswith("|"):
+            block.append(l)
+        elif block:
+            return block
+        elif l.startswith("```"):
+            block, fenced = [l], True
+    return block if not fenced else []
+
+
 def summary(name, command):
     path = os.path.join(RESULTS, name, "README.md")
     if not os.path.exists(path):
@@ -34,13 +52,7 @@ def summary(name, command):
     lines = open(path).read().splitlines()
     title = lines[0].lstrip("# ").strip()
     header = [l for l in lines[1:] if l.startswith("- ")][:5]
-    first_table, seen = [], False
-    for l in lines:
-        if l.startswith("|"):
-            first_table.append(l)
-            seen = True
-        elif seen:
-            break
+    first_table = first_block(lines)
     tail = [l for l in lines if l.startswith("_Ran for")]
     link = f"[the whole page, with its plots](results/{name}/README.md)"
     body = "\n".join(["## " + title, ""] + header + [""] + first_table + [""] + tail + ["", link])

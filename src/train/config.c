@@ -48,7 +48,8 @@ static const bp_option train_options[] = {
     NUM("min-lr-ratio", BP_OPT_DOUBLE, min_lr_ratio, 0, 1, "X", "cosine: final lr / --lr"),
     NUM("warmup", BP_OPT_INT64, warmup, 0, 1e12, "N", "cosine: warm-up steps"),
     NUM("beta1", BP_OPT_DOUBLE, beta1, 0, 0.999999, "X", "adamw: first-moment decay"),
-    NUM("beta2", BP_OPT_DOUBLE, beta2, 0, 0.999999, "X", "adamw: second-moment decay"),
+    {"beta2", BP_OPT_DOUBLE, OFF(beta2), 0, NULL, 0, 0.999999, "X", "adamw: second-moment decay",
+     "0.95; 0.999 with --dp-algo qadam, Bagua's QAdam default"},
     NUM("eps", BP_OPT_DOUBLE, eps, 1e-30, 1, "X", "adamw: epsilon (above 0: a zero second moment divides by it)"),
     NUM("momentum", BP_OPT_DOUBLE, momentum, 0, 0.999999, "X", "sgd: momentum"),
     NUM("weight-decay", BP_OPT_DOUBLE, weight_decay, 0, 1e3, "X", "weight decay"),
@@ -215,7 +216,7 @@ void bp_train_config_defaults(bp_train_config *c) {
     c->min_lr_ratio = 0.1;
     c->warmup = 0;
     c->beta1 = 0.9;
-    c->beta2 = 0.95;
+    c->beta2 = -1; /* by --dp-algo (fill_defaults) */
     c->eps = 1e-8;
     c->momentum = 0.9;
     c->weight_decay = 0;
@@ -281,6 +282,9 @@ static void fill_defaults(bp_train_config *c) {
     if (c->batch < 0) c->batch = gpt ? 16 : 64;
     if (c->steps < 0) c->steps = gpt ? 1000 : FASHION_TRAIN_IMAGES / c->batch;
     if (c->optim < 0) c->optim = gpt ? BP_OPTIM_ADAMW : BP_OPTIM_SGD;
+    /* QAdam freezes the second moment after its warm-up, so its decay decides what
+     * the rest of the run divides by: Bagua's QAdamOptimizer keeps Adam's 0.999. */
+    if (c->beta2 < 0) c->beta2 = c->dp_algo == BP_DP_QADAM && c->pipelines == 0 ? 0.999 : 0.95;
     if (c->lr < 0) c->lr = gpt ? 1e-3 : 0.05;
     /* One epoch of SGD at a constant 0.05 ends anywhere between 0.79 and 0.85 test
      * accuracy depending on the seed (in PyTorch too); decaying to 0.005 over the

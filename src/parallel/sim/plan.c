@@ -137,16 +137,12 @@ static int ping(bp_comm *world, int a, int b, float *buf, size_t k, double *one_
     return rc;
 }
 
-/* Least squares of one-way time against bytes over the probe sizes. */
+/* Bandwidth from the smallest and largest sizes; latency the smallest's time less its
+ * serialization (at least half of it: a noisy large probe must not make it vanish). */
 static void fit(const double *t, bp_plan_pair *p) {
-    double mx = 0, my = 0, sxx = 0, sxy = 0;
-    for (size_t i = 0; i < N_SIZES; i++) mx += (double)probe_floats[i] * 4 / N_SIZES, my += t[i] / N_SIZES;
-    for (size_t i = 0; i < N_SIZES; i++) {
-        double dx = (double)probe_floats[i] * 4 - mx;
-        sxx += dx * dx, sxy += dx * (t[i] - my);
-    }
-    double slope = sxx > 0 && sxy > 0 ? sxy / sxx : 1e-12; /* seconds per byte */
-    p->lat_s = fmax(0, my - slope * mx);
+    double x0 = (double)probe_floats[0] * 4, x1 = (double)probe_floats[N_SIZES - 1] * 4;
+    double slope = t[N_SIZES - 1] > t[0] ? (t[N_SIZES - 1] - t[0]) / (x1 - x0) : 1e-12; /* s/byte */
+    p->lat_s = fmax(t[0] - slope * x0, 0.5 * t[0]);
     p->bw_bps = 8.0 / slope;
 }
 

@@ -1,0 +1,205 @@
+#!/usr/bin/env python3
+"""bagpipe plan against measured times to a loss on kernel-shaped hosts.
+
+For each host count and network setting: `scripts/cluster.sh up H --rate R` (one rank
+per host; tbf shapes the bandwidth, and the latency, which this kernel cannot add
+(no netem), is the runtime's emulation, --net lat=L, passed to plan and to every run);
+`bagpipe plan` on those ranks ranks the configurations; the top ones (and plain
+allreduce, the target's source) each train a few steps there, shaped, for their
+median step time. The losses do not depend on the network: each configuration
+trains once, unshaped, on this machine's ranks, and its steps to the target loss
+(allreduce's validation loss at 60% of its steps) times its shaped step time is its
+measured time to the loss. Per setting: the regret of plan's first pick (its measured
+time over the best measured, less 1) and Spearman's rank correlation of predicted
+against measured time to the loss.
+"""
+import argparse, json, math, os, subprocess, sys, time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BP = os.environ.get("BAGPIPE", os.path.join(ROOT, "build", "bagpipe"))
+CLUSTER = os.path.join(ROOT, "scripts", "cluster.sh")
+MPIRUN = os.path.join(ROOT, "scripts", "mpirun.sh")
+MODEL = ["--layers", "2", "--embd", "64", "--heads", "2", "--seq-len", "32", "--batch", "16",
+         "--seed", "1234", "--progress", "none"]
+ENV = dict(os.environ, OPENBLAS_NUM_THREADS="1", BP_CLUSTER="plan")
+
+
+def load1():
+    with open("/proc/loadavg") as f:
+        return float(f.read().split()[0])
+
+
+def sh(cmd, what):
+    p = subprocess.run(cmd, capture_output=True, text=True, env=ENV)
+    if p.returncode:
+        sys.exit(f"{what} failed ({p.returncode}): {p.stderr[-1500:]}")
+    return p.stdout
+
+
+def records(rundir, kind):
+    with open(os.path.join(rundir, "metrics.jsonl")) as f:
+        return [r for r in map(json.loads, f) if r.get("type") == kind]
+
+
+def median(x):
+    x = sorted(x)
+    return x[len(x) // 2] if x else math.nan
+
+
+def steps_to(curve, target):
+    """Steps at which the validation curve [(step, loss)] first reaches target (linear
+    between evaluations), inf if never."""
+    prev = (0, None)
+    for s, v in curve:
+        if v <= target:
+            if prev[1] is None or not math.isfinite(prev[1]):
+                return s
+            return prev[0] + (prev[1] - target) / (prev[1] - v) * (s - prev[0])
+        prev = (s, v)
+    return math.inf
+
+
+def ranks(x):
+    order = sorted(range(len(x)), key=lambda i: x[i])
+    r = [0.0] * len(x)
+    i = 0
+    while i < len(order):
+        j = i
+        while j + 1 < len(order) and x[order[j + 1]] == x[order[i]]:
+            j += 1
+        for k in range(i, j + 1):
+            r[order[k]] = (i + j) / 2 + 1
+        i = j + 1
+    return r
+
+
+def spearman(a, b):
+    ra, rb = ranks(a), ranks(b)
+    n = len(a)
+    ma, mb = sum(ra) / n, sum(rb) / n
+    cov = sum((x - ma) * (y - mb) for x, y in zip(ra, rb))
+    va = math.sqrt(sum((x - ma) ** 2 for x in ra))
+    vb = math.sqrt(sum((y - mb) ** 2 for y in rb))
+    return cov / (va * vb) if va > 0 and vb > 0 else math.nan
+
+
+def baseline(hosts):
+    return f"--dp {hosts} --pp 1 --tp 1 --micro-batches 1 --schedule 1f1b --dp-algo allreduce --bucket-mb 10"
+
+
+def setting(hosts, rate, lat, a, out):
+    """Plan on the shaped cluster, then each listed configuration's shaped step time."""
+    tag = f"h{hosts}_{rate}_{lat}"
+    sh([CLUSTER, "up", str(hosts), "--rate", rate], "cluster up")
+    try:
+        before = load1()
+        t0 = time.time()
+        pj = os.path.join(out, f"plan_{tag}.json")
+        sh([CLUSTER, "mpirun", "-np", str(hosts), BP, "plan"] + MODEL +
+           ["--steps", str(a.steps), "--net", f"lat={lat}", "--json", pj], f"plan {tag}")
+        plan_s = time.time() - t0
+        with open(pj) as f:
+            plan = json.load(f)
+        fits = [k for k in plan["ranking"] if k["verdict"] == "fits"]
+        listed = fits[: a.top]
+        if baseline(hosts) not in [k["args"] for k in listed]:
+            listed += [k for k in fits if k["args"] == baseline(hosts)]
+        rows = []
+        for i, k in enumerate(listed):
+            rundir = os.path.join(out, f"timed_{tag}_{i}")
+            sh([CLUSTER, "mpirun", "-np", str(hosts), BP, "train"] + MODEL + k["args"].split() +
+               ["--net", f"lat={lat}", "--steps", str(a.timed_steps), "--eval-every", "0",
+                "--log-every", "1", "--out", rundir], f"timed run {tag} {k['args']}")
+            ms = [r["step_ms"] for r in records(rundir, "step") if r["step"] >= 3]
+            rows.append({"args": k["args"], "plan_rank": k["rank"], "pred_step_ms": k["step_s"] * 1e3,
+                         "pred_to_loss_s": k["time_to_loss_s"], "factor": k["steps_factor"],
+                         "meas_step_ms": median(ms)})
+        return {"hosts": hosts, "rate": rate, "lat": lat, "plan_s": plan_s, "rows": rows,
+                "network": plan["network"], "load_before": before, "load_after": load1()}
+    finally:
+        sh([CLUSTER, "down"], "cluster down")
+
+
+def loss_run(hosts, args, a, out, i):
+    rundir = os.path.join(out, f"loss_h{hosts}_{i}")
+    sh([MPIRUN, "-np", str(hosts), BP, "train"] + MODEL + args.split() +
+       ["--steps", str(a.steps), "--eval-every", str(a.eval_every), "--eval-batches", "5",
+        "--log-every", "50", "--out", rundir], f"loss run h{hosts} {args}")
+    return [(r["step"], r["val_loss"]) for r in records(rundir, "eval")]
+
+
+def score(s, curves, target):
+    for r in s["rows"]:
+        r["steps_to_target"] = steps_to(curves[r["args"]], target)
+        r["meas_to_loss_s"] = r["steps_to_target"] * r["meas_step_ms"] / 1e3
+    rows = s["rows"]
+    best = min(r["meas_to_loss_s"] for r in rows)
+    first = min(rows, key=lambda r: r["plan_rank"])
+    s["regret"] = first["meas_to_loss_s"] / best - 1 if math.isfinite(best) else math.nan
+    big = 1e30  # never reached: last, tied
+    s["spearman"] = spearman([r["pred_to_loss_s"] for r in rows],
+                             [r["meas_to_loss_s"] if math.isfinite(r["meas_to_loss_s"]) else big for r in rows])
+    s["spearman_step"] = spearman([r["pred_step_ms"] for r in rows], [r["meas_step_ms"] for r in rows])
+
+
+def markdown(results, f):
+    f.write("| hosts | network | plan s | first pick | its measured s to loss | best measured | regret | "
+            "Spearman (time to loss) | Spearman (step) | load before/after |\n"
+            "|---:|---|---:|---|---:|---:|---:|---:|---:|---|\n")
+    for s in results:
+        first = min(s["rows"], key=lambda r: r["plan_rank"])
+        best = min(s["rows"], key=lambda r: r["meas_to_loss_s"])
+        f.write(f"| {s['hosts']} | {s['rate']} / {s['lat']} | {s['plan_s']:.1f} | `{first['args']}` | "
+                f"{first['meas_to_loss_s']:.2f} | {best['meas_to_loss_s']:.2f} (`{best['args']}`) | "
+                f"{100 * s['regret']:+.1f}% | {s['spearman']:.2f} | {s['spearman_step']:.2f} | "
+                f"{s['load_before']:.1f} / {s['load_after']:.1f} |\n")
+    f.write("\nPer configuration (plan's rank, predicted and measured step ms, steps factor, "
+            "steps to the target, predicted and measured seconds to the loss):\n\n")
+    for s in results:
+        f.write(f"\n{s['hosts']} hosts, {s['rate']} / {s['lat']} (target {s['target']:.4f}):\n\n"
+                "| rank | configuration | pred ms | meas ms | factor | steps | pred s | meas s |\n"
+                "|---:|---|---:|---:|---:|---:|---:|---:|\n")
+        for r in sorted(s["rows"], key=lambda r: r["plan_rank"]):
+            f.write(f"| {r['plan_rank']} | `{r['args']}` | {r['pred_step_ms']:.1f} | {r['meas_step_ms']:.1f} | "
+                    f"{r['factor']:.3f} | {r['steps_to_target']:.0f} | {r['pred_to_loss_s']:.2f} | "
+                    f"{r['meas_to_loss_s']:.2f} |\n")
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--hosts", default="2,4")
+    p.add_argument("--settings", default="10gbit:0.1ms,1gbit:1ms,100mbit:5ms,20mbit:20ms")
+    p.add_argument("--top", type=int, default=6)
+    p.add_argument("--steps", type=int, default=300)
+    p.add_argument("--eval-every", type=int, default=20)
+    p.add_argument("--timed-steps", type=int, default=12)
+    p.add_argument("--out", required=True)
+    p.add_argument("--json", required=True)
+    p.add_argument("--markdown", required=True)
+    a = p.parse_args()
+    os.makedirs(a.out, exist_ok=True)
+    results = []
+    for hosts in map(int, a.hosts.split(",")):
+        mine = [setting(hosts, *st.split(":"), a, a.out) for st in a.settings.split(",")]
+        for s in mine:
+            print(f"{hosts} hosts {s['rate']}/{s['lat']}: plan {s['plan_s']:.1f} s, "
+                  f"{len(s['rows'])} configurations timed", flush=True)
+        configs = sorted({r["args"] for s in mine for r in s["rows"]})
+        curves = {c: loss_run(hosts, c, a, a.out, i) for i, c in enumerate(configs)}
+        base = curves[baseline(hosts)]
+        at = max(s for s, _ in base if s <= 0.6 * a.steps)
+        target = dict(base)[at]
+        for s in mine:
+            s["target"] = target
+            score(s, curves, target)
+            print(f"{hosts} hosts {s['rate']}/{s['lat']}: regret {100 * s['regret']:+.1f}%, "
+                  f"Spearman {s['spearman']:.2f} (step {s['spearman_step']:.2f})", flush=True)
+        results += mine
+    with open(a.json, "w") as f:
+        json.dump(results, f, indent=1)
+    with open(a.markdown, "w") as f:
+        markdown(results, f)
+
+
+if __name__ == "__main__":
+    main()
