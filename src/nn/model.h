@@ -173,9 +173,14 @@ int bp_model_block_end(const bp_model *m);
 bool bp_model_has_first(const bp_model *m); /* holds block 0 (takes tokens/images) */
 bool bp_model_has_last(const bp_model *m);  /* holds the head (computes the loss) */
 
-/* The backend whose memory holds the parameters and gradients (core/backend.h): the
- * layers above reach them only through its table. */
+/* The backend whose memory holds the parameters, gradients, workspace and
+ * activations (core/backend.h): the layers above reach them only through its
+ * table. A model starts on the cpu backend; bp_model_set_backend moves it (its
+ * weights kept) before any activations are made for it. The layers of nn/ run as
+ * host code inside the backend's host_begin/host_end, so only backends that have
+ * them take a model of nn/ (cpu, check). */
 const bp_backend *bp_model_backend(const bp_model *m);
+int bp_model_set_backend(bp_model *m, const bp_backend *be, bp_err *err);
 
 size_t bp_model_num_params(const bp_model *m);
 bp_real *bp_model_params(bp_model *m);

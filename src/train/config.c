@@ -307,6 +307,10 @@ bp_status bp_train_config_finalize(bp_train_config *c, bp_err *err) {
                        (long long)c->warmup, (long long)c->steps);
     if (strlen(c->metrics) == 0)
         return bp_fail(err, BP_EUSAGE, "option --out: path too long");
+    if (c->device == BP_DEVICE_CHECK && c->dp_algo == BP_DP_ASYNC)
+        return bp_fail(err, BP_EUSAGE,
+                       "option --dp-algo: async does not run on --device check (its averaging "
+                       "thread reads the weights while the step runs)");
     if (c->device != BP_DEVICE_CUDA && (c->dtype != BP_DTYPE_FP32 || c->gpu_comm != BP_GPU_COMM_AUTO))
         return bp_fail(err, BP_EUSAGE, "option --%s: needs --device cuda",
                        c->dtype != BP_DTYPE_FP32 ? "dtype" : "gpu-comm");
