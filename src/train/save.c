@@ -237,6 +237,7 @@ static void manifest_of(const trainer *t, bp_manifest *mf) {
              bp_dp_replicas_differ(t->dp) ? "averaged" : "identical");
     snprintf(mf->partition, sizeof mf->partition, "%s", t->partition);
     if (t->replica_files) snprintf(mf->replica_key, sizeof mf->replica_key, "%s", t->replica_key);
+    mf->bucket_mb = t->bucket_mb_measured;
 }
 
 /* A checkpoint never holds non-finite weights (a step that diverged with

@@ -178,6 +178,19 @@ static int setup_comm(trainer *t, bp_err *err) {
     return bp_comm_fail(t->world, rc, err);
 }
 
+/* --bucket-mb auto resumed on the grid that measured it: the size it chose, from
+ * the checkpoint, instead of measuring again (the run's config and manifests still
+ * say auto). */
+static void reuse_bucket_size(trainer *t, bp_dp_config *d) {
+    const bp_manifest *mf = &t->resume_from;
+    if (!d->bucket_auto || !t->resuming || !(mf->bucket_mb > 0) || mf->dp != t->grid.dp) return;
+    d->bucket_auto = false;
+    d->bucket_mb = t->bucket_mb_measured = mf->bucket_mb;
+    if (t->rank == 0)
+        bp_log_info("--bucket-mb auto: %g MB, as measured before checkpoint %s", mf->bucket_mb,
+                    t->resume_dir);
+}
+
 static int setup(trainer *t, bp_err *err) {
     const bp_train_config *c = t->cfg;
     t->rank = bp_comm_rank(t->world);
@@ -209,6 +222,7 @@ static int setup(trainer *t, bp_err *err) {
     if (rc == BP_OK) rc = setup_comm(t, err);
     bp_dp_config d;
     trainer_dp_config(t, &d);
+    reuse_bucket_size(t, &d);
     if (rc == BP_OK)
         rc =
             bp_dp_create(t->grid.dp_comm, &d, t->models, t->optims, t->n_rep, t->step, &t->dp, err);
@@ -378,6 +392,7 @@ static int train_steps(trainer *t, int k, bp_step_record *r, bp_err *err) {
     if (bp_dp_bucket_tune_result(t->dp, &tune)) {
         bp_metrics_bucket_tune(&t->metrics, tune.step, BP_DP_TUNE_SIZES, tune.size_mb,
                                tune.step_ms, tune.chosen_mb);
+        t->bucket_mb_measured = tune.chosen_mb;
         if (t->rank == 0)
             bp_log_info("--bucket-mb auto: %g MB, the fastest measured, from step %lld on",
                         tune.chosen_mb, (long long)tune.step + 1);

@@ -67,6 +67,7 @@ typedef struct trainer {
     bp_manifest resume_from; /* when resuming */
     const bp_backend *be;              /* where the models' memory lives (--device) */
     char resume_dir[4096];   /* the ckpt-* directory of --resume */
+    double bucket_mb_measured; /* --bucket-mb auto: the size chosen (0: not yet) */
     /* What this rank keeps beyond the consensus model (bp_dp_state, bp_pipe_state),
      * saved in its replica file when some rank keeps anything (replica_files), under
      * the options that shape it (replica_key). */
