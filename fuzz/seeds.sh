@@ -10,7 +10,7 @@ BP=${1:-build/bagpipe}
 [ -x "$BP" ] || { echo "seeds.sh: no bagpipe at $BP (build it first)" >&2; exit 1; }
 export OPENBLAS_NUM_THREADS=1
 C=fuzz/corpus
-mkdir -p $C/idx $C/safetensors $C/checkpoint $C/options $C/json $C/report fuzz/dict
+mkdir -p $C/idx $C/safetensors $C/checkpoint $C/replica $C/options $C/json $C/report fuzz/dict
 rm -f $C/*/seed-*
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -73,6 +73,19 @@ for f in step:0:-5 pos:2:-100000 pos:2:-64 pos:2:2147483648 pos:2:100 pos:2:64 e
   { cat $C/checkpoint/seed-mlp-latest; printf '%s' "$SEP"; printf "\\$(printf %03o "$field")"; le64 "$value"; } \
     >"$C/checkpoint/seed-mlp-field-$name-${value/#-/minus}"
 done
+# ---- replica files (fuzz_replica's list: replica0.weights of 4 floats, then
+# elastic_center of 2, at step 1); flags 001 recompute the CRC, so the last 4 bytes
+# are a placeholder. The valid one, one of another step, one with the buffers
+# swapped, one with its CRC left wrong.
+le32() { for i in 0 1 2 3; do printf "\\$(printf %03o $((($1 >> (8 * i)) & 255)))"; done; }
+rbuf() { le32 ${#1}; printf '%s' "$1"; le64 "$2"; head -c $((4 * $2)) /dev/zero | tr '\0' '\077'; }
+replica() { # flags step first-name first-n second-name second-n
+  printf "\\$1"; printf 'BPREPLC1'; le32 1; le64 "$2"; le32 2; rbuf "$3" "$4"; rbuf "$5" "$6"; le32 0
+}
+replica 001 1 replica0.weights 4 elastic_center 2 >$C/replica/seed-valid
+replica 001 2 replica0.weights 4 elastic_center 2 >$C/replica/seed-other-step
+replica 001 1 elastic_center 2 replica0.weights 4 >$C/replica/seed-swapped
+replica 000 1 replica0.weights 4 elastic_center 2 >$C/replica/seed-crc-wrong
 # A hand-written safetensors file: two tensors, one of them empty, and metadata.
 h='{"__metadata__":{"format":"pt"},"a":{"dtype":"F32","shape":[2,1],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[0],"data_offsets":[8,8]}}'
 {

@@ -11,7 +11,7 @@ cd "$(dirname "$0")/.."
 secs=${1:-12}
 shift || true
 harnesses=("$@")
-[ ${#harnesses[@]} -gt 0 ] || harnesses=(idx safetensors checkpoint options json report)
+[ ${#harnesses[@]} -gt 0 ] || harnesses=(idx safetensors checkpoint replica options json report)
 
 if ! command -v clang >/dev/null; then
   echo "fuzz: clang is missing (scripts/setup.sh installs it)" >&2

@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Resume is exact where the replicas differ or carry state of their own: a run
 # resumed from its step-6 checkpoint logs bit-identical losses at steps 7..12 to
-# the run that went on (lr > 0), with AvgPipe (--pipelines 1 and 2: every
-# replica's weights and optimizer state, the elastic center), easgd, decentralized
+# the run that went on (lr > 0), with AvgPipe (--pipelines 1 and 2, on one rank,
+# without flushes, on dp 2: every replica's weights and optimizer state, the
+# elastic center), easgd, decentralized
 # and lp-decentralized (each dp replica's own weights, the center, the ring's
 # replicas), powersgd, --cb and --sc-stages (error feedback and warm-started Q).
-# On another --dp the consensus model resumes, said in one line; a damaged or
-# missing replica file ends the resume with one line naming it, exit 1.
+# On another --dp the consensus model resumes, said in one line; pruning removes
+# checkpoints with replica files; a damaged or missing replica file ends the
+# resume with one line naming it, exit 1.
 source "$(dirname "$0")/lib.sh"
 
 S=(--layers 2 --embd 32 --heads 2 --seq-len 32 --batch 8 --data "$TEXT" --progress none
@@ -40,6 +42,8 @@ AVG=(--pp 2 --partition 2,2 --micro-batches 2 --ea-period 2)
 check avgpipe-n1 2 "${AVG[@]}" --pipelines 1
 check avgpipe-n2 2 "${AVG[@]}" --pipelines 2
 check avgpipe-n2-one-rank 1 --pipelines 2 --micro-batches 2 --ea-period 2
+check avgpipe-n2-no-flush 2 "${AVG[@]}" --pipelines 2 --ea-period 3 --avgpipe-flush average
+check avgpipe-dp2 4 "${AVG[@]}" --pipelines 2 --dp 2
 check easgd 2 --dp 2 --dp-algo easgd --ea-period 2
 check decentralized 2 --dp 2 --dp-algo decentralized --peers shift_one
 check lp-decentralized 2 --dp 2 --dp-algo lp-decentralized
@@ -55,6 +59,12 @@ launch 1 "$BP" train "${S[@]}" --dp-algo easgd --ea-period 2 --steps 12 \
 [ "$(grep -c "consensus model" "$WORK/err")" -eq 1 ] ||
   fail "no (or more than one) line on the state left behind: $(cat "$WORK/err")"
 echo "dp 2 -> 1: $(cat "$WORK/err")"
+
+# Pruning removes checkpoints with replica files like the others.
+launch 1 "$BP" train "${S[@]}" --pipelines 2 --micro-batches 2 --steps 3 --checkpoint-every 1 \
+  --keep-checkpoints 1 --out "$WORK/prune" >/dev/null || fail "the pruned run failed"
+[ "$(find "$WORK/prune" -name 'ckpt-*' | wc -l)" -eq 1 ] ||
+  fail "pruning kept $(find "$WORK/prune" -name 'ckpt-*' | wc -l) checkpoints with replica files, not 1"
 
 # A damaged or missing replica file: one line naming it, exit 1, nothing trained.
 one=(--pipelines 2 --micro-batches 2 --ea-period 2 --steps 12)

@@ -11,8 +11,11 @@ the replicas at its points of the step:
                     MinMaxUInt8-compressed differences (bp_ring_lp)
   async             (C_FP_A) the first `warmup` steps average gradients; then a
                     background thread averages the weights every sync_ms
-                    (x += avg(s) - s); the step holds its lock from forward to the
-                    end of the update
+                    (x += avg(s) - s); the optimizer's update holds its lock, so
+                    that no update of either is lost (forward and backward run
+                    meanwhile: Python leaves too short a gap between two steps for
+                    the thread to take a lock held from forward to update, and it
+                    would average only every few dozen steps)
   easgd             every tau steps: D = alpha (x - C); x -= D; C += sum_r D
 
 The rules are those of src/parallel/dp/ (DESIGN.md section 5)."""
@@ -136,12 +139,10 @@ class Async(WeightAlgorithm):
         if self.thread is None and self.t >= self.warmup and _C.size() > 1:
             self.thread = _C.Async(_tensors.buf(self.flat), self.sync_ms)
 
-    def begin(self):
-        if self.thread is not None and not self.locked:
+    def before(self):
+        if self.thread is not None:
             self.thread.lock()
             self.locked = True
-
-    def before(self):
         if self.t < self.warmup and _C.size() > 1:
             grads = [p.grad for p in self.params if p.grad is not None]
             flat = torch.cat([g.reshape(-1) for g in grads])

@@ -1,0 +1,30 @@
+"""Jobs that must end (faults.sh): a rank that hangs before its bucket's collective
+(`hang`) or dies in the middle of training (`die`), with DDP and bagpipe's
+bytegrad hook and a watchdog of 1 s."""
+import os
+import signal
+import sys
+import time
+
+import torch
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+import common
+import bagpipe.torch as bpt
+from bagpipe import _C
+
+mode = sys.argv[1]
+bpt.init_process_group(timeout=1)
+model = DDP(common.tiny_model())
+model.register_comm_hook(bpt.HookState(), bpt.bytegrad_hook)
+for step in range(4):
+    # After step 1: DDP rebuilds its buckets at the start of step 1 over gloo,
+    # a wait that bagpipe does not watch.
+    if _C.rank() == 1 and step == 2:
+        if mode == "hang":
+            time.sleep(30)
+        else:
+            os.kill(os.getpid(), signal.SIGKILL)
+    x, y = common.batch(_C.rank(), step)
+    torch.nn.functional.cross_entropy(model(x), y).backward()
+print("finished", flush=True)

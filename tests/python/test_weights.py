@@ -1,0 +1,173 @@
+"""The weight algorithms of bagpipe.torch against their reference rules (those of
+src/parallel/dp/, DESIGN.md section 5), under mpirun -np N, without
+torch.distributed: every rank's weights are gathered over bagpipe and the rule is
+applied here to the same numbers."""
+import sys
+
+import torch
+
+import common
+import bagpipe
+import bagpipe.torch as bpt
+from bagpipe import _C
+
+LR = 0.1
+
+
+def flat_of(model):
+    return torch.cat([p.detach().reshape(-1) for p in model.parameters()])
+
+
+def grads_of(model):
+    return torch.cat([p.grad.reshape(-1) for p in model.parameters()])
+
+
+class Run:
+    """A model wrapped with `algorithm`, whose steps record, per step, every
+    rank's weights when the step began and this rank's gradient."""
+
+    def __init__(self, algorithm, optim=None, **options):
+        self.base = common.tiny_model(seed=_C.rank())  # differs per rank: bcast must fix it
+        self.opt = (optim or (lambda p: torch.optim.SGD(p, lr=LR)))(self.base.parameters())
+        self.model = bpt.with_bagpipe(self.base, self.opt, algorithm, **options)
+
+    def step(self, t):
+        x_t = common.gather(flat_of(self.base))
+        x, y = common.batch(_C.rank(), t)
+        self.opt.zero_grad()
+        torch.nn.functional.cross_entropy(self.model(x), y).backward()
+        g = grads_of(self.base)
+        self.opt.step()
+        return x_t, g
+
+
+def close(a, b, what):
+    assert torch.allclose(a, b, rtol=1e-5, atol=1e-6), f"{what}: {(a - b).abs().max()}"
+
+
+def test_broadcast_gives_rank_zero_weights():
+    run = Run("easgd")
+    for other in common.gather(flat_of(run.base)):
+        assert torch.equal(other, flat_of(common.tiny_model(seed=0)))
+
+
+def check_decentralized(peers, interval):
+    run = Run("decentralized", peers=peers, interval=interval)
+    r, n, rounds = _C.rank(), _C.size(), 0
+    for t in range(4):
+        x_t, g = run.step(t)
+        if t % interval:
+            avg = x_t[r]
+        elif peers == "all":
+            avg = sum(x_t) / n
+        else:
+            avg = (x_t[r] + x_t[_C.shift_one_peer(r, n, rounds)]) / 2
+        rounds += t % interval == 0
+        close(flat_of(run.base), avg - LR * g, f"decentralized {peers} step {t}")
+    run.model.finish()
+
+
+def test_decentralized_shift_one():
+    check_decentralized("shift_one", 1)
+
+
+def test_decentralized_all_interval_2():
+    check_decentralized("all", 2)
+
+
+def test_lp_decentralized_ring():
+    """z = x + l/3 + r/3 - 5w/3; w += D(C(z)) for every rank's w, tracked here from
+    the gathered local steps; each rank's weights become its w."""
+    run = Run("lp-decentralized")
+    n, r = _C.size(), _C.rank()
+    codec = _C.Codec.minmax_u8()
+    w = common.gather(flat_of(run.base))
+    for t in range(4):
+        x, y = common.batch(r, t)
+        run.opt.zero_grad()
+        torch.nn.functional.cross_entropy(run.model(x), y).backward()
+        # The local step, as the wrapper's optimizer takes it, on every rank's copy.
+        stepped = common.gather(flat_of(run.base) - LR * grads_of(run.base))
+        run.opt.step()
+        new = []
+        for j in range(n):
+            z = stepped[j] + w[(j - 1) % n] / 3 + w[(j + 1) % n] / 3 - 5 * w[j] / 3
+            dz = torch.empty_like(z)
+            codec.decode(codec.encode(z.numpy()), dz.numpy())
+            new.append(w[j] + dz)
+        w = new
+        close(flat_of(run.base), w[r], f"lp-decentralized step {t}")
+
+
+def test_easgd_elastic_rule():
+    tau, n = 2, _C.size()
+    alpha = 0.9 / n
+    run = Run("easgd", tau=tau)
+    center = flat_of(run.base).clone()
+    for t in range(4):
+        x_t, g = run.step(t)
+        stepped = common.gather(flat_of(run.base))  # after the wrapper's elastic step
+        if (t + 1) % tau == 0:
+            local = [xi - LR * gi for xi, gi in zip(x_t, common.gather(g))]
+            d = [alpha * (xj - center) for xj in local]
+            expect = [xj - dj for xj, dj in zip(local, d)]
+            center = center + sum(d)
+        else:
+            expect = [xi - LR * gi for xi, gi in zip(x_t, common.gather(g))]
+        for j in range(n):
+            close(stepped[j], expect[j], f"easgd step {t} rank {j}")
+
+
+def test_async_keeps_the_sum_and_averages():
+    """x += avg(s) - s changes no sum over the ranks: after the thread stops, the
+    ranks' weights add up to their start plus every local step; the warm-up
+    steps average gradients, so the replicas agree after them."""
+    warmup = 2
+    run = Run("async", sync_ms=2, warmup=warmup)
+    start = sum(common.gather(flat_of(run.base)))
+    local = torch.zeros_like(start)
+    for t in range(12):
+        x, y = common.batch(_C.rank(), t)
+        run.opt.zero_grad()
+        torch.nn.functional.cross_entropy(run.model(x), y).backward()  # holds the lock
+        before = flat_of(run.base)
+        run.opt.step()
+        local += flat_of(run.base) - before
+        if t == warmup - 1:
+            reps = common.gather(flat_of(run.base))
+            assert all(torch.equal(reps[0], q) for q in reps), "warm-up left replicas apart"
+    rounds = run.model.finish()
+    assert rounds > 0, "the averaging thread never ran a round"
+    total = sum(common.gather(flat_of(run.base)))
+    close(total, start + sum(common.gather(local)), "async sum")
+
+
+def test_errors_are_exceptions():
+    try:
+        bpt.with_bagpipe(common.tiny_model(), None, "sparse")
+    except bagpipe.Error as e:
+        assert str(e).startswith("bagpipe: algorithm 'sparse' is not one of allreduce"), str(e)
+    else:
+        raise AssertionError("an unknown algorithm was accepted")
+    try:
+        _C.bcast(torch.zeros(3).numpy(), _C.size())
+    except bagpipe.Error as e:
+        assert str(e) == f"bcast: root {_C.size()} is not a rank of {_C.size()}", str(e)
+    else:
+        raise AssertionError("a bad root was accepted")
+    try:
+        _C.allreduce_avg(torch.zeros(3, dtype=torch.float64).numpy())
+    except TypeError as e:
+        assert "float32" in str(e), str(e)
+    else:
+        raise AssertionError("float64 was accepted")
+
+
+if __name__ == "__main__":
+    bagpipe.init()
+    tests = [test_broadcast_gives_rank_zero_weights, test_decentralized_all_interval_2,
+             test_lp_decentralized_ring, test_easgd_elastic_rule,
+             test_async_keeps_the_sum_and_averages, test_errors_are_exceptions]
+    if _C.size() % 2 == 0:
+        tests.insert(1, test_decentralized_shift_one)
+    sys.exit(1 if common.run(tests) else 0)
