@@ -11,6 +11,7 @@
 #include "bagpipe/comm.h"
 #include "bagpipe/status.h"
 #include "cli/plan.h"
+#include "cli/export.h"
 #include "cli/report.h"
 #include "cli/tune.h"
 #include "core/device.h"
@@ -37,6 +38,7 @@ static void usage(FILE *f) {
             "  simulate predict a step's time, communication and memory on a described machine\n"
             "  plan     measure the cluster and rank every configuration by time to a loss\n"
             "  report   plots of finished runs (loss, communication, stages, timeline)\n"
+            "  export   a gpt checkpoint for Hugging Face transformers (--format hf DIR)\n"
             "\n"
             "Run 'bagpipe <command> --help' for the options of a command.\n"
             "Exit codes: 0 success, 2 usage or configuration error, 1 runtime failure.\n",
@@ -84,7 +86,10 @@ static int train_config(int argc, char **argv, int world, bp_train_config *cfg, 
 /* The GPU model, kernels, codecs and device communication exist (nn/cuda, compress/cuda,
  * comm/cuda); the training loop does not drive them yet. */
 static int device_not_wired(int device, const char *cmd, bp_err *err) {
-    if (device == BP_DEVICE_CPU) return BP_OK;
+    if (device == BP_DEVICE_CPU || (device == BP_DEVICE_CHECK && strcmp(cmd, "train") == 0))
+        return BP_OK;
+    if (device == BP_DEVICE_CHECK)
+        return bp_fail(err, BP_EUSAGE, "option --device check: only bagpipe train runs on it");
     return bp_fail(err, BP_EUSAGE, "option --device cuda: bagpipe %s does not run on the GPU yet",
                    cmd);
 }
@@ -263,7 +268,8 @@ int main(int argc, char **argv) {
     if (strcmp(cmd, "simulate") == 0) return cmd_simulate(argc - 2, argv + 2);
     if (strcmp(cmd, "plan") == 0) return cmd_plan(argc - 2, argv + 2, argv[0]);
     if (strcmp(cmd, "report") == 0) return report_main(argc - 2, argv + 2);
-    bp_log_error("unknown command '%s' (commands: train, sample, tune, simulate, plan, report; "
+    if (strcmp(cmd, "export") == 0) return export_main(argc - 2, argv + 2);
+    bp_log_error("unknown command '%s' (commands: train, sample, tune, simulate, plan, report, export; "
                  "see bagpipe --help)",
                  cmd);
     return 2;

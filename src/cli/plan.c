@@ -45,8 +45,13 @@ static void print_header(const bp_plan_config *c, const bp_plan_result *r, FILE 
                 r->cluster.inter.bw_bps / 1e9, r->cluster.flops / 1e12, r->cluster.mem_Bps / 1e9,
                 c->efficiency);
     }
-    fprintf(out, "statistical efficiency: the table of measured studies (docs/results), steps to the "
-                 "loss allreduce reaches in %lld steps\n", (long long)t->steps);
+    if (c->trials > 0)
+        fprintf(out, "statistical efficiency: --trials, %d steps of the leading kinds here; steps to "
+                     "loss %.4f (allreduce's at 60%%) over allreduce's; others from the table\n",
+                c->trials, r->trial_target);
+    else
+        fprintf(out, "statistical efficiency: the table of measured studies (docs/results), steps to "
+                     "the loss allreduce reaches in %lld steps\n", (long long)t->steps);
     fprintf(out, "configurations: %d, of which %d fit %.0f MB; dropped: %d refused by train, %d whose "
                  "averaging diverges, %d over the memory (%.2f s)\n",
             r->n_cand, r->n_cand - r->dropped[1] - r->dropped[2] - r->dropped[3], MB(r->mem_cap_bytes),
@@ -130,7 +135,8 @@ static void json_candidate(FILE *f, const bp_plan_result *r, const bp_plan_candi
             k->knobs.cb ? "true" : "false", k->knobs.fe ? "true" : "false");
     if (k->verdict == BP_PLAN_OK || k->verdict == BP_PLAN_MEMORY)
         fprintf(f, ",\"step_s\":%.6g,\"peak_MB\":%.6g", k->step_s, MB(k->peak_bytes));
-    fprintf(f, ",\"steps_factor\":%.4g,\"efficiency_source\":", k->factor);
+    fprintf(f, ",\"steps_factor\":%.6g,\"trialled\":%s,\"efficiency_source\":", k->factor,
+            k->trialled ? "true" : "false");
     json_str(f, k->source);
     if (k->verdict == BP_PLAN_OK) {
         fprintf(f, ",\"time_to_loss_s\":%.6g,\"command\":", k->to_loss_s);
@@ -155,9 +161,9 @@ static bp_status write_json(const bp_plan_config *c, const bp_plan_result *r, co
     FILE *f = open_memstream(&text, &len);
     if (!f) return bp_fail(err, BP_ENOMEM, "option --json: out of memory");
     fprintf(f, "{\"format\":\"bagpipe-plan\",\"world\":%d,\"nodes\":%d,\"per_node\":%d,"
-               "\"steps\":%lld,\"efficiency\":\"table\",\"mem_cap_MB\":%.6g,\"seconds\":%.4g,",
-            r->world, r->nodes, r->per_node, (long long)c->train.steps, MB(r->mem_cap_bytes),
-            r->seconds);
+               "\"steps\":%lld,\"efficiency\":\"%s\",\"mem_cap_MB\":%.6g,\"seconds\":%.4g,",
+            r->world, r->nodes, r->per_node, (long long)c->train.steps,
+            c->trials > 0 ? "trials" : "table", MB(r->mem_cap_bytes), r->seconds);
     json_network(f, r);
     fprintf(f, ",\"dropped\":{\"refused\":%d,\"diverges\":%d,\"memory\":%d},\"ranking\":[\n",
             r->dropped[BP_PLAN_REFUSED], r->dropped[BP_PLAN_DIVERGES], r->dropped[BP_PLAN_MEMORY]);

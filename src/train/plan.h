@@ -39,6 +39,7 @@ typedef struct bp_plan_config {
     double mem_cap_mb;  /* 0: the cluster's device memory, or this node's memory per rank */
     double efficiency;  /* --cluster: share of the device's peak reached */
     int vocab;          /* gpt's vocabulary (0: train's, 256 bytes) */
+    int trials;         /* steps of each trial (0: the shipped table instead) */
 } bp_plan_config;
 
 void bp_plan_config_defaults(bp_plan_config *c);
@@ -61,13 +62,15 @@ typedef enum bp_plan_verdict { BP_PLAN_OK, BP_PLAN_REFUSED, BP_PLAN_DIVERGES, BP
 
 /* One configuration: what plan chose, and what it predicts. */
 typedef struct bp_plan_candidate {
-    char args[320];  /* the options plan chose, as train takes them */
+    char args[512];  /* the options plan chose, as train takes them */
     int dp, pp, tp, M, N;
     bp_plan_knobs knobs;
     int verdict;     /* bp_plan_verdict */
     double step_s, peak_bytes;
     double factor;   /* steps to the loss over allreduce's */
     const char *source;
+    bool trialled;        /* factor from --trials */
+    char trial_source[128];
     double to_loss_s; /* --steps x factor x step_s */
     char part[256];  /* the partition simulated (and printed) */
 } bp_plan_candidate;
@@ -81,6 +84,8 @@ typedef struct bp_plan_result {
     bp_plan_candidate *cand; /* ranked: fitting first, by time to the loss */
     int n_cand;
     int dropped[4];          /* by verdict */
+    double trial_target;     /* --trials: the loss (NAN: none) */
+    bool ranked;
     double seconds;
 } bp_plan_result;
 

@@ -157,9 +157,8 @@ static void push(const char *s, void *ctx) {
     if (w->n < w->cap) w->w[w->n++] = (char *)s;
 }
 
-/* Candidate k's configuration as train would take it: the given options, then k's. */
-static int configure(int argc, char **argv, bp_plan_candidate *k, int world, bp_train_config *t,
-                     bp_err *err) {
+bp_status bp_plan_configure(int argc, char **argv, const bp_plan_candidate *k, int world,
+                            bp_train_config *t, bp_err *err) {
     char args[sizeof k->args];
     snprintf(args, sizeof args, "%s", k->args);
     words w = {.cap = argc + 64};
@@ -171,7 +170,7 @@ static int configure(int argc, char **argv, bp_plan_candidate *k, int world, bp_
     bp_train_config_defaults(t);
     int n, help = 0;
     const bp_option *opts = bp_train_options(&n);
-    int rc = bp_options_parse(opts, n, t, w.n, w.w, &help, err);
+    bp_status rc = (bp_status)bp_options_parse(opts, n, t, w.n, w.w, &help, err);
     if (rc == BP_OK) rc = bp_train_config_finalize(t, err);
     if (rc == BP_OK) rc = bp_train_config_check_world(t, world, err);
     free(w.w);
@@ -189,7 +188,7 @@ static void predict(const bp_plan_config *c, const bp_sim_machine *m, int argc, 
     sc.vocab = c->vocab;
     int first[MAX_PP + 1] = {0};
     bp_sim_step_result res;
-    int rc = configure(argc, argv, k, k->dp * k->pp * k->tp, &sc.train, &err);
+    int rc = bp_plan_configure(argc, argv, k, k->dp * k->pp * k->tp, &sc.train, &err);
     if (rc == BP_OK) rc = bp_simulate_predict(&sc, m, first, &res, &err);
     out[0] = rc == BP_OK ? BP_PLAN_OK : strstr(err.msg, "diverge") ? BP_PLAN_DIVERGES : BP_PLAN_REFUSED;
     if (rc) return;
@@ -232,11 +231,13 @@ static int by_time(const void *a, const void *b) {
 }
 
 void bp_plan_rank(const bp_plan_config *c, bp_plan_result *r) {
+    bool counted = r->ranked; /* ranked again after the trials */
+    r->ranked = true;
     for (int i = 0; i < r->n_cand; i++) {
         bp_plan_candidate *k = &r->cand[i];
-        k->factor = bp_plan_steps_factor(&k->knobs, &k->source);
+        if (!k->trialled) k->factor = bp_plan_steps_factor(&k->knobs, &k->source);
         k->to_loss_s = k->verdict == BP_PLAN_OK ? (double)c->train.steps * k->factor * k->step_s : INFINITY;
-        r->dropped[k->verdict] += k->verdict != BP_PLAN_OK;
+        if (!counted) r->dropped[k->verdict] += k->verdict != BP_PLAN_OK;
     }
     qsort(r->cand, (size_t)r->n_cand, sizeof *r->cand, by_time);
 }

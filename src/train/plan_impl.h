@@ -12,8 +12,17 @@ bp_status bp_plan_enumerate(const bp_plan_config *c, bp_plan_result *r, bp_err *
  * machine m; then every rank holds all. */
 bp_status bp_plan_evaluate(const bp_plan_config *c, bp_comm *world, const bp_sim_machine *m,
                            int argc, char **argv, bp_plan_result *r, bp_err *err);
-/* plan_candidates.c: weigh by statistical efficiency and sort. */
+/* plan_candidates.c: weigh by statistical efficiency (the table's factor where
+ * --trials did not set one) and sort. */
 void bp_plan_rank(const bp_plan_config *c, bp_plan_result *r);
+/* plan_candidates.c: candidate k's configuration as train takes it on `world` ranks:
+ * the given options, then k's. */
+bp_status bp_plan_configure(int argc, char **argv, const bp_plan_candidate *k, int world,
+                            bp_train_config *t, bp_err *err);
+/* plan_trials.c: --trials: the leading kinds' factors measured (collective; rank 0
+ * holds the result). */
+bp_status bp_plan_trials(const bp_plan_config *c, bp_comm *world, int argc, char **argv,
+                         bp_plan_result *r, bp_err *err);
 /* plan.c: calls f(word, ctx) for each given word that train takes (not plan's own). */
 void bp_plan_given_words(int argc, char **argv, void (*f)(const char *, void *), void *ctx);
 

@@ -26,6 +26,7 @@ bad "option --cluster: flops and mem-bw are needed" --cluster nodes=2,per-node=2
 bad "option --cluster: intra" --cluster nodes=2,per-node=2,flops=1e12,mem-bw=1e11,intra-bw=fast,intra-lat=1us,inter-bw=1Gbit,inter-lat=1ms
 bad "option --top" --top 0
 bad "option --model: plan models gpt only" --model mlp
+bad "option --trials: runs on the job's ranks, not with --cluster" --trials 10 --cluster nodes=2,per-node=1,flops=1e12,mem-bw=1e11,intra-bw=1Gbit,intra-lat=1us,inter-bw=1Gbit,inter-lat=1ms
 
 # The JSON's invariants, and the printed top against it.
 check_json() { # FILE STDOUT WORLD
@@ -75,6 +76,24 @@ read -ra words <<<"${cmd#*mpirun -np 2 }"
 launch 2 "${words[@]}" --steps 3 --eval-every 0 --progress none --out "$WORK/run" >"$WORK/t" 2>&1 ||
   fail "train refused the printed command ($cmd): $(tail -3 "$WORK/t")"
 grep -q "^done: 3 steps" "$WORK/t" || fail "train: $(tail -3 "$WORK/t")"
+
+# --trials: the leading kinds trained here; allreduce's factor is 1 by definition, the
+# others' are their own steps to the loss over allreduce's.
+launch 2 "$BP" plan "${TINY[@]}" --trials 20 --json "$WORK/t.json" >"$WORK/t" 2>"$WORK/t.err" ||
+  fail "plan --trials exited $?: $(cat "$WORK/t.err")"
+grep -q "^statistical efficiency: --trials, 20 steps" "$WORK/t" || fail "trials line: $(cat "$WORK/t")"
+check_json "$WORK/t.json" "$WORK/t" 2
+python3 - "$WORK/t.json" <<'PY' || fail "trials: $(head -c 800 "$WORK/t.json")"
+import json, sys
+d = json.load(open(sys.argv[1])); r = d["ranking"]
+assert d["efficiency"] == "trials"
+ar = [k for k in r if k["trialled"] and k["algo"] == "allreduce" and k["dp"] == 2 and not k["sc"]]
+assert ar and all(k["steps_factor"] == 1 for k in ar), ar
+tried = {k["algo"] for k in r if k["trialled"]}
+assert len(tried) >= 2, tried
+assert all(k["efficiency_source"].startswith("trial of 20 steps") for k in r if k["trialled"])
+assert all(not k["efficiency_source"].startswith("trial") for k in r if not k["trialled"])
+PY
 
 # --cluster: one rank per node, so that every dp byte crosses the network; 2 nodes,
 # as our Bagua study (docs/results/bagua_tradeoff) ran (with 8, the per-step agreement
