@@ -74,6 +74,20 @@ int bp_model_boundary_width(const bp_model_config *cfg, int block) {
     return ops_of(cfg->kind)->boundary_width(cfg, block);
 }
 
+int bp_model_block_layout(const bp_model_config *cfg, int block, bp_tensor_layout *out) {
+    if (block < 0 || block >= bp_model_num_blocks(cfg)) return 0; /* also a wrong kind */
+    bp_tensor_spec specs[BP_BLOCK_MAX_TENSORS];
+    int n = ops_of(cfg->kind)->block_tensors(cfg, block, specs);
+    for (int i = 0; i < n; i++) {
+        out[i] = (bp_tensor_layout){.ndim = specs[i].ndim,
+                                    .split_dim = specs[i].split_dim,
+                                    .split_groups = specs[i].split_groups};
+        memcpy(out[i].name, specs[i].name, sizeof out[i].name);
+        memcpy(out[i].shape, specs[i].shape, sizeof out[i].shape);
+    }
+    return n;
+}
+
 void bp_tensor_spec_set(bp_tensor_spec *s, const char *name, int d0, int d1, bp_init_kind init,
                         double scale) {
     memset(s, 0, sizeof *s);

@@ -128,6 +128,21 @@ int bp_model_num_blocks(const bp_model_config *cfg);
 /* A short human name of block i, e.g. "embed", "h.3", "head". */
 const char *bp_model_block_name(const bp_model_config *cfg, int block, char *buf, size_t n);
 
+/* The tensors of block `block` as the model kind lays them out (the whole tensors,
+ * before tensor parallelism; split_dim and split_groups as in bp_tensor_info), in
+ * the order of the flat buffer, into out[0..n); returns n (0 for a block out of
+ * range). A model range that holds the head but not block 0 also holds a copy of
+ * the tied tensor, after the head's own (see the top of this file). What the
+ * simulator reads instead of a layout of its own. */
+#define BP_BLOCK_MAX_TENSORS 16
+typedef struct bp_tensor_layout {
+    char name[BP_TENSOR_NAME_MAX];
+    int ndim;
+    int shape[BP_TENSOR_MAX_DIM];
+    int split_dim, split_groups;
+} bp_tensor_layout;
+int bp_model_block_layout(const bp_model_config *cfg, int block, bp_tensor_layout *out);
+
 /* Create the range [block_begin, block_end) of the model; block_end = -1 means
  * through the last block. Parameters are zero until bp_model_init_weights. */
 int bp_model_create(const bp_model_config *cfg, int block_begin, int block_end, bp_model **out,
