@@ -252,6 +252,53 @@ static int update(bp_pipe *p, const bp_pipe_op *op, const bp_pipe_hooks *h, bp_e
     return rc;
 }
 
+/* Forwards among the first n ops of a stage's stream. */
+static int forwards_before(const bp_pipe_op *ops, int n) {
+    int f = 0;
+    for (int i = 0; i < n; i++) f += ops[i].forward && !ops[i].update;
+    return f;
+}
+
+/* Index + 1 of the backward of position v in a stage's op list of n ops. */
+static int through_backward(const bp_pipe_op *ops, int n, int v) {
+    for (int i = 0; i < n; i++)
+        if (!ops[i].forward && !ops[i].update && ops[i].micro == v) return i + 1;
+    return n;
+}
+
+/* The stream of one step stopped after the backward of position v (op index i):
+ * the previous stage sent forwards that this one has not received yet; receive
+ * and drop them so that its sends finish, then wait for this stage's own. */
+static int abandon(bp_pipe *p, const bp_batch *micro, int v, int i, bp_err *err) {
+    int rc = BP_OK;
+    if (p->s > 0) {
+        bp_stream st = {.S = p->S, .s = p->s - 1, .N = p->N, .M = p->M, .K = 1, .tied = p->tied};
+        int peak, n_prev = bp_schedule_stream(&p->sched, &st, NULL, &peak);
+        bp_pipe_op *prev = malloc((size_t)n_prev * sizeof *prev);
+        if (!prev) return bp_fail(err, BP_ENOMEM, "out of memory");
+        bp_schedule_stream(&p->sched, &st, prev, &peak);
+        int sent = forwards_before(prev, through_backward(prev, n_prev, v));
+        free(prev);
+        size_t row_n = p->in_n / ((size_t)p->micro_B * p->T);
+        for (int x = forwards_before(p->ops, i); rc == BP_OK && x < sent; x++)
+            rc = bp_recv(p->pp, p->x_in, row_n * (size_t)micro[x].B * (size_t)micro[x].T, p->s - 1,
+                         TAG_ACT);
+    }
+    for (int j = 0; j < p->n_slots; j++) {
+        int w1 = bp_wait(&p->slots[j].fwd_req), w2 = bp_wait(&p->slots[j].bwd_req);
+        if (rc == BP_OK) rc = w1 ? w1 : w2;
+        p->slots[j].micro = -1;
+    }
+    p->in_use = 0;
+    return rc ? bp_comm_fail(p->pp, rc, err) : BP_EINTERRUPTED;
+}
+
+/* Whether to ask h->stop after op i, the backward of position v, of a V-position step. */
+static bool asks_stop(const bp_pipe_hooks *h, int k, const bp_pipe_op *op, int V) {
+    if (!h || !h->stop || h->stop_every <= 0 || k != 1 || op->forward || op->update) return false;
+    return (op->micro + 1) % h->stop_every == 0 && op->micro + 1 < V;
+}
+
 bp_status bp_pipe_stream(bp_pipe *p, int k, const bp_batch *micro, const bp_pipe_hooks *h,
                          double *loss, bp_err *err) {
     int V = p->N * p->M, n_ops, rc = BP_OK;
@@ -271,6 +318,9 @@ bp_status bp_pipe_stream(bp_pipe *p, int k, const bp_batch *micro, const bp_pipe
         } else {
             if (i == n_ops - 1 && h && h->last_backward) h->last_backward(h->ctx);
             rc = backward(p, &micro[op->micro], op->micro, err);
+            if (rc == BP_OK && asks_stop(h, k, op, V) &&
+                (rc = h->stop(h->ctx, err)) == BP_EINTERRUPTED)
+                rc = abandon(p, micro, op->micro, i + 1, err);
         }
     }
     for (int t = 0; t < k; t++) loss[t] = p->s == p->S - 1 ? loss[t] / V : NAN;
@@ -296,6 +346,8 @@ bp_status bp_pipe_eval(bp_pipe *p, int j, const bp_batch *b, double *loss, const
 }
 
 void bp_pipe_set_step(bp_pipe *p, int64_t step) { p->step = step; }
+
+bool bp_pipe_compresses(const bp_pipe *p) { return p->cb != NULL; }
 
 bp_status bp_pipe_state(bp_pipe *p, bp_state_list *l, bp_err *err) {
     return bp_cb_state(p->cb, l, err);

@@ -233,7 +233,7 @@ static int setup(trainer *t, bp_err *err) {
         .grid = &t->grid, .meta = t->meta, .models = t->models, .n_replicas = t->n_rep,
         .pipe = t->pipe, .dp = t->dp, .tied = bp_model_tied_tensor(&mc),
         .fused_embedding = c->fused_embedding_sync != 0, .clip = c->clip,
-        .skip_nonfinite = c->skip_nonfinite != 0, .pending = &t->unagreed};
+        .skip_nonfinite = c->skip_nonfinite != 0, .pending = &t->unagreed, .stop = t->stop};
     if (rc == BP_OK) log_config(t);
     return rc;
 }
@@ -366,13 +366,19 @@ static int stream_length(const trainer *t) {
     return k;
 }
 
-/* The next k steps (one stream of the pipeline); fills their records. */
-static int train_steps(trainer *t, int k, bp_step_record *r, bp_err *err) {
+/* The next k steps (one stream of the pipeline); fills their records. A stop
+ * request agreed within a long step abandons it: *done is 0, the data drawn for
+ * it is put back, and the run stops as after the step before (whose checkpoint
+ * is then saved, so that a resumed run goes on exactly). */
+static int train_steps(trainer *t, int k, bp_step_record *r, int *done, bp_err *err) {
     inject_process_fault(t);
     double t0 = bp_now();
     bp_trace_set_step(t->trace, t->step + 1);
     bp_grid_step_in in[k];
     bp_grid_step_out out[k];
+    bp_resume_state drawn_from = {0};
+    bp_task_get_state(&t->task, &drawn_from);
+    *done = 0;
     for (int i = 0; i < k; i++) {
         next_micro_batches(t, i);
         r[i].lr = bp_lr_at(&t->lr, t->step + i);
@@ -384,7 +390,12 @@ static int train_steps(trainer *t, int k, bp_step_record *r, bp_err *err) {
     }
     int rc = bp_grid_steps(&t->stepper, k, in, out, err);
     if (out[k - 1].together) t->res->stopped_together = true;
+    if (rc == BP_EINTERRUPTED) {
+        t->stopping = true;
+        return bp_task_set_state(&t->task, &drawn_from, err);
+    }
     if (rc) return rc;
+    *done = k;
     t->stopping = out[k - 1].stop;
     t->embed_s = 0;
     for (int i = 0; i < k; i++) t->embed_s += out[i].embed_s;
@@ -461,12 +472,13 @@ static int loop(trainer *t, bp_err *err) {
     while (rc == BP_OK && t->step < t->end_step) {
         int k = stream_length(t);
         bp_step_record *r = &t->pending[t->n_pending];
-        if ((rc = train_steps(t, k, r, err))) break;
+        if ((rc = train_steps(t, k, r, &k, err))) break;
         for (int i = 0; i < k; i++)
             t->step_ms[(t->step - k + i - t->first_step) % TRAINER_MAX_TIMES] = r[i].step_ms;
         t->n_pending += k;
         bool last = t->step == t->end_step || t->stopping;
-        bool eval = every(t->step, c->eval_every) || (c->eval_every > 0 && last);
+        /* An abandoned step (k = 0) saves at once: the grace period is short. */
+        bool eval = k > 0 && (every(t->step, c->eval_every) || (c->eval_every > 0 && last));
         bool save = !t->probe && (every(t->step, c->checkpoint_every) || last);
         bool full = t->n_pending >= c->log_every || t->n_pending + K > pending_room(c);
         if (full || eval || save) rc = flush_steps(t, err);

@@ -29,5 +29,24 @@ diff <(losses "$WORK/full/metrics.jsonl" | awk '$1 > 4') <(losses "$WORK/res/met
   fail "resumed on check: losses differ"
 cmp "$WORK/full/ckpt-00000008/stage0-tp0.safetensors" "$WORK/res/ckpt-00000008/stage0-tp0.safetensors" ||
   fail "resumed on check: final weights differ"
+
+# Replica state (the elastic center, each pipeline's weights) resumed on check from a
+# checkpoint the cpu wrote: steps 7..12 and the final weights as the cpu's run.
+S=(train --layers 2 --embd 32 --heads 2 --seq-len 32 --batch 8 --data "$TEXT" --progress none
+  --eval-every 0 --log-every 1 --steps 12 --checkpoint-every 6 --keep-checkpoints 2)
+state_resume() { # name ranks options...
+  local name=$1 w=$2
+  shift 2
+  launch "$w" "$BP" "${S[@]}" "$@" --out "$WORK/$name" >/dev/null 2>&1 || fail "$name: cpu run failed"
+  launch "$w" "$BP" "${S[@]}" "$@" --device check --resume "$WORK/$name/ckpt-00000006" \
+    --out "$WORK/$name-res" >/dev/null 2>"$WORK/err" || fail "$name: resume on check failed: $(cat "$WORK/err")"
+  diff <(losses "$WORK/$name/metrics.jsonl" | awk '$1 > 6') <(losses "$WORK/$name-res/metrics.jsonl") ||
+    fail "$name: losses resumed on check differ"
+  cmp "$WORK/$name/ckpt-00000012/stage0-tp0.safetensors" "$WORK/$name-res/ckpt-00000012/stage0-tp0.safetensors" ||
+    fail "$name: final weights resumed on check differ"
+}
+state_resume easgd 2 --dp-algo easgd --ea-period 2
+state_resume avgpipe 1 --pipelines 2 --micro-batches 2
+
 expect 2 "option --device check: only bagpipe train runs on it" -- "$BP" sample --ckpt "$WORK/full" --device check
 refused 2 "option --dp-algo: async does not run on --device check" -- "${TINY[@]}" --data "$TEXT" --dp-algo async --device check
