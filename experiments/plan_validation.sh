@@ -5,12 +5,13 @@
 # unshaped for their losses; per setting the regret of plan's first pick and the rank
 # correlation of predicted against measured time to the loss.
 # Environment: BAGPIPE (binary), RUNS_DIR, HOSTS (2,4), SETTINGS (rate:latency,...),
-# TOP (6), STEPS (300).
+# TOP (6), SPREAD (0: configurations taken further down the ranking), TIMED (12 steps
+# per shaped run), STEPS (300).
 source "$(dirname "$0")/lib.sh"
 study_begin plan_validation "bagpipe plan: predicted against measured time to a loss"
 BAGPIPE=$BP /usr/bin/python3 "$ROOT/bench/plan/validate.py" --hosts "${HOSTS:-2,4}" \
   --settings "${SETTINGS:-10gbit:0.1ms,1gbit:1ms,100mbit:5ms,20mbit:20ms}" --top "${TOP:-6}" \
-  --steps "${STEPS:-300}" --out "$RUNS" --json "$OUT/validate.json" --markdown "$OUT/table.md" |
+  --spread "${SPREAD:-0}" --timed-steps "${TIMED:-12}" --steps "${STEPS:-300}" --out "$RUNS" --json "$OUT/validate.json" --markdown "$OUT/table.md" |
   tee "$OUT/log.txt"
 {
   study_header
@@ -19,8 +20,9 @@ BAGPIPE=$BP /usr/bin/python3 "$ROOT/bench/plan/validate.py" --hosts "${HOSTS:-2,
 A gpt of 2 layers and 64 channels, batch 16, one rank per host. Per setting, `bagpipe
 plan` ran on the shaped hosts (bandwidth by the kernel's tbf; latency by the runtime's
 emulation, --net lat=..., since this kernel has no netem) and ranked every
-configuration; its top ones and plain allreduce then trained 12 steps there (median
-step time of steps 3 on). Each configuration also trained once unshaped on this
+configuration; its top ones (and, with SPREAD, ones further down its ranking) and
+plain allreduce then trained a few steps there (median step time of steps 3 on; the
+count is in the log's command line). Each configuration also trained once unshaped on this
 machine's ranks for its validation curve (losses do not depend on the network); the
 target is allreduce's validation loss at 60% of its steps, and a configuration's
 measured time to the loss is its steps to the target times its shaped step time.
@@ -29,6 +31,9 @@ within 10%). Spearman: rank correlation of predicted and measured time to the lo
 among the configurations timed (target >= 0.8), and of the step times alone.
 
 TXT
+  echo "Parameters: hosts ${HOSTS:-2,4}; settings ${SETTINGS:-10gbit:0.1ms,1gbit:1ms,100mbit:5ms,20mbit:20ms};"
+  echo "top ${TOP:-6}, spread ${SPREAD:-0}, ${TIMED:-12} timed steps, ${STEPS:-300} steps for the losses; binary $BP."
+  echo
   cat "$OUT/table.md"
 } >"$OUT/README.md"
 study_end

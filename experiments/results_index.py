@@ -14,6 +14,8 @@ STUDIES = [  # (folder, the command that regenerates it)
     ("occ_ablation", "experiments/occ_ablation.sh"),
     ("occ_slow_network", "experiments/occ_slow_network.sh"),
     ("sim_validation", "experiments/sim_validation.sh"),
+    ("plan_validation", "experiments/plan_validation.sh"),
+    ("plan_cluster", "experiments/plan_cluster.sh"),
 ]
 INTRO = """# Results
 

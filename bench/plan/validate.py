@@ -6,7 +6,8 @@ per host; tbf shapes the bandwidth, and the latency, which this kernel cannot ad
 (no netem), is the runtime's emulation, --net lat=L, passed to plan and to every run);
 `bagpipe plan` on those ranks ranks the configurations; the top ones (and plain
 allreduce, the target's source) each train a few steps there, shaped, for their
-median step time. The losses do not depend on the network: each configuration
+median step time. With --spread S, S more are
+taken down the ranking (ranks 2 top, 4 top, ...). The losses do not depend on the network: each configuration
 trains once, unshaped, on this machine's ranks, and its steps to the target loss
 (allreduce's validation loss at 60% of its steps) times its shaped step time is its
 measured time to the loss. Per setting: the regret of plan's first pick (its measured
@@ -101,7 +102,13 @@ def setting(hosts, rate, lat, a, out):
         with open(pj) as f:
             plan = json.load(f)
         fits = [k for k in plan["ranking"] if k["verdict"] == "fits"]
+        # plan's first few, then a few spread down its ranking (ranks 8, 16, 32, ...),
+        # so that the correlation is over predictions that differ
         listed = fits[: a.top]
+        pos = 2 * a.top
+        while a.spread and pos <= len(fits) and len(listed) < a.top + a.spread:
+            listed.append(fits[pos - 1])
+            pos *= 2
         if baseline(hosts) not in [k["args"] for k in listed]:
             listed += [k for k in fits if k["args"] == baseline(hosts)]
         rows = []
@@ -170,6 +177,7 @@ def main():
     p.add_argument("--hosts", default="2,4")
     p.add_argument("--settings", default="10gbit:0.1ms,1gbit:1ms,100mbit:5ms,20mbit:20ms")
     p.add_argument("--top", type=int, default=6)
+    p.add_argument("--spread", type=int, default=0)
     p.add_argument("--steps", type=int, default=300)
     p.add_argument("--eval-every", type=int, default=20)
     p.add_argument("--timed-steps", type=int, default=12)

@@ -151,6 +151,20 @@ typedef struct bp_trace bp_trace;
 int bp_comm_set_trace(bp_comm *c, bp_trace *trace);
 bp_trace *bp_comm_trace(const bp_comm *c);
 
+/* Where buffers live (DESIGN.md section 10). Without this every buffer is host
+ * memory, sent as it is. With it, a buffer that `owns` claims is device memory the
+ * host may not touch: each operation copies it to host memory through to_host,
+ * communicates, and copies the result back through to_device (staged; NCCL's
+ * direct path is the CUDA build's). Groups made from c (split, dup) inherit it.
+ * Asynchronous averaging, which reads its buffer from another thread for as long
+ * as it runs, refuses device memory. mem == NULL: host memory only. */
+typedef struct bp_comm_memory {
+    bool (*owns)(const void *p);
+    void (*to_host)(void *host_dst, const void *src, size_t bytes);
+    void (*to_device)(void *dst, const void *host_src, size_t bytes);
+} bp_comm_memory;
+int bp_comm_set_memory(bp_comm *c, const bp_comm_memory *mem);
+
 /* --- network model ------------------------------------------------------------- */
 
 typedef struct bp_net {

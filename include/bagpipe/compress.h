@@ -89,7 +89,8 @@ bool bp_powersgd_state(bp_codec *codec, float **error, size_t *error_n, float **
 
 /* Orthonormalize the columns of Q as those of P (Gram-Schmidt), before step 1:
  * PyTorch's PowerSGD hook does it to the first (random) Q and to the previous
- * step's Q before each reuse; Vogels' reducer and Optimus-CC's reuse Q as it is. */
+ * step's Q before each reuse, and so does Optimus-CC's compressed backpropagation;
+ * Vogels' reducer and Optimus-CC's data-parallel reducer reuse Q as it is. */
 int bp_powersgd_orthogonalize_q(bp_codec *codec, bp_err *err);
 
 /* Step 1: M = G + E; P = M Q. *p points at P (*p_len = rows * r floats) for the

@@ -86,7 +86,10 @@ static int train_config(int argc, char **argv, int world, bp_train_config *cfg, 
 /* The GPU model, kernels, codecs and device communication exist (nn/cuda, compress/cuda,
  * comm/cuda); the training loop does not drive them yet. */
 static int device_not_wired(int device, const char *cmd, bp_err *err) {
-    if (device == BP_DEVICE_CPU) return BP_OK;
+    if (device == BP_DEVICE_CPU || (device == BP_DEVICE_CHECK && strcmp(cmd, "train") == 0))
+        return BP_OK;
+    if (device == BP_DEVICE_CHECK)
+        return bp_fail(err, BP_EUSAGE, "option --device check: only bagpipe train runs on it");
     return bp_fail(err, BP_EUSAGE, "option --device cuda: bagpipe %s does not run on the GPU yet",
                    cmd);
 }

@@ -27,11 +27,14 @@ static void print_link(const char *name, const bp_sim_link *l, FILE *out) {
 
 static void print_header(const bp_plan_config *c, const bp_plan_result *r, FILE *out) {
     const bp_train_config *t = &c->train;
-    fprintf(out, "bagpipe plan: gpt (%d layers, %d channels, seq %d), batch %d, %lld steps; %d ranks"
+    fprintf(out, "bagpipe plan: gpt (%d layers, %d channels, seq %d), batch %d, %lld steps; %d rank%s"
                  " on %d node%s (%d per node)\n",
-            t->layers, t->embd, t->seq_len, t->batch, (long long)t->steps, r->world, r->nodes,
-            r->nodes > 1 ? "s" : "", r->per_node);
-    if (r->measured) {
+            t->layers, t->embd, t->seq_len, t->batch, (long long)t->steps, r->world,
+            r->world > 1 ? "s" : "", r->nodes, r->nodes > 1 ? "s" : "", r->per_node);
+    if (r->measured && r->world == 1) {
+        fprintf(out, "network: one rank, none to measure\ncomputation: profiled in %.2f s (load %.2fx)\n",
+                r->profile_s, r->slowdown);
+    } else if (r->measured) {
         fprintf(out, "network: measured in %.2f s over %d pairs: ", r->net.seconds, r->net.n_pairs);
         if (r->net.ranks_per_node != 1) print_link("within a node", &r->net.intra, out);
         if (r->nodes > 1) print_link(r->net.ranks_per_node != 1 ? "; between nodes" : "between nodes", &r->net.inter, out);

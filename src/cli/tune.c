@@ -5,8 +5,10 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/blas.h"
+#include "core/timer.h"
 #include "parallel/partition.h"
 #include "parallel/sim/tune.h"
 
@@ -223,11 +225,41 @@ static int trial(const bp_tune_config *c, bp_tune_result *t, bp_tune_trial *tr, 
     return rc;
 }
 
+/* Progress of the profile on stderr when it will be slow, with more threads standing
+ * for the job's other ranks than this machine has cores (a quick tune stays silent):
+ * a line at once, then one after a measurement every 10 s at most, with the time left. */
+typedef struct progress_state {
+    double start, last;
+    bool slow;
+} progress_state;
+
+static void show_progress(void *ctx, int done, int total, int busy_threads) {
+    progress_state *ps = ctx;
+    double now = bp_now(), took = now - ps->start;
+    if (done == 0) {
+        long cores = sysconf(_SC_NPROCESSORS_ONLN);
+        ps->slow = cores > 0 && busy_threads + 1 > cores;
+        ps->start = ps->last = now;
+        if (ps->slow)
+            fprintf(stderr,
+                    "tune: profiling %d setups with %d threads standing for the job's other ranks "
+                    "on %ld cores: this takes minutes (--busy-threads sets how many)\n",
+                    total, busy_threads, cores);
+    } else if (ps->slow && (now - ps->last >= 10 || done == total)) {
+        ps->last = now;
+        fprintf(stderr, "tune: profiled %d of %d setups in %.0f s, about %.0f s left\n", done,
+                total, took, took / done * (total - done));
+    }
+}
+
 bp_status bp_cli_tune(const bp_tune_config *c, const char *prog, int argc, char **argv, FILE *out,
                       bp_err *err) {
     bp_tune_problem p;
     int rc = bp_tune_problem_init(c, &p, err);
     if (rc) return rc;
+    progress_state ps = {0};
+    p.progress = show_progress;
+    p.progress_ctx = &ps;
     bp_blas_set_threads(c->train.threads);
     bp_tune_result t;
     bp_tune_trial tr = {0};

@@ -77,6 +77,10 @@ static int async_new(bp_comm *c, float *x, size_t n, int interval_ms, bp_async_a
                      bp_err *err) {
     if (interval_ms < 1)
         return bp_fail(err, BP_EUSAGE, "sync interval %d ms must be >= 1", interval_ms);
+    if (bpc_on_device(c, x))
+        return bp_fail(err, BP_EUSAGE,
+                       "asynchronous averaging of device memory is not supported (its thread "
+                       "reads the buffer while the step runs)");
     bp_async_avg *a = calloc(1, sizeof *a);
     if (!a) return bp_fail(err, BP_ENOMEM, "cannot allocate the async state");
     *out = a;

@@ -300,28 +300,44 @@ int bp_barrier(bp_comm *c) {
 
 int bp_bcast(bp_comm *c, float *x, size_t n, int root) {
     op_ctx op;
+    bpc_staged s;
+    int rc = bpc_stage(c, &x, n, c->rank == root, &s);
+    if (rc) return rc;
     bpc_op_begin(&op, c, BP_OP_BCAST, n);
-    int rc = check_root(&op, c, root);
+    rc = check_root(&op, c, root);
     if (rc == BP_OK) rc = bpc_x_bcast(&op, c, x, n * sizeof *x, root);
-    return bpc_op_end(&op, rc);
+    return bpc_unstage(c, &s, true, bpc_op_end(&op, rc));
 }
 
 int bp_reduce_scatter_sum(bp_comm *c, float *x, size_t n) {
     op_ctx op;
+    bpc_staged s;
+    int rc = bpc_stage(c, &x, n, true, &s);
+    if (rc) return rc;
     bpc_op_begin(&op, c, BP_OP_REDUCE_SCATTER, n);
-    return bpc_op_end(&op, bpc_x_reduce_scatter(&op, c, x, n));
+    return bpc_unstage(c, &s, true, bpc_op_end(&op, bpc_x_reduce_scatter(&op, c, x, n)));
 }
 
 int bp_allgather(bp_comm *c, float *x, size_t n) {
     op_ctx op;
+    bpc_staged s;
+    int rc = bpc_stage(c, &x, n, true, &s);
+    if (rc) return rc;
     bpc_op_begin(&op, c, BP_OP_ALLGATHER, n);
     blocks b = {NULL, NULL, n, sizeof *x};
-    return bpc_op_end(&op, bpc_x_allgather(&op, c, x, &b));
+    return bpc_unstage(c, &s, true, bpc_op_end(&op, bpc_x_allgather(&op, c, x, &b)));
 }
 
 int bp_alltoall(bp_comm *c, const float *send, float *recv, size_t count) {
     op_ctx op;
-    bpc_op_begin(&op, c, BP_OP_ALLTOALL, count * (size_t)c->size);
-    blocks b = {NULL, NULL, count * (size_t)c->size, sizeof *send};
-    return bpc_op_end(&op, bpc_x_alltoall(&op, c, send, &b, recv, &b));
+    size_t total = count * (size_t)c->size;
+    bpc_staged ss, sr;
+    float *snd = (float *)send;
+    int rc = bpc_stage(c, &snd, total, true, &ss);
+    if (rc == BP_OK) rc = bpc_stage(c, &recv, total, false, &sr);
+    if (rc) return bpc_unstage(c, &ss, false, rc);
+    bpc_op_begin(&op, c, BP_OP_ALLTOALL, total);
+    blocks b = {NULL, NULL, total, sizeof *send};
+    rc = bpc_op_end(&op, bpc_x_alltoall(&op, c, snd, &b, recv, &b));
+    return bpc_unstage(c, &ss, false, bpc_unstage(c, &sr, true, rc));
 }

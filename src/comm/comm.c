@@ -176,6 +176,7 @@ static int derive(bp_comm *c, const char *call, MPI_Comm made, int mpi_rc, const
     if (rc == BP_OK) {
         (*out)->path = c->path;
         (*out)->poll_s = c->poll_s;
+        (*out)->mem = c->mem;
         return BP_OK;
     }
     bp_comm_destroy(*out);

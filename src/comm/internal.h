@@ -93,8 +93,26 @@ struct bp_comm {
     bp_stats stats;
     bp_err err;
     bp_trace *trace;          /* bp_comm_set_trace; NULL: off */
+    bp_comm_memory mem;       /* bp_comm_set_memory; owns == NULL: host memory only */
     const char *trace_group;  /* the name, owned by the trace */
 };
+
+/* --- device memory (memory.c) ------------------------------------------------------ */
+
+/* A device buffer seen as host memory for one operation. */
+typedef struct bpc_staged {
+    float *dev;  /* the caller's buffer; NULL: nothing staged */
+    float *host; /* its host copy */
+    size_t n;
+} bpc_staged;
+/* *x replaced by a host copy of its n floats when it is device memory of c (filled
+ * from the device when `in`); s records what to undo. */
+int bpc_stage(bp_comm *c, float **x, size_t n, bool in, bpc_staged *s);
+/* The staged copy written back to the device when `out` and rc is BP_OK, and freed;
+ * returns rc (or the failure to stage). */
+int bpc_unstage(bp_comm *c, bpc_staged *s, bool out, int rc);
+/* Whether x is device memory of c. */
+bool bpc_on_device(const bp_comm *c, const void *x);
 
 /* --- operations (ops.c) ---------------------------------------------------------- */
 

@@ -10,6 +10,7 @@ struct bp_request {
     size_t n;
     int peer;
     tx_req tx;
+    bpc_staged staged; /* a device buffer's host copy, until the wait */
 };
 
 /* Names of the trace events: a blocking call is one event; a non-blocking one is
@@ -69,11 +70,18 @@ static int blocking(bp_comm *c, bp_op kind, float *x, size_t n, int peer, int ta
 
 int bp_send(bp_comm *c, const float *x, size_t n, int peer, int tag) {
     /* MPI_Isend takes a const buffer; the cast only shares `post` with receives. */
-    return blocking(c, BP_OP_SEND, (float *)x, n, peer, tag);
+    float *h = (float *)x;
+    bpc_staged s;
+    int rc = bpc_stage(c, &h, n, true, &s);
+    if (rc == BP_OK) rc = blocking(c, BP_OP_SEND, h, n, peer, tag);
+    return bpc_unstage(c, &s, false, rc);
 }
 
 int bp_recv(bp_comm *c, float *x, size_t n, int peer, int tag) {
-    return blocking(c, BP_OP_RECV, x, n, peer, tag);
+    bpc_staged s;
+    int rc = bpc_stage(c, &x, n, false, &s);
+    if (rc == BP_OK) rc = blocking(c, BP_OP_RECV, x, n, peer, tag);
+    return bpc_unstage(c, &s, true, rc);
 }
 
 static int nonblocking(bp_comm *c, bp_op kind, float *x, size_t n, int peer, int tag,
@@ -85,8 +93,10 @@ static int nonblocking(bp_comm *c, bp_op kind, float *x, size_t n, int peer, int
         return bpc_comm_record(c, BP_ENOMEM, &err);
     }
     **req = (bp_request){.c = c, .kind = kind, .n = n, .peer = peer};
-    int rc = post(c, kind, x, n, peer, tag, &(*req)->tx, 1);
+    int rc = bpc_stage(c, &x, n, kind == BP_OP_SEND, &(*req)->staged);
+    if (rc == BP_OK) rc = post(c, kind, x, n, peer, tag, &(*req)->tx, 1);
     if (rc != BP_OK) {
+        bpc_unstage(c, &(*req)->staged, false, rc);
         free(*req);
         *req = NULL;
     }
@@ -105,6 +115,7 @@ int bp_wait(bp_request **req) {
     if (!*req) return BP_OK;
     bp_request *r = *req;
     int rc = complete(r->c, r->kind, r->n, r->peer, &r->tx, 2);
+    rc = bpc_unstage(r->c, &r->staged, r->kind == BP_OP_RECV, rc);
     free(r);
     *req = NULL;
     return rc;

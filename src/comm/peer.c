@@ -32,7 +32,16 @@ static int flat_shift_one(op_ctx *op, bp_comm *g, float *x, size_t n, void *arg)
     return rc;
 }
 
+static int peer_avg(bp_comm *c, float *x, size_t n, bp_peers peers, uint64_t round);
+
 int bp_peer_avg(bp_comm *c, float *x, size_t n, bp_peers peers, uint64_t round) {
+    bpc_staged s;
+    int rc = bpc_stage(c, &x, n, true, &s);
+    if (rc == BP_OK) rc = peer_avg(c, x, n, peers, round);
+    return bpc_unstage(c, &s, true, rc);
+}
+
+static int peer_avg(bp_comm *c, float *x, size_t n, bp_peers peers, uint64_t round) {
     if (peers == BP_PEERS_ALL)
         return bpc_run_op(c, BP_OP_PEER_AVG, x, n, NODE_SHARE, bpc_flat_allreduce_avg, NULL);
     op_ctx op;
@@ -164,7 +173,10 @@ int bp_ring_lp_create(bp_comm *c, const float *x0, size_t n, size_t chunk, bp_co
     }
     if (rc == BP_OK) rc = bp_alloc_checked((void **)&x, n * sizeof *x, "ring_lp start", &op.err);
     if (rc == BP_OK) {
-        memcpy(x, x0, n * sizeof *x);
+        if (bpc_on_device(c, x0))
+            c->mem.to_host(x, x0, n * sizeof *x);
+        else
+            memcpy(x, x0, n * sizeof *x);
         rc = bpc_run_prim(&op, c, x, n, NODE_MEAN, ring_init, s);
     }
     bp_free(x);
@@ -176,7 +188,10 @@ int bp_ring_lp_create(bp_comm *c, const float *x0, size_t n, size_t chunk, bp_co
 }
 
 int bp_ring_lp_step(bp_ring_lp *s, float *x) {
-    return bpc_run_op(s->c, BP_OP_RING_LP, x, s->n, NODE_MEAN, ring_step, s);
+    bpc_staged st;
+    int rc = bpc_stage(s->c, &x, s->n, true, &st);
+    if (rc == BP_OK) rc = bpc_run_op(s->c, BP_OP_RING_LP, x, s->n, NODE_MEAN, ring_step, s);
+    return bpc_unstage(s->c, &st, true, rc);
 }
 
 void bp_ring_lp_replicas(const bp_ring_lp *s, const float **w, const float **l, const float **r) {

@@ -60,11 +60,17 @@ int bpc_flat_allreduce_avg(op_ctx *op, bp_comm *g, float *x, size_t n, void *arg
 }
 
 int bp_allreduce_sum(bp_comm *c, float *x, size_t n) {
-    return bpc_run_op(c, BP_OP_ALLREDUCE, x, n, NODE_SUM, bpc_flat_allreduce_sum, NULL);
+    bpc_staged s;
+    int rc = bpc_stage(c, &x, n, true, &s);
+    if (rc == BP_OK) rc = bpc_run_op(c, BP_OP_ALLREDUCE, x, n, NODE_SUM, bpc_flat_allreduce_sum, NULL);
+    return bpc_unstage(c, &s, true, rc);
 }
 
 int bp_allreduce_avg(bp_comm *c, float *x, size_t n) {
-    return bpc_run_op(c, BP_OP_ALLREDUCE, x, n, NODE_SHARE, bpc_flat_allreduce_avg, NULL);
+    bpc_staged s;
+    int rc = bpc_stage(c, &x, n, true, &s);
+    if (rc == BP_OK) rc = bpc_run_op(c, BP_OP_ALLREDUCE, x, n, NODE_SHARE, bpc_flat_allreduce_avg, NULL);
+    return bpc_unstage(c, &s, true, rc);
 }
 
 /* --- C_LP_S ------------------------------------------------------------------------- */
@@ -153,7 +159,10 @@ static int flat_allreduce_lp(op_ctx *op, bp_comm *g, float *x, size_t n, void *a
 }
 
 int bp_allreduce_avg_lp(bp_comm *c, float *x, size_t n, bp_codec *codec) {
-    return bpc_run_op(c, BP_OP_ALLREDUCE_LP, x, n, NODE_SHARE, flat_allreduce_lp, codec);
+    bpc_staged s;
+    int rc = bpc_stage(c, &x, n, true, &s);
+    if (rc == BP_OK) rc = bpc_run_op(c, BP_OP_ALLREDUCE_LP, x, n, NODE_SHARE, flat_allreduce_lp, codec);
+    return bpc_unstage(c, &s, true, rc);
 }
 
 /* --- PowerSGD ----------------------------------------------------------------------- */
@@ -245,6 +254,19 @@ int bp_allreduce_avg_powersgd_batch(bp_comm *c, int count, float *const *x, cons
     op_ctx op;
     size_t total = 0;
     for (int i = 0; i < count; i++) total += n[i];
-    bpc_op_begin(&op, c, BP_OP_POWERSGD, total);
-    return bpc_op_end(&op, powersgd_batch(&op, c, count, x, n, ps));
+    float **h = calloc((size_t)(count > 0 ? count : 1), sizeof *h);
+    bpc_staged *s = calloc((size_t)(count > 0 ? count : 1), sizeof *s);
+    int rc = h && s ? BP_OK : BP_ENOMEM;
+    for (int i = 0; rc == BP_OK && i < count; i++) {
+        h[i] = x[i];
+        rc = bpc_stage(c, &h[i], n[i], true, &s[i]);
+    }
+    if (rc == BP_OK) {
+        bpc_op_begin(&op, c, BP_OP_POWERSGD, total);
+        rc = bpc_op_end(&op, powersgd_batch(&op, c, count, h, n, ps));
+    }
+    for (int i = 0; s && i < count; i++) rc = bpc_unstage(c, &s[i], true, rc);
+    free(h);
+    free(s);
+    return rc;
 }

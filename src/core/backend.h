@@ -28,8 +28,8 @@
 
 #include "bagpipe/status.h"
 
-typedef struct bp_stream bp_stream;
-typedef struct bp_event bp_event;
+typedef struct bp_dev_stream bp_dev_stream;
+typedef struct bp_dev_event bp_dev_event;
 
 /* The optimizer update of one range (nn/optim.h gives the rules of SGD and AdamW,
  * parallel/dp/qadam.c QAdam's). t counts this step; m is SGD's momentum or the
@@ -65,6 +65,15 @@ struct bp_backend {
     void (*to_device)(void *dst, const void *host_src, size_t bytes);
     void (*to_host)(void *host_dst, const void *src, size_t bytes);
     void (*copy)(void *dst, const void *src, size_t bytes); /* within the device */
+    /* Whether p points into memory of this backend: comm/ sends such buffers through
+     * host copies where the backend's memory is not the host's. */
+    bool (*owns)(const void *p);
+    /* Host code running on the allocation that holds p (p == NULL: nothing), from
+     * begin to end: how the checking backend runs the cpu layers of nn/ as its
+     * models' kernels. Pairs nest. NULL on a backend whose memory the host cannot
+     * reach (cuda: its models run kernels of their own). */
+    void (*host_begin)(const void *p);
+    void (*host_end)(const void *p);
 
     /* ---- the step's vector operations ---- */
     bool (*all_finite)(const float *x, size_t n);
@@ -85,16 +94,16 @@ struct bp_backend {
                    size_t off, size_t len);
 
     /* ---- streams and events ---- */
-    bp_status (*stream_create)(bp_stream **out, bp_err *err);
-    void (*stream_destroy)(bp_stream *s);
-    bp_status (*event_create)(bp_event **out, bp_err *err);
-    void (*event_destroy)(bp_event *e);
+    bp_status (*stream_create)(bp_dev_stream **out, bp_err *err);
+    void (*stream_destroy)(bp_dev_stream *s);
+    bp_status (*event_create)(bp_dev_event **out, bp_err *err);
+    void (*event_destroy)(bp_dev_event *e);
     /* e completes when the work issued so far on s (NULL: the default stream) is done. */
-    bp_status (*event_record)(bp_event *e, bp_stream *s, bp_err *err);
+    bp_status (*event_record)(bp_dev_event *e, bp_dev_stream *s, bp_err *err);
     /* Work issued on s after this waits for e. */
-    bp_status (*stream_wait)(bp_stream *s, bp_event *e, bp_err *err);
+    bp_status (*stream_wait)(bp_dev_stream *s, bp_dev_event *e, bp_err *err);
     /* The host waits for e. */
-    bp_status (*event_sync)(bp_event *e, bp_err *err);
+    bp_status (*event_sync)(bp_dev_event *e, bp_err *err);
 };
 
 /* Today's kernels on host memory. */

@@ -66,6 +66,26 @@ static void close_buf(mapping *m) {
     pthread_mutex_unlock(&lock);
 }
 
+static bool check_owns(const void *p) {
+    pthread_mutex_lock(&lock);
+    bool r = find(p) != NULL;
+    pthread_mutex_unlock(&lock);
+    return r;
+}
+
+static void check_host_begin(const void *p) {
+    if (p) (void)open_buf(p, 1);
+}
+
+static void check_host_end(const void *p) {
+    if (!p) return;
+    pthread_mutex_lock(&lock);
+    mapping *m = find(p);
+    pthread_mutex_unlock(&lock);
+    if (!m) die("pointer", p);
+    close_buf(m);
+}
+
 static bp_status check_alloc(void **out, size_t bytes, const char *what, bp_err *err) {
     size_t page = (size_t)sysconf(_SC_PAGESIZE);
     size_t len = (bytes + page - 1) / page * page;
@@ -180,21 +200,21 @@ static void check_update(const bp_update_args *a, float *params, const float *gr
 }
 
 /* Operations finish when they return, as on the cpu: its streams and events serve. */
-static bp_status check_stream_create(bp_stream **out, bp_err *err) {
+static bp_status check_stream_create(bp_dev_stream **out, bp_err *err) {
     return cpu()->stream_create(out, err);
 }
-static void check_stream_destroy(bp_stream *s) { cpu()->stream_destroy(s); }
-static bp_status check_event_create(bp_event **out, bp_err *err) {
+static void check_stream_destroy(bp_dev_stream *s) { cpu()->stream_destroy(s); }
+static bp_status check_event_create(bp_dev_event **out, bp_err *err) {
     return cpu()->event_create(out, err);
 }
-static void check_event_destroy(bp_event *e) { cpu()->event_destroy(e); }
-static bp_status check_event_record(bp_event *e, bp_stream *s, bp_err *err) {
+static void check_event_destroy(bp_dev_event *e) { cpu()->event_destroy(e); }
+static bp_status check_event_record(bp_dev_event *e, bp_dev_stream *s, bp_err *err) {
     return cpu()->event_record(e, s, err);
 }
-static bp_status check_stream_wait(bp_stream *s, bp_event *e, bp_err *err) {
+static bp_status check_stream_wait(bp_dev_stream *s, bp_dev_event *e, bp_err *err) {
     return cpu()->stream_wait(s, e, err);
 }
-static bp_status check_event_sync(bp_event *e, bp_err *err) { return cpu()->event_sync(e, err); }
+static bp_status check_event_sync(bp_dev_event *e, bp_err *err) { return cpu()->event_sync(e, err); }
 
 static const bp_backend check = {
     .name = "check",
@@ -204,6 +224,9 @@ static const bp_backend check = {
     .to_device = check_to_device,
     .to_host = check_to_host,
     .copy = check_copy,
+    .owns = check_owns,
+    .host_begin = check_host_begin,
+    .host_end = check_host_end,
     .all_finite = check_all_finite,
     .sumsq = check_sumsq,
     .scale = check_scale,

@@ -17,6 +17,13 @@ static void cpu_copy(void *dst, const void *src, size_t bytes) {
     if (bytes) memmove(dst, src, bytes);
 }
 
+static bool cpu_owns(const void *p) {
+    (void)p;
+    return true; /* host memory is the cpu backend's */
+}
+
+static void cpu_host_window(const void *p) { (void)p; }
+
 static double cpu_sumsq(const float *x, size_t n) {
     double sum = 0;
     for (size_t i = 0; i < n; i++) sum += (double)x[i] * (double)x[i];
@@ -115,30 +122,30 @@ static void cpu_update(const bp_update_args *a, float *params, const float *grad
 /* Every operation has finished when it returns: streams and events carry nothing,
  * but they are real objects so that a caller's pairing of create and destroy is
  * the same as on a device. */
-struct bp_stream {
+struct bp_dev_stream {
     int unused;
 };
-struct bp_event {
+struct bp_dev_event {
     int unused;
 };
 
-static bp_status cpu_stream_create(bp_stream **out, bp_err *err) {
+static bp_status cpu_stream_create(bp_dev_stream **out, bp_err *err) {
     return bp_alloc_checked((void **)out, sizeof **out, "stream", err);
 }
-static void cpu_stream_destroy(bp_stream *s) { bp_free(s); }
-static bp_status cpu_event_create(bp_event **out, bp_err *err) {
+static void cpu_stream_destroy(bp_dev_stream *s) { bp_free(s); }
+static bp_status cpu_event_create(bp_dev_event **out, bp_err *err) {
     return bp_alloc_checked((void **)out, sizeof **out, "event", err);
 }
-static void cpu_event_destroy(bp_event *e) { bp_free(e); }
-static bp_status cpu_event_record(bp_event *e, bp_stream *s, bp_err *err) {
+static void cpu_event_destroy(bp_dev_event *e) { bp_free(e); }
+static bp_status cpu_event_record(bp_dev_event *e, bp_dev_stream *s, bp_err *err) {
     (void)e, (void)s, (void)err;
     return BP_OK;
 }
-static bp_status cpu_stream_wait(bp_stream *s, bp_event *e, bp_err *err) {
+static bp_status cpu_stream_wait(bp_dev_stream *s, bp_dev_event *e, bp_err *err) {
     (void)s, (void)e, (void)err;
     return BP_OK;
 }
-static bp_status cpu_event_sync(bp_event *e, bp_err *err) {
+static bp_status cpu_event_sync(bp_dev_event *e, bp_err *err) {
     (void)e, (void)err;
     return BP_OK;
 }
@@ -151,6 +158,9 @@ static const bp_backend cpu = {
     .to_device = cpu_copy,
     .to_host = cpu_copy,
     .copy = cpu_copy,
+    .owns = cpu_owns,
+    .host_begin = cpu_host_window,
+    .host_end = cpu_host_window,
     .all_finite = bp_all_finite,
     .sumsq = cpu_sumsq,
     .scale = cpu_scale,

@@ -6,7 +6,9 @@
 #include <cuda_runtime_api.h>
 #endif
 
-const char *bp_device_name(bp_device_kind kind) { return kind == BP_DEVICE_CUDA ? "cuda" : "cpu"; }
+const char *bp_device_name(bp_device_kind kind) {
+    return kind == BP_DEVICE_CUDA ? "cuda" : kind == BP_DEVICE_CHECK ? "check" : "cpu";
+}
 
 bool bp_device_cuda_built(void) {
 #ifdef BP_HAVE_CUDA
@@ -36,7 +38,7 @@ int bp_device_cuda_count(const char **why) {
 }
 
 int bp_device_require(bp_device_kind kind, const char *option, bp_err *err) {
-    if (kind == BP_DEVICE_CPU) return BP_OK;
+    if (kind != BP_DEVICE_CUDA) return BP_OK;
     if (!bp_device_cuda_built())
         return bp_fail(err, BP_EUSAGE,
                        "%s: this bagpipe was built without CUDA (configure with nvcc installed, "

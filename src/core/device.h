@@ -11,10 +11,13 @@
 
 #include "bagpipe/status.h"
 
-typedef enum bp_device_kind { BP_DEVICE_CPU, BP_DEVICE_CUDA } bp_device_kind;
+/* check: the checking backend (core/backend.h), the cpu's kernels on memory the host
+ * cannot touch outside the backend's calls; how tests show that the step reaches
+ * device memory only through the backend table. */
+typedef enum bp_device_kind { BP_DEVICE_CPU, BP_DEVICE_CUDA, BP_DEVICE_CHECK } bp_device_kind;
 
-/* "cpu|cuda", in bp_device_kind order: the choices of --device. */
-#define BP_DEVICE_CHOICES "cpu|cuda"
+/* "cpu|cuda|check", in bp_device_kind order: the choices of --device. */
+#define BP_DEVICE_CHOICES "cpu|cuda|check"
 
 const char *bp_device_name(bp_device_kind kind);
 

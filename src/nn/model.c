@@ -74,6 +74,20 @@ int bp_model_boundary_width(const bp_model_config *cfg, int block) {
     return ops_of(cfg->kind)->boundary_width(cfg, block);
 }
 
+int bp_model_block_layout(const bp_model_config *cfg, int block, bp_tensor_layout *out) {
+    if (block < 0 || block >= bp_model_num_blocks(cfg)) return 0; /* also a wrong kind */
+    bp_tensor_spec specs[BP_BLOCK_MAX_TENSORS];
+    int n = ops_of(cfg->kind)->block_tensors(cfg, block, specs);
+    for (int i = 0; i < n; i++) {
+        out[i] = (bp_tensor_layout){.ndim = specs[i].ndim,
+                                    .split_dim = specs[i].split_dim,
+                                    .split_groups = specs[i].split_groups};
+        memcpy(out[i].name, specs[i].name, sizeof out[i].name);
+        memcpy(out[i].shape, specs[i].shape, sizeof out[i].shape);
+    }
+    return n;
+}
+
 void bp_tensor_spec_set(bp_tensor_spec *s, const char *name, int d0, int d1, bp_init_kind init,
                         double scale) {
     memset(s, 0, sizeof *s);
@@ -225,10 +239,46 @@ void bp_model_destroy(bp_model *m) {
     bp_free(m->tensors);
     bp_free(m->init);
     bp_free(m->block_first);
-    bp_free(m->params);
-    bp_free(m->grads);
-    bp_free(m->scratch);
+    m->be->free(m->params);
+    m->be->free(m->grads);
+    m->be->free(m->scratch);
     free(m);
+}
+
+int bp_model_set_backend(bp_model *m, const bp_backend *be, bp_err *err) {
+    if (be == m->be) return BP_OK;
+    if (!be->host_begin)
+        return bp_fail(err, BP_EUSAGE, "the layers of nn/ do not run on the %s backend", be->name);
+    size_t bytes = m->nparams * sizeof(bp_real);
+    bp_real *p = NULL, *g = NULL;
+    int rc = bytes ? be->alloc((void **)&p, bytes, "parameters", err) : BP_OK;
+    if (!rc && bytes) rc = be->alloc((void **)&g, bytes, "gradients", err);
+    if (rc) {
+        be->free(p);
+        return rc;
+    }
+    if (bytes) {
+        m->be->host_begin(m->params);
+        be->to_device(p, m->params, bytes);
+        m->be->host_end(m->params);
+    }
+    m->be->free(m->params);
+    m->be->free(m->grads);
+    m->be->free(m->scratch);
+    m->be = be;
+    m->params = p;
+    m->grads = g;
+    m->scratch = NULL;
+    m->scratch_len = 0;
+    return BP_OK;
+}
+
+/* Host code of nn/ on the model's memory (see bp_model_set_backend). */
+static void open_mem(const bp_model *m, const void *p) {
+    if (p) m->be->host_begin(p);
+}
+static void close_mem(const bp_model *m, const void *p) {
+    if (p) m->be->host_end(p);
 }
 
 /* ---- accessors ---- */
@@ -289,10 +339,16 @@ static void init_tensor(bp_model *m, int i, uint64_t seed) {
 }
 
 void bp_model_init_weights(bp_model *m, uint64_t seed) {
+    open_mem(m, m->params);
     for (int i = 0; i < m->ntensors; i++) init_tensor(m, i, seed);
+    close_mem(m, m->params);
 }
 
-void bp_model_zero_grad(bp_model *m) { memset(m->grads, 0, m->nparams * sizeof(bp_real)); }
+void bp_model_zero_grad(bp_model *m) {
+    open_mem(m, m->grads);
+    if (m->nparams) memset(m->grads, 0, m->nparams * sizeof(bp_real));
+    close_mem(m, m->grads);
+}
 
 /* ---- activations ---- */
 
@@ -331,7 +387,7 @@ int bp_acts_create(const bp_model *m, int B, int T, bp_acts **out, bp_err *err) 
         m->ops->acts_slots(m, B, T, sizes);
         for (int i = 0; i < a->nslots; i++) total += round_slot(sizes[i]);
         a->bytes = total * sizeof(bp_real);
-        rc = bp_alloc_checked((void **)&a->buf, a->bytes, "activations", err);
+        rc = m->be->alloc((void **)&a->buf, a->bytes, "activations", err);
     }
     for (size_t i = 0, off = 0; !rc && i < (size_t)a->nslots; off += round_slot(sizes[i]), i++)
         a->slot[i] = a->buf + off;
@@ -346,7 +402,7 @@ int bp_acts_create(const bp_model *m, int B, int T, bp_acts **out, bp_err *err) 
 
 void bp_acts_destroy(bp_acts *a) {
     if (!a) return;
-    bp_free(a->buf);
+    a->m->be->free(a->buf);
     free(a->slot);
     free(a);
 }
@@ -396,6 +452,7 @@ int bp_model_forward(bp_model *m, bp_acts *a, const bp_batch *batch, const bp_re
                        x_in ? "NULL" : "given", m->begin, m->end);
     a->B = batch->B;
     a->T = batch->T;
+    open_mem(m, m->params), open_mem(m, a->buf), open_mem(m, x_in);
     if (x_in) {
         /* Copied so that the caller may reuse its receive buffer at once. */
         size_t n = (size_t)a->B * a->T * m->ops->boundary_width(&m->cfg, m->begin);
@@ -403,6 +460,7 @@ int bp_model_forward(bp_model *m, bp_acts *a, const bp_batch *batch, const bp_re
     }
     double l = 0;
     rc = m->ops->forward(m, a, batch, &l, err);
+    close_mem(m, x_in), close_mem(m, a->buf), close_mem(m, m->params);
     if (rc) {
         a->B = a->T = 0; /* half-computed: a backward on them must fail */
         return rc;
@@ -424,9 +482,10 @@ int bp_model_tp_allreduce(bp_model *m, bp_real *x, size_t n, int block, const ch
 
 static int ensure_scratch(bp_model *m, size_t n, bp_err *err) {
     if (n <= m->scratch_len) return BP_OK;
-    bp_free(m->scratch);
+    m->be->free(m->scratch);
+    m->scratch = NULL;
     m->scratch_len = 0;
-    int rc = bp_alloc_checked((void **)&m->scratch, n * sizeof(bp_real), "backward workspace", err);
+    int rc = m->be->alloc((void **)&m->scratch, n * sizeof(bp_real), "backward workspace", err);
     if (!rc) m->scratch_len = n;
     return rc;
 }
@@ -451,5 +510,9 @@ int bp_model_backward(bp_model *m, bp_acts *a, const bp_batch *batch, const bp_r
                        m->end);
     rc = ensure_scratch(m, m->ops->scratch_len(m, a->B, a->T), err);
     if (rc) return rc;
-    return m->ops->backward(m, a, batch, dy, dx_in, loss_scale, err);
+    const void *mem[6] = {m->params, m->grads, m->scratch, a->buf, dy, dx_in};
+    for (int i = 0; i < 6; i++) open_mem(m, mem[i]);
+    rc = m->ops->backward(m, a, batch, dy, dx_in, loss_scale, err);
+    for (int i = 5; i >= 0; i--) close_mem(m, mem[i]);
+    return rc;
 }

@@ -128,6 +128,21 @@ int bp_model_num_blocks(const bp_model_config *cfg);
 /* A short human name of block i, e.g. "embed", "h.3", "head". */
 const char *bp_model_block_name(const bp_model_config *cfg, int block, char *buf, size_t n);
 
+/* The tensors of block `block` as the model kind lays them out (the whole tensors,
+ * before tensor parallelism; split_dim and split_groups as in bp_tensor_info), in
+ * the order of the flat buffer, into out[0..n); returns n (0 for a block out of
+ * range). A model range that holds the head but not block 0 also holds a copy of
+ * the tied tensor, after the head's own (see the top of this file). What the
+ * simulator reads instead of a layout of its own. */
+#define BP_BLOCK_MAX_TENSORS 16
+typedef struct bp_tensor_layout {
+    char name[BP_TENSOR_NAME_MAX];
+    int ndim;
+    int shape[BP_TENSOR_MAX_DIM];
+    int split_dim, split_groups;
+} bp_tensor_layout;
+int bp_model_block_layout(const bp_model_config *cfg, int block, bp_tensor_layout *out);
+
 /* Create the range [block_begin, block_end) of the model; block_end = -1 means
  * through the last block. Parameters are zero until bp_model_init_weights. */
 int bp_model_create(const bp_model_config *cfg, int block_begin, int block_end, bp_model **out,
@@ -173,9 +188,14 @@ int bp_model_block_end(const bp_model *m);
 bool bp_model_has_first(const bp_model *m); /* holds block 0 (takes tokens/images) */
 bool bp_model_has_last(const bp_model *m);  /* holds the head (computes the loss) */
 
-/* The backend whose memory holds the parameters and gradients (core/backend.h): the
- * layers above reach them only through its table. */
+/* The backend whose memory holds the parameters, gradients, workspace and
+ * activations (core/backend.h): the layers above reach them only through its
+ * table. A model starts on the cpu backend; bp_model_set_backend moves it (its
+ * weights kept) before any activations are made for it. The layers of nn/ run as
+ * host code inside the backend's host_begin/host_end, so only backends that have
+ * them take a model of nn/ (cpu, check). */
 const bp_backend *bp_model_backend(const bp_model *m);
+int bp_model_set_backend(bp_model *m, const bp_backend *be, bp_err *err);
 
 size_t bp_model_num_params(const bp_model *m);
 bp_real *bp_model_params(bp_model *m);

@@ -7,8 +7,6 @@
 
 #include "nn/model.h"
 
-#define BP_BLOCK_MAX_TENSORS 16
-
 typedef enum bp_init_kind {
     BP_INIT_ZERO,
     BP_INIT_ONE,

@@ -157,6 +157,12 @@ void bp_dp_swap_back(bp_dp *dp, const float *saved);
 int bp_dp_nonfinite_tensor(const bp_dp *dp);
 /* Instead of bp_dp_step: this step's update is dropped (on every rank alike). */
 void bp_dp_skip_step(bp_dp *dp);
+/* Whether this step exchanges weights during forward and backward (decentralized,
+ * started by bp_dp_step_begin): such a step is not abandoned half-way. */
+bool bp_dp_exchanging(const bp_dp *dp);
+/* Instead of bp_dp_step, before backward ended and while nothing is exchanging:
+ * the step never happened (its step count and state stay as they were). */
+void bp_dp_abandon_step(bp_dp *dp);
 
 /* --bucket-mb auto: the sizes measured and the choice. */
 #define BP_DP_TUNE_SIZES 6

@@ -142,10 +142,17 @@ size_t bp_cb_recv_floats(const bp_cb *cb) { return cb ? cb->dec_n : 0; }
 bp_status bp_cb_encode(bp_cb *cb, int j, const bp_real *dx, float *wire, bp_trace *trace,
                        bp_err *err) {
     if (!cb->cfg.lep) bp_powersgd_clear_error(cb->enc[j]);
+    /* Optimus-CC's p2p compressor orthonormalizes Q before every use, its first
+     * random draw included. The span of M Q, and so P, is the same in exact
+     * arithmetic, but a reused Q = M^T P carries |M| into P = M Q, which then
+     * scales as |M|^2: tiny gradients would fall below the zero column threshold. */
+    int rc = bp_powersgd_compresses(cb->enc[j]) ? bp_powersgd_orthogonalize_q(cb->enc[j], err)
+                                                : BP_OK;
+    if (rc) return (bp_status)rc;
     const float *e = bp_powersgd_error(cb->enc[j]); /* carried in, then left behind */
     double mm = 0, ee = 0;
     for (size_t i = 0; i < cb->in_n; i++) mm += ((double)dx[i] + e[i]) * ((double)dx[i] + e[i]);
-    int rc = bp_codec_encode_traced(cb->enc[j], dx, cb->in_n, wire, trace, err);
+    rc = bp_codec_encode_traced(cb->enc[j], dx, cb->in_n, wire, trace, err);
     for (size_t i = 0; i < cb->in_n; i++) ee += (double)e[i] * e[i];
     if (rc == BP_OK && mm > 0) cb->rel_err += sqrt(ee / mm);
     return (bp_status)rc;

@@ -81,7 +81,8 @@ bool bp_cb_compressed(const bp_cb *cb, int sender, int b, int n);
 size_t bp_cb_send_floats(const bp_cb *cb);
 size_t bp_cb_recv_floats(const bp_cb *cb);
 /* Compress the gradient dx[in_n] of replica j into wire (with LEP, its error is
- * carried to the replica's next send); trace (or NULL) records it. Adds the
+ * carried to the replica's next send), Q orthonormalized first as Optimus-CC does
+ * (its warm start reused, or its first random draw); trace (or NULL) records it. Adds the
  * relative error |M - P Q^T| / |M| of this send (M = dx + the carried error) to
  * what bp_cb_take_rel_err returns. */
 bp_status bp_cb_encode(bp_cb *cb, int j, const bp_real *dx, float *wire, bp_trace *trace,

@@ -36,7 +36,14 @@ struct bp_pipe {
     bp_cb *cb;            /* Optimus-CC's compressed backpropagation; NULL: off */
     int64_t step;         /* the optimizer step of the next stream's first step */
     float *wire_in;       /* a compressed gradient received */
+    /* The codecs of compressed backpropagation run on the host: on a backend whose
+     * memory is not the host's, the gradients they read and write are staged here
+     * (max(in_n, out_n) floats); NULL otherwise. */
+    float *cb_host;
 };
+
+/* The stage's memory: boundary buffers live where its models do. */
+static const bp_backend *be(const bp_pipe *p) { return bp_model_backend(p->models[0]); }
 
 static int alloc_slots(bp_pipe *p, bp_err *err) {
     int rc = BP_OK;
@@ -46,8 +53,8 @@ static int alloc_slots(bp_pipe *p, bp_err *err) {
         p->slots[i].micro = -1;
         rc = bp_acts_create(p->models[0], p->micro_B, p->T, &p->slots[i].acts, err);
         if (rc == BP_OK && p->s > 0)
-            rc = bp_alloc_checked((void **)&p->slots[i].dx, p->in_n * sizeof(bp_real),
-                                  "pipeline gradient buffer", err);
+            rc = be(p)->alloc((void **)&p->slots[i].dx, p->in_n * sizeof(bp_real),
+                              "pipeline gradient buffer", err);
     }
     if (rc == BP_OK) p->stats.act_bytes = bp_acts_bytes(p->slots[0].acts);
     return rc;
@@ -62,6 +69,9 @@ static int alloc_wires(bp_pipe *p, bp_err *err) {
         rc = bp_alloc_checked((void **)&p->slots[i].wire, send_n * sizeof(float), "cb wire", err);
     if (rc == BP_OK && recv_n)
         rc = bp_alloc_checked((void **)&p->wire_in, recv_n * sizeof(float), "cb wire", err);
+    size_t host_n = p->in_n > p->out_n ? p->in_n : p->out_n;
+    if (rc == BP_OK && p->cb && !be(p)->host_memory)
+        rc = bp_alloc_checked((void **)&p->cb_host, host_n * sizeof(float), "cb staging", err);
     return rc;
 }
 
@@ -100,9 +110,9 @@ bp_status bp_pipe_create(bp_comm *pp, bp_model **models, int N, const bp_schedul
         rc = bp_cb_create(occ, p->S, p->s, N, rows, p->in_n, p->out_n, &p->cb, err);
     if (rc == BP_OK) rc = alloc_wires(p, err);
     if (rc == BP_OK && p->s > 0)
-        rc = bp_alloc_checked((void **)&p->x_in, p->in_n * sizeof(bp_real), "pipeline input", err);
+        rc = be(p)->alloc((void **)&p->x_in, p->in_n * sizeof(bp_real), "pipeline input", err);
     if (rc == BP_OK && p->s < p->S - 1)
-        rc = bp_alloc_checked((void **)&p->dy, p->out_n * sizeof(bp_real), "pipeline gradient", err);
+        rc = be(p)->alloc((void **)&p->dy, p->out_n * sizeof(bp_real), "pipeline gradient", err);
     if (rc) {
         bp_pipe_destroy(p);
         return rc;
@@ -117,15 +127,16 @@ void bp_pipe_destroy(bp_pipe *p) {
         bp_wait(&p->slots[i].fwd_req);
         bp_wait(&p->slots[i].bwd_req);
         bp_acts_destroy(p->slots[i].acts);
-        bp_free(p->slots[i].dx);
+        be(p)->free(p->slots[i].dx);
         bp_free(p->slots[i].wire);
     }
     bp_cb_destroy(p->cb);
     bp_free(p->wire_in);
+    bp_free(p->cb_host);
     free(p->slots);
     free(p->ops);
-    bp_free(p->x_in);
-    bp_free(p->dy);
+    be(p)->free(p->x_in);
+    be(p)->free(p->dy);
     free(p);
 }
 
@@ -191,7 +202,10 @@ static int receive_dy(bp_pipe *p, int b, bp_err *err) {
         return bp_comm_fail(p->pp, timed_recv(p, p->dy, p->out_n, p->s + 1, TAG_GRAD), err);
     int rc = timed_recv(p, p->wire_in, bp_cb_recv_floats(p->cb), p->s + 1, TAG_GRAD);
     if (rc) return bp_comm_fail(p->pp, rc, err);
-    return bp_cb_decode(p->cb, p->wire_in, p->dy, bp_comm_trace(p->pp), err);
+    float *dy = p->cb_host ? p->cb_host : p->dy;
+    rc = bp_cb_decode(p->cb, p->wire_in, dy, bp_comm_trace(p->pp), err);
+    if (rc == BP_OK && p->cb_host) bp_backend_put(be(p), p->dy, p->cb_host, p->out_n);
+    return rc;
 }
 
 /* Send the gradient of this stage's input backward, compressed when the rule says. */
@@ -202,8 +216,10 @@ static int send_dx(bp_pipe *p, slot *sl, int micro, int b, bp_err *err) {
         return bp_comm_fail(
             p->pp, bp_isend(p->pp, sl->dx, p->in_n, p->s - 1, TAG_GRAD, &sl->bwd_req), err);
     p->stats.cb_compressed++;
-    rc = bp_cb_encode(p->cb, bp_avgpipe_replica(micro, p->N), sl->dx, sl->wire,
-                      bp_comm_trace(p->pp), err);
+    const float *dx = sl->dx;
+    if (p->cb_host) bp_backend_get(be(p), p->cb_host, dx, p->in_n);
+    rc = bp_cb_encode(p->cb, bp_avgpipe_replica(micro, p->N), p->cb_host ? p->cb_host : dx,
+                      sl->wire, bp_comm_trace(p->pp), err);
     if (rc) return bp_err_context(err, "stage %d: compressing a gradient", p->s);
     rc = bp_isend(p->pp, sl->wire, bp_cb_send_floats(p->cb), p->s - 1, TAG_GRAD, &sl->bwd_req);
     return bp_comm_fail(p->pp, rc, err);
@@ -236,6 +252,53 @@ static int update(bp_pipe *p, const bp_pipe_op *op, const bp_pipe_hooks *h, bp_e
     return rc;
 }
 
+/* Forwards among the first n ops of a stage's stream. */
+static int forwards_before(const bp_pipe_op *ops, int n) {
+    int f = 0;
+    for (int i = 0; i < n; i++) f += ops[i].forward && !ops[i].update;
+    return f;
+}
+
+/* Index + 1 of the backward of position v in a stage's op list of n ops. */
+static int through_backward(const bp_pipe_op *ops, int n, int v) {
+    for (int i = 0; i < n; i++)
+        if (!ops[i].forward && !ops[i].update && ops[i].micro == v) return i + 1;
+    return n;
+}
+
+/* The stream of one step stopped after the backward of position v (op index i):
+ * the previous stage sent forwards that this one has not received yet; receive
+ * and drop them so that its sends finish, then wait for this stage's own. */
+static int abandon(bp_pipe *p, const bp_batch *micro, int v, int i, bp_err *err) {
+    int rc = BP_OK;
+    if (p->s > 0) {
+        bp_stream st = {.S = p->S, .s = p->s - 1, .N = p->N, .M = p->M, .K = 1, .tied = p->tied};
+        int peak, n_prev = bp_schedule_stream(&p->sched, &st, NULL, &peak);
+        bp_pipe_op *prev = malloc((size_t)n_prev * sizeof *prev);
+        if (!prev) return bp_fail(err, BP_ENOMEM, "out of memory");
+        bp_schedule_stream(&p->sched, &st, prev, &peak);
+        int sent = forwards_before(prev, through_backward(prev, n_prev, v));
+        free(prev);
+        size_t row_n = p->in_n / ((size_t)p->micro_B * p->T);
+        for (int x = forwards_before(p->ops, i); rc == BP_OK && x < sent; x++)
+            rc = bp_recv(p->pp, p->x_in, row_n * (size_t)micro[x].B * (size_t)micro[x].T, p->s - 1,
+                         TAG_ACT);
+    }
+    for (int j = 0; j < p->n_slots; j++) {
+        int w1 = bp_wait(&p->slots[j].fwd_req), w2 = bp_wait(&p->slots[j].bwd_req);
+        if (rc == BP_OK) rc = w1 ? w1 : w2;
+        p->slots[j].micro = -1;
+    }
+    p->in_use = 0;
+    return rc ? bp_comm_fail(p->pp, rc, err) : BP_EINTERRUPTED;
+}
+
+/* Whether to ask h->stop after op i, the backward of position v, of a V-position step. */
+static bool asks_stop(const bp_pipe_hooks *h, int k, const bp_pipe_op *op, int V) {
+    if (!h || !h->stop || h->stop_every <= 0 || k != 1 || op->forward || op->update) return false;
+    return (op->micro + 1) % h->stop_every == 0 && op->micro + 1 < V;
+}
+
 bp_status bp_pipe_stream(bp_pipe *p, int k, const bp_batch *micro, const bp_pipe_hooks *h,
                          double *loss, bp_err *err) {
     int V = p->N * p->M, n_ops, rc = BP_OK;
@@ -255,6 +318,9 @@ bp_status bp_pipe_stream(bp_pipe *p, int k, const bp_batch *micro, const bp_pipe
         } else {
             if (i == n_ops - 1 && h && h->last_backward) h->last_backward(h->ctx);
             rc = backward(p, &micro[op->micro], op->micro, err);
+            if (rc == BP_OK && asks_stop(h, k, op, V) &&
+                (rc = h->stop(h->ctx, err)) == BP_EINTERRUPTED)
+                rc = abandon(p, micro, op->micro, i + 1, err);
         }
     }
     for (int t = 0; t < k; t++) loss[t] = p->s == p->S - 1 ? loss[t] / V : NAN;
@@ -280,6 +346,8 @@ bp_status bp_pipe_eval(bp_pipe *p, int j, const bp_batch *b, double *loss, const
 }
 
 void bp_pipe_set_step(bp_pipe *p, int64_t step) { p->step = step; }
+
+bool bp_pipe_compresses(const bp_pipe *p) { return p->cb != NULL; }
 
 bp_status bp_pipe_state(bp_pipe *p, bp_state_list *l, bp_err *err) {
     return bp_cb_state(p->cb, l, err);

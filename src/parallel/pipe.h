@@ -41,6 +41,14 @@ typedef struct bp_pipe_stats {
 typedef struct bp_pipe_hooks {
     void (*last_backward)(void *ctx);
     bp_status (*update)(void *ctx, int t, int j, bp_err *err);
+    /* A stream of one step may be abandoned between micro-batches: with stop_every
+     * > 0, after the backward of every position v with (v + 1) % stop_every == 0
+     * but the last, stop(ctx) says whether to abandon it (BP_EINTERRUPTED: yes,
+     * BP_OK: go on, or another failure). Every stage asks at the same positions and
+     * must get the same answer: "after backward v" on every stage is a consistent
+     * cut of the schedule (each message received before it was sent before it). */
+    bp_status (*stop)(void *ctx, bp_err *err);
+    int stop_every;
     void *ctx;
 } bp_pipe_hooks;
 
@@ -60,13 +68,19 @@ void bp_pipe_destroy(bp_pipe *p);
  * replica (the caller zeroes them before), each micro-batch's loss scaled by 1/M so
  * they sum to the pipeline's mean; the updates of the first k - 1 steps run inline
  * through h->update, the last step's gradients are left to the caller. On the last
- * stage loss[t] is step t's mean loss over its micro-batches; NaN elsewhere. */
+ * stage loss[t] is step t's mean loss over its micro-batches; NaN elsewhere.
+ * Abandoned by h->stop: BP_EINTERRUPTED, the activations still on their way to
+ * this stage received and dropped and every send finished, so the pipeline is
+ * ready for another stream (the gradients are partial: the caller drops them). */
 bp_status bp_pipe_stream(bp_pipe *p, int k, const bp_batch *micro, const bp_pipe_hooks *h,
                          double *loss, bp_err *err);
 
 /* The optimizer step (0-based) of the next stream's first step (compressed
  * backpropagation's warm-up counts it). */
 void bp_pipe_set_step(bp_pipe *p, int64_t step);
+/* Whether the backward sends are compressed (CB): its codecs' state changes with
+ * every send, so a stream of it is never abandoned half-way. */
+bool bp_pipe_compresses(const bp_pipe *p);
 
 /* Forward only through replica `j`, for evaluation (collective over the stages). On
  * the last stage *loss is the mean loss of batch b (at most micro_B rows, targets

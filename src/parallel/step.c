@@ -139,6 +139,29 @@ typedef struct stream_ctx {
 
 static void before_last_backward(void *p) { bp_dp_backward_begin(((stream_ctx *)p)->c->dp); }
 
+/* Between micro-batches of a long step: every rank learns, at the same position,
+ * whether any was asked to stop. */
+static bp_status stop_between(void *p, bp_err *err) {
+    const bp_grid_step_ctx *c = ((stream_ctx *)p)->c;
+    float asked = *c->stop != 0;
+    if (bp_comm_size(c->meta) > 1) {
+        bp_status rc = bp_comm_fail(c->meta, bp_allreduce_sum(c->meta, &asked, 1), err);
+        if (rc) return rc;
+    }
+    return asked > 0 ? BP_EINTERRUPTED : BP_OK;
+}
+
+/* Positions between stop checks in a step of k; 0: none (a stream of several
+ * steps updates inline; CB's codecs and a weight exchange change state as they go).
+ * One stage checks after every micro-batch (its dp ranks run in step anyway); a
+ * pipeline's check is a barrier of all stages, so it comes every
+ * BP_GRID_STOP_EVERY positions, in steps longer than that only. */
+static int stop_every(const bp_grid_step_ctx *c, int k, const bp_grid_step_in *in) {
+    if (!c->stop || k != 1 || in->local || bp_pipe_compresses(c->pipe) || bp_dp_exchanging(c->dp))
+        return 0;
+    return c->grid->pp == 1 ? 1 : BP_GRID_STOP_EVERY;
+}
+
 /* Pipeline j's update of step t inside a stream (a local step): the tied embedding
  * in sync, a non-finite gradient remembered for the next agreement, the optimizer
  * step, and the gradients zeroed for the next step. */
@@ -183,10 +206,17 @@ bp_status bp_grid_steps(const bp_grid_step_ctx *c, int k, const bp_grid_step_in 
     bp_dp_step_begin(c->dp, in[k - 1].lr);
     if (in[0].poison) bp_model_backend(c->models[0])->fill(bp_model_grads(c->models[0]), 1, NAN);
     stream_ctx x = {.c = c, .in = in};
-    bp_pipe_hooks h = {.last_backward = before_last_backward, .update = inline_update, .ctx = &x};
+    bp_pipe_hooks h = {.last_backward = before_last_backward, .update = inline_update,
+                       .stop = stop_between, .stop_every = stop_every(c, k, in), .ctx = &x};
     double loss[k];
     bp_pipe_set_step(c->pipe, in[0].step);
     bp_status rc = bp_pipe_stream(c->pipe, k, in[0].micro, &h, loss, err);
+    if (rc == BP_EINTERRUPTED) {
+        bp_dp_abandon_step(c->dp);
+        out[k - 1].stop = out[k - 1].together = true;
+        bp_err_clear(err);
+        return rc;
+    }
     for (int t = 0; t < k; t++) {
         out[t].loss = loss[t];
         out[t].embed_s = x.embed_s / k;

@@ -26,6 +26,7 @@
 #ifndef BP_PARALLEL_STEP_H
 #define BP_PARALLEL_STEP_H
 
+#include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -54,7 +55,15 @@ typedef struct bp_grid_step_ctx {
         int64_t step;
         const char *tensor;
     } *pending;
+    /* This rank's stop request as it is now (a signal handler's flag), or NULL: a
+     * long step of one stream, without compressed backpropagation or weights
+     * exchanged during it, looks at it between micro-batches (after every one with
+     * one stage, every BP_GRID_STOP_EVERY positions of a pipeline; all ranks agree
+     * there) and is abandoned when some rank asked. */
+    const volatile sig_atomic_t *stop;
 } bp_grid_step_ctx;
+
+enum { BP_GRID_STOP_EVERY = 64 };
 
 typedef struct bp_grid_step_in {
     int64_t step;          /* steps taken before this one */
@@ -69,7 +78,8 @@ typedef struct bp_grid_step_out {
     double loss;      /* last stage: the mean over its micro-batches; NaN elsewhere */
     double grad_norm; /* replica 0's over the whole model; NaN when skipped or local */
     bool skipped;     /* every rank dropped this step's update */
-    bool stop;        /* every rank agreed to stop after this step */
+    bool stop;        /* every rank agreed to stop after this step (or, with
+                         BP_EINTERRUPTED, before its end: the step was abandoned) */
     bool together;    /* a failure every rank returns alike (none is left in a collective) */
     double embed_s;   /* time in the tied embedding's sync */
 } bp_grid_step_out;
@@ -82,7 +92,10 @@ bool bp_grid_reports_loss(const bp_grid *g);
  * run inline per pipeline as soon as its backwards are done (no flush before the
  * next step); the last step ends as a step of its own (2-6 above). in[0].micro
  * holds the micro-batches of all k steps (step t's at t N M). Gradients are zeroed
- * first. k = 1 is the plain step with a flush. */
+ * first. k = 1 is the plain step with a flush. BP_EINTERRUPTED (err cleared): a
+ * stop request agreed between micro-batches (ctx's stop), the step abandoned on
+ * every rank before any update, weights, optimizers and algorithm state as they
+ * were before it (gradients partial). */
 bp_status bp_grid_steps(const bp_grid_step_ctx *c, int k, const bp_grid_step_in *in,
                         bp_grid_step_out *out, bp_err *err);
 

@@ -290,7 +290,7 @@ bp_status bp_checkpoint_load_present(const bp_checkpoint *ck, bp_model *m, int *
         int rc = shard_tensor(ck, ti, &t, err);
         if (rc) return rc;
         if (!t) continue;
-        memcpy(params + ti->offset, t->data, ti->numel * sizeof(float));
+        bp_model_backend(m)->to_device(params + ti->offset, t->data, ti->numel * sizeof(float));
         ++*loaded;
     }
     return BP_OK;
@@ -383,8 +383,8 @@ bp_status bp_checkpoint_load_optim(const bp_checkpoint *ck, bp_optim *o, bp_err 
                        (unsigned long long)ck->n_params,
                        o->cfg.kind == BP_OPTIM_ADAMW ? "adamw" : "sgd", o->n);
     size_t bytes = o->n * sizeof(bp_real);
-    memcpy(o->m, ck->moments, bytes);
-    if (o->v) memcpy(o->v, ck->moments + bytes, bytes);
+    if (bytes) o->be->to_device(o->m, ck->moments, bytes);
+    if (o->v && bytes) o->be->to_device(o->v, ck->moments + bytes, bytes);
     o->t = ck->optim_t;
     return BP_OK;
 }

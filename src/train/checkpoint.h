@@ -54,6 +54,7 @@ typedef struct bp_manifest {
     /* The options that shape the replica files ("" when there are none): every
      * rank of the dp x pp x tp grid wrote one. */
     char replica_key[512];
+    double bucket_mb; /* the size --bucket-mb auto measured (0: none) */
 } bp_manifest;
 
 /* "stage<s>-tp<t>.<ext>" */

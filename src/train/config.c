@@ -1,10 +1,12 @@
 #include "train/config.h"
 
 #include <math.h>
+#include <pwd.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/device.h"
 #include "parallel/partition.h"
@@ -256,14 +258,21 @@ void bp_train_config_defaults(bp_train_config *c) {
     c->fault_at_step = -1;
 }
 
+/* $XDG_CACHE_HOME/bagpipe, else ~/.cache/bagpipe with ~ from $HOME or, when a job
+ * runs without HOME (cron, some schedulers), from the password database: never the
+ * working directory. Empty when there is no home at all (refused for kjv). */
 static void default_cache_dir(char *out, size_t n) {
     const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
-    if (xdg && *xdg)
+    if (xdg && *xdg) {
         snprintf(out, n, "%s/bagpipe", xdg);
-    else if (home && *home)
-        snprintf(out, n, "%s/.cache/bagpipe", home);
-    else
-        snprintf(out, n, ".cache/bagpipe");
+        return;
+    }
+    if (!home || !*home) {
+        const struct passwd *pw = getpwuid(getuid());
+        home = pw && pw->pw_dir && pw->pw_dir[0] ? pw->pw_dir : NULL;
+    }
+    if (home) snprintf(out, n, "%s/.cache/bagpipe", home);
+    else out[0] = '\0';
 }
 
 static void fill_defaults(bp_train_config *c) {
@@ -298,9 +307,17 @@ bp_status bp_train_config_finalize(bp_train_config *c, bp_err *err) {
                        (long long)c->warmup, (long long)c->steps);
     if (strlen(c->metrics) == 0)
         return bp_fail(err, BP_EUSAGE, "option --out: path too long");
+    if (c->device == BP_DEVICE_CHECK && c->dp_algo == BP_DP_ASYNC)
+        return bp_fail(err, BP_EUSAGE,
+                       "option --dp-algo: async does not run on --device check (its averaging "
+                       "thread reads the weights while the step runs)");
     if (c->device != BP_DEVICE_CUDA && (c->dtype != BP_DTYPE_FP32 || c->gpu_comm != BP_GPU_COMM_AUTO))
         return bp_fail(err, BP_EUSAGE, "option --%s: needs --device cuda",
                        c->dtype != BP_DTYPE_FP32 ? "dtype" : "gpu-comm");
+    if (strcmp(c->data, "kjv") == 0 && !c->cache_dir[0])
+        return bp_fail(err, BP_EUSAGE,
+                       "option --cache-dir: needed for --data kjv, since neither XDG_CACHE_HOME "
+                       "nor HOME is set and this user has no home directory");
     if (strcmp(c->data, "kjv") != 0 && !bp_path_exists(c->data))
         return bp_fail(err, BP_EUSAGE, "option --data: %s does not exist", c->data);
     bp_model_config m;

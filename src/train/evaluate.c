@@ -34,9 +34,13 @@ static int score(trainer *t, double *sum, double *correct, double *rows, bool *c
         if (!logits) continue;
         *sum += loss * b.B;
         *rows += b.B;
-        if (t->task.kind == BP_MODEL_MLP)
-            *correct += bp_count_correct(logits, b.targets, b.B,
-                                         bp_model_num_classes(bp_model_get_config(t->model)));
+        if (t->task.kind != BP_MODEL_MLP) continue;
+        int classes = bp_model_num_classes(bp_model_get_config(t->model));
+        size_t bytes = (size_t)b.B * (size_t)classes * sizeof(float);
+        if (!t->host_logits && !(t->host_logits = malloc((size_t)t->micro_B * classes * sizeof(float))))
+            return bp_fail(err, BP_ENOMEM, "cannot allocate the host copy of the logits");
+        t->be->to_host(t->host_logits, logits, bytes);
+        *correct += bp_count_correct(t->host_logits, b.targets, b.B, classes);
     }
     return BP_OK;
 }
@@ -46,10 +50,12 @@ static int score_model(trainer *t, double *sum, double *correct, double *rows, b
                        bp_err *err) {
     bool swap = bp_dp_replicas_differ(t->dp);
     size_t bytes = bp_model_num_params(t->model) * sizeof(float);
-    if (swap && ((!t->avg_params && !(t->avg_params = malloc(bytes))) ||
-                 (!t->eval_saved && !(t->eval_saved = malloc(bytes)))))
-        return bp_fail(err, BP_ENOMEM, "cannot allocate the averaged model for evaluation");
-    int rc = swap ? bp_dp_swap_in_average(t->dp, t->avg_params, t->eval_saved, err) : BP_OK;
+    const char *what = "the averaged model for evaluation";
+    int rc = BP_OK;
+    if (swap && !t->avg_params) rc = t->be->alloc((void **)&t->avg_params, bytes, what, err);
+    if (swap && rc == BP_OK && !t->eval_saved)
+        rc = t->be->alloc((void **)&t->eval_saved, bytes, what, err);
+    if (swap && rc == BP_OK) rc = bp_dp_swap_in_average(t->dp, t->avg_params, t->eval_saved, err);
     if (rc) return rc;
     if (trainer_in_replica0(t)) rc = score(t, sum, correct, rows, cut, err);
     if (swap) bp_dp_swap_back(t->dp, t->eval_saved);

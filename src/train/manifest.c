@@ -63,6 +63,7 @@ bp_status bp_manifest_write(const char *ckpt_dir, const bp_manifest *mf, bp_err 
                     s || t ? "," : "", s, t, s, t, s, t);
     fputc(']', f);
     put_replica_files(f, mf);
+    if (mf->bucket_mb > 0) fprintf(f, ",\"bucket_mb\":%.17g", mf->bucket_mb);
     fprintf(f, "," CRC_KEY "00000000\"}\n");
     bool bad = ferror(f) != 0;
     bad |= fclose(f) != 0;
@@ -96,6 +97,11 @@ static int manifest_fields(const bp_json *j, bp_manifest *mf) {
     int key = bp_json_get(j, 0, "replica_key");
     ok = ok && (key < 0 || (bp_json_str_copy(j, key, mf->replica_key, sizeof mf->replica_key) &&
                             mf->replica_key[0]));
+    /* Absent unless --bucket-mb auto had measured when it was saved. */
+    int bucket = bp_json_get(j, 0, "bucket_mb");
+    double mb = bucket >= 0 && j->nodes[bucket].type == BP_JSON_NUMBER ? j->nodes[bucket].num : 0;
+    ok = ok && (bucket < 0 || (mb > 0 && mb <= 1e6));
+    mf->bucket_mb = bucket >= 0 ? mb : 0;
     mf->step = (int64_t)step;
     mf->dp = (int)dp;
     mf->pp = (int)pp;

@@ -116,6 +116,26 @@ static void read_stages(const bp_json *j, bp_runlog *r) {
     r->n_stages = r->busy_s && r->idle_s && r->peak_stash && nb == ni && nb == ns ? nb : 0;
 }
 
+/* One parsed record into r; step is its "step", checked. */
+static int read_record(const bp_json *j, int64_t step, bp_runlog *r, int *cap_s, int *cap_e,
+                       bp_err *err) {
+    if (is_type(j, "config")) {
+        read_config(j, r);
+    } else if (is_type(j, "step")) {
+        bp_runlog_step *s = grow((void **)&r->steps, &r->n_steps, cap_s, sizeof *s);
+        if (!s) return bp_fail(err, BP_ENOMEM, "out of memory");
+        read_step(j, s);
+        s->step = step;
+    } else if (is_type(j, "eval")) {
+        bp_runlog_eval *e = grow((void **)&r->evals, &r->n_evals, cap_e, sizeof *e);
+        if (!e) return bp_fail(err, BP_ENOMEM, "out of memory");
+        *e = (bp_runlog_eval){.step = step, .val_loss = num(j, 0, "val_loss")};
+    } else if (is_type(j, "stages")) {
+        read_stages(j, r);
+    }
+    return BP_OK;
+}
+
 static int read_line(const char *line, size_t n, const where *at, bp_runlog *r, int *cap_s,
                      int *cap_e, bp_err *err) {
     bp_json j;
@@ -123,26 +143,9 @@ static int read_line(const char *line, size_t n, const where *at, bp_runlog *r, 
     if (n == 0 || line[0] != '{' || bp_json_parse(line, n, &j, &ignored) != BP_OK) return BP_OK;
     int rc = BP_OK;
     int64_t step = 0;
-    bool stepped = is_type(&j, "step") || is_type(&j, "eval");
-    if (stepped) rc = int_member(&j, 0, "step", STEP_MAX, REQUIRED, at, &step, err);
-    if (rc) {
-    } else if (is_type(&j, "config")) {
-        read_config(&j, r);
-    } else if (is_type(&j, "step")) {
-        bp_runlog_step *s = grow((void **)&r->steps, &r->n_steps, cap_s, sizeof *s);
-        if (s)
-            read_step(&j, s), s->step = step;
-        else
-            rc = bp_fail(err, BP_ENOMEM, "out of memory");
-    } else if (is_type(&j, "eval")) {
-        bp_runlog_eval *e = grow((void **)&r->evals, &r->n_evals, cap_e, sizeof *e);
-        if (e)
-            *e = (bp_runlog_eval){.step = step, .val_loss = num(&j, 0, "val_loss")};
-        else
-            rc = bp_fail(err, BP_ENOMEM, "out of memory");
-    } else if (is_type(&j, "stages")) {
-        read_stages(&j, r);
-    }
+    if (is_type(&j, "step") || is_type(&j, "eval"))
+        rc = int_member(&j, 0, "step", STEP_MAX, REQUIRED, at, &step, err);
+    if (rc == BP_OK) rc = read_record(&j, step, r, cap_s, cap_e, err);
     bp_json_free(&j);
     return rc;
 }

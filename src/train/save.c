@@ -100,22 +100,45 @@ int trainer_resume(trainer *t, bp_err *err) {
     return rc;
 }
 
-/* The weights and optimizer state to save: this replica's, or, when replicas
- * differ (weight algorithms), their average over the stage's replicas (collective). */
+/* *buf, allocated on be once (bytes > 0). */
+static int once_on(const bp_backend *be, float **buf, size_t bytes, bp_err *err) {
+    return *buf ? BP_OK : be->alloc((void **)buf, bytes, "the averaged checkpoint", err);
+}
+
+/* *buf, allocated on the host once. */
+static int once_host(float **buf, size_t bytes, bp_err *err) {
+    if (!*buf && !(*buf = malloc(bytes)))
+        return bp_fail(err, BP_ENOMEM, "cannot allocate the checkpoint's host copy");
+    return BP_OK;
+}
+
+/* The weights and optimizer state to save, copied to the host: this replica's, or,
+ * when replicas differ (weight algorithms), their average over the stage's replicas
+ * (collective). */
 static int checkpoint_state(trainer *t, const bp_real **params, bp_optim *view, bp_err *err) {
-    *params = bp_model_params(t->model);
-    *view = *t->optim;
-    if (!bp_dp_replicas_differ(t->dp)) return BP_OK;
+    const float *p = bp_model_params(t->model), *m = t->optim->m, *v = t->optim->v;
     size_t bytes = bp_model_num_params(t->model) * sizeof(float);
-    if ((!t->avg_params && !(t->avg_params = malloc(bytes))) ||
-        (!t->avg_m && !(t->avg_m = malloc(bytes))) ||
-        (t->optim->v && !t->avg_v && !(t->avg_v = malloc(bytes))))
-        return bp_fail(err, BP_ENOMEM, "cannot allocate the averaged checkpoint");
-    int rc = bp_dp_average_replicas(t->dp, t->avg_params, t->avg_m, t->avg_v, err);
-    *params = t->avg_params;
-    view->m = t->avg_m;
-    view->v = t->avg_v;
-    return rc;
+    *view = *t->optim;
+    *params = NULL;
+    int rc = BP_OK;
+    if (bytes && bp_dp_replicas_differ(t->dp)) {
+        rc = once_on(t->be, &t->avg_params, bytes, err);
+        if (rc == BP_OK) rc = once_on(t->be, &t->avg_m, bytes, err);
+        if (rc == BP_OK && v) rc = once_on(t->be, &t->avg_v, bytes, err);
+        if (rc == BP_OK) rc = bp_dp_average_replicas(t->dp, t->avg_params, t->avg_m, t->avg_v, err);
+        p = t->avg_params, m = t->avg_m, v = v ? t->avg_v : NULL;
+    }
+    if (rc == BP_OK && bytes) rc = once_host(&t->host_params, bytes, err);
+    if (rc == BP_OK && bytes) rc = once_host(&t->host_m, bytes, err);
+    if (rc == BP_OK && bytes && v) rc = once_host(&t->host_v, bytes, err);
+    if (rc || !bytes) return rc;
+    t->be->to_host(t->host_params, p, bytes);
+    t->be->to_host(t->host_m, m, bytes);
+    if (v) t->be->to_host(t->host_v, v, bytes);
+    *params = t->host_params;
+    view->m = t->host_m;
+    view->v = v ? t->host_v : NULL;
+    return BP_OK;
 }
 
 /* The options that decide what the replica files hold: the algorithm with its
@@ -148,13 +171,53 @@ int trainer_replica_agree(trainer *t, bp_err *err) {
     return bp_comm_fail(t->meta, rc, err);
 }
 
+/* The replica state lives on the run's backend; its files are written from and read
+ * into host copies of the same names (made once). */
+static int host_mirror(trainer *t, bp_err *err) {
+    const bp_state_list *d = &t->replica_state;
+    for (int i = t->replica_host.n; i < d->n; i++) {
+        float *h = malloc((d->bufs[i].n ? d->bufs[i].n : 1) * sizeof *h);
+        int rc = h ? (int)bp_state_add(&t->replica_host, h, d->bufs[i].n, err, "%s",
+                                       d->bufs[i].name)
+                   : bp_fail(err, BP_ENOMEM, "cannot allocate the replica state's host copy");
+        if (rc) {
+            free(h);
+            return rc;
+        }
+    }
+    return BP_OK;
+}
+
+/* Buffer i of the replica state to or from its host copy; buffers of comm/'s own
+ * (the ring's replicas) are host memory already. */
+static void replica_copy(trainer *t, int i, bool to_host) {
+    float *dev = t->replica_state.bufs[i].data, *host = t->replica_host.bufs[i].data;
+    size_t n = t->replica_state.bufs[i].n;
+    if (!t->be->owns(dev))
+        memcpy(to_host ? host : dev, to_host ? dev : host, n * sizeof *dev);
+    else if (to_host)
+        bp_backend_get(t->be, host, dev, n);
+    else
+        bp_backend_put(t->be, dev, host, n);
+}
+
+void trainer_replica_free(trainer *t) {
+    for (int i = 0; i < t->replica_host.n; i++) free(t->replica_host.bufs[i].data);
+    bp_state_list_free(&t->replica_host);
+    bp_state_list_free(&t->replica_state);
+}
+
 int trainer_resume_replica(trainer *t, bp_err *err) {
     const bp_manifest *mf = &t->resume_from;
     if (!t->resuming || (!t->replica_files && !mf->replica_key[0])) return BP_OK;
     if (mf->replica_key[0] && mf->dp == t->grid.dp && strcmp(mf->replica_key, t->replica_key) == 0) {
-        int rc = bp_checkpoint_read_replica(t->resume_dir, t->grid.p, t->grid.t, t->grid.d,
-                                            mf->step, &t->replica_state, err);
-        return rc ? bp_err_context(err, "checkpoint %s", t->resume_dir) : BP_OK;
+        int rc = host_mirror(t, err);
+        if (rc == BP_OK)
+            rc = bp_checkpoint_read_replica(t->resume_dir, t->grid.p, t->grid.t, t->grid.d,
+                                            mf->step, &t->replica_host, err);
+        if (rc) return bp_err_context(err, "checkpoint %s", t->resume_dir);
+        for (int i = 0; i < t->replica_state.n; i++) replica_copy(t, i, false);
+        return BP_OK;
     }
     if (t->rank == 0)
         bp_log_warn("checkpoint %s holds no replica state of this grid and options (it has %s "
@@ -174,6 +237,7 @@ static void manifest_of(const trainer *t, bp_manifest *mf) {
              bp_dp_replicas_differ(t->dp) ? "averaged" : "identical");
     snprintf(mf->partition, sizeof mf->partition, "%s", t->partition);
     if (t->replica_files) snprintf(mf->replica_key, sizeof mf->replica_key, "%s", t->replica_key);
+    mf->bucket_mb = t->bucket_mb_measured;
 }
 
 /* A checkpoint never holds non-finite weights (a step that diverged with
@@ -196,10 +260,12 @@ static int check_finite(const trainer *t, const bp_real *params, bp_err *err) {
  * the whole job (cli/), so none waits at the barrier forever. */
 static int write_replica(trainer *t, bp_err *err) {
     const char *dir = t->res->checkpoint;
-    int rc = bp_mkdir_p(dir, err);
+    int rc = host_mirror(t, err);
+    for (int i = 0; rc == BP_OK && i < t->replica_state.n; i++) replica_copy(t, i, true);
+    if (rc == BP_OK) rc = bp_mkdir_p(dir, err);
     if (rc == BP_OK)
         rc = bp_checkpoint_write_replica(dir, t->grid.p, t->grid.t, t->grid.d, t->step,
-                                         &t->replica_state, err);
+                                         &t->replica_host, err);
     if (rc) {
         bp_checkpoint_discard_replica(dir, t->grid.p, t->grid.t, t->grid.d);
         return bp_err_context(err, "saving checkpoint %s", dir);

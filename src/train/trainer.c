@@ -12,6 +12,7 @@
 
 #include "bagpipe/comm_mpi.h"
 #include "core/blas.h"
+#include "core/device.h"
 #include "core/log.h"
 #include "core/timer.h"
 #include "parallel/avgpipe.h"
@@ -135,6 +136,14 @@ static int create_replicas(trainer *t, const bp_model_config *mc, bp_err *err) {
     int rc = bp_avgpipe_replicas_create(mc, t->first[p], t->first[p + 1], &t->tp,
                                         (uint64_t)t->cfg->seed, &oc, t->n_rep, &t->models,
                                         &t->optims, err);
+    /* Made on the host, then moved (weights kept) to the run's backend. */
+    for (int j = 0; rc == BP_OK && t->be != bp_backend_cpu() && j < t->n_rep; j++) {
+        rc = bp_model_set_backend(t->models[j], t->be, err);
+        bp_optim_free(&t->optims[j]);
+        if (rc == BP_OK)
+            rc = bp_optim_init_on(&t->optims[j], &oc, bp_model_num_params(t->models[j]), t->be,
+                                  err);
+    }
     if (rc) return rc;
     t->model = t->models[0];
     t->optim = &t->optims[0];
@@ -169,6 +178,19 @@ static int setup_comm(trainer *t, bp_err *err) {
     return bp_comm_fail(t->world, rc, err);
 }
 
+/* --bucket-mb auto resumed on the grid that measured it: the size it chose, from
+ * the checkpoint, instead of measuring again (the run's config and manifests still
+ * say auto). */
+static void reuse_bucket_size(trainer *t, bp_dp_config *d) {
+    const bp_manifest *mf = &t->resume_from;
+    if (!d->bucket_auto || !t->resuming || !(mf->bucket_mb > 0) || mf->dp != t->grid.dp) return;
+    d->bucket_auto = false;
+    d->bucket_mb = t->bucket_mb_measured = mf->bucket_mb;
+    if (t->rank == 0)
+        bp_log_info("--bucket-mb auto: %g MB, as measured before checkpoint %s", mf->bucket_mb,
+                    t->resume_dir);
+}
+
 static int setup(trainer *t, bp_err *err) {
     const bp_train_config *c = t->cfg;
     t->rank = bp_comm_rank(t->world);
@@ -183,6 +205,12 @@ static int setup(trainer *t, bp_err *err) {
     for (int g = 0; g < 2; g++)
         if ((rc = bp_comm_set_timeout(groups[g], c->comm_timeout)))
             return bp_comm_fail(groups[g], rc, err);
+    /* The training groups are split from the world and learn from it where the
+     * backend's buffers live. */
+    t->be = c->device == BP_DEVICE_CHECK ? bp_backend_check() : bp_backend_cpu();
+    bp_comm_memory mem = {t->be->owns, t->be->to_host, t->be->to_device};
+    if (!t->be->host_memory && (rc = bp_comm_set_memory(t->world, &mem)))
+        return bp_comm_fail(t->world, rc, err);
     rc = bp_grid_init(t->world, c->dp, c->pp, c->tp, bp_model_tied_tensor(&mc) != NULL,
                       c->fused_embedding_sync != 0, &t->grid, err);
     t->tp = (bp_tp){.rank = t->grid.t, .size = t->grid.tp, .allreduce_sum = tp_allreduce,
@@ -194,6 +222,7 @@ static int setup(trainer *t, bp_err *err) {
     if (rc == BP_OK) rc = setup_comm(t, err);
     bp_dp_config d;
     trainer_dp_config(t, &d);
+    reuse_bucket_size(t, &d);
     if (rc == BP_OK)
         rc =
             bp_dp_create(t->grid.dp_comm, &d, t->models, t->optims, t->n_rep, t->step, &t->dp, err);
@@ -204,7 +233,7 @@ static int setup(trainer *t, bp_err *err) {
         .grid = &t->grid, .meta = t->meta, .models = t->models, .n_replicas = t->n_rep,
         .pipe = t->pipe, .dp = t->dp, .tied = bp_model_tied_tensor(&mc),
         .fused_embedding = c->fused_embedding_sync != 0, .clip = c->clip,
-        .skip_nonfinite = c->skip_nonfinite != 0, .pending = &t->unagreed};
+        .skip_nonfinite = c->skip_nonfinite != 0, .pending = &t->unagreed, .stop = t->stop};
     if (rc == BP_OK) log_config(t);
     return rc;
 }
@@ -222,11 +251,18 @@ static void teardown(trainer *t) {
     free(t->micro);
     free(t->step_ms);
     free(t->pending);
-    free(t->avg_params);
-    free(t->avg_m);
-    free(t->avg_v);
-    free(t->eval_saved);
-    bp_state_list_free(&t->replica_state);
+    if (t->be) {
+        t->be->free(t->avg_params);
+        t->be->free(t->avg_m);
+        t->be->free(t->avg_v);
+        t->be->free(t->eval_saved);
+    }
+    free(t->host_params);
+    free(t->host_m);
+    free(t->host_v);
+    free(t->host_logits);
+    trainer_replica_free(t);
+    if (t->be && !t->be->host_memory) bp_comm_set_memory(t->world, NULL);
     trainer_release_out(t);
 }
 
@@ -240,7 +276,7 @@ static bool fault_here(const trainer *t, int rank) {
  * weights went non-finite (as a diverged step leaves them). */
 static void inject_process_fault(trainer *t) {
     if (fault_here(t, t->cfg->fault_kill_rank)) raise(SIGKILL);
-    if (fault_here(t, t->cfg->fault_nan_weights_rank)) bp_model_params(t->model)[0] = NAN;
+    if (fault_here(t, t->cfg->fault_nan_weights_rank)) t->be->fill(bp_model_params(t->model), 1, NAN);
     if (fault_here(t, t->cfg->fault_hang_rank))
         for (;;) pause();
 }
@@ -330,13 +366,19 @@ static int stream_length(const trainer *t) {
     return k;
 }
 
-/* The next k steps (one stream of the pipeline); fills their records. */
-static int train_steps(trainer *t, int k, bp_step_record *r, bp_err *err) {
+/* The next k steps (one stream of the pipeline); fills their records. A stop
+ * request agreed within a long step abandons it: *done is 0, the data drawn for
+ * it is put back, and the run stops as after the step before (whose checkpoint
+ * is then saved, so that a resumed run goes on exactly). */
+static int train_steps(trainer *t, int k, bp_step_record *r, int *done, bp_err *err) {
     inject_process_fault(t);
     double t0 = bp_now();
     bp_trace_set_step(t->trace, t->step + 1);
     bp_grid_step_in in[k];
     bp_grid_step_out out[k];
+    bp_resume_state drawn_from = {0};
+    bp_task_get_state(&t->task, &drawn_from);
+    *done = 0;
     for (int i = 0; i < k; i++) {
         next_micro_batches(t, i);
         r[i].lr = bp_lr_at(&t->lr, t->step + i);
@@ -348,7 +390,12 @@ static int train_steps(trainer *t, int k, bp_step_record *r, bp_err *err) {
     }
     int rc = bp_grid_steps(&t->stepper, k, in, out, err);
     if (out[k - 1].together) t->res->stopped_together = true;
+    if (rc == BP_EINTERRUPTED) {
+        t->stopping = true;
+        return bp_task_set_state(&t->task, &drawn_from, err);
+    }
     if (rc) return rc;
+    *done = k;
     t->stopping = out[k - 1].stop;
     t->embed_s = 0;
     for (int i = 0; i < k; i++) t->embed_s += out[i].embed_s;
@@ -356,6 +403,7 @@ static int train_steps(trainer *t, int k, bp_step_record *r, bp_err *err) {
     if (bp_dp_bucket_tune_result(t->dp, &tune)) {
         bp_metrics_bucket_tune(&t->metrics, tune.step, BP_DP_TUNE_SIZES, tune.size_mb,
                                tune.step_ms, tune.chosen_mb);
+        t->bucket_mb_measured = tune.chosen_mb;
         if (t->rank == 0)
             bp_log_info("--bucket-mb auto: %g MB, the fastest measured, from step %lld on",
                         tune.chosen_mb, (long long)tune.step + 1);
@@ -424,12 +472,13 @@ static int loop(trainer *t, bp_err *err) {
     while (rc == BP_OK && t->step < t->end_step) {
         int k = stream_length(t);
         bp_step_record *r = &t->pending[t->n_pending];
-        if ((rc = train_steps(t, k, r, err))) break;
+        if ((rc = train_steps(t, k, r, &k, err))) break;
         for (int i = 0; i < k; i++)
             t->step_ms[(t->step - k + i - t->first_step) % TRAINER_MAX_TIMES] = r[i].step_ms;
         t->n_pending += k;
         bool last = t->step == t->end_step || t->stopping;
-        bool eval = every(t->step, c->eval_every) || (c->eval_every > 0 && last);
+        /* An abandoned step (k = 0) saves at once: the grace period is short. */
+        bool eval = k > 0 && (every(t->step, c->eval_every) || (c->eval_every > 0 && last));
         bool save = !t->probe && (every(t->step, c->checkpoint_every) || last);
         bool full = t->n_pending >= c->log_every || t->n_pending + K > pending_room(c);
         if (full || eval || save) rc = flush_steps(t, err);

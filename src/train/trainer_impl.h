@@ -65,15 +65,20 @@ typedef struct trainer {
     int out_fd;    /* rank 0: --out, opened and locked for this run; -1: none */
     bool resuming;
     bp_manifest resume_from; /* when resuming */
+    const bp_backend *be;              /* where the models' memory lives (--device) */
     char resume_dir[4096];   /* the ckpt-* directory of --resume */
+    double bucket_mb_measured; /* --bucket-mb auto: the size chosen (0: not yet) */
     /* What this rank keeps beyond the consensus model (bp_dp_state, bp_pipe_state),
      * saved in its replica file when some rank keeps anything (replica_files), under
      * the options that shape it (replica_key). */
     bp_state_list replica_state;
+    bp_state_list replica_host; /* host copies of replica_state's buffers (save.c) */
     bool replica_files;
     char replica_key[512];
-    float *avg_params, *avg_m, *avg_v; /* replicas averaged for a checkpoint */
+    float *avg_params, *avg_m, *avg_v; /* replicas averaged for a checkpoint (on be) */
     float *eval_saved;                 /* replica 0's weights while it evaluates the average */
+    float *host_params, *host_m, *host_v; /* host copies of what a checkpoint writes */
+    float *host_logits;                   /* host copy of an evaluation's logits */
 } trainer;
 
 /* The ranks whose loss is logged: the last stage of every replica (tp rank 0). */
@@ -93,6 +98,8 @@ void trainer_release_out(trainer *t);
 int trainer_checkpoint(trainer *t, bp_err *err);
 /* After bp_dp_create: this rank's replica state and key (local). */
 int trainer_replica_init(trainer *t, bp_err *err);
+/* Frees the replica state lists and their host copies. */
+void trainer_replica_free(trainer *t);
 /* Collective: whether any rank keeps replica state. */
 int trainer_replica_agree(trainer *t, bp_err *err);
 /* When resuming: the replica file copied back on the grid and options that wrote

@@ -3,7 +3,8 @@
 # go only to a new name, an empty file or a file of their own kind: anything else
 # (a device, a FIFO, a directory, a link to one, another file, the run's own log or
 # `latest`) is refused before any work with one line and exit 2, and left as it
-# was. Devices are made here (mknod), never /dev/null.
+# was. Devices are made here (mknod), never /dev/null. And the KJV cache without
+# HOME.
 source "$(dirname "$0")/lib.sh"
 
 opts=("${TINY[@]}" --data "$TEXT" --steps 2 --eval-every 0)
@@ -89,5 +90,15 @@ timeout 60 "$BP" train "${opts[@]}" --out "$WORK/o_fifo" --metrics "$WORK/fifo" 
   fail "a metrics log into a FIFO was refused"
 wait "$reader"
 grep -q '"type":"step","step":2' "$WORK/streamed" || fail "nothing streamed: $(cat "$WORK/streamed")"
+# Without HOME (cron, some schedulers) the KJV cache goes to the home of the
+# password database, never into the working directory.
+home=$(getent passwd "$(id -u)" | cut -d: -f6)
+if [ -n "$home" ] && [ -d "$home" ] && command -v bible >/dev/null; then
+  mkdir "$WORK/cwd"
+  (cd "$WORK/cwd" && env -u HOME -u XDG_CACHE_HOME "$BP" train "${TINY[@]}" --data kjv --steps 1 \
+    --eval-every 0 --out "$WORK/kjv" >/dev/null) || fail "kjv without HOME failed"
+  [ ! -e "$WORK/cwd/.cache" ] || fail "without HOME the KJV cache went to the working directory"
+  [ -s "$home/.cache/bagpipe/kjv.txt" ] || fail "no KJV cache in $home/.cache/bagpipe"
+fi
 no_partial_files "$WORK"
 echo "outputs: ok"

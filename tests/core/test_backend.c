@@ -133,8 +133,8 @@ static void test_events(void **state) {
     for (int k = 0; k < 2; k++) {
         const bp_backend *be = bes[k];
         bp_err err;
-        bp_stream *s;
-        bp_event *e;
+        bp_dev_stream *s;
+        bp_dev_event *e;
         assert_int_equal(be->stream_create(&s, &err), BP_OK);
         assert_int_equal(be->event_create(&e, &err), BP_OK);
         assert_int_equal(be->event_record(e, NULL, &err), BP_OK);

@@ -28,8 +28,9 @@ for n in 2 4; do
 done
 
 # A signal during a long evaluation (a replica of one rank) cuts it short: the run
-# stops after the next step instead of finishing thousands of evaluation batches.
-timeout -k 5 60 "$BP" train "${opts[@]}" --steps 100 --eval-every 1 --eval-batches 1000000 \
+# stops after the next step instead of finishing thousands of evaluation batches
+# (10000, the most --eval-batches takes, of 64 sequences).
+timeout -k 5 60 "$BP" train "${opts[@]}" --steps 100 --eval-every 1 --eval-batches 10000 --batch 64 \
   --out "$WORK/eval" >"$WORK/out" 2>&1 &
 job=$!
 for _ in $(seq 100); do [ -s "$WORK/eval/metrics.jsonl" ] && break; sleep 0.1; done

@@ -18,6 +18,7 @@
  * read back from a fresh codec):
  *   M = G + E (LEP; E is the error the previous compressed micro-batch left)
  *   M = G     (without LEP: the error is dropped, and the codec's E is zero)
+ *   Q = orthonormalize(Q) (Optimus-CC's p2p compressor, before every use)
  *   P = orthonormalize(M Q); Q = M^T P; E = M - P Q^T
  * and the codec's wire [P][Q] and its kept error match; the sender keeps
  * M = P Q^T + E (its input plus the error before, against the decode of what it
@@ -164,11 +165,27 @@ static void link_free(link_ref *l) {
     free(l->q), free(l->e), free(l->p);
 }
 
-/* One compressed send of gradient g: M = g (+ E with LEP); P = M Q, orthonormalized
- * (modified Gram-Schmidt); Q = M^T P; E = M - P Q^T. */
+/* Modified Gram-Schmidt on the r columns of a (n x r, row-major). */
+static void orthonormalize_ref(double *a, size_t n, size_t r) {
+    for (size_t j = 0; j < r; j++) {
+        for (size_t k = 0; k < j; k++) {
+            double dot = 0;
+            for (size_t i = 0; i < n; i++) dot += a[i * r + j] * a[i * r + k];
+            for (size_t i = 0; i < n; i++) a[i * r + j] -= dot * a[i * r + k];
+        }
+        double norm = 0;
+        for (size_t i = 0; i < n; i++) norm += a[i * r + j] * a[i * r + j];
+        for (size_t i = 0; i < n; i++) a[i * r + j] /= sqrt(norm);
+    }
+}
+
+/* One compressed send of gradient g, as Optimus-CC's p2p compressor: Q
+ * orthonormalized (its first random draw or the previous send's); M = g (+ E with
+ * LEP); P = M Q, orthonormalized; Q = M^T P; E = M - P Q^T. */
 static void link_step(link_ref *l, const float *g, bool lep) {
     size_t R = l->rows, K = l->cols, r = (size_t)l->r;
     double *m = l->e; /* M overwrites E, then becomes the new E */
+    orthonormalize_ref(l->q, K, r);
     for (size_t i = 0; i < R * K; i++) m[i] = (lep ? m[i] : 0.0) + g[i];
     for (size_t i = 0; i < R; i++)
         for (size_t j = 0; j < r; j++) {
@@ -176,16 +193,7 @@ static void link_step(link_ref *l, const float *g, bool lep) {
             for (size_t k = 0; k < K; k++) s += m[i * K + k] * l->q[k * r + j];
             l->p[i * r + j] = s;
         }
-    for (size_t j = 0; j < r; j++) {
-        for (size_t k = 0; k < j; k++) {
-            double dot = 0;
-            for (size_t i = 0; i < R; i++) dot += l->p[i * r + j] * l->p[i * r + k];
-            for (size_t i = 0; i < R; i++) l->p[i * r + j] -= dot * l->p[i * r + k];
-        }
-        double norm = 0;
-        for (size_t i = 0; i < R; i++) norm += l->p[i * r + j] * l->p[i * r + j];
-        for (size_t i = 0; i < R; i++) l->p[i * r + j] /= sqrt(norm);
-    }
+    orthonormalize_ref(l->p, R, r);
     for (size_t k = 0; k < K; k++)
         for (size_t j = 0; j < r; j++) {
             double s = 0;
@@ -299,6 +307,7 @@ static void compress_send(replay *rp, const cb_case *c, int j, int s, int step, 
                 mismatch("%s: stage %d step %d send %d: error not dropped", c->name, s, step, b);
                 break;
             }
+    assert_int_equal(bp_powersgd_orthogonalize_q(enc, NULL), BP_OK);
     assert_int_equal(bp_codec_encode(enc, rp->dx, n, rp->wire, NULL), BP_OK);
     assert_int_equal(bp_codec_decode(rp->receiver, rp->wire, n, rp->decoded, NULL), BP_OK);
     link_step(l, rp->dx, c->lep);

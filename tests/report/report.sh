@@ -120,6 +120,9 @@ for v in 1e300:1e\\+300 -5:-5 2.5:2.5; do
 done
 printf '{"type":"step","step":1,"loss":1}\n{"type":"eval","step":1e19}\n' >"$WORK/range/metrics.jsonl"
 bad 1 "report: $WORK/range/metrics.jsonl:2: \"step\" is 1e\\+19" "$WORK/range" --out "$WORK/none"
+mkdir -p "$WORK/fifo_log" && mkfifo "$WORK/fifo_log/metrics.jsonl"
+PREFIX=(timeout 20)
+bad 1 "report: $WORK/fifo_log/metrics.jsonl is not a regular file" "$WORK/fifo_log" --out "$WORK/none"
 PREFIX=(env PATH=/nonexistent)
 bad 1 "report: gnuplot is not installed" "$WORK/pp2" --out "$WORK/none"
 echo "report: ok"

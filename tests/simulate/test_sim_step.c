@@ -14,7 +14,10 @@
  *  - Each transformer block's 4 tp allreduces are rank 0's exposed tp time.
  *  - Hierarchical: a reduction within the node plus a ring among the node leaders;
  *    flat over two nodes, a ring that waits on the slow link.
- *  - More bandwidth is never slower, for every algorithm, grid and schedule. */
+ *  - More bandwidth is never slower, for every algorithm, grid and schedule.
+ *  - Every algorithm of the registry declares its cost in its own file, and the
+ *    simulator takes it from there: each sends data-parallel bytes on 4 ranks, and a
+ *    declaration removed leaves them at zero. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -27,6 +30,7 @@
 
 #include "nn/model.h"
 #include "parallel/buckets.h"
+#include "parallel/dp/algo.h"
 #include "parallel/sim/machine.h"
 #include "parallel/sim/model.h"
 #include "parallel/sim/step.h"
@@ -206,6 +210,24 @@ static void test_bytegrad_sends_a_quarter(void **state) {
     }
 }
 
+static void test_every_algorithm_declares_its_cost(void **state) {
+    (void)state;
+    job_parts p;
+    make_job(&p, gpt(2, 128, 4, 16, 256), 4, 1, 1, 1);
+    bp_sim_machine m = fast_machine(1e9, 1e-4);
+    for (int a = 0; a < BP_DP_AVGPIPE; a++) {
+        const bp_dp_algo_ops *ops = bp_dp_ops(a);
+        assert_non_null(ops);
+        assert_true(ops->cost.bucket || ops->cost.step);
+        p.j.dpc.algo = a;
+        p.j.dpc.async_warmup = p.j.dpc.qadam_warmup = p.j.dpc.powersgd_warmup = 0;
+        if (a == BP_DP_ASYNC) p.j.dpc.sync_ms = 1;
+        bp_sim_step_result r = simulate(&p.j, &m);
+        if (!(r.bytes[BP_SIM_DP] > 0)) print_error("%s sends no dp bytes\n", bp_dp_algo_name(a));
+        assert_true(r.bytes[BP_SIM_DP] > 0);
+    }
+}
+
 static void test_gpipe_bubble(void **state) {
     (void)state;
     for (int S = 2; S <= 4; S++)
@@ -331,6 +353,7 @@ int main(void) {
         cmocka_unit_test(test_hierarchical_closed_form),
         cmocka_unit_test(test_more_bandwidth_never_slower),
         cmocka_unit_test(test_decentralized_hides_its_exchange),
+        cmocka_unit_test(test_every_algorithm_declares_its_cost),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -167,4 +167,12 @@ if [ -n "${BP_MPIEXEC:-}" ]; then
     fail "suggested command failed: $(tail -3 "$WORK/train.log")"
   grep -q '"type":"summary"' "$WORK/run/metrics.jsonl" || fail "no summary from the suggested run"
 fi
+# A profile that will be slow (more threads standing for the job's other ranks
+# than this machine has cores: minutes) says so at once instead of staying silent.
+if [ "$(nproc)" -lt 32 ]; then
+  timeout 5 "$BP" tune --layers 30 --embd 16 --heads 2 --seq-len 16 --pp 32 --trial-steps 0 \
+    >/dev/null 2>"$WORK/slow" || true
+  grep -qE "^tune: profiling [0-9]+ setups with 31 threads standing for the job's other ranks on $(nproc) cores: this takes minutes" \
+    "$WORK/slow" || fail "a slow profile said nothing within 5 s: $(cat "$WORK/slow")"
+fi
 echo "ok"

@@ -1,6 +1,6 @@
 /* gpt on the GPU: gpt.c's blocks (without tensor parallelism) over the kernels of
  * cuda.h. The structure follows gpt.c function for function, so the two can be read
- * side by side; the tensor order within a block is gpt.c's (enum layer_tensor).
+ * side by side; the tensor order within a block is nn/gpt_layout.h's.
  *
  * Activations of one micro-batch (N = B*T rows), per transformer block:
  *   ln1 [N,C], mean1/rstd1 [N] fp32, qkv [N,3C], att [B,NH,T,T], atty [N,C],
@@ -12,10 +12,9 @@
 #include <string.h>
 
 #include "nn/cuda/model_cuda.h"
+#include "nn/gpt_layout.h"
 #include "nn/model_impl.h"
 
-enum { LN1_W, LN1_B, ATTN_W, ATTN_B, APROJ_W, APROJ_B, LN2_W, LN2_B, FC_W, FC_B, MPROJ_W, MPROJ_B };
-enum { E_WTE, E_WPE, H_LNF_W = 0, H_LNF_B, H_WTE_COPY };
 
 typedef struct layer_acts {
     void *ln1, *qkv, *att, *atty, *res2, *ln2, *fch, *fchg, *out;

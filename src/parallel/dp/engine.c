@@ -315,6 +315,10 @@ double bp_dp_exposed_seconds(const bp_dp *dp) { return dp->exposed_s; }
 
 int bp_dp_nonfinite_tensor(const bp_dp *dp) { return dp->nonfinite; }
 
+bool bp_dp_exchanging(const bp_dp *dp) { return dp->exchanging; }
+
+void bp_dp_abandon_step(bp_dp *dp) { release_step_lock(dp); }
+
 void bp_dp_skip_step(bp_dp *dp) {
     /* Every rank started this step's exchange: let it end, and drop it with the
      * step's update. */

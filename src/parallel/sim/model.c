@@ -5,32 +5,26 @@
 #include "core/buf.h"
 #include "nn/real.h"
 
-/* Block b's tensors on one of tp ranks into out (NULL: count only): gpt.c's
- * layout, with column-split outputs and row-split inputs divided by tp. */
+/* One tensor of the model's layout as a tp shard: column-split outputs (dim 0) and
+ * row-split inputs (dim 1) divided by tp. */
+static bp_sim_tensor shard_of(const bp_tensor_layout *l, size_t tp) {
+    size_t rows = (size_t)l->shape[0], cols = l->ndim > 1 ? (size_t)l->shape[1] : 0;
+    if (l->split_dim == 0) rows /= tp;
+    if (l->split_dim == 1) cols /= tp;
+    return (bp_sim_tensor){.rows = rows, .cols = cols};
+}
+
+/* Block b's tensors on one of tp ranks into out (NULL: count only), as nn/ lays
+ * them out (bp_model_block_layout); the head's copy of the tied embedding (block
+ * 0's first tensor, replicated) when tied_copy. */
 static int block_tensors(const bp_model_config *mc, int tp, int b, bool tied_copy,
                          bp_sim_tensor *out) {
-    size_t C = (size_t)mc->n_embd, V = (size_t)mc->vocab, T = (size_t)mc->seq_len, p = (size_t)tp;
-    bp_sim_tensor t[BP_SIM_BLOCK_TENSORS];
-    int n = 0;
-    if (b == 0) {
-        t[n++] = (bp_sim_tensor){.rows = V, .cols = C};
-        t[n++] = (bp_sim_tensor){.rows = T, .cols = C};
-    } else if (b > mc->n_layer) {
-        t[n++] = (bp_sim_tensor){.rows = C};
-        t[n++] = (bp_sim_tensor){.rows = C};
-        if (tied_copy) t[n++] = (bp_sim_tensor){.rows = V, .cols = C};
-    } else {
-        const size_t shape[BP_SIM_BLOCK_TENSORS][2] = {
-            {C, 0},         {C, 0}, /* ln_1 */
-            {3 * C / p, C}, {3 * C / p, 0}, /* c_attn: column-split */
-            {C, C / p},     {C, 0}, /* attn.c_proj: row-split, bias replicated */
-            {C, 0},         {C, 0}, /* ln_2 */
-            {4 * C / p, C}, {4 * C / p, 0}, /* c_fc: column-split */
-            {C, 4 * C / p}, {C, 0}, /* mlp.c_proj: row-split */
-        };
-        for (; n < BP_SIM_BLOCK_TENSORS; n++)
-            t[n] = (bp_sim_tensor){.rows = shape[n][0], .cols = shape[n][1]};
-    }
+    bp_tensor_layout l[BP_BLOCK_MAX_TENSORS];
+    bp_sim_tensor t[BP_BLOCK_MAX_TENSORS + 1];
+    int n = bp_model_block_layout(mc, b, l);
+    for (int i = 0; i < n; i++) t[i] = shard_of(&l[i], (size_t)tp);
+    if (tied_copy && b == bp_model_num_blocks(mc) - 1 && bp_model_block_layout(mc, 0, l) > 0)
+        t[n++] = shard_of(&l[0], (size_t)tp);
     for (int i = 0; out && i < n; i++) {
         out[i] = t[i];
         out[i].numel = t[i].rows * (t[i].cols ? t[i].cols : 1);
@@ -50,7 +44,7 @@ size_t bp_sim_gpt_params(const bp_model_config *mc, int tp, int b0, int b1) {
     size_t total = 0;
     bool copy = b0 > 0 && b1 == mc->n_layer + 2;
     for (int b = b0; b < b1; b++) {
-        bp_sim_tensor t[BP_SIM_BLOCK_TENSORS];
+        bp_sim_tensor t[BP_BLOCK_MAX_TENSORS + 1];
         int n = block_tensors(mc, tp, b, copy, t);
         for (int i = 0; i < n; i++) total += t[i].numel;
     }

@@ -17,9 +17,6 @@ typedef struct bp_sim_tensor {
     int block;
 } bp_sim_tensor;
 
-/* Most tensors one block has (a transformer block's 12). */
-enum { BP_SIM_BLOCK_TENSORS = 12 };
-
 /* The tensors of blocks [b0, b1) of gpt `mc` on one of `tp` ranks, in the order
  * of the flat buffer, into out (NULL: only count); the count. A range that holds
  * the head but not the embedding ends with its copy of the tied embedding. */

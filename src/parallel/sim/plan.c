@@ -82,7 +82,7 @@ double bp_plan_steps_factor(const bp_plan_knobs *k, const char **source) {
 
 /* ---- the network ------------------------------------------------------------------ */
 
-enum { PAIR_REPS = 3, MAX_ALL_PAIRS = 16 };
+enum { PAIR_REPS = 3, SMALL_REPS = 10, MAX_ALL_PAIRS = 16 };
 static const size_t probe_floats[] = {64, 4096, 65536};
 #define N_SIZES (sizeof probe_floats / sizeof probe_floats[0])
 
@@ -116,12 +116,15 @@ static int find_nodes(bp_comm *world, bp_plan_network *n) {
     return rc;
 }
 
-/* The least one-way time of PAIR_REPS round trips of k floats between a and b
- * (after one that warms the path), on the rank that is a or b. */
+/* The least one-way time of several round trips of k floats between a and b (after
+ * one that warms the path), on the rank that is a or b: more for the small sizes,
+ * whose least is the latency, on a loaded machine often the time a rank waits to be
+ * scheduled again. */
 static int ping(bp_comm *world, int a, int b, float *buf, size_t k, double *one_way) {
     int me = bp_comm_rank(world), peer = me == a ? b : a, rc = BP_OK;
     double best = INFINITY;
-    for (int i = 0; rc == BP_OK && i <= PAIR_REPS; i++) {
+    int reps = k * sizeof *buf <= 16384 ? SMALL_REPS : PAIR_REPS;
+    for (int i = 0; rc == BP_OK && i <= reps; i++) {
         double t0 = bp_now();
         if (me == a) {
             rc = bp_send(world, buf, k, peer, 7);

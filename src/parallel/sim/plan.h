@@ -43,8 +43,8 @@ typedef struct bp_plan_network {
 } bp_plan_network;
 
 /* Collective over world: ping-pong every pair (at most 16 ranks; beyond, each rank
- * with rank 0 and its neighbour) at 256 B, 16 KiB and 256 KiB, the least of 3
- * round trips each, one pair at a time; every rank gets the result. */
+ * with rank 0 and its neighbour) at 256 B, 16 KiB and 256 KiB, the least of 10
+ * round trips (3 at 256 KiB), one pair at a time; every rank gets the result. */
 bp_status bp_plan_measure_network(bp_comm *world, bp_plan_network *out, bp_err *err);
 void bp_plan_network_free(bp_plan_network *n);
 

@@ -52,6 +52,10 @@ typedef struct bp_tune_problem {
     /* Whether a candidate is a valid run (pipelines 0: a plain pipeline). */
     bool (*valid)(void *ctx, int pipelines, int micro_batches, const bp_schedule *sched);
     void *ctx;
+    /* Optional: called before the profile (done 0) and after each of its `total`
+     * measurements (with many ranks standing by on few cores, each can take minutes). */
+    void (*progress)(void *progress_ctx, int done, int total, int busy_threads);
+    void *progress_ctx;
 } bp_tune_problem;
 
 /* N replicas per stage rank at one micro-batch size, as measured. */

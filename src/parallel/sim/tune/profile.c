@@ -119,13 +119,20 @@ static int measure_wake(const tuner *t, double *wake, bp_err *err) {
 
 /* Profile with the job's other ranks standing by as companion threads: W - 1
  * while one thread computes, W - 2 while two hand a token over. */
+static void progress(const tuner *t, int done, int others) {
+    if (t->c->progress)
+        t->c->progress(t->c->progress_ctx, done, t->n_sizes + t->n_setups, others);
+}
+
 bp_status bp_tune_profile(tuner *t, bp_err *err) {
     int others = t->c->busy_threads >= 0 ? t->c->busy_threads : t->W - 1, rc = BP_OK;
     bp_sim_standins *ss = NULL;
+    progress(t, 0, others);
     for (int i = 0; rc == BP_OK && i < t->n_sizes; i++) {
         rc = standins(t, others, 1, t->sizes[i].micro_B, &ss, err);
         if (rc == BP_OK) rc = cut_stages(t, &t->sizes[i], err);
         bp_sim_standins_stop(ss);
+        progress(t, i + 1, others);
     }
     for (int j = 0; rc == BP_OK && j < t->n_setups; j++) {
         bp_tune_setup *u = &t->setups[j];
@@ -134,6 +141,7 @@ bp_status bp_tune_profile(tuner *t, bp_err *err) {
         rc = standins(t, others, u->N, u->micro_B, &ss, err);
         if (rc == BP_OK) rc = time_setup(t, u, err);
         bp_sim_standins_stop(ss);
+        progress(t, t->n_sizes + j + 1, others);
     }
     if (rc == BP_OK && t->W > 1 && t->c->wake_ms < 0) {
         rc = standins(t, others - 1, 1, t->sizes[0].micro_B, &ss, err);
