@@ -1,7 +1,8 @@
 """The gradient hooks against their references, under mpirun -np N:
 allreduce gives DDP's default gradients; bytegrad gives, bit for bit, C_LP_S
-computed here with the C codec from every rank's bucket; powersgd and qadam run
-and keep the replicas identical."""
+computed here with the C codec from every rank's bucket, and qadam the same of
+each rank's momentum after warm-up; powersgd compresses and keeps the replicas
+identical."""
 import sys
 
 import torch
@@ -105,12 +106,31 @@ def test_powersgd_hook_keeps_replicas_identical():
                for _, _, c in parts), state.parts
 
 
-def test_qadam_keeps_replicas_identical():
+def test_qadam_averages_the_momentum_compressed():
+    """After warm-up the hook's result is C_LP_S (bit for bit, by the C codec) of
+    each rank's b1 m + (1 - b1) g, m being the optimizer's averaged momentum."""
     base = common.tiny_model()
     opt = bpt.QAdamOptimizer(base.parameters(), lr=0.01, warmup=2)
-    model = bpt.with_bagpipe(base, opt, "qadam")
+    state = bpt.QAdamState(opt)
+    seen = []
+
+    def recording(state, bucket):
+        m = torch.cat([opt.state[p]["exp_avg"].reshape(-1) for p in bucket.parameters()])
+        local = m.mul_(0.9).add_(bucket.buffer(), alpha=1 - 0.9)  # the hook's arithmetic
+        fut = bpt.qadam_hook(state, bucket)
+        return fut.then(lambda f: (seen.append((opt.t + 1, local, f.value().clone())),
+                                   f.value())[1])
+
+    model = DDP(base)
+    model.register_comm_hook(state, recording)
     train(model, opt, 5)
     replicas_agree(base)
+    codec = _C.Codec.minmax_u8()
+    late = [(local, out) for t, local, out in seen if t > 2]
+    assert late, "no step after warm-up"
+    for local, out in late:
+        expect = lp_reference(common.gather(local), codec)
+        assert torch.equal(out, expect), (out - expect).abs().max()
 
 
 def test_cuda_tensors_refused_with_one_line():
@@ -127,6 +147,6 @@ if __name__ == "__main__":
     bpt.init_process_group()
     rc = common.run([test_allreduce_hook_is_ddp_default, test_bytegrad_hook_gives_the_codec_bytes,
                      test_powersgd_hook_keeps_replicas_identical,
-                     test_qadam_keeps_replicas_identical, test_cuda_tensors_refused_with_one_line])
+                     test_qadam_averages_the_momentum_compressed, test_cuda_tensors_refused_with_one_line])
     dist.destroy_process_group()
     sys.exit(1 if rc else 0)
