@@ -8,12 +8,15 @@ Gradient algorithms (allreduce, bytegrad, qadam, powersgd) return DDP with one o
 bagpipe's communication hooks; weight algorithms (decentralized, lp-decentralized,
 async, easgd) return a BagpipeModule over the parameters flattened into one buffer.
 Run under MPI: mpirun -np N python3 train.py."""
+import datetime
 import os
 import socket
 
 import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
+
+import bagpipe
 
 from .. import Error, _C, init
 from . import _tensors
@@ -40,9 +43,11 @@ def _bcast_text(text, root=0):
 def init_process_group(timeout=None, net=None):
     """Start bagpipe (MPI) and, unless there is one, torch.distributed's gloo group
     over the same ranks: rank 0 listens on MASTER_ADDR (default 127.0.0.1) at
-    MASTER_PORT (default: a free port, told to the others over bagpipe)."""
-    kwargs = {} if timeout is None else {"timeout": timeout}
-    init(net=net, **kwargs)
+    MASTER_PORT (default: a free port, told to the others over bagpipe). timeout
+    (default bagpipe.DEFAULT_TIMEOUT) bounds bagpipe's operations (the watchdog) and
+    gloo's alike, so that a rank lost in DDP's own collectives is noticed too."""
+    timeout = bagpipe.DEFAULT_TIMEOUT if timeout is None else timeout
+    init(timeout=timeout, net=net)
     if dist.is_initialized():
         if dist.get_world_size() != _C.size() or dist.get_rank() != _C.rank():
             raise Error(f"bagpipe: torch.distributed has rank {dist.get_rank()} of "
@@ -55,8 +60,10 @@ def init_process_group(timeout=None, net=None):
             s.bind((addr, 0))
             port = str(s.getsockname()[1])
     port = _bcast_text(port)
+    gloo_timeout = datetime.timedelta(seconds=timeout) if timeout > 0 else None
     dist.init_process_group("gloo", init_method=f"tcp://{addr}:{port}", rank=_C.rank(),
-                            world_size=_C.size())
+                            world_size=_C.size(),
+                            **({"timeout": gloo_timeout} if gloo_timeout else {}))
 
 
 def _check_host(model):
