@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "core/blas.h"
+#include "core/options.h"
 #include "core/timer.h"
 #include "parallel/partition.h"
 #include "parallel/sim/tune.h"
@@ -117,18 +118,6 @@ static void print_table(const bp_tune_config *c, const bp_tune_result *t, const 
     }
 }
 
-/* An argument as the shell reads it back. */
-static void print_arg(const char *a, FILE *out) {
-    if (*a && strspn(a, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-+=.,/:@%") ==
-                  strlen(a)) {
-        fprintf(out, " %s", a);
-        return;
-    }
-    fputs(" '", out);
-    for (; *a; a++) *a == '\'' ? fputs("'\\''", out) : fputc(*a, out);
-    fputc('\'', out);
-}
-
 static bool is_chosen(const char *name, size_t len) {
     for (size_t i = 0; i < sizeof chosen_options / sizeof chosen_options[0]; i++)
         if (strlen(chosen_options[i]) == len && !strncmp(chosen_options[i], name, len)) return true;
@@ -148,8 +137,8 @@ static void print_given(int argc, char **argv, FILE *out) {
                 flag = opts[j].type == BP_OPT_FLAG;
         bool takes_next = !eq && !flag && i + 1 < argc;
         if (!is_chosen(name, len)) {
-            print_arg(argv[i], out);
-            if (takes_next) print_arg(argv[i + 1], out);
+            bp_options_print_shell_word(out, argv[i]);
+            if (takes_next) bp_options_print_shell_word(out, argv[i + 1]);
         }
         i += takes_next;
     }
@@ -163,7 +152,7 @@ static void print_command(const bp_tune_config *c, const bp_tune_result *t,
     bp_schedule_name(&k->sched, sched, sizeof sched);
     fprintf(out, " ");
     if (t->W > 1) fprintf(out, " mpirun -np %d", t->W);
-    print_arg(prog, out);
+    bp_options_print_shell_word(out, prog);
     fprintf(out, " train");
     print_given(argc, argv, out);
     if (t->S > 1) {

@@ -168,3 +168,14 @@ void bp_options_print_help(FILE *f, const bp_option *opts, int n_opts, const voi
         fprintf(f, "  %-28s %s (default: %s)\n", left, o->help, def);
     }
 }
+
+void bp_options_print_shell_word(FILE *f, const char *word) {
+    static const char safe[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-+=.,/:@%";
+    if (*word && strspn(word, safe) == strlen(word)) {
+        fprintf(f, " %s", word);
+        return;
+    }
+    fputs(" '", f);
+    for (; *word; word++) *word == '\'' ? fputs("'\\''", f) : fputc(*word, f);
+    fputc('\'', f);
+}

@@ -41,4 +41,8 @@ int bp_options_parse(const bp_option *opts, int n_opts, void *target, int argc, 
 /* One line per option: name, metavar, help and the default read from `defaults`. */
 void bp_options_print_help(FILE *f, const bp_option *opts, int n_opts, const void *defaults);
 
+/* Write " word" to f as a POSIX shell reads it back: bare when it holds only safe
+ * characters, else in single quotes. Used to print command lines a user can paste. */
+void bp_options_print_shell_word(FILE *f, const char *word);
+
 #endif

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/options.h"
 #include "parallel/dp.h"
 #include "parallel/partition.h"
 #include "train/plan_impl.h"
@@ -245,16 +246,6 @@ void bp_plan_rank(const bp_plan_config *c, bp_plan_result *r) {
 /* ---- the given options -------------------------------------------------------------- */
 
 /* One shell word (quoted when it needs to be). */
-static void print_word(const char *a, void *ctx) {
-    FILE *out = ctx;
-    if (*a && strspn(a, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-+=.,/:@%") ==
-                  strlen(a)) {
-        fprintf(out, " %s", a);
-        return;
-    }
-    fputs(" '", out);
-    for (; *a; a++) *a == '\'' ? fputs("'\\''", out) : fputc(*a, out);
-    fputc('\'', out);
-}
+static void print_word(const char *a, void *ctx) { bp_options_print_shell_word(ctx, a); }
 
 void bp_plan_print_given(int argc, char **argv, FILE *out) { bp_plan_given_words(argc, argv, print_word, out); }

@@ -22,21 +22,9 @@
 #include "core/rng.h"
 #include "core/state.h"
 #include "parallel/occ.h"
+#include "gram_schmidt_ref.h"
 
 enum { ROWS = 32, COLS = 16, RANK = 3, SENDS = 4, N = ROWS * COLS };
-
-static void orthonormalize_ref(double *a, size_t n, size_t r) {
-    for (size_t j = 0; j < r; j++) {
-        for (size_t k = 0; k < j; k++) {
-            double dot = 0;
-            for (size_t i = 0; i < n; i++) dot += a[i * r + j] * a[i * r + k];
-            for (size_t i = 0; i < n; i++) a[i * r + j] -= dot * a[i * r + k];
-        }
-        double norm = 0;
-        for (size_t i = 0; i < n; i++) norm += a[i * r + j] * a[i * r + j];
-        for (size_t i = 0; i < n; i++) a[i * r + j] /= sqrt(norm);
-    }
-}
 
 /* One send of the reference: updates q and e, fills p. */
 static void reference_send(const float *g, double *q, double *e, double *p) {

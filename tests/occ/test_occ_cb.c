@@ -57,6 +57,7 @@
 #include "nn/model.h"
 #include "parallel/pipe.h"
 #include "parallel/schedule.h"
+#include "gram_schmidt_ref.h"
 
 enum {
     MICRO = 4,  /* micro-batches per pipeline and step */
@@ -163,20 +164,6 @@ static void link_init(link_ref *l, size_t rows, size_t cols, int r, uint64_t see
 
 static void link_free(link_ref *l) {
     free(l->q), free(l->e), free(l->p);
-}
-
-/* Modified Gram-Schmidt on the r columns of a (n x r, row-major). */
-static void orthonormalize_ref(double *a, size_t n, size_t r) {
-    for (size_t j = 0; j < r; j++) {
-        for (size_t k = 0; k < j; k++) {
-            double dot = 0;
-            for (size_t i = 0; i < n; i++) dot += a[i * r + j] * a[i * r + k];
-            for (size_t i = 0; i < n; i++) a[i * r + j] -= dot * a[i * r + k];
-        }
-        double norm = 0;
-        for (size_t i = 0; i < n; i++) norm += a[i * r + j] * a[i * r + j];
-        for (size_t i = 0; i < n; i++) a[i * r + j] /= sqrt(norm);
-    }
 }
 
 /* One compressed send of gradient g, as Optimus-CC's p2p compressor: Q
