@@ -140,7 +140,7 @@ static void json_candidate(FILE *f, const bp_plan_result *r, const bp_plan_candi
         fprintf(f, ",\"step_s\":%.6g,\"peak_MB\":%.6g", k->step_s, MB(k->peak_bytes));
     fprintf(f, ",\"steps_factor\":%.6g,\"trialled\":%s,\"efficiency_source\":", k->factor,
             k->trialled ? "true" : "false");
-    json_str(f, k->source);
+    json_str(f, k->trialled ? k->trial_source : k->source);
     if (k->verdict == BP_PLAN_OK) {
         fprintf(f, ",\"time_to_loss_s\":%.6g,\"command\":", k->to_loss_s);
         char *cmd = NULL;

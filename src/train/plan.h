@@ -68,8 +68,9 @@ typedef struct bp_plan_candidate {
     int verdict;     /* bp_plan_verdict */
     double step_s, peak_bytes;
     double factor;   /* steps to the loss over allreduce's */
-    const char *source;
-    bool trialled;        /* factor from --trials */
+    const char *source;   /* where the table's factor comes from (static text) */
+    bool trialled;        /* factor from --trials, described by trial_source; no pointer into
+                           * the candidate itself, since ranking moves candidates */
     char trial_source[128];
     double to_loss_s; /* --steps x factor x step_s */
     char part[256];  /* the partition simulated (and printed) */

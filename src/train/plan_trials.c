@@ -117,7 +117,6 @@ bp_status bp_plan_trials(const bp_plan_config *c, bp_comm *world, int argc, char
             snprintf(k->trial_source, sizeof k->trial_source,
                      "trial of %d steps: %.0f steps to loss %.4f against allreduce's %.0f", c->trials,
                      steps, target, base);
-            k->source = k->trial_source;
         }
     }
     return BP_OK;
