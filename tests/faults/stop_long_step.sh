@@ -40,16 +40,18 @@ stopped_soon "$pid" "$WORK/dp2" "dp 2 (one rank signalled)"
 
 # Exactness on 2 stages: signalled after the first step, the run stops within a
 # later one (or, rarely, between two), and the resumed run ends as the
-# uninterrupted one does, step by step.
+# uninterrupted one does, step by step. Enough steps that an idle machine is still
+# running when the signal comes.
+PP_STEPS=20
 P=("${TINY[@]}" --layers 2 --embd 32 --data "$TEXT" --eval-every 0 --log-every 1 --pp 2
-  --partition 2,2 --micro-batches 2 --grad-accum 128 --steps 3)
+  --partition 2,2 --micro-batches 2 --grad-accum 128 --steps "$PP_STEPS")
 # shellcheck disable=SC2086
 timeout -k 5 300 $BP_MPIEXEC $BP_MPIEXEC_FLAGS -n 2 "$BP" train "${P[@]}" --out "$WORK/pp" \
   >"$WORK/out" 2>&1 &
 pid=$!
 for _ in $(seq 600); do grep -q '"type":"step"' "$WORK/pp/metrics.jsonl" 2>/dev/null && break; sleep 0.1; done
 sleep 0.3
-victim=$(pgrep -f "$BP train .*--out $WORK/pp" | tail -n 1)
+victim=$(pgrep -f "$BP train .*--out $WORK/pp" | tail -n 1 || true)
 [ -n "$victim" ] && kill -TERM "$victim"
 rc=0
 wait "$pid" || rc=$?
@@ -59,7 +61,7 @@ if [ "$rc" -eq 3 ]; then
   [ "$rc" -eq 0 ] || fail "pp: resume failed: $(cat "$WORK/out")"
   run_np 2 300 "${P[@]}" --out "$WORK/pp_full"
   done_steps=$(sed -E 's/ckpt-0*//' "$WORK/pp/latest")
-  diff <(losses "$WORK/pp_full/metrics.jsonl" | tail -n "$((3 - done_steps))") \
+  diff <(losses "$WORK/pp_full/metrics.jsonl" | tail -n "$((PP_STEPS - done_steps))") \
     <(losses "$WORK/pp_res/metrics.jsonl") || fail "pp: resumed losses differ from the uninterrupted run"
 else
   [ "$rc" -eq 0 ] || fail "pp: exit code $rc: $(cat "$WORK/out")"
