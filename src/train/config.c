@@ -199,6 +199,17 @@ const bp_option *bp_train_options(int *n) {
     return train_options;
 }
 
+bp_option *bp_train_options_with(const bp_option *own, int n_own, int *n) {
+    int n_train;
+    const bp_option *train = bp_train_options(&n_train);
+    bp_option *all = malloc((size_t)(n_train + n_own) * sizeof *all);
+    if (!all) return NULL;
+    memcpy(all, train, (size_t)n_train * sizeof *all);
+    memcpy(all + n_train, own, (size_t)n_own * sizeof *all);
+    *n = n_train + n_own;
+    return all;
+}
+
 void bp_train_config_defaults(bp_train_config *c) {
     memset(c, 0, sizeof *c);
     c->model = BP_MODEL_GPT;

@@ -112,6 +112,9 @@ typedef enum bp_dtype { BP_DTYPE_FP32, BP_DTYPE_BF16 } bp_dtype;
 
 void bp_train_config_defaults(bp_train_config *c);
 const bp_option *bp_train_options(int *n);
+/* train's options followed by a command's own (simulate, tune, plan), in a new array
+ * the caller frees; NULL when out of memory. */
+bp_option *bp_train_options_with(const bp_option *own, int n_own, int *n);
 /* Fill model-dependent defaults and check combinations; messages name the option. */
 bp_status bp_train_config_finalize(bp_train_config *c, bp_err *err);
 

@@ -41,14 +41,7 @@ static const char *const chosen[] = {
     "cb-rank",     "cb-epilogue-only", "fused-embedding-sync", "grad-accum"};
 
 bp_option *bp_plan_options(int *n) {
-    int n_train, n_own = (int)(sizeof plan_options / sizeof plan_options[0]);
-    const bp_option *train = bp_train_options(&n_train);
-    bp_option *all = malloc((size_t)(n_train + n_own) * sizeof *all);
-    if (!all) return NULL;
-    memcpy(all, train, (size_t)n_train * sizeof *all);
-    memcpy(all + n_train, plan_options, (size_t)n_own * sizeof *all);
-    *n = n_train + n_own;
-    return all;
+    return bp_train_options_with(plan_options, (int)(sizeof plan_options / sizeof plan_options[0]), n);
 }
 
 void bp_plan_config_defaults(bp_plan_config *c) {

@@ -49,14 +49,7 @@ static const bp_option simulate_options[] = {
 #undef OFF
 
 bp_option *bp_simulate_options(int *n) {
-    int n_train, n_sim = (int)(sizeof simulate_options / sizeof simulate_options[0]);
-    const bp_option *train = bp_train_options(&n_train);
-    bp_option *all = malloc((size_t)(n_train + n_sim) * sizeof *all);
-    if (!all) return NULL;
-    memcpy(all, train, (size_t)n_train * sizeof *all);
-    memcpy(all + n_train, simulate_options, (size_t)n_sim * sizeof *all);
-    *n = n_train + n_sim;
-    return all;
+    return bp_train_options_with(simulate_options, (int)(sizeof simulate_options / sizeof simulate_options[0]), n);
 }
 
 void bp_simulate_config_defaults(bp_simulate_config *c) {

@@ -37,14 +37,7 @@ static const bp_option tune_options[] = {
 #undef OFF
 
 bp_option *bp_tune_options(int *n) {
-    int n_train, n_tune = (int)(sizeof tune_options / sizeof tune_options[0]);
-    const bp_option *train = bp_train_options(&n_train);
-    bp_option *all = malloc((size_t)(n_train + n_tune) * sizeof *all);
-    if (!all) return NULL;
-    memcpy(all, train, (size_t)n_train * sizeof *all);
-    memcpy(all + n_train, tune_options, (size_t)n_tune * sizeof *all);
-    *n = n_train + n_tune;
-    return all;
+    return bp_train_options_with(tune_options, (int)(sizeof tune_options / sizeof tune_options[0]), n);
 }
 
 void bp_tune_config_defaults(bp_tune_config *c, int for_help) {
