@@ -120,7 +120,7 @@ def test_easgd_elastic_rule():
 
 def test_async_keeps_the_sum_and_averages():
     """x += avg(s) - s changes no sum over the ranks: after the thread stops, the
-    ranks' weights add up to their start plus every local step; the warm-up
+    ranks' weights add up to their start plus every local step -lr g; the warm-up
     steps average gradients, so the replicas agree after them."""
     warmup = 2
     run = Run("async", sync_ms=2, warmup=warmup)
@@ -129,10 +129,11 @@ def test_async_keeps_the_sum_and_averages():
     for t in range(12):
         x, y = common.batch(_C.rank(), t)
         run.opt.zero_grad()
-        torch.nn.functional.cross_entropy(run.model(x), y).backward()  # holds the lock
-        before = flat_of(run.base)
+        torch.nn.functional.cross_entropy(run.model(x), y).backward()
         run.opt.step()
-        local += flat_of(run.base) - before
+        # SGD's own step, -lr g. Reading the weights before and after step() would
+        # also count rounds of the thread that land outside the optimizer's lock.
+        local -= LR * grads_of(run.base)
         if t == warmup - 1:
             reps = common.gather(flat_of(run.base))
             assert all(torch.equal(reps[0], q) for q in reps), "warm-up left replicas apart"
