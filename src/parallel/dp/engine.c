@@ -173,6 +173,11 @@ static void release_step_lock(bp_dp *dp);
 void bp_dp_destroy(bp_dp *dp) {
     if (!dp) return;
     release_step_lock(dp);
+    /* A step that failed after it started its exchange (a non-finite gradient that
+     * stops every rank, say) leaves the exchange queued on the thread. Every rank
+     * started it, so each must run it to the end: a rank whose thread quit before
+     * taking it up would leave its peer waiting in the exchange for ever. */
+    if (dp->exchanging) (void)bp_dp_exchange_wait(dp, NULL);
     bp_bucketer_free(&dp->bk);
     bp_bucketer_free(&dp->xchg); /* after a running exchange ends */
     bp_dp_tune_destroy(dp);
