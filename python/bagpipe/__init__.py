@@ -4,6 +4,7 @@ collectives and codecs on float32 buffers (the C library through bagpipe._C).
 Run under MPI, one process per rank:  mpirun -np 4 python3 train.py
 bagpipe.torch has the DDP communication hooks and the weight algorithms."""
 import atexit as _atexit
+import sys as _sys
 
 from . import _C
 from ._C import Error
@@ -20,9 +21,23 @@ def init(timeout=DEFAULT_TIMEOUT, net=None):
     if not _C.initialized():
         _C.init()
         _atexit.register(finalize)
+        if _C.size() > 1:
+            _sys.excepthook = _aborting_hook(_sys.excepthook)
     _C.set_timeout(float(timeout))
     if net is not None:
         _C.set_net(net)
+
+
+def _aborting_hook(print_exception):
+    """An exception nobody caught ends the whole job, after its traceback. Without
+    this the rank would shut MPI down at exit, which waits for the other ranks, while
+    they wait in a collective for this one until the watchdog's timeout (minutes).
+    (SystemExit never reaches the hook: sys.exit leaves as a normal exit does.)"""
+    def hook(kind, value, tb):
+        print_exception(kind, value, tb)
+        _sys.stderr.flush()
+        _C.abort(1)
+    return hook
 
 
 def finalize():

@@ -1,6 +1,7 @@
 """Jobs that must end (faults.sh): a rank that hangs before its bucket's collective
-(`hang`) or dies in the middle of training (`die`), with DDP and bagpipe's
-bytegrad hook and a watchdog of 1 s."""
+(`hang`), dies in the middle of training (`die`) or raises an exception nobody
+catches (`raise`), with DDP and bagpipe's bytegrad hook and a watchdog of 1 s
+(60 s for `raise`, which must end the job at once, not through the watchdog)."""
 import os
 import signal
 import sys
@@ -14,7 +15,7 @@ import bagpipe.torch as bpt
 from bagpipe import _C
 
 mode = sys.argv[1]
-bpt.init_process_group(timeout=1)
+bpt.init_process_group(timeout=60 if mode == "raise" else 1)
 model = DDP(common.tiny_model())
 model.register_comm_hook(bpt.HookState(), bpt.bytegrad_hook)
 for step in range(4):
@@ -23,6 +24,8 @@ for step in range(4):
     if _C.rank() == 1 and step == 2:
         if mode == "hang":
             time.sleep(120)
+        elif mode == "raise":
+            raise RuntimeError("rank 1 fails on purpose")
         else:
             os.kill(os.getpid(), signal.SIGKILL)
     x, y = common.batch(_C.rank(), step)

@@ -3,6 +3,8 @@
 # the CLI's does: the hung one with exactly one watchdog line naming the bucket's
 # group and the rank waited for, well before the 120 s that rank 1 sleeps end
 # (the bound of 60 s includes starting Python and torch on a loaded machine).
+# One whose rank 1 raises an exception nobody catches ends at once, with its
+# traceback, not through the watchdog.
 set -u
 here=$(dirname "$0")
 fail() { echo "FAIL: $*"; echo "--- output (exit $rc, ${elapsed}s):"; echo "$out"; exit 1; }
@@ -24,6 +26,13 @@ grep -qE "^bagpipe: watchdog: rank 0 of group 'ddp-hook' \(world rank 0\): allre
   || fail "no watchdog line for the hook's bucket"
 grep -q "Traceback\|Segmentation" <<<"$out" && fail "the interpreter crashed"
 echo "ok: hung rank: the watchdog ended the job after ${elapsed}s with exit $rc"
+
+run raise
+[ "$rc" -ne 0 ] || fail "the job with a raising rank succeeded"
+[ "$elapsed" -lt 30 ] || fail "the job with a raising rank took ${elapsed}s (the watchdog's 60 s ended it?)"
+grep -q "^RuntimeError: rank 1 fails on purpose$" <<<"$out" || fail "no traceback of the exception"
+grep -q "watchdog" <<<"$out" && fail "the watchdog ended the job, not the exception"
+echo "ok: raising rank: the job ended after ${elapsed}s with exit $rc"
 
 run die
 [ "$rc" -ne 0 ] || fail "the job with a dead rank succeeded"
