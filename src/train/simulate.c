@@ -179,7 +179,7 @@ static void print_header(const bp_simulate_config *c, const bp_sim_job *j, const
     bp_schedule_name(&j->sched, sched, sizeof sched);
     bp_partition_format(first, j->pp, part, sizeof part);
     bp_dp_describe(&j->dpc, algo, sizeof algo);
-    double params = (double)bp_sim_gpt_params(&j->mc, 1, 0, j->mc.n_layer + 2);
+    double params = (double)bp_sim_model_params(&j->mc, 1, 0, j->mc.n_layer + 2);
     fprintf(out, "bagpipe simulate: gpt (%d layers, %d channels, %d heads, seq %d; %.4g M parameters)",
             t->layers, t->embd, t->heads, t->seq_len, params / 1e6);
     fprintf(out, ", batch %d, dp %d x pp %d x tp %d = %d ranks\n", t->batch, j->dp, j->pp, j->tp,

@@ -139,31 +139,38 @@ void bp_sim_profile_free(bp_sim_profile *p) {
 
 /* ---- computation ----------------------------------------------------------------- */
 
-static double cost(const bp_model_config *mc, int tp, int b, int B, int T) {
-    return bp_sim_gpt_flops(mc, tp, b, B, T) + BP_SIM_BALANCE * bp_sim_gpt_traffic(mc, tp, b, B, T);
+double bp_sim_block_cost(const bp_model_config *mc, int tp, int b, int B, int T) {
+    return bp_sim_block_flops(mc, tp, b, B, T) + BP_SIM_BALANCE * bp_sim_block_traffic(mc, tp, b, B, T);
 }
 
-/* The profile's block of the same kind as block b of mc: the embedding, the head,
- * or (for a transformer block) the mean of its transformer blocks; scaled. */
+/* The profile's block of the same kind as block b of mc (sim/model.h): the mean
+ * time of the profile's blocks of that kind, scaled by the cost of block b over
+ * the cost of the first of them. A model without middle blocks (an mlp of one
+ * hidden layer) lends its first block's time. */
 static double profiled_s(const bp_sim_profile *p, const bp_model_config *mc, int tp, int b, int B,
                          int T, bool backward) {
     const double *x = backward ? p->bwd_s : p->fwd_s;
-    int L = p->mc.n_layer, pb = b == 0 ? 0 : b > mc->n_layer ? L + 1 : 1;
-    double t = x[pb];
-    if (pb == 1) {
-        t = 0;
-        for (int l = 1; l <= L; l++) t += x[l] / L;
-    }
-    double base = cost(&p->mc, p->tp, pb, p->micro_B, p->mc.seq_len);
-    return base > 0 ? t * cost(mc, tp, b, B, T) / base : t;
+    bp_sim_block_kind kind = bp_sim_block_kind_of(mc, b);
+    if (kind == BP_SIM_MIDDLE && p->n_blocks <= 2) kind = BP_SIM_FIRST;
+    double t = 0;
+    int n = 0, pb = -1;
+    for (int i = 0; i < p->n_blocks; i++)
+        if (bp_sim_block_kind_of(&p->mc, i) == kind) {
+            t += x[i], n++;
+            if (pb < 0) pb = i;
+        }
+    t /= n > 0 ? n : 1;
+    double base = pb >= 0 ? bp_sim_block_cost(&p->mc, p->tp, pb, p->micro_B, bp_model_sample_len(&p->mc))
+                         : 0;
+    return base > 0 ? t * bp_sim_block_cost(mc, tp, b, B, T) / base : t;
 }
 
 double bp_sim_block_s(const bp_sim_machine *m, const bp_model_config *mc, int tp, int b, int B,
                       int T, bool backward) {
     if (m->prof) return profiled_s(m->prof, mc, tp, b, B, T, backward);
     double k = backward ? 2.0 : 1.0, e = m->efficiency;
-    double compute = k * bp_sim_gpt_flops(mc, tp, b, B, T) / (m->flops * e);
-    double memory = k * bp_sim_gpt_traffic(mc, tp, b, B, T) / (m->mem_Bps * e);
+    double compute = k * bp_sim_block_flops(mc, tp, b, B, T) / (m->flops * e);
+    double memory = k * bp_sim_block_traffic(mc, tp, b, B, T) / (m->mem_Bps * e);
     return compute > memory ? compute : memory;
 }
 

@@ -61,6 +61,10 @@ extern const bp_output_kind bp_sim_profile_kind;
 bp_status bp_sim_profile_load(const char *path, bp_sim_profile *p, bp_err *err);
 void bp_sim_profile_free(bp_sim_profile *p);
 
+/* What carries a measured block time to another shape: FLOPs + BALANCE x bytes
+ * of memory traffic of block b's forward. */
+double bp_sim_block_cost(const bp_model_config *mc, int tp, int b, int B, int T);
+
 /* Seconds of block b's forward (or backward) on a B x T micro-batch, one of tp. */
 double bp_sim_block_s(const bp_sim_machine *m, const bp_model_config *mc, int tp, int b, int B,
                       int T, bool backward);
