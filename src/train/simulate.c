@@ -147,8 +147,7 @@ static int partition(const bp_simulate_config *c, const bp_sim_machine *m, const
     return BP_OK;
 }
 
-static void make_job(const bp_simulate_config *c, bp_sim_job *j) {
-    const bp_train_config *t = &c->train;
+void bp_simulate_job(const bp_train_config *t, bp_sim_job *j) {
     bp_optim_config oc;
     bp_train_optim_config(t, &oc);
     *j = (bp_sim_job){.dp = t->dp, .pp = t->pp, .tp = t->tp, .avgpipe = t->pipelines > 0,
@@ -161,11 +160,15 @@ static void make_job(const bp_simulate_config *c, bp_sim_job *j) {
                       .optim_buffers = bp_optim_num_buffers(&oc)};
     j->stream_steps = j->local_steps ? bp_train_stream_steps(t) : 1;
     bp_train_model_config(t, &j->mc);
-    if (c->vocab > 0) j->mc.vocab = c->vocab;
     j->M = t->micro_batches * t->grad_accum;
     j->micro_B = bp_train_micro_rows(t, t->dp);
     bp_schedule_parse(t->schedule, &j->sched, NULL);
     bp_train_dp_config(t, &j->dpc);
+}
+
+static void make_job(const bp_simulate_config *c, bp_sim_job *j) {
+    bp_simulate_job(&c->train, j);
+    if (c->vocab > 0) j->mc.vocab = c->vocab;
 }
 
 /* ---- output ------------------------------------------------------------------------- */

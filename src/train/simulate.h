@@ -42,6 +42,11 @@ bp_option *bp_simulate_options(int *n);
  * own; messages name the option. */
 bp_status bp_simulate_config_finalize(bp_simulate_config *c, bp_err *err);
 
+/* The run of finalized train options t (--micro-batches and --schedule given) as
+ * the simulator sees it, without its stages (first). simulate, tune and plan
+ * simulate a run through this one reading of the options. */
+void bp_simulate_job(const bp_train_config *t, bp_sim_job *j);
+
 /* c's step on machine m, its stages cut as simulate cuts them into first[0..pp]. */
 bp_status bp_simulate_predict(const bp_simulate_config *c, const bp_sim_machine *m, int *first,
                               bp_sim_step_result *r, bp_err *err);

@@ -132,6 +132,7 @@ static int stage_init(ctx *c, int s) {
         bool layer = bp_sim_block_kind_of(mc, b) == BP_SIM_MIDDLE;
         double tp = layer && j->tp > 1 ? 2 * si->tp_s : 0;
         si->layers += layer;
+        if (j->measured) continue;
         si->fwd_s += bp_sim_block_s(c->m, mc, j->tp, b, j->micro_B, c->T, false) + tp;
         si->blk_bwd_s[b - si->b0] = bp_sim_block_s(c->m, mc, j->tp, b, j->micro_B, c->T, true) + tp;
         si->bwd_s += si->blk_bwd_s[b - si->b0];

@@ -8,6 +8,7 @@
 #include "core/buf.h"
 #include "core/timer.h"
 #include "parallel/partition.h"
+#include "parallel/sim/kernels.h"
 #include "parallel/sim/standins.h"
 #include "parallel/sim/tune/tuner.h"
 #include "parallel/wake.h"
@@ -148,6 +149,7 @@ bp_status bp_tune_profile(tuner *t, bp_err *err) {
         if (rc == BP_OK) rc = measure_wake(t, &t->wake_s, err);
         bp_sim_standins_stop(ss);
     }
+    if (rc == BP_OK) rc = bp_sim_time_kernels(&t->c->optim, &t->kernels, err);
     return rc;
 }
 
