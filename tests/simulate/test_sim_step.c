@@ -19,6 +19,9 @@
  *  - Each transformer block's 4 tp allreduces are rank 0's exposed tp time.
  *  - Hierarchical: a reduction within the node plus a ring among the node leaders;
  *    flat over two nodes, a ring that waits on the slow link.
+ *  - Links measured per group: on a dp 2 x pp 2 grid whose dp pairs are slow and
+ *    whose pipeline pairs are fast, the dp buckets' ring is charged at the dp
+ *    link and the pipeline's messages at the pp link, not at the level's.
  *  - More bandwidth is never slower, for every algorithm, grid and schedule.
  *  - Every algorithm of the registry declares its cost in its own file, and the
  *    simulator takes it from there: each sends data-parallel bytes on 4 ranks, and a
@@ -173,6 +176,33 @@ static void test_measured_stages(void **state) {
     assert_near(r.step_s, 10e-3 + 2 * msg + 6e-4 + 2 * 2e-6 + 2 * 4e-6, 1e-9);
     assert_near(r.bytes[BP_SIM_EMBED], 0, 0);
     assert_near(r.peak_bytes, 3000 + 10, 0);
+}
+
+/* Groups of neighbours one rank apart (the dp groups of a dp x pp grid with tp 1)
+ * on a slow link; others (the pipeline's, stride dp) on a fast one. */
+static bp_sim_link axis_link(const void *ctx, int first, int stride, int size) {
+    (void)ctx, (void)first, (void)size;
+    bp_sim_link l = {.net = {.on = true, .bw_bps = 1e12, .lat_s = 1e-6}};
+    if (stride == 1) l.net = (bp_net){.on = true, .bw_bps = 1e8, .lat_s = 2e-3};
+    return l;
+}
+
+static void test_links_per_axis(void **state) {
+    (void)state;
+    bp_model_config mc = gpt(2, 64, 4, 16, 64);
+    job_parts p;
+    make_job(&p, mc, 2, 2, 1, 1);
+    bp_sim_machine m = fast_machine(1e10, 1e-4);
+    m.measured = axis_link;
+    bp_sim_step_result r = simulate(&p.j, &m);
+    /* stage 0's one bucket: a ring of 2 at 100 Mbit/s, 2 ms */
+    double bytes = (double)bp_sim_model_params(&mc, 1, 0, 2) * sizeof(float);
+    assert_near(r.exposed_s[BP_SIM_DP], bytes * 8 / 1e8 + 2 * 2e-3, 1e-9);
+    /* the pipeline waits on messages of the fast link: a few microseconds */
+    assert_true(r.exposed_s[BP_SIM_PP] < 1e-4);
+    m.measured = NULL; /* the level's link (100 us) everywhere */
+    bp_sim_step_result flat = simulate(&p.j, &m);
+    assert_true(flat.exposed_s[BP_SIM_PP] >= 2e-4 && flat.exposed_s[BP_SIM_DP] < 1e-3);
 }
 
 static void test_ring_allreduce_closed_form(void **state) {
@@ -405,6 +435,7 @@ int main(void) {
         cmocka_unit_test(test_tensors_match_the_model),
         cmocka_unit_test(test_mlp_tensors_match_the_model),
         cmocka_unit_test(test_measured_stages),
+        cmocka_unit_test(test_links_per_axis),
         cmocka_unit_test(test_ring_allreduce_closed_form),
         cmocka_unit_test(test_avgpipe_local_steps),
         cmocka_unit_test(test_overlap_hides_all_but_the_last_bucket),
