@@ -16,14 +16,14 @@
 /* n threads standing for the job's other ranks, a stage's worth of blocks each. */
 static int busy_start(int n, const bp_model_config *mc, int pp, int micro_B, bp_sim_standins **out,
                       bp_err *err) {
-    int blocks = (mc->n_layer + 2 + pp - 1) / pp;
-    return bp_sim_standins_start(n, mc, blocks, 1, micro_B, mc->seq_len, out, err);
+    int blocks = (bp_model_num_blocks(mc) + pp - 1) / pp;
+    return bp_sim_standins_start(n, mc, blocks, 1, micro_B, bp_model_sample_len(mc), out, err);
 }
 
 /* The wake delay (parallel/wake.h) at the profiled micro-batch size, a stage's blocks. */
 static int time_wake(const bp_model_config *mc, int pp, int micro_B, double *wake, bp_err *err) {
-    int blocks = (mc->n_layer + 2 + pp - 1) / pp;
-    return bp_measure_wake(mc, blocks, micro_B, mc->seq_len, 200, wake, err);
+    int blocks = (bp_model_num_blocks(mc) + pp - 1) / pp;
+    return bp_measure_wake(mc, blocks, micro_B, bp_model_sample_len(mc), 200, wake, err);
 }
 
 /* Each block's forward and backward: CPU time times the slowdown, over rounds of
@@ -32,7 +32,7 @@ static int time_wake(const bp_model_config *mc, int pp, int micro_B, double *wak
 static int time_blocks(const bp_simulate_config *c, const bp_model_config *mc, int micro_B,
                        bp_sim_profile *p, bp_err *err) {
     const bp_train_config *t = &c->train;
-    int W = t->dp * t->pp * t->tp, n = mc->n_layer + 2, rounds = 0;
+    int W = t->dp * t->pp * t->tp, n = bp_model_num_blocks(mc), rounds = 0;
     bp_block_profile *bp = calloc((size_t)n, sizeof *bp);
     p->fwd_s = calloc((size_t)n, sizeof(double));
     p->bwd_s = calloc((size_t)n, sizeof(double));
@@ -45,7 +45,7 @@ static int time_blocks(const bp_simulate_config *c, const bp_model_config *mc, i
     int rc = busy_start(others, mc, t->pp, micro_B, &b, err);
     double wall = 0, cpu = 0, t0 = bp_now();
     while (rc == BP_OK && (rounds == 0 || bp_now() - t0 < MEASURE_S)) {
-        rc = bp_profile_blocks_split(mc, micro_B, mc->seq_len, bp, err);
+        rc = bp_profile_blocks_split(mc, micro_B, bp_model_sample_len(mc), bp, err);
         for (int i = 0; rc == BP_OK && i < n; i++) {
             wall += bp[i].wall_s, cpu += bp[i].cpu_s;
             p->fwd_s[i] += bp[i].fwd_cpu_s, p->bwd_s[i] += bp[i].bwd_cpu_s;
@@ -70,7 +70,7 @@ static int time_blocks(const bp_simulate_config *c, const bp_model_config *mc, i
 bp_status bp_sim_measure(const bp_simulate_config *c, int micro_B, bp_sim_profile *p, bp_err *err) {
     memset(p, 0, sizeof *p);
     bp_train_model_config(&c->train, &p->mc);
-    if (c->vocab > 0) p->mc.vocab = c->vocab;
+    if (c->vocab > 0 && p->mc.kind == BP_MODEL_GPT) p->mc.vocab = c->vocab;
     p->micro_B = micro_B;
     p->tp = 1; /* whole blocks; the simulator scales them to a tp shard */
     bp_blas_set_threads(c->train.threads);

@@ -1,4 +1,4 @@
-/* `bagpipe simulate`: predict a training step of any gpt shape on a grid
+/* `bagpipe simulate`: predict a training step of any gpt or mlp shape on a grid
  * dp x pp x tp, with any dp algorithm, schedule, AvgPipe and Optimus-CC setting,
  * on a described machine (parallel/sim/step.h simulates the step).
  *

@@ -28,11 +28,16 @@ bp_status bp_sim_profile_save(const bp_sim_profile *p, const char *path, bp_err 
     size_t len = 0;
     FILE *f = open_memstream(&text, &len);
     if (!f) return bp_fail(err, BP_ENOMEM, "option --measure: out of memory");
-    fprintf(f,
-            "{\"format\":\"" PROFILE_FORMAT "\",\"vocab\":%d,\"layers\":%d,\"embd\":%d,"
-            "\"heads\":%d,\"seq_len\":%d,\"micro_batch\":%d,\"tp\":%d",
-            p->mc.vocab, p->mc.n_layer, p->mc.n_embd, p->mc.n_head, p->mc.seq_len, p->micro_B,
-            p->tp);
+    const bp_model_config *mc = &p->mc;
+    fprintf(f, "{\"format\":\"" PROFILE_FORMAT "\"");
+    if (mc->kind == BP_MODEL_GPT)
+        fprintf(f, ",\"model\":\"gpt\",\"vocab\":%d,\"layers\":%d,\"embd\":%d,\"heads\":%d,"
+                   "\"seq_len\":%d",
+                mc->vocab, mc->n_layer, mc->n_embd, mc->n_head, mc->seq_len);
+    else
+        fprintf(f, ",\"model\":\"mlp\",\"in_dim\":%d,\"hidden\":%d,\"n_hidden\":%d,\"n_class\":%d",
+                mc->in_dim, mc->hidden, mc->n_hidden, mc->n_class);
+    fprintf(f, ",\"micro_batch\":%d,\"tp\":%d", p->micro_B, p->tp);
     put_array(f, "fwd_s", p->fwd_s, p->n_blocks);
     put_array(f, "bwd_s", p->bwd_s, p->n_blocks);
     fprintf(f,
@@ -73,19 +78,38 @@ static bool times(const bp_json *j, const char *key, int n, double **x) {
     return k == n;
 }
 
-static const char *parse_profile(const bp_json *j, bp_sim_profile *p) {
+typedef struct int_field {
+    const char *key;
+    int *field;
+} int_field;
+
+/* The model measured: gpt's shape, or mlp's (a profile without "model" is gpt's). */
+static const char *parse_model(const bp_json *j, bp_sim_profile *p) {
     bp_model_config *mc = &p->mc;
-    *mc = (bp_model_config){.kind = BP_MODEL_GPT};
+    int kind = bp_json_get(j, 0, "model");
+    bool mlp = bp_json_str_eq(j, kind, "mlp");
+    if (kind >= 0 && !mlp && !bp_json_str_eq(j, kind, "gpt")) return "model";
+    bp_model_config_init(mc, mlp ? BP_MODEL_MLP : BP_MODEL_GPT);
+    const int_field gpt[] = {{"vocab", &mc->vocab},   {"layers", &mc->n_layer},
+                             {"embd", &mc->n_embd},   {"heads", &mc->n_head},
+                             {"seq_len", &mc->seq_len}};
+    const int_field mlps[] = {{"in_dim", &mc->in_dim},     {"hidden", &mc->hidden},
+                              {"n_hidden", &mc->n_hidden}, {"n_class", &mc->n_class}};
+    const int_field *f = mlp ? mlps : gpt;
+    size_t n = mlp ? sizeof mlps / sizeof mlps[0] : sizeof gpt / sizeof gpt[0];
+    for (size_t i = 0; i < n; i++)
+        if (!int_member(j, f[i].key, f[i].field)) return f[i].key;
+    return NULL;
+}
+
+static const char *parse_profile(const bp_json *j, bp_sim_profile *p) {
     if (!bp_json_str_eq(j, bp_json_get(j, 0, "format"), PROFILE_FORMAT)) return "format";
-    const struct {
-        const char *key;
-        int *field;
-    } ints[] = {{"vocab", &mc->vocab},   {"layers", &mc->n_layer},  {"embd", &mc->n_embd},
-                {"heads", &mc->n_head},  {"seq_len", &mc->seq_len}, {"micro_batch", &p->micro_B},
-                {"tp", &p->tp}};
+    const char *bad = parse_model(j, p);
+    if (bad) return bad;
+    const int_field ints[] = {{"micro_batch", &p->micro_B}, {"tp", &p->tp}};
     for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
         if (!int_member(j, ints[i].key, ints[i].field)) return ints[i].key;
-    p->n_blocks = mc->n_layer + 2;
+    p->n_blocks = bp_model_num_blocks(&p->mc);
     if (!times(j, "fwd_s", p->n_blocks, &p->fwd_s)) return "fwd_s";
     if (!times(j, "bwd_s", p->n_blocks, &p->bwd_s)) return "bwd_s";
     const struct {
