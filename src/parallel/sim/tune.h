@@ -6,13 +6,13 @@
  *   would (the given partition, or balanced by the measured block times), each
  *   stage timed whole with its N replicas taking turns, its optimizer step, and the
  *   machine's load (how much slower than its CPU time a computation runs, how late
- *   a rank that waited runs again), with threads standing for the job's other ranks;
+ *   a rank that waited runs again), with threads standing for the job's other ranks,
+ *   and alone the kernels the dp algorithms compute with (parallel/sim/kernels.h);
  * - search.c: the candidates (N, M, schedule) and the whole search;
  * - predict.c: each candidate's step time and peak memory from the step
  *   simulator (parallel/sim/step.h), which `simulate` and `plan` predict with too:
  *   the stages as profiled, and the rest (the dp algorithm's buckets and averaging,
- *   the tied embedding, the agreement, Optimus-CC's compression) as it costs them,
- *   with the kernels (parallel/sim/kernels.h) timed here;
+ *   the tied embedding, the agreement, Optimus-CC's compression) as it costs them;
  * - converge.c: from the validation curves of a short convergence trial per N (run
  *   by the trainer, train/tune.h), the samples each candidate needs to reach a loss,
  *   and the candidates ranked by the time to reach it.
@@ -73,7 +73,6 @@ typedef struct bp_tune_setup {
     int size;             /* index of its micro-batch size */
     const int *first;     /* the stages of that micro-batch size [S+1] */
     bp_sim_stage *stage;  /* [S]: CPU times; update_s is one replica's */
-    size_t *param_bytes;  /* [S]: one replica's */
 } bp_tune_setup;
 
 typedef struct bp_tune_candidate {
