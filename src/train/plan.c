@@ -220,6 +220,11 @@ static int profile(const bp_plan_config *c, bp_comm *world, bp_sim_profile *p, b
     return rc ? bp_comm_fail(world, rc, err) : BP_OK;
 }
 
+/* A group's link as the probe measured it (bp_sim_measured_link over the network). */
+static bp_sim_link measured_link(const void *net, int first, int stride, int size) {
+    return bp_plan_group_link(net, first, stride, size);
+}
+
 static int measured_machine(const bp_plan_config *c, bp_comm *world, bp_plan_result *r,
                             bp_sim_profile *p, bp_sim_machine *m, bp_err *err) {
     double t0 = bp_now();
@@ -238,7 +243,8 @@ static int measured_machine(const bp_plan_config *c, bp_comm *world, bp_plan_res
     r->slowdown = p->slowdown;
     r->measured = true;
     *m = (bp_sim_machine){.prof = p, .ranks_per_node = r->per_node, .intra = r->net.intra,
-                          .inter = r->net.inter};
+                          .inter = r->net.inter, .measured = measured_link,
+                          .measured_ctx = &r->net};
     /* The probe's one-way times already hold the receiver's wake-up (it waited in a
      * blocking receive), so the links add none of the profile's on top. */
     m->intra.wake_s = m->inter.wake_s = 0;

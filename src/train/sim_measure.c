@@ -1,33 +1,29 @@
 #include "train/sim_measure.h"
 
-#include <float.h>
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "bagpipe/compress.h"
 #include "core/blas.h"
-#include "core/buf.h"
 #include "core/timer.h"
 #include "nn/optim.h"
 #include "parallel/partition.h"
+#include "parallel/sim/kernels.h"
 #include "parallel/sim/standins.h"
 #include "parallel/wake.h"
 
-enum { RUNS = 5, VEC = 1 << 20, PSGD_ROWS = 512, PSGD_RANK = 4 };
 #define MEASURE_S 3.0
 
 /* n threads standing for the job's other ranks, a stage's worth of blocks each. */
 static int busy_start(int n, const bp_model_config *mc, int pp, int micro_B, bp_sim_standins **out,
                       bp_err *err) {
-    int blocks = (mc->n_layer + 2 + pp - 1) / pp;
-    return bp_sim_standins_start(n, mc, blocks, 1, micro_B, mc->seq_len, out, err);
+    int blocks = (bp_model_num_blocks(mc) + pp - 1) / pp;
+    return bp_sim_standins_start(n, mc, blocks, 1, micro_B, bp_model_sample_len(mc), out, err);
 }
 
 /* The wake delay (parallel/wake.h) at the profiled micro-batch size, a stage's blocks. */
 static int time_wake(const bp_model_config *mc, int pp, int micro_B, double *wake, bp_err *err) {
-    int blocks = (mc->n_layer + 2 + pp - 1) / pp;
-    return bp_measure_wake(mc, blocks, micro_B, mc->seq_len, 200, wake, err);
+    int blocks = (bp_model_num_blocks(mc) + pp - 1) / pp;
+    return bp_measure_wake(mc, blocks, micro_B, bp_model_sample_len(mc), 200, wake, err);
 }
 
 /* Each block's forward and backward: CPU time times the slowdown, over rounds of
@@ -36,7 +32,7 @@ static int time_wake(const bp_model_config *mc, int pp, int micro_B, double *wak
 static int time_blocks(const bp_simulate_config *c, const bp_model_config *mc, int micro_B,
                        bp_sim_profile *p, bp_err *err) {
     const bp_train_config *t = &c->train;
-    int W = t->dp * t->pp * t->tp, n = mc->n_layer + 2, rounds = 0;
+    int W = t->dp * t->pp * t->tp, n = bp_model_num_blocks(mc), rounds = 0;
     bp_block_profile *bp = calloc((size_t)n, sizeof *bp);
     p->fwd_s = calloc((size_t)n, sizeof(double));
     p->bwd_s = calloc((size_t)n, sizeof(double));
@@ -49,7 +45,7 @@ static int time_blocks(const bp_simulate_config *c, const bp_model_config *mc, i
     int rc = busy_start(others, mc, t->pp, micro_B, &b, err);
     double wall = 0, cpu = 0, t0 = bp_now();
     while (rc == BP_OK && (rounds == 0 || bp_now() - t0 < MEASURE_S)) {
-        rc = bp_profile_blocks_split(mc, micro_B, mc->seq_len, bp, err);
+        rc = bp_profile_blocks_split(mc, micro_B, bp_model_sample_len(mc), bp, err);
         for (int i = 0; rc == BP_OK && i < n; i++) {
             wall += bp[i].wall_s, cpu += bp[i].cpu_s;
             p->fwd_s[i] += bp[i].fwd_cpu_s, p->bwd_s[i] += bp[i].bwd_cpu_s;
@@ -71,97 +67,17 @@ static int time_blocks(const bp_simulate_config *c, const bp_model_config *mc, i
     return rc;
 }
 
-/* The least of RUNS timings of f(ctx) after one that warms the caches. */
-static double best_of(void (*f)(void *), void *ctx) {
-    double best = DBL_MAX;
-    for (int i = 0; i <= RUNS; i++) {
-        double t0 = bp_now();
-        f(ctx);
-        double dt = bp_now() - t0;
-        if (i > 0 && dt < best) best = dt;
-    }
-    return best > 0 ? best : 1e-9;
-}
-
-typedef struct kernels {
-    float *x, *y;
-    unsigned char *wire;
-    bp_codec *mm, *psgd;
-    bp_optim o;
-    size_t n;
-} kernels;
-
-static void k_optim(void *a) {
-    kernels *k = a;
-    memset(k->y, 0, k->n * sizeof(float));
-    (void)bp_grad_sumsq(k->y, k->n);
-    bp_optim_step(&k->o, k->x, k->y, 1e-3);
-}
-static void k_encode(void *a) {
-    kernels *k = a;
-    bp_err e;
-    (void)bp_codec_encode(k->mm, k->x, k->n, k->wire, &e);
-}
-static void k_decode(void *a) {
-    kernels *k = a;
-    bp_err e;
-    (void)bp_codec_decode(k->mm, k->wire, k->n, k->y, &e);
-}
-static void k_psgd(void *a) {
-    kernels *k = a;
-    bp_err e;
-    size_t n = (size_t)PSGD_ROWS * PSGD_ROWS;
-    if (bp_codec_encode(k->psgd, k->x, n, k->wire, &e) == BP_OK)
-        (void)bp_codec_decode(k->psgd, k->wire, n, k->y, &e);
-}
-static void k_add(void *a) {
-    kernels *k = a;
-    for (size_t i = 0; i < k->n; i++) k->y[i] += k->x[i];
-}
-static void k_copy(void *a) {
-    kernels *k = a;
-    memcpy(k->y, k->x, k->n * sizeof(float));
-}
-
-/* The optimizer, the codecs and vector passes on VEC floats, alone. */
-static int time_kernels(const bp_simulate_config *c, bp_sim_profile *p, bp_err *err) {
-    kernels k = {.n = VEC};
-    bp_optim_config oc;
-    bp_train_optim_config(&c->train, &oc);
-    k.x = bp_alloc(VEC * sizeof(float));
-    k.y = bp_alloc(VEC * sizeof(float));
-    k.wire = bp_alloc(VEC * sizeof(float));
-    int rc = k.x && k.y && k.wire ? BP_OK : bp_fail(err, BP_ENOMEM, "out of memory");
-    for (size_t i = 0; rc == BP_OK && i < VEC; i++) k.x[i] = (float)(i % 251) * 0.01f - 1.0f;
-    if (rc == BP_OK) rc = bp_codec_minmax_u8_create(&k.mm, err);
-    if (rc == BP_OK) rc = bp_codec_powersgd_create(PSGD_ROWS, PSGD_ROWS, PSGD_RANK, 1, &k.psgd, err);
-    bool optim = rc == BP_OK && bp_optim_init(&k.o, &oc, VEC, err) == BP_OK;
-    if (rc == BP_OK && !optim) rc = BP_ENOMEM;
-    if (rc == BP_OK) {
-        double bytes = VEC * sizeof(float), rows = PSGD_ROWS;
-        p->optim_s = best_of(k_optim, &k) / VEC;
-        p->mm_enc_Bps = bytes / best_of(k_encode, &k);
-        p->mm_dec_Bps = bytes / best_of(k_decode, &k);
-        p->psgd_flops = 8.0 * rows * rows * PSGD_RANK / best_of(k_psgd, &k);
-        p->vec_Bps = bytes / best_of(k_add, &k);
-        p->copy_Bps = bytes / best_of(k_copy, &k);
-    }
-    if (optim) bp_optim_free(&k.o);
-    bp_codec_destroy(k.mm);
-    bp_codec_destroy(k.psgd);
-    bp_free(k.x), bp_free(k.y), bp_free(k.wire);
-    return rc;
-}
-
 bp_status bp_sim_measure(const bp_simulate_config *c, int micro_B, bp_sim_profile *p, bp_err *err) {
     memset(p, 0, sizeof *p);
     bp_train_model_config(&c->train, &p->mc);
-    if (c->vocab > 0) p->mc.vocab = c->vocab;
+    if (c->vocab > 0 && p->mc.kind == BP_MODEL_GPT) p->mc.vocab = c->vocab;
     p->micro_B = micro_B;
     p->tp = 1; /* whole blocks; the simulator scales them to a tp shard */
     bp_blas_set_threads(c->train.threads);
     int rc = time_blocks(c, &p->mc, micro_B, p, err);
-    if (rc == BP_OK) rc = time_kernels(c, p, err);
+    bp_optim_config oc;
+    bp_train_optim_config(&c->train, &oc);
+    if (rc == BP_OK) rc = bp_sim_time_kernels(&oc, p, err);
     if (rc) bp_sim_profile_free(p);
     return rc;
 }

@@ -7,8 +7,8 @@
  * share the cores, caches and memory bandwidth: the timed computation's wall over
  * its CPU time is the machine's slowdown, and a block's time is its CPU time times
  * that slowdown, both over about 3 seconds. Then, next to one thread fewer, the
- * delay before a thread that waited for another runs again (a token relay). Then, alone: the optimizer per parameter, MinMaxUInt8's encoding
- * and decoding, PowerSGD's products, a vector addition and a copy. */
+ * delay before a thread that waited for another runs again (a token relay). Then,
+ * alone, the kernels of parallel/sim/kernels.h. */
 #ifndef BP_TRAIN_SIM_MEASURE_H
 #define BP_TRAIN_SIM_MEASURE_H
 

@@ -96,8 +96,6 @@ static int check_own(const bp_simulate_config *c, bp_err *err) {
 bp_status bp_simulate_config_finalize(bp_simulate_config *c, bp_err *err) {
     int rc = bp_train_config_finalize(&c->train, err);
     if (rc) return rc;
-    if (c->train.model != BP_MODEL_GPT)
-        return bp_fail(err, BP_EUSAGE, "option --model: simulate models gpt only");
     bp_train_config *t = &c->train;
     if (!t->dp) t->dp = 1;
     rc = bp_train_config_check_world(t, t->dp * t->pp * t->tp, err);
@@ -133,22 +131,21 @@ static void set_network(const bp_simulate_config *c, const bp_sim_profile *p, bp
 
 static int partition(const bp_simulate_config *c, const bp_sim_machine *m, const bp_sim_job *j,
                      int *first, bp_err *err) {
-    int n = j->mc.n_layer + 2;
+    int n = bp_model_num_blocks(&j->mc), T = bp_model_sample_len(&j->mc);
     if (c->train.partition[0]) return bp_partition_parse(c->train.partition, n, j->pp, first, err);
     if (n < j->pp)
         return bp_fail(err, BP_EUSAGE, "option --pp: %d stages for %d blocks", j->pp, n);
     double *cost = malloc((size_t)n * sizeof *cost);
     if (!cost) return bp_fail(err, BP_ENOMEM, "out of memory");
     for (int b = 0; b < n; b++)
-        cost[b] = bp_sim_block_s(m, &j->mc, j->tp, b, j->micro_B, j->mc.seq_len, false) +
-                  bp_sim_block_s(m, &j->mc, j->tp, b, j->micro_B, j->mc.seq_len, true);
+        cost[b] = bp_sim_block_s(m, &j->mc, j->tp, b, j->micro_B, T, false) +
+                  bp_sim_block_s(m, &j->mc, j->tp, b, j->micro_B, T, true);
     bp_partition_balance(cost, n, j->pp, first);
     free(cost);
     return BP_OK;
 }
 
-static void make_job(const bp_simulate_config *c, bp_sim_job *j) {
-    const bp_train_config *t = &c->train;
+void bp_simulate_job(const bp_train_config *t, bp_sim_job *j) {
     bp_optim_config oc;
     bp_train_optim_config(t, &oc);
     *j = (bp_sim_job){.dp = t->dp, .pp = t->pp, .tp = t->tp, .avgpipe = t->pipelines > 0,
@@ -161,11 +158,15 @@ static void make_job(const bp_simulate_config *c, bp_sim_job *j) {
                       .optim_buffers = bp_optim_num_buffers(&oc)};
     j->stream_steps = j->local_steps ? bp_train_stream_steps(t) : 1;
     bp_train_model_config(t, &j->mc);
-    if (c->vocab > 0) j->mc.vocab = c->vocab;
     j->M = t->micro_batches * t->grad_accum;
     j->micro_B = bp_train_micro_rows(t, t->dp);
     bp_schedule_parse(t->schedule, &j->sched, NULL);
     bp_train_dp_config(t, &j->dpc);
+}
+
+static void make_job(const bp_simulate_config *c, bp_sim_job *j) {
+    bp_simulate_job(&c->train, j);
+    if (c->vocab > 0 && j->mc.kind == BP_MODEL_GPT) j->mc.vocab = c->vocab;
 }
 
 /* ---- output ------------------------------------------------------------------------- */
@@ -179,9 +180,15 @@ static void print_header(const bp_simulate_config *c, const bp_sim_job *j, const
     bp_schedule_name(&j->sched, sched, sizeof sched);
     bp_partition_format(first, j->pp, part, sizeof part);
     bp_dp_describe(&j->dpc, algo, sizeof algo);
-    double params = (double)bp_sim_gpt_params(&j->mc, 1, 0, j->mc.n_layer + 2);
-    fprintf(out, "bagpipe simulate: gpt (%d layers, %d channels, %d heads, seq %d; %.4g M parameters)",
-            t->layers, t->embd, t->heads, t->seq_len, params / 1e6);
+    const bp_model_config *mc = &j->mc;
+    double params = (double)bp_sim_model_params(mc, 1, 0, bp_model_num_blocks(mc));
+    if (mc->kind == BP_MODEL_GPT)
+        fprintf(out, "bagpipe simulate: gpt (%d layers, %d channels, %d heads, seq %d",
+                mc->n_layer, mc->n_embd, mc->n_head, mc->seq_len);
+    else
+        fprintf(out, "bagpipe simulate: mlp (%d inputs, %d hidden layers of %d, %d classes",
+                mc->in_dim, mc->n_hidden, mc->hidden, mc->n_class);
+    fprintf(out, "; %.4g M parameters)", params / 1e6);
     fprintf(out, ", batch %d, dp %d x pp %d x tp %d = %d ranks\n", t->batch, j->dp, j->pp, j->tp,
             j->dp * j->pp * j->tp);
     fprintf(out, "pipeline: %s, partition %s, %d pipeline%s x %d micro-batches of %d%s", sched,

@@ -1,4 +1,4 @@
-/* `bagpipe simulate`: predict a training step of any gpt shape on a grid
+/* `bagpipe simulate`: predict a training step of any gpt or mlp shape on a grid
  * dp x pp x tp, with any dp algorithm, schedule, AvgPipe and Optimus-CC setting,
  * on a described machine (parallel/sim/step.h simulates the step).
  *
@@ -41,6 +41,11 @@ bp_option *bp_simulate_options(int *n);
 /* Check the options as `bagpipe train` would on dp x pp x tp ranks, and simulate's
  * own; messages name the option. */
 bp_status bp_simulate_config_finalize(bp_simulate_config *c, bp_err *err);
+
+/* The run of finalized train options t (--micro-batches and --schedule given) as
+ * the simulator sees it, without its stages (first). simulate, tune and plan
+ * simulate a run through this one reading of the options. */
+void bp_simulate_job(const bp_train_config *t, bp_sim_job *j);
 
 /* c's step on machine m, its stages cut as simulate cuts them into first[0..pp]. */
 bp_status bp_simulate_predict(const bp_simulate_config *c, const bp_sim_machine *m, int *first,

@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "train/simulate.h"
+
 #define OFF(f) offsetof(bp_tune_config, f)
 static const bp_option tune_options[] = {
     {"mem-cap", BP_OPT_DOUBLE, OFF(mem_cap), 0, NULL, 0, 1e12, "MB",
@@ -100,6 +102,10 @@ bp_status bp_tune_problem_init(const bp_tune_config *c, bp_tune_problem *p, bp_e
     p->stream_steps = p->local_steps ? bp_train_stream_steps(&avgpipe) : 1;
     bp_train_model_config(tc, &p->model);
     bp_train_optim_config(tc, &p->optim);
+    bp_train_config probe = *tc; /* a valid run for reading the rest of the options */
+    probe.micro_batches = 1;
+    snprintf(probe.schedule, sizeof probe.schedule, "1f1b");
+    bp_simulate_job(&probe, &p->job);
     snprintf(p->schedule, sizeof p->schedule, "%s", tc->schedule);
     snprintf(p->partition, sizeof p->partition, "%s", tc->partition);
     int rc = bp_net_parse(tc->net, &p->net, err);

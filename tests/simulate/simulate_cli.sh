@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # `bagpipe simulate`: --measure writes a profile that --profile reads back to the
-# same prediction; a device description predicts a model of billions of parameters
+# same prediction, for gpt and for mlp; a device description predicts a model of billions of parameters
 # without allocating it (in well under a second, in little memory); the bytes of
-# an allreduce and of bytegrad as the runtime counts them; bad input is one line
+# an allreduce (of gpt's and of mlp's parameters) and of bytegrad as the runtime
+# counts them; bad input is one line
 # naming the option, exit 2, and no half-written profile.
 source "$(dirname "$0")/../lib.sh"
 TINY=(--layers 2 --embd 32 --heads 2 --seq-len 16 --batch 8)
@@ -47,6 +48,22 @@ awk -v b="$(axis "$WORK/ar" bytes_max dp)" -v p="$P" 'BEGIN {exit !(b == 2 * 3 /
 awk -v a="$(axis "$WORK/ar" bytes_total dp)" -v b="$(axis "$WORK/bg" bytes_total dp)" \
   'BEGIN {r = b / a; exit !(r > 0.25 && r < 0.26)}' || fail "bytegrad/allreduce bytes"
 
+# The mlp through its own layout: 784-32-32-10 on 2 dp ranks sends its P parameters
+# 2 (2-1)/2 x 4P bytes per rank; its profile reads back to the same prediction.
+MLP=(--model mlp --hidden 32 --batch 8 --dp 2)
+"$BP" simulate "${MLP[@]}" --device-flops 1e12 --device-bw 1e11 >"$WORK/mlp" || fail "mlp exited $?"
+grep -q "^bagpipe simulate: mlp (784 inputs, 2 hidden layers of 32, 10 classes" "$WORK/mlp" ||
+  fail "mlp header: $(head -1 "$WORK/mlp")"
+P=$(( 784 * 32 + 32 + 32 * 32 + 32 + 32 * 10 + 10 ))
+awk -v b="$(axis "$WORK/mlp" bytes_max dp)" -v p="$P" 'BEGIN {exit !(b == 4 * p)}' ||
+  fail "mlp allreduce bytes $(axis "$WORK/mlp" bytes_max dp), P $P"
+"$BP" simulate "${MLP[@]}" --pp 2 --measure "$WORK/mlp.json" >"$WORK/mm" || fail "mlp measure exited $?"
+grep -q '"model":"mlp","in_dim":784,"hidden":32,"n_hidden":2,"n_class":10' "$WORK/mlp.json" ||
+  fail "mlp profile: $(head -c 300 "$WORK/mlp.json")"
+"$BP" simulate "${MLP[@]}" --pp 2 --profile "$WORK/mlp.json" >"$WORK/mp" || fail "mlp profile exited $?"
+[ "$(key "$WORK/mm" step_ms)" = "$(key "$WORK/mp" step_ms)" ] ||
+  fail "mlp measured $(key "$WORK/mm" step_ms) ms, read back $(key "$WORK/mp" step_ms) ms"
+
 # --help: train's options and simulate's own, each with its default.
 "$BP" simulate --help >"$WORK/help"
 for opt in measure profile device-flops device-bw efficiency intra inter ranks-per-node vocab dp-algo; do
@@ -77,7 +94,9 @@ bad "option --profile: .*text.json is not JSON" "${TINY[@]}" --profile "$WORK/te
 bad "option --net: emulates one network for every link" "${TINY[@]}" --device-flops 1 --device-bw 1 \
   --net bw=1Gbit --intra bw=1Gbit
 bad "option --intra: net: bad bw 'fast'" "${TINY[@]}" --device-flops 1 --device-bw 1 --intra bw=fast
-bad "option --model: simulate models gpt only" --model mlp --device-flops 1 --device-bw 1
+echo '{"format":"bagpipe-simulate-profile","model":"rnn"}' >"$WORK/rnn.json"
+bad "option --profile: .*rnn.json is not a profile of bagpipe simulate --measure \(field 'model' missing or invalid\)" \
+  "${TINY[@]}" --profile "$WORK/rnn.json"
 bad "option --qadam-warmup: must be at least 1" "${TINY[@]}" --device-flops 1 \
   --device-bw 1 --dp 2 --dp-algo qadam --qadam-warmup 0
 bad "option --efficiency" "${TINY[@]}" --device-flops 1 --device-bw 1 --efficiency 2

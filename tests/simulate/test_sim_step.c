@@ -3,7 +3,12 @@
  *
  *  - The analytic gpt has the tensors bp_model_create_tp lays out (count, order,
  *    shard sizes, owning block, the head's tied copy) and the activation bytes
- *    bp_acts_create allocates, for several ranges and tp sizes.
+ *    bp_acts_create allocates, for several ranges and tp sizes; so has the mlp
+ *    (no tied copy, a boundary width per block).
+ *  - Stages measured whole (tune's profile) replace the machine's blocks: an mlp's
+ *    two stages on a link of 1 byte per microsecond take their forward and
+ *    backward, the two boundary messages of the mlp's width, the optimizer and
+ *    the two agreements, and no tied tensor's allreduce.
  *  - One bucket's allreduce over a ring of n ranks on an emulated link is exposed
  *    for exactly 2 (n-1)/n x bytes / bw + 2 (n-1) lat, and sends that many bytes.
  *  - With a fast link buckets hide behind backward: only those ready when backward
@@ -14,6 +19,9 @@
  *  - Each transformer block's 4 tp allreduces are rank 0's exposed tp time.
  *  - Hierarchical: a reduction within the node plus a ring among the node leaders;
  *    flat over two nodes, a ring that waits on the slow link.
+ *  - Links measured per group: on a dp 2 x pp 2 grid whose dp pairs are slow and
+ *    whose pipeline pairs are fast, the dp buckets' ring is charged at the dp
+ *    link and the pipeline's messages at the pp link, not at the level's.
  *  - More bandwidth is never slower, for every algorithm, grid and schedule.
  *  - Every algorithm of the registry declares its cost in its own file, and the
  *    simulator takes it from there: each sends data-parallel bytes on 4 ranks, and a
@@ -63,10 +71,10 @@ static void test_tensors_match_the_model(void **state) {
             bp_model *m;
             bp_err err;
             assert_int_equal(bp_model_create_tp(&mc, b0, b1, &t, &m, &err), BP_OK);
-            int n = bp_sim_gpt_tensors(&mc, tp, b0, b1, NULL);
+            int n = bp_sim_model_tensors(&mc, tp, b0, b1, NULL);
             assert_int_equal(n, bp_model_num_tensors(m));
             bp_sim_tensor *st = malloc((size_t)n * sizeof *st);
-            bp_sim_gpt_tensors(&mc, tp, b0, b1, st);
+            bp_sim_model_tensors(&mc, tp, b0, b1, st);
             for (int i = 0; i < n; i++) {
                 const bp_tensor_info *ti = bp_model_tensor(m, i);
                 assert_int_equal(st[i].numel, ti->numel);
@@ -74,14 +82,44 @@ static void test_tensors_match_the_model(void **state) {
                 assert_int_equal(st[i].rows, ti->shape[0]);
                 assert_int_equal(st[i].cols, ti->ndim == 2 ? (size_t)ti->shape[1] : 0);
             }
-            assert_int_equal(bp_sim_gpt_params(&mc, tp, b0, b1), bp_model_num_params(m));
+            assert_int_equal(bp_sim_model_params(&mc, tp, b0, b1), bp_model_num_params(m));
             bp_acts *a;
             assert_int_equal(bp_acts_create(m, 3, 8, &a, &err), BP_OK);
-            assert_int_equal(bp_sim_gpt_act_bytes(&mc, tp, b0, b1, 3, 8), bp_acts_bytes(a));
+            assert_int_equal(bp_sim_act_bytes(&mc, tp, b0, b1, 3, 8), bp_acts_bytes(a));
             bp_acts_destroy(a);
             free(st);
             bp_model_destroy(m);
         }
+}
+
+/* The same for an mlp, whose widths differ from block to block. */
+static void test_mlp_tensors_match_the_model(void **state) {
+    (void)state;
+    bp_model_config mc;
+    bp_model_config_init(&mc, BP_MODEL_MLP);
+    mc.in_dim = 12, mc.hidden = 8, mc.n_hidden = 3, mc.n_class = 5;
+    const int ranges[][2] = {{0, 4}, {0, 1}, {1, 3}, {2, 4}, {3, 4}};
+    for (size_t r = 0; r < sizeof ranges / sizeof ranges[0]; r++) {
+        int b0 = ranges[r][0], b1 = ranges[r][1];
+        bp_model *m;
+        bp_err err;
+        assert_int_equal(bp_model_create(&mc, b0, b1, &m, &err), BP_OK);
+        int n = bp_sim_model_tensors(&mc, 1, b0, b1, NULL);
+        assert_int_equal(n, bp_model_num_tensors(m));
+        bp_sim_tensor st[16];
+        bp_sim_model_tensors(&mc, 1, b0, b1, st);
+        for (int i = 0; i < n; i++) {
+            assert_int_equal(st[i].numel, bp_model_tensor(m, i)->numel);
+            assert_int_equal(st[i].block, bp_model_tensor(m, i)->block);
+        }
+        assert_int_equal(bp_sim_model_params(&mc, 1, b0, b1), bp_model_num_params(m));
+        bp_acts *a;
+        assert_int_equal(bp_acts_create(m, 3, 1, &a, &err), BP_OK);
+        assert_int_equal(bp_sim_act_bytes(&mc, 1, b0, b1, 3, 1), bp_acts_bytes(a));
+        bp_acts_destroy(a);
+        bp_model_destroy(m);
+    }
+    assert_int_equal(bp_sim_tied_numel(&mc), 0);
 }
 
 /* A device so fast that computation and memory passes take no time worth
@@ -116,6 +154,57 @@ static bp_sim_step_result simulate(const bp_sim_job *j, const bp_sim_machine *m)
     return r;
 }
 
+static void test_measured_stages(void **state) {
+    (void)state;
+    bp_model_config mc;
+    bp_model_config_init(&mc, BP_MODEL_MLP);
+    mc.in_dim = 12, mc.hidden = 8, mc.n_hidden = 3, mc.n_class = 5;
+    job_parts p;
+    make_job(&p, mc, 1, 2, 1, 1);
+    p.first[1] = 2, p.first[2] = 4;
+    bp_sim_stage st[2] = {{.fwd_s = 1e-3, .bwd_s = 3e-3, .update_s = 5e-4, .act_bytes = 100,
+                           .replica_bytes = 1000},
+                          {.fwd_s = 2e-3, .bwd_s = 4e-3, .update_s = 6e-4, .act_bytes = 10,
+                           .replica_bytes = 3000}};
+    p.j.measured = st;
+    bp_sim_machine m = fast_machine(8e6, 0); /* a byte per microsecond */
+    bp_sim_step_result r = simulate(&p.j, &m);
+    /* F0 F1 B1 B0, the activation and its gradient of micro_B x hidden floats, the
+     * slower optimizer, the gradient norm (1 float) and the agreement (2 floats)
+     * over 2 ranks: 2 messages each of half their bytes. */
+    double msg = 2 * 8 * 4e-6;
+    assert_near(r.step_s, 10e-3 + 2 * msg + 6e-4 + 2 * 2e-6 + 2 * 4e-6, 1e-9);
+    assert_near(r.bytes[BP_SIM_EMBED], 0, 0);
+    assert_near(r.peak_bytes, 3000 + 10, 0);
+}
+
+/* Groups of neighbours one rank apart (the dp groups of a dp x pp grid with tp 1)
+ * on a slow link; others (the pipeline's, stride dp) on a fast one. */
+static bp_sim_link axis_link(const void *ctx, int first, int stride, int size) {
+    (void)ctx, (void)first, (void)size;
+    bp_sim_link l = {.net = {.on = true, .bw_bps = 1e12, .lat_s = 1e-6}};
+    if (stride == 1) l.net = (bp_net){.on = true, .bw_bps = 1e8, .lat_s = 2e-3};
+    return l;
+}
+
+static void test_links_per_axis(void **state) {
+    (void)state;
+    bp_model_config mc = gpt(2, 64, 4, 16, 64);
+    job_parts p;
+    make_job(&p, mc, 2, 2, 1, 1);
+    bp_sim_machine m = fast_machine(1e10, 1e-4);
+    m.measured = axis_link;
+    bp_sim_step_result r = simulate(&p.j, &m);
+    /* stage 0's one bucket: a ring of 2 at 100 Mbit/s, 2 ms */
+    double bytes = (double)bp_sim_model_params(&mc, 1, 0, 2) * sizeof(float);
+    assert_near(r.exposed_s[BP_SIM_DP], bytes * 8 / 1e8 + 2 * 2e-3, 1e-9);
+    /* the pipeline waits on messages of the fast link: a few microseconds */
+    assert_true(r.exposed_s[BP_SIM_PP] < 1e-4);
+    m.measured = NULL; /* the level's link (100 us) everywhere */
+    bp_sim_step_result flat = simulate(&p.j, &m);
+    assert_true(flat.exposed_s[BP_SIM_PP] >= 2e-4 && flat.exposed_s[BP_SIM_DP] < 1e-3);
+}
+
 static void test_ring_allreduce_closed_form(void **state) {
     (void)state;
     const double bw = 1e9, lat = 1e-3;
@@ -125,7 +214,7 @@ static void test_ring_allreduce_closed_form(void **state) {
         make_job(&p, mc, n, 1, 1, 1);
         bp_sim_machine m = fast_machine(bw, lat);
         bp_sim_step_result r = simulate(&p.j, &m);
-        double bytes = (double)bp_sim_gpt_params(&mc, 1, 0, 4) * sizeof(float);
+        double bytes = (double)bp_sim_model_params(&mc, 1, 0, 4) * sizeof(float);
         /* every part is a whole number of floats: params divide by n here */
         double want = 2.0 * (n - 1) / n * bytes * 8 / bw + 2.0 * (n - 1) * lat;
         assert_near(r.exposed_s[BP_SIM_DP], want, 1e-9);
@@ -158,11 +247,11 @@ static void test_avgpipe_local_steps(void **state) {
  * only once backward reaches block 1 (the embedding's backward takes no time on
  * the test's machine, so these wait until backward ends). */
 static double last_buckets_s(const bp_sim_job *j, double bw, double lat) {
-    int n = bp_sim_gpt_tensors(&j->mc, 1, 0, j->mc.n_layer + 2, NULL);
+    int n = bp_sim_model_tensors(&j->mc, 1, 0, j->mc.n_layer + 2, NULL);
     bp_sim_tensor *t = malloc((size_t)n * sizeof *t);
     bp_bucket_tensor *bt = malloc((size_t)n * sizeof *bt);
     bp_bucket *b = malloc((size_t)n * sizeof *b);
-    bp_sim_gpt_tensors(&j->mc, 1, 0, j->mc.n_layer + 2, t);
+    bp_sim_model_tensors(&j->mc, 1, 0, j->mc.n_layer + 2, t);
     size_t off = 0;
     for (int i = 0; i < n; i++) bt[i] = (bp_bucket_tensor){off, t[i].numel, t[i].block}, off += t[i].numel;
     int k = bp_buckets_plan(bt, n, (size_t)(j->dpc.bucket_mb * 1048576.0), -1, b);
@@ -275,7 +364,7 @@ static void test_hierarchical_closed_form(void **state) {
     bp_sim_machine m = fast_machine(bw_in, lat_in);
     m.inter.net = (bp_net){.on = true, .bw_bps = bw_out, .lat_s = lat_out};
     m.ranks_per_node = 4;
-    double bytes = (double)bp_sim_gpt_params(&mc, 1, 0, 4) * sizeof(float);
+    double bytes = (double)bp_sim_model_params(&mc, 1, 0, 4) * sizeof(float);
     double local = 2.0 * 3 / 4 * bytes * 8 / bw_in + 2.0 * 3 * lat_in;
     double leaders = 2.0 * 1 / 2 * bytes * 8 / bw_out + 2.0 * lat_out;
     assert_near(simulate(&p.j, &m).exposed_s[BP_SIM_DP], local + leaders, 1e-9);
@@ -344,6 +433,9 @@ static void test_more_bandwidth_never_slower(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_tensors_match_the_model),
+        cmocka_unit_test(test_mlp_tensors_match_the_model),
+        cmocka_unit_test(test_measured_stages),
+        cmocka_unit_test(test_links_per_axis),
         cmocka_unit_test(test_ring_allreduce_closed_form),
         cmocka_unit_test(test_avgpipe_local_steps),
         cmocka_unit_test(test_overlap_hides_all_but_the_last_bucket),

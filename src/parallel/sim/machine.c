@@ -28,11 +28,16 @@ bp_status bp_sim_profile_save(const bp_sim_profile *p, const char *path, bp_err 
     size_t len = 0;
     FILE *f = open_memstream(&text, &len);
     if (!f) return bp_fail(err, BP_ENOMEM, "option --measure: out of memory");
-    fprintf(f,
-            "{\"format\":\"" PROFILE_FORMAT "\",\"vocab\":%d,\"layers\":%d,\"embd\":%d,"
-            "\"heads\":%d,\"seq_len\":%d,\"micro_batch\":%d,\"tp\":%d",
-            p->mc.vocab, p->mc.n_layer, p->mc.n_embd, p->mc.n_head, p->mc.seq_len, p->micro_B,
-            p->tp);
+    const bp_model_config *mc = &p->mc;
+    fprintf(f, "{\"format\":\"" PROFILE_FORMAT "\"");
+    if (mc->kind == BP_MODEL_GPT)
+        fprintf(f, ",\"model\":\"gpt\",\"vocab\":%d,\"layers\":%d,\"embd\":%d,\"heads\":%d,"
+                   "\"seq_len\":%d",
+                mc->vocab, mc->n_layer, mc->n_embd, mc->n_head, mc->seq_len);
+    else
+        fprintf(f, ",\"model\":\"mlp\",\"in_dim\":%d,\"hidden\":%d,\"n_hidden\":%d,\"n_class\":%d",
+                mc->in_dim, mc->hidden, mc->n_hidden, mc->n_class);
+    fprintf(f, ",\"micro_batch\":%d,\"tp\":%d", p->micro_B, p->tp);
     put_array(f, "fwd_s", p->fwd_s, p->n_blocks);
     put_array(f, "bwd_s", p->bwd_s, p->n_blocks);
     fprintf(f,
@@ -73,19 +78,38 @@ static bool times(const bp_json *j, const char *key, int n, double **x) {
     return k == n;
 }
 
-static const char *parse_profile(const bp_json *j, bp_sim_profile *p) {
+typedef struct int_field {
+    const char *key;
+    int *field;
+} int_field;
+
+/* The model measured: gpt's shape, or mlp's (a profile without "model" is gpt's). */
+static const char *parse_model(const bp_json *j, bp_sim_profile *p) {
     bp_model_config *mc = &p->mc;
-    *mc = (bp_model_config){.kind = BP_MODEL_GPT};
+    int kind = bp_json_get(j, 0, "model");
+    bool mlp = bp_json_str_eq(j, kind, "mlp");
+    if (kind >= 0 && !mlp && !bp_json_str_eq(j, kind, "gpt")) return "model";
+    bp_model_config_init(mc, mlp ? BP_MODEL_MLP : BP_MODEL_GPT);
+    const int_field gpt[] = {{"vocab", &mc->vocab},   {"layers", &mc->n_layer},
+                             {"embd", &mc->n_embd},   {"heads", &mc->n_head},
+                             {"seq_len", &mc->seq_len}};
+    const int_field mlps[] = {{"in_dim", &mc->in_dim},     {"hidden", &mc->hidden},
+                              {"n_hidden", &mc->n_hidden}, {"n_class", &mc->n_class}};
+    const int_field *f = mlp ? mlps : gpt;
+    size_t n = mlp ? sizeof mlps / sizeof mlps[0] : sizeof gpt / sizeof gpt[0];
+    for (size_t i = 0; i < n; i++)
+        if (!int_member(j, f[i].key, f[i].field)) return f[i].key;
+    return NULL;
+}
+
+static const char *parse_profile(const bp_json *j, bp_sim_profile *p) {
     if (!bp_json_str_eq(j, bp_json_get(j, 0, "format"), PROFILE_FORMAT)) return "format";
-    const struct {
-        const char *key;
-        int *field;
-    } ints[] = {{"vocab", &mc->vocab},   {"layers", &mc->n_layer},  {"embd", &mc->n_embd},
-                {"heads", &mc->n_head},  {"seq_len", &mc->seq_len}, {"micro_batch", &p->micro_B},
-                {"tp", &p->tp}};
+    const char *bad = parse_model(j, p);
+    if (bad) return bad;
+    const int_field ints[] = {{"micro_batch", &p->micro_B}, {"tp", &p->tp}};
     for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
         if (!int_member(j, ints[i].key, ints[i].field)) return ints[i].key;
-    p->n_blocks = mc->n_layer + 2;
+    p->n_blocks = bp_model_num_blocks(&p->mc);
     if (!times(j, "fwd_s", p->n_blocks, &p->fwd_s)) return "fwd_s";
     if (!times(j, "bwd_s", p->n_blocks, &p->bwd_s)) return "bwd_s";
     const struct {
@@ -139,31 +163,38 @@ void bp_sim_profile_free(bp_sim_profile *p) {
 
 /* ---- computation ----------------------------------------------------------------- */
 
-static double cost(const bp_model_config *mc, int tp, int b, int B, int T) {
-    return bp_sim_gpt_flops(mc, tp, b, B, T) + BP_SIM_BALANCE * bp_sim_gpt_traffic(mc, tp, b, B, T);
+double bp_sim_block_cost(const bp_model_config *mc, int tp, int b, int B, int T) {
+    return bp_sim_block_flops(mc, tp, b, B, T) + BP_SIM_BALANCE * bp_sim_block_traffic(mc, tp, b, B, T);
 }
 
-/* The profile's block of the same kind as block b of mc: the embedding, the head,
- * or (for a transformer block) the mean of its transformer blocks; scaled. */
+/* The profile's block of the same kind as block b of mc (sim/model.h): the mean
+ * time of the profile's blocks of that kind, scaled by the cost of block b over
+ * the cost of the first of them. A model without middle blocks (an mlp of one
+ * hidden layer) lends its first block's time. */
 static double profiled_s(const bp_sim_profile *p, const bp_model_config *mc, int tp, int b, int B,
                          int T, bool backward) {
     const double *x = backward ? p->bwd_s : p->fwd_s;
-    int L = p->mc.n_layer, pb = b == 0 ? 0 : b > mc->n_layer ? L + 1 : 1;
-    double t = x[pb];
-    if (pb == 1) {
-        t = 0;
-        for (int l = 1; l <= L; l++) t += x[l] / L;
-    }
-    double base = cost(&p->mc, p->tp, pb, p->micro_B, p->mc.seq_len);
-    return base > 0 ? t * cost(mc, tp, b, B, T) / base : t;
+    bp_sim_block_kind kind = bp_sim_block_kind_of(mc, b);
+    if (kind == BP_SIM_MIDDLE && p->n_blocks <= 2) kind = BP_SIM_FIRST;
+    double t = 0;
+    int n = 0, pb = -1;
+    for (int i = 0; i < p->n_blocks; i++)
+        if (bp_sim_block_kind_of(&p->mc, i) == kind) {
+            t += x[i], n++;
+            if (pb < 0) pb = i;
+        }
+    t /= n > 0 ? n : 1;
+    double base = pb >= 0 ? bp_sim_block_cost(&p->mc, p->tp, pb, p->micro_B, bp_model_sample_len(&p->mc))
+                         : 0;
+    return base > 0 ? t * bp_sim_block_cost(mc, tp, b, B, T) / base : t;
 }
 
 double bp_sim_block_s(const bp_sim_machine *m, const bp_model_config *mc, int tp, int b, int B,
                       int T, bool backward) {
     if (m->prof) return profiled_s(m->prof, mc, tp, b, B, T, backward);
     double k = backward ? 2.0 : 1.0, e = m->efficiency;
-    double compute = k * bp_sim_gpt_flops(mc, tp, b, B, T) / (m->flops * e);
-    double memory = k * bp_sim_gpt_traffic(mc, tp, b, B, T) / (m->mem_Bps * e);
+    double compute = k * bp_sim_block_flops(mc, tp, b, B, T) / (m->flops * e);
+    double memory = k * bp_sim_block_traffic(mc, tp, b, B, T) / (m->mem_Bps * e);
     return compute > memory ? compute : memory;
 }
 
@@ -209,8 +240,9 @@ bp_sim_link bp_sim_group_link(const bp_sim_machine *m, int first, int stride, in
         spans |= n != home;
         here += n == home;
     }
-    if (!spans) return m->intra;
-    bp_sim_link l = m->inter;
+    bp_sim_link l = spans ? m->inter : m->intra;
+    if (m->measured && size > 1) l.net = m->measured(m->measured_ctx, first, stride, size).net;
+    if (!spans) return l;
     int on_node = m->ranks_per_node < world ? m->ranks_per_node : world;
     int sharing = here > 0 ? on_node / here : 1; /* groups with ranks on this node */
     if (sharing > 1) {

@@ -17,7 +17,11 @@
  * grid numbers them (parallel/grid.h). A group all of whose ranks share a node
  * uses the node's link; a group that spans nodes uses the link between nodes, whose
  * bandwidth the node's groups that communicate at once share (all tp ranks of a
- * node run their dp collectives together over one network card). */
+ * node run their dp collectives together over one network card). Where the links
+ * were measured pair by pair (bagpipe plan), each group the step forms (a stage's
+ * dp group, the pipeline, a tp group, the tied tensor's pair) takes its own
+ * measured link instead of its level's, so that each axis of the grid is charged
+ * at the bandwidth and latency between its own ranks. */
 #ifndef BP_PARALLEL_SIM_MACHINE_H
 #define BP_PARALLEL_SIM_MACHINE_H
 
@@ -47,11 +51,17 @@ typedef struct bp_sim_profile {
     double copy_Bps;       /* memcpy, bytes/s */
 } bp_sim_profile;
 
+/* The link of the group of `size` ranks first, first + stride, ... as measured
+ * (size > 1). */
+typedef bp_sim_link (*bp_sim_measured_link)(const void *ctx, int first, int stride, int size);
+
 typedef struct bp_sim_machine {
     const bp_sim_profile *prof; /* NULL: the device below */
     double flops, mem_Bps, efficiency;
     int ranks_per_node;         /* 0: every rank on one node */
     bp_sim_link intra, inter;
+    bp_sim_measured_link measured; /* NULL: the levels alone */
+    const void *measured_ctx;
 } bp_sim_machine;
 
 /* Write p to path as JSON (atomically); read it back. Messages name the file. */
@@ -60,6 +70,10 @@ bp_status bp_sim_profile_save(const bp_sim_profile *p, const char *path, bp_err 
 extern const bp_output_kind bp_sim_profile_kind;
 bp_status bp_sim_profile_load(const char *path, bp_sim_profile *p, bp_err *err);
 void bp_sim_profile_free(bp_sim_profile *p);
+
+/* What carries a measured block time to another shape: FLOPs + BALANCE x bytes
+ * of memory traffic of block b's forward. */
+double bp_sim_block_cost(const bp_model_config *mc, int tp, int b, int B, int T);
 
 /* Seconds of block b's forward (or backward) on a B x T micro-batch, one of tp. */
 double bp_sim_block_s(const bp_sim_machine *m, const bp_model_config *mc, int tp, int b, int B,
@@ -75,7 +89,8 @@ double bp_sim_vec_s(const bp_sim_machine *m, size_t n);
 
 /* The link of the group of `size` ranks first, first + stride, ... in a world of
  * `world` ranks: the node's, or the one between nodes with its bandwidth divided
- * among the node's groups that communicate at once. */
+ * among the node's groups that communicate at once; its network as measured where
+ * the machine has measurements. */
 bp_sim_link bp_sim_group_link(const bp_sim_machine *m, int first, int stride, int size, int world);
 
 /* Seconds of a ring allreduce of n floats over `ranks` on link l, with the

@@ -33,16 +33,22 @@ static int block_tensors(const bp_model_config *mc, int tp, int b, bool tied_cop
     return n;
 }
 
-int bp_sim_gpt_tensors(const bp_model_config *mc, int tp, int b0, int b1, bp_sim_tensor *out) {
+/* A range [b0, b1) that holds the head but not block 0 holds a copy of the tied
+ * tensor, if the model has one. */
+static bool holds_tied_copy(const bp_model_config *mc, int b0, int b1) {
+    return bp_model_tied_tensor(mc) && b0 > 0 && b1 == bp_model_num_blocks(mc);
+}
+
+int bp_sim_model_tensors(const bp_model_config *mc, int tp, int b0, int b1, bp_sim_tensor *out) {
     int n = 0;
-    bool copy = b0 > 0 && b1 == mc->n_layer + 2;
+    bool copy = holds_tied_copy(mc, b0, b1);
     for (int b = b0; b < b1; b++) n += block_tensors(mc, tp, b, copy, out ? out + n : NULL);
     return n;
 }
 
-size_t bp_sim_gpt_params(const bp_model_config *mc, int tp, int b0, int b1) {
+size_t bp_sim_model_params(const bp_model_config *mc, int tp, int b0, int b1) {
     size_t total = 0;
-    bool copy = b0 > 0 && b1 == mc->n_layer + 2;
+    bool copy = holds_tied_copy(mc, b0, b1);
     for (int b = b0; b < b1; b++) {
         bp_sim_tensor t[BP_BLOCK_MAX_TENSORS + 1];
         int n = block_tensors(mc, tp, b, copy, t);
@@ -51,7 +57,16 @@ size_t bp_sim_gpt_params(const bp_model_config *mc, int tp, int b0, int b1) {
     return total;
 }
 
-double bp_sim_gpt_flops(const bp_model_config *mc, int tp, int b, int B, int T) {
+size_t bp_sim_tied_numel(const bp_model_config *mc) {
+    bp_sim_tensor t[BP_BLOCK_MAX_TENSORS + 1];
+    return bp_model_tied_tensor(mc) && block_tensors(mc, 1, 0, false, t) > 0 ? t[0].numel : 0;
+}
+
+bp_sim_block_kind bp_sim_block_kind_of(const bp_model_config *mc, int b) {
+    return b == 0 ? BP_SIM_FIRST : b == bp_model_num_blocks(mc) - 1 ? BP_SIM_HEAD : BP_SIM_MIDDLE;
+}
+
+static double gpt_flops(const bp_model_config *mc, int tp, int b, int B, int T) {
     double N = (double)B * T, C = mc->n_embd, p = tp;
     if (b == 0) return 0;
     if (b > mc->n_layer) return 2.0 * N * C * mc->vocab; /* the tied head */
@@ -60,9 +75,18 @@ double bp_sim_gpt_flops(const bp_model_config *mc, int tp, int b, int B, int T) 
     return 2.0 * N * 12.0 * C * C / p + 2.0 * N * T * C / p;
 }
 
-double bp_sim_gpt_traffic(const bp_model_config *mc, int tp, int b, int B, int T) {
-    double params = (double)bp_sim_gpt_params(mc, tp, b, b + 1);
-    double acts = (double)bp_sim_gpt_act_bytes(mc, tp, b, b + 1, B, T);
+/* mlp's fully connected layer of block b: one product of [B, in] by [in, out]. */
+static double mlp_flops(const bp_model_config *mc, int b, int B) {
+    return 2.0 * B * bp_model_boundary_width(mc, b) * bp_model_boundary_width(mc, b + 1);
+}
+
+double bp_sim_block_flops(const bp_model_config *mc, int tp, int b, int B, int T) {
+    return mc->kind == BP_MODEL_GPT ? gpt_flops(mc, tp, b, B, T) : mlp_flops(mc, b, B);
+}
+
+double bp_sim_block_traffic(const bp_model_config *mc, int tp, int b, int B, int T) {
+    double params = (double)bp_sim_model_params(mc, tp, b, b + 1);
+    double acts = (double)bp_sim_act_bytes(mc, tp, b, b + 1, B, T);
     return params * sizeof(bp_real) + 2.0 * acts;
 }
 
@@ -72,7 +96,7 @@ static size_t slot(size_t n) {
     return (n + per - 1) / per * per;
 }
 
-size_t bp_sim_gpt_act_bytes(const bp_model_config *mc, int tp, int b0, int b1, int B, int T) {
+static size_t gpt_act_bytes(const bp_model_config *mc, int tp, int b0, int b1, int B, int T) {
     size_t N = (size_t)B * T, C = (size_t)mc->n_embd, A = C / (size_t)tp, F = 4 * C / (size_t)tp;
     size_t NH = (size_t)(mc->n_head / tp), V = (size_t)mc->vocab;
     /* gpt.c's slots: ln_1, its mean and rstd, qkv, attention, its output, the
@@ -84,4 +108,18 @@ size_t bp_sim_gpt_act_bytes(const bp_model_config *mc, int tp, int b0, int b1, i
     size_t floats = slot(N * C) + (l1 > l0 ? (size_t)(l1 - l0) * layer : 0) +
                     (b1 == mc->n_layer + 2 ? head : 0);
     return floats * sizeof(bp_real);
+}
+
+/* mlp.c's slots: the range's input, each hidden layer's output, and with the head
+ * its logits and log-sum-exp. */
+static size_t mlp_act_bytes(const bp_model_config *mc, int b0, int b1, int B) {
+    size_t n = (size_t)B, floats = slot(n * (size_t)bp_model_boundary_width(mc, b0));
+    for (int b = b0; b < b1 && b < mc->n_hidden; b++) floats += slot(n * (size_t)mc->hidden);
+    if (b1 == bp_model_num_blocks(mc)) floats += slot(n * (size_t)mc->n_class) + slot(n);
+    return floats * sizeof(bp_real);
+}
+
+size_t bp_sim_act_bytes(const bp_model_config *mc, int tp, int b0, int b1, int B, int T) {
+    return mc->kind == BP_MODEL_GPT ? gpt_act_bytes(mc, tp, b0, b1, B, T)
+                                    : mlp_act_bytes(mc, b0, b1, B);
 }

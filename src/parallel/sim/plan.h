@@ -5,8 +5,9 @@
  *   shipped in docs/results/ (each factor names its source);
  * - the network between the job's ranks, measured with real messages: each pair's
  *   latency and bandwidth from ping-pongs at several sizes, the ranks' nodes by
- *   their host names, and the two levels (within a node, between nodes) the step
- *   simulator takes (sim/machine.h). */
+ *   their host names, the two levels (within a node, between nodes), and each
+ *   group's own link (bp_plan_group_link), which the step simulator takes for
+ *   every group it forms (sim/machine.h), so each axis at its own pairs' speed. */
 #ifndef BP_PARALLEL_SIM_PLAN_H
 #define BP_PARALLEL_SIM_PLAN_H
 

@@ -33,8 +33,7 @@ typedef struct ctx {
      * takes a core as soon as it wakes. */
     bp_sim_machine comm_m;
     bp_sim_profile comm_prof;
-    int W, V, T;        /* ranks, stream length N x M, sequence length */
-    size_t act_floats;  /* the boundary activation of one micro-batch */
+    int W, V, T;        /* ranks, stream length N x M, positions of a sample */
     stage_info *st;     /* [pp] */
     bp_sim_link pp_link, embed_link, world_link;
 } ctx;
@@ -54,6 +53,30 @@ static double allreduce_s(const ctx *c, const bp_sim_link *l, int p, size_t n, d
 }
 
 /* ---- the stages -------------------------------------------------------------------- */
+
+/* Floats of one micro-batch's activation entering block b (its gradient alike). */
+static size_t boundary_floats(const ctx *c, int b) {
+    return (size_t)c->j->micro_B * (size_t)c->T * (size_t)bp_model_boundary_width(&c->j->mc, b);
+}
+
+/* One replica's optimizer step with its bookkeeping on stage s: as measured, or the
+ * machine's. */
+static double update_one_s(const ctx *c, int s) {
+    return c->j->measured ? c->j->measured[s].update_s : bp_sim_optim_s(c->m, c->st[s].params);
+}
+
+/* Each block's backward of stage s, when the stage was measured whole: its time
+ * split in proportion to the blocks' costs. */
+static void split_measured(const ctx *c, int s, stage_info *si) {
+    const bp_sim_job *j = c->j;
+    double total = 0;
+    for (int b = si->b0; b < si->b1; b++)
+        total += si->blk_bwd_s[b - si->b0] = bp_sim_block_cost(&j->mc, j->tp, b, j->micro_B, c->T);
+    for (int b = si->b0; b < si->b1; b++)
+        si->blk_bwd_s[b - si->b0] *= total > 0 ? j->measured[s].bwd_s / total : 0;
+    si->fwd_s = j->measured[s].fwd_s;
+    si->bwd_s = j->measured[s].bwd_s;
+}
 
 static int rank_of(const bp_sim_job *j, int d, int p, int t) { return p * j->dp * j->tp + d * j->tp + t; }
 
@@ -94,25 +117,27 @@ static int stage_init(ctx *c, int s) {
     const bp_model_config *mc = &j->mc;
     stage_info *si = &c->st[s];
     si->b0 = j->first[s], si->b1 = j->first[s + 1];
-    si->nt = bp_sim_gpt_tensors(mc, j->tp, si->b0, si->b1, NULL);
+    si->nt = bp_sim_model_tensors(mc, j->tp, si->b0, si->b1, NULL);
     si->tens = malloc((size_t)si->nt * sizeof *si->tens);
     si->blk_bwd_s = calloc((size_t)(si->b1 - si->b0), sizeof(double));
     if (!si->tens || !si->blk_bwd_s) return BP_ENOMEM;
-    bp_sim_gpt_tensors(mc, j->tp, si->b0, si->b1, si->tens);
-    si->params = bp_sim_gpt_params(mc, j->tp, si->b0, si->b1);
+    bp_sim_model_tensors(mc, j->tp, si->b0, si->b1, si->tens);
+    si->params = bp_sim_model_params(mc, j->tp, si->b0, si->b1);
     si->skip = -1;
     if (j->fused_embedding && j->pp > 1 && (s == 0 || s == j->pp - 1))
         si->skip = s == 0 ? 0 : si->nt - 1; /* wte, or the head's copy of it */
     bp_sim_link tp_link = bp_sim_group_link(c->m, rank_of(j, 0, s, 0), 1, j->tp, c->W);
-    si->tp_s = bp_sim_ring_allreduce_s(c->m, &tp_link, j->tp, c->act_floats);
+    si->tp_s = bp_sim_ring_allreduce_s(c->m, &tp_link, j->tp, boundary_floats(c, si->b0));
     for (int b = si->b0; b < si->b1; b++) {
-        bool layer = b >= 1 && b <= mc->n_layer;
+        bool layer = bp_sim_block_kind_of(mc, b) == BP_SIM_MIDDLE;
         double tp = layer && j->tp > 1 ? 2 * si->tp_s : 0;
         si->layers += layer;
+        if (j->measured) continue;
         si->fwd_s += bp_sim_block_s(c->m, mc, j->tp, b, j->micro_B, c->T, false) + tp;
         si->blk_bwd_s[b - si->b0] = bp_sim_block_s(c->m, mc, j->tp, b, j->micro_B, c->T, true) + tp;
         si->bwd_s += si->blk_bwd_s[b - si->b0];
     }
+    if (j->measured) split_measured(c, s, si);
     dp_links(c, s, si);
     return BP_OK;
 }
@@ -122,23 +147,25 @@ static int stage_init(ctx *c, int s) {
 static void cb_costs(const ctx *c, int s, bp_sim_stage *st) {
     const bp_sim_job *j = c->j;
     if (j->cb_rank <= 0 || s == 0) return;
-    double rows = (double)j->micro_B * c->T, cols = (double)c->act_floats / rows;
+    size_t floats = boundary_floats(c, c->st[s].b0);
+    double rows = (double)j->micro_B * c->T, cols = (double)floats / rows;
     double r = j->cb_rank < rows && j->cb_rank < cols ? j->cb_rank : fmin(rows, cols);
     st->cb_sends = j->cb_epilogue_only ? j->pp - s : c->V;
     if (st->cb_sends > c->V) st->cb_sends = c->V;
     st->cb_bytes = (size_t)((rows + cols) * r) * sizeof(bp_real);
-    st->cb_s = bp_sim_matmul_s(c->m, 8.0 * rows * cols * r) + bp_sim_vec_s(c->m, 2 * c->act_floats);
+    st->cb_s = bp_sim_matmul_s(c->m, 8.0 * rows * cols * r) + bp_sim_vec_s(c->m, 2 * floats);
 }
 
 /* Steps of one pipeline stream (1: a flush every step). */
 static int stream_steps(const bp_sim_job *j) { return j->stream_steps > 1 ? j->stream_steps : 1; }
 
-/* One replica's tied embedding allreduce (first and last stages, or every replica's). */
+/* One replica's tied tensor allreduce (first and last stages, or every replica's). */
 static double embed_one_s(const ctx *c, double *bytes) {
     const bp_sim_job *j = c->j;
-    if (j->pp <= 1) return 0;
+    size_t n = bp_sim_tied_numel(&j->mc);
+    if (j->pp <= 1 || n == 0) return 0;
     int ranks = j->fused_embedding ? 2 * j->dp : 2;
-    return allreduce_s(c, &c->embed_link, ranks, (size_t)j->mc.vocab * j->mc.n_embd, bytes);
+    return allreduce_s(c, &c->embed_link, ranks, n, bytes);
 }
 
 static int run_pipeline(const ctx *c, bp_sim_result *r, bp_sim_stage_result *per) {
@@ -149,12 +176,13 @@ static int run_pipeline(const ctx *c, bp_sim_result *r, bp_sim_stage_result *per
         double unused = 0;
         bool ends = s == 0 || s == j->pp - 1;
         st[s] = (bp_sim_stage){.fwd_s = c->st[s].fwd_s, .bwd_s = c->st[s].bwd_s,
-                               .out_bytes = c->act_floats * sizeof(bp_real),
-                               .upd_s = bp_sim_optim_s(c->m, c->st[s].params) +
+                               .out_bytes = boundary_floats(c, c->st[s].b1) * sizeof(bp_real),
+                               .upd_s = update_one_s(c, s) +
                                         (ends ? embed_one_s(c, &unused) : 0)};
         cb_costs(c, s, &st[s]);
     }
-    bp_sim_config sc = {.S = j->pp, .N = j->N, .M = j->M, .K = stream_steps(j), .tied = true,
+    bp_sim_config sc = {.S = j->pp, .N = j->N, .M = j->M, .K = stream_steps(j),
+                        .tied = bp_sim_tied_numel(&j->mc) > 0,
                         .sched = j->sched, .stage = st, .link = c->pp_link};
     int rc = bp_sim_run(&sc, r, per);
     free(st);
@@ -259,8 +287,11 @@ static double peak_memory(const ctx *c, int s, int stash) {
     bp_dp_config cfg;
     double extra = stage_algo(c, s, false, &cfg)->cost.state * n;
     if (j->dp <= 1 && !j->avgpipe) extra = 0;
-    double act = (double)bp_sim_gpt_act_bytes(&j->mc, j->tp, c->st[s].b0, c->st[s].b1, j->micro_B,
-                                              c->T);
+    if (j->measured)
+        return j->N * (double)j->measured[s].replica_bytes + extra +
+               stash * (double)j->measured[s].act_bytes;
+    double act = (double)bp_sim_act_bytes(&j->mc, j->tp, c->st[s].b0, c->st[s].b1, j->micro_B,
+                                          c->T);
     return j->N * n * (2 + j->optim_buffers) + extra + stash * act;
 }
 
@@ -268,18 +299,19 @@ static double peak_memory(const ctx *c, int s, int stash) {
  * forward and every gradient backward, less what compression saves. */
 static double pp_bytes(const ctx *c, int s) {
     const bp_sim_job *j = c->j;
-    double whole = (double)c->act_floats * sizeof(bp_real);
+    double out = (double)boundary_floats(c, c->st[s].b1) * sizeof(bp_real);
+    double in = (double)boundary_floats(c, c->st[s].b0) * sizeof(bp_real);
     bp_sim_stage st = {0};
     cb_costs(c, s, &st);
-    return c->V * whole * ((s < j->pp - 1) + (s > 0)) -
-           st.cb_sends * (whole - (double)st.cb_bytes);
+    return c->V * (out * (s < j->pp - 1) + in * (s > 0)) - st.cb_sends * (in - (double)st.cb_bytes);
 }
 
 /* The figures of stage s that do not depend on the others. */
 static void stage_figures(const ctx *c, int s, double dp_bytes, const bp_sim_stage_result *per,
                           step_out *o) {
     const bp_sim_job *j = c->j;
-    double tpb = j->tp > 1 ? 4.0 * c->st[s].layers * c->V * bp_sim_ring_bytes(j->tp, c->act_floats) : 0;
+    double tpb = j->tp > 1 ? 4.0 * c->st[s].layers * c->V * bp_sim_ring_bytes(j->tp, boundary_floats(c, c->st[s].b0))
+                       : 0;
     double b[BP_SIM_AXES] = {dp_bytes, pp_bytes(c, s), tpb, 0};
     for (int a = 0; a < BP_SIM_AXES; a++) {
         o->max_bytes[a] = fmax(o->max_bytes[a], b[a]);
@@ -314,7 +346,7 @@ static double end_of_backward(const ctx *c, const double *ready, double *embed_e
 }
 
 /* Optimizer steps of stage s's replicas. */
-static double optim_s(const ctx *c, int s) { return c->j->N * bp_sim_optim_s(c->m, c->st[s].params); }
+static double optim_s(const ctx *c, int s) { return c->j->N * update_one_s(c, s); }
 
 static int one_step(const ctx *c, bool warm, step_out *o) {
     const bp_sim_job *j = c->j;
@@ -371,8 +403,8 @@ static void ctx_free(ctx *c) {
 }
 
 static int ctx_init(ctx *c, const bp_sim_job *j, const bp_sim_machine *m) {
-    *c = (ctx){.j = j, .m = m, .W = j->dp * j->pp * j->tp, .V = j->N * j->M, .T = j->mc.seq_len};
-    c->act_floats = (size_t)j->micro_B * (size_t)c->T * (size_t)j->mc.n_embd;
+    *c = (ctx){.j = j, .m = m, .W = j->dp * j->pp * j->tp, .V = j->N * j->M,
+               .T = bp_model_sample_len(&j->mc)};
     c->pp_link = bp_sim_group_link(m, 0, j->dp * j->tp, j->pp, c->W);
     c->embed_link = bp_sim_group_link(m, 0, (j->pp - 1) * j->dp * j->tp, 2, c->W);
     if (j->fused_embedding) c->embed_link = bp_sim_group_link(m, 0, j->tp, j->dp, c->W);
@@ -403,8 +435,6 @@ static int64_t warm_steps(const bp_sim_job *j) {
 
 bp_status bp_sim_step(const bp_sim_job *j, const bp_sim_machine *m, bp_sim_step_result *r, bp_err *err) {
     memset(r, 0, sizeof *r);
-    if (j->mc.kind != BP_MODEL_GPT)
-        return bp_fail(err, BP_EUSAGE, "option --model: simulate models gpt only");
     ctx c;
     int rc = ctx_init(&c, j, m);
     int64_t warm = warm_steps(j), steps = j->steps > 0 ? j->steps : 1;

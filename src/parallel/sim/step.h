@@ -3,7 +3,7 @@
  * their threads, on a described machine (sim/machine.h).
  *
  *  - Every stage's forward and backward per micro-batch: its blocks' computation
- *    plus, with tensor parallelism, the two blocking allreduces of [B*T, C] each
+ *    (or the stage's times as measured whole, as tune measures them) plus, with tensor parallelism, the two blocking allreduces of [B*T, C] each
  *    transformer block makes forward and two backward (nn/model.h).
  *  - The pipeline: parallel/sim/pipeline.h's event simulation of the schedule's
  *    operation lists over the N x M positions of the stream, with compressed
@@ -50,7 +50,7 @@
 enum { BP_SIM_DP, BP_SIM_PP, BP_SIM_TP, BP_SIM_EMBED, BP_SIM_AXES };
 
 typedef struct bp_sim_job {
-    bp_model_config mc; /* gpt */
+    bp_model_config mc; /* any kind: its tensors are its own layout (sim/model.h) */
     int dp, pp, tp;
     int N;              /* pipelines per stage rank (1 without AvgPipe) */
     bool avgpipe;       /* --pipelines given: the replicas average elastically */
@@ -68,6 +68,12 @@ typedef struct bp_sim_job {
     int cb_rank;        /* Optimus-CC compressed backpropagation (0: off) */
     bool cb_epilogue_only, fused_embedding;
     int optim_buffers;  /* per parameter: 2 for AdamW, 1 for SGD with momentum */
+    /* [pp] or NULL: each stage measured whole (tune's profile) instead of the
+     * machine's sums of blocks: forward and backward of one micro-batch (a
+     * backward's blocks finish in proportion to their costs), one replica's
+     * update_s (optimizer and its bookkeeping), act_bytes and replica_bytes. At
+     * the machine's load: the machine's kernels still cost the algorithm's work. */
+    const bp_sim_stage *measured;
 } bp_sim_job;
 
 typedef struct bp_sim_step_result {

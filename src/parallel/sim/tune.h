@@ -6,10 +6,13 @@
  *   would (the given partition, or balanced by the measured block times), each
  *   stage timed whole with its N replicas taking turns, its optimizer step, and the
  *   machine's load (how much slower than its CPU time a computation runs, how late
- *   a rank that waited runs again), with threads standing for the job's other ranks;
+ *   a rank that waited runs again), with threads standing for the job's other ranks,
+ *   and alone the kernels the dp algorithms compute with (parallel/sim/kernels.h);
  * - search.c: the candidates (N, M, schedule) and the whole search;
- * - predict.c: each candidate's step time and peak memory per stage from the
- *   pipeline simulation (parallel/sim/pipeline.h);
+ * - predict.c: each candidate's step time and peak memory from the step
+ *   simulator (parallel/sim/step.h), which `simulate` and `plan` predict with too:
+ *   the stages as profiled, and the rest (the dp algorithm's buckets and averaging,
+ *   the tied embedding, the agreement, Optimus-CC's compression) as it costs them;
  * - converge.c: from the validation curves of a short convergence trial per N (run
  *   by the trainer, train/tune.h), the samples each candidate needs to reach a loss,
  *   and the candidates ranked by the time to reach it.
@@ -27,7 +30,9 @@
 #include "nn/model.h"
 #include "nn/optim.h"
 #include "parallel/schedule.h"
+#include "parallel/sim/machine.h"
 #include "parallel/sim/pipeline.h"
+#include "parallel/sim/step.h"
 
 /* What to tune for. */
 typedef struct bp_tune_problem {
@@ -49,6 +54,10 @@ typedef struct bp_tune_problem {
     double load;            /* computation's slowdown to predict for (< 1: measured) */
     double wake_ms;         /* a waiting rank's delay to run again (< 0: measured) */
     int busy_threads;       /* threads busy while profiling (< 0: ranks - 1) */
+    /* The run as the simulator sees it (its dp algorithm, Optimus-CC, optimizer,
+     * steps); each candidate sets its pipelines, micro-batches, schedule and
+     * stages. */
+    bp_sim_job job;
     /* Whether a candidate is a valid run (pipelines 0: a plain pipeline). */
     bool (*valid)(void *ctx, int pipelines, int micro_batches, const bp_schedule *sched);
     void *ctx;
@@ -64,7 +73,6 @@ typedef struct bp_tune_setup {
     int size;             /* index of its micro-batch size */
     const int *first;     /* the stages of that micro-batch size [S+1] */
     bp_sim_stage *stage;  /* [S]: CPU times; update_s is one replica's */
-    size_t *param_bytes;  /* [S]: one replica's */
 } bp_tune_setup;
 
 typedef struct bp_tune_candidate {
@@ -95,6 +103,7 @@ typedef struct bp_tune_result {
     bp_tune_size *sizes; /* the micro-batch sizes profiled */
     int n_sizes;
     bp_sim_link link;
+    bp_sim_profile kernels; /* the optimizer's, codecs' and vector passes' speeds */
     double wall_s, cpu_s; /* of the timed stages: wall / cpu is the machine's slowdown */
     double wake_s;        /* how long a rank that waited takes to run again */
     double seconds;       /* the search took */

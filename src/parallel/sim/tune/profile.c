@@ -8,6 +8,7 @@
 #include "core/buf.h"
 #include "core/timer.h"
 #include "parallel/partition.h"
+#include "parallel/sim/kernels.h"
 #include "parallel/sim/standins.h"
 #include "parallel/sim/tune/tuner.h"
 #include "parallel/wake.h"
@@ -63,9 +64,9 @@ static int time_stage(tuner *t, bp_tune_setup *u, int s, bp_err *err) {
     bp_model *m = rc == BP_OK ? bp_range_bench_model(rb[0]) : NULL;
     if (rc == BP_OK) rc = time_update(t, m, &st->update_s, err);
     if (rc == BP_OK) {
-        u->param_bytes[s] = bp_model_num_params(m) * sizeof(bp_real);
+        size_t param_bytes = bp_model_num_params(m) * sizeof(bp_real);
         st->act_bytes = bp_range_bench_act_bytes(rb[0]);
-        st->replica_bytes = u->param_bytes[s] * (size_t)(2 + bp_optim_num_buffers(&t->c->optim)) +
+        st->replica_bytes = param_bytes * (size_t)(2 + bp_optim_num_buffers(&t->c->optim)) +
                             bp_model_workspace_bytes(m);
         st->out_bytes = (size_t)p->micro_B * (size_t)t->T *
                         (size_t)bp_model_boundary_width(&t->c->model, b1) * sizeof(bp_real);
@@ -77,8 +78,7 @@ static int time_stage(tuner *t, bp_tune_setup *u, int s, bp_err *err) {
 
 static int time_setup(tuner *t, bp_tune_setup *u, bp_err *err) {
     u->stage = calloc((size_t)t->S, sizeof *u->stage);
-    u->param_bytes = calloc((size_t)t->S, sizeof *u->param_bytes);
-    if (!u->stage || !u->param_bytes) return bp_fail(err, BP_ENOMEM, "out of memory");
+    if (!u->stage) return bp_fail(err, BP_ENOMEM, "out of memory");
     int rc = BP_OK;
     for (int s = 0; rc == BP_OK && s < t->S; s++) rc = time_stage(t, u, s, err);
     return rc;
@@ -148,6 +148,7 @@ bp_status bp_tune_profile(tuner *t, bp_err *err) {
         if (rc == BP_OK) rc = measure_wake(t, &t->wake_s, err);
         bp_sim_standins_stop(ss);
     }
+    if (rc == BP_OK) rc = bp_sim_time_kernels(&t->c->optim, &t->kernels, err);
     return rc;
 }
 

@@ -112,7 +112,6 @@ void bp_tune_result_free(tuner *t) {
     for (int i = 0; i < t->n_sizes; i++) free(t->sizes[i].first);
     for (int i = 0; i < t->n_setups; i++) {
         free(t->setups[i].stage);
-        free(t->setups[i].param_bytes);
     }
     free(t->sizes);
     free(t->setups);
