@@ -5,7 +5,8 @@
 # the CPU build: no source, flag or library of CUDA is involved.
 #
 # With it:
-#   - core/device.c is compiled with BP_HAVE_CUDA and asks the CUDA runtime for GPUs;
+#   - core/device.c is compiled with BP_HAVE_CUDA and asks the CUDA runtime for GPUs,
+#     train/device.c with it opens the cuda backend and the models' GPU implementations;
 #     every target gets CUDA::cudart through BP_DEPS;
 #   - the GPU code of each layer lives in src/<layer>/cuda/ (*.cu by nvcc, *.c by the
 #     C compiler) and is built into one object library per layer, bp_<layer>_cuda,
@@ -58,7 +59,8 @@ if(BP_HAVE_CUDA)
   message(STATUS "bagpipe: CUDA backend on (nvcc ${CMAKE_CUDA_COMPILER_VERSION}, "
                  "architectures ${CMAKE_CUDA_ARCHITECTURES}, NCCL ${BP_HAVE_NCCL})")
   list(APPEND BP_DEPS CUDA::cudart)
-  set_source_files_properties(${CMAKE_SOURCE_DIR}/src/core/device.c PROPERTIES
+  set_source_files_properties(${CMAKE_SOURCE_DIR}/src/core/device.c
+                              ${CMAKE_SOURCE_DIR}/src/train/device.c PROPERTIES
                               COMPILE_DEFINITIONS BP_HAVE_CUDA)
   set(BP_CUDA_DEPS CUDA::cudart CUDA::cublas CUDA::cublasLt)
   if(BP_HAVE_NCCL)
@@ -70,6 +72,10 @@ endif()
 
 # The GPU object libraries of each layer; their objects are added to BP_OBJECTS.
 macro(bp_cuda_targets)
+  # The backend table's element-wise kernels round as the cpu code does (no contraction
+  # into fused multiply-adds), so they give its bits.
+  set_source_files_properties(${CMAKE_SOURCE_DIR}/src/core/cuda/vector.cu PROPERTIES
+                              COMPILE_OPTIONS "--fmad=false")
   foreach(layer core compress comm nn)
     file(GLOB BP_${layer}_CUDA_SRC CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/${layer}/cuda/*.cu
          ${CMAKE_SOURCE_DIR}/src/${layer}/cuda/*.c)
