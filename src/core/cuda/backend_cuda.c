@@ -19,7 +19,14 @@ typedef struct cuda_backend {
 } cuda_backend;
 
 static cuda_backend *self(const bp_backend *be) { return (cuda_backend *)be->ctx; }
-static bp_cuda *ctx(const bp_backend *be) { return self(be)->cu; }
+
+/* The context, with its GPU made current on the calling thread: the communication
+ * thread copies buffers too, and a thread's current GPU is its own. */
+static bp_cuda *ctx(const bp_backend *be) {
+    bp_cuda *cu = self(be)->cu;
+    cudaSetDevice(bp_cuda_device(cu));
+    return cu;
+}
 
 /* ---- memory ---- */
 
@@ -29,7 +36,7 @@ static bp_status cuda_alloc(const bp_backend *be, void **out, size_t bytes, cons
 }
 
 static void cuda_free(const bp_backend *be, void *p) {
-    (void)be;
+    (void)ctx(be);
     bp_cuda_free(p);
 }
 
@@ -63,6 +70,7 @@ static bool cuda_owns(const bp_backend *be, const void *p) {
 
 static bool nonfinite(const bp_backend *be, float *x, size_t n, bool zero) {
     cuda_backend *b = self(be);
+    (void)ctx(be);
     int found = 0;
     bp_err err;
     pthread_mutex_lock(&b->lock);
@@ -84,6 +92,7 @@ static bool cuda_zero_nonfinite(const bp_backend *be, float *x, size_t n) {
 
 static double cuda_sumsq(const bp_backend *be, const float *x, size_t n) {
     cuda_backend *b = self(be);
+    (void)ctx(be);
     double s = NAN;
     bp_err err;
     pthread_mutex_lock(&b->lock);
@@ -131,6 +140,7 @@ static bp_status cuda_status(const bp_backend *be, cudaError_t e, const char *wh
 
 static bp_status cuda_stream_create(const bp_backend *be, bp_dev_stream **out, bp_err *err) {
     cudaStream_t s = NULL;
+    (void)ctx(be); /* created on the backend's GPU */
     bp_status rc =
         cuda_status(be, cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "stream", err);
     *out = rc == BP_OK ? (bp_dev_stream *)s : NULL;
@@ -144,6 +154,7 @@ static void cuda_stream_destroy(const bp_backend *be, bp_dev_stream *s) {
 
 static bp_status cuda_event_create(const bp_backend *be, bp_dev_event **out, bp_err *err) {
     cudaEvent_t e = NULL;
+    (void)ctx(be);
     bp_status rc =
         cuda_status(be, cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "event", err);
     *out = rc == BP_OK ? (bp_dev_event *)e : NULL;
