@@ -13,6 +13,9 @@ bool bp_grid_reports_loss(const bp_grid *g) { return g->p == g->pp - 1 && g->t =
 static int nonfinite_in(const bp_model *m) {
     const bp_backend *be = bp_model_backend(m);
     const float *g = bp_model_grads((bp_model *)m);
+    /* One pass over the buffer in the usual case (one wait on a device), the tensors
+     * only to name the first that is not finite. */
+    if (be->all_finite(be, g, bp_model_num_params(m))) return -1;
     for (int i = 0; i < bp_model_num_tensors(m); i++) {
         const bp_tensor_info *ti = bp_model_tensor(m, i);
         if (!be->all_finite(be, g + ti->offset, ti->numel)) return i;

@@ -83,6 +83,14 @@ bp_status bp_dp_state_alloc(bp_dp *dp, size_t size, bp_err *err) {
  * so that compressed collectives (which refuse them) stay in step on every rank. */
 static void scrub_nonfinite(bp_dp *dp, const bp_bucket *b) {
     float *grads = bp_model_grads(dp->model);
+    /* The bucket's span checked at once first: one wait on a device in the usual case. */
+    size_t lo = SIZE_MAX, hi = 0;
+    for (int t = b->first_tensor; t < b->first_tensor + b->n_tensors; t++) {
+        const bp_tensor_info *ti = bp_model_tensor(dp->model, t);
+        if (ti->offset < lo) lo = ti->offset;
+        if (ti->offset + ti->numel > hi) hi = ti->offset + ti->numel;
+    }
+    if (hi <= lo || dp->be->all_finite(dp->be, grads + lo, hi - lo)) return;
     for (int t = b->first_tensor + b->n_tensors - 1; t >= b->first_tensor; t--) {
         const bp_tensor_info *ti = bp_model_tensor(dp->model, t);
         /* buckets run from high tensors to low: the last one found is lowest */
