@@ -10,7 +10,8 @@
 #     every target gets CUDA::cudart through BP_DEPS;
 #   - the GPU code of each layer lives in src/<layer>/cuda/ (*.cu by nvcc, *.c by the
 #     C compiler) and is built into one object library per layer, bp_<layer>_cuda,
-#     whose objects join libbagpipe; BP_CUDA_DEPS (cuBLAS, cuBLASLt, NCCL) come with it;
+#     whose objects join libbagpipe; BP_CUDA_DEPS (the runtime, libdl for cuBLAS, which
+#     is opened with the first GPU context, and NCCL) come with it;
 #   - kernels are compiled for sm_90 (H100/H200) as machine code plus compute_90 PTX,
 #     which the driver compiles for newer GPUs (CMAKE_CUDA_ARCHITECTURES overrides).
 set(BP_CUDA AUTO CACHE STRING "CUDA backend: AUTO (when nvcc is found), ON or OFF")
@@ -62,7 +63,11 @@ if(BP_HAVE_CUDA)
   set_source_files_properties(${CMAKE_SOURCE_DIR}/src/core/device.c
                               ${CMAKE_SOURCE_DIR}/src/train/device.c PROPERTIES
                               COMPILE_DEFINITIONS BP_HAVE_CUDA)
-  set(BP_CUDA_DEPS CUDA::cudart CUDA::cublas CUDA::cublasLt)
+  # cuBLAS is opened when a GPU context is made (core/cuda/context.cu), not linked:
+  # loading it costs every command half a second and 200 MB, the CPU's included.
+  set(BP_CUDA_DEPS CUDA::cudart ${CMAKE_DL_LIBS})
+  set_source_files_properties(${CMAKE_SOURCE_DIR}/src/core/cuda/context.cu PROPERTIES
+                              COMPILE_DEFINITIONS BP_CUBLAS_DIR="${CUDAToolkit_LIBRARY_DIR}")
   if(BP_HAVE_NCCL)
     list(APPEND BP_CUDA_DEPS ${BP_NCCL_LIBRARY})
   endif()
