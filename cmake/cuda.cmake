@@ -5,11 +5,13 @@
 # the CPU build: no source, flag or library of CUDA is involved.
 #
 # With it:
-#   - core/device.c is compiled with BP_HAVE_CUDA and asks the CUDA runtime for GPUs;
+#   - core/device.c is compiled with BP_HAVE_CUDA and asks the CUDA runtime for GPUs,
+#     train/device.c with it opens the cuda backend and the models' GPU implementations;
 #     every target gets CUDA::cudart through BP_DEPS;
 #   - the GPU code of each layer lives in src/<layer>/cuda/ (*.cu by nvcc, *.c by the
 #     C compiler) and is built into one object library per layer, bp_<layer>_cuda,
-#     whose objects join libbagpipe; BP_CUDA_DEPS (cuBLAS, cuBLASLt, NCCL) come with it;
+#     whose objects join libbagpipe; BP_CUDA_DEPS (the runtime, libdl for cuBLAS, which
+#     is opened with the first GPU context, and NCCL) come with it;
 #   - kernels are compiled for sm_90 (H100/H200) as machine code plus compute_90 PTX,
 #     which the driver compiles for newer GPUs (CMAKE_CUDA_ARCHITECTURES overrides).
 set(BP_CUDA AUTO CACHE STRING "CUDA backend: AUTO (when nvcc is found), ON or OFF")
@@ -58,9 +60,14 @@ if(BP_HAVE_CUDA)
   message(STATUS "bagpipe: CUDA backend on (nvcc ${CMAKE_CUDA_COMPILER_VERSION}, "
                  "architectures ${CMAKE_CUDA_ARCHITECTURES}, NCCL ${BP_HAVE_NCCL})")
   list(APPEND BP_DEPS CUDA::cudart)
-  set_source_files_properties(${CMAKE_SOURCE_DIR}/src/core/device.c PROPERTIES
+  set_source_files_properties(${CMAKE_SOURCE_DIR}/src/core/device.c
+                              ${CMAKE_SOURCE_DIR}/src/train/device.c PROPERTIES
                               COMPILE_DEFINITIONS BP_HAVE_CUDA)
-  set(BP_CUDA_DEPS CUDA::cudart CUDA::cublas CUDA::cublasLt)
+  # cuBLAS is opened when a GPU context is made (core/cuda/context.cu), not linked:
+  # loading it costs every command half a second and 200 MB, the CPU's included.
+  set(BP_CUDA_DEPS CUDA::cudart ${CMAKE_DL_LIBS})
+  set_source_files_properties(${CMAKE_SOURCE_DIR}/src/core/cuda/context.cu PROPERTIES
+                              COMPILE_DEFINITIONS BP_CUBLAS_DIR="${CUDAToolkit_LIBRARY_DIR}")
   if(BP_HAVE_NCCL)
     list(APPEND BP_CUDA_DEPS ${BP_NCCL_LIBRARY})
   endif()
@@ -70,6 +77,10 @@ endif()
 
 # The GPU object libraries of each layer; their objects are added to BP_OBJECTS.
 macro(bp_cuda_targets)
+  # The backend table's element-wise kernels round as the cpu code does (no contraction
+  # into fused multiply-adds), so they give its bits.
+  set_source_files_properties(${CMAKE_SOURCE_DIR}/src/core/cuda/vector.cu PROPERTIES
+                              COMPILE_OPTIONS "--fmad=false")
   foreach(layer core compress comm nn)
     file(GLOB BP_${layer}_CUDA_SRC CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/${layer}/cuda/*.cu
          ${CMAKE_SOURCE_DIR}/src/${layer}/cuda/*.c)

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # The GPU check, one command on a machine with one NVIDIA GPU (about 16 cores, under 8
 # minutes): build with CUDA, run the tests labelled cuda (and the CLI's --device test),
-# then the GPU benchmark (bench/gpu/run.py: bagpipe vs PyTorch eager and torch.compile,
-# MinMaxUInt8's bandwidth, the default gpt trained on the GPU and on the CPU), and print
-# one table. Where the machine lacks Open MPI, OpenBLAS or cmocka, it uses the .deb files
+# train the default gpt with `bagpipe train --device cuda` against the same run on the
+# CPU (1000 steps, validation loss within 1%), 2 ranks sharing the GPU with allreduce and
+# bytegrad against the CPU's losses (the staged path), sample from the GPU's checkpoint
+# and resume it on the CPU, then the GPU benchmark (bench/gpu/run.py: bagpipe vs PyTorch
+# eager and torch.compile, MinMaxUInt8's bandwidth), and print one table. Where the machine lacks Open MPI, OpenBLAS or cmocka, it uses the .deb files
 # of .devdeps/ (scripts/device-deps.sh, run where apt works; carry .devdeps with the
 # call). Logs and the JSON results go to $OUT (or /tmp/bp-device-check).
 #
@@ -35,13 +37,73 @@ grep -E "^ *[0-9]+/[0-9]+ Test" "$OUTDIR/ctest.log" | sed 's/^ *//' >"$OUTDIR/te
 grep -hE "rel [0-9.e+-]+ \(tol|FAIL|SKIPPED|bytes equal|floats equal|rejected|path\)" \
   "$OUTDIR/ctest.log" >"$OUTDIR/comparisons.txt" || true
 
-stamp "benchmark"
 text=.devdeps/kjv.txt
 [ -s "$text" ] || text=${XDG_CACHE_HOME:-$HOME/.cache}/bagpipe/kjv.txt
+[ -s "$text" ] || text=/usr/share/common-licenses/GPL-3
+BP=build-cuda/bagpipe
+STEPS=1000
+[ $QUICK = 1 ] && STEPS=200
+# val NAME: the last validation loss of run NAME; rel A B: |A - B| / B.
+val() { grep '"type":"eval"' "$OUTDIR/$1/metrics.jsonl" | tail -1 | sed 's/.*"val_loss":\([^,}]*\).*/\1/'; }
+rel() { awk -v a="$1" -v b="$2" 'BEGIN { d = a - b; if (d < 0) d = -d; printf "%.4f", d / b }'; }
+# loss_rel A B: the largest relative difference of the step losses of runs A and B.
+loss_rel() {
+  paste <(grep '"type":"step"' "$OUTDIR/$1/metrics.jsonl" | sed 's/.*"loss":\([^,}]*\).*/\1/') \
+        <(grep '"type":"step"' "$OUTDIR/$2/metrics.jsonl" | sed 's/.*"loss":\([^,}]*\).*/\1/') |
+    awk '{ d = $1 - $2; if (d < 0) d = -d; r = d / $2; if (r > m) m = r } END { printf "%.4f", m }'
+}
+RESULTS=$OUTDIR/train.txt
+: >"$RESULTS"
+# check WHAT OK: one line of the table, and a failure remembered.
+TRAIN_FAILED=0
+check() {
+  echo "$1 $([ "$2" = 1 ] && echo ok || echo FAIL)" >>"$RESULTS"
+  [ "$2" = 1 ] || TRAIN_FAILED=1
+}
+within() { awk -v x="$1" -v t="$2" 'BEGIN { exit !(x <= t) }' && echo 1 || echo 0; }
+run() { # run NAME RANKS ARGS...: bagpipe train, its log in $OUTDIR/NAME.log
+  local name=$1 n=$2
+  shift 2
+  rm -rf "${OUTDIR:?}/$name"
+  if [ "$n" = 1 ]; then
+    "$BP" train --data "$text" --progress none --out "$OUTDIR/$name" "$@" >"$OUTDIR/$name.log" 2>&1
+  else
+    mpirun --allow-run-as-root --oversubscribe -n "$n" "$BP" train --data "$text" --progress none \
+      --out "$OUTDIR/$name" "$@" >"$OUTDIR/$name.log" 2>&1
+  fi || { echo "$name failed: $(tail -3 "$OUTDIR/$name.log")" >>"$RESULTS"; TRAIN_FAILED=1; }
+}
+
+stamp "bagpipe train --device cuda: the default gpt, $STEPS steps, against the CPU"
+run gpu 1 --steps $STEPS --device cuda &
+run cpu 1 --steps $STEPS
+wait
+[ -s "$OUTDIR/gpu/metrics.jsonl" ] || TRAIN_FAILED=1 # a failure in the background's subshell
+if [ -s "$OUTDIR/gpu/metrics.jsonl" ] && [ -s "$OUTDIR/cpu/metrics.jsonl" ]; then
+  r=$(rel "$(val gpu)" "$(val cpu)")
+  check "gpt $STEPS steps: val loss GPU $(val gpu) CPU $(val cpu) rel $r (tol 0.01)" "$(within "$r" 0.01)"
+  "$BP" sample --ckpt "$OUTDIR/gpu" --device cuda --length 40 --top-k 1 >"$OUTDIR/sample-gpu.txt" 2>&1
+  check "sample --device cuda from the GPU's checkpoint: $(head -c 60 "$OUTDIR/sample-gpu.txt" | tr '\n' ' ')" \
+    "$([ -s "$OUTDIR/sample-gpu.txt" ] && grep -qv "bagpipe:" "$OUTDIR/sample-gpu.txt" && echo 1 || echo 0)"
+  ckpts=("$OUTDIR"/gpu/ckpt-*)
+  last=${ckpts[${#ckpts[@]}-1]}
+  run resumed-cpu 1 --steps $((STEPS + 20)) --resume "$last"
+  check "the GPU's checkpoint resumed on the CPU" "$([ -s "$OUTDIR/resumed-cpu/metrics.jsonl" ] && echo 1 || echo 0)"
+fi
+
+stamp "2 ranks sharing the GPU (staged): allreduce and bytegrad against the CPU"
+for algo in allreduce bytegrad; do
+  run "gpu2-$algo" 2 --dp 2 --dp-algo "$algo" --steps 200 --device cuda
+  run "cpu2-$algo" 2 --dp 2 --dp-algo "$algo" --steps 200
+  if [ -s "$OUTDIR/gpu2-$algo/metrics.jsonl" ] && [ -s "$OUTDIR/cpu2-$algo/metrics.jsonl" ]; then
+    r=$(loss_rel "gpu2-$algo" "cpu2-$algo")
+    check "dp 2 $algo on one GPU: step losses within rel $r of the CPU's (tol 0.02)" "$(within "$r" 0.02)"
+  fi
+done
+
+stamp "benchmark"
 # nothing starts after 7.5 minutes from the start: the whole check stays under 8
 args=(--bin build-cuda/bench/gpu/gpu_bench --json "$OUTDIR/gpu.json" --deadline $((t0 + 450)))
-[ -s "$text" ] && args+=(--text "$text")
-[ $QUICK = 1 ] && args+=(--no-compile --train-steps 200)
+[ $QUICK = 1 ] && args+=(--no-compile)
 python3 bench/gpu/run.py "${args[@]}" >"$OUTDIR/bench.txt" 2>"$OUTDIR/bench.err"
 
 stamp "done"
@@ -49,7 +111,8 @@ echo
 echo "== bagpipe device check ($(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1), $(nproc) cores, $(($(date +%s) - t0)) s) =="
 sed 's/^/test  /' "$OUTDIR/tests.txt"
 grep -c "FAIL" "$OUTDIR/comparisons.txt" | sed 's/^/comparisons failed: /'
+sed 's/^/train /' "$RESULTS"
 cat "$OUTDIR/bench.txt"
 [ -s "$OUTDIR/bench.err" ] && tail -5 "$OUTDIR/bench.err"
 # on a GPU machine a skipped cuda test is a failure too (no GPU seen)
-! grep -qE "\*\*\*Failed|Skipped|Not Run|Timeout" "$OUTDIR/tests.txt"
+! grep -qE "\*\*\*Failed|Skipped|Not Run|Timeout" "$OUTDIR/tests.txt" && [ $TRAIN_FAILED = 0 ]

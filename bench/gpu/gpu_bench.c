@@ -18,11 +18,13 @@
 #include <string.h>
 
 #include "compress/cuda/codec_cuda.h"
+#include "core/cuda/backend_cuda.h"
 #include "core/device.h"
 #include "core/rng.h"
 #include "core/timer.h"
 #include "data/text.h"
 #include "nn/cuda/model_cuda.h"
+#include "nn/optim.h"
 
 static void die(const char *what, const bp_err *err) {
     fprintf(stderr, "gpu_bench: %s: %s\n", what, err ? err->msg : "");
@@ -38,33 +40,37 @@ static int cmp_double(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
+/* gpt on the cuda backend, as bagpipe train --device cuda runs it. */
 typedef struct run {
-    bp_model *host;
-    bp_gpu_model *g;
-    bp_gpu_optim o;
+    bp_backend *be;
+    bp_model *m;
+    bp_acts *a;
+    bp_optim o;
     size_t n;
 } run;
 
 static void run_init(run *r, bp_cuda *cu, const bp_model_config *cfg, bp_cuda_dtype dt, int B) {
     bp_err err = {0};
-    OK(bp_model_create(cfg, 0, -1, &r->host, &err));
-    bp_model_init_weights(r->host, 1);
-    OK(bp_gpu_model_create(cu, r->host, dt, B, cfg->seq_len, &r->g, &err));
-    r->n = bp_model_num_params(r->host);
+    OK(bp_backend_cuda_create(cu, &r->be, &err));
+    OK(bp_model_create(cfg, 0, -1, &r->m, &err));
+    bp_model_init_weights(r->m, 1);
+    OK(bp_model_set_device(r->m, r->be, &bp_gpt_cuda, dt == BP_CUDA_BF16, &err));
+    OK(bp_acts_create(r->m, B, cfg->seq_len, &r->a, &err));
+    r->n = bp_model_num_params(r->m);
     bp_optim_config oc = {.kind = BP_OPTIM_ADAMW, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8};
-    OK(bp_gpu_optim_init(&r->o, cu, &oc, r->n, &err));
+    OK(bp_optim_init_on(&r->o, &oc, r->n, r->be, &err));
 }
 
 static double gpu_step(run *r, const bp_batch *b, double lr, double clip) {
     bp_err err = {0};
-    double loss, sumsq;
-    bp_gpu_model_zero_grad(r->g);
-    OK(bp_gpu_model_forward(r->g, b, NULL, &loss, &err));
-    OK(bp_gpu_model_backward(r->g, b, NULL, NULL, 1, &err));
-    OK(bp_gpu_grad_sumsq(&r->o, bp_gpu_model_grads(r->g), r->n, &sumsq, &err));
-    bp_gpu_clip_to(&r->o, bp_gpu_model_grads(r->g), r->n, sqrt(sumsq), clip);
-    bp_gpu_optim_step(&r->o, bp_gpu_model_params(r->g), bp_gpu_model_grads(r->g), lr);
-    bp_gpu_model_params_changed(r->g);
+    double loss;
+    float *g = bp_model_grads(r->m);
+    bp_model_zero_grad(r->m);
+    OK(bp_model_forward(r->m, r->a, b, NULL, &loss, &err));
+    OK(bp_model_backward(r->m, r->a, b, NULL, NULL, 1, &err));
+    double norm = sqrt(r->be->sumsq(r->be, g, r->n));
+    if (clip > 0 && norm > clip) r->be->scale(r->be, g, r->n, (float)(clip / (norm + 1e-6)));
+    bp_optim_step(&r->o, bp_model_params(r->m), g, lr);
     return loss;
 }
 
@@ -121,9 +127,10 @@ static double val_loss(const bp_text *t, int B, int T, double (*fwd)(void *, con
 }
 
 static double gpu_fwd(void *ctx, const bp_batch *b) {
+    run *r = ctx;
     bp_err err = {0};
     double l;
-    OK(bp_gpu_model_forward(ctx, b, NULL, &l, &err));
+    OK(bp_model_forward(r->m, r->a, b, NULL, &l, &err));
     return l;
 }
 
@@ -177,7 +184,7 @@ static int train_mode(int argc, char **argv) {
         tg += t1 - t0;
         tc += bp_now() - t1;
     }
-    double vg = val_loss(&text, B, T, gpu_fwd, r.g), vc = val_loss(&text, B, T, cpu_fwd, &c);
+    double vg = val_loss(&text, B, T, gpu_fwd, &r), vc = val_loss(&text, B, T, cpu_fwd, &c);
     printf("{\"steps\": %d, \"gpu_val_loss\": %.4f, \"cpu_val_loss\": %.4f, \"rel\": %.4f, "
            "\"gpu_train_loss\": %.4f, \"cpu_train_loss\": %.4f, \"gpu_ms\": %.3f, "
            "\"cpu_ms\": %.3f}\n",

@@ -157,11 +157,13 @@ bp_trace *bp_comm_trace(const bp_comm *c);
  * communicates, and copies the result back through to_device (staged; NCCL's
  * direct path is the CUDA build's). Groups made from c (split, dup) inherit it.
  * Asynchronous averaging, which reads its buffer from another thread for as long
- * as it runs, refuses device memory. mem == NULL: host memory only. */
+ * as it runs, refuses device memory. mem == NULL: host memory only. ctx is passed
+ * first to every call (the owner of the memory: a device context, a backend). */
 typedef struct bp_comm_memory {
-    bool (*owns)(const void *p);
-    void (*to_host)(void *host_dst, const void *src, size_t bytes);
-    void (*to_device)(void *dst, const void *host_src, size_t bytes);
+    void *ctx;
+    bool (*owns)(void *ctx, const void *p);
+    void (*to_host)(void *ctx, void *host_dst, const void *src, size_t bytes);
+    void (*to_device)(void *ctx, void *dst, const void *host_src, size_t bytes);
 } bp_comm_memory;
 int bp_comm_set_memory(bp_comm *c, const bp_comm_memory *mem);
 

@@ -80,20 +80,6 @@ static int train_config(int argc, char **argv, int world, bp_train_config *cfg, 
     return bp_train_config_check_world(cfg, world, err);
 }
 
-/* --device: stops before any work, with one line, where the device cannot be used.
- * Each rank probes its own machine and the ranks agree by a sum, so all of them stop
- * (with the usage exit code, the line printed by rank 0) when any one must. */
-/* The GPU model, kernels, codecs and device communication exist (nn/cuda, compress/cuda,
- * comm/cuda); the training loop does not drive them yet. */
-static int device_not_wired(int device, const char *cmd, bp_err *err) {
-    if (device == BP_DEVICE_CPU || (device == BP_DEVICE_CHECK && strcmp(cmd, "train") == 0))
-        return BP_OK;
-    if (device == BP_DEVICE_CHECK)
-        return bp_fail(err, BP_EUSAGE, "option --device check: only bagpipe train runs on it");
-    return bp_fail(err, BP_EUSAGE, "option --device cuda: bagpipe %s does not run on the GPU yet",
-                   cmd);
-}
-
 /* Set by SIGINT/SIGTERM; the trainer stops all ranks after the same step. */
 static volatile sig_atomic_t stop_requested;
 
@@ -128,7 +114,6 @@ static int cmd_train(int argc, char **argv) {
     /* Each rank checks its own GPU; the agreement below stops every rank alike. */
     if (rc == BP_OK && !help)
         rc = bp_device_require((bp_device_kind)cfg.device, "option --device cuda", &err);
-    if (rc == BP_OK && !help) rc = device_not_wired(cfg.device, "train", &err);
     bp_train_result res = {0};
     rc = bp_train_agree(world, rc, &res.stopped_together, &err);
     catch_stop_signals();
@@ -163,7 +148,6 @@ static int cmd_sample(int argc, char **argv) {
         return 0;
     }
     if ((rc = bp_device_require((bp_device_kind)cfg.device, "option --device cuda", &err)) ||
-        (rc = device_not_wired(cfg.device, "sample", &err)) ||
         (rc = bp_sample_run(&cfg, stdout, &err)))
         return fail(rc, &err);
     return 0;
@@ -189,7 +173,6 @@ static int cmd_tune(int argc, char **argv, const char *prog) {
     if (rc == BP_OK && !help) rc = bp_tune_config_finalize(&cfg, &err);
     if (rc == BP_OK && !help)
         rc = bp_device_require((bp_device_kind)cfg.train.device, "option --device cuda", &err);
-    if (rc == BP_OK && !help) rc = device_not_wired(cfg.train.device, "tune", &err);
     if (rc == BP_OK && !help) rc = bp_cli_tune(&cfg, prog, argc, argv, stdout, &err);
     return rc ? fail(rc, &err) : 0;
 }

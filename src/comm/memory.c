@@ -19,7 +19,7 @@ int bp_comm_set_memory(bp_comm *c, const bp_comm_memory *mem) {
 }
 
 bool bpc_on_device(const bp_comm *c, const void *x) {
-    return c->mem.owns && x && c->mem.owns(x);
+    return c->mem.owns && x && c->mem.owns(c->mem.ctx, x);
 }
 
 int bpc_stage(bp_comm *c, float **x, size_t n, bool in, bpc_staged *s) {
@@ -31,7 +31,7 @@ int bpc_stage(bp_comm *c, float **x, size_t n, bool in, bpc_staged *s) {
         bp_fail(&err, BP_ENOMEM, "cannot stage %zu floats of device memory", n);
         return bpc_comm_record(c, BP_ENOMEM, &err);
     }
-    if (in) c->mem.to_host(h, *x, n * sizeof *h);
+    if (in) c->mem.to_host(c->mem.ctx, h, *x, n * sizeof *h);
     *s = (bpc_staged){.dev = *x, .host = h, .n = n};
     *x = h;
     return BP_OK;
@@ -39,7 +39,7 @@ int bpc_stage(bp_comm *c, float **x, size_t n, bool in, bpc_staged *s) {
 
 int bpc_unstage(bp_comm *c, bpc_staged *s, bool out, int rc) {
     if (!s->dev) return rc;
-    if (out && rc == BP_OK) c->mem.to_device(s->dev, s->host, s->n * sizeof *s->host);
+    if (out && rc == BP_OK) c->mem.to_device(c->mem.ctx, s->dev, s->host, s->n * sizeof *s->host);
     free(s->host);
     *s = (bpc_staged){0};
     return rc;

@@ -174,7 +174,7 @@ int bp_ring_lp_create(bp_comm *c, const float *x0, size_t n, size_t chunk, bp_co
     if (rc == BP_OK) rc = bp_alloc_checked((void **)&x, n * sizeof *x, "ring_lp start", &op.err);
     if (rc == BP_OK) {
         if (bpc_on_device(c, x0))
-            c->mem.to_host(x, x0, n * sizeof *x);
+            c->mem.to_host(c->mem.ctx, x, x0, n * sizeof *x);
         else
             memcpy(x, x0, n * sizeof *x);
         rc = bpc_run_prim(&op, c, x, n, NODE_MEAN, ring_init, s);

@@ -1,5 +1,4 @@
 /* Choosing a backend by name. */
-#include <stdlib.h>
 #include <string.h>
 
 #include "core/backend.h"
@@ -9,9 +8,4 @@ const bp_backend *bp_backend_by_name(const char *name, const char *option, bp_er
     if (strcmp(name, "check") == 0) return bp_backend_check();
     bp_fail(err, BP_EUSAGE, "%s: no backend called '%s' (cpu, check)", option, name);
     return NULL;
-}
-
-const bp_backend *bp_backend_default(void) {
-    const char *name = getenv("BP_BACKEND");
-    return name && strcmp(name, "check") == 0 ? bp_backend_check() : bp_backend_cpu();
 }

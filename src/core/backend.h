@@ -13,8 +13,11 @@
  *          so every result is bit-identical with the code they replace);
  *   check  the cpu kernels, on pages kept inaccessible outside the backend's own
  *          calls, so that a host access to device memory anywhere crashes at once;
- *   cuda   (built with nvcc) kernels under src/<layer>/cuda/, memory on the GPU.
+ *   cuda   (built with nvcc) kernels under src/core/cuda/, memory on the GPU; one
+ *          instance per process (bp_backend_cuda_create in core/cuda/backend_cuda.h),
+ *          carrying its context.
  *
+ * Every operation takes the backend itself first (where a backend keeps its state).
  * Every vector operation is on float x[0..n); n may be 0. Operations run in order
  * on the backend's default stream; streams and events let communication wait for
  * the computation that produced a buffer (on the cpu and check backends every
@@ -57,53 +60,59 @@ struct bp_backend {
     /* The host may read and write this backend's memory directly (cpu only): then
      * comm/ sends its buffers as they are. */
     bool host_memory;
+    /* The backend's own state, which every operation receives through its first
+     * argument: the cuda backend's context (device, stream, cuBLAS handle); NULL for
+     * cpu and check. */
+    void *ctx;
 
     /* ---- memory ---- */
     /* A zero-filled buffer of `bytes` (> 0); `what` names it in the error. */
-    bp_status (*alloc)(void **out, size_t bytes, const char *what, bp_err *err);
-    void (*free)(void *p); /* NULL is ignored */
-    void (*to_device)(void *dst, const void *host_src, size_t bytes);
-    void (*to_host)(void *host_dst, const void *src, size_t bytes);
-    void (*copy)(void *dst, const void *src, size_t bytes); /* within the device */
+    bp_status (*alloc)(const bp_backend *be, void **out, size_t bytes, const char *what,
+                       bp_err *err);
+    void (*free)(const bp_backend *be, void *p); /* NULL is ignored */
+    void (*to_device)(const bp_backend *be, void *dst, const void *host_src, size_t bytes);
+    void (*to_host)(const bp_backend *be, void *host_dst, const void *src, size_t bytes);
+    /* Within the device. */
+    void (*copy)(const bp_backend *be, void *dst, const void *src, size_t bytes);
     /* Whether p points into memory of this backend: comm/ sends such buffers through
      * host copies where the backend's memory is not the host's. */
-    bool (*owns)(const void *p);
+    bool (*owns)(const bp_backend *be, const void *p);
     /* Host code running on the allocation that holds p (p == NULL: nothing), from
      * begin to end: how the checking backend runs the cpu layers of nn/ as its
      * models' kernels. Pairs nest. NULL on a backend whose memory the host cannot
      * reach (cuda: its models run kernels of their own). */
-    void (*host_begin)(const void *p);
-    void (*host_end)(const void *p);
+    void (*host_begin)(const bp_backend *be, const void *p);
+    void (*host_end)(const bp_backend *be, const void *p);
 
     /* ---- the step's vector operations ---- */
-    bool (*all_finite)(const float *x, size_t n);
+    bool (*all_finite)(const bp_backend *be, const float *x, size_t n);
     /* The sum of x[i]^2 in double, in index order. */
-    double (*sumsq)(const float *x, size_t n);
-    void (*scale)(float *x, size_t n, float a);                 /* x *= a */
-    void (*axpy)(float *y, size_t n, float a, const float *x); /* y += a x */
-    void (*fill)(float *x, size_t n, float v);
+    double (*sumsq)(const bp_backend *be, const float *x, size_t n);
+    void (*scale)(const bp_backend *be, float *x, size_t n, float a);                /* x *= a */
+    void (*axpy)(const bp_backend *be, float *y, size_t n, float a, const float *x); /* y += a x */
+    void (*fill)(const bp_backend *be, float *x, size_t n, float v);
     /* Non-finite elements replaced by 0; returns whether there were any. */
-    bool (*zero_nonfinite)(float *x, size_t n);
+    bool (*zero_nonfinite)(const bp_backend *be, float *x, size_t n);
     /* Elastic averaging's pull toward the center c (easgd, AvgPipe):
      * d = alpha (w - c); w -= d; diff = d, or diff += d when accumulate. */
-    void (*elastic_pull)(float *w, const float *c, float *diff, size_t n, float alpha,
-                         bool accumulate);
+    void (*elastic_pull)(const bp_backend *be, float *w, const float *c, float *diff, size_t n,
+                         float alpha, bool accumulate);
 
     /* ---- the optimizer update of elements [off, off + len) ---- */
-    void (*update)(const bp_update_args *a, float *params, const float *grads, float *m, float *v,
-                   size_t off, size_t len);
+    void (*update)(const bp_backend *be, const bp_update_args *a, float *params, const float *grads,
+                   float *m, float *v, size_t off, size_t len);
 
     /* ---- streams and events ---- */
-    bp_status (*stream_create)(bp_dev_stream **out, bp_err *err);
-    void (*stream_destroy)(bp_dev_stream *s);
-    bp_status (*event_create)(bp_dev_event **out, bp_err *err);
-    void (*event_destroy)(bp_dev_event *e);
+    bp_status (*stream_create)(const bp_backend *be, bp_dev_stream **out, bp_err *err);
+    void (*stream_destroy)(const bp_backend *be, bp_dev_stream *s);
+    bp_status (*event_create)(const bp_backend *be, bp_dev_event **out, bp_err *err);
+    void (*event_destroy)(const bp_backend *be, bp_dev_event *e);
     /* e completes when the work issued so far on s (NULL: the default stream) is done. */
-    bp_status (*event_record)(bp_dev_event *e, bp_dev_stream *s, bp_err *err);
+    bp_status (*event_record)(const bp_backend *be, bp_dev_event *e, bp_dev_stream *s, bp_err *err);
     /* Work issued on s after this waits for e. */
-    bp_status (*stream_wait)(bp_dev_stream *s, bp_dev_event *e, bp_err *err);
+    bp_status (*stream_wait)(const bp_backend *be, bp_dev_stream *s, bp_dev_event *e, bp_err *err);
     /* The host waits for e. */
-    bp_status (*event_sync)(bp_dev_event *e, bp_err *err);
+    bp_status (*event_sync)(const bp_backend *be, bp_dev_event *e, bp_err *err);
 };
 
 /* Today's kernels on host memory. */
@@ -111,20 +120,17 @@ const bp_backend *bp_backend_cpu(void);
 /* The cpu kernels on memory the host cannot touch outside the table's calls. */
 const bp_backend *bp_backend_check(void);
 
-/* The backend called `name` ("cpu", "check", "cuda"), or NULL with the error naming
- * `option` when there is none of that name or it was not built. */
+/* The static backend called `name` ("cpu" or "check"), or NULL with the error naming
+ * `option` when there is none of that name (cuda is an instance per process:
+ * core/cuda/backend_cuda.h, opened for a run by train/device.h). */
 const bp_backend *bp_backend_by_name(const char *name, const char *option, bp_err *err);
-
-/* The backend named by BP_BACKEND in the environment ("cpu" or "check"; unset: cpu).
- * Tests choose the checking backend through it without new options. */
-const bp_backend *bp_backend_default(void);
 
 /* Host <-> device copies of n floats, the usual case. */
 static inline void bp_backend_put(const bp_backend *be, float *dev, const float *host, size_t n) {
-    be->to_device(dev, host, n * sizeof(float));
+    be->to_device(be, dev, host, n * sizeof(float));
 }
 static inline void bp_backend_get(const bp_backend *be, float *host, const float *dev, size_t n) {
-    be->to_host(host, dev, n * sizeof(float));
+    be->to_host(be, host, dev, n * sizeof(float));
 }
 
 #endif

@@ -66,18 +66,21 @@ static void close_buf(mapping *m) {
     pthread_mutex_unlock(&lock);
 }
 
-static bool check_owns(const void *p) {
+static bool check_owns(const bp_backend *be, const void *p) {
+    (void)be;
     pthread_mutex_lock(&lock);
     bool r = find(p) != NULL;
     pthread_mutex_unlock(&lock);
     return r;
 }
 
-static void check_host_begin(const void *p) {
+static void check_host_begin(const bp_backend *be, const void *p) {
+    (void)be;
     if (p) (void)open_buf(p, 1);
 }
 
-static void check_host_end(const void *p) {
+static void check_host_end(const bp_backend *be, const void *p) {
+    (void)be;
     if (!p) return;
     pthread_mutex_lock(&lock);
     mapping *m = find(p);
@@ -86,7 +89,9 @@ static void check_host_end(const void *p) {
     close_buf(m);
 }
 
-static bp_status check_alloc(void **out, size_t bytes, const char *what, bp_err *err) {
+static bp_status check_alloc(const bp_backend *be, void **out, size_t bytes, const char *what,
+                             bp_err *err) {
+    (void)be;
     size_t page = (size_t)sysconf(_SC_PAGESIZE);
     size_t len = (bytes + page - 1) / page * page;
     mapping *m = calloc(1, sizeof *m);
@@ -105,7 +110,8 @@ static bp_status check_alloc(void **out, size_t bytes, const char *what, bp_err 
     return BP_OK;
 }
 
-static void check_free(void *p) {
+static void check_free(const bp_backend *be, void *p) {
+    (void)be;
     if (!p) return;
     pthread_mutex_lock(&lock);
     mapping **at = &mappings;
@@ -120,79 +126,90 @@ static void check_free(void *p) {
 
 static const bp_backend *cpu(void) { return bp_backend_cpu(); }
 
-static void check_to_device(void *dst, const void *src, size_t bytes) {
+static void check_to_device(const bp_backend *be, void *dst, const void *src, size_t bytes) {
+    (void)be;
     mapping *d = open_buf(dst, bytes);
-    cpu()->to_device(dst, src, bytes);
+    cpu()->to_device(cpu(), dst, src, bytes);
     close_buf(d);
 }
 
-static void check_to_host(void *dst, const void *src, size_t bytes) {
+static void check_to_host(const bp_backend *be, void *dst, const void *src, size_t bytes) {
+    (void)be;
     mapping *s = open_buf(src, bytes);
-    cpu()->to_host(dst, src, bytes);
+    cpu()->to_host(cpu(), dst, src, bytes);
     close_buf(s);
 }
 
-static void check_copy(void *dst, const void *src, size_t bytes) {
+static void check_copy(const bp_backend *be, void *dst, const void *src, size_t bytes) {
+    (void)be;
     mapping *d = open_buf(dst, bytes), *s = open_buf(src, bytes);
-    cpu()->copy(dst, src, bytes);
+    cpu()->copy(cpu(), dst, src, bytes);
     close_buf(s);
     close_buf(d);
 }
 
-static bool check_all_finite(const float *x, size_t n) {
+static bool check_all_finite(const bp_backend *be, const float *x, size_t n) {
+    (void)be;
     mapping *m = open_buf(x, n);
-    bool r = cpu()->all_finite(x, n);
+    bool r = cpu()->all_finite(cpu(), x, n);
     close_buf(m);
     return r;
 }
 
-static double check_sumsq(const float *x, size_t n) {
+static double check_sumsq(const bp_backend *be, const float *x, size_t n) {
+    (void)be;
     mapping *m = open_buf(x, n);
-    double r = cpu()->sumsq(x, n);
+    double r = cpu()->sumsq(cpu(), x, n);
     close_buf(m);
     return r;
 }
 
-static void check_scale(float *x, size_t n, float a) {
+static void check_scale(const bp_backend *be, float *x, size_t n, float a) {
+    (void)be;
     mapping *m = open_buf(x, n);
-    cpu()->scale(x, n, a);
+    cpu()->scale(cpu(), x, n, a);
     close_buf(m);
 }
 
-static void check_axpy(float *y, size_t n, float a, const float *x) {
+static void check_axpy(const bp_backend *be, float *y, size_t n, float a, const float *x) {
+    (void)be;
     mapping *my = open_buf(y, n), *mx = open_buf(x, n);
-    cpu()->axpy(y, n, a, x);
+    cpu()->axpy(cpu(), y, n, a, x);
     close_buf(mx);
     close_buf(my);
 }
 
-static void check_fill(float *x, size_t n, float v) {
+static void check_fill(const bp_backend *be, float *x, size_t n, float v) {
+    (void)be;
     mapping *m = open_buf(x, n);
-    cpu()->fill(x, n, v);
+    cpu()->fill(cpu(), x, n, v);
     close_buf(m);
 }
 
-static bool check_zero_nonfinite(float *x, size_t n) {
+static bool check_zero_nonfinite(const bp_backend *be, float *x, size_t n) {
+    (void)be;
     mapping *m = open_buf(x, n);
-    bool r = cpu()->zero_nonfinite(x, n);
+    bool r = cpu()->zero_nonfinite(cpu(), x, n);
     close_buf(m);
     return r;
 }
 
-static void check_elastic_pull(float *w, const float *c, float *diff, size_t n, float alpha,
-                               bool accumulate) {
+static void check_elastic_pull(const bp_backend *be, float *w, const float *c, float *diff,
+                               size_t n, float alpha, bool accumulate) {
+    (void)be;
     mapping *mw = open_buf(w, n), *mc = open_buf(c, n), *md = open_buf(diff, n);
-    cpu()->elastic_pull(w, c, diff, n, alpha, accumulate);
+    cpu()->elastic_pull(cpu(), w, c, diff, n, alpha, accumulate);
     close_buf(md);
     close_buf(mc);
     close_buf(mw);
 }
 
-static void check_update(const bp_update_args *a, float *params, const float *grads, float *m,
-                         float *v, size_t off, size_t len) {
+static void check_update(const bp_backend *be, const bp_update_args *a, float *params,
+                         const float *grads, float *m, float *v, size_t off, size_t len) {
+    (void)be;
     mapping *mp = open_buf(params + off, len), *mg = open_buf(grads + off, len);
     mapping *mm = open_buf(m + off, len), *mv = v ? open_buf(v + off, len) : NULL;
-    cpu()->update(a, params, grads, m, v, off, len);
+    cpu()->update(cpu(), a, params, grads, m, v, off, len);
     close_buf(mv);
     close_buf(mm);
     close_buf(mg);
@@ -200,21 +217,36 @@ static void check_update(const bp_update_args *a, float *params, const float *gr
 }
 
 /* Operations finish when they return, as on the cpu: its streams and events serve. */
-static bp_status check_stream_create(bp_dev_stream **out, bp_err *err) {
-    return cpu()->stream_create(out, err);
+static bp_status check_stream_create(const bp_backend *be, bp_dev_stream **out, bp_err *err) {
+    (void)be;
+    return cpu()->stream_create(cpu(), out, err);
 }
-static void check_stream_destroy(bp_dev_stream *s) { cpu()->stream_destroy(s); }
-static bp_status check_event_create(bp_dev_event **out, bp_err *err) {
-    return cpu()->event_create(out, err);
+static void check_stream_destroy(const bp_backend *be, bp_dev_stream *s) {
+    (void)be;
+    cpu()->stream_destroy(cpu(), s);
 }
-static void check_event_destroy(bp_dev_event *e) { cpu()->event_destroy(e); }
-static bp_status check_event_record(bp_dev_event *e, bp_dev_stream *s, bp_err *err) {
-    return cpu()->event_record(e, s, err);
+static bp_status check_event_create(const bp_backend *be, bp_dev_event **out, bp_err *err) {
+    (void)be;
+    return cpu()->event_create(cpu(), out, err);
 }
-static bp_status check_stream_wait(bp_dev_stream *s, bp_dev_event *e, bp_err *err) {
-    return cpu()->stream_wait(s, e, err);
+static void check_event_destroy(const bp_backend *be, bp_dev_event *e) {
+    (void)be;
+    cpu()->event_destroy(cpu(), e);
 }
-static bp_status check_event_sync(bp_dev_event *e, bp_err *err) { return cpu()->event_sync(e, err); }
+static bp_status check_event_record(const bp_backend *be, bp_dev_event *e, bp_dev_stream *s,
+                                    bp_err *err) {
+    (void)be;
+    return cpu()->event_record(cpu(), e, s, err);
+}
+static bp_status check_stream_wait(const bp_backend *be, bp_dev_stream *s, bp_dev_event *e,
+                                   bp_err *err) {
+    (void)be;
+    return cpu()->stream_wait(cpu(), s, e, err);
+}
+static bp_status check_event_sync(const bp_backend *be, bp_dev_event *e, bp_err *err) {
+    (void)be;
+    return cpu()->event_sync(cpu(), e, err);
+}
 
 static const bp_backend check = {
     .name = "check",

@@ -7,34 +7,49 @@
 #include "core/buf.h"
 #include "core/finite.h"
 
-static bp_status cpu_alloc(void **out, size_t bytes, const char *what, bp_err *err) {
+static bp_status cpu_alloc(const bp_backend *be, void **out, size_t bytes, const char *what,
+                           bp_err *err) {
+    (void)be;
     return bp_alloc_checked(out, bytes, what, err);
 }
 
-static void cpu_free(void *p) { bp_free(p); }
+static void cpu_free(const bp_backend *be, void *p) {
+    (void)be;
+    bp_free(p);
+}
 
-static void cpu_copy(void *dst, const void *src, size_t bytes) {
+static void cpu_copy(const bp_backend *be, void *dst, const void *src, size_t bytes) {
+    (void)be;
     if (bytes) memmove(dst, src, bytes);
 }
 
-static bool cpu_owns(const void *p) {
+static bool cpu_owns(const bp_backend *be, const void *p) {
+    (void)be;
     (void)p;
     return true; /* host memory is the cpu backend's */
 }
 
-static void cpu_host_window(const void *p) { (void)p; }
+static void cpu_host_window(const bp_backend *be, const void *p) { (void)be, (void)p; }
 
-static double cpu_sumsq(const float *x, size_t n) {
+static bool cpu_all_finite(const bp_backend *be, const float *x, size_t n) {
+    (void)be;
+    return bp_all_finite(x, n);
+}
+
+static double cpu_sumsq(const bp_backend *be, const float *x, size_t n) {
+    (void)be;
     double sum = 0;
     for (size_t i = 0; i < n; i++) sum += (double)x[i] * (double)x[i];
     return sum;
 }
 
-static void cpu_scale(float *x, size_t n, float a) {
+static void cpu_scale(const bp_backend *be, float *x, size_t n, float a) {
+    (void)be;
     for (size_t i = 0; i < n; i++) x[i] *= a;
 }
 
-static void cpu_axpy(float *y, size_t n, float a, const float *x) {
+static void cpu_axpy(const bp_backend *be, float *y, size_t n, float a, const float *x) {
+    (void)be;
     /* a == 1 is a plain sum (1 * x is x exactly, so either loop gives the same bits;
      * this one skips the product). */
     if (a == 1.0f)
@@ -43,19 +58,22 @@ static void cpu_axpy(float *y, size_t n, float a, const float *x) {
         for (size_t i = 0; i < n; i++) y[i] += a * x[i];
 }
 
-static void cpu_fill(float *x, size_t n, float v) {
+static void cpu_fill(const bp_backend *be, float *x, size_t n, float v) {
+    (void)be;
     for (size_t i = 0; i < n; i++) x[i] = v;
 }
 
-static bool cpu_zero_nonfinite(float *x, size_t n) {
+static bool cpu_zero_nonfinite(const bp_backend *be, float *x, size_t n) {
+    (void)be;
     if (bp_all_finite(x, n)) return false;
     for (size_t i = 0; i < n; i++)
         if (!isfinite(x[i])) x[i] = 0;
     return true;
 }
 
-static void cpu_elastic_pull(float *w, const float *c, float *diff, size_t n, float alpha,
-                             bool accumulate) {
+static void cpu_elastic_pull(const bp_backend *be, float *w, const float *c, float *diff, size_t n,
+                             float alpha, bool accumulate) {
+    (void)be;
     for (size_t i = 0; i < n; i++) {
         float d = alpha * (w[i] - c[i]);
         w[i] -= d;
@@ -109,8 +127,9 @@ static void qadam(const bp_update_args *a, float *p, const float *g, float *m, f
     for (size_t i = off; i < off + len; i++) p[i] -= step * m[i] / (sqrtf(v[i]) / sqrt_bc2 + eps);
 }
 
-static void cpu_update(const bp_update_args *a, float *params, const float *grads, float *m,
-                       float *v, size_t off, size_t len) {
+static void cpu_update(const bp_backend *be, const bp_update_args *a, float *params,
+                       const float *grads, float *m, float *v, size_t off, size_t len) {
+    (void)be;
     switch (a->kind) {
     case BP_UPDATE_SGD: sgd(a, params, grads, m, off, len); break;
     case BP_UPDATE_ADAMW: adamw(a, params, grads, m, v, off, len); break;
@@ -129,23 +148,36 @@ struct bp_dev_event {
     int unused;
 };
 
-static bp_status cpu_stream_create(bp_dev_stream **out, bp_err *err) {
+static bp_status cpu_stream_create(const bp_backend *be, bp_dev_stream **out, bp_err *err) {
+    (void)be;
     return bp_alloc_checked((void **)out, sizeof **out, "stream", err);
 }
-static void cpu_stream_destroy(bp_dev_stream *s) { bp_free(s); }
-static bp_status cpu_event_create(bp_dev_event **out, bp_err *err) {
+static void cpu_stream_destroy(const bp_backend *be, bp_dev_stream *s) {
+    (void)be;
+    bp_free(s);
+}
+static bp_status cpu_event_create(const bp_backend *be, bp_dev_event **out, bp_err *err) {
+    (void)be;
     return bp_alloc_checked((void **)out, sizeof **out, "event", err);
 }
-static void cpu_event_destroy(bp_dev_event *e) { bp_free(e); }
-static bp_status cpu_event_record(bp_dev_event *e, bp_dev_stream *s, bp_err *err) {
+static void cpu_event_destroy(const bp_backend *be, bp_dev_event *e) {
+    (void)be;
+    bp_free(e);
+}
+static bp_status cpu_event_record(const bp_backend *be, bp_dev_event *e, bp_dev_stream *s,
+                                  bp_err *err) {
+    (void)be;
     (void)e, (void)s, (void)err;
     return BP_OK;
 }
-static bp_status cpu_stream_wait(bp_dev_stream *s, bp_dev_event *e, bp_err *err) {
+static bp_status cpu_stream_wait(const bp_backend *be, bp_dev_stream *s, bp_dev_event *e,
+                                 bp_err *err) {
+    (void)be;
     (void)s, (void)e, (void)err;
     return BP_OK;
 }
-static bp_status cpu_event_sync(bp_dev_event *e, bp_err *err) {
+static bp_status cpu_event_sync(const bp_backend *be, bp_dev_event *e, bp_err *err) {
+    (void)be;
     (void)e, (void)err;
     return BP_OK;
 }
@@ -161,7 +193,7 @@ static const bp_backend cpu = {
     .owns = cpu_owns,
     .host_begin = cpu_host_window,
     .host_end = cpu_host_window,
-    .all_finite = bp_all_finite,
+    .all_finite = cpu_all_finite,
     .sumsq = cpu_sumsq,
     .scale = cpu_scale,
     .axpy = cpu_axpy,

@@ -4,6 +4,7 @@
  * streams, activation storage, the checks of forward/backward arguments and the
  * tensor-parallel allreduce's status. The model kinds (gpt.c, mlp.c) describe their
  * blocks and run them. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -239,46 +240,72 @@ void bp_model_destroy(bp_model *m) {
     bp_free(m->tensors);
     bp_free(m->init);
     bp_free(m->block_first);
-    m->be->free(m->params);
-    m->be->free(m->grads);
-    m->be->free(m->scratch);
+    if (m->dev) m->dev->detach(m);
+    m->be->free(m->be, m->params);
+    m->be->free(m->be, m->grads);
+    m->be->free(m->be, m->scratch);
     free(m);
 }
 
 int bp_model_set_backend(bp_model *m, const bp_backend *be, bp_err *err) {
-    if (be == m->be) return BP_OK;
-    if (!be->host_begin)
+    return bp_model_set_device(m, be, NULL, false, err);
+}
+
+/* Refused before anything moves: what the host layers or dev cannot run. */
+static int check_device(const bp_model *m, const bp_backend *be, const bp_model_device_ops *dev,
+                        bool bf16, bp_err *err) {
+    if (m->be != bp_backend_cpu() || m->dev)
+        return bp_fail(err, BP_EUSAGE, "a model moves to another backend once, from the cpu");
+    if (!dev && !be->host_begin)
         return bp_fail(err, BP_EUSAGE, "the layers of nn/ do not run on the %s backend", be->name);
+    if (!dev && bf16)
+        return bp_fail(err, BP_EUSAGE,
+                       "the layers of nn/ compute in fp32 only (bf16 is the "
+                       "GPU's)");
+    return dev ? dev->check(m, bf16, err) : BP_OK;
+}
+
+int bp_model_set_device(bp_model *m, const bp_backend *be, const bp_model_device_ops *dev,
+                        bool bf16, bp_err *err) {
+    if (be == m->be && !dev && !bf16) return BP_OK;
+    int rc = check_device(m, be, dev, bf16, err);
+    if (rc) return rc;
     size_t bytes = m->nparams * sizeof(bp_real);
     bp_real *p = NULL, *g = NULL;
-    int rc = bytes ? be->alloc((void **)&p, bytes, "parameters", err) : BP_OK;
-    if (!rc && bytes) rc = be->alloc((void **)&g, bytes, "gradients", err);
+    rc = bytes ? be->alloc(be, (void **)&p, bytes, "parameters", err) : BP_OK;
+    if (!rc && bytes) rc = be->alloc(be, (void **)&g, bytes, "gradients", err);
     if (rc) {
-        be->free(p);
+        be->free(be, p);
         return rc;
     }
     if (bytes) {
-        m->be->host_begin(m->params);
-        be->to_device(p, m->params, bytes);
-        m->be->host_end(m->params);
+        m->be->host_begin(m->be, m->params);
+        be->to_device(be, p, m->params, bytes);
+        m->be->host_end(m->be, m->params);
     }
-    m->be->free(m->params);
-    m->be->free(m->grads);
-    m->be->free(m->scratch);
+    m->be->free(m->be, m->params);
+    m->be->free(m->be, m->grads);
+    m->be->free(m->be, m->scratch);
     m->be = be;
     m->params = p;
     m->grads = g;
     m->scratch = NULL;
     m->scratch_len = 0;
-    return BP_OK;
+    m->dev = dev;
+    if (dev && (rc = dev->attach(m, bf16, err))) m->dev = NULL;
+    return rc;
 }
+
+/* A device model's buffer as the table's float vectors: devices run fp32 builds only
+ * (the double build of nn/ is the gradient checks', on the host). */
+static float *dev_floats(bp_real *p) { return (float *)(void *)p; }
 
 /* Host code of nn/ on the model's memory (see bp_model_set_backend). */
 static void open_mem(const bp_model *m, const void *p) {
-    if (p) m->be->host_begin(p);
+    if (p) m->be->host_begin(m->be, p);
 }
 static void close_mem(const bp_model *m, const void *p) {
-    if (p) m->be->host_end(p);
+    if (p) m->be->host_end(m->be, p);
 }
 
 /* ---- accessors ---- */
@@ -339,12 +366,29 @@ static void init_tensor(bp_model *m, int i, uint64_t seed) {
 }
 
 void bp_model_init_weights(bp_model *m, uint64_t seed) {
+    if (m->dev) { /* drawn on the host, then copied: the same values on every device */
+        bp_real *dev = m->params, *host = calloc(m->nparams ? m->nparams : 1, sizeof *host);
+        if (!host) { /* weights the step's finite check stops at, naming them */
+            m->be->fill(m->be, dev_floats(dev), m->nparams, NAN);
+            return;
+        }
+        m->params = host;
+        for (int i = 0; i < m->ntensors; i++) init_tensor(m, i, seed);
+        m->params = dev;
+        if (m->nparams) m->be->to_device(m->be, dev, host, m->nparams * sizeof *host);
+        free(host);
+        return;
+    }
     open_mem(m, m->params);
     for (int i = 0; i < m->ntensors; i++) init_tensor(m, i, seed);
     close_mem(m, m->params);
 }
 
 void bp_model_zero_grad(bp_model *m) {
+    if (m->dev) {
+        m->be->fill(m->be, dev_floats(m->grads), m->nparams, 0.0f);
+        return;
+    }
     open_mem(m, m->grads);
     if (m->nparams) memset(m->grads, 0, m->nparams * sizeof(bp_real));
     close_mem(m, m->grads);
@@ -378,6 +422,16 @@ int bp_acts_create(const bp_model *m, int B, int T, bp_acts **out, bp_err *err) 
     a->m = m;
     a->Bmax = B;
     a->Tmax = T;
+    if (m->dev) { /* one buffer that the device's kernels lay out themselves */
+        a->bytes = m->dev->acts_bytes(m, B, T);
+        rc = m->be->alloc(m->be, (void **)&a->buf, a->bytes, "activations", err);
+        if (rc) {
+            bp_acts_destroy(a);
+            return rc;
+        }
+        *out = a;
+        return BP_OK;
+    }
     a->nslots = m->ops->acts_slots(m, B, T, NULL);
     size_t *sizes = calloc((size_t)a->nslots, sizeof *sizes);
     a->slot = calloc((size_t)a->nslots, sizeof *a->slot);
@@ -387,7 +441,7 @@ int bp_acts_create(const bp_model *m, int B, int T, bp_acts **out, bp_err *err) 
         m->ops->acts_slots(m, B, T, sizes);
         for (int i = 0; i < a->nslots; i++) total += round_slot(sizes[i]);
         a->bytes = total * sizeof(bp_real);
-        rc = m->be->alloc((void **)&a->buf, a->bytes, "activations", err);
+        rc = m->be->alloc(m->be, (void **)&a->buf, a->bytes, "activations", err);
     }
     for (size_t i = 0, off = 0; !rc && i < (size_t)a->nslots; off += round_slot(sizes[i]), i++)
         a->slot[i] = a->buf + off;
@@ -402,7 +456,7 @@ int bp_acts_create(const bp_model *m, int B, int T, bp_acts **out, bp_err *err) 
 
 void bp_acts_destroy(bp_acts *a) {
     if (!a) return;
-    a->m->be->free(a->buf);
+    a->m->be->free(a->m->be, a->buf);
     free(a->slot);
     free(a);
 }
@@ -410,11 +464,13 @@ void bp_acts_destroy(bp_acts *a) {
 size_t bp_acts_bytes(const bp_acts *a) { return a->bytes; }
 
 const bp_real *bp_acts_output(const bp_acts *a) {
-    return bp_model_has_last(a->m) ? NULL : a->m->ops->output(a);
+    if (bp_model_has_last(a->m)) return NULL;
+    return a->m->dev ? a->m->dev->output(a) : a->m->ops->output(a);
 }
 
 const bp_real *bp_acts_logits(const bp_acts *a) {
-    return bp_model_has_last(a->m) ? a->m->ops->logits(a) : NULL;
+    if (!bp_model_has_last(a->m)) return NULL;
+    return a->m->dev ? a->m->dev->logits(a) : a->m->ops->logits(a);
 }
 
 /* ---- forward / backward ---- */
@@ -452,15 +508,19 @@ int bp_model_forward(bp_model *m, bp_acts *a, const bp_batch *batch, const bp_re
                        x_in ? "NULL" : "given", m->begin, m->end);
     a->B = batch->B;
     a->T = batch->T;
-    open_mem(m, m->params), open_mem(m, a->buf), open_mem(m, x_in);
-    if (x_in) {
-        /* Copied so that the caller may reuse its receive buffer at once. */
-        size_t n = (size_t)a->B * a->T * m->ops->boundary_width(&m->cfg, m->begin);
-        memcpy(a->slot[0], x_in, n * sizeof *x_in);
-    }
     double l = 0;
-    rc = m->ops->forward(m, a, batch, &l, err);
-    close_mem(m, x_in), close_mem(m, a->buf), close_mem(m, m->params);
+    if (m->dev) {
+        rc = m->dev->forward(m, a, batch, x_in, &l, err);
+    } else {
+        open_mem(m, m->params), open_mem(m, a->buf), open_mem(m, x_in);
+        if (x_in) {
+            /* Copied so that the caller may reuse its receive buffer at once. */
+            size_t n = (size_t)a->B * a->T * m->ops->boundary_width(&m->cfg, m->begin);
+            memcpy(a->slot[0], x_in, n * sizeof *x_in);
+        }
+        rc = m->ops->forward(m, a, batch, &l, err);
+        close_mem(m, x_in), close_mem(m, a->buf), close_mem(m, m->params);
+    }
     if (rc) {
         a->B = a->T = 0; /* half-computed: a backward on them must fail */
         return rc;
@@ -482,10 +542,11 @@ int bp_model_tp_allreduce(bp_model *m, bp_real *x, size_t n, int block, const ch
 
 static int ensure_scratch(bp_model *m, size_t n, bp_err *err) {
     if (n <= m->scratch_len) return BP_OK;
-    m->be->free(m->scratch);
+    m->be->free(m->be, m->scratch);
     m->scratch = NULL;
     m->scratch_len = 0;
-    int rc = m->be->alloc((void **)&m->scratch, n * sizeof(bp_real), "backward workspace", err);
+    int rc =
+        m->be->alloc(m->be, (void **)&m->scratch, n * sizeof(bp_real), "backward workspace", err);
     if (!rc) m->scratch_len = n;
     return rc;
 }
@@ -508,6 +569,7 @@ int bp_model_backward(bp_model *m, bp_acts *a, const bp_batch *batch, const bp_r
     if (bp_model_has_first(m) && dx_in)
         return bp_fail(err, BP_EUSAGE, "backward: dx_in must be NULL for blocks [%d, %d)", m->begin,
                        m->end);
+    if (m->dev) return m->dev->backward(m, a, batch, dy, dx_in, loss_scale, err);
     rc = ensure_scratch(m, m->ops->scratch_len(m, a->B, a->T), err);
     if (rc) return rc;
     const void *mem[6] = {m->params, m->grads, m->scratch, a->buf, dy, dx_in};

@@ -197,6 +197,18 @@ bool bp_model_has_last(const bp_model *m);  /* holds the head (computes the loss
 const bp_backend *bp_model_backend(const bp_model *m);
 int bp_model_set_backend(bp_model *m, const bp_backend *be, bp_err *err);
 
+/* A model kind's forward and backward as kernels of a device (nn/model_impl.h), for a
+ * backend whose memory the host cannot reach (cuda: nn/cuda/model_cuda.h's
+ * bp_gpt_cuda). */
+typedef struct bp_model_device_ops bp_model_device_ops;
+/* bp_model_set_backend onto such a backend: the model keeps its tensor table, flat
+ * layout and checks, and runs forward and backward through dev. bf16: activations and
+ * the weights the layers read in bf16 (gradients, weights and optimizer state stay
+ * fp32). What dev cannot do yet for this model is refused here, before any work, with
+ * one line naming it. dev == NULL is bp_model_set_backend. */
+int bp_model_set_device(bp_model *m, const bp_backend *be, const bp_model_device_ops *dev,
+                        bool bf16, bp_err *err);
+
 size_t bp_model_num_params(const bp_model *m);
 bp_real *bp_model_params(bp_model *m);
 bp_real *bp_model_grads(bp_model *m);
@@ -208,7 +220,9 @@ const bp_tensor_info *bp_model_find_tensor(const bp_model *m, const char *name);
 /* GPT-2 initialization for gpt (weights N(0, 0.02), residual projections
  * N(0, 0.02/sqrt(2L)), biases 0, LayerNorm gain 1); PyTorch's nn.Linear default
  * (uniform +-1/sqrt(fan_in)) for mlp. A tensor-parallel shard is the slice of the
- * tensor one process would have, so the tp ranks together equal one process. */
+ * tensor one process would have, so the tp ranks together equal one process. On a
+ * device (bp_model_set_device) the values are drawn on the host and copied; where the
+ * host copy cannot be allocated the weights become NaN, which the step refuses. */
 void bp_model_init_weights(bp_model *m, uint64_t seed);
 void bp_model_zero_grad(bp_model *m);
 

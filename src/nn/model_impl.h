@@ -69,6 +69,28 @@ typedef struct bp_model_ops {
     const bp_real *(*logits)(const bp_acts *a);
 } bp_model_ops;
 
+/* A kind's forward and backward on a device (bp_model_set_device): kernels of its
+ * own over the model's flat buffers, which the backend holds, and activations in a
+ * bp_acts buffer of the backend. model.c's checks of shapes, batches and arguments run
+ * first, as for the host code. */
+struct bp_model_device_ops {
+    const char *name; /* "gpt on cuda" */
+    /* What it cannot do yet for m: one line naming it. */
+    int (*check)(const bp_model *m, bool bf16, bp_err *err);
+    /* Its state (m->dev_state), made once m's buffers are on the backend. */
+    int (*attach)(bp_model *m, bool bf16, bp_err *err);
+    void (*detach)(bp_model *m);
+    /* Bytes of the activations of a B x T micro-batch. */
+    size_t (*acts_bytes)(const bp_model *m, int B, int T);
+    int (*forward)(bp_model *m, bp_acts *a, const bp_batch *b, const bp_real *x_in, double *loss,
+                   bp_err *err);
+    int (*backward)(bp_model *m, bp_acts *a, const bp_batch *b, const bp_real *dy, bp_real *dx_in,
+                    bp_real loss_scale, bp_err *err);
+    /* fp32 device pointers into a's buffer. */
+    const bp_real *(*output)(const bp_acts *a);
+    const bp_real *(*logits)(const bp_acts *a);
+};
+
 extern const bp_model_ops bp_gpt_ops;
 extern const bp_model_ops bp_mlp_ops;
 
@@ -76,6 +98,8 @@ struct bp_model {
     bp_model_config cfg;
     const bp_model_ops *ops;
     const bp_backend *be; /* where params and grads live */
+    const bp_model_device_ops *dev; /* forward and backward on be's device; NULL: ops' */
+    void *dev_state;
     int begin, end; /* block range [begin, end) of the full model */
     bp_tp tp;       /* size 1 without tensor parallelism */
     int ntensors;

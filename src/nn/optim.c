@@ -14,9 +14,9 @@ int bp_optim_init_on(bp_optim *o, const bp_optim_config *cfg, size_t n, const bp
     o->be = be;
     o->n = n;
     if (n == 0) return BP_OK;
-    int rc = be->alloc((void **)&o->m, n * sizeof(bp_real), "optimizer state", err);
+    int rc = be->alloc(be, (void **)&o->m, n * sizeof(bp_real), "optimizer state", err);
     if (rc == BP_OK && cfg->kind == BP_OPTIM_ADAMW)
-        rc = be->alloc((void **)&o->v, n * sizeof(bp_real), "optimizer state", err);
+        rc = be->alloc(be, (void **)&o->v, n * sizeof(bp_real), "optimizer state", err);
     if (rc) bp_optim_free(o);
     return rc;
 }
@@ -27,8 +27,8 @@ int bp_optim_init(bp_optim *o, const bp_optim_config *cfg, size_t n, bp_err *err
 
 void bp_optim_free(bp_optim *o) {
     if (o->be) {
-        o->be->free(o->m);
-        o->be->free(o->v);
+        o->be->free(o->be, o->m);
+        o->be->free(o->be, o->v);
     }
     memset(o, 0, sizeof *o);
 }
@@ -44,7 +44,7 @@ void bp_optim_update(bp_optim *o, bp_real *params, const bp_real *grads, double 
                         .eps = c->eps,
                         .weight_decay = c->weight_decay,
                         .t = o->t};
-    o->be->update(&a, params, grads, o->m, o->v, off, len);
+    o->be->update(o->be, &a, params, grads, o->m, o->v, off, len);
 }
 
 void bp_optim_step(bp_optim *o, bp_real *params, const bp_real *grads, double lr) {

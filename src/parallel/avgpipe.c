@@ -59,10 +59,11 @@ static bp_status after_step(bp_dp *dp, bp_err *err) {
     easgd *s = dp->state;
     size_t n = bp_model_num_params(dp->model);
     const float alpha = (float)dp->cfg.ea_alpha;
-    dp->be->fill(s->diff, n, 0.0f);
+    dp->be->fill(dp->be, s->diff, n, 0.0f);
     for (int j = 0; j < dp->n_replicas; j++)
-        dp->be->elastic_pull(bp_model_params(dp->models[j]), s->center, s->diff, n, alpha, true);
-    dp->be->axpy(s->center, n, 1.0f, s->diff);
+        dp->be->elastic_pull(dp->be, bp_model_params(dp->models[j]), s->center, s->diff, n, alpha,
+                             true);
+    dp->be->axpy(dp->be, s->center, n, 1.0f, s->diff);
     if (bp_comm_size(dp->comm) == 1) return BP_OK;
     return bp_comm_fail(dp->comm, bp_allreduce_avg(dp->comm, s->center, n), err);
 }

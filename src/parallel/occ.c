@@ -70,8 +70,10 @@ bp_status bp_occ_embedding_sync(const bp_grid *g, bool fused, bp_model **models,
     if (rc) return bp_comm_fail(g->embed_comm, rc, err);
     if (!fused || g->dp == 1) return BP_OK;
     const float inv = (float)(1.0 / g->dp); /* the sum spans every replica */
-    for (int j = 0; j < n; j++)
-        bp_model_backend(models[j])->scale(bp_model_grads(models[j]) + ti->offset, ti->numel, inv);
+    for (int j = 0; j < n; j++) {
+        const bp_backend *be = bp_model_backend(models[j]);
+        be->scale(be, bp_model_grads(models[j]) + ti->offset, ti->numel, inv);
+    }
     return BP_OK;
 }
 

@@ -53,7 +53,7 @@ static int alloc_slots(bp_pipe *p, bp_err *err) {
         p->slots[i].micro = -1;
         rc = bp_acts_create(p->models[0], p->micro_B, p->T, &p->slots[i].acts, err);
         if (rc == BP_OK && p->s > 0)
-            rc = be(p)->alloc((void **)&p->slots[i].dx, p->in_n * sizeof(bp_real),
+            rc = be(p)->alloc(be(p), (void **)&p->slots[i].dx, p->in_n * sizeof(bp_real),
                               "pipeline gradient buffer", err);
     }
     if (rc == BP_OK) p->stats.act_bytes = bp_acts_bytes(p->slots[0].acts);
@@ -110,9 +110,11 @@ bp_status bp_pipe_create(bp_comm *pp, bp_model **models, int N, const bp_schedul
         rc = bp_cb_create(occ, p->S, p->s, N, rows, p->in_n, p->out_n, &p->cb, err);
     if (rc == BP_OK) rc = alloc_wires(p, err);
     if (rc == BP_OK && p->s > 0)
-        rc = be(p)->alloc((void **)&p->x_in, p->in_n * sizeof(bp_real), "pipeline input", err);
+        rc = be(p)->alloc(be(p), (void **)&p->x_in, p->in_n * sizeof(bp_real), "pipeline input",
+                          err);
     if (rc == BP_OK && p->s < p->S - 1)
-        rc = be(p)->alloc((void **)&p->dy, p->out_n * sizeof(bp_real), "pipeline gradient", err);
+        rc = be(p)->alloc(be(p), (void **)&p->dy, p->out_n * sizeof(bp_real), "pipeline gradient",
+                          err);
     if (rc) {
         bp_pipe_destroy(p);
         return rc;
@@ -127,7 +129,7 @@ void bp_pipe_destroy(bp_pipe *p) {
         bp_wait(&p->slots[i].fwd_req);
         bp_wait(&p->slots[i].bwd_req);
         bp_acts_destroy(p->slots[i].acts);
-        be(p)->free(p->slots[i].dx);
+        be(p)->free(be(p), p->slots[i].dx);
         bp_free(p->slots[i].wire);
     }
     bp_cb_destroy(p->cb);
@@ -135,8 +137,8 @@ void bp_pipe_destroy(bp_pipe *p) {
     bp_free(p->cb_host);
     free(p->slots);
     free(p->ops);
-    be(p)->free(p->x_in);
-    be(p)->free(p->dy);
+    be(p)->free(be(p), p->x_in);
+    be(p)->free(be(p), p->dy);
     free(p);
 }
 

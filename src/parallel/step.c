@@ -13,9 +13,12 @@ bool bp_grid_reports_loss(const bp_grid *g) { return g->p == g->pp - 1 && g->t =
 static int nonfinite_in(const bp_model *m) {
     const bp_backend *be = bp_model_backend(m);
     const float *g = bp_model_grads((bp_model *)m);
+    /* One pass over the buffer in the usual case (one wait on a device), the tensors
+     * only to name the first that is not finite. */
+    if (be->all_finite(be, g, bp_model_num_params(m))) return -1;
     for (int i = 0; i < bp_model_num_tensors(m); i++) {
         const bp_tensor_info *ti = bp_model_tensor(m, i);
-        if (!be->all_finite(g + ti->offset, ti->numel)) return i;
+        if (!be->all_finite(be, g + ti->offset, ti->numel)) return i;
     }
     return -1;
 }
@@ -88,7 +91,7 @@ static double own_sumsq(const bp_grid_step_ctx *c, const bp_model *m) {
     for (int i = 0; i < bp_model_num_tensors(m); i++) {
         const bp_tensor_info *ti = bp_model_tensor(m, i);
         if (ti->tied_copy || (ti->split_dim < 0 && c->grid->t != 0)) continue;
-        s += be->sumsq(g + ti->offset, ti->numel);
+        s += be->sumsq(be, g + ti->offset, ti->numel);
     }
     return s;
 }
@@ -96,8 +99,8 @@ static double own_sumsq(const bp_grid_step_ctx *c, const bp_model *m) {
 /* PyTorch's clip_grad_norm_: gradients of norm `norm` scaled down to max_norm. */
 static void clip_to(bp_model *m, double norm, double max_norm) {
     if (max_norm <= 0 || norm <= max_norm) return;
-    bp_model_backend(m)->scale(bp_model_grads(m), bp_model_num_params(m),
-                               (float)(max_norm / (norm + 1e-6)));
+    const bp_backend *be = bp_model_backend(m);
+    be->scale(be, bp_model_grads(m), bp_model_num_params(m), (float)(max_norm / (norm + 1e-6)));
 }
 
 /* Gradient norm of each replica over the whole model (all stages and tp ranks),
@@ -204,7 +207,8 @@ bp_status bp_grid_steps(const bp_grid_step_ctx *c, int k, const bp_grid_step_in 
     for (int t = 0; t < k; t++) out[t] = (bp_grid_step_out){.grad_norm = NAN};
     for (int j = 0; j < c->n_replicas; j++) bp_model_zero_grad(c->models[j]);
     bp_dp_step_begin(c->dp, in[k - 1].lr);
-    if (in[0].poison) bp_model_backend(c->models[0])->fill(bp_model_grads(c->models[0]), 1, NAN);
+    const bp_backend *be = bp_model_backend(c->models[0]);
+    if (in[0].poison) be->fill(be, bp_model_grads(c->models[0]), 1, NAN);
     stream_ctx x = {.c = c, .in = in};
     bp_pipe_hooks h = {.last_backward = before_last_backward, .update = inline_update,
                        .stop = stop_between, .stop_every = stop_every(c, k, in), .ctx = &x};

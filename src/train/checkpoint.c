@@ -284,13 +284,14 @@ static int shard_tensor(const bp_checkpoint *ck, const bp_tensor_info *ti, const
 
 bp_status bp_checkpoint_load_present(const bp_checkpoint *ck, bp_model *m, int *loaded, bp_err *err) {
     bp_real *params = bp_model_params(m);
+    const bp_backend *be = bp_model_backend(m);
     for (int i = 0; i < bp_model_num_tensors(m); i++) {
         const bp_tensor_info *ti = bp_model_tensor(m, i);
         const bp_st_tensor *t;
         int rc = shard_tensor(ck, ti, &t, err);
         if (rc) return rc;
         if (!t) continue;
-        bp_model_backend(m)->to_device(params + ti->offset, t->data, ti->numel * sizeof(float));
+        be->to_device(be, params + ti->offset, t->data, ti->numel * sizeof(float));
         ++*loaded;
     }
     return BP_OK;
@@ -383,8 +384,8 @@ bp_status bp_checkpoint_load_optim(const bp_checkpoint *ck, bp_optim *o, bp_err 
                        (unsigned long long)ck->n_params,
                        o->cfg.kind == BP_OPTIM_ADAMW ? "adamw" : "sgd", o->n);
     size_t bytes = o->n * sizeof(bp_real);
-    if (bytes) o->be->to_device(o->m, ck->moments, bytes);
-    if (o->v && bytes) o->be->to_device(o->v, ck->moments + bytes, bytes);
+    if (bytes) o->be->to_device(o->be, o->m, ck->moments, bytes);
+    if (o->v && bytes) o->be->to_device(o->be, o->v, ck->moments + bytes, bytes);
     o->t = ck->optim_t;
     return BP_OK;
 }

@@ -305,6 +305,33 @@ static void fill_defaults(bp_train_config *c) {
     if (!c->metrics[0]) bp_path_join(c->metrics, sizeof c->metrics, c->out, "metrics.jsonl", NULL);
 }
 
+/* What does not run on the GPU yet, refused before any work with one line naming it
+ * (the CUDA gpt's own limits: nn/cuda/model_cuda.h). */
+static bp_status check_cuda(const bp_train_config *c, bp_err *err) {
+    if (c->model != BP_MODEL_GPT)
+        return bp_fail(err, BP_EUSAGE,
+                       "option --device cuda: only gpt runs on the GPU so far "
+                       "(--model mlp does not)");
+    if (c->tp > 1)
+        return bp_fail(err, BP_EUSAGE,
+                       "option --device cuda: tensor parallelism (--tp %d) does "
+                       "not run on the GPU yet",
+                       c->tp);
+    if (c->dtype == BP_DTYPE_BF16 && c->pp > 1)
+        return bp_fail(err, BP_EUSAGE,
+                       "option --dtype bf16: runs on one pipeline stage only "
+                       "(--pp 1) so far; the boundaries between stages are fp32");
+    if (c->dp_algo == BP_DP_ASYNC)
+        return bp_fail(err, BP_EUSAGE,
+                       "option --dp-algo: async does not run on --device cuda (its "
+                       "averaging thread reads the weights while the step runs)");
+    if (c->gpu_comm == BP_GPU_COMM_NCCL)
+        return bp_fail(err, BP_EUSAGE,
+                       "option --gpu-comm nccl: device buffers travel through "
+                       "host memory so far (NCCL is not wired into training yet)");
+    return BP_OK;
+}
+
 bp_status bp_train_config_finalize(bp_train_config *c, bp_err *err) {
     fill_defaults(c);
     if (c->model == BP_MODEL_GPT && c->embd % c->heads != 0)
@@ -322,6 +349,7 @@ bp_status bp_train_config_finalize(bp_train_config *c, bp_err *err) {
         return bp_fail(err, BP_EUSAGE,
                        "option --dp-algo: async does not run on --device check (its averaging "
                        "thread reads the weights while the step runs)");
+    if (c->device == BP_DEVICE_CUDA && check_cuda(c, err)) return BP_EUSAGE;
     if (c->device != BP_DEVICE_CUDA && (c->dtype != BP_DTYPE_FP32 || c->gpu_comm != BP_GPU_COMM_AUTO))
         return bp_fail(err, BP_EUSAGE, "option --%s: needs --device cuda",
                        c->dtype != BP_DTYPE_FP32 ? "dtype" : "gpu-comm");

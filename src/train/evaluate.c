@@ -39,7 +39,7 @@ static int score(trainer *t, double *sum, double *correct, double *rows, bool *c
         size_t bytes = (size_t)b.B * (size_t)classes * sizeof(float);
         if (!t->host_logits && !(t->host_logits = malloc((size_t)t->micro_B * classes * sizeof(float))))
             return bp_fail(err, BP_ENOMEM, "cannot allocate the host copy of the logits");
-        t->be->to_host(t->host_logits, logits, bytes);
+        t->be->to_host(t->be, t->host_logits, logits, bytes);
         *correct += bp_count_correct(t->host_logits, b.targets, b.B, classes);
     }
     return BP_OK;
@@ -52,9 +52,9 @@ static int score_model(trainer *t, double *sum, double *correct, double *rows, b
     size_t bytes = bp_model_num_params(t->model) * sizeof(float);
     const char *what = "the averaged model for evaluation";
     int rc = BP_OK;
-    if (swap && !t->avg_params) rc = t->be->alloc((void **)&t->avg_params, bytes, what, err);
+    if (swap && !t->avg_params) rc = t->be->alloc(t->be, (void **)&t->avg_params, bytes, what, err);
     if (swap && rc == BP_OK && !t->eval_saved)
-        rc = t->be->alloc((void **)&t->eval_saved, bytes, what, err);
+        rc = t->be->alloc(t->be, (void **)&t->eval_saved, bytes, what, err);
     if (swap && rc == BP_OK) rc = bp_dp_swap_in_average(t->dp, t->avg_params, t->eval_saved, err);
     if (rc) return rc;
     if (trainer_in_replica0(t)) rc = score(t, sum, correct, rows, cut, err);

@@ -9,6 +9,7 @@
 #include "core/rng.h"
 #include "nn/model.h"
 #include "train/checkpoint.h"
+#include "train/device.h"
 
 #define OFF(f) offsetof(bp_sample_config, f)
 
@@ -75,6 +76,8 @@ static int draw(const bp_real *logits, int V, double temperature, int top_k, bp_
 static int generate(bp_model *m, const bp_sample_config *c, FILE *out, bp_err *err) {
     const bp_model_config *mc = bp_model_get_config(m);
     int T = mc->seq_len, V = mc->vocab;
+    const bp_backend *be = bp_model_backend(m);
+    float row[1024]; /* vocab <= 1024 (bp_sample_run) */
     size_t cap = strlen(c->prompt) + (size_t)c->length + 2, n = 0;
     int32_t *text = malloc(cap * sizeof *text);
     bp_acts *a = NULL;
@@ -89,7 +92,9 @@ static int generate(bp_model *m, const bp_sample_config *c, FILE *out, bp_err *e
         bp_batch b = {.B = 1, .T = t, .tokens = text + n - (size_t)t};
         rc = bp_model_forward(m, a, &b, NULL, NULL, err);
         if (rc) break;
-        int next = draw(bp_acts_logits(a) + (size_t)(t - 1) * V, V, c->temperature, c->top_k, &rng);
+        /* The last position's logits, copied from wherever the device keeps them. */
+        bp_backend_get(be, row, bp_acts_logits(a) + (size_t)(t - 1) * V, (size_t)V);
+        int next = draw(row, V, c->temperature, c->top_k, &rng);
         text[n++] = next;
         fputc(next, out);
         fflush(out);
@@ -110,7 +115,11 @@ bp_status bp_sample_run(const bp_sample_config *c, FILE *out, bp_err *err) {
     else if (mc->vocab > 1024)
         rc = bp_fail(err, BP_EFORMAT, "checkpoint %s: vocabulary of %d is too large", c->ckpt,
                      mc->vocab);
+    bp_train_device dev = {0};
+    if (rc == BP_OK) rc = bp_train_device_open(c->device, false, 0, &dev, err);
+    if (rc == BP_OK) rc = bp_train_device_adopt(&dev, m, err);
     if (rc == BP_OK) rc = generate(m, c, out, err);
     bp_model_destroy(m);
+    if (dev.be) bp_train_device_close(&dev);
     return rc;
 }

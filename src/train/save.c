@@ -102,7 +102,7 @@ int trainer_resume(trainer *t, bp_err *err) {
 
 /* *buf, allocated on be once (bytes > 0). */
 static int once_on(const bp_backend *be, float **buf, size_t bytes, bp_err *err) {
-    return *buf ? BP_OK : be->alloc((void **)buf, bytes, "the averaged checkpoint", err);
+    return *buf ? BP_OK : be->alloc(be, (void **)buf, bytes, "the averaged checkpoint", err);
 }
 
 /* *buf, allocated on the host once. */
@@ -132,9 +132,9 @@ static int checkpoint_state(trainer *t, const bp_real **params, bp_optim *view, 
     if (rc == BP_OK && bytes) rc = once_host(&t->host_m, bytes, err);
     if (rc == BP_OK && bytes && v) rc = once_host(&t->host_v, bytes, err);
     if (rc || !bytes) return rc;
-    t->be->to_host(t->host_params, p, bytes);
-    t->be->to_host(t->host_m, m, bytes);
-    if (v) t->be->to_host(t->host_v, v, bytes);
+    t->be->to_host(t->be, t->host_params, p, bytes);
+    t->be->to_host(t->be, t->host_m, m, bytes);
+    if (v) t->be->to_host(t->be, t->host_v, v, bytes);
     *params = t->host_params;
     view->m = t->host_m;
     view->v = v ? t->host_v : NULL;
@@ -193,7 +193,7 @@ static int host_mirror(trainer *t, bp_err *err) {
 static void replica_copy(trainer *t, int i, bool to_host) {
     float *dev = t->replica_state.bufs[i].data, *host = t->replica_host.bufs[i].data;
     size_t n = t->replica_state.bufs[i].n;
-    if (!t->be->owns(dev))
+    if (!t->be->owns(t->be, dev))
         memcpy(to_host ? host : dev, to_host ? dev : host, n * sizeof *dev);
     else if (to_host)
         bp_backend_get(t->be, host, dev, n);

@@ -136,9 +136,9 @@ static int create_replicas(trainer *t, const bp_model_config *mc, bp_err *err) {
     int rc = bp_avgpipe_replicas_create(mc, t->first[p], t->first[p + 1], &t->tp,
                                         (uint64_t)t->cfg->seed, &oc, t->n_rep, &t->models,
                                         &t->optims, err);
-    /* Made on the host, then moved (weights kept) to the run's backend. */
+    /* Made on the host, then moved (weights kept) to the run's device. */
     for (int j = 0; rc == BP_OK && t->be != bp_backend_cpu() && j < t->n_rep; j++) {
-        rc = bp_model_set_backend(t->models[j], t->be, err);
+        rc = bp_train_device_adopt(&t->dev, t->models[j], err);
         bp_optim_free(&t->optims[j]);
         if (rc == BP_OK)
             rc = bp_optim_init_on(&t->optims[j], &oc, bp_model_num_params(t->models[j]), t->be,
@@ -191,6 +191,32 @@ static void reuse_bucket_size(trainer *t, bp_dp_config *d) {
                     t->resume_dir);
 }
 
+/* This rank's index among the ranks of its node: its GPU, where each has its own. */
+static int node_rank(bp_comm *world) {
+    MPI_Comm node;
+    int r = 0;
+    if (MPI_Comm_split_type(bp_comm_mpi(world), MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) !=
+        MPI_SUCCESS)
+        return bp_comm_rank(world);
+    MPI_Comm_rank(node, &r);
+    MPI_Comm_free(&node);
+    return r;
+}
+
+/* comm/ reaches the backend's memory through these (bp_comm_memory). */
+static bool mem_owns(void *ctx, const void *p) {
+    const bp_backend *be = ctx;
+    return be->owns(be, p);
+}
+static void mem_to_host(void *ctx, void *host_dst, const void *src, size_t bytes) {
+    const bp_backend *be = ctx;
+    be->to_host(be, host_dst, src, bytes);
+}
+static void mem_to_device(void *ctx, void *dst, const void *host_src, size_t bytes) {
+    const bp_backend *be = ctx;
+    be->to_device(be, dst, host_src, bytes);
+}
+
 static int setup(trainer *t, bp_err *err) {
     const bp_train_config *c = t->cfg;
     t->rank = bp_comm_rank(t->world);
@@ -207,8 +233,11 @@ static int setup(trainer *t, bp_err *err) {
             return bp_comm_fail(groups[g], rc, err);
     /* The training groups are split from the world and learn from it where the
      * backend's buffers live. */
-    t->be = c->device == BP_DEVICE_CHECK ? bp_backend_check() : bp_backend_cpu();
-    bp_comm_memory mem = {t->be->owns, t->be->to_host, t->be->to_device};
+    rc = bp_train_device_open(c->device, c->dtype == BP_DTYPE_BF16, node_rank(t->world), &t->dev,
+                              err);
+    t->be = t->dev.be;
+    if ((rc = agree(t, rc, err))) return rc;
+    bp_comm_memory mem = {(void *)t->be, mem_owns, mem_to_host, mem_to_device};
     if (!t->be->host_memory && (rc = bp_comm_set_memory(t->world, &mem)))
         return bp_comm_fail(t->world, rc, err);
     rc = bp_grid_init(t->world, c->dp, c->pp, c->tp, bp_model_tied_tensor(&mc) != NULL,
@@ -252,10 +281,10 @@ static void teardown(trainer *t) {
     free(t->step_ms);
     free(t->pending);
     if (t->be) {
-        t->be->free(t->avg_params);
-        t->be->free(t->avg_m);
-        t->be->free(t->avg_v);
-        t->be->free(t->eval_saved);
+        t->be->free(t->be, t->avg_params);
+        t->be->free(t->be, t->avg_m);
+        t->be->free(t->be, t->avg_v);
+        t->be->free(t->be, t->eval_saved);
     }
     free(t->host_params);
     free(t->host_m);
@@ -263,6 +292,8 @@ static void teardown(trainer *t) {
     free(t->host_logits);
     trainer_replica_free(t);
     if (t->be && !t->be->host_memory) bp_comm_set_memory(t->world, NULL);
+    bp_train_device_close(&t->dev);
+    t->be = NULL;
     trainer_release_out(t);
 }
 
@@ -276,7 +307,8 @@ static bool fault_here(const trainer *t, int rank) {
  * weights went non-finite (as a diverged step leaves them). */
 static void inject_process_fault(trainer *t) {
     if (fault_here(t, t->cfg->fault_kill_rank)) raise(SIGKILL);
-    if (fault_here(t, t->cfg->fault_nan_weights_rank)) t->be->fill(bp_model_params(t->model), 1, NAN);
+    if (fault_here(t, t->cfg->fault_nan_weights_rank))
+        t->be->fill(t->be, bp_model_params(t->model), 1, NAN);
     if (fault_here(t, t->cfg->fault_hang_rank))
         for (;;) pause();
 }

@@ -13,6 +13,7 @@
 #include "parallel/pipe.h"
 #include "parallel/step.h"
 #include "train/checkpoint.h"
+#include "train/device.h"
 #include "train/metrics.h"
 #include "train/progress.h"
 #include "train/task.h"
@@ -65,7 +66,8 @@ typedef struct trainer {
     int out_fd;    /* rank 0: --out, opened and locked for this run; -1: none */
     bool resuming;
     bp_manifest resume_from; /* when resuming */
-    const bp_backend *be;              /* where the models' memory lives (--device) */
+    bp_train_device dev;     /* --device, --dtype */
+    const bp_backend *be;    /* where the models' memory lives: dev.be */
     char resume_dir[4096];   /* the ckpt-* directory of --resume */
     double bucket_mb_measured; /* --bucket-mb auto: the size chosen (0: not yet) */
     /* What this rank keeps beyond the consensus model (bp_dp_state, bp_pipe_state),

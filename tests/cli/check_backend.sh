@@ -5,7 +5,7 @@
 # every schedule, tp, AvgPipe, each Optimus-CC flag, mlp across stages; and a run
 # resumed on it from a checkpoint continues bit for bit. A host access to device
 # memory anywhere in the step would crash these runs (tests/core/test_backend.c
-# shows that such an access faults).
+# shows that such an access faults); sample on it writes the cpu's bytes.
 source "$(dirname "$0")/lib.sh"
 export OPENBLAS_NUM_THREADS=1
 CL="$BP_SOURCE_DIR/scripts/compare-losses.sh"
@@ -48,5 +48,10 @@ state_resume() { # name ranks options...
 state_resume easgd 2 --dp-algo easgd --ea-period 2
 state_resume avgpipe 1 --pipelines 2 --micro-batches 2
 
-expect 2 "option --device check: only bagpipe train runs on it" -- "$BP" sample --ckpt "$WORK/full" --device check
+# sample's model on the check backend (its logits copied through the table) writes the
+# cpu's bytes.
+"$BP" sample --ckpt "$WORK/full" --length 40 --top-k 1 >"$WORK/sample-cpu" || fail "sample on cpu failed"
+"$BP" sample --ckpt "$WORK/full" --length 40 --top-k 1 --device check >"$WORK/sample-check" ||
+  fail "sample on check failed"
+cmp "$WORK/sample-cpu" "$WORK/sample-check" || fail "sample on check differs from the cpu's"
 refused 2 "option --dp-algo: async does not run on --device check" -- "${TINY[@]}" --data "$TEXT" --dp-algo async --device check

@@ -33,7 +33,7 @@ static void assert_same_bits(const float *a, const float *b, size_t n) {
 static float *upload(const bp_backend *be, const float *host, size_t n) {
     void *d = NULL;
     bp_err err;
-    assert_int_equal(be->alloc(&d, n * sizeof(float), "test buffer", &err), BP_OK);
+    assert_int_equal(be->alloc(be, &d, n * sizeof(float), "test buffer", &err), BP_OK);
     bp_backend_put(be, d, host, n);
     return d;
 }
@@ -51,36 +51,36 @@ static void vector_ops_follow_rules(const bp_backend *be) {
 
     double s = 0;
     for (size_t i = 0; i < N; i++) s += (double)x[i] * (double)x[i];
-    assert_true(be->sumsq(dx, N) == s);
-    assert_true(be->all_finite(dx, N));
+    assert_true(be->sumsq(be, dx, N) == s);
+    assert_true(be->all_finite(be, dx, N));
 
-    be->axpy(dy, N, 0.37f, dx);
+    be->axpy(be, dy, N, 0.37f, dx);
     for (size_t i = 0; i < N; i++) want[i] = y[i] + 0.37f * x[i];
     download(be, got, dy, N);
     assert_same_bits(got, want, N);
 
-    be->scale(dy + 5, N - 5, -1.5f); /* a range inside the buffer */
+    be->scale(be, dy + 5, N - 5, -1.5f); /* a range inside the buffer */
     for (size_t i = 5; i < N; i++) want[i] *= -1.5f;
     download(be, got, dy, N);
     assert_same_bits(got, want, N);
 
-    be->fill(dy, 7, 2.0f);
-    be->copy(dx + 7, dy, 7 * sizeof(float));
+    be->fill(be, dy, 7, 2.0f);
+    be->copy(be, dx + 7, dy, 7 * sizeof(float));
     download(be, got, dx, N);
     for (size_t i = 7; i < 14; i++) assert_true(got[i] == 2.0f);
 
     x[3] = NAN, x[900] = INFINITY;
     bp_backend_put(be, dx, x, N);
-    assert_false(be->all_finite(dx, N));
-    assert_true(be->all_finite(dx + 4, 890));
-    assert_true(be->zero_nonfinite(dx, N));
-    assert_false(be->zero_nonfinite(dx, N));
+    assert_false(be->all_finite(be, dx, N));
+    assert_true(be->all_finite(be, dx + 4, 890));
+    assert_true(be->zero_nonfinite(be, dx, N));
+    assert_false(be->zero_nonfinite(be, dx, N));
     download(be, got, dx, N);
     assert_true(got[3] == 0 && got[900] == 0 && got[4] == x[4]);
 
     random_fill(w, N, 3), random_fill(c, N, 4), random_fill(d, N, 5);
     float *dw = upload(be, w, N), *dc = upload(be, c, N), *dd = upload(be, d, N);
-    be->elastic_pull(dw, dc, dd, N, 0.3f, true);
+    be->elastic_pull(be, dw, dc, dd, N, 0.3f, true);
     float wantw[N];
     for (size_t i = 0; i < N; i++) {
         float k = 0.3f * (w[i] - c[i]);
@@ -91,7 +91,7 @@ static void vector_ops_follow_rules(const bp_backend *be) {
     assert_same_bits(got, wantw, N);
     download(be, got, dd, N);
     assert_same_bits(got, want, N);
-    be->free(dx), be->free(dy), be->free(dw), be->free(dc), be->free(dd);
+    be->free(be, dx), be->free(be, dy), be->free(be, dw), be->free(be, dc), be->free(be, dd);
 }
 
 /* AdamW over two ranges against nn/optim.h's rule written out in one pass. */
@@ -102,8 +102,8 @@ static void adamw_follows_rule(const bp_backend *be) {
     float *dm = upload(be, zero, N), *dv = upload(be, zero, N);
     bp_update_args a = {.kind = BP_UPDATE_ADAMW, .lr = 1e-3, .beta1 = 0.9, .beta2 = 0.95,
                         .eps = 1e-8, .weight_decay = 0.1, .t = 1};
-    be->update(&a, dp, dg, dm, dv, 0, 500);
-    be->update(&a, dp, dg, dm, dv, 500, N - 500);
+    be->update(be, &a, dp, dg, dm, dv, 0, 500);
+    be->update(be, &a, dp, dg, dm, dv, 500, N - 500);
     double bc1 = 1 - pow(0.9, 1), bc2 = 1 - pow(0.95, 1);
     float step = (float)(1e-3 / bc1), isb = (float)(1 / sqrt(bc2)), decay = (float)(1 - 1e-4);
     for (size_t i = 0; i < N; i++) {
@@ -112,7 +112,7 @@ static void adamw_follows_rule(const bp_backend *be) {
     }
     download(be, got, dp, N);
     assert_same_bits(got, want, N);
-    be->free(dp), be->free(dg), be->free(dm), be->free(dv);
+    be->free(be, dp), be->free(be, dg), be->free(be, dm), be->free(be, dv);
 }
 
 static void test_cpu_ops(void **state) {
@@ -135,13 +135,13 @@ static void test_events(void **state) {
         bp_err err;
         bp_dev_stream *s;
         bp_dev_event *e;
-        assert_int_equal(be->stream_create(&s, &err), BP_OK);
-        assert_int_equal(be->event_create(&e, &err), BP_OK);
-        assert_int_equal(be->event_record(e, NULL, &err), BP_OK);
-        assert_int_equal(be->stream_wait(s, e, &err), BP_OK);
-        assert_int_equal(be->event_sync(e, &err), BP_OK);
-        be->event_destroy(e);
-        be->stream_destroy(s);
+        assert_int_equal(be->stream_create(be, &s, &err), BP_OK);
+        assert_int_equal(be->event_create(be, &e, &err), BP_OK);
+        assert_int_equal(be->event_record(be, e, NULL, &err), BP_OK);
+        assert_int_equal(be->stream_wait(be, s, e, &err), BP_OK);
+        assert_int_equal(be->event_sync(be, e, &err), BP_OK);
+        be->event_destroy(be, e);
+        be->stream_destroy(be, s);
     }
 }
 
@@ -183,7 +183,7 @@ static void table_read(float *p) {
 static void host_pointer_to_table(float *p) {
     (void)p;
     float h[4] = {0};
-    bp_backend_check()->scale(h, 4, 2.0f);
+    bp_backend_check()->scale(bp_backend_check(), h, 4, 2.0f);
 }
 
 static void test_check_faults_on_host_access(void **state) {
@@ -199,8 +199,8 @@ static void test_check_faults_on_host_access(void **state) {
     /* the cpu backend's memory is the host's */
     float *c = upload(bp_backend_cpu(), one, 16);
     assert_int_equal(in_child(host_read, c), 0);
-    bp_backend_check()->free(d);
-    bp_backend_cpu()->free(c);
+    bp_backend_check()->free(bp_backend_check(), d);
+    bp_backend_cpu()->free(bp_backend_cpu(), c);
 }
 
 static void test_by_name(void **state) {

@@ -6,7 +6,6 @@
 #include "cuda_test.h"
 #include "nn/cuda/layers_cuda.h"
 #include "nn/layers.h"
-#include "nn/optim.h"
 
 static int failures;
 
@@ -148,43 +147,6 @@ static void crossentropy(bp_cuda *c, bp_cuda_dtype dt) {
     CHECK("crossentropy backward dlogits", dt, dl_d, dl, N * V);
 }
 
-/* Three AdamW steps and the gradient norm, fp32 state in both precisions. */
-static void optimizer(bp_cuda *c) {
-    enum { N = 5000 };
-    bp_optim_config cfg = {.kind = BP_OPTIM_ADAMW, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8,
-                           .weight_decay = 0.1};
-    bp_optim o;
-    bp_err err = {0};
-    cu_ok(bp_optim_init(&o, &cfg, N, &err), &err);
-    float *p = cu_normal(N, 1, 61), *m = cu_host(N), *v = cu_host(N);
-    float *gp = cu_up32(c, p, N), *gm = cu_up32(c, NULL, N), *gv = cu_up32(c, NULL, N);
-    for (int s = 1; s <= 3; s++) {
-        float *g = cu_normal(N, 0.1, 61 + (uint64_t)s);
-        float *gg = cu_up32(c, g, N);
-        bp_optim_step(&o, p, g, 1e-2);
-        double bc1 = 1 - pow(0.9, s), bc2 = 1 - pow(0.95, s);
-        bp_cu_adamw(c, gp, gg, gm, gv, N, 0.9f, 0.95f, (float)(1 - 1e-2 * 0.1), (float)(1e-2 / bc1),
-                    (float)(1 / sqrt(bc2)), 1e-8f);
-        if (s == 3) {
-            double *dsum;
-            cu_ok(bp_cuda_alloc(c, (void **)&dsum, sizeof *dsum, "sumsq", &err), &err);
-            bp_cu_sumsq(c, dsum, gg, N);
-            double gs;
-            cu_ok(bp_cuda_download(c, &gs, dsum, sizeof gs, &err), &err);
-            float a = (float)gs, b = (float)bp_grad_sumsq(g, N);
-            failures += cu_check("gradient sum of squares", BP_CUDA_F32, &a, &b, 1);
-        }
-        bp_cuda_free(gg);
-        free(g);
-    }
-    memcpy(m, o.m, N * sizeof *m);
-    memcpy(v, o.v, N * sizeof *v);
-    CHECK("adamw parameters (3 steps)", BP_CUDA_F32, gp, p, N);
-    CHECK("adamw first moment", BP_CUDA_F32, gm, m, N);
-    CHECK("adamw second moment", BP_CUDA_F32, gv, v, N);
-    bp_optim_free(&o);
-}
-
 int main(void) {
     cu_require_gpu();
     bp_cuda *c = cu_context();
@@ -197,7 +159,6 @@ int main(void) {
         embedding(c, dts[k]);
         crossentropy(c, dts[k]);
     }
-    optimizer(c);
     bp_err err = {0};
     cu_ok(bp_cuda_sync(c, "test", &err), &err);
     bp_cuda_destroy(c);

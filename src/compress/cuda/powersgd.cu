@@ -30,7 +30,7 @@ static void mm(bp_cuda *c, bool ta, bool tb, int r1, int c2, int k, float alpha,
                const float *b, float beta, float *out, const char *what) {
     /* out^T = op(b)^T op(a)^T in column-major: b comes first. */
     int lda = ta ? r1 : k, ldb = tb ? k : c2;
-    cublasStatus_t s = cublasGemmEx(c->blas, tb ? CUBLAS_OP_T : CUBLAS_OP_N,
+    cublasStatus_t s = c->cublas.gemm(c->blas, tb ? CUBLAS_OP_T : CUBLAS_OP_N,
                                     ta ? CUBLAS_OP_T : CUBLAS_OP_N, c2, r1, k, &alpha, b,
                                     CUDA_R_32F, ldb, a, CUDA_R_32F, lda, &beta, out, CUDA_R_32F,
                                     c2, bp_cuda_compute(c, BP_CUDA_F32), CUBLAS_GEMM_DEFAULT);

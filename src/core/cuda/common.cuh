@@ -9,10 +9,31 @@
 
 #include "core/cuda/cuda.h"
 
+/* The cuBLAS entry points bagpipe calls, found when a context is made (context.cu):
+ * the library is opened then, not when bagpipe starts, since loading it costs every
+ * command (the CPU's included) half a second and 200 MB. */
+typedef struct bp_cublas {
+    void *lib;
+    cublasStatus_t (*create)(cublasHandle_t *);
+    cublasStatus_t (*destroy)(cublasHandle_t);
+    cublasStatus_t (*set_stream)(cublasHandle_t, cudaStream_t);
+    const char *(*status_string)(cublasStatus_t);
+    cublasStatus_t (*gemm)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int,
+                           const void *, const void *, cudaDataType, int, const void *,
+                           cudaDataType, int, const void *, void *, cudaDataType, int,
+                           cublasComputeType_t, cublasGemmAlgo_t);
+    cublasStatus_t (*gemm_batched)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int,
+                                   int, const void *, const void *, cudaDataType, int, long long,
+                                   const void *, cudaDataType, int, long long, const void *,
+                                   void *, cudaDataType, int, long long, int, cublasComputeType_t,
+                                   cublasGemmAlgo_t);
+} bp_cublas;
+
 struct bp_cuda {
     int device;
     bool tf32;
     cudaStream_t stream;
+    bp_cublas cublas; /* the library's entry points */
     cublasHandle_t blas;
     int sms;            /* streaming multiprocessors, for grid sizes */
     bool failed;        /* the first error is kept in `first` */

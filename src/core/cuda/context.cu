@@ -1,4 +1,5 @@
 /* The context of nn/cuda: device, stream, cuBLAS handle and the first error. */
+#include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,9 +21,40 @@ bool bp_cuda_blas_failed(bp_cuda *c, int status, const char *what) {
     if (status == (int)CUBLAS_STATUS_SUCCESS) return false;
     if (!c->failed)
         snprintf(c->first, sizeof c->first, "%s: cuBLAS %s", what,
-                 cublasGetStatusString((cublasStatus_t)status));
+                 c->cublas.status_string((cublasStatus_t)status));
     c->failed = true;
     return true;
+}
+
+#define BP_STR2(x) #x
+#define BP_STR(x) BP_STR2(x)
+
+template <typename F> static bool find(void *lib, const char *name, F *out) {
+    *out = reinterpret_cast<F>(dlsym(lib, name));
+    return *out != nullptr;
+}
+
+/* cuBLAS of the toolkit bagpipe was built with: by its soname where the loader finds
+ * it, else in the toolkit's folder. */
+static int cublas_open(bp_cublas *b, bp_err *err) {
+    const char *names[] = {"libcublas.so." BP_STR(CUBLAS_VER_MAJOR),
+                           BP_CUBLAS_DIR "/libcublas.so." BP_STR(CUBLAS_VER_MAJOR)};
+    for (int i = 0; i < 2 && !b->lib; i++) b->lib = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
+    if (!b->lib)
+        return bp_fail(err, BP_EUSAGE, "cuda: cannot open cuBLAS (%s): %s", names[0], dlerror());
+    const char *missing = !find(b->lib, "cublasCreate_v2", &b->create)           ? "cublasCreate"
+                          : !find(b->lib, "cublasDestroy_v2", &b->destroy)       ? "cublasDestroy"
+                          : !find(b->lib, "cublasSetStream_v2", &b->set_stream)  ? "cublasSetStream"
+                          : !find(b->lib, "cublasGetStatusString", &b->status_string)
+                              ? "cublasGetStatusString"
+                          : !find(b->lib, "cublasGemmEx", &b->gemm) ? "cublasGemmEx"
+                          : !find(b->lib, "cublasGemmStridedBatchedEx", &b->gemm_batched)
+                              ? "cublasGemmStridedBatchedEx"
+                              : NULL;
+    if (!missing) return BP_OK;
+    dlclose(b->lib);
+    b->lib = NULL;
+    return bp_fail(err, BP_EUSAGE, "cuda: %s has no %s", names[0], missing);
 }
 
 int bp_cuda_create(int device, bool tf32, bp_cuda **out, bp_err *err) {
@@ -34,20 +66,28 @@ int bp_cuda_create(int device, bool tf32, bp_cuda **out, bp_err *err) {
     if (!c) return bp_fail(err, BP_ENOMEM, "cuda: cannot allocate the context");
     c->device = device;
     c->tf32 = tf32;
+    int rc = cublas_open(&c->cublas, err);
+    if (rc) {
+        free(c);
+        return rc;
+    }
     cudaDeviceGetAttribute(&c->sms, cudaDevAttrMultiProcessorCount, device);
     if ((e = cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking)) != cudaSuccess) {
+        dlclose(c->cublas.lib);
         free(c);
         return bp_fail(err, BP_EINTERNAL, "cuda: cannot create a stream on GPU %d: %s", device,
                        cudaGetErrorString(e));
     }
-    cublasStatus_t s = cublasCreate(&c->blas);
-    if (s == CUBLAS_STATUS_SUCCESS) s = cublasSetStream(c->blas, c->stream);
+    cublasStatus_t s = c->cublas.create(&c->blas);
+    if (s == CUBLAS_STATUS_SUCCESS) s = c->cublas.set_stream(c->blas, c->stream);
     if (s != CUBLAS_STATUS_SUCCESS) {
-        if (c->blas) cublasDestroy(c->blas);
+        bp_fail(err, BP_EINTERNAL, "cuda: cannot create a cuBLAS handle on GPU %d: %s", device,
+                c->cublas.status_string(s));
+        if (c->blas) c->cublas.destroy(c->blas);
         cudaStreamDestroy(c->stream);
+        dlclose(c->cublas.lib);
         free(c);
-        return bp_fail(err, BP_EINTERNAL, "cuda: cannot create a cuBLAS handle on GPU %d: %s",
-                       device, cublasGetStatusString(s));
+        return BP_EINTERNAL;
     }
     *out = c;
     return BP_OK;
@@ -56,7 +96,8 @@ int bp_cuda_create(int device, bool tf32, bp_cuda **out, bp_err *err) {
 void bp_cuda_destroy(bp_cuda *c) {
     if (!c) return;
     cudaStreamSynchronize(c->stream);
-    cublasDestroy(c->blas);
+    c->cublas.destroy(c->blas);
+    dlclose(c->cublas.lib);
     cudaStreamDestroy(c->stream);
     free(c);
 }

@@ -26,7 +26,7 @@ static void heads_gemm(bp_cuda *c, bp_cuda_dtype dt, cublasOperation_t ta, cubla
                        int NH, const char *what) {
     float beta = 0.0f;
     cudaDataType_t t = bp_cuda_type(dt);
-    cublasStatus_t s = cublasGemmStridedBatchedEx(c->blas, ta, tb, m, n, k, &alpha, a, t, lda, sa,
+    cublasStatus_t s = c->cublas.gemm_batched(c->blas, ta, tb, m, n, k, &alpha, a, t, lda, sa,
                                                   b, t, ldb, sb, &beta, out, t, ldc, so, NH,
                                                   bp_cuda_compute(c, dt), CUBLAS_GEMM_DEFAULT);
     bp_cuda_blas_failed(c, (int)s, what);

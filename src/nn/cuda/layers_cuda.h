@@ -67,21 +67,6 @@ void bp_cu_crossentropy_backward(bp_cuda *c, bp_cuda_dtype dt, void *dlogits, co
                                  const float *lse, const int32_t *targets, int N, int V,
                                  float scale);
 
-/* ---- optimizer (nn/optim.h) ---- */
-
-/* *sumsq (a device double, overwritten) = sum of g[i]^2, accumulated in double. */
-void bp_cu_sumsq(bp_cuda *c, double *sumsq, const float *g, size_t n);
-/* x[i] *= s */
-void bp_cu_scale(bp_cuda *c, float *x, size_t n, float s);
-/* One AdamW update with the constants bp_optim's adamw_step computes on the host:
- *   m = b1 m + (1-b1) g;  v = b2 v + (1-b2) g^2;
- *   p = p * decay - step * m / (sqrt(v) * inv_sqrt_bc2 + eps) */
-void bp_cu_adamw(bp_cuda *c, float *p, const float *g, float *m, float *v, size_t n, float b1,
-                 float b2, float decay, float step, float inv_sqrt_bc2, float eps);
-/* SGD with momentum: d = g + wd p;  buf = mu buf + d;  p -= rate buf */
-void bp_cu_sgd(bp_cuda *c, float *p, const float *g, float *buf, size_t n, float mu, float wd,
-               float rate);
-
 #ifdef __cplusplus
 }
 #endif

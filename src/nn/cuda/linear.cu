@@ -14,7 +14,7 @@ static void gemm(bp_cuda *c, cublasOperation_t ta, cublasOperation_t tb, int m, 
                  float alpha, const void *a, cudaDataType_t at, int lda, const void *b,
                  cudaDataType_t bt, int ldb, float beta, void *out, cudaDataType_t ot, int ldc,
                  cublasComputeType_t compute, const char *what) {
-    cublasStatus_t s = cublasGemmEx(c->blas, ta, tb, m, n, k, &alpha, a, at, lda, b, bt, ldb,
+    cublasStatus_t s = c->cublas.gemm(c->blas, ta, tb, m, n, k, &alpha, a, at, lda, b, bt, ldb,
                                     &beta, out, ot, ldc, compute, CUBLAS_GEMM_DEFAULT);
     bp_cuda_blas_failed(c, (int)s, what);
 }

@@ -45,11 +45,11 @@ static bp_status create(bp_dp *dp, bp_err *err) {
     /* Resuming at step t: the steps 0, k, ... below t have averaged. */
     s->rounds = (uint64_t)((dp->step + dp->cfg.interval - 1) / dp->cfg.interval);
     if (dp->cfg.step_first || bp_comm_size(dp->comm) == 1) return BP_OK;
-    return dp->be->alloc((void **)&s->avg, bp_model_num_params(dp->model) * sizeof(float),
+    return dp->be->alloc(dp->be, (void **)&s->avg, bp_model_num_params(dp->model) * sizeof(float),
                          "decentralized average", err);
 }
 
-static void destroy(bp_dp *dp) { dp->be->free(((decentralized *)dp->state)->avg); }
+static void destroy(bp_dp *dp) { dp->be->free(dp->be, ((decentralized *)dp->state)->avg); }
 
 static bool exchanges_this_step(const bp_dp *dp) {
     return !dp->cfg.step_first && averages_at(dp, dp->step);
@@ -60,7 +60,7 @@ static bp_status exchange(bp_dp *dp, bp_err *err) {
     decentralized *s = dp->state;
     size_t n;
     const float *w = bp_dp_weights(dp, &n);
-    dp->be->copy(s->avg, w, n * sizeof *w);
+    dp->be->copy(dp->be, s->avg, w, n * sizeof *w);
     int rc = bp_peer_avg(dp->comm, s->avg, n, (bp_peers)dp->cfg.peers, s->rounds++);
     return bp_comm_fail(dp->comm, rc, err);
 }
@@ -71,7 +71,7 @@ static bp_status update(bp_dp *dp, double lr, size_t off, size_t len, bp_err *er
         if (rc) return rc;
         size_t n;
         float *w = bp_dp_weights(dp, &n);
-        dp->be->copy(w, ((decentralized *)dp->state)->avg, n * sizeof *w);
+        dp->be->copy(dp->be, w, ((decentralized *)dp->state)->avg, n * sizeof *w);
     }
     bp_dp_optim_update(dp, lr, off, len);
     return BP_OK;

@@ -15,16 +15,17 @@ bp_status bp_dp_easgd_create(bp_dp *dp, bp_err *err) {
     easgd *s = dp->state;
     size_t n;
     const float *w = bp_dp_weights(dp, &n);
-    rc = dp->be->alloc((void **)&s->center, n * sizeof(float), "elastic center", err);
-    if (rc == BP_OK) rc = dp->be->alloc((void **)&s->diff, n * sizeof(float), "easgd buffer", err);
-    if (rc == BP_OK) dp->be->copy(s->center, w, n * sizeof(float));
+    rc = dp->be->alloc(dp->be, (void **)&s->center, n * sizeof(float), "elastic center", err);
+    if (rc == BP_OK)
+        rc = dp->be->alloc(dp->be, (void **)&s->diff, n * sizeof(float), "easgd buffer", err);
+    if (rc == BP_OK) dp->be->copy(dp->be, s->center, w, n * sizeof(float));
     return rc;
 }
 
 void bp_dp_easgd_destroy(bp_dp *dp) {
     easgd *s = dp->state;
-    dp->be->free(s->center);
-    dp->be->free(s->diff);
+    dp->be->free(dp->be, s->center);
+    dp->be->free(dp->be, s->diff);
 }
 
 bp_status bp_dp_easgd_state(bp_dp *dp, bp_state_list *l, bp_err *err) {
@@ -39,9 +40,9 @@ static bp_status after_step(bp_dp *dp, bp_err *err) {
     size_t n;
     float *w = bp_dp_weights(dp, &n);
     const float alpha = (float)dp->cfg.ea_alpha;
-    dp->be->elastic_pull(w, s->center, s->diff, n, alpha, false);
+    dp->be->elastic_pull(dp->be, w, s->center, s->diff, n, alpha, false);
     int rc = bp_allreduce_sum(dp->comm, s->diff, n);
-    if (rc == BP_OK) dp->be->axpy(s->center, n, 1.0f, s->diff);
+    if (rc == BP_OK) dp->be->axpy(dp->be, s->center, n, 1.0f, s->diff);
     return bp_comm_fail(dp->comm, rc, err);
 }
 

@@ -83,10 +83,18 @@ bp_status bp_dp_state_alloc(bp_dp *dp, size_t size, bp_err *err) {
  * so that compressed collectives (which refuse them) stay in step on every rank. */
 static void scrub_nonfinite(bp_dp *dp, const bp_bucket *b) {
     float *grads = bp_model_grads(dp->model);
+    /* The bucket's span checked at once first: one wait on a device in the usual case. */
+    size_t lo = SIZE_MAX, hi = 0;
+    for (int t = b->first_tensor; t < b->first_tensor + b->n_tensors; t++) {
+        const bp_tensor_info *ti = bp_model_tensor(dp->model, t);
+        if (ti->offset < lo) lo = ti->offset;
+        if (ti->offset + ti->numel > hi) hi = ti->offset + ti->numel;
+    }
+    if (hi <= lo || dp->be->all_finite(dp->be, grads + lo, hi - lo)) return;
     for (int t = b->first_tensor + b->n_tensors - 1; t >= b->first_tensor; t--) {
         const bp_tensor_info *ti = bp_model_tensor(dp->model, t);
         /* buckets run from high tensors to low: the last one found is lowest */
-        if (dp->be->zero_nonfinite(grads + ti->offset, ti->numel)) dp->nonfinite = t;
+        if (dp->be->zero_nonfinite(dp->be, grads + ti->offset, ti->numel)) dp->nonfinite = t;
     }
 }
 
@@ -127,7 +135,8 @@ static bp_status common_start(bp_dp *dp, bp_err *err) {
         if (rc) return rc;
     }
     for (int j = 1; j < dp->n_replicas; j++)
-        dp->be->copy(bp_model_params(dp->models[j]), bp_model_params(dp->model), n * sizeof(float));
+        dp->be->copy(dp->be, bp_model_params(dp->models[j]), bp_model_params(dp->model),
+                     n * sizeof(float));
     return BP_OK;
 }
 
@@ -353,9 +362,9 @@ bool bp_dp_replicas_differ(const bp_dp *dp) {
 
 /* out = mean over this rank's replicas of x(j) (n floats each). */
 static void mean_of_replicas(const bp_dp *dp, float *out, size_t n, const float *(*x)(const bp_dp *, int)) {
-    dp->be->copy(out, x(dp, 0), n * sizeof(float));
-    for (int j = 1; j < dp->n_replicas; j++) dp->be->axpy(out, n, 1.0f, x(dp, j));
-    if (dp->n_replicas > 1) dp->be->scale(out, n, 1.0f / (float)dp->n_replicas);
+    dp->be->copy(dp->be, out, x(dp, 0), n * sizeof(float));
+    for (int j = 1; j < dp->n_replicas; j++) dp->be->axpy(dp->be, out, n, 1.0f, x(dp, j));
+    if (dp->n_replicas > 1) dp->be->scale(dp->be, out, n, 1.0f / (float)dp->n_replicas);
 }
 
 static const float *params_of(const bp_dp *dp, int j) { return bp_model_params(dp->models[j]); }
@@ -383,12 +392,13 @@ bp_status bp_dp_swap_in_average(bp_dp *dp, float *avg, float *saved, bp_err *err
     if (rc) return rc;
     size_t bytes = bp_model_num_params(dp->model) * sizeof(float);
     lock(dp); /* held until bp_dp_swap_back */
-    dp->be->copy(saved, bp_model_params(dp->model), bytes);
-    dp->be->copy(bp_model_params(dp->model), avg, bytes);
+    dp->be->copy(dp->be, saved, bp_model_params(dp->model), bytes);
+    dp->be->copy(dp->be, bp_model_params(dp->model), avg, bytes);
     return BP_OK;
 }
 
 void bp_dp_swap_back(bp_dp *dp, const float *saved) {
-    dp->be->copy(bp_model_params(dp->model), saved, bp_model_num_params(dp->model) * sizeof(float));
+    dp->be->copy(dp->be, bp_model_params(dp->model), saved,
+                 bp_model_num_params(dp->model) * sizeof(float));
     unlock(dp);
 }

@@ -46,8 +46,8 @@ static bool buckets_this_step(const bp_dp *dp) { return warm(dp) || dp->cfg.earl
 static bp_status momentum(bp_dp *dp, size_t off, size_t len, bp_err *err) {
     bp_optim *o = dp->optim;
     bp_update_args a = {.kind = BP_UPDATE_MOMENTUM, .beta1 = o->cfg.beta1};
-    dp->be->update(&a, bp_model_params(dp->model), bp_model_grads(dp->model), o->m, o->v, off,
-                   len);
+    dp->be->update(dp->be, &a, bp_model_params(dp->model), bp_model_grads(dp->model), o->m, o->v,
+                   off, len);
     size_t chunk = bp_dp_bucket_floats(&dp->cfg);
     bp_codec *codec = *(bp_codec **)dp->state;
     for (size_t at = off; at < off + len; at += chunk) {
@@ -84,8 +84,8 @@ static bp_status update(bp_dp *dp, double lr, size_t off, size_t len, bp_err *er
     }
     bp_update_args a = {.kind = BP_UPDATE_QADAM, .lr = lr, .beta1 = c->beta1, .beta2 = c->beta2,
                         .eps = c->eps, .weight_decay = c->weight_decay, .t = t, .moments = t < w};
-    dp->be->update(&a, bp_model_params(dp->model), bp_model_grads(dp->model), o->m, o->v, off,
-                   len);
+    dp->be->update(dp->be, &a, bp_model_params(dp->model), bp_model_grads(dp->model), o->m, o->v,
+                   off, len);
     return BP_OK;
 }
 

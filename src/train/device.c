@@ -1,0 +1,44 @@
+/* The device of a run (device.h). Compiled with BP_HAVE_CUDA where the CUDA backend is
+ * built (cmake/cuda.cmake), the only file above core/ that names it. */
+
+#include "train/device.h"
+#ifdef BP_HAVE_CUDA
+#include "core/cuda/backend_cuda.h"
+#include "nn/cuda/model_cuda.h"
+#endif
+
+static bp_status open_cuda(bool bf16, int gpu, bp_train_device *out, bp_err *err) {
+    bp_status rc = bp_device_require(BP_DEVICE_CUDA, "option --device cuda", err);
+#ifdef BP_HAVE_CUDA
+    int n = bp_device_cuda_count(NULL);
+    bp_backend *be = NULL;
+    /* fp32 products on TF32 tensor cores, as PyTorch's allow_tf32 and llm.c. */
+    if (rc == BP_OK) rc = bp_backend_cuda_open(n > 0 ? gpu % n : 0, true, &be, err);
+    if (rc == BP_OK)
+        *out = (bp_train_device){.be = be, .model = &bp_gpt_cuda, .bf16 = bf16, .opened = true};
+#else
+    (void)bf16, (void)gpu, (void)out;
+#endif
+    return rc;
+}
+
+bp_status bp_train_device_open(bp_device_kind kind, bool bf16, int gpu, bp_train_device *out,
+                               bp_err *err) {
+    *out = (bp_train_device){.be = bp_backend_cpu()};
+    if (kind == BP_DEVICE_CUDA) return open_cuda(bf16, gpu, out, err);
+    if (bf16) return bp_fail(err, BP_EUSAGE, "option --dtype bf16: needs --device cuda");
+    if (kind == BP_DEVICE_CHECK) out->be = bp_backend_check();
+    return BP_OK;
+}
+
+void bp_train_device_close(bp_train_device *d) {
+#ifdef BP_HAVE_CUDA
+    if (d->opened) bp_backend_cuda_destroy((bp_backend *)d->be);
+#endif
+    *d = (bp_train_device){0};
+}
+
+bp_status bp_train_device_adopt(const bp_train_device *d, bp_model *m, bp_err *err) {
+    if (d->be == bp_backend_cpu()) return BP_OK;
+    return bp_model_set_device(m, d->be, d->model, d->bf16, err);
+}

@@ -1,0 +1,32 @@
+/* The device of a run (--device, --dtype): the backend the models' memory lives on and
+ * the models' forward and backward there. cpu and check run nn/'s host layers on their
+ * static backends; cuda opens a backend of its own on one GPU (built with nvcc only,
+ * cmake/cuda.cmake) and runs gpt's kernels (nn/cuda/model_cuda.h). */
+#ifndef BP_TRAIN_DEVICE_H
+#define BP_TRAIN_DEVICE_H
+
+#include <stdbool.h>
+
+#include "core/backend.h"
+#include "core/device.h"
+#include "nn/model.h"
+
+typedef struct bp_train_device {
+    const bp_backend *be;
+    const bp_model_device_ops *model; /* NULL: nn/'s host layers */
+    bool bf16;
+    bool opened; /* be was made for this run: bp_train_device_close releases it */
+} bp_train_device;
+
+/* The device `kind`; on cuda, GPU `gpu` of this machine's (a rank's index among the
+ * ranks of its node, modulo the GPUs: each rank its own GPU where there are enough,
+ * several ranks sharing one otherwise). bf16 only on cuda. Refused with one line
+ * naming the option where the device cannot be used. */
+bp_status bp_train_device_open(bp_device_kind kind, bool bf16, int gpu, bp_train_device *out,
+                               bp_err *err);
+void bp_train_device_close(bp_train_device *d);
+
+/* Moves m (made and initialized on the host) onto the device. */
+bp_status bp_train_device_adopt(const bp_train_device *d, bp_model *m, bp_err *err);
+
+#endif
