@@ -18,7 +18,13 @@
  * and weighs each by its statistical efficiency: the steps it needs to reach the loss
  * allreduce reaches in --steps, relative to allreduce's, from the studies shipped in
  * docs/results (parallel/sim/plan.h names each number's source). The ranking is by
- * predicted time to that loss; the ranks share the predictions between them. */
+ * predicted time to that loss; the ranks share the predictions between them.
+ *
+ * Any model train takes is planned through its own facts (nn/model.h): its blocks
+ * bound the stages, tensor parallelism only where the model splits, the fused
+ * embedding sync only where it ties a tensor. The table's studies trained gpt; for
+ * another model (mlp) its factors stand in unmeasured, which the output and every
+ * factor's source say, and --trials measures that model's own. */
 #ifndef BP_TRAIN_PLAN_H
 #define BP_TRAIN_PLAN_H
 
@@ -78,6 +84,8 @@ typedef struct bp_plan_candidate {
 
 typedef struct bp_plan_result {
     int world, nodes, per_node;
+    char model[16];        /* as --model names it */
+    bool table_borrowed;   /* the table's factors were measured on another model */
     bool measured;         /* the network and computation of the job's ranks, not --cluster */
     bp_plan_network net;   /* measured */
     bp_plan_cluster cluster;

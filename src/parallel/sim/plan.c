@@ -54,6 +54,8 @@ static const struct {
 };
 #undef OCC
 
+const char *bp_plan_table_model(void) { return "gpt"; }
+
 double bp_plan_steps_factor(const bp_plan_knobs *k, const char **source) {
     if (k->pipelines > 0) {
         *source = k->pipelines == 2

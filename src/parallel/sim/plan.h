@@ -28,6 +28,10 @@ typedef struct bp_plan_knobs {
  * comes from (a static string). */
 double bp_plan_steps_factor(const bp_plan_knobs *k, const char **source);
 
+/* The model every study of the table trained ("gpt", as --model names it): for
+ * another model its factors stand in unmeasured, and plan says so. */
+const char *bp_plan_table_model(void);
+
 /* One pair's link as measured: one-way seconds = lat_s + bytes * 8 / bw_bps. */
 typedef struct bp_plan_pair {
     int a, b;
