@@ -27,6 +27,22 @@ static void print_link(const char *name, const bp_sim_link *l, FILE *out) {
     fprintf(out, "%s lat %.4g ms, bw %.4g Mbit/s", name, l->net.lat_s * 1e3, l->net.bw_bps / 1e6);
 }
 
+/* Whether candidate k's factor was measured on another model than the one planned. */
+static bool borrowed(const bp_plan_result *r, const bp_plan_candidate *k) {
+    return !k->trialled && k->source_model && strcmp(k->source_model, r->model) != 0;
+}
+
+/* How many of the configurations that fit take another model's factor, if any do. */
+static void print_borrowed(const bp_plan_result *r, FILE *out) {
+    int n = 0;
+    const char *from = NULL;
+    for (int i = 0; i < r->n_cand; i++)
+        if (r->cand[i].verdict == BP_PLAN_OK && borrowed(r, &r->cand[i])) n++, from = r->cand[i].source_model;
+    if (n)
+        fprintf(out, "; %d configuration%s take%s %s's factor, not measured on %s", n, n > 1 ? "s" : "",
+                n > 1 ? "" : "s", from, r->model);
+}
+
 static void print_header(const bp_plan_config *c, const bp_plan_result *r, FILE *out) {
     const bp_train_config *t = &c->train;
     bp_model_config mc;
@@ -62,8 +78,7 @@ static void print_header(const bp_plan_config *c, const bp_plan_result *r, FILE 
     else
         fprintf(out, "statistical efficiency: the table of measured studies (docs/results), steps to "
                      "the loss allreduce reaches in %lld steps", (long long)t->steps);
-    if (r->table_borrowed)
-        fprintf(out, "; the table's factors are %s's, not measured on %s", bp_plan_table_model(), r->model);
+    print_borrowed(r, out);
     fprintf(out, "\n");
     fprintf(out, "configurations: %d, of which %d fit %.0f MB; dropped: %d refused by train, %d whose "
                  "averaging diverges, %d over the memory (%.2f s)\n",
@@ -150,14 +165,17 @@ static void json_candidate(FILE *f, const bp_plan_result *r, const bp_plan_candi
         fprintf(f, ",\"step_s\":%.6g,\"peak_MB\":%.6g", k->step_s, MB(k->peak_bytes));
     fprintf(f, ",\"steps_factor\":%.6g,\"trialled\":%s,\"efficiency_source\":", k->factor,
             k->trialled ? "true" : "false");
-    if (k->trialled || !r->table_borrowed) {
-        json_str(f, k->trialled ? k->trial_source : k->source);
+    if (borrowed(r, k)) {
+        char text[512];
+        snprintf(text, sizeof text, "%s's, not measured on %s: %s", k->source_model, r->model, k->source);
+        json_str(f, text);
     } else {
-        char borrowed[512];
-        snprintf(borrowed, sizeof borrowed, "%s's, not measured on %s: %s", bp_plan_table_model(),
-                 r->model, k->source);
-        json_str(f, borrowed);
+        json_str(f, k->trialled ? k->trial_source : k->source);
     }
+    const char *on = k->trialled ? r->model : k->source_model;
+    fprintf(f, ",\"efficiency_model\":");
+    if (on) json_str(f, on);
+    else fprintf(f, "null");
     if (k->verdict == BP_PLAN_OK) {
         fprintf(f, ",\"time_to_loss_s\":%.6g,\"command\":", k->to_loss_s);
         char *cmd = NULL;
@@ -182,10 +200,9 @@ static bp_status write_json(const bp_plan_config *c, const bp_plan_result *r, co
     if (!f) return bp_fail(err, BP_ENOMEM, "option --json: out of memory");
     fprintf(f, "{\"format\":\"bagpipe-plan\",\"world\":%d,\"nodes\":%d,\"per_node\":%d,"
                "\"steps\":%lld,\"efficiency\":\"%s\",\"mem_cap_MB\":%.6g,\"seconds\":%.4g,"
-               "\"model\":\"%s\",\"efficiency_table_model\":\"%s\",",
+               "\"model\":\"%s\",",
             r->world, r->nodes, r->per_node, (long long)c->train.steps,
-            c->trials > 0 ? "trials" : "table", MB(r->mem_cap_bytes), r->seconds, r->model,
-            bp_plan_table_model());
+            c->trials > 0 ? "trials" : "table", MB(r->mem_cap_bytes), r->seconds, r->model);
     json_network(f, r);
     fprintf(f, ",\"dropped\":{\"refused\":%d,\"diverges\":%d,\"memory\":%d},\"ranking\":[\n",
             r->dropped[BP_PLAN_REFUSED], r->dropped[BP_PLAN_DIVERGES], r->dropped[BP_PLAN_MEMORY]);

@@ -286,7 +286,6 @@ bp_status bp_plan_run(const bp_plan_config *c, bp_comm *world, int argc, char **
     double t0 = bp_now();
     memset(r, 0, sizeof *r);
     model_name(c->train.model, r->model, sizeof r->model);
-    r->table_borrowed = strcmp(r->model, bp_plan_table_model()) != 0;
     bp_sim_profile prof = {0};
     bp_sim_machine m;
     int rc = BP_OK;

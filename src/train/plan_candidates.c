@@ -259,7 +259,7 @@ void bp_plan_rank(const bp_plan_config *c, bp_plan_result *r) {
     r->ranked = true;
     for (int i = 0; i < r->n_cand; i++) {
         bp_plan_candidate *k = &r->cand[i];
-        if (!k->trialled) k->factor = bp_plan_steps_factor(&k->knobs, &k->source);
+        if (!k->trialled) k->factor = bp_plan_steps_factor(r->model, &k->knobs, &k->source, &k->source_model);
         k->to_loss_s = k->verdict == BP_PLAN_OK ? (double)c->train.steps * k->factor * k->step_s : INFINITY;
         if (!counted) r->dropped[k->verdict] += k->verdict != BP_PLAN_OK;
     }
