@@ -9,6 +9,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RESULTS = os.path.join(ROOT, "docs", "results")
 STUDIES = [  # (folder, the command that regenerates it)
     ("bagua_convergence", "experiments/bagua_convergence.sh"),
+    ("mlp_convergence", "experiments/mlp_convergence.sh"),
     ("bagua_tradeoff", "experiments/bagua_tradeoff.sh"),
     ("avgpipe", "experiments/avgpipe.sh"),
     ("occ_ablation", "experiments/occ_ablation.sh"),

@@ -5,7 +5,9 @@
 #include <string.h>
 
 #include "core/file.h"
+#include "nn/model.h"
 #include "parallel/dp.h"
+#include "parallel/sim/model.h"
 
 #define MB(x) ((double)(x) / 1048576.0)
 
@@ -25,12 +27,33 @@ static void print_link(const char *name, const bp_sim_link *l, FILE *out) {
     fprintf(out, "%s lat %.4g ms, bw %.4g Mbit/s", name, l->net.lat_s * 1e3, l->net.bw_bps / 1e6);
 }
 
+/* Whether candidate k's factor was measured on another model than the one planned. */
+static bool borrowed(const bp_plan_result *r, const bp_plan_candidate *k) {
+    return !k->trialled && k->source_model && strcmp(k->source_model, r->model) != 0;
+}
+
+/* How many of the configurations that fit take another model's factor, if any do. */
+static void print_borrowed(const bp_plan_result *r, FILE *out) {
+    int n = 0;
+    const char *from = NULL;
+    for (int i = 0; i < r->n_cand; i++)
+        if (r->cand[i].verdict == BP_PLAN_OK && borrowed(r, &r->cand[i])) n++, from = r->cand[i].source_model;
+    if (n)
+        fprintf(out, "; %d configuration%s take%s %s's factor, not measured on %s", n, n > 1 ? "s" : "",
+                n > 1 ? "" : "s", from, r->model);
+}
+
 static void print_header(const bp_plan_config *c, const bp_plan_result *r, FILE *out) {
     const bp_train_config *t = &c->train;
-    fprintf(out, "bagpipe plan: gpt (%d layers, %d channels, seq %d), batch %d, %lld steps; %d rank%s"
+    bp_model_config mc;
+    bp_train_model_config(t, &mc);
+    int blocks = bp_model_num_blocks(&mc);
+    if (c->vocab > 0) mc.vocab = c->vocab;
+    fprintf(out, "bagpipe plan: %s (%d blocks, %.4g M parameters), batch %d, %lld steps; %d rank%s"
                  " on %d node%s (%d per node)\n",
-            t->layers, t->embd, t->seq_len, t->batch, (long long)t->steps, r->world,
-            r->world > 1 ? "s" : "", r->nodes, r->nodes > 1 ? "s" : "", r->per_node);
+            r->model, blocks, (double)bp_sim_model_params(&mc, 1, 0, blocks) / 1e6, t->batch,
+            (long long)t->steps, r->world, r->world > 1 ? "s" : "", r->nodes, r->nodes > 1 ? "s" : "",
+            r->per_node);
     if (r->measured && r->world == 1) {
         fprintf(out, "network: one rank, none to measure\ncomputation: profiled in %.2f s (load %.2fx)\n",
                 r->profile_s, r->slowdown);
@@ -50,11 +73,13 @@ static void print_header(const bp_plan_config *c, const bp_plan_result *r, FILE 
     }
     if (c->trials > 0)
         fprintf(out, "statistical efficiency: --trials, %d steps of the leading kinds here; steps to "
-                     "loss %.4f (allreduce's at 60%%) over allreduce's; others from the table\n",
+                     "loss %.4f (allreduce's at 60%%) over allreduce's; others from the table",
                 c->trials, r->trial_target);
     else
         fprintf(out, "statistical efficiency: the table of measured studies (docs/results), steps to "
-                     "the loss allreduce reaches in %lld steps\n", (long long)t->steps);
+                     "the loss allreduce reaches in %lld steps", (long long)t->steps);
+    print_borrowed(r, out);
+    fprintf(out, "\n");
     fprintf(out, "configurations: %d, of which %d fit %.0f MB; dropped: %d refused by train, %d whose "
                  "averaging diverges, %d over the memory (%.2f s)\n",
             r->n_cand, r->n_cand - r->dropped[1] - r->dropped[2] - r->dropped[3], MB(r->mem_cap_bytes),
@@ -140,7 +165,17 @@ static void json_candidate(FILE *f, const bp_plan_result *r, const bp_plan_candi
         fprintf(f, ",\"step_s\":%.6g,\"peak_MB\":%.6g", k->step_s, MB(k->peak_bytes));
     fprintf(f, ",\"steps_factor\":%.6g,\"trialled\":%s,\"efficiency_source\":", k->factor,
             k->trialled ? "true" : "false");
-    json_str(f, k->trialled ? k->trial_source : k->source);
+    if (borrowed(r, k)) {
+        char text[512];
+        snprintf(text, sizeof text, "%s's, not measured on %s: %s", k->source_model, r->model, k->source);
+        json_str(f, text);
+    } else {
+        json_str(f, k->trialled ? k->trial_source : k->source);
+    }
+    const char *on = k->trialled ? r->model : k->source_model;
+    fprintf(f, ",\"efficiency_model\":");
+    if (on) json_str(f, on);
+    else fprintf(f, "null");
     if (k->verdict == BP_PLAN_OK) {
         fprintf(f, ",\"time_to_loss_s\":%.6g,\"command\":", k->to_loss_s);
         char *cmd = NULL;
@@ -164,9 +199,10 @@ static bp_status write_json(const bp_plan_config *c, const bp_plan_result *r, co
     FILE *f = open_memstream(&text, &len);
     if (!f) return bp_fail(err, BP_ENOMEM, "option --json: out of memory");
     fprintf(f, "{\"format\":\"bagpipe-plan\",\"world\":%d,\"nodes\":%d,\"per_node\":%d,"
-               "\"steps\":%lld,\"efficiency\":\"%s\",\"mem_cap_MB\":%.6g,\"seconds\":%.4g,",
+               "\"steps\":%lld,\"efficiency\":\"%s\",\"mem_cap_MB\":%.6g,\"seconds\":%.4g,"
+               "\"model\":\"%s\",",
             r->world, r->nodes, r->per_node, (long long)c->train.steps,
-            c->trials > 0 ? "trials" : "table", MB(r->mem_cap_bytes), r->seconds);
+            c->trials > 0 ? "trials" : "table", MB(r->mem_cap_bytes), r->seconds, r->model);
     json_network(f, r);
     fprintf(f, ",\"dropped\":{\"refused\":%d,\"diverges\":%d,\"memory\":%d},\"ranking\":[\n",
             r->dropped[BP_PLAN_REFUSED], r->dropped[BP_PLAN_DIVERGES], r->dropped[BP_PLAN_MEMORY]);

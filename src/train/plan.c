@@ -84,7 +84,10 @@ bp_status bp_plan_config_finalize(bp_plan_config *c, int argc, char **argv, bp_e
     bp_train_config *t = &c->train;
     int rc = bp_train_config_finalize(t, err);
     if (rc) return rc;
-    if (t->model != BP_MODEL_GPT) return bp_fail(err, BP_EUSAGE, "option --model: plan models gpt only");
+    bp_model_config mc;
+    bp_train_model_config(t, &mc);
+    if (c->vocab > 0 && bp_model_input_width(&mc) > 0) /* reads floats, not token ids */
+        return bp_fail(err, BP_EUSAGE, "option --vocab: a vocabulary of tokens; this model reads none");
     if (c->cluster[0] && c->trials > 0)
         return bp_fail(err, BP_EUSAGE, "option --trials: runs on the job's ranks, not with --cluster");
     if (c->cluster[0]) {
@@ -187,6 +190,21 @@ bp_status bp_plan_cluster_parse(const char *spec, bp_plan_cluster *c, bp_err *er
     return rc ? (bp_status)rc : level_of(obw, olat, "inter", &c->inter, err);
 }
 
+/* ---- the model ---------------------------------------------------------------------- */
+
+/* The model's name as --model spells it: its choice in train's option table. */
+static void model_name(int kind, char *out, size_t n) {
+    int count;
+    const bp_option *opts = bp_train_options(&count);
+    snprintf(out, n, "?");
+    for (int i = 0; i < count; i++) {
+        if (strcmp(opts[i].name, "model") != 0) continue;
+        const char *p = opts[i].choices;
+        for (int k = 0; p && k < kind; k++) p = strchr(p, '|') ? strchr(p, '|') + 1 : NULL;
+        if (p) snprintf(out, n, "%.*s", (int)strcspn(p, "|"), p);
+    }
+}
+
 /* ---- the machine -------------------------------------------------------------------- */
 
 static double node_memory(int ranks_here) {
@@ -267,6 +285,7 @@ bp_status bp_plan_run(const bp_plan_config *c, bp_comm *world, int argc, char **
                       bp_plan_result *r, bp_err *err) {
     double t0 = bp_now();
     memset(r, 0, sizeof *r);
+    model_name(c->train.model, r->model, sizeof r->model);
     bp_sim_profile prof = {0};
     bp_sim_machine m;
     int rc = BP_OK;

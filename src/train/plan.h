@@ -18,7 +18,14 @@
  * and weighs each by its statistical efficiency: the steps it needs to reach the loss
  * allreduce reaches in --steps, relative to allreduce's, from the studies shipped in
  * docs/results (parallel/sim/plan.h names each number's source). The ranking is by
- * predicted time to that loss; the ranks share the predictions between them. */
+ * predicted time to that loss; the ranks share the predictions between them.
+ *
+ * Any model train takes is planned through its own facts (nn/model.h): its blocks
+ * bound the stages, tensor parallelism only where the model splits, the fused
+ * embedding sync only where it ties a tensor. The table holds factors measured on
+ * gpt for every kind of update and on mlp for those plan chooses for mlp; a kind not
+ * measured on the model takes gpt's, which the output and that factor's source say,
+ * and --trials measures the model's own. */
 #ifndef BP_TRAIN_PLAN_H
 #define BP_TRAIN_PLAN_H
 
@@ -69,6 +76,7 @@ typedef struct bp_plan_candidate {
     double step_s, peak_bytes;
     double factor;   /* steps to the loss over allreduce's */
     const char *source;   /* where the table's factor comes from (static text) */
+    const char *source_model; /* the model the table's factor was measured on (NULL: none) */
     bool trialled;        /* factor from --trials, described by trial_source; no pointer into
                            * the candidate itself, since ranking moves candidates */
     char trial_source[128];
@@ -78,6 +86,7 @@ typedef struct bp_plan_candidate {
 
 typedef struct bp_plan_result {
     int world, nodes, per_node;
+    char model[16];        /* as --model names it */
     bool measured;         /* the network and computation of the job's ranks, not --cluster */
     bp_plan_network net;   /* measured */
     bp_plan_cluster cluster;

@@ -5,7 +5,9 @@
 #include <string.h>
 
 #include "core/options.h"
+#include "nn/model.h"
 #include "parallel/dp.h"
+#include "parallel/occ.h"
 #include "parallel/partition.h"
 #include "train/plan_impl.h"
 
@@ -83,15 +85,28 @@ static void dp_variants(list *l, const bp_plan_config *c, const bp_plan_candidat
     add(l, g, &k, 0, " --dp-algo easgd");
 }
 
-/* AvgPipe and Optimus-CC on a pipeline grid g. */
-static void pipeline_variants(list *l, const bp_plan_candidate *g, bool plain_1f1b) {
+/* Whether CB's approximation at rank `rank` shrinks the activation gradient of a
+ * micro-batch of `rows` samples at every block boundary, as train requires. */
+static bool cb_shrinks(const bp_model_config *mc, int rank, int rows) {
+    size_t positions = (size_t)rows * (size_t)bp_model_sample_len(mc);
+    for (int b = 1; b < bp_model_num_blocks(mc); b++) {
+        bp_err ignored;
+        if (bp_cb_check_shape(rank, positions, (size_t)bp_model_boundary_width(mc, b), &ignored))
+            return false;
+    }
+    return true;
+}
+
+/* AvgPipe and Optimus-CC on a pipeline grid g; the fused embedding sync only where
+ * the first and last stages share a tied tensor, CB only where it compresses. */
+static void pipeline_variants(list *l, const bp_plan_candidate *g, bool tied, bool cb) {
     bp_plan_knobs k = {.algo = BP_DP_AVGPIPE, .dp = g->dp};
-    for (int N = 2; N <= 4 && plain_1f1b; N *= 2) {
+    for (int N = 2; N <= 4; N *= 2) {
         k.pipelines = N;
         add(l, g, &k, N, " --schedule 1f1b --pipelines %d", N);
         add(l, g, &k, N, " --schedule afp:4 --pipelines %d", N);
     }
-    if (g->dp <= 1 || !plain_1f1b) return;
+    if (g->dp <= 1) return;
     static const struct {
         bool sc, cb, fe;
         const char *args;
@@ -100,6 +115,7 @@ static void pipeline_variants(list *l, const bp_plan_candidate *g, bool plain_1f
                {true, true, true, " --fused-embedding-sync --cb --cb-epilogue-only"},
                {false, true, false, " --cb --cb-epilogue-only"}};
     for (size_t i = 0; i < sizeof occ / sizeof occ[0]; i++) {
+        if ((occ[i].fe && !tied) || (occ[i].cb && !cb)) continue;
         k = (bp_plan_knobs){.algo = BP_DP_ALLREDUCE, .dp = g->dp, .sc = occ[i].sc, .cb = occ[i].cb,
                             .fe = occ[i].fe};
         char sc[48] = "";
@@ -109,14 +125,16 @@ static void pipeline_variants(list *l, const bp_plan_candidate *g, bool plain_1f
 }
 
 /* Every grid's micro-batches and schedules, then its algorithms. */
-static void grid(list *l, const bp_plan_config *c, int dp, int pp, int tp) {
+static void grid(list *l, const bp_plan_config *c, const bp_model_config *mc, int dp, int pp, int tp) {
     int rows = c->train.batch / dp;
     if (rows < 1 || c->train.batch % dp) return;
     for (int M = pp == 1 ? 1 : pp; M <= (pp == 1 ? 1 : 4 * pp) && M <= MAX_M; M *= 2) {
         if (rows % M) continue;
         bp_plan_candidate g = {.dp = dp, .pp = pp, .tp = tp, .M = M};
         snprintf(g.args, sizeof g.args, "--dp %d --pp %d --tp %d --micro-batches %d", dp, pp, tp, M);
-        if (pp > 1) pipeline_variants(l, &g, true);
+        if (pp > 1)
+            pipeline_variants(l, &g, bp_model_tied_tensor(mc) != NULL,
+                              cb_shrinks(mc, c->train.cb_rank, rows / M));
         for (int s = pp > 1 ? 0 : 1; s < 2; s++) {
             bp_plan_candidate gs = g;
             size_t len = strlen(gs.args);
@@ -131,13 +149,18 @@ static void grid(list *l, const bp_plan_config *c, int dp, int pp, int tp) {
     }
 }
 
+/* The grids the model takes: tp ranks only where the model splits that way (gpt,
+ * heads divided among them; mlp not at all), stages at most one per block. */
 bp_status bp_plan_enumerate(const bp_plan_config *c, bp_plan_result *r, bp_err *err) {
     list l = {.r = r};
-    int W = r->world, blocks = c->train.layers + 2;
+    bp_model_config mc;
+    bp_train_model_config(&c->train, &mc);
+    int W = r->world, blocks = bp_model_num_blocks(&mc);
     for (int tp = 1; tp <= MAX_TP && tp <= W; tp++) {
-        if (W % tp || c->train.heads % tp) continue;
+        bp_err ignored;
+        if (W % tp || bp_model_tp_check(&mc, tp, &ignored)) continue;
         for (int pp = 1; pp <= MAX_PP && pp <= blocks; pp++)
-            if ((W / tp) % pp == 0) grid(&l, c, W / tp / pp, pp, tp);
+            if ((W / tp) % pp == 0) grid(&l, c, &mc, W / tp / pp, pp, tp);
     }
     if (l.status) return bp_fail(err, BP_ENOMEM, "out of memory");
     if (r->n_cand == 0)
@@ -236,7 +259,7 @@ void bp_plan_rank(const bp_plan_config *c, bp_plan_result *r) {
     r->ranked = true;
     for (int i = 0; i < r->n_cand; i++) {
         bp_plan_candidate *k = &r->cand[i];
-        if (!k->trialled) k->factor = bp_plan_steps_factor(&k->knobs, &k->source);
+        if (!k->trialled) k->factor = bp_plan_steps_factor(r->model, &k->knobs, &k->source, &k->source_model);
         k->to_loss_s = k->verdict == BP_PLAN_OK ? (double)c->train.steps * k->factor * k->step_s : INFINITY;
         if (!counted) r->dropped[k->verdict] += k->verdict != BP_PLAN_OK;
     }

@@ -4,9 +4,12 @@
 # fit the memory, every grid uses the world, the dropped counts match, the printed
 # top is the JSON's head); the first printed command is accepted and run by `bagpipe
 # train`; plan on 2 ranks here takes well under a minute; in --cluster mode, less
-# bandwidth favours low precision and more latency favours decentralization.
+# bandwidth favours low precision and more latency favours decentralization. mlp
+# alike, with only the configurations train takes for it (no tp, no more stages than
+# blocks, no fused embedding sync) and the table's factors said to be gpt's.
 source "$(dirname "$0")/../lib.sh"
 TINY=(--layers 2 --embd 32 --heads 2 --seq-len 16 --batch 8 --steps 20)
+MLP=(--model mlp --hidden 32 --batch 16 --steps 20)
 
 bad() {
   local pattern=$1 rc=0
@@ -25,7 +28,7 @@ bad "option --cluster: unknown key 'gpus'" --cluster gpus=8
 bad "option --cluster: flops and mem-bw are needed" --cluster nodes=2,per-node=2
 bad "option --cluster: intra" --cluster nodes=2,per-node=2,flops=1e12,mem-bw=1e11,intra-bw=fast,intra-lat=1us,inter-bw=1Gbit,inter-lat=1ms
 bad "option --top" --top 0
-bad "option --model: plan models gpt only" --model mlp
+bad "option --vocab: a vocabulary of tokens; this model reads none" --model mlp --vocab 50257
 bad "option --trials: runs on the job's ranks, not with --cluster" --trials 10 --cluster nodes=2,per-node=1,flops=1e12,mem-bw=1e11,intra-bw=1Gbit,intra-lat=1us,inter-bw=1Gbit,inter-lat=1ms
 
 # The JSON's invariants, and the printed top against it.
@@ -70,12 +73,56 @@ p = d['network']['pairs']; assert len(p) == 1 and p[0]['lat_s'] > 0 and p[0]['bw
   fail "pairs: $(head -c 600 "$WORK/m.json")"
 
 # The first printed command, as printed, trains (a few steps, somewhere of its own).
-cmd=$(awk '/^ +mpirun -np 2 /{print; exit}' "$WORK/m")
-[ -n "$cmd" ] || fail "no command printed: $(cat "$WORK/m")"
-read -ra words <<<"${cmd#*mpirun -np 2 }"
-launch 2 "${words[@]}" --steps 3 --eval-every 0 --progress none --out "$WORK/run" >"$WORK/t" 2>&1 ||
-  fail "train refused the printed command ($cmd): $(tail -3 "$WORK/t")"
-grep -q "^done: 3 steps" "$WORK/t" || fail "train: $(tail -3 "$WORK/t")"
+first_trains() { # PLAN_STDOUT
+  local cmd words
+  cmd=$(awk '/^ +mpirun -np 2 /{print; exit}' "$1")
+  [ -n "$cmd" ] || fail "no command printed: $(cat "$1")"
+  read -ra words <<<"${cmd#*mpirun -np 2 }"
+  launch 2 "${words[@]}" --steps 3 --eval-every 0 --progress none --overwrite --out "$WORK/run" \
+    >"$WORK/run.out" 2>&1 || fail "train refused the printed command ($cmd): $(tail -3 "$WORK/run.out")"
+  grep -q "^done: 3 steps" "$WORK/run.out" || fail "train: $(tail -3 "$WORK/run.out")"
+}
+first_trains "$WORK/m"
+python3 - "$WORK/m.json" <<'PY' || fail "gpt's factors: $(head -c 600 "$WORK/m.json")"
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["model"] == "gpt", d["model"]
+for k in d["ranking"]:
+    assert k["efficiency_model"] in ("gpt", None), k
+    assert "not measured on" not in k["efficiency_source"], k
+PY
+
+# mlp, measured on 2 ranks: its own header, only what train takes, every factor
+# measured on mlp (docs/results/mlp_convergence), the first command trains.
+launch 2 "$BP" plan "${MLP[@]}" --json "$WORK/mlp.json" >"$WORK/mlp" 2>"$WORK/mlp.err" ||
+  fail "plan --model mlp exited $?: $(cat "$WORK/mlp.err")"
+grep -q "^bagpipe plan: mlp (3 blocks" "$WORK/mlp" || fail "mlp header: $(head -1 "$WORK/mlp")"
+if grep -q "not measured on" "$WORK/mlp"; then fail "mlp borrowed a factor: $(cat "$WORK/mlp")"; fi
+check_json "$WORK/mlp.json" "$WORK/mlp" 2
+# check_mlp FILE: what plan may choose for mlp (3 blocks, no tied tensor, no tp); a
+# factor is mlp's own or says it is gpt's
+check_mlp() {
+  python3 - "$1" <<'PY' || fail "mlp ranking: $(head -c 800 "$1")"
+import json, sys
+d = json.load(open(sys.argv[1])); r = d["ranking"]
+assert d["model"] == "mlp" and d["dropped"]["refused"] == 0, d["dropped"]
+assert all(k["tp"] == 1 and k["pp"] <= 3 and not k["fe"] for k in r), r
+assert {k["pp"] for k in r} >= {1, 2}, "no pipeline"
+for k in r:
+    if k["trialled"] or k["efficiency_model"] is None:
+        continue
+    own = k["efficiency_model"] == "mlp"
+    assert own == k["efficiency_source"].startswith("docs/results/mlp_convergence"), k
+    assert own or k["efficiency_source"].startswith("gpt's, not measured on mlp: "), k
+PY
+}
+check_mlp "$WORK/mlp.json"
+python3 - "$WORK/mlp.json" <<'PY' || fail "mlp's own factors: $(head -c 800 "$WORK/mlp.json")"
+import json, sys
+r = json.load(open(sys.argv[1]))["ranking"]
+assert all(k["efficiency_model"] == "mlp" for k in r if k["dp"] > 1 or k["pipelines"]), r
+PY
+first_trains "$WORK/mlp"
 
 # --trials: the leading kinds trained here; allreduce's factor is 1 by definition, the
 # others' are their own steps to the loss over allreduce's.
@@ -93,6 +140,40 @@ tried = {k["algo"] for k in r if k["trialled"]}
 assert len(tried) >= 2, tried
 assert all(k["efficiency_source"].startswith("trial of 20 steps") for k in r if k["trialled"])
 assert all(not k["efficiency_source"].startswith("trial") for k in r if not k["trialled"])
+PY
+
+# mlp with --trials: its own factors measured here, the untried ones still gpt's.
+launch 2 "$BP" plan "${MLP[@]}" --trials 20 --json "$WORK/mt.json" >"$WORK/mt" 2>"$WORK/mt.err" ||
+  fail "plan --model mlp --trials exited $?: $(cat "$WORK/mt.err")"
+check_json "$WORK/mt.json" "$WORK/mt" 2
+check_mlp "$WORK/mt.json"
+python3 - "$WORK/mt.json" <<'PY' || fail "mlp trials: $(head -c 800 "$WORK/mt.json")"
+import json, sys
+r = json.load(open(sys.argv[1]))["ranking"]
+ar = [k for k in r if k["trialled"] and k["algo"] == "allreduce" and k["dp"] == 2]
+assert ar and all(k["steps_factor"] == 1 for k in ar), ar
+assert len({k["algo"] for k in r if k["trialled"]}) >= 2
+assert all(k["efficiency_source"].startswith("trial of 20 steps") for k in r if k["trialled"])
+PY
+
+# mlp on 8 ranks of a described cluster: 2 stages with Optimus-CC's SC and CB (its
+# activation gradients shrink at CB's rank) but no fused embedding sync, 3 stages at
+# most, no tp; with AdamW, qadam, never measured on mlp, takes gpt's factor and says so.
+"$BP" plan --model mlp --batch 256 --steps 100 --optim adamw \
+  --cluster nodes=2,per-node=4,intra-bw=100Gbit,intra-lat=1us,inter-bw=1Gbit,inter-lat=1ms,flops=2e12,mem-bw=2e11 \
+  --json "$WORK/mc.json" >"$WORK/mc" || fail "mlp --cluster exited $?"
+check_json "$WORK/mc.json" "$WORK/mc" 8
+check_mlp "$WORK/mc.json"
+grep -qE "^statistical efficiency: .*; [0-9]+ configurations take gpt's factor, not measured on mlp" "$WORK/mc" ||
+  fail "mlp cluster's efficiency line: $(sed -n 4p "$WORK/mc")"
+python3 - "$WORK/mc.json" <<'PY' || fail "mlp cluster: $(head -c 800 "$WORK/mc.json")"
+import json, sys
+r = json.load(open(sys.argv[1]))["ranking"]
+assert any(k["sc"] for k in r) and any(k["cb"] for k in r), "no Optimus-CC"
+assert any(k["pipelines"] for k in r), "no AvgPipe"
+qadam = [k for k in r if k["algo"] == "qadam"]
+assert qadam and all(k["efficiency_model"] == "gpt" for k in qadam), qadam
+assert all(k["efficiency_model"] == "mlp" for k in r if k["algo"] not in ("qadam",) and k["dp"] > 1), r
 PY
 
 # --cluster: one rank per node, so that every dp byte crosses the network; 2 nodes,

@@ -11,73 +11,103 @@
 
 /* ---- statistical efficiency ----------------------------------------------------- */
 
-/* docs/results/bagua_convergence (the default gpt, 2 ranks, batch 16, 1000 steps):
- * the steps each algorithm at its defaults took to reach 1.882 nats, the highest
- * final loss among them (easgd's), linear between evaluations every 100 steps;
- * allreduce took 728.6. */
-typedef struct algo_factor {
-    int algo;
+/* One measured factor: the model its study trained, the kind of update it measured
+ * (a dp algorithm; AvgPipe's N pipelines; Optimus-CC's flags as CB | FE << 1 | SC << 2
+ * on allreduce), the number and where it comes from. */
+typedef struct factor_row {
+    const char *model;
+    int algo, pipelines, occ;
     double factor;
     const char *source;
-} algo_factor;
+} factor_row;
 
+/* The model whose studies cover every kind plan enumerates: another model's kinds
+ * not measured take its factors, and plan says so. */
+static const char fallback_model[] = "gpt";
+
+/* gpt. docs/results/bagua_convergence (the default gpt, 2 ranks, batch 16, 1000
+ * steps): the steps each algorithm at its defaults took to reach 1.882 nats, the
+ * highest final loss among them (easgd's), linear between evaluations every 100
+ * steps; allreduce took 728.6. Optimus-CC (docs/results/occ_slow_network: dp 2 x pp
+ * 4, 1000 steps; SC on every stage at rank 8, CB epilogue-only): each flag set's final
+ * validation loss above the baseline's, turned into steps as the steps allreduce's
+ * curve of bagua_convergence takes to that loss, over 1000. */
 #define BAGUA "docs/results/bagua_convergence: steps to loss 1.882 against allreduce's 728.6 (2 ranks, defaults): "
-static const algo_factor algo_factors[] = {
-    {BP_DP_ALLREDUCE, 1.0, BAGUA "728.6"},
-    {BP_DP_BYTEGRAD, 1.246, BAGUA "907.7"},
-    {BP_DP_QADAM, 0.975, BAGUA "710.6"},
-    {BP_DP_DECENTRALIZED, 1.083, BAGUA "788.8 (shift_one; other settings taken alike)"},
-    {BP_DP_LP_DECENTRALIZED, 1.118, BAGUA "814.8"},
-    {BP_DP_ASYNC, 1.156, BAGUA "842.4 (sync-ms 20)"},
-    {BP_DP_POWERSGD, 1.299, BAGUA "946.4 (rank 8; other ranks taken alike)"},
-    {BP_DP_EASGD, 1.372, BAGUA "1000 (its final loss; a lower bound)"},
+#define OCC "docs/results/occ_slow_network: final loss "
+#define ALL BP_DP_ALLREDUCE
+#define MLP_RESULTS "docs/results/mlp_convergence: steps to loss "
+#define MLP_DP MLP_RESULTS "0.4228 against allreduce's 693.4 (2 ranks, defaults): "
+#define MLP_PIPE MLP_RESULTS "0.4079 against one pipeline's 885.9 (2 stages, 1f1b; a step trains N batches): "
+#define MLP_OCC MLP_RESULTS "0.4096 against plain allreduce's 880.8 (dp 2 x pp 2): "
+static const factor_row rows[] = {
+    {"gpt", ALL, 0, 0, 1.0, BAGUA "728.6"},
+    {"gpt", BP_DP_BYTEGRAD, 0, 0, 1.246, BAGUA "907.7"},
+    {"gpt", BP_DP_QADAM, 0, 0, 0.975, BAGUA "710.6"},
+    {"gpt", BP_DP_DECENTRALIZED, 0, 0, 1.083, BAGUA "788.8 (shift_one; other settings taken alike)"},
+    {"gpt", BP_DP_LP_DECENTRALIZED, 0, 0, 1.118, BAGUA "814.8"},
+    {"gpt", BP_DP_ASYNC, 0, 0, 1.156, BAGUA "842.4 (sync-ms 20)"},
+    {"gpt", BP_DP_POWERSGD, 0, 0, 1.299, BAGUA "946.4 (rank 8; other ranks taken alike)"},
+    {"gpt", BP_DP_EASGD, 0, 0, 1.372, BAGUA "1000 (its final loss; a lower bound)"},
+    {"gpt", BP_DP_AVGPIPE, 2, 0, 1.0,
+     "docs/results/avgpipe: 2 pipelines reach 1f1b's loss at step 200 of 400, as 1f1b (each step "
+     "trains 2 batches)"},
+    {"gpt", BP_DP_AVGPIPE, 4, 0, 1.0, "not measured: taken as 2 pipelines' (docs/results/avgpipe, 1.0)"},
+    {"gpt", ALL, 0, 1, 1.214, OCC "+3.48% (CB), as steps on allreduce's curve"},
+    {"gpt", ALL, 0, 2, 1.001, OCC "+0.02% (FE), as steps on allreduce's curve"},
+    {"gpt", ALL, 0, 3, 1.162, OCC "+3.01% (CB+FE), as steps on allreduce's curve"},
+    {"gpt", ALL, 0, 4, 1.065, OCC "+1.52% (SC), as steps on allreduce's curve"},
+    {"gpt", ALL, 0, 5, 1.276, "not measured: taken as CB+FE+SC's (occ_slow_network, +4.05%)"},
+    {"gpt", ALL, 0, 6, 1.053, OCC "+1.26% (FE+SC), as steps on allreduce's curve"},
+    {"gpt", ALL, 0, 7, 1.276, OCC "+4.05% (CB+FE+SC), as steps on allreduce's curve"},
+    /* mlp: docs/results/mlp_convergence (the default mlp, one epoch of 937 steps;
+     * each group's target the highest final loss among its runs, linear between
+     * evaluations every 47 steps). */
+    {"mlp", ALL, 0, 0, 1.0, MLP_DP "693.4"},
+    {"mlp", BP_DP_BYTEGRAD, 0, 0, 1.093, MLP_DP "757.9"},
+    {"mlp", BP_DP_DECENTRALIZED, 0, 0, 1.085, MLP_DP "752.2 (shift_one; other settings taken alike)"},
+    {"mlp", BP_DP_LP_DECENTRALIZED, 0, 0, 1.009, MLP_DP "699.9"},
+    {"mlp", BP_DP_ASYNC, 0, 0, 1.120, MLP_DP "776.7 (moves with the load: 759.4 in an earlier run)"},
+    {"mlp", BP_DP_POWERSGD, 0, 0, 1.009, MLP_DP "699.7"},
+    {"mlp", BP_DP_EASGD, 0, 0, 1.274, MLP_DP "883.4 (its final loss)"},
+    {"mlp", BP_DP_AVGPIPE, 2, 0, 1.058, MLP_PIPE "937.0 (2 pipelines; its final loss)"},
+    {"mlp", BP_DP_AVGPIPE, 4, 0, 0.716, MLP_PIPE "634.5 (4 pipelines)"},
+    {"mlp", ALL, 0, 1, 1.002, MLP_OCC "882.3 (CB epilogue-only)"},
+    {"mlp", ALL, 0, 4, 1.004, MLP_OCC "884.0 (SC at rank 8 on every stage)"},
 };
 #undef BAGUA
-
-/* Optimus-CC (docs/results/occ_slow_network: dp 2 x pp 4, 1000 steps; SC on every
- * stage at rank 8, CB epilogue-only): each flag set's final validation loss above the
- * baseline's, turned into steps as the steps allreduce's curve of bagua_convergence
- * takes to that loss, over 1000. Indexed by CB | FE << 1 | SC << 2. */
-#define OCC "docs/results/occ_slow_network: final loss "
-static const struct {
-    double factor;
-    const char *source;
-} occ_factors[8] = {
-    {1.0, "baseline"},
-    {1.214, OCC "+3.48% (CB), as steps on allreduce's curve"},
-    {1.001, OCC "+0.02% (FE), as steps on allreduce's curve"},
-    {1.162, OCC "+3.01% (CB+FE), as steps on allreduce's curve"},
-    {1.065, OCC "+1.52% (SC), as steps on allreduce's curve"},
-    {1.276, "not measured: taken as CB+FE+SC's (occ_slow_network, +4.05%)"},
-    {1.053, OCC "+1.26% (FE+SC), as steps on allreduce's curve"},
-    {1.276, OCC "+4.05% (CB+FE+SC), as steps on allreduce's curve"},
-};
 #undef OCC
+#undef ALL
+#undef MLP_RESULTS
+#undef MLP_DP
+#undef MLP_PIPE
+#undef MLP_OCC
 
-double bp_plan_steps_factor(const bp_plan_knobs *k, const char **source) {
-    if (k->pipelines > 0) {
-        *source = k->pipelines == 2
-                      ? "docs/results/avgpipe: 2 pipelines reach 1f1b's loss at step 200 of 400, "
-                        "as 1f1b (each step trains 2 batches)"
-                      : "not measured: taken as 2 pipelines' (docs/results/avgpipe, 1.0)";
-        return 1.0;
-    }
+static const factor_row *find_row(const char *model, int algo, int pipelines, int occ) {
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
+        if (!strcmp(rows[i].model, model) && rows[i].algo == algo && rows[i].pipelines == pipelines &&
+            rows[i].occ == occ)
+            return &rows[i];
+    return NULL;
+}
+
+double bp_plan_steps_factor(const char *model, const bp_plan_knobs *k, const char **source,
+                            const char **measured_on) {
     int occ = k->cb | k->fe << 1 | k->sc << 2;
-    if (occ) {
-        *source = occ_factors[occ].source;
-        return occ_factors[occ].factor;
-    }
-    if (k->dp <= 1) {
+    *measured_on = NULL;
+    if (k->dp <= 1 && !k->pipelines && !occ) {
         *source = "one replica: the updates of allreduce";
         return 1.0;
     }
-    for (size_t i = 0; i < sizeof algo_factors / sizeof algo_factors[0]; i++)
-        if (algo_factors[i].algo == k->algo) {
-            *source = algo_factors[i].source;
-            return algo_factors[i].factor;
-        }
-    *source = "not measured: taken as allreduce's";
-    return 1.0;
+    int algo = k->pipelines ? BP_DP_AVGPIPE : occ ? BP_DP_ALLREDUCE : k->algo;
+    const factor_row *row = find_row(model, algo, k->pipelines, occ);
+    if (!row) row = find_row(fallback_model, algo, k->pipelines, occ);
+    if (!row) {
+        *source = "not measured: taken as allreduce's";
+        return 1.0;
+    }
+    *source = row->source;
+    *measured_on = row->model;
+    return row->factor;
 }
 
 /* ---- the network ------------------------------------------------------------------ */

@@ -2,7 +2,8 @@
  *
  * - statistical efficiency: how many steps a configuration needs to reach the
  *   validation loss allreduce reaches, relative to allreduce's, from the studies
- *   shipped in docs/results/ (each factor names its source);
+ *   shipped in docs/results/ (each factor names its source and the model it was
+ *   measured on: gpt for every kind, mlp for the kinds plan chooses for it);
  * - the network between the job's ranks, measured with real messages: each pair's
  *   latency and bandwidth from ping-pongs at several sizes, the ranks' nodes by
  *   their host names, the two levels (within a node, between nodes), and each
@@ -24,9 +25,13 @@ typedef struct bp_plan_knobs {
     bool sc, cb, fe; /* Optimus-CC's stage compression, compressed backprop, fused embedding */
 } bp_plan_knobs;
 
-/* Steps to allreduce's loss over allreduce's steps for k, and where the number
- * comes from (a static string). */
-double bp_plan_steps_factor(const bp_plan_knobs *k, const char **source);
+/* Steps to the baseline's loss over the baseline's steps for k (the baseline:
+ * allreduce; for AvgPipe one pipeline; for Optimus-CC its flags off) on `model` (as
+ * --model names it), where the number comes from (a static string) and the model
+ * whose study measured it (*measured_on; NULL: none did). A kind the table has not
+ * measured on `model` takes gpt's factor, whose studies cover every kind. */
+double bp_plan_steps_factor(const char *model, const bp_plan_knobs *k, const char **source,
+                            const char **measured_on);
 
 /* One pair's link as measured: one-way seconds = lat_s + bytes * 8 / bw_bps. */
 typedef struct bp_plan_pair {
