@@ -16,6 +16,7 @@
  * Its c_attn rows are the q, k and v rows of its heads, so its qkv [N, 3A] is laid
  * out as attention expects and attention runs unchanged on A channels and n_head/T
  * heads. The residual stream [N, C] and everything on it is whole on every rank. */
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -425,7 +426,64 @@ static int gpt_sample_len(const bp_model_config *c) { return c->seq_len; }
 static int gpt_input_width(const bp_model_config *c) { return (void)c, 0; }
 static int gpt_num_classes(const bp_model_config *c) { return c->vocab; }
 
+static double gpt_block_flops(const bp_model_config *mc, int tp, int b, int B, int T) {
+    double N = (double)B * T, C = mc->n_embd, p = tp;
+    if (b == 0) return 0;
+    if (b > mc->n_layer) return 2.0 * N * C * mc->vocab; /* the tied head */
+    /* 12 C^2 weights, 2 FLOPs each per row; attention's two products over the
+     * causal half of T x T. */
+    return 2.0 * N * 12.0 * C * C / p + 2.0 * N * T * C / p;
+}
+
+static size_t gpt_act_bytes(const bp_model_config *mc, int tp, int b0, int b1, int B, int T) {
+    size_t N = (size_t)B * T, C = (size_t)mc->n_embd, A = C / (size_t)tp, F = 4 * C / (size_t)tp;
+    size_t NH = (size_t)(mc->n_head / tp), V = (size_t)mc->vocab;
+    /* gpt_acts_slots': ln_1, its mean and rstd, qkv, attention, its output, the
+     * residual, ln_2, its mean and rstd, c_fc's output, GELU's, the block's output */
+    size_t (*slot)(size_t) = bp_acts_slot_floats;
+    size_t layer = slot(N * C) + 2 * slot(N) + slot(3 * N * A) + slot((size_t)B * NH * T * T) +
+                   slot(N * A) + 2 * slot(N * C) + 2 * slot(N) + 2 * slot(N * F) + slot(N * C);
+    size_t head = slot(N * C) + 2 * slot(N) + slot(N * V) + slot(N); /* ln_f, logits, lse */
+    int l0 = b0 > 1 ? b0 : 1, l1 = b1 < mc->n_layer + 1 ? b1 : mc->n_layer + 1;
+    size_t floats = slot(N * C) + (l1 > l0 ? (size_t)(l1 - l0) * layer : 0) +
+                    (b1 == mc->n_layer + 2 ? head : 0);
+    return floats * sizeof(bp_real);
+}
+
+static void gpt_trim(bp_model_config *c) { c->in_dim = c->hidden = c->n_hidden = c->n_class = 0; }
+
+static void gpt_describe(const bp_model_config *c, char *buf, size_t n) {
+    snprintf(buf, n, "%d layers, %d channels, %d heads, seq %d", c->n_layer, c->n_embd, c->n_head,
+             c->seq_len);
+}
+
+static const bp_model_field gpt_shape[] = {
+    {"vocab", offsetof(bp_model_config, vocab)},   {"layers", offsetof(bp_model_config, n_layer)},
+    {"embd", offsetof(bp_model_config, n_embd)},   {"heads", offsetof(bp_model_config, n_head)},
+    {"seq_len", offsetof(bp_model_config, seq_len)}};
+
+/* Bytes of a text: the King James Bible unless --data names another file. */
 const bp_model_ops bp_gpt_ops = {
+    .facts = {.name = "gpt",
+              .reads_tokens = true,
+              .accuracy = false,
+              .on_cuda = true,
+              .unit = "tok",
+              .sample = "sequences",
+              .loss_per = "byte",
+              .data = "kjv",
+              .train_samples = 0,
+              .batch = 16,
+              .steps = 1000,
+              .optim = BP_OPTIM_ADAMW,
+              .lr = 1e-3,
+              .lr_schedule = BP_LR_CONSTANT,
+              .shape = gpt_shape,
+              .n_shape = sizeof gpt_shape / sizeof gpt_shape[0]},
+    .describe = gpt_describe,
+    .trim = gpt_trim,
+    .block_flops = gpt_block_flops,
+    .act_bytes = gpt_act_bytes,
     .check = gpt_check,
     .check_tp = gpt_check_tp,
     .num_blocks = gpt_num_blocks,

@@ -13,18 +13,44 @@
 #include "core/rng.h"
 #include "nn/model_impl.h"
 
+#define OPS_ENTRY(K, name) [BP_MODEL_##K] = &bp_##name##_ops,
+static const bp_model_ops *const kinds[BP_MODEL_NUM_KINDS] = {BP_MODEL_KINDS(OPS_ENTRY)};
+
 static const bp_model_ops *ops_of(bp_model_kind kind) {
-    switch (kind) {
-    case BP_MODEL_GPT: return &bp_gpt_ops;
-    case BP_MODEL_MLP: return &bp_mlp_ops;
-    }
-    return NULL;
+    return (unsigned)kind < BP_MODEL_NUM_KINDS ? kinds[kind] : NULL;
+}
+
+const bp_model_facts *bp_model_kind_facts(bp_model_kind kind) {
+    const bp_model_ops *ops = ops_of(kind);
+    return ops ? &ops->facts : NULL;
+}
+
+const char *bp_model_kind_name(bp_model_kind kind) {
+    const bp_model_ops *ops = ops_of(kind);
+    return ops ? ops->facts.name : "?";
+}
+
+bp_status bp_model_kind_parse(const char *name, bp_model_kind *out, bp_err *err) {
+    for (int k = 0; k < BP_MODEL_NUM_KINDS; k++)
+        if (strcmp(name, kinds[k]->facts.name) == 0) {
+            *out = (bp_model_kind)k;
+            return BP_OK;
+        }
+    return bp_fail(err, BP_EFORMAT, "unknown model '%s' (known: %s)", name, BP_MODEL_KIND_CHOICES);
+}
+
+const char *bp_model_describe(const bp_model_config *cfg, char *buf, size_t n) {
+    const bp_model_ops *ops = ops_of(cfg->kind);
+    if (ops) ops->describe(cfg, buf, n);
+    else snprintf(buf, n, "a model of unknown kind %d", (int)cfg->kind);
+    return buf;
 }
 
 int bp_model_config_check(const bp_model_config *cfg, bp_err *err) {
     const bp_model_ops *ops = ops_of(cfg->kind);
     if (!ops)
-        return bp_fail(err, BP_EUSAGE, "model config: kind (%d) is not gpt or mlp", cfg->kind);
+        return bp_fail(err, BP_EUSAGE, "model config: kind (%d) is not one of %s", cfg->kind,
+                       BP_MODEL_KIND_CHOICES);
     return ops->check(cfg, err);
 }
 
@@ -50,6 +76,11 @@ void bp_model_config_init(bp_model_config *cfg, bp_model_kind kind) {
     if (ops) ops->fixed_sizes(cfg);
 }
 
+void bp_model_config_trim(bp_model_config *cfg) {
+    const bp_model_ops *ops = ops_of(cfg->kind);
+    if (ops) ops->trim(cfg);
+}
+
 const char *bp_model_tied_tensor(const bp_model_config *cfg) {
     const bp_model_ops *ops = ops_of(cfg->kind);
     return ops ? ops->tied_tensor : NULL;
@@ -68,6 +99,16 @@ int bp_model_input_width(const bp_model_config *cfg) {
 int bp_model_num_classes(const bp_model_config *cfg) {
     const bp_model_ops *ops = ops_of(cfg->kind);
     return ops ? ops->num_classes(cfg) : 0;
+}
+
+double bp_model_block_flops(const bp_model_config *cfg, int tp, int block, int B, int T) {
+    if (block < 0 || block >= bp_model_num_blocks(cfg)) return 0; /* also a wrong kind */
+    return ops_of(cfg->kind)->block_flops(cfg, tp, block, B, T);
+}
+
+size_t bp_model_act_bytes(const bp_model_config *cfg, int tp, int b0, int b1, int B, int T) {
+    const bp_model_ops *ops = ops_of(cfg->kind);
+    return ops ? ops->act_bytes(cfg, tp, b0, b1, B, T) : 0;
 }
 
 int bp_model_boundary_width(const bp_model_config *cfg, int block) {
@@ -186,8 +227,8 @@ int bp_model_tp_check(const bp_model_config *cfg, int tp_size, bp_err *err) {
     const bp_model_ops *ops = ops_of(cfg->kind);
     if (!ops->check_tp)
         return bp_fail(err, BP_EUSAGE,
-                       "tp size %d: tensor parallelism splits gpt only; this model needs tp 1",
-                       tp_size);
+                       "tp size %d: tensor parallelism does not split %s; it needs tp 1",
+                       tp_size, ops->facts.name);
     return ops->check_tp(cfg, tp_size, err);
 }
 
@@ -396,14 +437,8 @@ void bp_model_zero_grad(bp_model *m) {
 
 /* ---- activations ---- */
 
-/* Slots start on BP_ALIGN boundaries so that every row block is cache-line aligned. */
-static size_t round_slot(size_t n) {
-    size_t per = BP_ALIGN / sizeof(bp_real);
-    return (n + per - 1) / per * per;
-}
-
 static int check_acts_dims(const bp_model *m, int B, int T, bp_err *err) {
-    int tmax = m->cfg.kind == BP_MODEL_GPT ? m->cfg.seq_len : 1;
+    int tmax = m->ops->sample_len(&m->cfg);
     if (B < 1) return bp_fail(err, BP_EUSAGE, "activations: batch size B (%d) must be >= 1", B);
     if (T < 1 || T > tmax)
         return bp_fail(err, BP_EUSAGE, "activations: T (%d) must be in [1, %d]", T, tmax);
@@ -439,11 +474,12 @@ int bp_acts_create(const bp_model *m, int B, int T, bp_acts **out, bp_err *err) 
     size_t total = 0;
     if (!rc) {
         m->ops->acts_slots(m, B, T, sizes);
-        for (int i = 0; i < a->nslots; i++) total += round_slot(sizes[i]);
+        for (int i = 0; i < a->nslots; i++) total += bp_acts_slot_floats(sizes[i]);
         a->bytes = total * sizeof(bp_real);
         rc = m->be->alloc(m->be, (void **)&a->buf, a->bytes, "activations", err);
     }
-    for (size_t i = 0, off = 0; !rc && i < (size_t)a->nslots; off += round_slot(sizes[i]), i++)
+    for (size_t i = 0, off = 0; !rc && i < (size_t)a->nslots;
+         off += bp_acts_slot_floats(sizes[i]), i++)
         a->slot[i] = a->buf + off;
     free(sizes);
     if (rc) {

@@ -48,9 +48,57 @@
 
 #include "bagpipe/status.h"
 #include "core/backend.h"
+#include "nn/lr.h"
+#include "nn/optim.h"
 #include "nn/real.h"
 
-typedef enum bp_model_kind { BP_MODEL_GPT, BP_MODEL_MLP } bp_model_kind;
+/* The registry of model kinds: one line X(ENUM, name) a kind, in the order of the
+ * enum. A kind `name` is the file nn/name.c, which defines bp_name_ops
+ * (nn/model_impl.h); the code above nn/ knows a kind only through the facts below. */
+#define BP_MODEL_KINDS(X) X(GPT, gpt) X(MLP, mlp)
+
+#define BP_MODEL_KIND_ENUM_(K, name) BP_MODEL_##K,
+typedef enum bp_model_kind { BP_MODEL_KINDS(BP_MODEL_KIND_ENUM_) BP_MODEL_NUM_KINDS } bp_model_kind;
+/* The names of the kinds as an option's choices, "gpt|mlp", in the order of the enum:
+ * the string "|gpt|mlp" past its first character. */
+#define BP_MODEL_KIND_CHOICE_(K, name) "|" #name
+#define BP_MODEL_KIND_CHOICES (&BP_MODEL_KINDS(BP_MODEL_KIND_CHOICE_)[1])
+
+/* An int field of bp_model_config by the name a saved profile gives it. */
+typedef struct bp_model_field {
+    const char *key;
+    size_t offset;
+} bp_model_field;
+
+/* What a model kind is, for the layers above nn/ that must not test which kind it is. */
+typedef struct bp_model_facts {
+    const char *name;     /* as --model, checkpoints and profiles spell it: "gpt" */
+    bool reads_tokens;    /* its input is token ids of a text (else floats of images) */
+    bool accuracy;        /* evaluation scores accuracy: a sample has one label */
+    bool on_cuda;         /* has forward and backward kernels for the GPU (nn/cuda/) */
+    const char *unit;     /* what a position of a sample is, for progress: "tok" */
+    const char *sample;   /* what a sample is, in plots: "sequences" */
+    const char *loss_per; /* what the loss is the mean over, in plots: "byte" */
+    /* What the kind trains on and with when the options do not say. */
+    const char *data;     /* --data: "kjv", or the Fashion-MNIST directory */
+    int train_samples;    /* samples in that data set, 0 for a text of endless windows */
+    int batch;
+    int64_t steps;        /* 0: one pass over the train_samples */
+    bp_optim_kind optim;
+    double lr;
+    bp_lr_kind lr_schedule;
+    /* The fields of bp_model_config that its shape is made of (the others are 0). */
+    const bp_model_field *shape;
+    int n_shape;
+} bp_model_facts;
+
+/* The facts of `kind`, or NULL for a value out of the enum. */
+const bp_model_facts *bp_model_kind_facts(bp_model_kind kind);
+/* The name of `kind` ("gpt"), or "?" for a value out of the enum. */
+const char *bp_model_kind_name(bp_model_kind kind);
+/* The kind named `name`; BP_EFORMAT with a message that gives the name and lists the
+ * known ones when there is none (the caller adds where the name came from). */
+bp_status bp_model_kind_parse(const char *name, bp_model_kind *out, bp_err *err);
 
 typedef struct bp_model_config {
     bp_model_kind kind;
@@ -111,6 +159,9 @@ typedef struct bp_acts bp_acts;
  * gpt's vocabulary of 256 bytes; mlp's inputs of 784 floats (28 x 28 images) and
  * its 10 classes (Fashion-MNIST). */
 void bp_model_config_init(bp_model_config *cfg, bp_model_kind kind);
+/* Zero the fields of cfg that its kind does not read, so that a configuration filled
+ * from every option compares and saves as the kind's own. */
+void bp_model_config_trim(bp_model_config *cfg);
 /* Model facts the layers above use instead of knowing the kinds:
  * - the name of the tensor the first and last blocks share (gpt's "wte.weight": the
  *   embedding tied to the head), or NULL;
@@ -121,6 +172,10 @@ const char *bp_model_tied_tensor(const bp_model_config *cfg);
 int bp_model_sample_len(const bp_model_config *cfg);
 int bp_model_input_width(const bp_model_config *cfg);
 int bp_model_num_classes(const bp_model_config *cfg);
+
+/* The model's shape in words, e.g. "4 layers, 128 channels, 4 heads, seq 64", into
+ * buf[0..n); returns buf. */
+const char *bp_model_describe(const bp_model_config *cfg, char *buf, size_t n);
 
 /* Check a configuration; the message names the offending field. */
 int bp_model_config_check(const bp_model_config *cfg, bp_err *err);
@@ -232,6 +287,13 @@ void bp_model_zero_grad(bp_model *m);
  * index of the block the activation enters, in [0, num_blocks]: for mlp, block 0
  * gives in_dim and num_blocks gives n_class; 0 for a block out of range. */
 int bp_model_boundary_width(const bp_model_config *cfg, int block);
+
+/* What the simulator costs a model by, on one of tp ranks: the forward FLOPs of block
+ * `block` on a B x T micro-batch (matrix products and attention; backward is twice as
+ * many), and the bytes of activations that blocks [b0, b1) hold for one micro-batch
+ * until its backward, as bp_acts_create would allocate them. */
+double bp_model_block_flops(const bp_model_config *cfg, int tp, int block, int B, int T);
+size_t bp_model_act_bytes(const bp_model_config *cfg, int tp, int b0, int b1, int B, int T);
 
 /* Activations for micro-batches of up to B x T (T <= seq_len). */
 int bp_acts_create(const bp_model *m, int B, int T, bp_acts **out, bp_err *err);

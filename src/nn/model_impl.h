@@ -5,6 +5,7 @@
 #ifndef BP_NN_MODEL_IMPL_H
 #define BP_NN_MODEL_IMPL_H
 
+#include "core/buf.h"
 #include "nn/model.h"
 
 typedef enum bp_init_kind {
@@ -32,6 +33,9 @@ typedef struct bp_tensor_init {
 } bp_tensor_init;
 
 typedef struct bp_model_ops {
+    bp_model_facts facts;
+    /* The fields of cfg that make its shape, in words (bp_model_describe). */
+    void (*describe)(const bp_model_config *cfg, char *buf, size_t n);
     /* Checks the kind's fields of cfg; the message names the field. */
     int (*check)(const bp_model_config *cfg, bp_err *err);
     /* Checks that a valid cfg splits across tp_size > 1 ranks; NULL when the kind
@@ -45,6 +49,8 @@ typedef struct bp_model_ops {
     /* The name of tensor 0 of block 0 when it is tied to the head (gpt's wte), else
      * NULL. */
     const char *tied_tensor;
+    /* Zeroes the fields of cfg the kind does not read (bp_model_config_trim). */
+    void (*trim)(bp_model_config *cfg);
     /* The sizes the kind fixes rather than the options (see bp_model_config_init). */
     void (*fixed_sizes)(bp_model_config *cfg);
     /* What one sample is: positions (rows of activations) and input floats per
@@ -52,6 +58,11 @@ typedef struct bp_model_ops {
     int (*sample_len)(const bp_model_config *cfg);
     int (*input_width)(const bp_model_config *cfg);
     int (*num_classes)(const bp_model_config *cfg);
+    /* What the simulator costs the kind by (bp_model_block_flops, bp_model_act_bytes);
+     * act_bytes counts the slots acts_slots makes, rounded as bp_acts_create rounds
+     * them, without a model. */
+    double (*block_flops)(const bp_model_config *cfg, int tp, int block, int B, int T);
+    size_t (*act_bytes)(const bp_model_config *cfg, int tp, int b0, int b1, int B, int T);
     /* Kind-specific checks of a batch (token and target ranges, inputs present). */
     int (*check_batch)(const bp_model *m, const bp_batch *b, bool backward, bp_err *err);
     /* Sizes (elements) of the activation slots for B x T; returns the slot count and
@@ -91,8 +102,8 @@ struct bp_model_device_ops {
     const bp_real *(*logits)(const bp_acts *a);
 };
 
-extern const bp_model_ops bp_gpt_ops;
-extern const bp_model_ops bp_mlp_ops;
+#define BP_MODEL_OPS_DECLARE_(K, name) extern const bp_model_ops bp_##name##_ops;
+BP_MODEL_KINDS(BP_MODEL_OPS_DECLARE_)
 
 struct bp_model {
     bp_model_config cfg;
@@ -123,6 +134,13 @@ struct bp_acts {
     bp_real *buf;
     size_t bytes;
 };
+
+/* Activation slots start on BP_ALIGN boundaries so that every row block is cache-line
+ * aligned: the floats a slot of n takes. */
+static inline size_t bp_acts_slot_floats(size_t n) {
+    size_t per = BP_ALIGN / sizeof(bp_real);
+    return (n + per - 1) / per * per;
+}
 
 /* Parameters and gradients of tensor j (in block order) of `block`, which must lie in
  * the model's range. */

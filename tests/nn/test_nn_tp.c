@@ -371,7 +371,7 @@ static void test_tp_config_errors(void **state) {
     } cases[] = {
         {&gpt, {0, 3, never_called, NULL}, "n_head (4)"},
         {&gpt, {0, 8, never_called, NULL}, "n_head"},
-        {&mlp, {0, 2, never_called, NULL}, "gpt only"},
+        {&mlp, {0, 2, never_called, NULL}, "does not split mlp"},
         {&gpt, {0, 0, never_called, NULL}, "tp size (0)"},
         {&gpt, {2, 2, never_called, NULL}, "tp rank (2)"},
         {&gpt, {-1, 2, never_called, NULL}, "tp rank (-1)"},

@@ -23,6 +23,11 @@ static void put_array(FILE *f, const char *key, const double *x, int n) {
     fprintf(f, "]");
 }
 
+/* Field f of the model's shape. */
+static int *shape_field(const bp_model_config *mc, const bp_model_field *f) {
+    return (int *)((char *)mc + f->offset);
+}
+
 bp_status bp_sim_profile_save(const bp_sim_profile *p, const char *path, bp_err *err) {
     char *text = NULL;
     size_t len = 0;
@@ -30,13 +35,10 @@ bp_status bp_sim_profile_save(const bp_sim_profile *p, const char *path, bp_err 
     if (!f) return bp_fail(err, BP_ENOMEM, "option --measure: out of memory");
     const bp_model_config *mc = &p->mc;
     fprintf(f, "{\"format\":\"" PROFILE_FORMAT "\"");
-    if (mc->kind == BP_MODEL_GPT)
-        fprintf(f, ",\"model\":\"gpt\",\"vocab\":%d,\"layers\":%d,\"embd\":%d,\"heads\":%d,"
-                   "\"seq_len\":%d",
-                mc->vocab, mc->n_layer, mc->n_embd, mc->n_head, mc->seq_len);
-    else
-        fprintf(f, ",\"model\":\"mlp\",\"in_dim\":%d,\"hidden\":%d,\"n_hidden\":%d,\"n_class\":%d",
-                mc->in_dim, mc->hidden, mc->n_hidden, mc->n_class);
+    const bp_model_facts *facts = bp_model_kind_facts(mc->kind);
+    fprintf(f, ",\"model\":\"%s\"", facts->name);
+    for (int i = 0; i < facts->n_shape; i++)
+        fprintf(f, ",\"%s\":%d", facts->shape[i].key, *shape_field(mc, &facts->shape[i]));
     fprintf(f, ",\"micro_batch\":%d,\"tp\":%d", p->micro_B, p->tp);
     put_array(f, "fwd_s", p->fwd_s, p->n_blocks);
     put_array(f, "bwd_s", p->bwd_s, p->n_blocks);
@@ -83,22 +85,20 @@ typedef struct int_field {
     int *field;
 } int_field;
 
-/* The model measured: gpt's shape, or mlp's (a profile without "model" is gpt's). */
+/* The model measured: its kind's name and shape. Profiles were gpt's alone before
+ * they named the model, so one without "model" is gpt's. */
 static const char *parse_model(const bp_json *j, bp_sim_profile *p) {
-    bp_model_config *mc = &p->mc;
-    int kind = bp_json_get(j, 0, "model");
-    bool mlp = bp_json_str_eq(j, kind, "mlp");
-    if (kind >= 0 && !mlp && !bp_json_str_eq(j, kind, "gpt")) return "model";
-    bp_model_config_init(mc, mlp ? BP_MODEL_MLP : BP_MODEL_GPT);
-    const int_field gpt[] = {{"vocab", &mc->vocab},   {"layers", &mc->n_layer},
-                             {"embd", &mc->n_embd},   {"heads", &mc->n_head},
-                             {"seq_len", &mc->seq_len}};
-    const int_field mlps[] = {{"in_dim", &mc->in_dim},     {"hidden", &mc->hidden},
-                              {"n_hidden", &mc->n_hidden}, {"n_class", &mc->n_class}};
-    const int_field *f = mlp ? mlps : gpt;
-    size_t n = mlp ? sizeof mlps / sizeof mlps[0] : sizeof gpt / sizeof gpt[0];
-    for (size_t i = 0; i < n; i++)
-        if (!int_member(j, f[i].key, f[i].field)) return f[i].key;
+    char name[32] = "gpt";
+    int node = bp_json_get(j, 0, "model");
+    bp_model_kind kind;
+    if ((node >= 0 && !bp_json_str_copy(j, node, name, sizeof name)) ||
+        bp_model_kind_parse(name, &kind, NULL))
+        return "model";
+    bp_model_config_init(&p->mc, kind);
+    const bp_model_facts *facts = bp_model_kind_facts(kind);
+    for (int i = 0; i < facts->n_shape; i++)
+        if (!int_member(j, facts->shape[i].key, shape_field(&p->mc, &facts->shape[i])))
+            return facts->shape[i].key;
     return NULL;
 }
 

@@ -2,7 +2,6 @@
 
 #include <stdbool.h>
 
-#include "core/buf.h"
 #include "nn/real.h"
 
 /* One tensor of the model's layout as a tp shard: column-split outputs (dim 0) and
@@ -66,22 +65,8 @@ bp_sim_block_kind bp_sim_block_kind_of(const bp_model_config *mc, int b) {
     return b == 0 ? BP_SIM_FIRST : b == bp_model_num_blocks(mc) - 1 ? BP_SIM_HEAD : BP_SIM_MIDDLE;
 }
 
-static double gpt_flops(const bp_model_config *mc, int tp, int b, int B, int T) {
-    double N = (double)B * T, C = mc->n_embd, p = tp;
-    if (b == 0) return 0;
-    if (b > mc->n_layer) return 2.0 * N * C * mc->vocab; /* the tied head */
-    /* 12 C^2 weights, 2 FLOPs each per row; attention's two products over the
-     * causal half of T x T. */
-    return 2.0 * N * 12.0 * C * C / p + 2.0 * N * T * C / p;
-}
-
-/* mlp's fully connected layer of block b: one product of [B, in] by [in, out]. */
-static double mlp_flops(const bp_model_config *mc, int b, int B) {
-    return 2.0 * B * bp_model_boundary_width(mc, b) * bp_model_boundary_width(mc, b + 1);
-}
-
 double bp_sim_block_flops(const bp_model_config *mc, int tp, int b, int B, int T) {
-    return mc->kind == BP_MODEL_GPT ? gpt_flops(mc, tp, b, B, T) : mlp_flops(mc, b, B);
+    return bp_model_block_flops(mc, tp, b, B, T);
 }
 
 double bp_sim_block_traffic(const bp_model_config *mc, int tp, int b, int B, int T) {
@@ -90,36 +75,6 @@ double bp_sim_block_traffic(const bp_model_config *mc, int tp, int b, int B, int
     return params * sizeof(bp_real) + 2.0 * acts;
 }
 
-/* Floats of a slot as bp_acts_create allocates it: from a BP_ALIGN boundary. */
-static size_t slot(size_t n) {
-    size_t per = BP_ALIGN / sizeof(bp_real);
-    return (n + per - 1) / per * per;
-}
-
-static size_t gpt_act_bytes(const bp_model_config *mc, int tp, int b0, int b1, int B, int T) {
-    size_t N = (size_t)B * T, C = (size_t)mc->n_embd, A = C / (size_t)tp, F = 4 * C / (size_t)tp;
-    size_t NH = (size_t)(mc->n_head / tp), V = (size_t)mc->vocab;
-    /* gpt.c's slots: ln_1, its mean and rstd, qkv, attention, its output, the
-     * residual, ln_2, its mean and rstd, c_fc's output, GELU's, the block's output */
-    size_t layer = slot(N * C) + 2 * slot(N) + slot(3 * N * A) + slot((size_t)B * NH * T * T) +
-                   slot(N * A) + 2 * slot(N * C) + 2 * slot(N) + 2 * slot(N * F) + slot(N * C);
-    size_t head = slot(N * C) + 2 * slot(N) + slot(N * V) + slot(N); /* ln_f, logits, lse */
-    int l0 = b0 > 1 ? b0 : 1, l1 = b1 < mc->n_layer + 1 ? b1 : mc->n_layer + 1;
-    size_t floats = slot(N * C) + (l1 > l0 ? (size_t)(l1 - l0) * layer : 0) +
-                    (b1 == mc->n_layer + 2 ? head : 0);
-    return floats * sizeof(bp_real);
-}
-
-/* mlp.c's slots: the range's input, each hidden layer's output, and with the head
- * its logits and log-sum-exp. */
-static size_t mlp_act_bytes(const bp_model_config *mc, int b0, int b1, int B) {
-    size_t n = (size_t)B, floats = slot(n * (size_t)bp_model_boundary_width(mc, b0));
-    for (int b = b0; b < b1 && b < mc->n_hidden; b++) floats += slot(n * (size_t)mc->hidden);
-    if (b1 == bp_model_num_blocks(mc)) floats += slot(n * (size_t)mc->n_class) + slot(n);
-    return floats * sizeof(bp_real);
-}
-
 size_t bp_sim_act_bytes(const bp_model_config *mc, int tp, int b0, int b1, int B, int T) {
-    return mc->kind == BP_MODEL_GPT ? gpt_act_bytes(mc, tp, b0, b1, B, T)
-                                    : mlp_act_bytes(mc, b0, b1, B);
+    return bp_model_act_bytes(mc, tp, b0, b1, B, T);
 }
