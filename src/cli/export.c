@@ -137,9 +137,10 @@ static bp_status export_hf(const export_config *cfg, bp_err *err) {
     if (rc) return rc;
     hf_tensors h = {0};
     char path[BP_PATH_MAX];
-    if (bp_model_get_config(m)->kind != BP_MODEL_GPT)
-        rc = bp_fail(err, BP_EUSAGE, "checkpoint %s holds an mlp; --format hf exports a gpt",
-                     cfg->ckpt);
+    bp_model_kind kind = bp_model_get_config(m)->kind;
+    if (!bp_model_kind_facts(kind)->reads_tokens)
+        rc = bp_fail(err, BP_EUSAGE, "checkpoint %s holds an %s; --format hf exports a gpt",
+                     cfg->ckpt, bp_model_kind_name(kind));
     if (!rc) rc = hf_tensors_build(m, &h, err);
     if (!rc) rc = bp_mkdir_p(cfg->out, err);
     if (!rc) rc = bp_path_join(path, sizeof path, cfg->out, "model.safetensors", err);

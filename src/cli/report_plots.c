@@ -6,6 +6,7 @@
 
 #include "cli/report.h"
 #include "core/log.h"
+#include "nn/model.h"
 
 static const char *axis_names[BP_AXES] = {"dp", "pp", "tp", "embed"};
 static const char *axis_colors[BP_AXES] = {"#4e79a7", "#f28e2b", "#59a14f", "#b07aa1"};
@@ -61,15 +62,25 @@ static int write_loss_data(report *r, int i, bp_err *err) {
     return report_close(r, f, name, err);
 }
 
-/* The unit of the loss and of a sample, from the models of the runs. */
-static void loss_units(const report *r, const char **loss, const char **sample) {
-    int gpt = 0;
+/* The model kind of every run, or NULL when they differ or one is not known. */
+static const bp_model_facts *runs_model(const report *r) {
+    const bp_model_facts *all = NULL;
     for (int i = 0; i < r->n_runs; i++) {
         const char *m = bp_runlog_config(&r->runs[i].log, "model");
-        gpt += m && strcmp(m, "gpt") == 0;
+        bp_model_kind kind;
+        if (!m || bp_model_kind_parse(m, &kind, NULL)) return NULL;
+        const bp_model_facts *f = bp_model_kind_facts(kind);
+        if (all && f != all) return NULL;
+        all = f;
     }
-    *loss = gpt == r->n_runs ? "nats/byte" : gpt == 0 ? "nats/image" : "nats";
-    *sample = gpt == r->n_runs ? "sequences" : gpt == 0 ? "images" : "sequences or images";
+    return all;
+}
+
+/* The unit of the loss and of a sample, from the models of the runs. */
+static void loss_units(const report *r, char *loss, size_t n, const char **sample) {
+    const bp_model_facts *f = runs_model(r);
+    snprintf(loss, n, "nats%s%s", f ? "/" : "", f ? f->loss_per : "");
+    *sample = f ? f->sample : "samples";
 }
 
 int report_plot_loss(report *r, bool by_time, bp_err *err) {
@@ -78,13 +89,14 @@ int report_plot_loss(report *r, bool by_time, bp_err *err) {
         if (by_time) rc = write_loss_data(r, i, err);
         evals += by_evals(&r->runs[i].log);
     }
-    const char *name = by_time ? "loss_time" : "loss_samples", *unit, *sample;
+    const char *name = by_time ? "loss_time" : "loss_samples", *sample;
+    char unit[32];
     if (rc == BP_OK && r->loss_points[by_time ? 0 : 1] == 0) {
         bp_log_warn("report: no run has a finite loss at a known %s (diverged?): %s is left out",
                     by_time ? "time" : "sample count", name);
         return BP_OK;
     }
-    loss_units(r, &unit, &sample);
+    loss_units(r, unit, sizeof unit, &sample);
     char file[80];
     snprintf(file, sizeof file, "%s.gp", name);
     FILE *f = rc ? NULL : report_open(r, file, err);

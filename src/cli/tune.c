@@ -38,9 +38,11 @@ static void print_setup(const bp_tune_result *t, const bp_tune_setup *u, FILE *o
 
 static void print_header(const bp_tune_config *c, const bp_tune_result *t, FILE *out) {
     const bp_train_config *tc = &c->train;
-    fprintf(out, "bagpipe tune: %s", tc->model == BP_MODEL_GPT ? "gpt" : "mlp");
-    if (tc->model == BP_MODEL_GPT)
-        fprintf(out, " (%d layers, %d channels, seq %d)", tc->layers, tc->embd, tc->seq_len);
+    bp_model_config mc;
+    char shape[160];
+    bp_train_model_config(tc, &mc);
+    fprintf(out, "bagpipe tune: %s (%s)", bp_model_kind_name(mc.kind),
+            bp_model_describe(&mc, shape, sizeof shape));
     fprintf(out, ", batch %d, dp %d x pp %d = %d ranks, network %s\n", tc->batch, t->dp, t->S,
             t->W, tc->net[0] ? tc->net : "off");
     fprintf(out, "profiled %d micro-batch sizes in %.1f s; machine load: computation runs %.2fx "
@@ -63,7 +65,8 @@ static bool fits(const bp_tune_config *c, const bp_tune_candidate *k) {
  * factor over one pipeline's, and the seconds it took. */
 static void print_trial(const bp_tune_config *c, const bp_tune_trial *tr, FILE *out) {
     char on[64] = "the test set"; /* mlp evaluates on all of it */
-    if (c->train.model == BP_MODEL_GPT) snprintf(on, sizeof on, "%d batches", tr->eval_batches);
+    if (bp_model_kind_facts((bp_model_kind)c->train.model)->reads_tokens)
+        snprintf(on, sizeof on, "%d batches", tr->eval_batches);
     fprintf(out, "convergence trial: %lld steps of one pipeline reach validation loss %.4f "
                  "(the target); per N, the trainer's run in this process, evaluated every "
                  "%lld steps on %s, stopped at the target (%.1f s in all):\n",

@@ -47,10 +47,10 @@ static void fill_inputs(bp_range_bench *rb, const bp_model_config *cfg, int b0, 
     bp_model_init_weights(rb->m, 7);
     fill_random(rb->x, in_n, &r);
     fill_random(rb->dy, out_n, &r);
-    bool gpt = cfg->kind == BP_MODEL_GPT;
+    bool tokens = bp_model_input_width(cfg) == 0;
     for (size_t i = 0; i < rows; i++) {
         rb->tgt[i] = (int32_t)bp_rng_below(&r, (uint64_t)bp_model_num_classes(cfg));
-        rb->tok[i] = gpt ? (int32_t)bp_rng_below(&r, (uint64_t)cfg->vocab) : 0;
+        rb->tok[i] = tokens ? (int32_t)bp_rng_below(&r, (uint64_t)cfg->vocab) : 0;
     }
 }
 
@@ -76,7 +76,7 @@ bp_status bp_range_bench_create(const bp_model_config *cfg, int b0, int b1, int 
     fill_inputs(rb, cfg, b0, rows, in_n, out_n);
     bool first_block = bp_model_has_first(rb->m);
     rb->batch = (bp_batch){.B = B, .T = T, .tokens = rb->tok, .targets = rb->tgt,
-                           .images = first_block && cfg->kind == BP_MODEL_MLP ? rb->x : NULL};
+                           .images = first_block && bp_model_input_width(cfg) > 0 ? rb->x : NULL};
     return BP_OK;
 }
 

@@ -73,7 +73,7 @@ static int save_weights(const char *path, const bp_model *m, const bp_real *para
     char values[N_CONFIG_FIELDS + 2][32], keys[N_CONFIG_FIELDS][40];
     bp_st_meta meta[N_CONFIG_FIELDS + 3] = {{"format", "pt"}};
     int k = 1;
-    meta[k++] = (bp_st_meta){"bagpipe.model", cfg.kind == BP_MODEL_GPT ? "gpt" : "mlp"};
+    meta[k++] = (bp_st_meta){"bagpipe.model", bp_model_kind_name(cfg.kind)};
     snprintf(values[N_CONFIG_FIELDS], sizeof values[0], "%lld", (long long)step);
     meta[k++] = (bp_st_meta){"bagpipe.step", values[N_CONFIG_FIELDS]};
     for (int i = 0; i < N_CONFIG_FIELDS; i++) {
@@ -250,11 +250,11 @@ void bp_checkpoint_close(bp_checkpoint *ck) {
 bp_status bp_checkpoint_model_config(const bp_checkpoint *ck, bp_model_config *cfg, bp_err *err) {
     memset(cfg, 0, sizeof *cfg);
     char v[32];
-    if (!bp_safetensors_meta(&ck->weights, "bagpipe.model", v, sizeof v) ||
-        (strcmp(v, "gpt") != 0 && strcmp(v, "mlp") != 0))
+    if (!bp_safetensors_meta(&ck->weights, "bagpipe.model", v, sizeof v))
         return bp_fail(err, BP_EFORMAT, "checkpoint %s: no model configuration in its metadata",
                        ck->dir);
-    cfg->kind = strcmp(v, "gpt") == 0 ? BP_MODEL_GPT : BP_MODEL_MLP;
+    if (bp_model_kind_parse(v, &cfg->kind, err))
+        return bp_err_context(err, "checkpoint %s: metadata bagpipe.model", ck->dir);
     for (int i = 0; i < N_CONFIG_FIELDS; i++) {
         char key[48], *end;
         snprintf(key, sizeof key, "bagpipe.%s", config_fields[i].key);

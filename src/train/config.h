@@ -26,7 +26,7 @@ typedef enum bp_progress_mode {
 } bp_progress_mode;
 
 typedef struct bp_train_config {
-    int model; /* BP_MODEL_GPT or BP_MODEL_MLP */
+    int model; /* a bp_model_kind */
     char data[BP_PATH_MAX];
     char cache_dir[BP_PATH_MAX];
     int layers, embd, heads, seq_len; /* gpt */

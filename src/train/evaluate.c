@@ -34,7 +34,7 @@ static int score(trainer *t, double *sum, double *correct, double *rows, bool *c
         if (!logits) continue;
         *sum += loss * b.B;
         *rows += b.B;
-        if (t->task.kind != BP_MODEL_MLP) continue;
+        if (!bp_model_kind_facts(bp_model_get_config(t->model)->kind)->accuracy) continue;
         int classes = bp_model_num_classes(bp_model_get_config(t->model));
         size_t bytes = (size_t)b.B * (size_t)classes * sizeof(float);
         if (!t->host_logits && !(t->host_logits = malloc((size_t)t->micro_B * classes * sizeof(float))))
@@ -79,7 +79,9 @@ int trainer_evaluate(trainer *t, bp_err *err) {
     if (rc) return bp_comm_fail(t->grid.pp_comm, rc, err);
     if (t->rank != 0) return BP_OK;
     double loss = result[0] / result[2];
-    double acc = t->task.kind == BP_MODEL_MLP ? result[1] / result[2] : NAN;
+    double acc = bp_model_kind_facts(bp_model_get_config(t->model)->kind)->accuracy
+                     ? result[1] / result[2]
+                     : NAN;
     bp_metrics_eval(&t->metrics, t->step, loss, acc);
     if (isnan(acc))
         bp_progress_note(&t->progress, "step %lld: validation loss %.4f", (long long)t->step, loss);

@@ -190,21 +190,6 @@ bp_status bp_plan_cluster_parse(const char *spec, bp_plan_cluster *c, bp_err *er
     return rc ? (bp_status)rc : level_of(obw, olat, "inter", &c->inter, err);
 }
 
-/* ---- the model ---------------------------------------------------------------------- */
-
-/* The model's name as --model spells it: its choice in train's option table. */
-static void model_name(int kind, char *out, size_t n) {
-    int count;
-    const bp_option *opts = bp_train_options(&count);
-    snprintf(out, n, "?");
-    for (int i = 0; i < count; i++) {
-        if (strcmp(opts[i].name, "model") != 0) continue;
-        const char *p = opts[i].choices;
-        for (int k = 0; p && k < kind; k++) p = strchr(p, '|') ? strchr(p, '|') + 1 : NULL;
-        if (p) snprintf(out, n, "%.*s", (int)strcspn(p, "|"), p);
-    }
-}
-
 /* ---- the machine -------------------------------------------------------------------- */
 
 static double node_memory(int ranks_here) {
@@ -285,7 +270,7 @@ bp_status bp_plan_run(const bp_plan_config *c, bp_comm *world, int argc, char **
                       bp_plan_result *r, bp_err *err) {
     double t0 = bp_now();
     memset(r, 0, sizeof *r);
-    model_name(c->train.model, r->model, sizeof r->model);
+    snprintf(r->model, sizeof r->model, "%s", bp_model_kind_name((bp_model_kind)c->train.model));
     bp_sim_profile prof = {0};
     bp_sim_machine m;
     int rc = BP_OK;

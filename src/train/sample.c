@@ -110,8 +110,10 @@ bp_status bp_sample_run(const bp_sample_config *c, FILE *out, bp_err *err) {
     int rc = bp_checkpoint_load_whole(c->ckpt, &m, err);
     if (rc) return rc;
     const bp_model_config *mc = bp_model_get_config(m);
-    if (mc->kind != BP_MODEL_GPT)
-        rc = bp_fail(err, BP_EUSAGE, "checkpoint %s holds an mlp; sampling needs a gpt", c->ckpt);
+    if (!bp_model_kind_facts(mc->kind)->reads_tokens)
+        rc = bp_fail(err, BP_EUSAGE,
+                     "checkpoint %s holds an %s; sampling needs a model that reads tokens (gpt)",
+                     c->ckpt, bp_model_kind_name(mc->kind));
     else if (mc->vocab > 1024)
         rc = bp_fail(err, BP_EFORMAT, "checkpoint %s: vocabulary of %d is too large", c->ckpt,
                      mc->vocab);

@@ -70,7 +70,7 @@ static int time_blocks(const bp_simulate_config *c, const bp_model_config *mc, i
 bp_status bp_sim_measure(const bp_simulate_config *c, int micro_B, bp_sim_profile *p, bp_err *err) {
     memset(p, 0, sizeof *p);
     bp_train_model_config(&c->train, &p->mc);
-    if (c->vocab > 0 && p->mc.kind == BP_MODEL_GPT) p->mc.vocab = c->vocab;
+    if (c->vocab > 0 && bp_model_kind_facts(p->mc.kind)->reads_tokens) p->mc.vocab = c->vocab;
     p->micro_B = micro_B;
     p->tp = 1; /* whole blocks; the simulator scales them to a tp shard */
     bp_blas_set_threads(c->train.threads);

@@ -166,7 +166,7 @@ void bp_simulate_job(const bp_train_config *t, bp_sim_job *j) {
 
 static void make_job(const bp_simulate_config *c, bp_sim_job *j) {
     bp_simulate_job(&c->train, j);
-    if (c->vocab > 0 && j->mc.kind == BP_MODEL_GPT) j->mc.vocab = c->vocab;
+    if (c->vocab > 0 && bp_model_kind_facts(j->mc.kind)->reads_tokens) j->mc.vocab = c->vocab;
 }
 
 /* ---- output ------------------------------------------------------------------------- */
@@ -182,12 +182,9 @@ static void print_header(const bp_simulate_config *c, const bp_sim_job *j, const
     bp_dp_describe(&j->dpc, algo, sizeof algo);
     const bp_model_config *mc = &j->mc;
     double params = (double)bp_sim_model_params(mc, 1, 0, bp_model_num_blocks(mc));
-    if (mc->kind == BP_MODEL_GPT)
-        fprintf(out, "bagpipe simulate: gpt (%d layers, %d channels, %d heads, seq %d",
-                mc->n_layer, mc->n_embd, mc->n_head, mc->seq_len);
-    else
-        fprintf(out, "bagpipe simulate: mlp (%d inputs, %d hidden layers of %d, %d classes",
-                mc->in_dim, mc->n_hidden, mc->hidden, mc->n_class);
+    char shape[160];
+    fprintf(out, "bagpipe simulate: %s (%s", bp_model_kind_name(mc->kind),
+            bp_model_describe(mc, shape, sizeof shape));
     fprintf(out, "; %.4g M parameters)", params / 1e6);
     fprintf(out, ", batch %d, dp %d x pp %d x tp %d = %d ranks\n", t->batch, j->dp, j->pp, j->tp,
             j->dp * j->pp * j->tp);

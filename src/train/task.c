@@ -38,7 +38,7 @@ static int init_images(bp_task *t, const bp_train_config *c, bp_err *err) {
 
 bp_status bp_task_init(bp_task *t, const bp_train_config *c, int rank, int world, bp_err *err) {
     memset(t, 0, sizeof *t);
-    t->kind = (bp_model_kind)c->model;
+    t->reads_tokens = bp_model_kind_facts((bp_model_kind)c->model)->reads_tokens;
     t->rank = rank;
     t->world = world;
     t->B_global = c->batch;
@@ -53,7 +53,7 @@ bp_status bp_task_init(bp_task *t, const bp_train_config *c, int rank, int world
     size_t n = (size_t)t->held * (size_t)t->B_local * (size_t)t->T * sizeof(int32_t);
     int rc = bp_alloc_checked((void **)&t->tokens, n, "token batch", err);
     if (rc == BP_OK) rc = bp_alloc_checked((void **)&t->targets, n, "target batch", err);
-    if (rc == BP_OK && (rc = t->kind == BP_MODEL_GPT ? init_text(t, c, err) : init_images(t, c, err)))
+    if (rc == BP_OK && (rc = t->reads_tokens ? init_text(t, c, err) : init_images(t, c, err)))
         bp_err_context(err, "option --data");
     if (rc) bp_task_free(t);
     return rc;
@@ -88,7 +88,7 @@ static void image_rows(bp_task *t, int slot, const bp_images *im, const int *idx
 }
 
 void bp_task_next(bp_task *t, int slot, bp_batch *b) {
-    if (t->kind == BP_MODEL_GPT) {
+    if (t->reads_tokens) {
         size_t at = (size_t)slot * t->B_local * t->T;
         bp_text_train_batch(&t->text, &t->data_rng, t->B_global, t->T, t->rank, t->world,
                             t->tokens + at, t->targets + at);
@@ -113,7 +113,7 @@ int bp_count_correct(const bp_real *logits, const int32_t *labels, int B, int cl
 }
 
 static int eval_items(const bp_task *t) {
-    return t->kind == BP_MODEL_GPT ? t->eval_batches * t->B_global : t->test.n;
+    return t->reads_tokens ? t->eval_batches * t->B_global : t->test.n;
 }
 
 int bp_task_eval_count(const bp_task *t, int rows) { return (eval_items(t) + rows - 1) / rows; }
@@ -121,7 +121,7 @@ int bp_task_eval_count(const bp_task *t, int rows) { return (eval_items(t) + row
 void bp_task_eval_batch(bp_task *t, int i, int rows, bp_batch *b) {
     int n_items = eval_items(t), first = i * rows;
     int n = n_items - first < rows ? n_items - first : rows;
-    if (t->kind == BP_MODEL_MLP) {
+    if (!t->reads_tokens) {
         image_rows(t, 0, &t->test, NULL, first, n, b);
         return;
     }
@@ -142,6 +142,6 @@ void bp_task_get_state(const bp_task *t, bp_resume_state *rs) {
 
 bp_status bp_task_set_state(bp_task *t, const bp_resume_state *rs, bp_err *err) {
     t->data_rng = rs->data_rng;
-    return t->kind == BP_MODEL_MLP ? bp_epoch_sampler_restore(&t->sampler, rs->epoch, rs->pos, err)
-                                   : BP_OK;
+    return t->reads_tokens ? BP_OK
+                           : bp_epoch_sampler_restore(&t->sampler, rs->epoch, rs->pos, err);
 }

@@ -19,7 +19,7 @@
 #include "train/config.h"
 
 typedef struct bp_task {
-    bp_model_kind kind;
+    bool reads_tokens; /* windows of a text; else samples of an image set */
     int B_global, B_local, T; /* T: positions of a sample (bp_model_sample_len) */
     int width;                /* input floats of a position (bp_model_input_width; 0: tokens) */
     int rank, world;

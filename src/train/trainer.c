@@ -44,7 +44,7 @@ static void log_config(trainer *t) {
     bp_schedule_parse(t->cfg->schedule, &s, NULL);
     bp_schedule_name(&s, sched, sizeof sched);
     bp_config_record r = {
-        .model = t->cfg->model == BP_MODEL_GPT ? "gpt" : "mlp",
+        .model = bp_model_kind_name((bp_model_kind)t->cfg->model),
         .params = bp_model_num_params(t->model), .world = t->size, .dp = t->grid.dp,
         .pp = t->grid.pp, .partition = t->partition, .pipelines = t->n_rep,
         .micro_batches = t->cfg->micro_batches, .schedule = sched, .batch = t->cfg->batch,
@@ -106,7 +106,7 @@ static int setup_data(trainer *t, bp_err *err) {
     bp_train_lr_schedule(c, &t->lr);
     bp_blas_set_threads(c->threads);
     bp_progress_init(&t->progress, t->rank == 0 ? c->progress : BP_PROGRESS_NONE, c->steps,
-                     c->model == BP_MODEL_GPT ? "tok" : "samples");
+                     bp_model_kind_facts((bp_model_kind)c->model)->unit);
     int rc = trainer_read_resume_manifest(t, err);
     if (rc == BP_OK && !t->probe) rc = trainer_claim_out(t, err);
     if (rc == BP_OK) rc = bp_task_init(&t->task, c, t->grid.d, t->grid.dp, err);

@@ -6,7 +6,7 @@
 # on the machine; with a GPU, scripts/device-check.sh trains on it.
 source "$(dirname "$0")/lib.sh"
 
-refused 1 "option --device cuda: only gpt runs on the GPU so far" -- --model mlp --device cuda
+refused 1 "option --device cuda: --model mlp does not run on the GPU yet" -- --model mlp --device cuda
 refused 2 "option --device cuda: tensor parallelism \(--tp 2\) does not run on the GPU yet" -- \
   "${TINY[@]}" --data "$TEXT" --tp 2 --device cuda
 refused 2 "option --dtype bf16: runs on one pipeline stage only" -- \

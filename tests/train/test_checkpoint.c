@@ -1,6 +1,7 @@
 /* train/safetensors.c and train/checkpoint.c: weights and state round-trip
  * exactly, a flipped byte anywhere in a checkpoint is detected on load, and a
- * checkpoint of another configuration is refused with a message naming it. */
+ * checkpoint of another configuration, or of a model kind this build does not know, is
+ * refused with a message naming it. */
 #include <setjmp.h>
 #include <stdbool.h>
 #include <stdarg.h>
@@ -145,6 +146,35 @@ static void test_other_configuration_is_refused(void **state) {
     bp_checkpoint_close(&ck);
     bp_model_destroy(m);
     bp_optim_free(&o);
+}
+
+/* Overwrite the first `from` in the n bytes at p with `to`, of the same length. */
+static void patch(uint8_t *p, size_t n, const char *from, const char *to) {
+    size_t len = strlen(from);
+    for (size_t i = 0; i + len <= n; i++)
+        if (memcmp(p + i, from, len) == 0) {
+            memcpy(p + i, to, len);
+            return;
+        }
+    fail_msg("no %s in the file", from);
+}
+
+/* A name in the metadata that no model kind has (a checkpoint of a newer build, or a
+ * damaged one whose checksums were rewritten) is refused, not read as another kind. */
+static void test_unknown_model_name_is_refused(void **state) {
+    (void)state;
+    bp_checkpoint ck;
+    bp_err err;
+    assert_int_equal(bp_checkpoint_open(out_dir, 0, 0, &ck, NULL), BP_OK);
+    /* The metadata's strings point into the file's bytes, parsed and checked already. */
+    patch(ck.weights.file.data, ck.weights.file.n, "\"bagpipe.model\":\"mlp\"",
+          "\"bagpipe.model\":\"rnn\"");
+    bp_model_config saved;
+    assert_int_equal(bp_checkpoint_model_config(&ck, &saved, &err), BP_EFORMAT);
+    assert_non_null(strstr(err.msg, ck.dir));
+    assert_non_null(strstr(err.msg, "unknown model 'rnn' (known: gpt|mlp)"));
+    assert_null(strchr(err.msg, '\n'));
+    bp_checkpoint_close(&ck);
 }
 
 static void test_keep_prunes_old_checkpoints(void **state) {
@@ -306,6 +336,7 @@ int main(void) {
         cmocka_unit_test(test_round_trip),
         cmocka_unit_test(test_any_flipped_byte_is_detected),
         cmocka_unit_test(test_other_configuration_is_refused),
+        cmocka_unit_test(test_unknown_model_name_is_refused),
         cmocka_unit_test(test_keep_prunes_old_checkpoints),
         cmocka_unit_test(test_prune_leaves_what_is_not_ours),
         cmocka_unit_test(test_crafted_state_fields_are_refused),
