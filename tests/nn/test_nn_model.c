@@ -58,6 +58,59 @@ static void test_model_facts(void **state) {
     bp_model_destroy(last);
 }
 
+/* Every kind of the registry parses back from its name, declares facts that agree
+ * with its models, and keeps only its own fields; an unknown name is refused with the
+ * known ones. */
+static void test_kind_registry(void **state) {
+    (void)state;
+    for (int k = 0; k < BP_MODEL_NUM_KINDS; k++) {
+        const bp_model_facts *f = bp_model_kind_facts((bp_model_kind)k);
+        bp_model_kind back = BP_MODEL_NUM_KINDS;
+        assert_int_equal(bp_model_kind_parse(f->name, &back, NULL), BP_OK);
+        assert_int_equal(back, k);
+        assert_string_equal(bp_model_kind_name((bp_model_kind)k), f->name);
+        assert_non_null(strstr(BP_MODEL_KIND_CHOICES, f->name));
+        bp_model_config c;
+        bp_model_config_init(&c, (bp_model_kind)k);
+        assert_int_equal(f->reads_tokens, bp_model_input_width(&c) == 0);
+        c.vocab = c.n_layer = c.n_embd = c.n_head = c.seq_len = 7;
+        c.in_dim = c.hidden = c.n_hidden = c.n_class = 7;
+        bp_model_config_trim(&c);
+        const int kept[] = {c.vocab, c.n_layer, c.n_embd, c.n_head, c.seq_len,
+                            c.in_dim, c.hidden, c.n_hidden, c.n_class};
+        int own = 0;
+        for (size_t i = 0; i < sizeof kept / sizeof kept[0]; i++) own += kept[i] == 7;
+        assert_int_equal(own, f->n_shape);
+    }
+    assert_null(bp_model_kind_facts(BP_MODEL_NUM_KINDS));
+    bp_model_kind kind;
+    bp_err err;
+    assert_int_equal(bp_model_kind_parse("rnn", &kind, &err), BP_EFORMAT);
+    char want[128];
+    snprintf(want, sizeof want, "unknown model 'rnn' (known: %s)", BP_MODEL_KIND_CHOICES);
+    assert_string_equal(err.msg, want);
+}
+
+/* The simulator's activation bytes are what bp_acts_create allocates, for whole
+ * models and for a middle range. */
+static void test_act_bytes_match_acts(void **state) {
+    (void)state;
+    const bp_model_config cfgs[] = {fx_gpt_small(), fx_mlp_default()};
+    for (size_t i = 0; i < sizeof cfgs / sizeof cfgs[0]; i++) {
+        int n = bp_model_num_blocks(&cfgs[i]), B = 3, T = bp_model_sample_len(&cfgs[i]);
+        const int ranges[][2] = {{0, n}, {1, n - 1}, {1, n}};
+        for (size_t r = 0; r < 3; r++) {
+            bp_model *m = make(cfgs[i], ranges[r][0], ranges[r][1], 1);
+            bp_acts *a = NULL;
+            assert_int_equal(bp_acts_create(m, B, T, &a, NULL), BP_OK);
+            assert_int_equal(bp_model_act_bytes(&cfgs[i], 1, ranges[r][0], ranges[r][1], B, T),
+                             bp_acts_bytes(a));
+            bp_acts_destroy(a);
+            bp_model_destroy(m);
+        }
+    }
+}
+
 /* ---- tensor table ---- */
 
 static void test_gpt_tensor_table(void **state) {
@@ -554,6 +607,7 @@ int main(void) {
         cmocka_unit_test(test_gpt_causal_prefix),   cmocka_unit_test(test_accumulate_and_scale),
         cmocka_unit_test(test_acts_size),           cmocka_unit_test(test_config_errors),
         cmocka_unit_test(test_batch_errors),        cmocka_unit_test(test_model_facts),
+        cmocka_unit_test(test_kind_registry),       cmocka_unit_test(test_act_bytes_match_acts),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
