@@ -223,6 +223,7 @@ static int open_shard(bp_checkpoint *ck, int stage, int tp, bp_err *err) {
         rc = bp_fail(err, BP_EFORMAT, "%s is damaged (size or checksum mismatch)", name);
     }
     if (rc == BP_OK) rc = bp_safetensors_parse(weights, &ck->weights, err);
+    snprintf(ck->weights_name, sizeof ck->weights_name, "%s", name);
     return rc;
 }
 
@@ -254,7 +255,8 @@ bp_status bp_checkpoint_model_config(const bp_checkpoint *ck, bp_model_config *c
         return bp_fail(err, BP_EFORMAT, "checkpoint %s: no model configuration in its metadata",
                        ck->dir);
     if (bp_model_kind_parse(v, &cfg->kind, err))
-        return bp_err_context(err, "checkpoint %s: metadata bagpipe.model", ck->dir);
+        return bp_err_context(err, "checkpoint %s/%s: metadata bagpipe.model", ck->dir,
+                              ck->weights_name);
     for (int i = 0; i < N_CONFIG_FIELDS; i++) {
         char key[48], *end;
         snprintf(key, sizeof key, "bagpipe.%s", config_fields[i].key);

@@ -98,6 +98,7 @@ typedef struct bp_checkpoint {
     char dir[4096]; /* the ckpt-* directory actually read */
     bp_manifest manifest;
     bp_safetensors weights;
+    char weights_name[64]; /* its file in dir, e.g. "stage0-tp0.safetensors" */
     bp_bytes state;
     bp_resume_state rs;
     int optim_kind;
