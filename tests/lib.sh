@@ -10,6 +10,10 @@ BP="$BAGPIPE_BIN"
 WORK=$(mktemp -d "/tmp/bp_$(basename "$(dirname "$0")").XXXXXX")
 trap 'rm -rf "$WORK"' EXIT
 export OPENBLAS_NUM_THREADS=1
+# scripts/mpirun.sh launches with $MPIEXEC (plain mpirun without it): the launcher
+# ctest gives, of the MPI the binary was built with. Plain mpirun may be another
+# MPI's, whose ranks would each start as a job of one.
+if [ -n "${BP_MPIEXEC:-}" ]; then export MPIEXEC="$BP_MPIEXEC"; fi
 TEXT=/usr/share/common-licenses/GPL-3
 
 fail() { echo "FAIL: $*" >&2; exit 1; }

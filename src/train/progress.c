@@ -5,15 +5,21 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /* Whether stdout reaches a terminal. Open MPI gives every rank a pseudo-terminal
- * whatever mpirun's own output is (a log file on any cluster), so under it the
- * answer is the launcher's: scripts/mpirun.sh passes BAGPIPE_TERMINAL=1 when its
- * output is a terminal; without that a rank of Open MPI prints plain lines. */
+ * whatever mpirun's own output is (a log file on any cluster), and MPICH's Hydra
+ * gives every rank (PMI_RANK set) a pipe to its proxy, which forwards the bytes to
+ * mpiexec's output, whatever that is. So under either the answer is the launcher's:
+ * scripts/mpirun.sh passes BAGPIPE_TERMINAL=1 when its output is a terminal;
+ * without that a rank of Open MPI prints plain lines, as does one of MPICH. */
 static bool on_terminal(void) {
-    if (!isatty(STDOUT_FILENO)) return false;
     const char *said = getenv("BAGPIPE_TERMINAL");
+    struct stat st;
+    if (said && getenv("PMI_RANK") && fstat(STDOUT_FILENO, &st) == 0 && S_ISFIFO(st.st_mode))
+        return strcmp(said, "1") == 0;
+    if (!isatty(STDOUT_FILENO)) return false;
     if (said) return strcmp(said, "1") == 0;
     return getenv("OMPI_COMM_WORLD_SIZE") == NULL;
 }

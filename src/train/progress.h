@@ -1,6 +1,6 @@
 /* The progress line of rank 0: step/total, loss, throughput, MB sent per step, ETA. On a terminal
  * one line is redrawn in place with a bar; otherwise (logs, CI, a rank of Open
- * MPI unless BAGPIPE_TERMINAL=1 says mpirun's output is a terminal) a plain line
+ * MPI or MPICH unless BAGPIPE_TERMINAL=1 says mpirun's output is a terminal) a plain line
  * is printed each time. The trainer updates it every --log-every steps. Output goes
  * to stdout. */
 #ifndef BP_TRAIN_PROGRESS_H

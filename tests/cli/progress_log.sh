@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The progress display of a job under mpirun: plain lines, no carriage-return
 # frames, when the output goes to a file (Open MPI gives each rank a pseudo-terminal
-# all the same), and the live bar when scripts/mpirun.sh runs on a terminal.
+# all the same), and the live bar when scripts/mpirun.sh runs on a terminal (MPICH
+# gives each rank a pipe all the same). Both launchers are the one ctest gives
+# (tests/lib.sh points scripts/mpirun.sh at it).
 source "$(dirname "$0")/lib.sh"
 MPIRUN="$(dirname "$0")/../../scripts/mpirun.sh"
 ARGS=(train --layers 1 --embd 16 --heads 2 --seq-len 16 --batch 4 --eval-batches 2

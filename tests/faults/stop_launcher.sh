@@ -3,7 +3,11 @@
 # scripts/mpirun.sh, as a closed terminal sends): every rank stops after the same
 # step with a checkpoint of it, no rank is left running and the --out lock is
 # free. Through scripts/mpirun.sh the job exits 3 as documented; Open MPI's mpirun called directly exits 1 whatever the ranks return
-# (README's fault table says so), MPICH's mpiexec 3.
+# (README's fault table says so), MPICH's mpiexec 3 or 0: Hydra 4.0, signalled
+# itself, now and then exits 0 although every rank exited 3 (seen in about 1 run of
+# 8 with ranks that are plain shells trapping SIGTERM with "exit 3", so it is the
+# launcher's, not ours). Everything else (the stop line, the checkpoint, no rank
+# left, the lock) is checked as for Open MPI.
 source "$(dirname "$0")/lib.sh"
 set -m # background jobs get their own process group and do not ignore SIGINT
 
@@ -13,7 +17,8 @@ openmpi=0
 if "$BP_MPIEXEC" --version 2>&1 | grep -qE "Open MPI|OpenRTE"; then openmpi=1; fi
 
 # stop NAME SIGNAL EXPECTED_RC launcher...: start the launcher, send SIGNAL to it
-# once training runs, check the exit code, the stop line and the checkpoint.
+# once training runs, check the exit code (EXPECTED_RC: one code, or codes joined
+# by |), the stop line and the checkpoint.
 stop() {
   local name=$1 sig=$2 want=$3
   shift 3
@@ -41,7 +46,7 @@ stop() {
     fail "$name: ranks still running 10 s after SIG$sig to the launcher (exit $rc)"
   fi
   flock -n "$out" true || fail "$name: the --out lock is still held after SIG$sig"
-  [ "$rc" -eq "$want" ] || fail "$name: exit code $rc after SIG$sig, expected $want: $(cat "$WORK/out")"
+  [[ $rc =~ ^($want)$ ]] || fail "$name: exit code $rc after SIG$sig, expected $want: $(cat "$WORK/out")"
   grep -q "stopped by a signal after step" "$WORK/out" || fail "$name: no stop message: $(cat "$WORK/out")"
   local step
   step=$(sed -E 's/ckpt-0*//' "$out/latest")
@@ -52,7 +57,7 @@ stop() {
 
 for sig in TERM INT; do
   MPIEXEC="$BP_MPIEXEC" stop "script-$sig" "$sig" 3 "$BP_SOURCE_DIR/scripts/mpirun.sh"
-  stop "direct-$sig" "$sig" "$([ "$openmpi" -eq 1 ] && echo 1 || echo 3)" "$BP_MPIEXEC" "${flags[@]}"
+  stop "direct-$sig" "$sig" "$([ "$openmpi" -eq 1 ] && echo 1 || echo '3|0')" "$BP_MPIEXEC" "${flags[@]}"
 done
 MPIEXEC="$BP_MPIEXEC" stop script-HUP HUP 3 "$BP_SOURCE_DIR/scripts/mpirun.sh"
 echo "ok"
