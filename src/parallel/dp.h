@@ -53,7 +53,7 @@ typedef struct bp_dp_config {
     bool step_first;       /* decentralized: step, then average (not Bagua's order) */
     int sync_ms;           /* async: milliseconds between averagings */
     int64_t async_warmup;  /* async: steps of gradient allreduce before averaging */
-    int rank;              /* powersgd: rank of the approximation */
+    int powersgd_rank;     /* powersgd: rank of the approximation */
     int64_t powersgd_warmup; /* powersgd: steps of plain allreduce first */
     /* powersgd: a matrix is compressed only if (rows + cols) r * min_rate < rows cols
      * (PyTorch's min_compression_rate, 2; 0 compresses every matrix, as Optimus-CC),

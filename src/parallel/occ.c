@@ -53,7 +53,7 @@ void bp_occ_dp_config(const bp_occ_config *c, int stage, int pp, const char *tie
     if (c->fused_embedding && holds_embedding) d->skip_tensor = tied_tensor;
     if (stage < c->sc_stages) { /* early stages finish backward last: compress them */
         d->algo = BP_DP_POWERSGD;
-        d->rank = c->sc_rank;
+        d->powersgd_rank = c->sc_rank;
         d->powersgd_warmup = c->sc_warmup_steps;
         d->powersgd_min_rate = 0; /* Optimus-CC's reducer compresses every matrix */
         d->powersgd_orth_q = false; /* and reuses Q as it is */

@@ -119,7 +119,7 @@ static const bp_option train_options[] = {
     NUM("sync-ms", BP_OPT_INT, sync_ms, 1, 1e7, "MS", "async: milliseconds between averagings"),
     NUM("async-warmup", BP_OPT_INT64, async_warmup, 0, 1e12, "N",
         "async: steps of synchronous gradient allreduce before the averaging starts"),
-    NUM("rank", BP_OPT_INT, rank, 1, 1 << 16, "R", "powersgd: rank of the approximation"),
+    NUM("rank", BP_OPT_INT, powersgd_rank, 1, 1 << 16, "R", "powersgd: rank of the approximation"),
     NUM("powersgd-warmup", BP_OPT_INT64, powersgd_warmup, 0, 1e12, "N",
         "powersgd: steps of full-precision allreduce first"),
     {"ea-alpha", BP_OPT_DOUBLE, OFF(ea_alpha), 0, NULL, 0, 1, "X",
@@ -249,7 +249,7 @@ void bp_train_config_defaults(bp_train_config *c) {
     c->sync_ms = 20;
     /* Rank 4 ends 8% above allreduce's validation loss after 1000 steps of the
      * default gpt; rank 8 within 5% (bench/dp/README.md), still 10x fewer bytes. */
-    c->rank = 8;
+    c->powersgd_rank = 8;
     c->ea_alpha = -1; /* 0.9 / N once N is known (check_world) */
     c->ea_period = 4;
     c->qadam_warmup = 100;
@@ -392,7 +392,7 @@ void bp_train_dp_config(const bp_train_config *c, bp_dp_config *d) {
         .step_first = c->decentralized_order == 1,
         .sync_ms = c->sync_ms,
         .async_warmup = c->async_warmup,
-        .rank = c->rank,
+        .powersgd_rank = c->powersgd_rank,
         .powersgd_warmup = c->powersgd_warmup,
         .powersgd_min_rate = 2, /* PyTorch's default min_compression_rate */
         .powersgd_orth_q = true,

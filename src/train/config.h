@@ -78,7 +78,7 @@ typedef struct bp_train_config {
     int decentralized_order; /* 0 bagua, 1 step-first */
     int sync_ms;
     int64_t async_warmup;
-    int rank;
+    int powersgd_rank;
     int64_t powersgd_warmup;
     double ea_alpha;
     int64_t ea_period;

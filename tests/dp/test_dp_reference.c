@@ -652,9 +652,9 @@ static void ref_init(reference *f, const bp_train_config *c) {
         assert_true(f->psgd && f->qprev);
         for (int t = 0; t < nt; t++) {
             const bp_tensor_info *ti = bp_model_tensor(f->r.m, t);
-            if (hook_compresses(ti, f->d.rank))
+            if (hook_compresses(ti, f->d.powersgd_rank))
                 ok(bp_codec_powersgd_create((size_t)ti->shape[0],
-                                            ti->numel / (size_t)ti->shape[0], f->d.rank,
+                                            ti->numel / (size_t)ti->shape[0], f->d.powersgd_rank,
                                             f->d.seed + (uint64_t)t, &f->psgd[t], &err),
                    "powersgd codec");
         }
@@ -958,7 +958,7 @@ static void test_powersgd_gpt(void **state) {
     (void)state;
     bp_train_config c = gpt_config();
     c.dp_algo = BP_DP_POWERSGD;
-    c.rank = 2;
+    c.powersgd_rank = 2;
     c.powersgd_warmup = 2;
     engine_vs_reference("powersgd rank=2 warmup=2 gpt", &c, sum_tol(), true);
 }
@@ -970,7 +970,7 @@ static void test_powersgd_min_rate(void **state) {
     (void)state;
     bp_train_config c = gpt_config();
     c.dp_algo = BP_DP_POWERSGD;
-    c.rank = 4;
+    c.powersgd_rank = 4;
     c.powersgd_warmup = 1;
     reference f;
     ref_init(&f, &c);
@@ -990,7 +990,7 @@ static void test_powersgd_mlp(void **state) {
     if (np != 2) skip();
     bp_train_config c = mlp_config();
     c.dp_algo = BP_DP_POWERSGD;
-    c.rank = 2;
+    c.powersgd_rank = 2;
     engine_vs_reference("powersgd rank=2 mlp", &c, EXACT, true);
 }
 

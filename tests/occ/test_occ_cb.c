@@ -213,7 +213,7 @@ static void expect_close(const char *what, const float *got, const double *want,
 typedef struct cb_case {
     const char *name;
     const char *schedule;
-    int rank; /* 0: compression off */
+    int cb_rank; /* 0: compression off */
     bool lep, epilogue_only;
     int N; /* AvgPipe pipelines */
     int warmup; /* steps that send every gradient whole first */
@@ -222,7 +222,7 @@ typedef struct cb_case {
 /* Whether stage s's backward send b (of the N * MICRO of a step) is compressed in
  * step `step`. */
 static bool rule(const cb_case *c, int step, int s, int b) {
-    return c->rank > 0 && step >= c->warmup && (!c->epilogue_only || b >= c->N * MICRO - (S - s));
+    return c->cb_rank > 0 && step >= c->warmup && (!c->epilogue_only || b >= c->N * MICRO - (S - s));
 }
 
 /* Each pipeline j has its own replica of every stage and its own sender codecs (the
@@ -247,17 +247,17 @@ static void replay_init(replay *rp, const cb_case *c) {
             for (int v = j; v < c->N * MICRO; v += c->N)
                 assert_int_equal(bp_acts_create(rp->stage[j][s], MB, T, &rp->acts[s][v], NULL),
                                  BP_OK);
-            if (s > 0 && c->rank > 0) {
+            if (s > 0 && c->cb_rank > 0) {
                 /* The pipeline seeds the codec of its replica j with seed + j. */
                 uint64_t seed = SEED + (uint64_t)j;
                 assert_int_equal(
-                    bp_codec_powersgd_create(rows, C, c->rank, seed, &rp->sender[j][s], NULL), BP_OK);
-                link_init(&rp->ref[j][s], rows, C, c->rank, seed);
+                    bp_codec_powersgd_create(rows, C, c->cb_rank, seed, &rp->sender[j][s], NULL), BP_OK);
+                link_init(&rp->ref[j][s], rows, C, c->cb_rank, seed);
             }
         }
-    if (c->rank > 0)
-        assert_int_equal(bp_codec_powersgd_create(rows, C, c->rank, 99, &rp->receiver, NULL), BP_OK);
-    size_t wire = (rows + C) * (size_t)(c->rank > 0 ? c->rank : 1);
+    if (c->cb_rank > 0)
+        assert_int_equal(bp_codec_powersgd_create(rows, C, c->cb_rank, 99, &rp->receiver, NULL), BP_OK);
+    size_t wire = (rows + C) * (size_t)(c->cb_rank > 0 ? c->cb_rank : 1);
     rp->dx = calloc(rp->n, sizeof(float));
     rp->dy = calloc(rp->n, sizeof(float));
     rp->wire = calloc(wire, sizeof(float));
@@ -379,7 +379,7 @@ static void run_case(const cb_case *c, int index) {
     for (int j = 0; j < c->N; j++) mine[j] = stage_model(me);
     bp_schedule sched;
     assert_int_equal(bp_schedule_parse(c->schedule, &sched, NULL), BP_OK);
-    bp_occ_config cb = {.cb_rank = c->rank, .lep = c->lep, .epilogue_only = c->epilogue_only,
+    bp_occ_config cb = {.cb_rank = c->cb_rank, .lep = c->lep, .epilogue_only = c->epilogue_only,
                         .cb_warmup_steps = c->warmup, .seed = SEED};
     bp_pipe *pipe = NULL;
     bp_err err = {0};

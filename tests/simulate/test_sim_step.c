@@ -143,7 +143,7 @@ static void make_job(job_parts *p, bp_model_config mc, int dp, int pp, int tp, i
                         .sched = {BP_SCHED_1F1B, 0}, .first = p->first, .steps = 100,
                         .optim_buffers = 2};
     p->j.dpc = (bp_dp_config){.algo = BP_DP_ALLREDUCE, .bucket_mb = 1e6, .overlap = true,
-                              .interval = 1, .ea_period = 1, .sync_ms = 10, .rank = 2,
+                              .interval = 1, .ea_period = 1, .sync_ms = 10, .powersgd_rank = 2,
                               .ea_alpha = 0.5};
 }
 

@@ -32,7 +32,7 @@ typedef struct powersgd {
 /* The hook's test, with its rank clamped to the matrix; a row or a column is
  * never compressed. */
 static bool worth_compressing(size_t rows, size_t cols, const bp_dp_config *c) {
-    size_t r = (size_t)c->rank;
+    size_t r = (size_t)c->powersgd_rank;
     r = r < rows ? r : rows;
     r = r < cols ? r : cols;
     return rows > 1 && cols > 1 && (double)((rows + cols) * r) * c->powersgd_min_rate <
@@ -54,7 +54,7 @@ static bp_status create(bp_dp *dp, bp_err *err) {
         size_t rows = (size_t)ti->shape[0], cols = ti->numel / rows;
         if (!worth_compressing(rows, cols, &dp->cfg)) continue;
         /* Every rank seeds tensor t's Q alike, so Q stays the same everywhere. */
-        rc = bp_codec_powersgd_create(rows, cols, dp->cfg.rank, dp->cfg.seed + (uint64_t)t,
+        rc = bp_codec_powersgd_create(rows, cols, dp->cfg.powersgd_rank, dp->cfg.seed + (uint64_t)t,
                                       &s->codec[t], err);
         if (rc) return rc;
     }
@@ -103,8 +103,8 @@ static bp_status state(bp_dp *dp, bp_state_list *l, bp_err *err) {
 }
 
 static void describe(const bp_dp_config *c, char *buf, size_t n) {
-    snprintf(buf, n, " rank=%d warmup=%lld min_rate=%g%s", c->rank, (long long)c->powersgd_warmup,
-             c->powersgd_min_rate, c->powersgd_orth_q ? "" : " q_reused");
+    snprintf(buf, n, " rank=%d warmup=%lld min_rate=%g%s", c->powersgd_rank,
+             (long long)c->powersgd_warmup, c->powersgd_min_rate, c->powersgd_orth_q ? "" : " q_reused");
 }
 
 /* One batch of tensors: P = M Q for the matrices worth compressing, one allreduce of
@@ -117,7 +117,8 @@ static double bucket_cost(const bp_dp_cost_env *e, const bp_dp_cost_bucket *b, d
         const bp_sim_tensor *t = &b->t[i];
         n += t->numel;
         double rows = (double)t->rows, cols = (double)t->cols;
-        double r = e->cfg->rank < rows && e->cfg->rank < cols ? e->cfg->rank : (rows < cols ? rows : cols);
+        double want = e->cfg->powersgd_rank;
+        double r = want < rows && want < cols ? want : (rows < cols ? rows : cols);
         if (rows > 1 && cols > 1 && (rows + cols) * r * min_rate < rows * cols) {
             Pn += t->rows * (size_t)r;
             Qn += t->cols * (size_t)r;

@@ -201,7 +201,7 @@ static const bp_dp_algo_ops *stage_algo(const ctx *c, int s, bool warm, bp_dp_co
     const bp_dp_algo_ops *ops = bp_dp_ops(j->avgpipe ? BP_DP_AVGPIPE : j->dpc.algo);
     if (s < j->sc_stages && !j->avgpipe) {
         ops = &bp_dp_powersgd;
-        cfg->rank = j->sc_rank;
+        cfg->powersgd_rank = j->sc_rank;
         cfg->powersgd_min_rate = 0;
     }
     if (warm && ops->cost.warmup) ops = &bp_dp_allreduce;
