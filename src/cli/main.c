@@ -1,7 +1,7 @@
 /* bagpipe: the command-line front end. It parses options, runs a subcommand and
- * turns its status into the documented exit code (0 success, 2 usage or
- * configuration error, 1 runtime failure), printing one line that names the
- * problem. Nothing below cli/ ever exits. */
+ * turns its status into one of the exit codes that EXIT_CODES lists, printing one
+ * line that names the problem. Only this file decides how the process ends, so
+ * nothing below cli/ ever exits. */
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -25,6 +25,12 @@
 
 #define BAGPIPE_VERSION "0.1.0"
 
+/* Scripts that run bagpipe branch on these codes, so every --help that can end
+ * a run lists all of them (bp_exit_code maps a status to its code). */
+#define EXIT_CODES                                                                         \
+    "Exit codes: 0 success, 1 runtime failure, 2 usage or configuration error,\n"          \
+    "3 stopped by SIGINT or SIGTERM after saving a checkpoint (continue with --resume).\n"
+
 static void usage(FILE *f) {
     fprintf(f,
             "bagpipe %s: distributed training with cheap communication\n"
@@ -40,8 +46,7 @@ static void usage(FILE *f) {
             "  report   plots of finished runs (loss, communication, stages, timeline)\n"
             "  export   a gpt checkpoint for Hugging Face transformers (--format hf DIR)\n"
             "\n"
-            "Run 'bagpipe <command> --help' for the options of a command.\n"
-            "Exit codes: 0 success, 2 usage or configuration error, 1 runtime failure.\n",
+            "Run 'bagpipe <command> --help' for the options of a command.\n" EXIT_CODES,
             BAGPIPE_VERSION);
 }
 
@@ -72,6 +77,7 @@ static int train_config(int argc, char **argv, int world, bp_train_config *cfg, 
         if (*help) {
             printf("usage: [mpirun -np W] bagpipe train [options]\n\noptions:\n");
             bp_options_print_help(stdout, opts, n, &defaults);
+            printf("\n" EXIT_CODES);
         }
         return rc;
     }
@@ -80,7 +86,9 @@ static int train_config(int argc, char **argv, int world, bp_train_config *cfg, 
     return bp_train_config_check_world(cfg, world, err);
 }
 
-/* Set by SIGINT/SIGTERM; the trainer stops all ranks after the same step. */
+/* SIGINT and SIGTERM only set this flag, because a handler cannot safely do more.
+ * The trainer reads it between steps, so that every rank stops after the same step
+ * and the checkpoint it saves is consistent. */
 static volatile sig_atomic_t stop_requested;
 
 static void on_stop_signal(int sig) {
@@ -97,11 +105,11 @@ static void catch_stop_signals(void) {
     sigaction(SIGTERM, &sa, NULL);
 }
 
-/* Every rank runs this. Configuration errors are printed once: by rank 0 when it
- * saw them (they are usually the same on every rank), else by the rank that saw
- * them; a runtime failure is printed by the rank that hit it.
- * When the ranks did not stop together, that rank ends the whole job, since the
- * others may be waiting for it. */
+/* Every rank runs this. A configuration error is usually the same on every rank,
+ * so it is printed once: by rank 0 when rank 0 saw it, else by the rank that saw
+ * it. A runtime failure is printed by the rank that hit it. When the ranks did not
+ * stop together, the failing rank ends the whole job, because the others may be
+ * waiting for it in a collective. */
 static int cmd_train(int argc, char **argv) {
     bp_err err = {0};
     bp_comm *world = NULL;
@@ -111,7 +119,8 @@ static int cmd_train(int argc, char **argv) {
     if (size > 1) bp_log_set_rank(rank);
     bp_train_config cfg;
     rc = train_config(argc, argv, size, &cfg, &help, &err);
-    /* Each rank checks its own GPU; the agreement below stops every rank alike. */
+    /* A missing GPU is found on one rank but must stop them all, so the check comes
+     * before the agreement. */
     if (rc == BP_OK && !help)
         rc = bp_device_require((bp_device_kind)cfg.device, "option --device cuda", &err);
     bp_train_result res = {0};
@@ -119,7 +128,8 @@ static int cmd_train(int argc, char **argv) {
     catch_stop_signals();
     if (rc == BP_OK && !help) rc = bp_train_run(&cfg, world, &stop_requested, &res, &err);
     if (rc == BP_OK && !help && rank == 0) print_result(&res);
-    if (rc != BP_OK && err.msg[0]) { /* after agreement, only the ranks that must say it */
+    /* After the agreement, only the ranks that must report the error hold a message. */
+    if (rc != BP_OK && err.msg[0]) {
         if (rc == BP_EINTERRUPTED)
             bp_log_warn("%s", err.msg);
         else
