@@ -23,11 +23,12 @@ typedef struct slot {
 
 struct bp_pipe {
     bp_comm *pp;
-    int S, s, N, M, K, micro_B, T; /* M: per pipeline and step; K: most steps of a stream */
+    int S, s, N, M, micro_B, T; /* M: micro-batches per pipeline and step */
+    int stream_len;             /* the most steps of one stream */
     bool tied;
     size_t in_n, out_n; /* floats of a stage input / output for a full micro-batch */
     bp_model **models;  /* [N] */
-    bp_pipe_op *ops;    /* of a stream of K steps (schedule.h) */
+    bp_pipe_op *ops;    /* of a stream of stream_len steps (schedule.h) */
     bp_schedule sched;
     slot *slots;        /* [n_slots] */
     int n_slots, in_use;
@@ -77,14 +78,14 @@ static int alloc_wires(bp_pipe *p, bp_err *err) {
 
 /* The op list of a stream of k steps into p->ops; its peak. */
 static int stream_ops(bp_pipe *p, const bp_schedule *sched, int k, int *n_ops) {
-    bp_stream st = {.S = p->S, .s = p->s, .N = p->N, .M = p->M, .K = k, .tied = p->tied};
+    bp_stream st = {.S = p->S, .s = p->s, .N = p->N, .M = p->M, .stream_len = k, .tied = p->tied};
     int peak;
     *n_ops = bp_schedule_stream(sched, &st, p->ops, &peak);
     return peak;
 }
 
 bp_status bp_pipe_create(bp_comm *pp, bp_model **models, int N, const bp_schedule *sched, int M,
-                         int K, bool tied, int micro_B, int T, const bp_occ_config *occ,
+                         int stream_len, bool tied, int micro_B, int T, const bp_occ_config *occ,
                          bp_pipe **out, bp_err *err) {
     *out = NULL;
     bp_pipe *p = calloc(1, sizeof *p);
@@ -92,19 +93,19 @@ bp_status bp_pipe_create(bp_comm *pp, bp_model **models, int N, const bp_schedul
     bp_model *m = models[0];
     const bp_model_config *cfg = bp_model_get_config(m);
     *p = (bp_pipe){.pp = pp, .S = bp_comm_size(pp), .s = bp_comm_rank(pp), .N = N, .M = M,
-                   .K = K, .tied = tied, .micro_B = micro_B, .T = T, .models = models,
-                   .sched = *sched};
+                   .stream_len = stream_len, .tied = tied, .micro_B = micro_B, .T = T,
+                   .models = models, .sched = *sched};
     size_t rows = (size_t)micro_B * (size_t)T;
     p->in_n = rows * (size_t)bp_model_boundary_width(cfg, bp_model_block_begin(m));
     p->out_n = rows * (size_t)bp_model_boundary_width(cfg, bp_model_block_end(m));
-    size_t V = (size_t)N * (size_t)M * (size_t)K; /* positions of the longest stream */
+    size_t V = (size_t)N * (size_t)M * (size_t)stream_len; /* positions of the longest stream */
     int rc = (p->ops = malloc((2 * V + V / (size_t)M) * sizeof *p->ops))
                  ? BP_OK
                  : bp_fail(err, BP_ENOMEM, "out of memory");
     /* At most peak positions are in flight at once; a shorter stream's list is the
      * longest one's until its last forward, so it holds no more. */
     int n_ops;
-    if (rc == BP_OK) p->n_slots = stream_ops(p, sched, K, &n_ops);
+    if (rc == BP_OK) p->n_slots = stream_ops(p, sched, stream_len, &n_ops);
     if (rc == BP_OK) rc = alloc_slots(p, err);
     if (rc == BP_OK && occ)
         rc = bp_cb_create(occ, p->S, p->s, N, rows, p->in_n, p->out_n, &p->cb, err);
@@ -274,7 +275,8 @@ static int through_backward(const bp_pipe_op *ops, int n, int v) {
 static int abandon(bp_pipe *p, const bp_batch *micro, int v, int i, bp_err *err) {
     int rc = BP_OK;
     if (p->s > 0) {
-        bp_stream st = {.S = p->S, .s = p->s - 1, .N = p->N, .M = p->M, .K = 1, .tied = p->tied};
+        bp_stream st = {.S = p->S, .s = p->s - 1, .N = p->N, .M = p->M, .stream_len = 1,
+                        .tied = p->tied};
         int peak, n_prev = bp_schedule_stream(&p->sched, &st, NULL, &peak);
         bp_pipe_op *prev = malloc((size_t)n_prev * sizeof *prev);
         if (!prev) return bp_fail(err, BP_ENOMEM, "out of memory");
@@ -304,9 +306,9 @@ static bool asks_stop(const bp_pipe_hooks *h, int k, const bp_pipe_op *op, int V
 bp_status bp_pipe_stream(bp_pipe *p, int k, const bp_batch *micro, const bp_pipe_hooks *h,
                          double *loss, bp_err *err) {
     int V = p->N * p->M, n_ops, rc = BP_OK;
-    if (k < 1 || k > p->K)
+    if (k < 1 || k > p->stream_len)
         return bp_fail(err, BP_EINTERNAL, "stage %d: a stream of %d steps (at most %d)", p->s, k,
-                       p->K);
+                       p->stream_len);
     stream_ops(p, &p->sched, k, &n_ops);
     for (int t = 0; t < k; t++) loss[t] = 0;
     for (int i = 0; rc == BP_OK && i < n_ops; i++) {

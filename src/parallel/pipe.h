@@ -36,7 +36,7 @@ typedef struct bp_pipe_stats {
 } bp_pipe_stats;
 
 /* What the caller does inside a stream (both may be NULL): right before its last
- * backward, and pipeline j's update of step t (t < K - 1), which must leave
+ * backward, and pipeline j's update of step t (t < stream_len - 1), which must leave
  * replica j's gradients zeroed for the next step. */
 typedef struct bp_pipe_hooks {
     void (*last_backward)(void *ctx);
@@ -53,16 +53,16 @@ typedef struct bp_pipe_hooks {
 } bp_pipe_hooks;
 
 /* models[0..N): this stage's blocks, one replica per pipeline; M: micro-batches per
- * pipeline and step, each of micro_B x T; K: the most steps of one stream (1: a
+ * pipeline and step, each of micro_B x T; stream_len: the most steps of one stream (1: a
  * flush every step), tied: the updates sync a tied tensor between the first and last
  * stages (bp_stream); occ (or NULL): Optimus-CC's compressed backpropagation of the
  * gradients sent backward (cb_rank 0: off). */
 bp_status bp_pipe_create(bp_comm *pp, bp_model **models, int N, const bp_schedule *sched, int M,
-                         int K, bool tied, int micro_B, int T, const bp_occ_config *occ,
+                         int stream_len, bool tied, int micro_B, int T, const bp_occ_config *occ,
                          bp_pipe **out, bp_err *err);
 void bp_pipe_destroy(bp_pipe *p);
 
-/* k <= K steps as one stream (schedule.h) over the k x N x M micro-batches
+/* k <= stream_len steps as one stream (schedule.h) over the k x N x M micro-batches
  * micro[0..k N M), step t's micro-batch i of pipeline j at t N M + i N + j (inputs
  * are used by the first stage, targets by the last). Gradients accumulate into each
  * replica (the caller zeroes them before), each micro-batch's loss scaled by 1/M so

@@ -50,7 +50,7 @@ static int last_of(const bp_stream *st, int u) {
 }
 
 int bp_schedule_stream(const bp_schedule *sched, const bp_stream *st, bp_pipe_op *ops, int *peak) {
-    int N = st->N, V = N * st->M, total = st->K * V, n_upd = (st->K - 1) * N;
+    int N = st->N, V = N * st->M, total = st->stream_len * V, n_upd = (st->stream_len - 1) * N;
     int w = bp_schedule_warmup(sched, st->S, st->s, V), f = 0, b = 0, u = 0, n = 0;
     int delay = st->tied && st->s == st->S - 1 ? st->S - 1 : 0;
     *peak = 0;
@@ -76,7 +76,8 @@ int bp_schedule_stream(const bp_schedule *sched, const bp_stream *st, bp_pipe_op
 
 void bp_schedule_ops(const bp_schedule *sched, int S, int s, int M, bp_pipe_op *ops) {
     int peak;
-    bp_schedule_stream(sched, &(bp_stream){.S = S, .s = s, .N = 1, .M = M, .K = 1}, ops, &peak);
+    bp_stream st = {.S = S, .s = s, .N = 1, .M = M, .stream_len = 1};
+    bp_schedule_stream(sched, &st, ops, &peak);
 }
 
 int bp_schedule_peak_stash(const bp_schedule *sched, int S, int s, int M) {

@@ -51,7 +51,7 @@ typedef struct bp_pipe_op {
 typedef struct bp_stream {
     int S, s;  /* stages, this stage */
     int N, M;  /* pipelines; micro-batches per pipeline and step */
-    int K;     /* steps, the first K - 1 with their updates inline */
+    int stream_len; /* steps, the first stream_len - 1 with their updates inline */
     bool tied; /* the first and last stages sync a tied tensor in each update */
 } bp_stream;
 

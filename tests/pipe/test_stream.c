@@ -52,21 +52,21 @@ static void describe(const bp_schedule *sc, const bp_stream *st) {
     char name[32];
     bp_schedule_name(sc, name, sizeof name);
     snprintf(where, sizeof where, "%s S=%d s=%d N=%d M=%d K=%d%s", name, st->S, st->s, st->N,
-             st->M, st->K, st->tied ? " tied" : "");
+             st->M, st->stream_len, st->tied ? " tied" : "");
 }
 
 static int min_int(int a, int b) { return a < b ? a : b; }
 
 /* Checks one stage's list (n ops); returns the most positions held at once. */
 static int check_list(const bp_schedule *sc, const bp_stream *st, const bp_pipe_op *ops, int n) {
-    int N = st->N, V = N * st->M, total = st->K * V, f = 0, b = 0, held = 0, peak = 0;
+    int N = st->N, V = N * st->M, total = st->stream_len * V, f = 0, b = 0, held = 0, peak = 0;
     int upd_at[MAX_K * MAX_N], fwd_at[MAX_V], bwd_at[MAX_V];
     for (int u = 0; u < MAX_K * MAX_N; u++) upd_at[u] = -1;
-    if (n != 2 * total + (st->K - 1) * N) fail_msg("%s: %d ops", where, n);
+    if (n != 2 * total + (st->stream_len - 1) * N) fail_msg("%s: %d ops", where, n);
     for (int i = 0; i < n; i++) {
         const bp_pipe_op *op = &ops[i];
         if (op->update) {
-            if (op->micro < 0 || op->micro >= (st->K - 1) * N || upd_at[op->micro] >= 0)
+            if (op->micro < 0 || op->micro >= (st->stream_len - 1) * N || upd_at[op->micro] >= 0)
                 fail_msg("%s: op %d updates %d", where, i, op->micro);
             upd_at[op->micro] = i;
         } else if (op->forward) {
@@ -82,7 +82,7 @@ static int check_list(const bp_schedule *sc, const bp_stream *st, const bp_pipe_
     }
     if (f != total || b != total) fail_msg("%s: %d forwards, %d backwards", where, f, b);
     int d = st->tied && st->S > 1 && st->s == st->S - 1 ? st->S - 1 : 0;
-    for (int u = 0; u < (st->K - 1) * N; u++) {
+    for (int u = 0; u < (st->stream_len - 1) * N; u++) {
         int t = u / N, j = u % N, last = t * V + (st->M - 1) * N + j;
         int after = bwd_at[min_int(last + d, (t + 1) * V - 1)];
         if (upd_at[u] < after) fail_msg("%s: U(%d, %d) before its backwards", where, t, j);
@@ -270,10 +270,10 @@ static void test_simulator_runs_streams(void **state) {
             for (int k = 0; k < N_SCHEDS; k++) {
                 bp_sim_stage st[MAX_S];
                 for (int s = 0; s < S; s++)
-                    st[s] = (bp_sim_stage){.fwd_s = 1e-3, .bwd_s = 2e-3, .upd_s = 1e-4,
+                    st[s] = (bp_sim_stage){.fwd_s = 1e-3, .bwd_s = 2e-3, .inline_update_s = 1e-4,
                                            .act_bytes = 1, .out_bytes = 1000};
-                bp_sim_config c = {.S = S, .N = N, .M = 3, .K = 4, .tied = true, .sched = scheds[k],
-                                   .stage = st, .link = {.msg_s = 1e-4}};
+                bp_sim_config c = {.S = S, .N = N, .M = 3, .stream_len = 4, .tied = true,
+                                   .sched = scheds[k], .stage = st, .link = {.msg_s = 1e-4}};
                 bp_sim_stage_result per[MAX_S];
                 bp_sim_result stream, flush;
                 assert_int_equal(bp_sim_run(&c, &stream, per), BP_OK);
@@ -282,9 +282,9 @@ static void test_simulator_runs_streams(void **state) {
                     bp_schedule_stream(&scheds[k], &(bp_stream){S, s, N, 3, 4, true}, NULL, &peak);
                     assert_int_equal(per[s].peak_stash, peak);
                 }
-                for (int s = 0; s < S; s++) st[s].upd_s = 0;
+                for (int s = 0; s < S; s++) st[s].inline_update_s = 0;
                 assert_int_equal(bp_sim_run(&c, &stream, NULL), BP_OK);
-                c.K = 1;
+                c.stream_len = 1;
                 assert_int_equal(bp_sim_run(&c, &flush, NULL), BP_OK);
                 if (stream.step_s > flush.step_s * 1.03 ||
                     (k == 1 && S >= 3 && N >= 2 && stream.step_s >= flush.step_s))

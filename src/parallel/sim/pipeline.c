@@ -9,7 +9,7 @@
 typedef struct sim {
     const bp_sim_config *c;
     int V;              /* positions of one step, N x M */
-    int K, n_ops;       /* steps of the stream; the most operations of a stage */
+    int stream_len, n_ops; /* steps of the stream; the most operations of a stage */
     bp_pipe_op *ops;    /* [S][n_ops] */
     int *count;         /* [S]: operations of stage s */
     double *u_at;       /* [S][K N]: when the stage reached update u (negative: not yet) */
@@ -49,9 +49,9 @@ static void sim_free(sim *m) {
 }
 
 static int sim_init(sim *m, const bp_sim_config *c) {
-    int S = c->S, V = c->N * c->M, K = c->K > 1 ? c->K : 1;
+    int S = c->S, V = c->N * c->M, K = c->stream_len > 1 ? c->stream_len : 1;
     size_t sv = (size_t)S * (size_t)V * (size_t)K, su = (size_t)S * (size_t)K * (size_t)c->N;
-    *m = (sim){.c = c, .V = V, .K = K, .n_ops = 2 * K * V + (K - 1) * c->N};
+    *m = (sim){.c = c, .V = V, .stream_len = K, .n_ops = 2 * K * V + (K - 1) * c->N};
     m->ops = malloc((size_t)S * (size_t)m->n_ops * sizeof *m->ops);
     m->act_at = malloc(sv * sizeof(double));
     m->grad_at = malloc(sv * sizeof(double));
@@ -71,7 +71,7 @@ static int sim_init(sim *m, const bp_sim_config *c) {
     for (size_t i = 0; i < sv; i++) m->act_at[i] = m->grad_at[i] = -1;
     for (size_t i = 0; i < su; i++) m->u_at[i] = -1;
     for (int s = 0; s < S; s++) {
-        bp_stream st = {.S = S, .s = s, .N = c->N, .M = c->M, .K = K, .tied = c->tied};
+        bp_stream st = {.S = S, .s = s, .N = c->N, .M = c->M, .stream_len = K, .tied = c->tied};
         int peak;
         m->count[s] = bp_schedule_stream(&c->sched, &st, m->ops + (size_t)s * m->n_ops, &peak);
         m->clock[s] = c->stage[s].update_s;
@@ -87,11 +87,11 @@ static bool meets(const sim *m, int s) {
 /* When the input of stage s's next operation is there; negative if not yet. */
 static double ready_at(sim *m, int s, const bp_pipe_op *op) {
     if (op->update) { /* reached now; with a tied tensor, also by the other end */
-        size_t u = (size_t)op->micro, n = (size_t)m->K * (size_t)m->c->N;
+        size_t u = (size_t)op->micro, n = (size_t)m->stream_len * (size_t)m->c->N;
         if (m->u_at[(size_t)s * n + u] < 0) m->u_at[(size_t)s * n + u] = m->clock[s];
         return meets(m, s) ? m->u_at[(size_t)(s == 0 ? m->c->S - 1 : 0) * n + u] : 0.0;
     }
-    size_t at = (size_t)s * (size_t)m->V * (size_t)m->K + (size_t)op->micro;
+    size_t at = (size_t)s * (size_t)m->V * (size_t)m->stream_len + (size_t)op->micro;
     if (op->forward) return s == 0 ? 0.0 : m->act_at[at];
     return s == m->c->S - 1 ? 0.0 : m->grad_at[at];
 }
@@ -105,10 +105,10 @@ static void run_op(sim *m, int s, const bp_pipe_op *op, double ready) {
     /* Backward send b of a step's V is compressed when it is among the last cb_sends
      * (backwards go in order: b is the position in the step). */
     bool cb = !op->forward && !op->update && s > 0 && op->micro % m->V >= m->V - st->cb_sends;
-    double dur = op->update    ? st->upd_s
+    double dur = op->update    ? st->inline_update_s
                  : op->forward ? st->fwd_s
                                : st->bwd_s + (cb ? st->cb_s : 0.0);
-    size_t v = (size_t)op->micro, V = (size_t)m->V * (size_t)m->K;
+    size_t v = (size_t)op->micro, V = (size_t)m->V * (size_t)m->stream_len;
     if (!op->forward && !op->update && v == V - 1) o->last_bwd_start_s = start;
     o->idle_s += start - m->clock[s];
     o->busy_s += dur;
@@ -154,7 +154,7 @@ static void summarize(sim *m, bp_sim_result *r) {
         r->peak_bytes = o->peak_bytes > r->peak_bytes ? o->peak_bytes : r->peak_bytes;
     }
     double stream_s = end + c->sync_s;
-    r->step_s = stream_s / m->K;
+    r->step_s = stream_s / m->stream_len;
     r->bubble = stream_s > 0 ? 1.0 - busy / (c->S * stream_s) : 0.0;
 }
 

@@ -38,7 +38,7 @@
 typedef struct bp_sim_stage {
     double fwd_s, bwd_s;  /* one micro-batch, including the per-operation overhead */
     double update_s;      /* once per step (stream), before the first operation */
-    double upd_s;         /* one pipeline's update inline in a stream (U) */
+    double inline_update_s; /* one pipeline's update inline in a stream (U) */
     size_t act_bytes;     /* activations one micro-batch in flight holds */
     size_t replica_bytes; /* parameters + gradients + optimizer state + workspace */
     size_t out_bytes;     /* activation sent to stage s+1 (its gradient comes back) */
@@ -60,7 +60,7 @@ typedef struct bp_sim_link {
 
 typedef struct bp_sim_config {
     int S, N, M; /* stages, pipelines, micro-batches per pipeline */
-    int K;       /* steps of one stream without a flush (0 or 1: a flush every step) */
+    int stream_len; /* steps of one stream without a flush (0 or 1: a flush every step) */
     bool tied;   /* the first and last stages meet in each inline update */
     bp_schedule sched;
     const bp_sim_stage *stage; /* [S] */

@@ -177,11 +177,11 @@ static int run_pipeline(const ctx *c, bp_sim_result *r, bp_sim_stage_result *per
         bool ends = s == 0 || s == j->pp - 1;
         st[s] = (bp_sim_stage){.fwd_s = c->st[s].fwd_s, .bwd_s = c->st[s].bwd_s,
                                .out_bytes = boundary_floats(c, c->st[s].b1) * sizeof(bp_real),
-                               .upd_s = update_one_s(c, s) +
+                               .inline_update_s = update_one_s(c, s) +
                                         (ends ? embed_one_s(c, &unused) : 0)};
         cb_costs(c, s, &st[s]);
     }
-    bp_sim_config sc = {.S = j->pp, .N = j->N, .M = j->M, .K = stream_steps(j),
+    bp_sim_config sc = {.S = j->pp, .N = j->N, .M = j->M, .stream_len = stream_steps(j),
                         .tied = bp_sim_tied_numel(&j->mc) > 0,
                         .sched = j->sched, .stage = st, .link = c->pp_link};
     int rc = bp_sim_run(&sc, r, per);
