@@ -317,10 +317,6 @@ static bp_status check_cuda(const bp_train_config *c, bp_err *err) {
         return bp_fail(err, BP_EUSAGE,
                        "option --dtype bf16: runs on one pipeline stage only "
                        "(--pp 1) so far; the boundaries between stages are fp32");
-    if (c->dp_algo == BP_DP_ASYNC)
-        return bp_fail(err, BP_EUSAGE,
-                       "option --dp-algo: async does not run on --device cuda (its "
-                       "averaging thread reads the weights while the step runs)");
     if (c->gpu_comm == BP_GPU_COMM_NCCL)
         return bp_fail(err, BP_EUSAGE,
                        "option --gpu-comm nccl: device buffers travel through "
@@ -344,11 +340,14 @@ bp_status bp_train_config_finalize(bp_train_config *c, bp_err *err) {
                        (long long)c->warmup, (long long)c->steps);
     if (strlen(c->metrics) == 0)
         return bp_fail(err, BP_EUSAGE, "option --out: path too long");
-    if (c->device == BP_DEVICE_CHECK && c->dp_algo == BP_DP_ASYNC)
-        return bp_fail(err, BP_EUSAGE,
-                       "option --dp-algo: async does not run on --device check (its averaging "
-                       "thread reads the weights while the step runs)");
     if (c->device == BP_DEVICE_CUDA && check_cuda(c, err)) return BP_EUSAGE;
+    /* The averaging thread reads the weights on the host while the step runs, which
+     * only the cpu backend's memory allows. */
+    if (c->device != BP_DEVICE_CPU && c->dp_algo == BP_DP_ASYNC)
+        return bp_fail(err, BP_EUSAGE,
+                       "option --dp-algo: async does not run on --device %s (its averaging "
+                       "thread reads the weights while the step runs)",
+                       bp_device_name((bp_device_kind)c->device));
     if (c->device != BP_DEVICE_CUDA && (c->dtype != BP_DTYPE_FP32 || c->gpu_comm != BP_GPU_COMM_AUTO))
         return bp_fail(err, BP_EUSAGE, "option --%s: needs --device cuda",
                        c->dtype != BP_DTYPE_FP32 ? "dtype" : "gpu-comm");
