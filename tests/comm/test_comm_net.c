@@ -1,6 +1,6 @@
 /* Network emulation on 2 ranks: the spec parser and its errors, the time of a
- * 4 MiB message at bw=1Gbit,lat=1ms against the model (within 10%, one retry on a
- * noisy machine), serialization of back-to-back messages on one link, latency
+ * 4 MiB message at bw=1Gbit,lat=1ms against the model (within 10%, the fastest of
+ * up to five attempts on a noisy machine), serialization of back-to-back messages on one link, latency
  * alone, the rendezvous of large messages (eager=), and that emulation sends every
  * primitive down our own path. */
 #include "mpi_test.h"
@@ -91,36 +91,60 @@ static void timed(bp_comm *g, float *buf, const scenario *s, double *total, doub
     *sender = times[1] - times[0];
 }
 
+/* The four timings of one attempt, in seconds. */
+typedef struct timings {
+    double one, sent, two, empty;
+} timings;
+
+static void timed_attempt(bp_comm *g, float *buf, timings *t) {
+    double unused;
+    assert_int_equal(bp_comm_set_net(g, "bw=1Gbit,lat=1ms"), BP_OK);
+    timed(g, buf, &(scenario){4 * MIB / sizeof(float), 1}, &t->one, &t->sent);
+    timed(g, buf, &(scenario){MIB / sizeof(float), 2}, &t->two, &unused);
+    assert_int_equal(bp_comm_set_net(g, "lat=5ms"), BP_OK);
+    timed(g, buf, &(scenario){0, 1}, &t->empty, &unused);
+}
+
 /* On an idle link a message takes bytes * 8 / bw + lat (within 10%, the issue's
  * bound); the sender is done after the serialization; a second message waits for
  * the first to be serialized (without the queue it would take 9.4 ms, not 17.8);
- * latency alone. The last two get 25%: a late wake-up on a loaded 2-core machine
- * costs a fixed millisecond or two. */
-static bool timed_attempt(bp_comm *g, float *buf) {
+ * latency alone. The last two get 25%: a late wake-up costs a fixed millisecond or
+ * two. An emulated delay is never early, but a loaded machine makes any of them
+ * late by a scheduling slice (4-5 ms on CI), so each timing is the fastest of up to
+ * five attempts, and none of the attempts may come in under the model. Both ranks
+ * see the same timings and so take the same number of attempts. */
+static bool timings_match(const timings *best) {
     const double ser = 4.0 * MIB * 8 / 1e9, lat = 1e-3;
-    double one, sent, two, empty, unused;
-    assert_int_equal(bp_comm_set_net(g, "bw=1Gbit,lat=1ms"), BP_OK);
-    timed(g, buf, &(scenario){4 * MIB / sizeof(float), 1}, &one, &sent);
-    timed(g, buf, &(scenario){MIB / sizeof(float), 2}, &two, &unused);
-    assert_int_equal(bp_comm_set_net(g, "lat=5ms"), BP_OK);
-    timed(g, buf, &(scenario){0, 1}, &empty, &unused);
     if (me == 0)
         printf("4 MiB: %.2f ms (model %.2f); sender %.2f ms (model %.2f); 2 x 1 MiB: %.2f ms "
                "(model %.2f); empty at lat=5ms: %.2f ms\n",
-               one * 1e3, (ser + lat) * 1e3, sent * 1e3, ser * 1e3, two * 1e3,
-               (ser / 2 + lat) * 1e3, empty * 1e3);
-    return within(one, ser + lat, 0.1) && within(sent, ser, 0.1) &&
-           within(two, ser / 2 + lat, 0.25) && empty >= 0.005 && within(empty, 0.005, 0.25);
+               best->one * 1e3, (ser + lat) * 1e3, best->sent * 1e3, ser * 1e3, best->two * 1e3,
+               (ser / 2 + lat) * 1e3, best->empty * 1e3);
+    return within(best->one, ser + lat, 0.1) && within(best->sent, ser, 0.1) &&
+           within(best->two, ser / 2 + lat, 0.25) && within(best->empty, 0.005, 0.25);
 }
 
 static void test_message_time_matches_the_model(void **state) {
     (void)state;
     const size_t n = 4 * MIB / sizeof(float);
+    const double ser = 4.0 * MIB * 8 / 1e9, lat = 1e-3;
     float *buf = floats(n);
     for (size_t i = 0; i < n; i++) buf[i] = (float)i;
     bp_comm *g = NULL;
     assert_int_equal(bp_comm_dup(world, "net", &g), BP_OK);
-    bool ok = timed_attempt(g, buf) || timed_attempt(g, buf);
+    timings best = {INFINITY, INFINITY, INFINITY, INFINITY}, t;
+    bool ok = false;
+    for (int attempt = 0; attempt < 5 && !ok; attempt++) {
+        timed_attempt(g, buf, &t);
+        /* 1% below the model is the clocks' and rounding's share, not an early message. */
+        assert_true(t.one >= 0.99 * (ser + lat) && t.sent >= 0.99 * ser);
+        assert_true(t.two >= 0.99 * (ser / 2 + lat) && t.empty >= 0.99 * 0.005);
+        best.one = fmin(best.one, t.one);
+        best.sent = fmin(best.sent, t.sent);
+        best.two = fmin(best.two, t.two);
+        best.empty = fmin(best.empty, t.empty);
+        ok = timings_match(&best);
+    }
     assert_true(ok);
     group_done(g);
     free(buf);
