@@ -22,7 +22,7 @@ run hang
 [ "$rc" -ne 0 ] || fail "the hung job succeeded"
 [ "$elapsed" -lt 60 ] || fail "the hung job took ${elapsed}s"
 [ "$(grep -c '^bagpipe: watchdog:' <<<"$out")" -eq 1 ] || fail "not exactly one watchdog line"
-grep -qE "^bagpipe: watchdog: rank 0 of group 'ddp-hook' \(world rank 0\): allreduce_lp \(C_LP_S\) of [0-9]+ floats has not finished after 1.0 s waiting for world rank 1; aborting the job$" <<<"$out" \
+grep -qE "^bagpipe: watchdog: rank 0 of group 'ddp-hook' \(world rank 0\): allreduce_lp \(C_LP_S\) of [0-9]+ floats has not finished after 5.0 s waiting for world rank 1; aborting the job$" <<<"$out" \
   || fail "no watchdog line for the hook's bucket"
 grep -q "Traceback\|Segmentation" <<<"$out" && fail "the interpreter crashed"
 echo "ok: hung rank: the watchdog ended the job after ${elapsed}s with exit $rc"
