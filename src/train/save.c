@@ -117,6 +117,7 @@ static int once_host(float **buf, size_t bytes, bp_err *err) {
  * when replicas differ (weight algorithms), their average over the stage's replicas
  * (collective). */
 static int checkpoint_state(trainer *t, const bp_real **params, bp_optim *view, bp_err *err) {
+    const bp_backend *be = t->dev.be;
     bp_model *model = bp_stage_model(t->stage, 0);
     const bp_optim *optim = bp_stage_optim(t->stage, 0);
     bp_dp *dp = bp_stage_dp(t->stage);
@@ -126,9 +127,9 @@ static int checkpoint_state(trainer *t, const bp_real **params, bp_optim *view, 
     *params = NULL;
     int rc = BP_OK;
     if (bytes && bp_dp_replicas_differ(dp)) {
-        rc = once_on(t->be, &t->avg_params, bytes, err);
-        if (rc == BP_OK) rc = once_on(t->be, &t->avg_m, bytes, err);
-        if (rc == BP_OK && v) rc = once_on(t->be, &t->avg_v, bytes, err);
+        rc = once_on(be, &t->avg_params, bytes, err);
+        if (rc == BP_OK) rc = once_on(be, &t->avg_m, bytes, err);
+        if (rc == BP_OK && v) rc = once_on(be, &t->avg_v, bytes, err);
         if (rc == BP_OK) rc = bp_dp_average_replicas(dp, t->avg_params, t->avg_m, t->avg_v, err);
         p = t->avg_params, m = t->avg_m, v = v ? t->avg_v : NULL;
     }
@@ -136,9 +137,9 @@ static int checkpoint_state(trainer *t, const bp_real **params, bp_optim *view, 
     if (rc == BP_OK && bytes) rc = once_host(&t->host_m, bytes, err);
     if (rc == BP_OK && bytes && v) rc = once_host(&t->host_v, bytes, err);
     if (rc || !bytes) return rc;
-    t->be->to_host(t->be, t->host_params, p, bytes);
-    t->be->to_host(t->be, t->host_m, m, bytes);
-    if (v) t->be->to_host(t->be, t->host_v, v, bytes);
+    be->to_host(be, t->host_params, p, bytes);
+    be->to_host(be, t->host_m, m, bytes);
+    if (v) be->to_host(be, t->host_v, v, bytes);
     *params = t->host_params;
     view->m = t->host_m;
     view->v = v ? t->host_v : NULL;
@@ -158,8 +159,8 @@ static void replica_key(const trainer *t, char *buf, size_t n) {
     bp_train_optim_config(t->cfg, &oc);
     bp_dp_describe(&d, algo, sizeof algo);
     snprintf(buf, n, "%s pipelines=%d optim=%s cb_rank=%d lep=%d sc_stages=%d sc_rank=%d", algo,
-             bp_stage_replicas(t->stage), oc.kind == BP_OPTIM_ADAMW ? "adamw" : "sgd", occ.cb_rank, occ.lep,
-             occ.sc_stages, occ.sc_rank);
+             bp_stage_replicas(t->stage), oc.kind == BP_OPTIM_ADAMW ? "adamw" : "sgd",
+             occ.cb_rank, occ.lep, occ.sc_stages, occ.sc_rank);
 }
 
 int trainer_replica_init(trainer *t, bp_err *err) {
@@ -195,14 +196,15 @@ static int host_mirror(trainer *t, bp_err *err) {
 /* Buffer i of the replica state to or from its host copy; buffers of comm/'s own
  * (the ring's replicas) are host memory already. */
 static void replica_copy(trainer *t, int i, bool to_host) {
+    const bp_backend *be = t->dev.be;
     float *dev = t->replica_state.bufs[i].data, *host = t->replica_host.bufs[i].data;
     size_t n = t->replica_state.bufs[i].n;
-    if (!t->be->owns(t->be, dev))
+    if (!be->owns(be, dev))
         memcpy(to_host ? host : dev, to_host ? dev : host, n * sizeof *dev);
     else if (to_host)
-        bp_backend_get(t->be, host, dev, n);
+        bp_backend_get(be, host, dev, n);
     else
-        bp_backend_put(t->be, dev, host, n);
+        bp_backend_put(be, dev, host, n);
 }
 
 void trainer_replica_free(trainer *t) {
@@ -294,7 +296,8 @@ int trainer_checkpoint(trainer *t, bp_err *err) {
     bp_resume_state rs = {.step = t->step};
     bp_task_get_state(&t->task, &rs);
     const char *dir = t->res->checkpoint;
-    rc = bp_checkpoint_write_shard(dir, t->grid.p, t->grid.t, bp_stage_model(t->stage, 0), params, &view, &rs, err);
+    bp_model *model = bp_stage_model(t->stage, 0);
+    rc = bp_checkpoint_write_shard(dir, t->grid.p, t->grid.t, model, params, &view, &rs, err);
     /* Every shard is written before the manifest makes the checkpoint visible: the
      * tp ranks of each stage meet, then the stages (of tp rank 0). A rank that failed
      * above ends the whole job (cli/), so none waits here forever. */

@@ -131,7 +131,7 @@ static int stage_config(trainer *t, const bp_model_config *mc, bp_stage_config *
     int p = t->grid.p;
     *sc = (bp_stage_config){
         .grid = &t->grid, .meta = t->meta, .model = mc, .block_begin = t->first[p],
-        .block_end = t->first[p + 1], .seed = (uint64_t)c->seed, .be = t->be,
+        .block_end = t->first[p + 1], .seed = (uint64_t)c->seed, .be = t->dev.be,
         .device_ops = t->dev.model, .bf16 = t->dev.bf16, .pipelines = c->pipelines,
         .micro_batches = c->micro_batches * c->grad_accum, .stream_len = bp_train_stream_steps(c),
         .micro_B = t->micro_B, .T = t->task.T, .clip = c->clip,
@@ -217,10 +217,9 @@ static int setup_world(trainer *t, bp_err *err) {
      * backend's buffers live. */
     rc = bp_train_device_open(c->device, c->dtype == BP_DTYPE_BF16, node_rank(t->world), &t->dev,
                               err);
-    t->be = t->dev.be;
     if ((rc = agree(t, rc, err))) return rc;
-    bp_comm_memory mem = {(void *)t->be, mem_owns, mem_to_host, mem_to_device};
-    if (!t->be->host_memory && (rc = bp_comm_set_memory(t->world, &mem)))
+    bp_comm_memory mem = {(void *)t->dev.be, mem_owns, mem_to_host, mem_to_device};
+    if (!t->dev.be->host_memory && (rc = bp_comm_set_memory(t->world, &mem)))
         return bp_comm_fail(t->world, rc, err);
     return BP_OK;
 }
@@ -262,20 +261,20 @@ static void teardown(trainer *t) {
     free(t->micro);
     free(t->step_ms);
     free(t->pending);
-    if (t->be) {
-        t->be->free(t->be, t->avg_params);
-        t->be->free(t->be, t->avg_m);
-        t->be->free(t->be, t->avg_v);
-        t->be->free(t->be, t->eval_saved);
+    const bp_backend *be = t->dev.be;
+    if (be) {
+        be->free(be, t->avg_params);
+        be->free(be, t->avg_m);
+        be->free(be, t->avg_v);
+        be->free(be, t->eval_saved);
     }
     free(t->host_params);
     free(t->host_m);
     free(t->host_v);
     free(t->host_logits);
     trainer_replica_free(t);
-    if (t->be && !t->be->host_memory) bp_comm_set_memory(t->world, NULL);
+    if (be && !be->host_memory) bp_comm_set_memory(t->world, NULL);
     bp_train_device_close(&t->dev);
-    t->be = NULL;
     trainer_release_out(t);
 }
 
@@ -290,7 +289,7 @@ static bool fault_here(const trainer *t, int rank) {
 static void inject_process_fault(trainer *t) {
     if (fault_here(t, t->cfg->fault_kill_rank)) raise(SIGKILL);
     if (fault_here(t, t->cfg->fault_nan_weights_rank))
-        t->be->fill(t->be, bp_model_params(bp_stage_model(t->stage, 0)), 1, NAN);
+        t->dev.be->fill(t->dev.be, bp_model_params(bp_stage_model(t->stage, 0)), 1, NAN);
     if (fault_here(t, t->cfg->fault_hang_rank))
         for (;;) pause();
 }
@@ -299,7 +298,8 @@ static void inject_process_fault(trainer *t) {
  * AvgPipe's stream (one pipeline without --pipelines): per accumulation k, one batch
  * split among the N pipelines, or N batches drawn in turn, the j-th pipeline j's own. */
 static void next_micro_batches(trainer *t, int i) {
-    int M = t->cfg->micro_batches, N = bp_stage_replicas(t->stage), own = bp_train_batches_per_step(t->cfg);
+    int M = t->cfg->micro_batches, own = bp_train_batches_per_step(t->cfg);
+    int N = bp_stage_replicas(t->stage);
     for (int k = 0; k < t->cfg->grad_accum; k++) {
         bp_batch *out = t->micro + (size_t)i * t->n_micro + (size_t)k * M * N;
         for (int j = 0; j < own; j++) {

@@ -52,8 +52,7 @@ typedef struct trainer {
     int out_fd;    /* rank 0: --out, opened and locked for this run; -1: none */
     bool resuming;
     bp_manifest resume_from; /* when resuming */
-    bp_train_device dev;     /* --device, --dtype */
-    const bp_backend *be;    /* where the models' memory lives: dev.be */
+    bp_train_device dev;     /* --device, --dtype; the models' memory lives on dev.be */
     char resume_dir[4096];   /* the ckpt-* directory of --resume */
     double bucket_mb_measured; /* --bucket-mb auto: the size chosen (0: not yet) */
     /* What this rank keeps beyond the consensus model (bp_dp_state, bp_pipe_state),
