@@ -6,39 +6,7 @@
  * the centers of the data-parallel ranks are averaged (C_FP_S). */
 #include "parallel/avgpipe.h"
 
-#include <stdlib.h>
-#include <string.h>
-
 #include "parallel/dp/algo.h"
-
-bp_status bp_avgpipe_replicas_create(const bp_model_config *mc, int b0, int b1, const bp_tp *tp,
-                                     uint64_t seed, const bp_optim_config *oc, int N,
-                                     bp_model ***models, bp_optim **optims, bp_err *err) {
-    bp_model **m = calloc((size_t)N, sizeof *m);
-    bp_optim *o = calloc((size_t)N, sizeof *o);
-    bp_status rc = m && o ? BP_OK : bp_fail(err, BP_ENOMEM, "out of memory");
-    for (int j = 0; rc == BP_OK && j < N; j++) {
-        rc = bp_model_create_tp(mc, b0, b1, tp, &m[j], err);
-        if (rc == BP_OK) bp_model_init_weights(m[j], seed);
-        if (rc == BP_OK) rc = bp_optim_init(&o[j], oc, bp_model_num_params(m[j]), err);
-    }
-    if (rc) {
-        bp_avgpipe_replicas_destroy(m, o, m && o ? N : 0);
-        m = NULL, o = NULL;
-    }
-    *models = m;
-    *optims = o;
-    return rc;
-}
-
-void bp_avgpipe_replicas_destroy(bp_model **models, bp_optim *optims, int N) {
-    for (int j = 0; j < N; j++) {
-        bp_optim_free(&optims[j]);
-        bp_model_destroy(models[j]);
-    }
-    free(models);
-    free(optims);
-}
 
 void bp_avgpipe_split(const bp_batch *b, int j0, int n, int N, int M, int micro_B, size_t width,
                       bp_batch *out) {

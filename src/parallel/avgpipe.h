@@ -2,7 +2,8 @@
  * all of it in parallel/avgpipe.c.
  *
  * - Replicas: each stage rank holds N replicas of its blocks, one per pipeline,
- *   each with its own optimizer (one replica without --pipelines).
+ *   each with its own optimizer (the stage makes them, parallel/stage.h; one model
+ *   without --pipelines).
  * - Interleaving: each step, pipeline j trains replica j on its own micro-batches;
  *   the schedule runs the N x M micro-batches as one stream with the pipelines'
  *   micro-batches interleaved (micro-batch i of pipeline j is position i*N + j), so
@@ -15,23 +16,13 @@
 #define BP_PARALLEL_AVGPIPE_H
 
 #include <stddef.h>
-#include <stdint.h>
 
 #include "nn/model.h"
-#include "nn/optim.h"
 
 /* The position of micro-batch i of pipeline j in the stream, and the pipeline
  * (replica) of position v. */
 static inline int bp_avgpipe_position(int i, int j, int N) { return i * N + j; }
 static inline int bp_avgpipe_replica(int v, int N) { return v % N; }
-
-/* This stage's N replicas of blocks [b0, b1) of mc, each initialized from `seed`
- * (alike: the data-parallel engine then copies replica 0 over them anyway), with an
- * optimizer each. On failure what was made is freed and *models is NULL. */
-bp_status bp_avgpipe_replicas_create(const bp_model_config *mc, int b0, int b1, const bp_tp *tp,
-                                     uint64_t seed, const bp_optim_config *oc, int N,
-                                     bp_model ***models, bp_optim **optims, bp_err *err);
-void bp_avgpipe_replicas_destroy(bp_model **models, bp_optim *optims, int N);
 
 /* Cut batch b (rows of `width` input floats for image models, tokens otherwise),
  * the rows of pipelines j0 .. j0+n-1 of N, into n x M micro-batches of micro_B rows:

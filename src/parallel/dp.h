@@ -30,9 +30,15 @@
 #define BP_DP_ENUM(id, name, ops) BP_DP_##id,
 typedef enum bp_dp_algo {
     BP_DP_ALGOS(BP_DP_ENUM)
-    BP_DP_AVGPIPE, /* not an --dp-algo choice: --pipelines selects it */
+    BP_DP_FEATURE_ALGOS(BP_DP_ENUM)
 } bp_dp_algo;
 #undef BP_DP_ENUM
+
+/* The number of --dp-algo's choices, which come first in bp_dp_algo, and of all. */
+#define BP_DP_COUNT(id, name, ops) +1
+enum { BP_DP_N_CHOICES = 0 BP_DP_ALGOS(BP_DP_COUNT),
+       BP_DP_N_ALGOS = BP_DP_N_CHOICES BP_DP_FEATURE_ALGOS(BP_DP_COUNT) };
+#undef BP_DP_COUNT
 
 /* "allreduce|bytegrad|...", in the order of bp_dp_algo, for option tables. */
 #define BP_DP_CHOICE(id, name, ops) "|" name

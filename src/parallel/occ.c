@@ -60,23 +60,6 @@ void bp_occ_dp_config(const bp_occ_config *c, int stage, int pp, const char *tie
     }
 }
 
-bp_status bp_occ_embedding_sync(const bp_grid *g, bool fused, bp_model **models, int n,
-                                const char *tied, bp_err *err) {
-    if (!g->embed_comm) return BP_OK;
-    const bp_tensor_info *ti = bp_model_find_tensor(models[0], tied);
-    int rc = BP_OK;
-    for (int j = 0; rc == BP_OK && j < n; j++)
-        rc = bp_allreduce_sum(g->embed_comm, bp_model_grads(models[j]) + ti->offset, ti->numel);
-    if (rc) return bp_comm_fail(g->embed_comm, rc, err);
-    if (!fused || g->dp == 1) return BP_OK;
-    const float inv = (float)(1.0 / g->dp); /* the sum spans every replica */
-    for (int j = 0; j < n; j++) {
-        const bp_backend *be = bp_model_backend(models[j]);
-        be->scale(be, bp_model_grads(models[j]) + ti->offset, ti->numel, inv);
-    }
-    return BP_OK;
-}
-
 /* ---- compressed backpropagation ---------------------------------------------- */
 
 struct bp_cb {

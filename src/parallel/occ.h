@@ -14,7 +14,8 @@
  *   compressed. The pipeline (parallel/pipe.c) calls it.
  * - Fused embedding synchronization (FE): the tied embedding's gradient is left
  *   out of the data-parallel reduction and reduced once over the first and last
- *   stages of every replica, then divided by dp.
+ *   stages of every replica, then divided by dp (the group is grid.c's, the sum
+ *   the plain tied sync's, parallel/tied.h).
  * - Selective stage compression (SC): stages below `sc_stages` PowerSGD-compress
  *   their data-parallel gradients (they finish backward last, so their reduction
  *   is on the critical path). */
@@ -52,12 +53,6 @@ bp_status bp_occ_check(const bp_occ_config *c, bool tied, int pp, int dp_algo, b
  * held by the first and last stages, left out of the reduction) and SC applied. */
 void bp_occ_dp_config(const bp_occ_config *c, int stage, int pp, const char *tied_tensor,
                       bp_dp_config *d);
-
-/* The tied embedding's gradients of the n replicas (tensor `tied`) added up over
- * the group of first and last stages (grid->embed_comm): of this pipeline, or with
- * FE of every pipeline, then divided by dp. Nothing on other stages. */
-bp_status bp_occ_embedding_sync(const bp_grid *g, bool fused, bp_model **models, int n,
-                                const char *tied, bp_err *err);
 
 /* BP_EUSAGE naming --cb-rank unless a rank-r approximation of a rows x cols
  * gradient, (rows + cols) r floats, is smaller than the gradient itself: a

@@ -5,7 +5,6 @@
 #include <string.h>
 
 #include "core/timer.h"
-#include "parallel/occ.h"
 
 bool bp_grid_reports_loss(const bp_grid *g) { return g->p == g->pp - 1 && g->t == 0; }
 
@@ -127,10 +126,10 @@ static bp_status clip_gradients(const bp_grid_step_ctx *c, double *norm, bp_err 
  * model has one), its time added to *secs where it is a collective of its own. */
 static bp_status sync_tied(const bp_grid_step_ctx *c, bp_model **models, int n, double *secs,
                            bp_err *err) {
-    if (!c->tied) return BP_OK;
+    if (!c->tied || !c->tied->comm) return BP_OK;
     double t0 = bp_now();
-    bp_status rc = bp_occ_embedding_sync(c->grid, c->fused_embedding, models, n, c->tied, err);
-    *secs += c->grid->embed_comm ? bp_now() - t0 : 0;
+    bp_status rc = bp_tied_sync(c->tied, models, n, err);
+    *secs += bp_now() - t0;
     return rc;
 }
 

@@ -35,6 +35,7 @@
 #include "parallel/dp.h"
 #include "parallel/grid.h"
 #include "parallel/pipe.h"
+#include "parallel/tied.h"
 
 /* What a step runs on; all owned by the caller. */
 typedef struct bp_grid_step_ctx {
@@ -44,8 +45,7 @@ typedef struct bp_grid_step_ctx {
     int n_replicas;
     bp_pipe *pipe;
     bp_dp *dp;
-    const char *tied;   /* the tied tensor held by first and last stages; NULL: none */
-    bool fused_embedding;
+    const bp_tied *tied; /* the tied tensor's sync between first and last stages; NULL: none */
     double clip;        /* the gradient norm's bound; 0: none */
     bool skip_nonfinite; /* skip a step with a non-finite value instead of failing */
     /* The first non-finite value seen by a local step and not yet agreed on (its

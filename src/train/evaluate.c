@@ -29,17 +29,18 @@ static int score(trainer *t, double *sum, double *correct, double *rows, bool *c
         bp_task_eval_batch(&t->task, i, t->micro_B, &b);
         double loss;
         const bp_real *logits;
-        int rc = bp_pipe_eval(t->pipe, 0, &b, &loss, &logits, err);
+        int rc = bp_pipe_eval(bp_stage_pipe(t->stage), 0, &b, &loss, &logits, err);
         if (rc) return rc;
         if (!logits) continue;
         *sum += loss * b.B;
         *rows += b.B;
-        if (!bp_model_kind_facts(bp_model_get_config(t->model)->kind)->accuracy) continue;
-        int classes = bp_model_num_classes(bp_model_get_config(t->model));
+        const bp_model_config *mc = bp_model_get_config(bp_stage_model(t->stage, 0));
+        if (!bp_model_kind_facts(mc->kind)->accuracy) continue;
+        int classes = bp_model_num_classes(mc);
         size_t bytes = (size_t)b.B * (size_t)classes * sizeof(float);
         if (!t->host_logits && !(t->host_logits = malloc((size_t)t->micro_B * classes * sizeof(float))))
             return bp_fail(err, BP_ENOMEM, "cannot allocate the host copy of the logits");
-        t->be->to_host(t->be, t->host_logits, logits, bytes);
+        t->dev.be->to_host(t->dev.be, t->host_logits, logits, bytes);
         *correct += bp_count_correct(t->host_logits, b.targets, b.B, classes);
     }
     return BP_OK;
@@ -48,17 +49,19 @@ static int score(trainer *t, double *sum, double *correct, double *rows, bool *c
 /* Score replica 0, holding the average of the replicas where they differ. */
 static int score_model(trainer *t, double *sum, double *correct, double *rows, bool *cut,
                        bp_err *err) {
-    bool swap = bp_dp_replicas_differ(t->dp);
-    size_t bytes = bp_model_num_params(t->model) * sizeof(float);
+    const bp_backend *be = t->dev.be;
+    bp_dp *dp = bp_stage_dp(t->stage);
+    bool swap = bp_dp_replicas_differ(dp);
+    size_t bytes = bp_model_num_params(bp_stage_model(t->stage, 0)) * sizeof(float);
     const char *what = "the averaged model for evaluation";
     int rc = BP_OK;
-    if (swap && !t->avg_params) rc = t->be->alloc(t->be, (void **)&t->avg_params, bytes, what, err);
+    if (swap && !t->avg_params) rc = be->alloc(be, (void **)&t->avg_params, bytes, what, err);
     if (swap && rc == BP_OK && !t->eval_saved)
-        rc = t->be->alloc(t->be, (void **)&t->eval_saved, bytes, what, err);
-    if (swap && rc == BP_OK) rc = bp_dp_swap_in_average(t->dp, t->avg_params, t->eval_saved, err);
+        rc = be->alloc(be, (void **)&t->eval_saved, bytes, what, err);
+    if (swap && rc == BP_OK) rc = bp_dp_swap_in_average(dp, t->avg_params, t->eval_saved, err);
     if (rc) return rc;
     if (trainer_in_replica0(t)) rc = score(t, sum, correct, rows, cut, err);
-    if (swap) bp_dp_swap_back(t->dp, t->eval_saved);
+    if (swap) bp_dp_swap_back(dp, t->eval_saved);
     return rc;
 }
 
@@ -79,9 +82,8 @@ int trainer_evaluate(trainer *t, bp_err *err) {
     if (rc) return bp_comm_fail(t->grid.pp_comm, rc, err);
     if (t->rank != 0) return BP_OK;
     double loss = result[0] / result[2];
-    double acc = bp_model_kind_facts(bp_model_get_config(t->model)->kind)->accuracy
-                     ? result[1] / result[2]
-                     : NAN;
+    const bp_model_config *mc = bp_model_get_config(bp_stage_model(t->stage, 0));
+    double acc = bp_model_kind_facts(mc->kind)->accuracy ? result[1] / result[2] : NAN;
     bp_metrics_eval(&t->metrics, t->step, loss, acc);
     if (isnan(acc))
         bp_progress_note(&t->progress, "step %lld: validation loss %.4f", (long long)t->step, loss);

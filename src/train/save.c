@@ -78,11 +78,12 @@ int trainer_resume(trainer *t, bp_err *err) {
     if (rc) return rc;
     bp_model_config saved;
     rc = bp_checkpoint_model_config(&ck, &saved, err);
-    if (rc == BP_OK) rc = bp_train_config_match(bp_model_get_config(t->model), &saved, ck.dir, err);
+    const bp_model_config *run = bp_model_get_config(bp_stage_model(t->stage, 0));
+    if (rc == BP_OK) rc = bp_train_config_match(run, &saved, ck.dir, err);
     /* Every AvgPipe replica starts from the checkpoint's (averaged) model. */
-    for (int j = 0; rc == BP_OK && j < t->n_rep; j++) {
-        rc = bp_checkpoint_load_model(&ck, t->models[j], err);
-        if (rc == BP_OK) rc = bp_checkpoint_load_optim(&ck, &t->optims[j], err);
+    for (int j = 0; rc == BP_OK && j < bp_stage_replicas(t->stage); j++) {
+        rc = bp_checkpoint_load_model(&ck, bp_stage_model(t->stage, j), err);
+        if (rc == BP_OK) rc = bp_checkpoint_load_optim(&ck, bp_stage_optim(t->stage, j), err);
     }
     if (rc == BP_OK && ck.rs.step >= t->cfg->steps)
         rc = bp_fail(err, BP_EUSAGE,
@@ -116,25 +117,29 @@ static int once_host(float **buf, size_t bytes, bp_err *err) {
  * when replicas differ (weight algorithms), their average over the stage's replicas
  * (collective). */
 static int checkpoint_state(trainer *t, const bp_real **params, bp_optim *view, bp_err *err) {
-    const float *p = bp_model_params(t->model), *m = t->optim->m, *v = t->optim->v;
-    size_t bytes = bp_model_num_params(t->model) * sizeof(float);
-    *view = *t->optim;
+    const bp_backend *be = t->dev.be;
+    bp_model *model = bp_stage_model(t->stage, 0);
+    const bp_optim *optim = bp_stage_optim(t->stage, 0);
+    bp_dp *dp = bp_stage_dp(t->stage);
+    const float *p = bp_model_params(model), *m = optim->m, *v = optim->v;
+    size_t bytes = bp_model_num_params(model) * sizeof(float);
+    *view = *optim;
     *params = NULL;
     int rc = BP_OK;
-    if (bytes && bp_dp_replicas_differ(t->dp)) {
-        rc = once_on(t->be, &t->avg_params, bytes, err);
-        if (rc == BP_OK) rc = once_on(t->be, &t->avg_m, bytes, err);
-        if (rc == BP_OK && v) rc = once_on(t->be, &t->avg_v, bytes, err);
-        if (rc == BP_OK) rc = bp_dp_average_replicas(t->dp, t->avg_params, t->avg_m, t->avg_v, err);
+    if (bytes && bp_dp_replicas_differ(dp)) {
+        rc = once_on(be, &t->avg_params, bytes, err);
+        if (rc == BP_OK) rc = once_on(be, &t->avg_m, bytes, err);
+        if (rc == BP_OK && v) rc = once_on(be, &t->avg_v, bytes, err);
+        if (rc == BP_OK) rc = bp_dp_average_replicas(dp, t->avg_params, t->avg_m, t->avg_v, err);
         p = t->avg_params, m = t->avg_m, v = v ? t->avg_v : NULL;
     }
     if (rc == BP_OK && bytes) rc = once_host(&t->host_params, bytes, err);
     if (rc == BP_OK && bytes) rc = once_host(&t->host_m, bytes, err);
     if (rc == BP_OK && bytes && v) rc = once_host(&t->host_v, bytes, err);
     if (rc || !bytes) return rc;
-    t->be->to_host(t->be, t->host_params, p, bytes);
-    t->be->to_host(t->be, t->host_m, m, bytes);
-    if (v) t->be->to_host(t->be, t->host_v, v, bytes);
+    be->to_host(be, t->host_params, p, bytes);
+    be->to_host(be, t->host_m, m, bytes);
+    if (v) be->to_host(be, t->host_v, v, bytes);
     *params = t->host_params;
     view->m = t->host_m;
     view->v = v ? t->host_v : NULL;
@@ -154,14 +159,14 @@ static void replica_key(const trainer *t, char *buf, size_t n) {
     bp_train_optim_config(t->cfg, &oc);
     bp_dp_describe(&d, algo, sizeof algo);
     snprintf(buf, n, "%s pipelines=%d optim=%s cb_rank=%d lep=%d sc_stages=%d sc_rank=%d", algo,
-             t->n_rep, oc.kind == BP_OPTIM_ADAMW ? "adamw" : "sgd", occ.cb_rank, occ.lep,
-             occ.sc_stages, occ.sc_rank);
+             bp_stage_replicas(t->stage), oc.kind == BP_OPTIM_ADAMW ? "adamw" : "sgd",
+             occ.cb_rank, occ.lep, occ.sc_stages, occ.sc_rank);
 }
 
 int trainer_replica_init(trainer *t, bp_err *err) {
     replica_key(t, t->replica_key, sizeof t->replica_key);
-    bp_status rc = bp_dp_state(t->dp, &t->replica_state, err);
-    return rc ? rc : bp_pipe_state(t->pipe, &t->replica_state, err);
+    bp_status rc = bp_dp_state(bp_stage_dp(t->stage), &t->replica_state, err);
+    return rc ? rc : bp_pipe_state(bp_stage_pipe(t->stage), &t->replica_state, err);
 }
 
 int trainer_replica_agree(trainer *t, bp_err *err) {
@@ -191,14 +196,15 @@ static int host_mirror(trainer *t, bp_err *err) {
 /* Buffer i of the replica state to or from its host copy; buffers of comm/'s own
  * (the ring's replicas) are host memory already. */
 static void replica_copy(trainer *t, int i, bool to_host) {
+    const bp_backend *be = t->dev.be;
     float *dev = t->replica_state.bufs[i].data, *host = t->replica_host.bufs[i].data;
     size_t n = t->replica_state.bufs[i].n;
-    if (!t->be->owns(t->be, dev))
+    if (!be->owns(be, dev))
         memcpy(to_host ? host : dev, to_host ? dev : host, n * sizeof *dev);
     else if (to_host)
-        bp_backend_get(t->be, host, dev, n);
+        bp_backend_get(be, host, dev, n);
     else
-        bp_backend_put(t->be, dev, host, n);
+        bp_backend_put(be, dev, host, n);
 }
 
 void trainer_replica_free(trainer *t) {
@@ -234,7 +240,7 @@ static void manifest_of(const trainer *t, bp_manifest *mf) {
     trainer_dp_config(t, &d);
     bp_dp_describe(&d, mf->dp_algo, sizeof mf->dp_algo);
     snprintf(mf->replicas, sizeof mf->replicas, "%s",
-             bp_dp_replicas_differ(t->dp) ? "averaged" : "identical");
+             bp_dp_replicas_differ(bp_stage_dp(t->stage)) ? "averaged" : "identical");
     snprintf(mf->partition, sizeof mf->partition, "%s", t->partition);
     if (t->replica_files) snprintf(mf->replica_key, sizeof mf->replica_key, "%s", t->replica_key);
     mf->bucket_mb = t->bucket_mb_measured;
@@ -244,8 +250,9 @@ static void manifest_of(const trainer *t, bp_manifest *mf) {
  * --skip-nonfinite skipping the ones after it): the run fails instead, and the
  * previous checkpoint stays the latest. */
 static int check_finite(const trainer *t, const bp_real *params, bp_err *err) {
-    for (int i = 0; i < bp_model_num_tensors(t->model); i++) {
-        const bp_tensor_info *ti = bp_model_tensor(t->model, i);
+    const bp_model *model = bp_stage_model(t->stage, 0);
+    for (int i = 0; i < bp_model_num_tensors(model); i++) {
+        const bp_tensor_info *ti = bp_model_tensor(model, i);
         if (!bp_all_finite(params + ti->offset, ti->numel))
             return bp_fail(err, BP_ENONFINITE,
                            "step %lld: weights of tensor %s are not finite; not saved (the last "
@@ -289,7 +296,8 @@ int trainer_checkpoint(trainer *t, bp_err *err) {
     bp_resume_state rs = {.step = t->step};
     bp_task_get_state(&t->task, &rs);
     const char *dir = t->res->checkpoint;
-    rc = bp_checkpoint_write_shard(dir, t->grid.p, t->grid.t, t->model, params, &view, &rs, err);
+    bp_model *model = bp_stage_model(t->stage, 0);
+    rc = bp_checkpoint_write_shard(dir, t->grid.p, t->grid.t, model, params, &view, &rs, err);
     /* Every shard is written before the manifest makes the checkpoint visible: the
      * tp ranks of each stage meet, then the stages (of tp rank 0). A rank that failed
      * above ends the whole job (cli/), so none waits here forever. */

@@ -45,8 +45,9 @@ static void log_config(trainer *t) {
     bp_schedule_name(&s, sched, sizeof sched);
     bp_config_record r = {
         .model = bp_model_kind_name((bp_model_kind)t->cfg->model),
-        .params = bp_model_num_params(t->model), .world = t->size, .dp = t->grid.dp,
-        .pp = t->grid.pp, .partition = t->partition, .pipelines = t->n_rep,
+        .params = bp_model_num_params(bp_stage_model(t->stage, 0)), .world = t->size,
+        .dp = t->grid.dp, .pp = t->grid.pp, .partition = t->partition,
+        .pipelines = bp_stage_replicas(t->stage),
         .micro_batches = t->cfg->micro_batches, .schedule = sched, .batch = t->cfg->batch,
         .grad_accum = t->cfg->grad_accum, .dp_algo = algo,
         .net = t->cfg->net[0] ? t->cfg->net : "off"};
@@ -85,9 +86,12 @@ static int choose_partition(trainer *t, const bp_model_config *mc, bp_err *err) 
     return BP_OK;
 }
 
+/* The replicas of a stage's blocks: AvgPipe's pipelines, else 1. */
+static int replicas(const bp_train_config *c) { return c->pipelines > 0 ? c->pipelines : 1; }
+
 /* Views of the micro-batches of the steps of one stream into the task's batch slots. */
 static int make_micro_views(trainer *t, bp_err *err) {
-    t->n_micro = t->n_rep * t->cfg->micro_batches * t->cfg->grad_accum;
+    t->n_micro = replicas(t->cfg) * t->cfg->micro_batches * t->cfg->grad_accum;
     size_t n = (size_t)t->n_micro * (size_t)bp_train_stream_steps(t->cfg);
     if (!(t->micro = calloc(n, sizeof *t->micro)))
         return bp_fail(err, BP_ENOMEM, "out of memory");
@@ -110,7 +114,6 @@ static int setup_data(trainer *t, bp_err *err) {
     int rc = trainer_read_resume_manifest(t, err);
     if (rc == BP_OK && !t->probe) rc = trainer_claim_out(t, err);
     if (rc == BP_OK) rc = bp_task_init(&t->task, c, t->grid.d, t->grid.dp, err);
-    t->n_rep = c->pipelines > 0 ? c->pipelines : 1;
     t->micro_B = bp_train_micro_rows(c, t->grid.dp);
     if (rc == BP_OK) rc = make_micro_views(t, err);
     /* Bounded whatever --steps and --log-every are: the median is over the last
@@ -122,47 +125,29 @@ static int setup_data(trainer *t, bp_err *err) {
     return rc;
 }
 
-/* The models' tensor-parallel sums go over this stage's tp group. */
-static int tp_allreduce(void *ctx, bp_real *x, size_t n) {
-    bp_comm *tp = ctx;
-    return bp_allreduce_sum(tp, x, n);
-}
-
-/* This stage's blocks and optimizer, once per replica (AvgPipe runs several). */
-static int create_replicas(trainer *t, const bp_model_config *mc, bp_err *err) {
-    bp_optim_config oc;
-    bp_train_optim_config(t->cfg, &oc);
+/* This stage's settings (parallel/stage.h), from the run's options. */
+static int stage_config(trainer *t, const bp_model_config *mc, bp_stage_config *sc, bp_err *err) {
+    const bp_train_config *c = t->cfg;
     int p = t->grid.p;
-    int rc = bp_avgpipe_replicas_create(mc, t->first[p], t->first[p + 1], &t->tp,
-                                        (uint64_t)t->cfg->seed, &oc, t->n_rep, &t->models,
-                                        &t->optims, err);
-    /* Made on the host, then moved (weights kept) to the run's device. */
-    for (int j = 0; rc == BP_OK && t->be != bp_backend_cpu() && j < t->n_rep; j++) {
-        rc = bp_train_device_adopt(&t->dev, t->models[j], err);
-        bp_optim_free(&t->optims[j]);
-        if (rc == BP_OK)
-            rc = bp_optim_init_on(&t->optims[j], &oc, bp_model_num_params(t->models[j]), t->be,
-                                  err);
-    }
-    if (rc) return rc;
-    t->model = t->models[0];
-    t->optim = &t->optims[0];
-    return rc;
+    *sc = (bp_stage_config){
+        .grid = &t->grid, .meta = t->meta, .model = mc, .block_begin = t->first[p],
+        .block_end = t->first[p + 1], .seed = (uint64_t)c->seed, .be = t->dev.be,
+        .device_ops = t->dev.model, .bf16 = t->dev.bf16, .pipelines = c->pipelines,
+        .micro_batches = c->micro_batches * c->grad_accum, .stream_len = bp_train_stream_steps(c),
+        .micro_B = t->micro_B, .T = t->task.T, .clip = c->clip,
+        .skip_nonfinite = c->skip_nonfinite != 0, .stop = t->stop};
+    bp_train_optim_config(c, &sc->optim);
+    bp_train_occ_config(c, &sc->occ);
+    return bp_schedule_parse(c->schedule, &sc->schedule, err);
 }
 
-/* This stage's replicas and pipeline; the checkpoint when resuming. */
+/* This stage's models and pipeline; the checkpoint when resuming. */
 static int setup_stage(trainer *t, const bp_model_config *mc, bp_err *err) {
     const bp_train_config *c = t->cfg;
-    bp_schedule sched;
+    bp_stage_config sc;
     bp_partition_format(t->first, t->grid.pp, t->partition, sizeof t->partition);
-    int rc = create_replicas(t, mc, err);
-    if (rc == BP_OK) rc = bp_schedule_parse(c->schedule, &sched, err);
-    bp_occ_config occ;
-    bp_train_occ_config(c, &occ);
-    if (rc == BP_OK)
-        rc = bp_pipe_create(t->grid.pp_comm, t->models, t->n_rep, &sched, t->n_micro / t->n_rep,
-                            bp_train_stream_steps(c), bp_model_tied_tensor(mc) != NULL, t->micro_B,
-                            t->task.T, &occ, &t->pipe, err);
+    int rc = stage_config(t, mc, &sc, err);
+    if (rc == BP_OK) rc = bp_stage_create(&sc, &t->stage, err);
     if (rc == BP_OK && t->resuming) rc = trainer_resume(t, err);
     if (rc == BP_OK && t->rank == 0 && !t->probe) rc = bp_mkdir_p(c->out, err);
     if (rc == BP_OK && t->rank == 0 && !t->probe)
@@ -217,12 +202,9 @@ static void mem_to_device(void *ctx, void *dst, const void *host_src, size_t byt
     be->to_device(be, dst, host_src, bytes);
 }
 
-static int setup(trainer *t, bp_err *err) {
+/* The bookkeeping group beside the world, both watched, and the run's device. */
+static int setup_world(trainer *t, bp_err *err) {
     const bp_train_config *c = t->cfg;
-    t->rank = bp_comm_rank(t->world);
-    t->size = bp_comm_size(t->world);
-    bp_model_config mc;
-    bp_train_model_config(c, &mc);
     int rc = bp_comm_wrap(bp_comm_mpi(t->world), "meta", &t->meta, err);
     if (rc) return rc;
     /* Every communication is watched from the first: set-up's and the per-step
@@ -235,15 +217,23 @@ static int setup(trainer *t, bp_err *err) {
      * backend's buffers live. */
     rc = bp_train_device_open(c->device, c->dtype == BP_DTYPE_BF16, node_rank(t->world), &t->dev,
                               err);
-    t->be = t->dev.be;
     if ((rc = agree(t, rc, err))) return rc;
-    bp_comm_memory mem = {(void *)t->be, mem_owns, mem_to_host, mem_to_device};
-    if (!t->be->host_memory && (rc = bp_comm_set_memory(t->world, &mem)))
+    bp_comm_memory mem = {(void *)t->dev.be, mem_owns, mem_to_host, mem_to_device};
+    if (!t->dev.be->host_memory && (rc = bp_comm_set_memory(t->world, &mem)))
         return bp_comm_fail(t->world, rc, err);
+    return BP_OK;
+}
+
+static int setup(trainer *t, bp_err *err) {
+    const bp_train_config *c = t->cfg;
+    t->rank = bp_comm_rank(t->world);
+    t->size = bp_comm_size(t->world);
+    bp_model_config mc;
+    bp_train_model_config(c, &mc);
+    int rc = setup_world(t, err);
+    if (rc) return rc;
     rc = bp_grid_init(t->world, c->dp, c->pp, c->tp, bp_model_tied_tensor(&mc) != NULL,
                       c->fused_embedding_sync != 0, &t->grid, err);
-    t->tp = (bp_tp){.rank = t->grid.t, .size = t->grid.tp, .allreduce_sum = tp_allreduce,
-                    .ctx = t->grid.tp_comm};
     if (rc == BP_OK) rc = agree(t, trainer_trace_start(t, err), err);
     if (rc == BP_OK) rc = agree(t, setup_data(t, err), err);
     if (rc == BP_OK) rc = agree(t, choose_partition(t, &mc, err), err);
@@ -252,26 +242,17 @@ static int setup(trainer *t, bp_err *err) {
     bp_dp_config d;
     trainer_dp_config(t, &d);
     reuse_bucket_size(t, &d);
-    if (rc == BP_OK)
-        rc =
-            bp_dp_create(t->grid.dp_comm, &d, t->models, t->optims, t->n_rep, t->step, &t->dp, err);
+    if (rc == BP_OK) rc = bp_stage_start(t->stage, &d, t->step, err);
     if (rc == BP_OK) rc = agree(t, trainer_replica_init(t, err), err);
     if (rc == BP_OK) rc = trainer_replica_agree(t, err);
     if (rc == BP_OK) rc = agree(t, trainer_resume_replica(t, err), err);
-    t->stepper = (bp_grid_step_ctx){
-        .grid = &t->grid, .meta = t->meta, .models = t->models, .n_replicas = t->n_rep,
-        .pipe = t->pipe, .dp = t->dp, .tied = bp_model_tied_tensor(&mc),
-        .fused_embedding = c->fused_embedding_sync != 0, .clip = c->clip,
-        .skip_nonfinite = c->skip_nonfinite != 0, .pending = &t->unagreed, .stop = t->stop};
     if (rc == BP_OK) log_config(t);
     return rc;
 }
 
 static void teardown(trainer *t) {
-    bp_dp_destroy(t->dp);
-    bp_pipe_destroy(t->pipe);
+    bp_stage_destroy(t->stage);
     bp_metrics_close(&t->metrics);
-    if (t->models) bp_avgpipe_replicas_destroy(t->models, t->optims, t->n_rep);
     bp_task_free(&t->task);
     bp_grid_free(&t->grid);
     bp_comm_destroy(t->meta);
@@ -280,20 +261,20 @@ static void teardown(trainer *t) {
     free(t->micro);
     free(t->step_ms);
     free(t->pending);
-    if (t->be) {
-        t->be->free(t->be, t->avg_params);
-        t->be->free(t->be, t->avg_m);
-        t->be->free(t->be, t->avg_v);
-        t->be->free(t->be, t->eval_saved);
+    const bp_backend *be = t->dev.be;
+    if (be) {
+        be->free(be, t->avg_params);
+        be->free(be, t->avg_m);
+        be->free(be, t->avg_v);
+        be->free(be, t->eval_saved);
     }
     free(t->host_params);
     free(t->host_m);
     free(t->host_v);
     free(t->host_logits);
     trainer_replica_free(t);
-    if (t->be && !t->be->host_memory) bp_comm_set_memory(t->world, NULL);
+    if (be && !be->host_memory) bp_comm_set_memory(t->world, NULL);
     bp_train_device_close(&t->dev);
-    t->be = NULL;
     trainer_release_out(t);
 }
 
@@ -308,7 +289,7 @@ static bool fault_here(const trainer *t, int rank) {
 static void inject_process_fault(trainer *t) {
     if (fault_here(t, t->cfg->fault_kill_rank)) raise(SIGKILL);
     if (fault_here(t, t->cfg->fault_nan_weights_rank))
-        t->be->fill(t->be, bp_model_params(t->model), 1, NAN);
+        t->dev.be->fill(t->dev.be, bp_model_params(bp_stage_model(t->stage, 0)), 1, NAN);
     if (fault_here(t, t->cfg->fault_hang_rank))
         for (;;) pause();
 }
@@ -317,7 +298,8 @@ static void inject_process_fault(trainer *t) {
  * AvgPipe's stream (one pipeline without --pipelines): per accumulation k, one batch
  * split among the N pipelines, or N batches drawn in turn, the j-th pipeline j's own. */
 static void next_micro_batches(trainer *t, int i) {
-    int M = t->cfg->micro_batches, N = t->n_rep, own = bp_train_batches_per_step(t->cfg);
+    int M = t->cfg->micro_batches, own = bp_train_batches_per_step(t->cfg);
+    int N = bp_stage_replicas(t->stage);
     for (int k = 0; k < t->cfg->grad_accum; k++) {
         bp_batch *out = t->micro + (size_t)i * t->n_micro + (size_t)k * M * N;
         for (int j = 0; j < own; j++) {
@@ -342,21 +324,17 @@ static void axis_bytes(trainer *t, double *bytes, double *tp_blocked_s) {
     }
 }
 
-/* The records of the k steps of a stream that began at t0: its time, bytes and
- * bubbles shared out evenly (its steps overlap), each step's own loss and lr. */
-static void fill_records(trainer *t, bp_step_record *r, int k, double t0) {
+/* The records of the k steps of a stream that began at t0, embed_s of it in the
+ * tied tensor's sync: its time, bytes and bubbles shared out evenly (its steps
+ * overlap), each step's own loss and lr. */
+static void fill_records(trainer *t, bp_step_record *r, int k, double t0, double embed_s) {
     bp_pipe_stats ps;
     double tp_s, bytes[BP_AXES];
-    bp_pipe_stats_take(t->pipe, &ps);
-    t->busy_s += ps.busy_s;
-    t->idle_s += ps.idle_s;
-    t->cb_sends += ps.cb_sends;
-    t->cb_compressed += ps.cb_compressed;
-    t->cb_rel_err += ps.cb_rel_err;
+    bp_stage_stats_take(t->stage, &ps);
     axis_bytes(t, bytes, &tp_s);
-    double exposed[BP_AXES] = {[BP_AXIS_DP] = bp_dp_exposed_seconds(t->dp) * 1e3,
+    double exposed[BP_AXES] = {[BP_AXIS_DP] = bp_dp_exposed_seconds(bp_stage_dp(t->stage)) * 1e3,
                                [BP_AXIS_PP] = ps.idle_s * 1e3, [BP_AXIS_TP] = tp_s * 1e3,
-                               [BP_AXIS_EMBED] = t->embed_s * 1e3};
+                               [BP_AXIS_EMBED] = embed_s * 1e3};
     double ms = (bp_now() - t0) * 1e3 / k;
     for (int i = 0; i < k; i++) {
         r[i].step = t->step - k + 1 + i;
@@ -402,15 +380,8 @@ static int stream_length(const trainer *t) {
  * request agreed within a long step abandons it: *done is 0, the data drawn for
  * it is put back, and the run stops as after the step before (whose checkpoint
  * is then saved, so that a resumed run goes on exactly). */
-static int train_steps(trainer *t, int k, bp_step_record *r, int *done, bp_err *err) {
-    inject_process_fault(t);
-    double t0 = bp_now();
-    bp_trace_set_step(t->trace, t->step + 1);
-    bp_grid_step_in in[k];
-    bp_grid_step_out out[k];
-    bp_resume_state drawn_from = {0};
-    bp_task_get_state(&t->task, &drawn_from);
-    *done = 0;
+/* The next k steps' inputs: their micro-batches drawn, their learning rates. */
+static void step_inputs(trainer *t, int k, bp_grid_step_in *in, bp_step_record *r) {
     for (int i = 0; i < k; i++) {
         next_micro_batches(t, i);
         r[i].lr = bp_lr_at(&t->lr, t->step + i);
@@ -420,7 +391,31 @@ static int train_steps(trainer *t, int k, bp_step_record *r, int *done, bp_err *
                                   .poison = i == 0 && fault_here(t, t->cfg->fault_nan_rank),
                                   .local = local_step(t, t->step + i + 1)};
     }
-    int rc = bp_grid_steps(&t->stepper, k, in, out, err);
+}
+
+/* --bucket-mb auto: the size measured, logged once the engine has chosen it. */
+static void note_bucket_choice(trainer *t) {
+    bp_dp_tune_result tune;
+    if (!bp_dp_bucket_tune_result(bp_stage_dp(t->stage), &tune)) return;
+    bp_metrics_bucket_tune(&t->metrics, tune.step, BP_DP_TUNE_SIZES, tune.size_mb, tune.step_ms,
+                           tune.chosen_mb);
+    t->bucket_mb_measured = tune.chosen_mb;
+    if (t->rank == 0)
+        bp_log_info("--bucket-mb auto: %g MB, the fastest measured, from step %lld on",
+                    tune.chosen_mb, (long long)tune.step + 1);
+}
+
+static int train_steps(trainer *t, int k, bp_step_record *r, int *done, bp_err *err) {
+    inject_process_fault(t);
+    double t0 = bp_now();
+    bp_trace_set_step(t->trace, t->step + 1);
+    bp_grid_step_in in[k];
+    bp_grid_step_out out[k];
+    bp_resume_state drawn_from = {0};
+    bp_task_get_state(&t->task, &drawn_from);
+    *done = 0;
+    step_inputs(t, k, in, r);
+    int rc = bp_stage_steps(t->stage, k, in, out, err);
     if (out[k - 1].together) t->res->stopped_together = true;
     if (rc == BP_EINTERRUPTED) {
         t->stopping = true;
@@ -429,23 +424,15 @@ static int train_steps(trainer *t, int k, bp_step_record *r, int *done, bp_err *
     if (rc) return rc;
     *done = k;
     t->stopping = out[k - 1].stop;
-    t->embed_s = 0;
-    for (int i = 0; i < k; i++) t->embed_s += out[i].embed_s;
-    bp_dp_tune_result tune;
-    if (bp_dp_bucket_tune_result(t->dp, &tune)) {
-        bp_metrics_bucket_tune(&t->metrics, tune.step, BP_DP_TUNE_SIZES, tune.size_mb,
-                               tune.step_ms, tune.chosen_mb);
-        t->bucket_mb_measured = tune.chosen_mb;
-        if (t->rank == 0)
-            bp_log_info("--bucket-mb auto: %g MB, the fastest measured, from step %lld on",
-                        tune.chosen_mb, (long long)tune.step + 1);
-    }
+    double embed_s = 0;
+    for (int i = 0; i < k; i++) embed_s += out[i].embed_s;
+    note_bucket_choice(t);
     if (out[k - 1].skipped && t->rank == 0)
         bp_log_warn("step %lld: non-finite loss or gradient on some rank; step skipped",
                     (long long)t->step + k);
     bp_trace_span(t->trace, "step", "step", t0);
     t->step += k;
-    fill_records(t, r, k, t0);
+    fill_records(t, r, k, t0, embed_s);
     for (int i = 0; i < k; i++) {
         r[i].grad_norm = out[i].grad_norm;
         r[i].loss = out[i].skipped ? NAN : out[i].loss;
@@ -540,17 +527,17 @@ static int stage_summary(trainer *t, bp_err *err) {
     float v[KEYS * S];
     memset(v, 0, sizeof v);
     bp_pipe_stats ps;
-    bp_pipe_stats_take(t->pipe, &ps);
+    bp_stage_totals(t->stage, &ps);
     if (trainer_in_replica0(t) && t->grid.t == 0) {
         int p = t->grid.p;
-        v[BP_STAGE_BUSY * S + p] = (float)t->busy_s;
-        v[BP_STAGE_IDLE * S + p] = (float)t->idle_s;
+        v[BP_STAGE_BUSY * S + p] = (float)ps.busy_s;
+        v[BP_STAGE_IDLE * S + p] = (float)ps.idle_s;
         v[BP_STAGE_PEAK_STASH * S + p] = (float)ps.peak_stash;
         v[BP_STAGE_ACT_BYTES * S + p] = (float)ps.act_bytes;
-        v[BP_STAGE_BWD_SENDS * S + p] = (float)t->cb_sends;
-        v[BP_STAGE_BWD_COMPRESSED * S + p] = (float)t->cb_compressed;
-        if (t->cb_compressed)
-            v[BP_STAGE_BWD_REL_ERR * S + p] = (float)(t->cb_rel_err / (double)t->cb_compressed);
+        v[BP_STAGE_BWD_SENDS * S + p] = (float)ps.cb_sends;
+        v[BP_STAGE_BWD_COMPRESSED * S + p] = (float)ps.cb_compressed;
+        if (ps.cb_compressed)
+            v[BP_STAGE_BWD_REL_ERR * S + p] = (float)(ps.cb_rel_err / (double)ps.cb_compressed);
     }
     int rc = t->size > 1 ? bp_allreduce_sum(t->meta, v, (size_t)(KEYS * S)) : BP_OK;
     if (rc) return bp_comm_fail(t->meta, rc, err);
@@ -565,15 +552,15 @@ static int summary(trainer *t, bp_err *err) {
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     bp_pipe_stats ps;
-    bp_pipe_stats_take(t->pipe, &ps);
-    uint64_t params = bp_model_num_params(t->model) * sizeof(bp_real);
+    bp_stage_totals(t->stage, &ps);
+    uint64_t params = bp_model_num_params(bp_stage_model(t->stage, 0)) * sizeof(bp_real);
     bp_memory_record m = {
         .steps = t->step,
         .median_step_ms = n > 0 ? t->step_ms[n / 2] : NAN,
         .peak_rss_bytes = (uint64_t)ru.ru_maxrss * 1024,
         .param_bytes = params,
         .grad_bytes = params,
-        .optim_bytes = params * (uint64_t)bp_optim_num_buffers(&t->optim->cfg),
+        .optim_bytes = params * (uint64_t)bp_optim_num_buffers(&bp_stage_optim(t->stage, 0)->cfg),
         .act_bytes = ps.act_bytes * (uint64_t)ps.peak_stash,
     };
     int rc = stage_summary(t, err);
@@ -588,7 +575,7 @@ static bp_status run(trainer *t, bp_err *err) {
     int rc = setup(t, err);
     bool set_up = rc == BP_OK;
     if (rc == BP_OK) rc = loop(t, err);
-    if (rc == BP_OK) rc = bp_dp_finish(t->dp, err);
+    if (rc == BP_OK) rc = bp_dp_finish(bp_stage_dp(t->stage), err);
     bp_progress_finish(&t->progress);
     if (rc == BP_OK) rc = summary(t, err);
     /* A run refused at set-up (every rank agreeing) trained nothing to trace. */

@@ -10,8 +10,7 @@
 #include "core/trace.h"
 #include "parallel/dp.h"
 #include "parallel/grid.h"
-#include "parallel/pipe.h"
-#include "parallel/step.h"
+#include "parallel/stage.h"
 #include "train/checkpoint.h"
 #include "train/device.h"
 #include "train/metrics.h"
@@ -29,18 +28,9 @@ typedef struct trainer {
     bp_comm *meta; /* bookkeeping (losses, agreement) on its own, never emulated */
     int rank, size;
     bp_grid grid;
-    bp_tp tp; /* tensor parallelism: the models' allreduce over grid.tp_comm */
     int *first;          /* pipeline partition: stage s holds blocks [first[s], first[s+1]) */
     char partition[256]; /* the same as text */
-    int n_rep;           /* replicas of this stage on this rank (AvgPipe pipelines; else 1) */
-    bp_model **models;   /* [n_rep]: this stage's blocks */
-    bp_optim *optims;    /* [n_rep] */
-    bp_model *model;     /* models[0] */
-    bp_optim *optim;     /* &optims[0] */
-    bp_dp *dp;
-    bp_pipe *pipe;
-    bp_grid_step_ctx stepper; /* what one step runs on */
-    struct bp_grid_pending unagreed; /* a local step's non-finite value, not yet agreed on */
+    bp_stage *stage; /* this rank's models, pipeline and data-parallel algorithm */
     bp_trace *trace; /* --trace; NULL: off */
     bp_batch *micro; /* the micro-batches of one step */
     int n_micro, micro_B;
@@ -51,10 +41,6 @@ typedef struct trainer {
     int64_t step, first_step;
     double start_time;
     double *step_ms;         /* per step of this run (the last TRAINER_MAX_TIMES), for the median */
-    double busy_s, idle_s;   /* pipeline stage time computing / waiting, whole run */
-    long cb_sends, cb_compressed; /* backward sends of this stage, and compressed ones */
-    double cb_rel_err;            /* sum of the compressed ones' relative errors */
-    double embed_s;          /* this step: time in the tied embedding's sync */
     bp_step_record *pending; /* steps not logged yet (losses come from the last stage) */
     int n_pending;
     bp_train_result *res;
@@ -66,8 +52,7 @@ typedef struct trainer {
     int out_fd;    /* rank 0: --out, opened and locked for this run; -1: none */
     bool resuming;
     bp_manifest resume_from; /* when resuming */
-    bp_train_device dev;     /* --device, --dtype */
-    const bp_backend *be;    /* where the models' memory lives: dev.be */
+    bp_train_device dev;     /* --device, --dtype; the models' memory lives on dev.be */
     char resume_dir[4096];   /* the ckpt-* directory of --resume */
     double bucket_mb_measured; /* --bucket-mb auto: the size chosen (0: not yet) */
     /* What this rank keeps beyond the consensus model (bp_dp_state, bp_pipe_state),
@@ -77,7 +62,7 @@ typedef struct trainer {
     bp_state_list replica_host; /* host copies of replica_state's buffers (save.c) */
     bool replica_files;
     char replica_key[512];
-    float *avg_params, *avg_m, *avg_v; /* replicas averaged for a checkpoint (on be) */
+    float *avg_params, *avg_m, *avg_v; /* replicas averaged for a checkpoint (on dev.be) */
     float *eval_saved;                 /* replica 0's weights while it evaluates the average */
     float *host_params, *host_m, *host_v; /* host copies of what a checkpoint writes */
     float *host_logits;                   /* host copy of an evaluation's logits */

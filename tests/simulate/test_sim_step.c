@@ -304,7 +304,7 @@ static void test_every_algorithm_declares_its_cost(void **state) {
     job_parts p;
     make_job(&p, gpt(2, 128, 4, 16, 256), 4, 1, 1, 1);
     bp_sim_machine m = fast_machine(1e9, 1e-4);
-    for (int a = 0; a < BP_DP_AVGPIPE; a++) {
+    for (int a = 0; a < BP_DP_N_CHOICES; a++) {
         const bp_dp_algo_ops *ops = bp_dp_ops(a);
         assert_non_null(ops);
         assert_true(ops->cost.bucket || ops->cost.step);

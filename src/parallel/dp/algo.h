@@ -128,10 +128,10 @@ bp_status bp_dp_easgd_state(bp_dp *dp, bp_state_list *l, bp_err *err);
 void bp_dp_easgd_describe(const bp_dp_config *c, char *buf, size_t n);
 bp_status bp_dp_ea_check(const bp_dp_config *c, int size, bp_optim_kind optim, bp_err *err);
 
-/* The algorithms of registry.h and AvgPipe's (parallel/avgpipe.c). */
+/* The algorithms of registry.h, the features' among them. */
 #define BP_DP_DECLARE(id, name, sym) extern const bp_dp_algo_ops sym;
 BP_DP_ALGOS(BP_DP_DECLARE)
+BP_DP_FEATURE_ALGOS(BP_DP_DECLARE)
 #undef BP_DP_DECLARE
-extern const bp_dp_algo_ops bp_avgpipe_ops;
 
 #endif

@@ -13,15 +13,14 @@
 
 #define BP_DP_NAME(id, name, ops) name,
 #define BP_DP_OPS(id, name, ops) &ops,
-static const char *const names[] = {BP_DP_ALGOS(BP_DP_NAME) "avgpipe"};
-static const bp_dp_algo_ops *const algos[] = {BP_DP_ALGOS(BP_DP_OPS) &bp_avgpipe_ops};
+static const char *const names[] = {BP_DP_ALGOS(BP_DP_NAME) BP_DP_FEATURE_ALGOS(BP_DP_NAME)};
+static const bp_dp_algo_ops *const algos[] = {BP_DP_ALGOS(BP_DP_OPS)
+                                                  BP_DP_FEATURE_ALGOS(BP_DP_OPS)};
 #undef BP_DP_NAME
 #undef BP_DP_OPS
 
-enum { N_ALGOS = BP_DP_AVGPIPE + 1 };
-
 static const bp_dp_algo_ops *ops_of(int algo) {
-    return algo >= 0 && algo < N_ALGOS ? algos[algo] : NULL;
+    return algo >= 0 && algo < BP_DP_N_ALGOS ? algos[algo] : NULL;
 }
 
 const bp_dp_algo_ops *bp_dp_ops(int algo) { return ops_of(algo); }
@@ -33,7 +32,7 @@ bp_dp_kind bp_dp_algo_kind(int algo) { return ops_of(algo) ? algos[algo]->kind :
 void bp_dp_algo_list(bp_dp_kind kind, char *buf, size_t n) {
     size_t at = 0;
     buf[0] = '\0';
-    for (int a = 0; a < BP_DP_AVGPIPE && at < n; a++)
+    for (int a = 0; a < BP_DP_N_CHOICES && at < n; a++)
         if (algos[a]->kind == kind)
             at += (size_t)snprintf(buf + at, n - at, "%s%s", at ? ", " : "", names[a]);
 }

@@ -1,7 +1,7 @@
 /* The data-parallel algorithms (DESIGN.md section 5), one line each, in the order of
  * --dp-algo's choices: X(ID, "name", ops), ops being the bp_dp_algo_ops defined in
  * parallel/dp/<name>.c. The enum bp_dp_algo, the option's choices, the engine's
- * table and the declarations of the ops all come from this list, so an algorithm is
+ * table and the declarations of the ops all come from these lists, so an algorithm is
  * one file and one line here. */
 #ifndef BP_PARALLEL_DP_REGISTRY_H
 #define BP_PARALLEL_DP_REGISTRY_H
@@ -16,5 +16,11 @@
     X(POWERSGD, "powersgd", bp_dp_powersgd)                  \
     X(EASGD, "easgd", bp_dp_easgd)                           \
     /* a new algorithm: one line above this one */
+
+/* Algorithms that a feature's own option selects instead of --dp-algo, listed after
+ * the choices (the same columns; the ops are defined in the feature's file). */
+#define BP_DP_FEATURE_ALGOS(X)                               \
+    X(AVGPIPE, "avgpipe", bp_avgpipe_ops) /* --pipelines, parallel/avgpipe.c */ \
+    /* a new feature's algorithm: one line above this one */
 
 #endif
