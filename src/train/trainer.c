@@ -41,15 +41,15 @@ static void log_config(trainer *t) {
     trainer_dp_config(t, &d);
     bp_dp_describe(&d, algo, sizeof algo);
     bp_schedule s;
-    bp_schedule_parse(t->cfg->schedule, &s, NULL);
+    bp_schedule_parse(t->cfg->pipeline.schedule, &s, NULL);
     bp_schedule_name(&s, sched, sizeof sched);
     bp_config_record r = {
         .model = bp_model_kind_name((bp_model_kind)t->cfg->model),
         .params = bp_model_num_params(t->model), .world = t->size, .dp = t->grid.dp,
         .pp = t->grid.pp, .partition = t->partition, .pipelines = t->n_rep,
-        .micro_batches = t->cfg->micro_batches, .schedule = sched, .batch = t->cfg->batch,
+        .micro_batches = t->cfg->pipeline.micro_batches, .schedule = sched, .batch = t->cfg->batch,
         .grad_accum = t->cfg->grad_accum, .dp_algo = algo,
-        .net = t->cfg->net[0] ? t->cfg->net : "off"};
+        .net = t->cfg->comm.net[0] ? t->cfg->comm.net : "off"};
     bp_metrics_config(&t->metrics, &r);
 }
 
@@ -59,11 +59,11 @@ static int choose_partition(trainer *t, const bp_model_config *mc, bp_err *err) 
     int S = t->grid.pp, n = bp_model_num_blocks(mc);
     if (!(t->first = calloc((size_t)S + 1, sizeof *t->first)))
         return bp_fail(err, BP_ENOMEM, "out of memory");
-    const char *given = t->cfg->partition[0] ? t->cfg->partition
+    const char *given = t->cfg->pipeline.partition[0] ? t->cfg->pipeline.partition
                         : t->resuming        ? t->resume_from.partition
                                              : NULL;
     if (given && bp_partition_parse(given, n, S, t->first, err))
-        return t->cfg->partition[0] ? bp_err_context(err, "option --partition")
+        return t->cfg->pipeline.partition[0] ? bp_err_context(err, "option --partition")
                                     : bp_err_context(err, "checkpoint %s: its manifest's partition",
                                                      t->cfg->resume);
     if (given) return BP_OK;
@@ -87,7 +87,7 @@ static int choose_partition(trainer *t, const bp_model_config *mc, bp_err *err) 
 
 /* Views of the micro-batches of the steps of one stream into the task's batch slots. */
 static int make_micro_views(trainer *t, bp_err *err) {
-    t->n_micro = t->n_rep * t->cfg->micro_batches * t->cfg->grad_accum;
+    t->n_micro = t->n_rep * t->cfg->pipeline.micro_batches * t->cfg->grad_accum;
     size_t n = (size_t)t->n_micro * (size_t)bp_train_stream_steps(t->cfg);
     if (!(t->micro = calloc(n, sizeof *t->micro)))
         return bp_fail(err, BP_ENOMEM, "out of memory");
@@ -110,7 +110,7 @@ static int setup_data(trainer *t, bp_err *err) {
     int rc = trainer_read_resume_manifest(t, err);
     if (rc == BP_OK && !t->probe) rc = trainer_claim_out(t, err);
     if (rc == BP_OK) rc = bp_task_init(&t->task, c, t->grid.d, t->grid.dp, err);
-    t->n_rep = c->pipelines > 0 ? c->pipelines : 1;
+    t->n_rep = c->avgpipe.pipelines > 0 ? c->avgpipe.pipelines : 1;
     t->micro_B = bp_train_micro_rows(c, t->grid.dp);
     if (rc == BP_OK) rc = make_micro_views(t, err);
     /* Bounded whatever --steps and --log-every are: the median is over the last
@@ -156,7 +156,7 @@ static int setup_stage(trainer *t, const bp_model_config *mc, bp_err *err) {
     bp_schedule sched;
     bp_partition_format(t->first, t->grid.pp, t->partition, sizeof t->partition);
     int rc = create_replicas(t, mc, err);
-    if (rc == BP_OK) rc = bp_schedule_parse(c->schedule, &sched, err);
+    if (rc == BP_OK) rc = bp_schedule_parse(c->pipeline.schedule, &sched, err);
     bp_occ_config occ;
     bp_train_occ_config(c, &occ);
     if (rc == BP_OK)
@@ -172,8 +172,8 @@ static int setup_stage(trainer *t, const bp_model_config *mc, bp_err *err) {
 
 static int setup_comm(trainer *t, bp_err *err) {
     const bp_train_config *c = t->cfg;
-    int rc = bp_comm_set_path(t->world, (bp_path)c->comm_path);
-    if (rc == BP_OK && (rc = bp_comm_set_net(t->world, c->net)))
+    int rc = bp_comm_set_path(t->world, (bp_path)c->comm.path);
+    if (rc == BP_OK && (rc = bp_comm_set_net(t->world, c->comm.net)))
         return bp_fail(err, (bp_status)rc, "option --net: %s", bp_comm_errmsg(t->world));
     return bp_comm_fail(t->world, rc, err);
 }
@@ -229,19 +229,19 @@ static int setup(trainer *t, bp_err *err) {
      * agreement on meta (a world of its own) as well as the training groups'. */
     bp_comm *groups[2] = {t->world, t->meta};
     for (int g = 0; g < 2; g++)
-        if ((rc = bp_comm_set_timeout(groups[g], c->comm_timeout)))
+        if ((rc = bp_comm_set_timeout(groups[g], c->comm.timeout)))
             return bp_comm_fail(groups[g], rc, err);
     /* The training groups are split from the world and learn from it where the
      * backend's buffers live. */
-    rc = bp_train_device_open(c->device, c->dtype == BP_DTYPE_BF16, node_rank(t->world), &t->dev,
+    rc = bp_train_device_open(c->device.kind, c->device.dtype == BP_DTYPE_BF16, node_rank(t->world), &t->dev,
                               err);
     t->be = t->dev.be;
     if ((rc = agree(t, rc, err))) return rc;
     bp_comm_memory mem = {(void *)t->be, mem_owns, mem_to_host, mem_to_device};
     if (!t->be->host_memory && (rc = bp_comm_set_memory(t->world, &mem)))
         return bp_comm_fail(t->world, rc, err);
-    rc = bp_grid_init(t->world, c->dp, c->pp, c->tp, bp_model_tied_tensor(&mc) != NULL,
-                      c->fused_embedding_sync != 0, &t->grid, err);
+    rc = bp_grid_init(t->world, c->dp, c->pipeline.stages, c->tp, bp_model_tied_tensor(&mc) != NULL,
+                      c->occ.fused_embedding_sync != 0, &t->grid, err);
     t->tp = (bp_tp){.rank = t->grid.t, .size = t->grid.tp, .allreduce_sum = tp_allreduce,
                     .ctx = t->grid.tp_comm};
     if (rc == BP_OK) rc = agree(t, trainer_trace_start(t, err), err);
@@ -261,7 +261,7 @@ static int setup(trainer *t, bp_err *err) {
     t->stepper = (bp_grid_step_ctx){
         .grid = &t->grid, .meta = t->meta, .models = t->models, .n_replicas = t->n_rep,
         .pipe = t->pipe, .dp = t->dp, .tied = bp_model_tied_tensor(&mc),
-        .fused_embedding = c->fused_embedding_sync != 0, .clip = c->clip,
+        .fused_embedding = c->occ.fused_embedding_sync != 0, .clip = c->clip,
         .skip_nonfinite = c->skip_nonfinite != 0, .pending = &t->unagreed, .stop = t->stop};
     if (rc == BP_OK) log_config(t);
     return rc;
@@ -300,16 +300,16 @@ static void teardown(trainer *t) {
 /* ---- one step ------------------------------------------------------------------- */
 
 static bool fault_here(const trainer *t, int rank) {
-    return rank == t->rank && t->cfg->fault_at_step == t->step + 1;
+    return rank == t->rank && t->cfg->faults.at_step == t->step + 1;
 }
 
 /* Testing: this rank disappears (kill -9), stops communicating (hangs), or its
  * weights went non-finite (as a diverged step leaves them). */
 static void inject_process_fault(trainer *t) {
-    if (fault_here(t, t->cfg->fault_kill_rank)) raise(SIGKILL);
-    if (fault_here(t, t->cfg->fault_nan_weights_rank))
+    if (fault_here(t, t->cfg->faults.kill_rank)) raise(SIGKILL);
+    if (fault_here(t, t->cfg->faults.nan_weights_rank))
         t->be->fill(t->be, bp_model_params(t->model), 1, NAN);
-    if (fault_here(t, t->cfg->fault_hang_rank))
+    if (fault_here(t, t->cfg->faults.hang_rank))
         for (;;) pause();
 }
 
@@ -317,7 +317,7 @@ static void inject_process_fault(trainer *t) {
  * AvgPipe's stream (one pipeline without --pipelines): per accumulation k, one batch
  * split among the N pipelines, or N batches drawn in turn, the j-th pipeline j's own. */
 static void next_micro_batches(trainer *t, int i) {
-    int M = t->cfg->micro_batches, N = t->n_rep, own = bp_train_batches_per_step(t->cfg);
+    int M = t->cfg->pipeline.micro_batches, N = t->n_rep, own = bp_train_batches_per_step(t->cfg);
     for (int k = 0; k < t->cfg->grad_accum; k++) {
         bp_batch *out = t->micro + (size_t)i * t->n_micro + (size_t)k * M * N;
         for (int j = 0; j < own; j++) {
@@ -378,7 +378,7 @@ static void fill_records(trainer *t, bp_step_record *r, int k, double t0) {
  * verdict. A stop request waits for the next averaging step or the last step. */
 static bool local_step(const trainer *t, int64_t n) {
     const bp_train_config *c = t->cfg;
-    return bp_train_local_steps(c, t->size) && n % c->ea_period != 0 && n != t->end_step;
+    return bp_train_local_steps(c, t->size) && n % c->easgd.period != 0 && n != t->end_step;
 }
 
 static int every(int64_t step, int64_t n) { return n > 0 && step % n == 0; }
@@ -392,7 +392,7 @@ static int stream_length(const trainer *t) {
     int K = bp_train_stream_steps(c), k = 1, room = pending_room(c) - t->n_pending;
     if (K > room) K = room;
     for (int64_t n = t->step + 1; k < K && local_step(t, n) && !every(n, c->eval_every) &&
-                                  !every(n, c->checkpoint_every) && c->fault_at_step != n + 1;
+                                  !every(n, c->checkpoint_every) && c->faults.at_step != n + 1;
          n++)
         k++;
     return k;
@@ -417,7 +417,7 @@ static int train_steps(trainer *t, int k, bp_step_record *r, int *done, bp_err *
         in[i] = (bp_grid_step_in){.step = t->step + i, .lr = r[i].lr,
                                   .micro = t->micro + (size_t)i * t->n_micro,
                                   .stop_requested = *t->stop != 0,
-                                  .poison = i == 0 && fault_here(t, t->cfg->fault_nan_rank),
+                                  .poison = i == 0 && fault_here(t, t->cfg->faults.nan_rank),
                                   .local = local_step(t, t->step + i + 1)};
     }
     int rc = bp_grid_steps(&t->stepper, k, in, out, err);
