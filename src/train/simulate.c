@@ -154,7 +154,7 @@ void bp_simulate_job(const bp_train_config *t, bp_sim_job *j) {
                       .sc_stages = t->occ.sc_stages, .sc_rank = t->occ.sc_rank,
                       .sc_warmup = (int64_t)(t->occ.sc_warmup * (double)t->steps),
                       .cb_rank = t->occ.cb ? t->occ.cb_rank : 0, .cb_epilogue_only = t->occ.cb_epilogue_only,
-                      .fused_embedding = t->occ.fused_embedding_sync != 0,
+                      .fused_embedding = t->occ.fused_embedding_sync,
                       .optim_buffers = bp_optim_num_buffers(&oc)};
     j->stream_steps = j->local_steps ? bp_train_stream_steps(t) : 1;
     bp_train_model_config(t, &j->mc);

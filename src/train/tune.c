@@ -92,14 +92,14 @@ bp_status bp_tune_problem_init(const bp_tune_config *c, bp_tune_problem *p, bp_e
     const bp_train_config *tc = &c->train;
     *p = (bp_tune_problem){.S = tc->pipeline.stages, .dp = data_ranks(tc), .batch = tc->batch,
                            .grad_accum = tc->grad_accum, .ea_period = tc->easgd.period,
-                           .pipelines = tc->avgpipe.pipelines, .own_batches = tc->avgpipe.batch == 0,
+                           .pipelines = tc->avgpipe.pipelines, .own_batches = tc->avgpipe.batch == BP_AVGPIPE_OWN_BATCH,
                            .micro_batches = tc->pipeline.micro_batches,
                            .msg_us = c->msg_us, .load = c->load, .wake_ms = c->wake_ms,
                            .busy_threads = c->busy_threads, .valid = valid_run, .ctx = (void *)c};
-    bp_train_config avgpipe = *tc; /* whether AvgPipe candidates would run local steps */
-    avgpipe.avgpipe.pipelines = 1;
-    p->local_steps = bp_train_local_steps(&avgpipe, p->dp * p->S);
-    p->stream_steps = p->local_steps ? bp_train_stream_steps(&avgpipe) : 1;
+    bp_train_config with_avgpipe = *tc; /* whether AvgPipe candidates would run local steps */
+    with_avgpipe.avgpipe.pipelines = 1;
+    p->local_steps = bp_train_local_steps(&with_avgpipe, p->dp * p->S);
+    p->stream_steps = p->local_steps ? bp_train_stream_steps(&with_avgpipe) : 1;
     bp_train_model_config(tc, &p->model);
     bp_train_optim_config(tc, &p->optim);
     bp_train_config probe = *tc; /* a valid run for reading the rest of the options */

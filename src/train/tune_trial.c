@@ -31,9 +31,10 @@ static bp_status trial_config(const bp_tune_config *c, int pipelines, bp_train_c
     snprintf(t->pipeline.schedule, sizeof t->pipeline.schedule, "1f1b");
     t->pipeline.partition[0] = t->comm.net[0] = t->trace[0] = t->resume[0] = t->metrics[0] = '\0';
     t->dp_algo = BP_DP_ALLREDUCE;
-    t->comm.hierarchical = t->occ.cb = t->occ.cb_epilogue_only = t->occ.no_lep = 0;
+    t->comm.hierarchical = t->occ.cb = t->occ.cb_epilogue_only = t->occ.no_lep = false;
     t->occ.cb_warmup = 0;
-    t->occ.sc_stages = t->occ.fused_embedding_sync = 0;
+    t->occ.sc_stages = 0;
+    t->occ.fused_embedding_sync = false;
     t->comm.bucket_mb = BP_DP_BUCKET_MB;
     t->progress = BP_PROGRESS_NONE;
     t->eval_every = eval_every(c);
