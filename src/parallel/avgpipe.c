@@ -1,5 +1,5 @@
 /* AvgPipe (DESIGN.md section 6; the parts are described in avgpipe.h). Elastic
- * averaging: every tau (ea_period) steps, with coefficient alpha and a center C on
+ * averaging: every tau (easgd.period) steps, with coefficient alpha and a center C on
  * this rank (starting at the common weights), the N replicas of a stage do
  *     D_j = alpha (W_j - C);  W_j -= D_j;  C += sum_j D_j
  * which needs no communication (the replicas of one stage live on one rank); then
@@ -116,12 +116,14 @@ const bp_option_group bp_avgpipe_options = BP_OPTION_GROUP(options, defaults);
 bp_status bp_avgpipe_check(const bp_avgpipe_settings *s, bp_dp_algo algo, bool clip,
                            bool skip_nonfinite, bp_err *err) {
     if (s->flush == BP_FLUSH_AVERAGE && !s->pipelines)
-        return bp_fail(err, BP_EUSAGE, "option --avgpipe-flush: average is for AvgPipe (--pipelines)");
+        return bp_fail(err, BP_EUSAGE,
+                       "option --avgpipe-flush: average is for AvgPipe (--pipelines)");
     if (s->flush == BP_FLUSH_AVERAGE && (clip || skip_nonfinite))
         return bp_fail(err, BP_EUSAGE,
                        "option --avgpipe-flush: average cannot run with %s, which needs %s of "
                        "every stage at every step",
-                       clip ? "--clip" : "--skip-nonfinite", clip ? "the gradient norm" : "the verdict");
+                       clip ? "--clip" : "--skip-nonfinite",
+                       clip ? "the gradient norm" : "the verdict");
     if (s->pipelines > 0 && algo != BP_DP_ALLREDUCE)
         return bp_fail(err, BP_EUSAGE,
                        "option --dp-algo: with --pipelines, data-parallel replicas agree through "

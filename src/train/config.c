@@ -152,7 +152,8 @@ static void fill_defaults(bp_train_config *c) {
     if (c->optim < 0) c->optim = (int)f->optim;
     /* QAdam freezes the second moment after its warm-up, so its decay decides what
      * the rest of the run divides by: Bagua's QAdamOptimizer keeps Adam's 0.999. */
-    if (c->beta2 < 0) c->beta2 = c->dp_algo == BP_DP_QADAM && c->avgpipe.pipelines == 0 ? 0.999 : 0.95;
+    if (c->beta2 < 0)
+        c->beta2 = c->dp_algo == BP_DP_QADAM && c->avgpipe.pipelines == 0 ? 0.999 : 0.95;
     if (c->lr < 0) c->lr = f->lr;
     if (c->lr_schedule < 0) c->lr_schedule = (int)f->lr_schedule;
     if (!c->out[0]) snprintf(c->out, sizeof c->out, "runs/%s", f->name);
@@ -206,9 +207,10 @@ bp_status bp_train_config_finalize(bp_train_config *c, bp_err *err) {
                        "option --dp-algo: async does not run on --device %s (its averaging "
                        "thread reads the weights while the step runs)",
                        bp_device_name(c->device.kind));
-    if (c->device.kind != BP_DEVICE_CUDA && (c->device.dtype != BP_DTYPE_FP32 || c->device.gpu_comm != BP_GPU_COMM_AUTO))
+    const bp_device_settings *d = &c->device;
+    if (d->kind != BP_DEVICE_CUDA && (d->dtype != BP_DTYPE_FP32 || d->gpu_comm != BP_GPU_COMM_AUTO))
         return bp_fail(err, BP_EUSAGE, "option --%s: needs --device cuda",
-                       c->device.dtype != BP_DTYPE_FP32 ? "dtype" : "gpu-comm");
+                       d->dtype != BP_DTYPE_FP32 ? "dtype" : "gpu-comm");
     int rc = bp_data_settings_check(&c->data, err);
     if (rc == BP_OK) rc = bp_model_config_check(&m, err);
     if (rc == BP_OK && (rc = bp_model_tp_check(&m, c->tp, err))) bp_err_context(err, "option --tp");

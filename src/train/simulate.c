@@ -132,7 +132,8 @@ static void set_network(const bp_simulate_config *c, const bp_sim_profile *p, bp
 static int partition(const bp_simulate_config *c, const bp_sim_machine *m, const bp_sim_job *j,
                      int *first, bp_err *err) {
     int n = bp_model_num_blocks(&j->mc), T = bp_model_sample_len(&j->mc);
-    if (c->train.pipeline.partition[0]) return bp_partition_parse(c->train.pipeline.partition, n, j->pp, first, err);
+    const char *partition = c->train.pipeline.partition;
+    if (partition[0]) return bp_partition_parse(partition, n, j->pp, first, err);
     if (n < j->pp)
         return bp_fail(err, BP_EUSAGE, "option --pp: %d stages for %d blocks", j->pp, n);
     double *cost = malloc((size_t)n * sizeof *cost);
@@ -148,12 +149,14 @@ static int partition(const bp_simulate_config *c, const bp_sim_machine *m, const
 void bp_simulate_job(const bp_train_config *t, bp_sim_job *j) {
     bp_optim_config oc;
     bp_train_optim_config(t, &oc);
-    *j = (bp_sim_job){.dp = t->dp, .pp = t->pipeline.stages, .tp = t->tp, .avgpipe = t->avgpipe.pipelines > 0,
+    *j = (bp_sim_job){.dp = t->dp, .pp = t->pipeline.stages, .tp = t->tp,
+                      .avgpipe = t->avgpipe.pipelines > 0,
                       .local_steps = bp_train_local_steps(t, t->dp * t->pipeline.stages * t->tp),
                       .N = t->avgpipe.pipelines > 0 ? t->avgpipe.pipelines : 1, .steps = t->steps,
                       .sc_stages = t->occ.sc_stages, .sc_rank = t->occ.sc_rank,
                       .sc_warmup = (int64_t)(t->occ.sc_warmup * (double)t->steps),
-                      .cb_rank = t->occ.cb ? t->occ.cb_rank : 0, .cb_epilogue_only = t->occ.cb_epilogue_only,
+                      .cb_rank = t->occ.cb ? t->occ.cb_rank : 0,
+                      .cb_epilogue_only = t->occ.cb_epilogue_only,
                       .fused_embedding = t->occ.fused_embedding_sync,
                       .optim_buffers = bp_optim_num_buffers(&oc)};
     j->stream_steps = j->local_steps ? bp_train_stream_steps(t) : 1;

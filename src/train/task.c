@@ -20,7 +20,8 @@ static int init_images(bp_task *t, const bp_train_config *c, bp_err *err) {
     int rc = bp_fashion_load(c->data.spec, 1, &t->train, err);
     if (rc == BP_OK) rc = bp_fashion_load(c->data.spec, 0, &t->test, err);
     if (rc == BP_OK && t->train.rows * t->train.cols != t->width)
-        rc = bp_fail(err, BP_EFORMAT, "data %s: images are %dx%d, mlp expects %d pixels", c->data.spec,
+        rc = bp_fail(err, BP_EFORMAT, "data %s: images are %dx%d, mlp expects %d pixels",
+                     c->data.spec,
                      t->train.rows, t->train.cols, t->width);
     if (rc == BP_OK && t->B_global > t->train.n)
         rc = bp_fail(err, BP_EUSAGE, "option --batch: %d is larger than the %d training images",

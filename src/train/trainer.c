@@ -233,7 +233,8 @@ static int setup(trainer *t, bp_err *err) {
             return bp_comm_fail(groups[g], rc, err);
     /* The training groups are split from the world and learn from it where the
      * backend's buffers live. */
-    rc = bp_train_device_open(c->device.kind, c->device.dtype == BP_DTYPE_BF16, node_rank(t->world), &t->dev,
+    rc = bp_train_device_open(c->device.kind, c->device.dtype == BP_DTYPE_BF16,
+                              node_rank(t->world), &t->dev,
                               err);
     t->be = t->dev.be;
     if ((rc = agree(t, rc, err))) return rc;
@@ -241,7 +242,7 @@ static int setup(trainer *t, bp_err *err) {
     if (!t->be->host_memory && (rc = bp_comm_set_memory(t->world, &mem)))
         return bp_comm_fail(t->world, rc, err);
     rc = bp_grid_init(t->world, c->dp, c->pipeline.stages, c->tp, bp_model_tied_tensor(&mc) != NULL,
-                      c->occ.fused_embedding_sync != 0, &t->grid, err);
+                      c->occ.fused_embedding_sync, &t->grid, err);
     t->tp = (bp_tp){.rank = t->grid.t, .size = t->grid.tp, .allreduce_sum = tp_allreduce,
                     .ctx = t->grid.tp_comm};
     if (rc == BP_OK) rc = agree(t, trainer_trace_start(t, err), err);
@@ -261,7 +262,7 @@ static int setup(trainer *t, bp_err *err) {
     t->stepper = (bp_grid_step_ctx){
         .grid = &t->grid, .meta = t->meta, .models = t->models, .n_replicas = t->n_rep,
         .pipe = t->pipe, .dp = t->dp, .tied = bp_model_tied_tensor(&mc),
-        .fused_embedding = c->occ.fused_embedding_sync != 0, .clip = c->clip,
+        .fused_embedding = c->occ.fused_embedding_sync, .clip = c->clip,
         .skip_nonfinite = c->skip_nonfinite != 0, .pending = &t->unagreed, .stop = t->stop};
     if (rc == BP_OK) log_config(t);
     return rc;

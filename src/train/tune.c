@@ -70,7 +70,8 @@ bp_status bp_tune_config_finalize(bp_tune_config *c, bp_err *err) {
                        "add --tp to the suggested command (with tp times the ranks)");
     bp_train_config probe = c->train;
     if (!probe.pipeline.micro_batches) probe.pipeline.micro_batches = 1;
-    if (!probe.pipeline.schedule[0]) snprintf(probe.pipeline.schedule, sizeof probe.pipeline.schedule, "1f1b");
+    if (!probe.pipeline.schedule[0])
+        snprintf(probe.pipeline.schedule, sizeof probe.pipeline.schedule, "1f1b");
     probe.dp = data_ranks(&probe);
     rc = bp_train_config_check_world(&probe, probe.dp * probe.pipeline.stages, err);
     c->train.dp = probe.dp;
@@ -85,14 +86,16 @@ static bool valid_run(void *ctx, int pipelines, int micro_batches, const bp_sche
     tc.pipeline.micro_batches = micro_batches;
     bp_schedule_name(sched, tc.pipeline.schedule, sizeof tc.pipeline.schedule);
     bp_err ignored;
-    return bp_train_config_check_world(&tc, data_ranks(&c->train) * c->train.pipeline.stages, &ignored) == BP_OK;
+    int world = data_ranks(&c->train) * c->train.pipeline.stages;
+    return bp_train_config_check_world(&tc, world, &ignored) == BP_OK;
 }
 
 bp_status bp_tune_problem_init(const bp_tune_config *c, bp_tune_problem *p, bp_err *err) {
     const bp_train_config *tc = &c->train;
     *p = (bp_tune_problem){.S = tc->pipeline.stages, .dp = data_ranks(tc), .batch = tc->batch,
                            .grad_accum = tc->grad_accum, .ea_period = tc->easgd.period,
-                           .pipelines = tc->avgpipe.pipelines, .own_batches = tc->avgpipe.batch == BP_AVGPIPE_OWN_BATCH,
+                           .pipelines = tc->avgpipe.pipelines,
+                           .own_batches = tc->avgpipe.batch == BP_AVGPIPE_OWN_BATCH,
                            .micro_batches = tc->pipeline.micro_batches,
                            .msg_us = c->msg_us, .load = c->load, .wake_ms = c->wake_ms,
                            .busy_threads = c->busy_threads, .valid = valid_run, .ctx = (void *)c};

@@ -39,7 +39,8 @@ static bp_status trial_config(const bp_tune_config *c, int pipelines, bp_train_c
     t->progress = BP_PROGRESS_NONE;
     t->eval_every = eval_every(c);
     t->eval_batches = eval_batches(c);
-    t->faults.kill_rank = t->faults.hang_rank = t->faults.nan_rank = t->faults.nan_weights_rank = -1;
+    bp_fault_settings *f = &t->faults;
+    f->kill_rank = f->hang_rank = f->nan_rank = f->nan_weights_rank = -1;
     int rc = bp_train_config_check_world(t, 1, err);
     if (rc && pipelines < 1) return bp_err_context(err, "the convergence trial of one plain pipeline");
     return rc ? bp_err_context(err, "the convergence trial with --pipelines %d", pipelines) : BP_OK;

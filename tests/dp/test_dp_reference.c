@@ -703,8 +703,10 @@ static void ref_step(reference *f) {
     int64_t s = r->step; /* 0-based index of this step */
     double lr = bp_lr_at(&r->lr, s);
     int accum = r->cfg.grad_accum;
-    bool decentralized_round = f->d.algo == BP_DP_DECENTRALIZED && s % f->d.decentralized.interval == 0;
-    bool bagua_order = decentralized_round && f->d.decentralized.order != BP_DECENTRALIZED_STEP_FIRST;
+    bool step_first = f->d.decentralized.order == BP_DECENTRALIZED_STEP_FIRST;
+    bool decentralized_round =
+        f->d.algo == BP_DP_DECENTRALIZED && s % f->d.decentralized.interval == 0;
+    bool bagua_order = decentralized_round && !step_first;
     if (bagua_order) {
         memcpy(f->avg, w, n * sizeof *w);
         ref_peer_avg(f, f->avg, n);
@@ -734,7 +736,7 @@ static void ref_step(reference *f) {
         bp_optim_step(&r->o, w, g, lr);
     switch (f->d.algo) {
     case BP_DP_DECENTRALIZED: /* --decentralized-order step-first */
-        if (decentralized_round && f->d.decentralized.order == BP_DECENTRALIZED_STEP_FIRST) ref_peer_avg(f, w, n);
+        if (decentralized_round && step_first) ref_peer_avg(f, w, n);
         break;
     case BP_DP_LP_DECENTRALIZED: /* at steps 0, k, 2k, ... */
         if (s % f->d.decentralized.interval == 0) ref_ring_step(f, w, n);

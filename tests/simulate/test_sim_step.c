@@ -143,8 +143,8 @@ static void make_job(job_parts *p, bp_model_config mc, int dp, int pp, int tp, i
                         .sched = {BP_SCHED_1F1B, 0}, .first = p->first, .steps = 100,
                         .optim_buffers = 2};
     p->j.dpc = (bp_dp_config){.algo = BP_DP_ALLREDUCE, .bucket_mb = 1e6, .overlap = true,
-                              .decentralized.interval = 1, .easgd.period = 1, .async.sync_ms = 10, .powersgd.rank = 2,
-                              .easgd.alpha = 0.5};
+                              .decentralized.interval = 1, .easgd.period = 1,
+                              .async.sync_ms = 10, .powersgd.rank = 2, .easgd.alpha = 0.5};
 }
 
 static bp_sim_step_result simulate(const bp_sim_job *j, const bp_sim_machine *m) {

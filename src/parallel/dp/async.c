@@ -4,7 +4,7 @@
  * keeps the local progress made meanwhile. Stopping ends in a round every rank
  * agrees on.
  *
- * Warm-up, as Bagua's async_model_average: the first `async_warmup` steps average
+ * Warm-up, as Bagua's async_model_average: the first `async.warmup` steps average
  * the gradients (allreduce's buckets, overlapped with backward), so that every
  * replica starts the asynchronous phase from the same weights; the thread starts
  * after the last of them, on every rank at the same step.
@@ -27,7 +27,8 @@
 
 static bp_status check(const bp_dp_config *c, int size, bp_optim_kind optim, bp_err *err) {
     (void)size, (void)optim;
-    if (c->async.sync_ms < 1) return bp_fail(err, BP_EUSAGE, "option --sync-ms: must be at least 1");
+    if (c->async.sync_ms < 1)
+        return bp_fail(err, BP_EUSAGE, "option --sync-ms: must be at least 1");
     return BP_OK;
 }
 
@@ -39,7 +40,8 @@ static bool warming_up(const bp_dp *dp) { return dp->step < dp->cfg.async.warmup
 static bp_status start(bp_dp *dp, bp_err *err) {
     size_t n;
     float *w = bp_dp_weights(dp, &n);
-    return bp_comm_fail(dp->comm, bp_async_avg_start(dp->comm, w, n, dp->cfg.async.sync_ms, dp->state),
+    return bp_comm_fail(dp->comm,
+                        bp_async_avg_start(dp->comm, w, n, dp->cfg.async.sync_ms, dp->state),
                         err);
 }
 
@@ -83,7 +85,8 @@ static void describe(const bp_dp_config *c, char *buf, size_t n) {
 /* Its own thread averages every sync_ms: the step waits for nothing, and sends an
  * allreduce's bytes (with the round counter) per round that fits in a step. */
 static void step_cost(const bp_dp_cost_env *e, size_t n, bp_dp_step_cost *out) {
-    double round = e->cfg->async.sync_ms * 1e-3 + bp_sim_ring_allreduce_s(e->m, e->link, e->p, n + 1);
+    double round =
+        e->cfg->async.sync_ms * 1e-3 + bp_sim_ring_allreduce_s(e->m, e->link, e->p, n + 1);
     out->bytes = bp_sim_ring_bytes(e->p, n + 1) * e->step_s / round;
 }
 

@@ -40,14 +40,17 @@ static bool step_first(const bp_dp_config *c) {
 }
 
 /* Whether step t (0-based) averages: t = 0, k, 2k, ... */
-static bool averages_at(const bp_dp *dp, int64_t t) { return t % dp->cfg.decentralized.interval == 0; }
+static bool averages_at(const bp_dp *dp, int64_t t) {
+    return t % dp->cfg.decentralized.interval == 0;
+}
 
 static bp_status create(bp_dp *dp, bp_err *err) {
     bp_status rc = bp_dp_state_alloc(dp, sizeof(decentralized), err);
     if (rc) return rc;
     decentralized *s = dp->state;
     /* Resuming at step t: the steps 0, k, ... below t have averaged. */
-    s->rounds = (uint64_t)((dp->step + dp->cfg.decentralized.interval - 1) / dp->cfg.decentralized.interval);
+    int64_t k = dp->cfg.decentralized.interval;
+    s->rounds = (uint64_t)((dp->step + k - 1) / k);
     if (step_first(&dp->cfg) || bp_comm_size(dp->comm) == 1) return BP_OK;
     return dp->be->alloc(dp->be, (void **)&s->avg, bp_model_num_params(dp->model) * sizeof(float),
                          "decentralized average", err);
@@ -87,13 +90,15 @@ static bp_status after_step(bp_dp *dp, bp_err *err) {
     decentralized *s = dp->state;
     size_t n;
     float *w = bp_dp_weights(dp, &n);
-    return bp_comm_fail(dp->comm, bp_peer_avg(dp->comm, w, n, dp->cfg.decentralized.peers, s->rounds++),
+    return bp_comm_fail(dp->comm,
+                        bp_peer_avg(dp->comm, w, n, dp->cfg.decentralized.peers, s->rounds++),
                         err);
 }
 
 static void describe(const bp_dp_config *c, char *buf, size_t n) {
     snprintf(buf, n, " peers=%s interval=%lld order=%s",
-             c->decentralized.peers == BP_PEERS_ALL ? "all" : "shift_one", (long long)c->decentralized.interval,
+             c->decentralized.peers == BP_PEERS_ALL ? "all" : "shift_one",
+             (long long)c->decentralized.interval,
              step_first(c) ? "step-first" : "bagua");
 }
 

@@ -1,6 +1,6 @@
 /* powersgd (DESIGN.md sections 5 and 7): gradients averaged as rank-r
  * approximations with error feedback, by the rules of PyTorch's PowerSGD hook.
- * After `powersgd_warmup` steps of allreduce, each matrix G (n x m, a tensor's
+ * After `powersgd.warmup` steps of allreduce, each matrix G (n x m, a tensor's
  * first dimension by the rest) of a bucket worth compressing becomes, with its own
  * error E and Q (seeded alike on every rank, warm-started from the last step):
  *     orthogonalize Q;  M = G + E;  P = avg(M Q);  orthogonalize P;  Q = avg(M^T P);
@@ -104,7 +104,8 @@ static bp_status state(bp_dp *dp, bp_state_list *l, bp_err *err) {
 
 static void describe(const bp_dp_config *c, char *buf, size_t n) {
     snprintf(buf, n, " rank=%d warmup=%lld min_rate=%g%s", c->powersgd.rank,
-             (long long)c->powersgd.warmup, c->powersgd.min_rate, c->powersgd.orth_q ? "" : " q_reused");
+             (long long)c->powersgd.warmup, c->powersgd.min_rate,
+             c->powersgd.orth_q ? "" : " q_reused");
 }
 
 /* One batch of tensors: P = M Q for the matrices worth compressing, one allreduce of
@@ -155,5 +156,6 @@ static const bp_option options[] = {
 /* Rank 4 ends 8% above allreduce's validation loss after 1000 steps of the default
  * gpt; rank 8 within 5% (bench/dp/README.md), still 10x fewer bytes. min_rate 2 is
  * PyTorch's default min_compression_rate. */
-static const bp_powersgd_settings defaults = {.rank = 8, .warmup = 0, .min_rate = 2, .orth_q = true};
+static const bp_powersgd_settings defaults = {
+    .rank = 8, .warmup = 0, .min_rate = 2, .orth_q = true};
 const bp_option_group bp_powersgd_options = BP_OPTION_GROUP(options, defaults);
