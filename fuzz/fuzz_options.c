@@ -38,16 +38,16 @@ static int split_args(const uint8_t *data, size_t size, char *text, char **argv)
 
 static void run_train(int argc, char **argv, int world) {
     int n, help = 0;
-    const bp_option *opts = bp_train_options(&n);
+    bp_option *opts = bp_train_options_with(NULL, 0, &n);
+    if (!opts) return;
     bp_train_config cfg, defaults;
     bp_err err;
     bp_train_config_defaults(&cfg);
     defaults = cfg;
-    if (bp_fuzz_reject(bp_options_parse(opts, n, &cfg, argc, argv, &help, &err), &err)) return;
-    if (help) {
-        bp_options_print_help(devnull, opts, n, &defaults);
-        return;
-    }
+    int rc = bp_options_parse(opts, n, &cfg, argc, argv, &help, &err);
+    if (rc == BP_OK && help) bp_options_print_help(devnull, opts, n, &defaults);
+    free(opts);
+    if (bp_fuzz_reject(rc, &err) || help) return;
     if (bp_fuzz_reject(bp_train_config_finalize(&cfg, &err), &err)) return;
     if (bp_fuzz_reject(bp_train_config_check_world(&cfg, world, &err), &err)) return;
     /* What the trainer derives from an accepted configuration. */

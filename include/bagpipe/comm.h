@@ -232,9 +232,10 @@ int bp_allreduce_avg_powersgd(bp_comm *c, float *x, size_t n, bp_codec *powersgd
 int bp_allreduce_avg_powersgd_batch(bp_comm *c, int count, float *const *x, const size_t *n,
                                     bp_codec *const *powersgd);
 
+/* In the order of --peers' choices (shift_one|all), which store it directly. */
 typedef enum bp_peers {
-    BP_PEERS_ALL,       /* average over the whole group (= allreduce) */
     BP_PEERS_SHIFT_ONE, /* average with one peer that changes every round */
+    BP_PEERS_ALL,       /* average over the whole group (= allreduce) */
 } bp_peers;
 
 /* The shift_one peer of rank r in a group of even size n at round k, h = n / 2:

@@ -71,16 +71,16 @@ static int train_config(int argc, char **argv, int world, bp_train_config *cfg, 
     bp_train_config_defaults(cfg);
     defaults = *cfg;
     int n;
-    const bp_option *opts = bp_train_options(&n);
+    bp_option *opts = bp_train_options_with(NULL, 0, &n);
+    if (!opts) return bp_fail(err, BP_ENOMEM, "out of memory");
     int rc = bp_options_parse(opts, n, cfg, argc, argv, help, err);
-    if (rc || *help) {
-        if (*help) {
-            printf("usage: [mpirun -np W] bagpipe train [options]\n\noptions:\n");
-            bp_options_print_help(stdout, opts, n, &defaults);
-            printf("\n" EXIT_CODES);
-        }
-        return rc;
+    if (*help) {
+        printf("usage: [mpirun -np W] bagpipe train [options]\n\noptions:\n");
+        bp_options_print_help(stdout, opts, n, &defaults);
+        printf("\n" EXIT_CODES);
     }
+    free(opts);
+    if (rc || *help) return rc;
     rc = bp_train_config_finalize(cfg, err);
     if (rc) return rc;
     return bp_train_config_check_world(cfg, world, err);
@@ -122,7 +122,7 @@ static int cmd_train(int argc, char **argv) {
     /* A missing GPU is found on one rank but must stop them all, so the check comes
      * before the agreement. */
     if (rc == BP_OK && !help)
-        rc = bp_device_require((bp_device_kind)cfg.device, "option --device cuda", &err);
+        rc = bp_device_require(cfg.device.kind, "option --device cuda", &err);
     bp_train_result res = {0};
     rc = bp_train_agree(world, rc, &res.stopped_together, &err);
     catch_stop_signals();
@@ -182,7 +182,7 @@ static int cmd_tune(int argc, char **argv, const char *prog) {
     free(opts);
     if (rc == BP_OK && !help) rc = bp_tune_config_finalize(&cfg, &err);
     if (rc == BP_OK && !help)
-        rc = bp_device_require((bp_device_kind)cfg.train.device, "option --device cuda", &err);
+        rc = bp_device_require(cfg.train.device.kind, "option --device cuda", &err);
     if (rc == BP_OK && !help) rc = bp_cli_tune(&cfg, prog, argc, argv, stdout, &err);
     return rc ? fail(rc, &err) : 0;
 }

@@ -44,7 +44,7 @@ static void print_header(const bp_tune_config *c, const bp_tune_result *t, FILE 
     fprintf(out, "bagpipe tune: %s (%s)", bp_model_kind_name(mc.kind),
             bp_model_describe(&mc, shape, sizeof shape));
     fprintf(out, ", batch %d, dp %d x pp %d = %d ranks, network %s\n", tc->batch, t->dp, t->S,
-            t->W, tc->net[0] ? tc->net : "off");
+            t->W, tc->comm.net[0] ? tc->comm.net : "off");
     fprintf(out, "profiled %d micro-batch sizes in %.1f s; machine load: computation runs %.2fx "
                  "its CPU time%s, a rank that waited runs again after %.3f ms%s\n",
             t->n_sizes, t->seconds, bp_tune_slowdown(t), c->load >= 1 ? " (given)" : "",
@@ -165,7 +165,7 @@ static void print_command(const bp_tune_config *c, const bp_tune_result *t,
     }
     if (k->avgpipe) fprintf(out, " --pipelines %d", k->N);
     /* Spelled out, so that the command shows the alpha (N + 1) < 2 it converges with. */
-    if (k->avgpipe && c->train.ea_alpha < 0)
+    if (k->avgpipe && c->train.easgd.alpha < 0)
         fprintf(out, " --ea-alpha %g", bp_dp_ea_default_alpha(k->N));
     fprintf(out, " --micro-batches %d --schedule %s\n", k->M, sched);
 }

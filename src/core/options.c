@@ -81,8 +81,8 @@ static int set_value(const bp_option *o, void *target, const char *value, bp_err
         return BP_OK;
     }
     case BP_OPT_FLAG: {
-        int one = 1;
-        memcpy(field, &one, sizeof one);
+        bool on = true;
+        memcpy(field, &on, sizeof on);
         return BP_OK;
     }
     default:
@@ -114,6 +114,30 @@ int bp_options_parse(const bp_option *opts, int n_opts, void *target, int argc, 
         if (rc) return rc;
     }
     return BP_OK;
+}
+
+bp_option *bp_options_compose(const bp_option_place *places, int n_places, const bp_option *own,
+                              int n_own, int *n) {
+    int total = n_own;
+    for (int g = 0; g < n_places; g++) total += places[g].group->n;
+    bp_option *all = malloc((size_t)(total > 0 ? total : 1) * sizeof *all);
+    if (!all) return NULL;
+    int k = 0;
+    for (int g = 0; g < n_places; g++)
+        for (int i = 0; i < places[g].group->n; i++) {
+            all[k] = places[g].group->opts[i];
+            all[k++].offset += places[g].base;
+        }
+    for (int i = 0; i < n_own; i++) all[k++] = own[i];
+    *n = total;
+    return all;
+}
+
+void bp_options_place_defaults(const bp_option_place *places, int n_places, void *target) {
+    for (int g = 0; g < n_places; g++)
+        if (places[g].group->defaults)
+            memcpy((char *)target + places[g].base, places[g].group->defaults,
+                   places[g].group->size);
 }
 
 /* The default of option o as text, read from the defaults struct. */

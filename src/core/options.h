@@ -7,6 +7,7 @@
 #ifndef BP_CORE_OPTIONS_H
 #define BP_CORE_OPTIONS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
 
@@ -17,8 +18,10 @@ typedef enum bp_opt_type {
     BP_OPT_INT64,  /* int64_t */
     BP_OPT_DOUBLE, /* double */
     BP_OPT_STRING, /* char[size] */
-    BP_OPT_CHOICE, /* int: index into `choices` ("a|b|c") */
-    BP_OPT_FLAG,   /* int: set to 1 when present */
+    /* int or an enum (int-sized on the compilers bagpipe supports): the index into
+     * `choices` ("a|b|c"), so an enum lists its values in the order of the choices */
+    BP_OPT_CHOICE,
+    BP_OPT_FLAG, /* bool: set to true when present */
 } bp_opt_type;
 
 typedef struct bp_option {
@@ -32,6 +35,45 @@ typedef struct bp_option {
     const char *help;
     const char *default_text; /* shown instead of the field's value when not NULL */
 } bp_option;
+
+/* Entries of a table whose offsets are relative to the struct type T. */
+#define BP_OPT_NUM(T, name, type, field, lo, hi, meta, help) \
+    {name, type, offsetof(T, field), 0, NULL, lo, hi, meta, help, NULL}
+#define BP_OPT_STR(T, name, field, meta, help, def)                                        \
+    {name, BP_OPT_STRING, offsetof(T, field), sizeof(((T *)0)->field), NULL, 0, 0, meta, help, \
+     def}
+#define BP_OPT_CHOOSE(T, name, field, choices, help, def) \
+    {name, BP_OPT_CHOICE, offsetof(T, field), 0, choices, 0, 0, NULL, help, def}
+#define BP_OPT_SWITCH(T, name, field, help) \
+    {name, BP_OPT_FLAG, offsetof(T, field), 0, NULL, 0, 0, NULL, help, NULL}
+
+/* A feature's options, their offsets relative to the feature's own settings struct,
+ * with the settings' defaults (NULL: set by the composition's own code). A command
+ * composes several groups into one table by placing each at its offset in the
+ * command's struct, so a feature declares its options without knowing where it
+ * ends up. */
+typedef struct bp_option_group {
+    const bp_option *opts;
+    int n;
+    const void *defaults;
+    size_t size; /* of the settings struct */
+} bp_option_group;
+
+#define BP_OPTION_GROUP(opts, defaults) \
+    {opts, (int)(sizeof(opts) / sizeof((opts)[0])), &(defaults), sizeof(defaults)}
+
+typedef struct bp_option_place {
+    const bp_option_group *group;
+    size_t base; /* offsetof the group's settings in the target struct */
+} bp_option_place;
+
+/* The placed groups' options, offsets moved by their base, followed by `own`
+ * (offsets already in the target struct), in a new array the caller frees; NULL
+ * when out of memory. */
+bp_option *bp_options_compose(const bp_option_place *places, int n_places, const bp_option *own,
+                              int n_own, int *n);
+/* Copy each placed group's defaults to its place in target. */
+void bp_options_place_defaults(const bp_option_place *places, int n_places, void *target);
 
 /* Parse argv[0..argc) into target. "--help" sets *help (when help != NULL) and
  * stops. A positional argument or an unknown option is BP_EUSAGE. */

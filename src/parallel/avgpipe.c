@@ -1,5 +1,5 @@
 /* AvgPipe (DESIGN.md section 6; the parts are described in avgpipe.h). Elastic
- * averaging: every tau (ea_period) steps, with coefficient alpha and a center C on
+ * averaging: every tau (easgd.period) steps, with coefficient alpha and a center C on
  * this rank (starting at the common weights), the N replicas of a stage do
  *     D_j = alpha (W_j - C);  W_j -= D_j;  C += sum_j D_j
  * which needs no communication (the replicas of one stage live on one rank); then
@@ -23,10 +23,10 @@ void bp_avgpipe_split(const bp_batch *b, int j0, int n, int N, int M, int micro_
 /* Every replica of this rank pulled toward the center, the center moved by the sum
  * of the pulls; then the data-parallel ranks' centers are averaged. */
 static bp_status after_step(bp_dp *dp, bp_err *err) {
-    if (dp->step % dp->cfg.ea_period) return BP_OK;
+    if (dp->step % dp->cfg.easgd.period) return BP_OK;
     easgd *s = dp->state;
     size_t n = bp_model_num_params(dp->model);
-    const float alpha = (float)dp->cfg.ea_alpha;
+    const float alpha = (float)dp->cfg.easgd.alpha;
     dp->be->fill(dp->be, s->diff, n, 0.0f);
     for (int j = 0; j < dp->n_replicas; j++)
         dp->be->elastic_pull(dp->be, bp_model_params(dp->models[j]), s->center, s->diff, n, alpha,
@@ -40,7 +40,7 @@ static bp_status after_step(bp_dp *dp, bp_err *err) {
 static void step_cost(const bp_dp_cost_env *e, size_t n, bp_dp_step_cost *out) {
     out->s = e->replicas * bp_sim_vec_s(e->m, 3 * n) + bp_sim_vec_s(e->m, n) +
              bp_sim_allreduce_cost(e, n, &out->bytes);
-    out->every = (double)e->cfg->ea_period;
+    out->every = (double)e->cfg->easgd.period;
 }
 
 const bp_dp_algo_ops bp_avgpipe_ops = {
@@ -54,3 +54,47 @@ const bp_dp_algo_ops bp_avgpipe_ops = {
     .describe = bp_dp_easgd_describe,
     .cost = {.step = step_cost, .state = 2}, /* the center and the differences */
 };
+
+/* ---- options ------------------------------------------------------------------- */
+
+#define S bp_avgpipe_settings
+static const bp_option options[] = {
+    {"pipelines", BP_OPT_INT, offsetof(S, pipelines), 0, NULL, 1, 1024, "N",
+     "AvgPipe: N parallel pipelines, each stage rank holding N replicas pulled together by "
+     "elastic averaging (--ea-alpha, --ea-period)",
+     "off"},
+    BP_OPT_CHOOSE(S, "avgpipe-batch", batch, "own|split",
+                  "AvgPipe: each pipeline trains on its own batch of --batch samples (a step "
+                  "draws N batches), or the pipelines split one batch (N times fewer samples "
+                  "per step)",
+                  NULL),
+    BP_OPT_CHOOSE(S, "avgpipe-flush", flush, "auto|step|average",
+                  "AvgPipe: when the pipelines flush: every step, or only where the replicas "
+                  "meet (averaging, evaluation, checkpoint, the end), each pipeline's update "
+                  "inline so that its next forwards fill the others' drain (bit-identical "
+                  "results); average needs local steps and is refused with --clip or "
+                  "--skip-nonfinite; auto: average where it can, else step",
+                  NULL),
+};
+#undef S
+static const bp_avgpipe_settings defaults = {.pipelines = 0, .batch = BP_AVGPIPE_OWN_BATCH,
+                                             .flush = BP_FLUSH_AUTO};
+const bp_option_group bp_avgpipe_options = BP_OPTION_GROUP(options, defaults);
+
+bp_status bp_avgpipe_check(const bp_avgpipe_settings *s, bp_dp_algo algo, bool clip,
+                           bool skip_nonfinite, bp_err *err) {
+    if (s->flush == BP_FLUSH_AVERAGE && !s->pipelines)
+        return bp_fail(err, BP_EUSAGE,
+                       "option --avgpipe-flush: average is for AvgPipe (--pipelines)");
+    if (s->flush == BP_FLUSH_AVERAGE && (clip || skip_nonfinite))
+        return bp_fail(err, BP_EUSAGE,
+                       "option --avgpipe-flush: average cannot run with %s, which needs %s of "
+                       "every stage at every step",
+                       clip ? "--clip" : "--skip-nonfinite",
+                       clip ? "the gradient norm" : "the verdict");
+    if (s->pipelines > 0 && algo != BP_DP_ALLREDUCE)
+        return bp_fail(err, BP_EUSAGE,
+                       "option --dp-algo: with --pipelines, data-parallel replicas agree through "
+                       "AvgPipe's elastic averaging of their centers");
+    return BP_OK;
+}

@@ -15,9 +15,35 @@
 #ifndef BP_PARALLEL_AVGPIPE_H
 #define BP_PARALLEL_AVGPIPE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
+#include "core/options.h"
 #include "nn/model.h"
+#include "parallel/dp.h"
+
+/* Each pipeline trains on its own batch (a step draws N batches), or the pipelines
+ * split one batch (--avgpipe-batch). */
+typedef enum bp_avgpipe_batch { BP_AVGPIPE_OWN_BATCH, BP_AVGPIPE_SPLIT_BATCH } bp_avgpipe_batch;
+/* When the pipelines flush (--avgpipe-flush): where average can run, else every step
+ * (auto); every step; or only where the replicas meet. */
+typedef enum bp_avgpipe_flush { BP_FLUSH_AUTO, BP_FLUSH_STEP, BP_FLUSH_AVERAGE } bp_avgpipe_flush;
+
+/* AvgPipe's settings, set by the options that avgpipe.c declares; its elastic
+ * averaging takes alpha and tau from easgd's settings (--ea-alpha, --ea-period). */
+typedef struct bp_avgpipe_settings {
+    int pipelines; /* parallel pipelines per stage rank (0: off) */
+    bp_avgpipe_batch batch;
+    bp_avgpipe_flush flush;
+} bp_avgpipe_settings;
+
+extern const bp_option_group bp_avgpipe_options;
+
+/* Refuse what AvgPipe cannot run with: another --dp-algo, and a flush only where
+ * the replicas meet with `clip` or `skip_nonfinite` (which need every stage's
+ * gradient norm or verdict at every step). Messages name the option. */
+bp_status bp_avgpipe_check(const bp_avgpipe_settings *s, bp_dp_algo algo, bool clip,
+                           bool skip_nonfinite, bp_err *err);
 
 /* The position of micro-batch i of pipeline j in the stream, and the pipeline
  * (replica) of position v. */

@@ -25,6 +25,11 @@
 #include "nn/optim.h"
 #include "parallel/buckets.h"
 
+#include "parallel/dp/async.h"
+#include "parallel/dp/decentralized.h"
+#include "parallel/dp/easgd.h"
+#include "parallel/dp/powersgd.h"
+#include "parallel/dp/qadam.h"
 #include "parallel/dp/registry.h"
 
 #define BP_DP_ENUM(id, name, ops) BP_DP_##id,
@@ -53,23 +58,14 @@ typedef struct bp_dp_algo_ops bp_dp_algo_ops;
 #define BP_DP_BUCKET_MB 10.0 /* the default bucket size */
 
 typedef struct bp_dp_config {
-    int algo;              /* bp_dp_algo */
-    int peers;             /* decentralized: BP_PEERS_SHIFT_ONE or BP_PEERS_ALL */
-    int64_t interval;      /* decentralized: steps between weight averagings */
-    bool step_first;       /* decentralized: step, then average (not Bagua's order) */
-    int sync_ms;           /* async: milliseconds between averagings */
-    int64_t async_warmup;  /* async: steps of gradient allreduce before averaging */
-    int powersgd_rank;     /* powersgd: rank of the approximation */
-    int64_t powersgd_warmup; /* powersgd: steps of plain allreduce first */
-    /* powersgd: a matrix is compressed only if (rows + cols) r * min_rate < rows cols
-     * (PyTorch's min_compression_rate, 2; 0 compresses every matrix, as Optimus-CC),
-     * and orth_q orthonormalizes Q before each use (PyTorch's hook; not Optimus-CC) */
-    double powersgd_min_rate;
-    bool powersgd_orth_q;
-    double ea_alpha;       /* easgd: elastic coefficient (see bp_dp_ea_default_alpha) */
-    int64_t ea_period;     /* easgd: steps between elastic averagings (tau) */
+    bp_dp_algo algo;
+    /* Each algorithm's own settings (parallel/dp/<name>.h); easgd's also AvgPipe's. */
+    bp_decentralized_settings decentralized;
+    bp_async_settings async;
+    bp_powersgd_settings powersgd;
+    bp_easgd_settings easgd;
+    bp_qadam_settings qadam;
     int replicas;          /* avgpipe: pipelines (replicas per rank); bp_dp_create sets it */
-    int64_t qadam_warmup;  /* qadam: steps of AdamW on averaged gradients */
     bool hierarchical;     /* reduce within nodes, run the algorithm among node leaders */
     int node_size;         /* ranks per node for hierarchical (0: find by shared memory) */
     double bucket_mb;      /* gradient bucket size */

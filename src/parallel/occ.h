@@ -26,10 +26,27 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/options.h"
 #include "core/trace.h"
 #include "nn/model.h"
 #include "parallel/dp.h"
 #include "parallel/grid.h"
+
+/* Optimus-CC's settings as the options that occ.c declares set them; bp_occ_config
+ * is what a run derives from them (bp_train_occ_config). */
+typedef struct bp_occ_settings {
+    bool cb;               /* compressed backpropagation on */
+    int cb_rank;
+    bool no_lep;           /* drop the compression error instead of carrying it */
+    int64_t cb_warmup;     /* steps with every backward send whole first */
+    bool cb_epilogue_only; /* compress only the 1F1B cool-down's backward sends */
+    bool fused_embedding_sync;
+    int sc_stages;         /* stages below this compress their dp gradients */
+    int sc_rank;
+    double sc_warmup;      /* fraction of --steps with full-precision dp first */
+} bp_occ_settings;
+
+extern const bp_option_group bp_occ_options;
 
 typedef struct bp_occ_config {
     int cb_rank;        /* compressed backpropagation's rank; 0: off */

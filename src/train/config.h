@@ -1,4 +1,5 @@
-/* Options of `bagpipe train`: one struct, one option table, one validation.
+/* Options of `bagpipe train`: each feature's settings and options composed into one
+ * struct and one table, and one validation that calls each feature's check.
  *
  * Defaults that depend on the model (batch, steps, optimizer, learning rate, data)
  * are left unset (negative or empty) by bp_train_config_defaults and filled in by
@@ -6,17 +7,24 @@
 #ifndef BP_TRAIN_CONFIG_H
 #define BP_TRAIN_CONFIG_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "bagpipe/status.h"
 #include "core/file.h"
 #include "core/options.h"
+#include "data/source.h"
 #include "nn/lr.h"
 #include "nn/model.h"
 #include "nn/optim.h"
+#include "parallel/avgpipe.h"
+#include "parallel/communication.h"
 #include "parallel/dp.h"
 #include "parallel/occ.h"
+#include "parallel/pipeline.h"
 #include "parallel/schedule.h"
+#include "train/device.h"
+#include "train/faults.h"
 
 typedef enum bp_progress_mode {
     BP_PROGRESS_AUTO, /* a live bar on a terminal, plain lines otherwise */
@@ -25,10 +33,12 @@ typedef enum bp_progress_mode {
     BP_PROGRESS_NONE
 } bp_progress_mode;
 
+/* The options of `bagpipe train` are the composition of each feature's: the
+ * training itself (model, optimizer, cadence, outputs) is this struct's own fields,
+ * and every feature holds its typed settings in a member of its own, set by the
+ * options its file declares. */
 typedef struct bp_train_config {
     int model; /* a bp_model_kind */
-    char data[BP_PATH_MAX];
-    char cache_dir[BP_PATH_MAX];
     int layers, embd, heads, seq_len; /* gpt */
     int hidden, hidden_layers;        /* mlp */
     int batch;
@@ -49,71 +59,31 @@ typedef struct bp_train_config {
     int64_t checkpoint_every;
     int keep_checkpoints;
     int64_t log_every;
-    int progress; /* bp_progress_mode */
+    bp_progress_mode progress;
     int threads;
-    /* parallelism and communication */
     int dp;          /* data-parallel replicas (0: every rank not used by other axes) */
-    int pp;          /* pipeline stages */
     int tp;          /* tensor-parallel ranks per stage (gpt) */
-    char partition[256]; /* blocks per stage, "2,3,3"; "" balances measured time */
-    int micro_batches;   /* per optimizer step and per gradient accumulation */
-    char schedule[32];      /* pipeline schedule: gpipe | 1f1b | afp:K */
-    int pipelines;          /* AvgPipe: parallel pipelines per stage rank (0: off) */
-    int avgpipe_batch;      /* AvgPipe: 0 each pipeline its own batch, 1 one batch split */
-    int avgpipe_flush;      /* AvgPipe: BP_FLUSH_AUTO, _STEP (every step) or _AVERAGE */
-    /* Optimus-CC */
-    int cb;               /* compressed backpropagation on */
-    int cb_rank;
-    int no_lep;
-    int cb_epilogue_only;
-    int64_t cb_warmup;    /* steps with every backward send whole first */
-    int fused_embedding_sync; /* fused embedding synchronization */
-    int sc_stages;        /* selective stage compression: stages below this compress dp */
-    int sc_rank;
-    double sc_warmup;     /* fraction of --steps with full-precision dp first */
     int grad_accum;  /* micro-batches per optimizer step */
-    int dp_algo;     /* bp_dp_algo */
-    int peers;       /* 0 shift_one, 1 all */
-    int64_t interval;
-    int decentralized_order; /* 0 bagua, 1 step-first */
-    int sync_ms;
-    int64_t async_warmup;
-    int powersgd_rank;
-    int64_t powersgd_warmup;
-    double ea_alpha;
-    int64_t ea_period;
-    int64_t qadam_warmup;
-    int hierarchical;
-    int node_size;
-    double bucket_mb;
-    int no_overlap;
-    double comm_poll_us;
-    char net[256];
-    double comm_timeout;
-    int comm_path; /* bp_path */
-    int skip_nonfinite;
-    int overwrite; /* start over in an --out that holds a run */
-    /* fault injection, for tests: at step fault_at_step (-1: never) the given rank
-     * kills itself (SIGKILL), hangs, produces a NaN loss, or has a NaN weight */
-    int fault_kill_rank, fault_hang_rank, fault_nan_rank, fault_nan_weights_rank;
-    int64_t fault_at_step;
-    /* GPU backend */
-    int device;   /* bp_device_kind */
-    int gpu_comm; /* bp_gpu_comm */
-    int dtype;    /* bp_dtype */
+    bp_dp_algo dp_algo;
+    bool skip_nonfinite;
+    bool overwrite; /* start over in an --out that holds a run */
+    bp_data_settings data;               /* data/source.h */
+    bp_pipeline_settings pipeline;       /* parallel/pipeline.h */
+    bp_avgpipe_settings avgpipe;         /* parallel/avgpipe.h */
+    bp_occ_settings occ;                 /* parallel/occ.h: Optimus-CC */
+    bp_decentralized_settings decentralized; /* parallel/dp/<name>.h: the --dp-algo's */
+    bp_async_settings async;
+    bp_powersgd_settings powersgd;
+    bp_easgd_settings easgd;             /* also AvgPipe's elastic averaging */
+    bp_qadam_settings qadam;
+    bp_communication_settings comm;      /* parallel/communication.h */
+    bp_device_settings device;           /* train/device.h */
+    bp_fault_settings faults;            /* train/faults.h: for tests */
 } bp_train_config;
 
-/* How device buffers travel between ranks (--gpu-comm): NCCL when every rank has a GPU
- * of its own, MPI through pinned host memory otherwise (auto), or forced. */
-typedef enum bp_gpu_comm { BP_GPU_COMM_AUTO, BP_GPU_COMM_NCCL, BP_GPU_COMM_MPI } bp_gpu_comm;
-/* Precision of the GPU's computation (--dtype): fp32, or bf16 activations and weight
- * copies over fp32 master weights, gradients and optimizer state. */
-typedef enum bp_dtype { BP_DTYPE_FP32, BP_DTYPE_BF16 } bp_dtype;
-
 void bp_train_config_defaults(bp_train_config *c);
-const bp_option *bp_train_options(int *n);
-/* train's options followed by a command's own (simulate, tune, plan), in a new array
- * the caller frees; NULL when out of memory. */
+/* train's options followed by a command's own (simulate, tune, plan; none: NULL, 0),
+ * in a new array the caller frees; NULL when out of memory. */
 bp_option *bp_train_options_with(const bp_option *own, int n_own, int *n);
 /* Fill model-dependent defaults and check combinations; messages name the option. */
 bp_status bp_train_config_finalize(bp_train_config *c, bp_err *err);
@@ -128,8 +98,8 @@ int bp_train_batches_per_step(const bp_train_config *c);
 /* Whether AvgPipe's steps between averagings leave out the agreement and the
  * gradient norm (parallel/step.h) on `world` ranks: no clipping, no skipping. */
 bool bp_train_local_steps(const bp_train_config *c, int world);
-/* --avgpipe-flush */
-enum { BP_FLUSH_AUTO, BP_FLUSH_STEP, BP_FLUSH_AVERAGE, BP_MAX_STREAM = 64 };
+/* The longest stream of steps without a flush. */
+enum { BP_MAX_STREAM = 64 };
 /* The most steps one pipeline stream runs without a flush (parallel/step.h): with
  * local steps and --avgpipe-flush auto or average, the period tau (at most
  * BP_MAX_STREAM); else 1. A stream also ends at evaluations and checkpoints. */

@@ -42,3 +42,25 @@ bp_status bp_train_device_adopt(const bp_train_device *d, bp_model *m, bp_err *e
     if (d->be == bp_backend_cpu()) return BP_OK;
     return bp_model_set_device(m, d->be, d->model, d->bf16, err);
 }
+
+/* ---- options ------------------------------------------------------------------- */
+
+#define S bp_device_settings
+static const bp_option options[] = {
+    BP_OPT_CHOOSE(S, "device", kind, BP_DEVICE_CHOICES,
+                  "where to compute: the CPU, or CUDA GPUs (rank r uses GPU r mod the GPUs "
+                  "present)",
+                  NULL),
+    BP_OPT_CHOOSE(S, "gpu-comm", gpu_comm, "auto|nccl|mpi",
+                  "--device cuda: NCCL when every rank has a GPU of its own, else MPI staged "
+                  "through pinned host memory (auto), or forced",
+                  NULL),
+    BP_OPT_CHOOSE(S, "dtype", dtype, "fp32|bf16",
+                  "--device cuda: fp32 (TF32 matrix products), or bf16 mixed precision over "
+                  "fp32 master weights",
+                  NULL),
+};
+#undef S
+static const bp_device_settings defaults = {
+    .kind = BP_DEVICE_CPU, .gpu_comm = BP_GPU_COMM_AUTO, .dtype = BP_DTYPE_FP32};
+const bp_option_group bp_device_options = BP_OPTION_GROUP(options, defaults);

@@ -9,7 +9,25 @@
 
 #include "core/backend.h"
 #include "core/device.h"
+#include "core/options.h"
 #include "nn/model.h"
+
+/* How device buffers travel between ranks (--gpu-comm): NCCL when every rank has a GPU
+ * of its own, MPI through pinned host memory otherwise (auto), or forced. */
+typedef enum bp_gpu_comm { BP_GPU_COMM_AUTO, BP_GPU_COMM_NCCL, BP_GPU_COMM_MPI } bp_gpu_comm;
+/* Precision of the GPU's computation (--dtype): fp32, or bf16 activations and weight
+ * copies over fp32 master weights, gradients and optimizer state. */
+typedef enum bp_dtype { BP_DTYPE_FP32, BP_DTYPE_BF16 } bp_dtype;
+
+/* The device's settings (--device, --gpu-comm, --dtype), set by the options that
+ * device.c declares. */
+typedef struct bp_device_settings {
+    bp_device_kind kind;
+    bp_gpu_comm gpu_comm;
+    bp_dtype dtype;
+} bp_device_settings;
+
+extern const bp_option_group bp_device_options;
 
 typedef struct bp_train_device {
     const bp_backend *be;

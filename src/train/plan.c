@@ -101,11 +101,13 @@ bp_status bp_plan_config_finalize(bp_plan_config *c, int argc, char **argv, bp_e
 static bool takes_value(const char *name, size_t len, bool has_eq) {
     if (has_eq) return false;
     int n;
-    const bp_option *opts = bp_train_options(&n);
-    for (int j = 0; j < n; j++)
+    bp_option *opts = bp_train_options_with(NULL, 0, &n);
+    bool takes = true; /* plan's own all take one */
+    for (int j = 0; opts && j < n; j++)
         if (strlen(opts[j].name) == len && !strncmp(opts[j].name, name, len))
-            return opts[j].type != BP_OPT_FLAG;
-    return true; /* plan's own all take one */
+            takes = opts[j].type != BP_OPT_FLAG;
+    free(opts);
+    return takes;
 }
 
 /* Calls f(word, ctx) for each given word that train takes (not plan's own). */
@@ -204,7 +206,7 @@ static int profile(const bp_plan_config *c, bp_comm *world, bp_sim_profile *p, b
     bp_simulate_config sc;
     bp_simulate_config_defaults(&sc);
     sc.train = c->train;
-    sc.train.dp = W, sc.train.pp = 1, sc.train.tp = 1;
+    sc.train.dp = W, sc.train.pipeline.stages = 1, sc.train.tp = 1;
     sc.busy_threads = 0;
     int micro_B = c->train.batch / W > 0 ? c->train.batch / W : 1;
     int rc = bp_sim_measure(&sc, micro_B, p, err);
@@ -232,7 +234,7 @@ static int measured_machine(const bp_plan_config *c, bp_comm *world, bp_plan_res
                             bp_sim_profile *p, bp_sim_machine *m, bp_err *err) {
     double t0 = bp_now();
     /* --net emulates a network on every message, as train will: the probe sees it */
-    int rc = c->train.net[0] ? bp_comm_set_net(world, c->train.net) : BP_OK;
+    int rc = c->train.comm.net[0] ? bp_comm_set_net(world, c->train.comm.net) : BP_OK;
     if (rc) {
         bp_comm_fail(world, rc, err);
         return bp_err_context(err, "option --net");

@@ -134,7 +134,7 @@ static void grid(list *l, const bp_plan_config *c, const bp_model_config *mc, in
         snprintf(g.args, sizeof g.args, "--dp %d --pp %d --tp %d --micro-batches %d", dp, pp, tp, M);
         if (pp > 1)
             pipeline_variants(l, &g, bp_model_tied_tensor(mc) != NULL,
-                              cb_shrinks(mc, c->train.cb_rank, rows / M));
+                              cb_shrinks(mc, c->train.occ.cb_rank, rows / M));
         for (int s = pp > 1 ? 0 : 1; s < 2; s++) {
             bp_plan_candidate gs = g;
             size_t len = strlen(gs.args);
@@ -193,10 +193,12 @@ bp_status bp_plan_configure(int argc, char **argv, const bp_plan_candidate *k, i
         push(s, &w);
     bp_train_config_defaults(t);
     int n, help = 0;
-    const bp_option *opts = bp_train_options(&n);
-    bp_status rc = (bp_status)bp_options_parse(opts, n, t, w.n, w.w, &help, err);
+    bp_option *opts = bp_train_options_with(NULL, 0, &n);
+    bp_status rc = opts ? (bp_status)bp_options_parse(opts, n, t, w.n, w.w, &help, err)
+                        : (bp_status)bp_fail(err, BP_ENOMEM, "out of memory");
     if (rc == BP_OK) rc = bp_train_config_finalize(t, err);
     if (rc == BP_OK) rc = bp_train_config_check_world(t, world, err);
+    free(opts);
     free(w.w);
     return rc;
 }

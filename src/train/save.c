@@ -32,16 +32,16 @@ int trainer_read_resume_manifest(trainer *t, bp_err *err) {
         return bp_fail(err, BP_EUSAGE,
                        "checkpoint %s was written with --tp %d but this run has --tp %d", dir,
                        t->resume_from.tp, c->tp);
-    if (t->resume_from.pp != c->pp)
+    if (t->resume_from.pp != c->pipeline.stages)
         return bp_fail(err, BP_EUSAGE,
                        "checkpoint %s was written with --pp %d but this run has --pp %d (a "
                        "checkpoint resumes on any --dp, but with its own pipeline stages)",
-                       dir, t->resume_from.pp, c->pp);
-    if (c->partition[0] && strcmp(c->partition, t->resume_from.partition) != 0)
+                       dir, t->resume_from.pp, c->pipeline.stages);
+    if (c->pipeline.partition[0] && strcmp(c->pipeline.partition, t->resume_from.partition) != 0)
         return bp_fail(err, BP_EUSAGE,
                        "checkpoint %s was written with --partition %s but this run has "
                        "--partition %s",
-                       dir, t->resume_from.partition, c->partition);
+                       dir, t->resume_from.partition, c->pipeline.partition);
     return BP_OK;
 }
 

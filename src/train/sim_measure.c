@@ -32,7 +32,7 @@ static int time_wake(const bp_model_config *mc, int pp, int micro_B, double *wak
 static int time_blocks(const bp_simulate_config *c, const bp_model_config *mc, int micro_B,
                        bp_sim_profile *p, bp_err *err) {
     const bp_train_config *t = &c->train;
-    int W = t->dp * t->pp * t->tp, n = bp_model_num_blocks(mc), rounds = 0;
+    int W = t->dp * t->pipeline.stages * t->tp, n = bp_model_num_blocks(mc), rounds = 0;
     bp_block_profile *bp = calloc((size_t)n, sizeof *bp);
     p->fwd_s = calloc((size_t)n, sizeof(double));
     p->bwd_s = calloc((size_t)n, sizeof(double));
@@ -42,7 +42,7 @@ static int time_blocks(const bp_simulate_config *c, const bp_model_config *mc, i
     }
     bp_sim_standins *b = NULL;
     int others = c->busy_threads >= 0 ? c->busy_threads : W - 1;
-    int rc = busy_start(others, mc, t->pp, micro_B, &b, err);
+    int rc = busy_start(others, mc, t->pipeline.stages, micro_B, &b, err);
     double wall = 0, cpu = 0, t0 = bp_now();
     while (rc == BP_OK && (rounds == 0 || bp_now() - t0 < MEASURE_S)) {
         rc = bp_profile_blocks_split(mc, micro_B, bp_model_sample_len(mc), bp, err);
@@ -59,8 +59,8 @@ static int time_blocks(const bp_simulate_config *c, const bp_model_config *mc, i
         p->fwd_s[i] *= p->slowdown / rounds;
         p->bwd_s[i] *= p->slowdown / rounds;
     }
-    if (rc == BP_OK && W > 1) rc = busy_start(others - 1, mc, t->pp, micro_B, &b, err);
-    if (rc == BP_OK && W > 1) rc = time_wake(mc, t->pp, micro_B, &p->wake_s, err);
+    if (rc == BP_OK && W > 1) rc = busy_start(others - 1, mc, t->pipeline.stages, micro_B, &b, err);
+    if (rc == BP_OK && W > 1) rc = time_wake(mc, t->pipeline.stages, micro_B, &p->wake_s, err);
     bp_sim_standins_stop(b);
     p->n_blocks = n;
     free(bp);

@@ -77,17 +77,17 @@ static int check_own(const bp_simulate_config *c, bp_err *err) {
     if ((c->device_flops > 0) != (c->device_bw > 0))
         return bp_fail(err, BP_EUSAGE, "option --device-bw: needed with --device-flops, and only then");
     /* --measure times this machine's CPU; a GPU enters as its peak rates. */
-    if (c->train.device == BP_DEVICE_CUDA)
+    if (c->train.device.kind == BP_DEVICE_CUDA)
         return bp_fail(err, BP_EUSAGE,
                        "option --device: simulate measures on the CPU only; for a GPU give its "
                        "--device-flops and --device-bw");
     if (c->measure[0] && bp_check_output(c->measure, &bp_sim_profile_kind, err))
         return bp_err_context(err, "option --measure");
-    if (c->train.net[0] && (c->intra[0] || c->inter[0]))
+    if (c->train.comm.net[0] && (c->intra[0] || c->inter[0]))
         return bp_fail(err, BP_EUSAGE,
                        "option --net: emulates one network for every link; give it or "
                        "--intra/--inter, not both");
-    int rc = check_net(c->train.net, "net", err);
+    int rc = check_net(c->train.comm.net, "net", err);
     if (rc == BP_OK) rc = check_net(c->intra, "intra", err);
     if (rc == BP_OK) rc = check_net(c->inter, "inter", err);
     return rc;
@@ -98,7 +98,7 @@ bp_status bp_simulate_config_finalize(bp_simulate_config *c, bp_err *err) {
     if (rc) return rc;
     bp_train_config *t = &c->train;
     if (!t->dp) t->dp = 1;
-    rc = bp_train_config_check_world(t, t->dp * t->pp * t->tp, err);
+    rc = bp_train_config_check_world(t, t->dp * t->pipeline.stages * t->tp, err);
     return rc ? rc : check_own(c, err);
 }
 
@@ -117,8 +117,8 @@ static bp_sim_link level(const bp_simulate_config *c, const char *spec, double c
  * what is not given is this machine's shared memory (a message is copied twice). */
 static void set_network(const bp_simulate_config *c, const bp_sim_profile *p, bp_sim_machine *m) {
     double copy = p ? p->copy_Bps / 2 : 0, wake = p ? p->wake_s : 0;
-    if (c->train.net[0]) {
-        m->intra = m->inter = level(c, c->train.net, copy, wake);
+    if (c->train.comm.net[0]) {
+        m->intra = m->inter = level(c, c->train.comm.net, copy, wake);
         m->ranks_per_node = 1;
         return;
     }
@@ -132,7 +132,8 @@ static void set_network(const bp_simulate_config *c, const bp_sim_profile *p, bp
 static int partition(const bp_simulate_config *c, const bp_sim_machine *m, const bp_sim_job *j,
                      int *first, bp_err *err) {
     int n = bp_model_num_blocks(&j->mc), T = bp_model_sample_len(&j->mc);
-    if (c->train.partition[0]) return bp_partition_parse(c->train.partition, n, j->pp, first, err);
+    const char *partition = c->train.pipeline.partition;
+    if (partition[0]) return bp_partition_parse(partition, n, j->pp, first, err);
     if (n < j->pp)
         return bp_fail(err, BP_EUSAGE, "option --pp: %d stages for %d blocks", j->pp, n);
     double *cost = malloc((size_t)n * sizeof *cost);
@@ -148,19 +149,21 @@ static int partition(const bp_simulate_config *c, const bp_sim_machine *m, const
 void bp_simulate_job(const bp_train_config *t, bp_sim_job *j) {
     bp_optim_config oc;
     bp_train_optim_config(t, &oc);
-    *j = (bp_sim_job){.dp = t->dp, .pp = t->pp, .tp = t->tp, .avgpipe = t->pipelines > 0,
-                      .local_steps = bp_train_local_steps(t, t->dp * t->pp * t->tp),
-                      .N = t->pipelines > 0 ? t->pipelines : 1, .steps = t->steps,
-                      .sc_stages = t->sc_stages, .sc_rank = t->sc_rank,
-                      .sc_warmup = (int64_t)(t->sc_warmup * (double)t->steps),
-                      .cb_rank = t->cb ? t->cb_rank : 0, .cb_epilogue_only = t->cb_epilogue_only,
-                      .fused_embedding = t->fused_embedding_sync != 0,
+    *j = (bp_sim_job){.dp = t->dp, .pp = t->pipeline.stages, .tp = t->tp,
+                      .avgpipe = t->avgpipe.pipelines > 0,
+                      .local_steps = bp_train_local_steps(t, t->dp * t->pipeline.stages * t->tp),
+                      .N = t->avgpipe.pipelines > 0 ? t->avgpipe.pipelines : 1, .steps = t->steps,
+                      .sc_stages = t->occ.sc_stages, .sc_rank = t->occ.sc_rank,
+                      .sc_warmup = (int64_t)(t->occ.sc_warmup * (double)t->steps),
+                      .cb_rank = t->occ.cb ? t->occ.cb_rank : 0,
+                      .cb_epilogue_only = t->occ.cb_epilogue_only,
+                      .fused_embedding = t->occ.fused_embedding_sync,
                       .optim_buffers = bp_optim_num_buffers(&oc)};
     j->stream_steps = j->local_steps ? bp_train_stream_steps(t) : 1;
     bp_train_model_config(t, &j->mc);
-    j->M = t->micro_batches * t->grad_accum;
+    j->M = t->pipeline.micro_batches * t->grad_accum;
     j->micro_B = bp_train_micro_rows(t, t->dp);
-    bp_schedule_parse(t->schedule, &j->sched, NULL);
+    bp_schedule_parse(t->pipeline.schedule, &j->sched, NULL);
     bp_train_dp_config(t, &j->dpc);
 }
 
@@ -205,10 +208,10 @@ static void print_header(const bp_simulate_config *c, const bp_sim_job *j, const
         fprintf(out, "computation: device %.4g TFLOP/s, %.4g GB/s at efficiency %.2f\n",
                 c->device_flops / 1e12, c->device_bw / 1e9, c->efficiency);
     fprintf(out, "network: %s\n",
-            t->net[0]                       ? t->net
+            t->comm.net[0]                       ? t->comm.net
             : c->intra[0] || c->inter[0]    ? "levels"
                                             : "this machine's shared memory");
-    if (!t->net[0] && (c->intra[0] || c->inter[0]))
+    if (!t->comm.net[0] && (c->intra[0] || c->inter[0]))
         fprintf(out, "  intra %s, inter %s, %d ranks per node\n", c->intra[0] ? c->intra : "shared",
                 c->inter[0] ? c->inter : "as intra", c->ranks_per_node);
 }

@@ -10,17 +10,18 @@
 #define DATA_STREAM 0x64617461ull
 
 static int init_text(bp_task *t, const bp_train_config *c, bp_err *err) {
-    int rc = bp_text_load(c->data, c->cache_dir, &t->text, err);
-    if (rc == BP_OK) rc = bp_text_check_seq_len(&t->text, c->data, c->seq_len, err);
+    int rc = bp_text_load(c->data.spec, c->data.cache_dir, &t->text, err);
+    if (rc == BP_OK) rc = bp_text_check_seq_len(&t->text, c->data.spec, c->seq_len, err);
     bp_rng_seed(&t->data_rng, (uint64_t)c->seed, DATA_STREAM);
     return rc;
 }
 
 static int init_images(bp_task *t, const bp_train_config *c, bp_err *err) {
-    int rc = bp_fashion_load(c->data, 1, &t->train, err);
-    if (rc == BP_OK) rc = bp_fashion_load(c->data, 0, &t->test, err);
+    int rc = bp_fashion_load(c->data.spec, 1, &t->train, err);
+    if (rc == BP_OK) rc = bp_fashion_load(c->data.spec, 0, &t->test, err);
     if (rc == BP_OK && t->train.rows * t->train.cols != t->width)
-        rc = bp_fail(err, BP_EFORMAT, "data %s: images are %dx%d, mlp expects %d pixels", c->data,
+        rc = bp_fail(err, BP_EFORMAT, "data %s: images are %dx%d, mlp expects %d pixels",
+                     c->data.spec,
                      t->train.rows, t->train.cols, t->width);
     if (rc == BP_OK && t->B_global > t->train.n)
         rc = bp_fail(err, BP_EUSAGE, "option --batch: %d is larger than the %d training images",

@@ -41,16 +41,16 @@ static void log_config(trainer *t) {
     trainer_dp_config(t, &d);
     bp_dp_describe(&d, algo, sizeof algo);
     bp_schedule s;
-    bp_schedule_parse(t->cfg->schedule, &s, NULL);
+    bp_schedule_parse(t->cfg->pipeline.schedule, &s, NULL);
     bp_schedule_name(&s, sched, sizeof sched);
     bp_config_record r = {
         .model = bp_model_kind_name((bp_model_kind)t->cfg->model),
         .params = bp_model_num_params(bp_stage_model(t->stage, 0)), .world = t->size,
         .dp = t->grid.dp, .pp = t->grid.pp, .partition = t->partition,
         .pipelines = bp_stage_replicas(t->stage),
-        .micro_batches = t->cfg->micro_batches, .schedule = sched, .batch = t->cfg->batch,
+        .micro_batches = t->cfg->pipeline.micro_batches, .schedule = sched, .batch = t->cfg->batch,
         .grad_accum = t->cfg->grad_accum, .dp_algo = algo,
-        .net = t->cfg->net[0] ? t->cfg->net : "off"};
+        .net = t->cfg->comm.net[0] ? t->cfg->comm.net : "off"};
     bp_metrics_config(&t->metrics, &r);
 }
 
@@ -60,11 +60,11 @@ static int choose_partition(trainer *t, const bp_model_config *mc, bp_err *err) 
     int S = t->grid.pp, n = bp_model_num_blocks(mc);
     if (!(t->first = calloc((size_t)S + 1, sizeof *t->first)))
         return bp_fail(err, BP_ENOMEM, "out of memory");
-    const char *given = t->cfg->partition[0] ? t->cfg->partition
+    const char *given = t->cfg->pipeline.partition[0] ? t->cfg->pipeline.partition
                         : t->resuming        ? t->resume_from.partition
                                              : NULL;
     if (given && bp_partition_parse(given, n, S, t->first, err))
-        return t->cfg->partition[0] ? bp_err_context(err, "option --partition")
+        return t->cfg->pipeline.partition[0] ? bp_err_context(err, "option --partition")
                                     : bp_err_context(err, "checkpoint %s: its manifest's partition",
                                                      t->cfg->resume);
     if (given) return BP_OK;
@@ -87,11 +87,13 @@ static int choose_partition(trainer *t, const bp_model_config *mc, bp_err *err) 
 }
 
 /* The replicas of a stage's blocks: AvgPipe's pipelines, else 1. */
-static int replicas(const bp_train_config *c) { return c->pipelines > 0 ? c->pipelines : 1; }
+static int replicas(const bp_train_config *c) {
+    return c->avgpipe.pipelines > 0 ? c->avgpipe.pipelines : 1;
+}
 
 /* Views of the micro-batches of the steps of one stream into the task's batch slots. */
 static int make_micro_views(trainer *t, bp_err *err) {
-    t->n_micro = replicas(t->cfg) * t->cfg->micro_batches * t->cfg->grad_accum;
+    t->n_micro = replicas(t->cfg) * t->cfg->pipeline.micro_batches * t->cfg->grad_accum;
     size_t n = (size_t)t->n_micro * (size_t)bp_train_stream_steps(t->cfg);
     if (!(t->micro = calloc(n, sizeof *t->micro)))
         return bp_fail(err, BP_ENOMEM, "out of memory");
@@ -132,13 +134,13 @@ static int stage_config(trainer *t, const bp_model_config *mc, bp_stage_config *
     *sc = (bp_stage_config){
         .grid = &t->grid, .meta = t->meta, .model = mc, .block_begin = t->first[p],
         .block_end = t->first[p + 1], .seed = (uint64_t)c->seed, .be = t->dev.be,
-        .device_ops = t->dev.model, .bf16 = t->dev.bf16, .pipelines = c->pipelines,
-        .micro_batches = c->micro_batches * c->grad_accum, .stream_len = bp_train_stream_steps(c),
-        .micro_B = t->micro_B, .T = t->task.T, .clip = c->clip,
-        .skip_nonfinite = c->skip_nonfinite != 0, .stop = t->stop};
+        .device_ops = t->dev.model, .bf16 = t->dev.bf16, .pipelines = c->avgpipe.pipelines,
+        .micro_batches = c->pipeline.micro_batches * c->grad_accum,
+        .stream_len = bp_train_stream_steps(c), .micro_B = t->micro_B, .T = t->task.T,
+        .clip = c->clip, .skip_nonfinite = c->skip_nonfinite, .stop = t->stop};
     bp_train_optim_config(c, &sc->optim);
     bp_train_occ_config(c, &sc->occ);
-    return bp_schedule_parse(c->schedule, &sc->schedule, err);
+    return bp_schedule_parse(c->pipeline.schedule, &sc->schedule, err);
 }
 
 /* This stage's models and pipeline; the checkpoint when resuming. */
@@ -157,8 +159,8 @@ static int setup_stage(trainer *t, const bp_model_config *mc, bp_err *err) {
 
 static int setup_comm(trainer *t, bp_err *err) {
     const bp_train_config *c = t->cfg;
-    int rc = bp_comm_set_path(t->world, (bp_path)c->comm_path);
-    if (rc == BP_OK && (rc = bp_comm_set_net(t->world, c->net)))
+    int rc = bp_comm_set_path(t->world, (bp_path)c->comm.path);
+    if (rc == BP_OK && (rc = bp_comm_set_net(t->world, c->comm.net)))
         return bp_fail(err, (bp_status)rc, "option --net: %s", bp_comm_errmsg(t->world));
     return bp_comm_fail(t->world, rc, err);
 }
@@ -211,11 +213,12 @@ static int setup_world(trainer *t, bp_err *err) {
      * agreement on meta (a world of its own) as well as the training groups'. */
     bp_comm *groups[2] = {t->world, t->meta};
     for (int g = 0; g < 2; g++)
-        if ((rc = bp_comm_set_timeout(groups[g], c->comm_timeout)))
+        if ((rc = bp_comm_set_timeout(groups[g], c->comm.timeout)))
             return bp_comm_fail(groups[g], rc, err);
     /* The training groups are split from the world and learn from it where the
      * backend's buffers live. */
-    rc = bp_train_device_open(c->device, c->dtype == BP_DTYPE_BF16, node_rank(t->world), &t->dev,
+    rc = bp_train_device_open(c->device.kind, c->device.dtype == BP_DTYPE_BF16,
+                              node_rank(t->world), &t->dev,
                               err);
     if ((rc = agree(t, rc, err))) return rc;
     bp_comm_memory mem = {(void *)t->dev.be, mem_owns, mem_to_host, mem_to_device};
@@ -232,8 +235,8 @@ static int setup(trainer *t, bp_err *err) {
     bp_train_model_config(c, &mc);
     int rc = setup_world(t, err);
     if (rc) return rc;
-    rc = bp_grid_init(t->world, c->dp, c->pp, c->tp, bp_model_tied_tensor(&mc) != NULL,
-                      c->fused_embedding_sync != 0, &t->grid, err);
+    rc = bp_grid_init(t->world, c->dp, c->pipeline.stages, c->tp,
+                      bp_model_tied_tensor(&mc) != NULL, c->occ.fused_embedding_sync, &t->grid, err);
     if (rc == BP_OK) rc = agree(t, trainer_trace_start(t, err), err);
     if (rc == BP_OK) rc = agree(t, setup_data(t, err), err);
     if (rc == BP_OK) rc = agree(t, choose_partition(t, &mc, err), err);
@@ -281,16 +284,16 @@ static void teardown(trainer *t) {
 /* ---- one step ------------------------------------------------------------------- */
 
 static bool fault_here(const trainer *t, int rank) {
-    return rank == t->rank && t->cfg->fault_at_step == t->step + 1;
+    return rank == t->rank && t->cfg->faults.at_step == t->step + 1;
 }
 
 /* Testing: this rank disappears (kill -9), stops communicating (hangs), or its
  * weights went non-finite (as a diverged step leaves them). */
 static void inject_process_fault(trainer *t) {
-    if (fault_here(t, t->cfg->fault_kill_rank)) raise(SIGKILL);
-    if (fault_here(t, t->cfg->fault_nan_weights_rank))
+    if (fault_here(t, t->cfg->faults.kill_rank)) raise(SIGKILL);
+    if (fault_here(t, t->cfg->faults.nan_weights_rank))
         t->dev.be->fill(t->dev.be, bp_model_params(bp_stage_model(t->stage, 0)), 1, NAN);
-    if (fault_here(t, t->cfg->fault_hang_rank))
+    if (fault_here(t, t->cfg->faults.hang_rank))
         for (;;) pause();
 }
 
@@ -298,7 +301,7 @@ static void inject_process_fault(trainer *t) {
  * AvgPipe's stream (one pipeline without --pipelines): per accumulation k, one batch
  * split among the N pipelines, or N batches drawn in turn, the j-th pipeline j's own. */
 static void next_micro_batches(trainer *t, int i) {
-    int M = t->cfg->micro_batches, own = bp_train_batches_per_step(t->cfg);
+    int M = t->cfg->pipeline.micro_batches, own = bp_train_batches_per_step(t->cfg);
     int N = bp_stage_replicas(t->stage);
     for (int k = 0; k < t->cfg->grad_accum; k++) {
         bp_batch *out = t->micro + (size_t)i * t->n_micro + (size_t)k * M * N;
@@ -356,7 +359,7 @@ static void fill_records(trainer *t, bp_step_record *r, int k, double t0, double
  * verdict. A stop request waits for the next averaging step or the last step. */
 static bool local_step(const trainer *t, int64_t n) {
     const bp_train_config *c = t->cfg;
-    return bp_train_local_steps(c, t->size) && n % c->ea_period != 0 && n != t->end_step;
+    return bp_train_local_steps(c, t->size) && n % c->easgd.period != 0 && n != t->end_step;
 }
 
 static int every(int64_t step, int64_t n) { return n > 0 && step % n == 0; }
@@ -370,7 +373,7 @@ static int stream_length(const trainer *t) {
     int K = bp_train_stream_steps(c), k = 1, room = pending_room(c) - t->n_pending;
     if (K > room) K = room;
     for (int64_t n = t->step + 1; k < K && local_step(t, n) && !every(n, c->eval_every) &&
-                                  !every(n, c->checkpoint_every) && c->fault_at_step != n + 1;
+                                  !every(n, c->checkpoint_every) && c->faults.at_step != n + 1;
          n++)
         k++;
     return k;
@@ -388,7 +391,7 @@ static void step_inputs(trainer *t, int k, bp_grid_step_in *in, bp_step_record *
         in[i] = (bp_grid_step_in){.step = t->step + i, .lr = r[i].lr,
                                   .micro = t->micro + (size_t)i * t->n_micro,
                                   .stop_requested = *t->stop != 0,
-                                  .poison = i == 0 && fault_here(t, t->cfg->fault_nan_rank),
+                                  .poison = i == 0 && fault_here(t, t->cfg->faults.nan_rank),
                                   .local = local_step(t, t->step + i + 1)};
     }
 }

@@ -52,8 +52,8 @@ void bp_tune_config_defaults(bp_tune_config *c, int for_help) {
     c->wake_ms = -1;
     c->trial_steps = 100;
     if (for_help) return;
-    c->train.micro_batches = 0; /* 0, "" and pipelines 0: search */
-    c->train.schedule[0] = '\0';
+    c->train.pipeline.micro_batches = 0; /* 0, "" and pipelines 0: search */
+    c->train.pipeline.schedule[0] = '\0';
 }
 
 static int data_ranks(const bp_train_config *t) { return t->dp > 0 ? t->dp : 1; }
@@ -69,10 +69,11 @@ bp_status bp_tune_config_finalize(bp_tune_config *c, bp_err *err) {
                        "option --tp: tune does not model tensor parallelism; tune with --tp 1 and "
                        "add --tp to the suggested command (with tp times the ranks)");
     bp_train_config probe = c->train;
-    if (!probe.micro_batches) probe.micro_batches = 1;
-    if (!probe.schedule[0]) snprintf(probe.schedule, sizeof probe.schedule, "1f1b");
+    if (!probe.pipeline.micro_batches) probe.pipeline.micro_batches = 1;
+    if (!probe.pipeline.schedule[0])
+        snprintf(probe.pipeline.schedule, sizeof probe.pipeline.schedule, "1f1b");
     probe.dp = data_ranks(&probe);
-    rc = bp_train_config_check_world(&probe, probe.dp * probe.pp, err);
+    rc = bp_train_config_check_world(&probe, probe.dp * probe.pipeline.stages, err);
     c->train.dp = probe.dp;
     return rc;
 }
@@ -81,33 +82,35 @@ bp_status bp_tune_config_finalize(bp_tune_config *c, bp_err *err) {
 static bool valid_run(void *ctx, int pipelines, int micro_batches, const bp_schedule *sched) {
     const bp_tune_config *c = ctx;
     bp_train_config tc = c->train;
-    tc.pipelines = pipelines;
-    tc.micro_batches = micro_batches;
-    bp_schedule_name(sched, tc.schedule, sizeof tc.schedule);
+    tc.avgpipe.pipelines = pipelines;
+    tc.pipeline.micro_batches = micro_batches;
+    bp_schedule_name(sched, tc.pipeline.schedule, sizeof tc.pipeline.schedule);
     bp_err ignored;
-    return bp_train_config_check_world(&tc, data_ranks(&c->train) * c->train.pp, &ignored) == BP_OK;
+    int world = data_ranks(&c->train) * c->train.pipeline.stages;
+    return bp_train_config_check_world(&tc, world, &ignored) == BP_OK;
 }
 
 bp_status bp_tune_problem_init(const bp_tune_config *c, bp_tune_problem *p, bp_err *err) {
     const bp_train_config *tc = &c->train;
-    *p = (bp_tune_problem){.S = tc->pp, .dp = data_ranks(tc), .batch = tc->batch,
-                           .grad_accum = tc->grad_accum, .ea_period = tc->ea_period,
-                           .pipelines = tc->pipelines, .own_batches = tc->avgpipe_batch == 0,
-                           .micro_batches = tc->micro_batches,
+    *p = (bp_tune_problem){.S = tc->pipeline.stages, .dp = data_ranks(tc), .batch = tc->batch,
+                           .grad_accum = tc->grad_accum, .ea_period = tc->easgd.period,
+                           .pipelines = tc->avgpipe.pipelines,
+                           .own_batches = tc->avgpipe.batch == BP_AVGPIPE_OWN_BATCH,
+                           .micro_batches = tc->pipeline.micro_batches,
                            .msg_us = c->msg_us, .load = c->load, .wake_ms = c->wake_ms,
                            .busy_threads = c->busy_threads, .valid = valid_run, .ctx = (void *)c};
-    bp_train_config avgpipe = *tc; /* whether AvgPipe candidates would run local steps */
-    avgpipe.pipelines = 1;
-    p->local_steps = bp_train_local_steps(&avgpipe, p->dp * p->S);
-    p->stream_steps = p->local_steps ? bp_train_stream_steps(&avgpipe) : 1;
+    bp_train_config with_avgpipe = *tc; /* whether AvgPipe candidates would run local steps */
+    with_avgpipe.avgpipe.pipelines = 1;
+    p->local_steps = bp_train_local_steps(&with_avgpipe, p->dp * p->S);
+    p->stream_steps = p->local_steps ? bp_train_stream_steps(&with_avgpipe) : 1;
     bp_train_model_config(tc, &p->model);
     bp_train_optim_config(tc, &p->optim);
     bp_train_config probe = *tc; /* a valid run for reading the rest of the options */
-    probe.micro_batches = 1;
-    snprintf(probe.schedule, sizeof probe.schedule, "1f1b");
+    probe.pipeline.micro_batches = 1;
+    snprintf(probe.pipeline.schedule, sizeof probe.pipeline.schedule, "1f1b");
     bp_simulate_job(&probe, &p->job);
-    snprintf(p->schedule, sizeof p->schedule, "%s", tc->schedule);
-    snprintf(p->partition, sizeof p->partition, "%s", tc->partition);
-    int rc = bp_net_parse(tc->net, &p->net, err);
+    snprintf(p->schedule, sizeof p->schedule, "%s", tc->pipeline.schedule);
+    snprintf(p->partition, sizeof p->partition, "%s", tc->pipeline.partition);
+    int rc = bp_net_parse(tc->comm.net, &p->net, err);
     return rc ? bp_err_context(err, "option --net") : BP_OK;
 }

@@ -25,20 +25,22 @@ static int eval_batches(const bp_tune_config *c) {
 static bp_status trial_config(const bp_tune_config *c, int pipelines, bp_train_config *t,
                               bp_err *err) {
     *t = c->train;
-    t->dp = t->pp = t->tp = 1;
-    t->pipelines = pipelines;
-    t->micro_batches = 1;
-    snprintf(t->schedule, sizeof t->schedule, "1f1b");
-    t->partition[0] = t->net[0] = t->trace[0] = t->resume[0] = t->metrics[0] = '\0';
+    t->dp = t->pipeline.stages = t->tp = 1;
+    t->avgpipe.pipelines = pipelines;
+    t->pipeline.micro_batches = 1;
+    snprintf(t->pipeline.schedule, sizeof t->pipeline.schedule, "1f1b");
+    t->pipeline.partition[0] = t->comm.net[0] = t->trace[0] = t->resume[0] = t->metrics[0] = '\0';
     t->dp_algo = BP_DP_ALLREDUCE;
-    t->hierarchical = t->cb = t->cb_epilogue_only = t->no_lep = 0;
-    t->cb_warmup = 0;
-    t->sc_stages = t->fused_embedding_sync = 0;
-    t->bucket_mb = BP_DP_BUCKET_MB;
+    t->comm.hierarchical = t->occ.cb = t->occ.cb_epilogue_only = t->occ.no_lep = false;
+    t->occ.cb_warmup = 0;
+    t->occ.sc_stages = 0;
+    t->occ.fused_embedding_sync = false;
+    t->comm.bucket_mb = BP_DP_BUCKET_MB;
     t->progress = BP_PROGRESS_NONE;
     t->eval_every = eval_every(c);
     t->eval_batches = eval_batches(c);
-    t->fault_kill_rank = t->fault_hang_rank = t->fault_nan_rank = t->fault_nan_weights_rank = -1;
+    bp_fault_settings *f = &t->faults;
+    f->kill_rank = f->hang_rank = f->nan_rank = f->nan_weights_rank = -1;
     int rc = bp_train_config_check_world(t, 1, err);
     if (rc && pipelines < 1) return bp_err_context(err, "the convergence trial of one plain pipeline");
     return rc ? bp_err_context(err, "the convergence trial with --pipelines %d", pipelines) : BP_OK;

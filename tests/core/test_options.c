@@ -1,6 +1,7 @@
 /* core/options.c: parsing into a struct, range and type errors that name the
  * option, flags, choices, and help that shows every default. */
 #include <setjmp.h>
+#include <stdbool.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -18,7 +19,7 @@ typedef struct cfg {
     double x;
     char name[8];
     int mode;
-    int flag;
+    bool flag;
 } cfg;
 
 static const bp_option opts[] = {
@@ -52,7 +53,7 @@ static void test_parse_all_types(void **state) {
     assert_true(c.x == -0.5);
     assert_string_equal(c.name, "abc");
     assert_int_equal(c.mode, 1);
-    assert_int_equal(c.flag, 1);
+    assert_true(c.flag);
 }
 
 static void expect(int rc, const bp_err *err, const char *needle) {

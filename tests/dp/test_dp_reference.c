@@ -185,7 +185,7 @@ static bp_train_config gpt_config(void) {
     bp_train_config c;
     bp_train_config_defaults(&c);
     c.model = BP_MODEL_GPT;
-    snprintf(c.data, sizeof c.data, "%s", TEXT);
+    snprintf(c.data.spec, sizeof c.data.spec, "%s", TEXT);
     c.layers = 1, c.embd = 16, c.heads = 2, c.seq_len = 16;
     c.batch = 4 * np;
     c.steps = STEPS;
@@ -550,7 +550,7 @@ static void ref_qadam(reference *f, double lr, int64_t t) {
     float *p = weights(&f->r);
     const float *g = grads(&f->r);
     const float b1 = (float)c->beta1, b2 = (float)c->beta2, wd = (float)c->weight_decay;
-    int64_t w = f->d.qadam_warmup;
+    int64_t w = f->d.qadam.warmup;
     for (size_t i = 0; t < w && i < o->n; i++) {
         float gi = g[i] + wd * p[i];
         o->m[i] = b1 * o->m[i] + (1 - b1) * gi;
@@ -575,7 +575,7 @@ static int shift_one_peer(int r, int n, uint64_t k) {
 
 static void ref_peer_avg(reference *f, float *x, size_t n) {
     uint64_t k = f->rounds++;
-    if (f->d.peers == BP_PEERS_ALL) {
+    if (f->d.decentralized.peers == BP_PEERS_ALL) {
         ref_avg(x, n);
         return;
     }
@@ -624,7 +624,7 @@ static void ref_ring_step(reference *f, float *x, size_t n) {
 
 /* EASGD every tau steps: D = alpha (W - C); W -= D; C += sum over ranks of D. */
 static void ref_easgd(reference *f, float *w, size_t n) {
-    const float alpha = (float)f->d.ea_alpha;
+    const float alpha = (float)f->d.easgd.alpha;
     for (size_t i = 0; i < n; i++) {
         f->diff[i] = alpha * (w[i] - f->center[i]);
         w[i] -= f->diff[i];
@@ -652,9 +652,9 @@ static void ref_init(reference *f, const bp_train_config *c) {
         assert_true(f->psgd && f->qprev);
         for (int t = 0; t < nt; t++) {
             const bp_tensor_info *ti = bp_model_tensor(f->r.m, t);
-            if (hook_compresses(ti, f->d.powersgd_rank))
+            if (hook_compresses(ti, f->d.powersgd.rank))
                 ok(bp_codec_powersgd_create((size_t)ti->shape[0],
-                                            ti->numel / (size_t)ti->shape[0], f->d.powersgd_rank,
+                                            ti->numel / (size_t)ti->shape[0], f->d.powersgd.rank,
                                             f->d.seed + (uint64_t)t, &f->psgd[t], &err),
                    "powersgd codec");
         }
@@ -703,8 +703,10 @@ static void ref_step(reference *f) {
     int64_t s = r->step; /* 0-based index of this step */
     double lr = bp_lr_at(&r->lr, s);
     int accum = r->cfg.grad_accum;
-    bool decentralized_round = f->d.algo == BP_DP_DECENTRALIZED && s % f->d.interval == 0;
-    bool bagua_order = decentralized_round && !f->d.step_first;
+    bool step_first = f->d.decentralized.order == BP_DECENTRALIZED_STEP_FIRST;
+    bool decentralized_round =
+        f->d.algo == BP_DP_DECENTRALIZED && s % f->d.decentralized.interval == 0;
+    bool bagua_order = decentralized_round && !step_first;
     if (bagua_order) {
         memcpy(f->avg, w, n * sizeof *w);
         ref_peer_avg(f, f->avg, n);
@@ -717,13 +719,13 @@ static void ref_step(reference *f) {
     case BP_DP_ALLREDUCE: ref_avg(g, n); break;
     case BP_DP_BYTEGRAD: ref_avg_lp(f, g, n); break;
     case BP_DP_POWERSGD:
-        if (s >= f->d.powersgd_warmup)
+        if (s >= f->d.powersgd.warmup)
             ref_powersgd(f);
         else
             ref_avg(g, n);
         break;
     case BP_DP_QADAM:
-        if (s + 1 <= f->d.qadam_warmup) ref_avg(g, n);
+        if (s + 1 <= f->d.qadam.warmup) ref_avg(g, n);
         break;
     default: break;
     }
@@ -734,13 +736,13 @@ static void ref_step(reference *f) {
         bp_optim_step(&r->o, w, g, lr);
     switch (f->d.algo) {
     case BP_DP_DECENTRALIZED: /* --decentralized-order step-first */
-        if (decentralized_round && f->d.step_first) ref_peer_avg(f, w, n);
+        if (decentralized_round && step_first) ref_peer_avg(f, w, n);
         break;
     case BP_DP_LP_DECENTRALIZED: /* at steps 0, k, 2k, ... */
-        if (s % f->d.interval == 0) ref_ring_step(f, w, n);
+        if (s % f->d.decentralized.interval == 0) ref_ring_step(f, w, n);
         break;
     case BP_DP_EASGD:
-        if ((s + 1) % f->d.ea_period == 0) ref_easgd(f, w, n);
+        if ((s + 1) % f->d.easgd.period == 0) ref_easgd(f, w, n);
         break;
     default: break;
     }
@@ -815,9 +817,9 @@ static void test_bytegrad_mlp(void **state) {
 static void qadam_case(const char *name, double clip, double bucket_mb, double wd) {
     bp_train_config c = gpt_config();
     c.dp_algo = BP_DP_QADAM;
-    c.qadam_warmup = 8;
+    c.qadam.warmup = 8;
     c.clip = clip;
-    c.bucket_mb = bucket_mb;
+    c.comm.bucket_mb = bucket_mb;
     c.weight_decay = wd;
     engine_vs_reference(name, &c, EXACT, true);
 }
@@ -834,18 +836,18 @@ static void test_qadam_gpt(void **state) {
     qadam_case("qadam after backward (clip), small buckets", 1.0, 0.001, 0);
 }
 
-static bp_train_config decentralized_config(int peers, int order) {
+static bp_train_config decentralized_config(bp_peers peers, bp_decentralized_order order) {
     bp_train_config c = gpt_config();
     c.dp_algo = BP_DP_DECENTRALIZED;
-    c.peers = peers == BP_PEERS_ALL ? 1 : 0;
-    c.interval = 2;
-    c.decentralized_order = order;
+    c.decentralized.peers = peers;
+    c.decentralized.interval = 2;
+    c.decentralized.order = order;
     return c;
 }
 
 /* Both orders (0 Bagua's, 1 step-first); the exchange of Bagua's order runs on the
  * communication thread during forward and backward. */
-static void decentralized(const char *name, int peers, tol t) {
+static void decentralized(const char *name, bp_peers peers, tol t) {
     char both[96];
     for (int order = 0; order < 2; order++) {
         bp_train_config c = decentralized_config(peers, order);
@@ -875,13 +877,13 @@ static void test_decentralized_all(void **state) {
 static void test_decentralized_all_sgd(void **state) {
     (void)state;
     case_begin();
-    bp_train_config b = decentralized_config(BP_PEERS_ALL, 0);
-    b.interval = 1;
+    bp_train_config b = decentralized_config(BP_PEERS_ALL, BP_DECENTRALIZED_BAGUA);
+    b.decentralized.interval = 1;
     b.optim = BP_OPTIM_SGD;
     b.lr = 0.1;
     b.clip = 0;
     bp_train_config sf = b, sync = b;
-    sf.decentralized_order = 1;
+    sf.decentralized.order = BP_DECENTRALIZED_STEP_FIRST;
     sync.dp_algo = BP_DP_ALLREDUCE;
     engine eb, esf, es;
     reference f;
@@ -921,8 +923,8 @@ static void lp_decentralized(const char *name, int64_t interval, double bucket_m
     case_begin();
     bp_train_config c = gpt_config();
     c.dp_algo = BP_DP_LP_DECENTRALIZED;
-    c.interval = interval;
-    c.bucket_mb = bucket_mb;
+    c.decentralized.interval = interval;
+    c.comm.bucket_mb = bucket_mb;
     engine e;
     reference f;
     engine_init(&e, &c);
@@ -958,8 +960,8 @@ static void test_powersgd_gpt(void **state) {
     (void)state;
     bp_train_config c = gpt_config();
     c.dp_algo = BP_DP_POWERSGD;
-    c.powersgd_rank = 2;
-    c.powersgd_warmup = 2;
+    c.powersgd.rank = 2;
+    c.powersgd.warmup = 2;
     engine_vs_reference("powersgd rank=2 warmup=2 gpt", &c, sum_tol(), true);
 }
 
@@ -970,8 +972,8 @@ static void test_powersgd_min_rate(void **state) {
     (void)state;
     bp_train_config c = gpt_config();
     c.dp_algo = BP_DP_POWERSGD;
-    c.powersgd_rank = 4;
-    c.powersgd_warmup = 1;
+    c.powersgd.rank = 4;
+    c.powersgd.warmup = 1;
     reference f;
     ref_init(&f, &c);
     int full = 0, compressed = 0;
@@ -990,7 +992,7 @@ static void test_powersgd_mlp(void **state) {
     if (np != 2) skip();
     bp_train_config c = mlp_config();
     c.dp_algo = BP_DP_POWERSGD;
-    c.powersgd_rank = 2;
+    c.powersgd.rank = 2;
     engine_vs_reference("powersgd rank=2 mlp", &c, EXACT, true);
 }
 
@@ -998,8 +1000,8 @@ static void test_easgd(void **state) {
     (void)state;
     bp_train_config c = gpt_config();
     c.dp_algo = BP_DP_EASGD;
-    c.ea_alpha = 0.3;
-    c.ea_period = 3;
+    c.easgd.alpha = 0.3;
+    c.easgd.period = 3;
     engine_vs_reference("easgd alpha=0.3 period=3", &c, sum_tol(), false);
 }
 
@@ -1029,9 +1031,9 @@ static void engine_vs_engine(const char *name, const bp_train_config *a, const b
 static void test_buckets(void **state) {
     (void)state;
     bp_train_config small = gpt_config(), one = gpt_config(), small_off = gpt_config();
-    small.bucket_mb = small_off.bucket_mb = 0.001;
-    small_off.no_overlap = 1;
-    one.no_overlap = 1;
+    small.comm.bucket_mb = small_off.comm.bucket_mb = 0.001;
+    small_off.comm.no_overlap = 1;
+    one.comm.no_overlap = 1;
     engine_vs_engine("small buckets overlap on vs one bucket off", &small, &one, sum_tol());
     engine_vs_engine("small buckets overlap on vs off", &small, &small_off, EXACT);
     /* And against the reference, which has no buckets at all. */
@@ -1046,7 +1048,7 @@ static void test_early_update(void **state) {
     (void)state;
     bp_train_config early = gpt_config(), late = gpt_config();
     early.clip = late.clip = 0;
-    early.bucket_mb = late.bucket_mb = 0.001;
+    early.comm.bucket_mb = late.comm.bucket_mb = 0.001;
     late.skip_nonfinite = 1;
     engine_vs_engine("early updates vs after backward", &early, &late, EXACT);
     engine_vs_reference("allreduce early updates", &early, sum_tol(), true);
@@ -1066,8 +1068,8 @@ static void test_hierarchical(void **state) {
     h.optim = BP_OPTIM_SGD;
     h.lr = 0.1;
     bp_train_config flat = h;
-    h.hierarchical = 1;
-    h.node_size = 2;
+    h.comm.hierarchical = 1;
+    h.comm.node_size = 2;
     engine_vs_engine("hierarchical vs flat allreduce", &h, &flat, TOL_SUM);
     engine_vs_reference("hierarchical allreduce", &h, TOL_SUM, true);
 }
@@ -1115,7 +1117,7 @@ static void test_async(void **state) {
     case_begin();
     bp_train_config c = gpt_config();
     c.dp_algo = BP_DP_ASYNC;
-    c.sync_ms = 1;
+    c.async.sync_ms = 1;
     int steps = ASYNC_COMMON + 1 + me;
     engine e;
     engine_init(&e, &c);
@@ -1172,8 +1174,8 @@ static void test_async_warmup(void **state) {
     case_begin();
     bp_train_config c = gpt_config(), a = gpt_config();
     c.dp_algo = BP_DP_ASYNC;
-    c.sync_ms = 1;
-    c.async_warmup = WARMUP;
+    c.async.sync_ms = 1;
+    c.async.warmup = WARMUP;
     a.dp_algo = BP_DP_ALLREDUCE;
     engine e, ar;
     engine_init(&e, &c);

@@ -143,8 +143,8 @@ static void make_job(job_parts *p, bp_model_config mc, int dp, int pp, int tp, i
                         .sched = {BP_SCHED_1F1B, 0}, .first = p->first, .steps = 100,
                         .optim_buffers = 2};
     p->j.dpc = (bp_dp_config){.algo = BP_DP_ALLREDUCE, .bucket_mb = 1e6, .overlap = true,
-                              .interval = 1, .ea_period = 1, .sync_ms = 10, .powersgd_rank = 2,
-                              .ea_alpha = 0.5};
+                              .decentralized.interval = 1, .easgd.period = 1,
+                              .async.sync_ms = 10, .powersgd.rank = 2, .easgd.alpha = 0.5};
 }
 
 static bp_sim_step_result simulate(const bp_sim_job *j, const bp_sim_machine *m) {
@@ -234,7 +234,7 @@ static void test_avgpipe_local_steps(void **state) {
     make_job(&p, gpt(2, 64, 4, 16, 64), 1, 2, 1, 2);
     p.j.avgpipe = true;
     p.j.N = 2;
-    p.j.dpc.ea_period = 4;
+    p.j.dpc.easgd.period = 4;
     bp_sim_machine m = fast_machine(bw, lat);
     bp_sim_step_result every = simulate(&p.j, &m);
     p.j.local_steps = true;
@@ -309,8 +309,8 @@ static void test_every_algorithm_declares_its_cost(void **state) {
         assert_non_null(ops);
         assert_true(ops->cost.bucket || ops->cost.step);
         p.j.dpc.algo = a;
-        p.j.dpc.async_warmup = p.j.dpc.qadam_warmup = p.j.dpc.powersgd_warmup = 0;
-        if (a == BP_DP_ASYNC) p.j.dpc.sync_ms = 1;
+        p.j.dpc.async.warmup = p.j.dpc.qadam.warmup = p.j.dpc.powersgd.warmup = 0;
+        if (a == BP_DP_ASYNC) p.j.dpc.async.sync_ms = 1;
         bp_sim_step_result r = simulate(&p.j, &m);
         if (!(r.bytes[BP_SIM_DP] > 0)) print_error("%s sends no dp bytes\n", bp_dp_algo_name(a));
         assert_true(r.bytes[BP_SIM_DP] > 0);
@@ -387,9 +387,9 @@ static void test_decentralized_hides_its_exchange(void **state) {
         p.j.dpc.algo = BP_DP_ASYNC;
         double none = simulate(&p.j, &m).step_s;
         p.j.dpc.algo = BP_DP_DECENTRALIZED;
-        p.j.dpc.interval = 1;
+        p.j.dpc.decentralized.interval = 1;
         double bagua = simulate(&p.j, &m).step_s;
-        p.j.dpc.step_first = true;
+        p.j.dpc.decentralized.order = BP_DECENTRALIZED_STEP_FIRST;
         double first = simulate(&p.j, &m).step_s;
         assert_true(first > bagua * (1 + 1e-9));
         if (slow)

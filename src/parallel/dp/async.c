@@ -4,7 +4,7 @@
  * keeps the local progress made meanwhile. Stopping ends in a round every rank
  * agrees on.
  *
- * Warm-up, as Bagua's async_model_average: the first `async_warmup` steps average
+ * Warm-up, as Bagua's async_model_average: the first `async.warmup` steps average
  * the gradients (allreduce's buckets, overlapped with backward), so that every
  * replica starts the asynchronous phase from the same weights; the thread starts
  * after the last of them, on every rank at the same step.
@@ -27,19 +27,21 @@
 
 static bp_status check(const bp_dp_config *c, int size, bp_optim_kind optim, bp_err *err) {
     (void)size, (void)optim;
-    if (c->sync_ms < 1) return bp_fail(err, BP_EUSAGE, "option --sync-ms: must be at least 1");
+    if (c->async.sync_ms < 1)
+        return bp_fail(err, BP_EUSAGE, "option --sync-ms: must be at least 1");
     return BP_OK;
 }
 
 static bp_async_avg *thread_of(bp_dp *dp) { return *(bp_async_avg **)dp->state; }
 
-static bool warming_up(const bp_dp *dp) { return dp->step < dp->cfg.async_warmup; }
+static bool warming_up(const bp_dp *dp) { return dp->step < dp->cfg.async.warmup; }
 
 /* Collective: every rank starts its thread at the same step. */
 static bp_status start(bp_dp *dp, bp_err *err) {
     size_t n;
     float *w = bp_dp_weights(dp, &n);
-    return bp_comm_fail(dp->comm, bp_async_avg_start(dp->comm, w, n, dp->cfg.sync_ms, dp->state),
+    return bp_comm_fail(dp->comm,
+                        bp_async_avg_start(dp->comm, w, n, dp->cfg.async.sync_ms, dp->state),
                         err);
 }
 
@@ -58,7 +60,7 @@ static bool buckets_this_step(const bp_dp *dp) { return warming_up(dp); }
  * (or the next one taken, if that step was skipped for a non-finite value). The engine then releases the step's lock, which this step did not take (there
  * was no thread): take it now. */
 static bp_status after_step(bp_dp *dp, bp_err *err) {
-    if (dp->step < dp->cfg.async_warmup || thread_of(dp)) return BP_OK;
+    if (dp->step < dp->cfg.async.warmup || thread_of(dp)) return BP_OK;
     bp_status rc = start(dp, err);
     if (rc == BP_OK) bp_async_avg_lock(thread_of(dp));
     return rc;
@@ -77,17 +79,18 @@ static void unlock(bp_dp *dp) {
 }
 
 static void describe(const bp_dp_config *c, char *buf, size_t n) {
-    snprintf(buf, n, " sync_ms=%d warmup=%lld", c->sync_ms, (long long)c->async_warmup);
+    snprintf(buf, n, " sync_ms=%d warmup=%lld", c->async.sync_ms, (long long)c->async.warmup);
 }
 
 /* Its own thread averages every sync_ms: the step waits for nothing, and sends an
  * allreduce's bytes (with the round counter) per round that fits in a step. */
 static void step_cost(const bp_dp_cost_env *e, size_t n, bp_dp_step_cost *out) {
-    double round = e->cfg->sync_ms * 1e-3 + bp_sim_ring_allreduce_s(e->m, e->link, e->p, n + 1);
+    double round =
+        e->cfg->async.sync_ms * 1e-3 + bp_sim_ring_allreduce_s(e->m, e->link, e->p, n + 1);
     out->bytes = bp_sim_ring_bytes(e->p, n + 1) * e->step_s / round;
 }
 
-static int64_t warmup(const bp_dp_config *c) { return c->async_warmup; }
+static int64_t warmup(const bp_dp_config *c) { return c->async.warmup; }
 
 const bp_dp_algo_ops bp_dp_async = {
     .kind = BP_DP_WEIGHT,
@@ -103,3 +106,16 @@ const bp_dp_algo_ops bp_dp_async = {
     .describe = describe,
     .cost = {.step = step_cost, .warmup = warmup}, /* warm-up: allreduce's buckets */
 };
+
+/* ---- options ------------------------------------------------------------------- */
+
+#define S bp_async_settings
+static const bp_option options[] = {
+    BP_OPT_NUM(S, "sync-ms", BP_OPT_INT, sync_ms, 1, 1e7, "MS",
+               "async: milliseconds between averagings"),
+    BP_OPT_NUM(S, "async-warmup", BP_OPT_INT64, warmup, 0, 1e12, "N",
+               "async: steps of synchronous gradient allreduce before the averaging starts"),
+};
+#undef S
+static const bp_async_settings defaults = {.sync_ms = 20, .warmup = 0};
+const bp_option_group bp_async_options = BP_OPTION_GROUP(options, defaults);

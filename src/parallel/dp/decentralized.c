@@ -29,22 +29,29 @@ typedef struct decentralized {
 
 static bp_status check(const bp_dp_config *c, int size, bp_optim_kind optim, bp_err *err) {
     (void)optim;
-    if (c->peers == BP_PEERS_SHIFT_ONE && size % 2 && size > 1)
+    if (c->decentralized.peers == BP_PEERS_SHIFT_ONE && size % 2 && size > 1)
         return bp_fail(err, BP_EUSAGE, "option --peers: shift_one needs an even --dp, not %d",
                        size);
     return BP_OK;
 }
 
+static bool step_first(const bp_dp_config *c) {
+    return c->decentralized.order == BP_DECENTRALIZED_STEP_FIRST;
+}
+
 /* Whether step t (0-based) averages: t = 0, k, 2k, ... */
-static bool averages_at(const bp_dp *dp, int64_t t) { return t % dp->cfg.interval == 0; }
+static bool averages_at(const bp_dp *dp, int64_t t) {
+    return t % dp->cfg.decentralized.interval == 0;
+}
 
 static bp_status create(bp_dp *dp, bp_err *err) {
     bp_status rc = bp_dp_state_alloc(dp, sizeof(decentralized), err);
     if (rc) return rc;
     decentralized *s = dp->state;
     /* Resuming at step t: the steps 0, k, ... below t have averaged. */
-    s->rounds = (uint64_t)((dp->step + dp->cfg.interval - 1) / dp->cfg.interval);
-    if (dp->cfg.step_first || bp_comm_size(dp->comm) == 1) return BP_OK;
+    int64_t k = dp->cfg.decentralized.interval;
+    s->rounds = (uint64_t)((dp->step + k - 1) / k);
+    if (step_first(&dp->cfg) || bp_comm_size(dp->comm) == 1) return BP_OK;
     return dp->be->alloc(dp->be, (void **)&s->avg, bp_model_num_params(dp->model) * sizeof(float),
                          "decentralized average", err);
 }
@@ -52,7 +59,7 @@ static bp_status create(bp_dp *dp, bp_err *err) {
 static void destroy(bp_dp *dp) { dp->be->free(dp->be, ((decentralized *)dp->state)->avg); }
 
 static bool exchanges_this_step(const bp_dp *dp) {
-    return !dp->cfg.step_first && averages_at(dp, dp->step);
+    return !step_first(&dp->cfg) && averages_at(dp, dp->step);
 }
 
 /* On the communication thread, while forward and backward read the same x_t. */
@@ -61,7 +68,7 @@ static bp_status exchange(bp_dp *dp, bp_err *err) {
     size_t n;
     const float *w = bp_dp_weights(dp, &n);
     dp->be->copy(dp->be, s->avg, w, n * sizeof *w);
-    int rc = bp_peer_avg(dp->comm, s->avg, n, (bp_peers)dp->cfg.peers, s->rounds++);
+    int rc = bp_peer_avg(dp->comm, s->avg, n, dp->cfg.decentralized.peers, s->rounds++);
     return bp_comm_fail(dp->comm, rc, err);
 }
 
@@ -79,26 +86,28 @@ static bp_status update(bp_dp *dp, double lr, size_t off, size_t len, bp_err *er
 
 /* step_first only; dp->step already counts this step. */
 static bp_status after_step(bp_dp *dp, bp_err *err) {
-    if (!dp->cfg.step_first || !averages_at(dp, dp->step - 1)) return BP_OK;
+    if (!step_first(&dp->cfg) || !averages_at(dp, dp->step - 1)) return BP_OK;
     decentralized *s = dp->state;
     size_t n;
     float *w = bp_dp_weights(dp, &n);
-    return bp_comm_fail(dp->comm, bp_peer_avg(dp->comm, w, n, (bp_peers)dp->cfg.peers, s->rounds++),
+    return bp_comm_fail(dp->comm,
+                        bp_peer_avg(dp->comm, w, n, dp->cfg.decentralized.peers, s->rounds++),
                         err);
 }
 
 static void describe(const bp_dp_config *c, char *buf, size_t n) {
     snprintf(buf, n, " peers=%s interval=%lld order=%s",
-             c->peers == BP_PEERS_ALL ? "all" : "shift_one", (long long)c->interval,
-             c->step_first ? "step-first" : "bagua");
+             c->decentralized.peers == BP_PEERS_ALL ? "all" : "shift_one",
+             (long long)c->decentralized.interval,
+             step_first(c) ? "step-first" : "bagua");
 }
 
 /* Every interval steps: an allreduce, or one message to the peer and the mean of
  * two; in Bagua's order beside forward and backward. */
 static void step_cost(const bp_dp_cost_env *e, size_t n, bp_dp_step_cost *out) {
-    out->every = (double)e->cfg->interval;
-    out->overlapped = !e->cfg->step_first;
-    if (e->cfg->peers == BP_PEERS_ALL) {
+    out->every = (double)e->cfg->decentralized.interval;
+    out->overlapped = !step_first(e->cfg);
+    if (e->cfg->decentralized.peers == BP_PEERS_ALL) {
         out->s = bp_sim_allreduce_cost(e, n, &out->bytes);
         return;
     }
@@ -118,3 +127,22 @@ const bp_dp_algo_ops bp_dp_decentralized = {
     .describe = describe,
     .cost = {.step = step_cost},
 };
+
+/* ---- options ------------------------------------------------------------------- */
+
+#define S bp_decentralized_settings
+static const bp_option options[] = {
+    BP_OPT_CHOOSE(S, "peers", peers, "shift_one|all", "decentralized: whom a rank averages with",
+                  NULL),
+    BP_OPT_NUM(S, "interval", BP_OPT_INT64, interval, 1, 1e12, "K",
+               "decentralized, lp-decentralized: average weights every K steps"),
+    BP_OPT_CHOOSE(S, "decentralized-order", order, "bagua|step-first",
+                  "decentralized: bagua (exchange x_t during forward and backward, then step "
+                  "from the average with the local gradient) or step-first (step, then "
+                  "average, exposed)",
+                  NULL),
+};
+#undef S
+static const bp_decentralized_settings defaults = {
+    .peers = BP_PEERS_SHIFT_ONE, .interval = 1, .order = BP_DECENTRALIZED_BAGUA};
+const bp_option_group bp_decentralized_options = BP_OPTION_GROUP(options, defaults);

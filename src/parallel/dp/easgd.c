@@ -1,5 +1,5 @@
 /* easgd (DESIGN.md sections 5 and 6): elastic averaging. Every replica steps on its
- * local gradients; every `ea_period` (tau) steps, with coefficient alpha and a
+ * local gradients; every `easgd.period` (tau) steps, with coefficient alpha and a
  * center C that every rank keeps alike (starting at the common weights):
  *     D_r = alpha (W_r - C);  W_r -= D_r;  C += sum_r D_r   (an allreduce of the D_r)
  * The replicas' mean drifts from C by a factor 1 - alpha (n + 1) per averaging, so
@@ -35,11 +35,11 @@ bp_status bp_dp_easgd_state(bp_dp *dp, bp_state_list *l, bp_err *err) {
 }
 
 static bp_status after_step(bp_dp *dp, bp_err *err) {
-    if (dp->step % dp->cfg.ea_period) return BP_OK;
+    if (dp->step % dp->cfg.easgd.period) return BP_OK;
     easgd *s = dp->state;
     size_t n;
     float *w = bp_dp_weights(dp, &n);
-    const float alpha = (float)dp->cfg.ea_alpha;
+    const float alpha = (float)dp->cfg.easgd.alpha;
     dp->be->elastic_pull(dp->be, w, s->center, s->diff, n, alpha, false);
     int rc = bp_allreduce_sum(dp->comm, s->diff, n);
     if (rc == BP_OK) dp->be->axpy(dp->be, s->center, n, 1.0f, s->diff);
@@ -55,23 +55,23 @@ int bp_dp_ea_replicas(const bp_dp_config *c, int size) {
 bp_status bp_dp_ea_check(const bp_dp_config *c, int size, bp_optim_kind optim, bp_err *err) {
     (void)optim;
     int n = bp_dp_ea_replicas(c, size);
-    if (c->ea_alpha * (n + 1) < 2) return BP_OK;
+    if (c->easgd.alpha * (n + 1) < 2) return BP_OK;
     return bp_fail(err, BP_EUSAGE,
                    "option --ea-alpha: %g makes the elastic averaging of %d %s diverge (the "
                    "replicas' mean moves from the center by 1 - alpha (N + 1) = %g per "
                    "averaging); alpha must be below 2 / (N + 1) = %g (default 0.9 / N = %g)",
-                   c->ea_alpha, n, c->algo == BP_DP_AVGPIPE ? "pipelines" : "ranks",
-                   1 - c->ea_alpha * (n + 1), 2.0 / (n + 1), bp_dp_ea_default_alpha(n));
+                   c->easgd.alpha, n, c->algo == BP_DP_AVGPIPE ? "pipelines" : "ranks",
+                   1 - c->easgd.alpha * (n + 1), 2.0 / (n + 1), bp_dp_ea_default_alpha(n));
 }
 
 void bp_dp_easgd_describe(const bp_dp_config *c, char *buf, size_t n) {
-    snprintf(buf, n, " alpha=%g period=%lld", c->ea_alpha, (long long)c->ea_period);
+    snprintf(buf, n, " alpha=%g period=%lld", c->easgd.alpha, (long long)c->easgd.period);
 }
 
 /* Every period: the differences to the center and their allreduce. */
 static void step_cost(const bp_dp_cost_env *e, size_t n, bp_dp_step_cost *out) {
     out->s = bp_sim_vec_s(e->m, 4 * n) + bp_sim_allreduce_cost(e, n, &out->bytes);
-    out->every = (double)e->cfg->ea_period;
+    out->every = (double)e->cfg->easgd.period;
 }
 
 const bp_dp_algo_ops bp_dp_easgd = {
@@ -84,3 +84,18 @@ const bp_dp_algo_ops bp_dp_easgd = {
     .describe = bp_dp_easgd_describe,
     .cost = {.step = step_cost, .state = 2}, /* the center and the differences */
 };
+
+/* ---- options ------------------------------------------------------------------- */
+
+#define S bp_easgd_settings
+static const bp_option options[] = {
+    {"ea-alpha", BP_OPT_DOUBLE, offsetof(S, alpha), 0, NULL, 0, 1, "X",
+     "easgd and AvgPipe: elastic coefficient alpha; N replicas need alpha (N + 1) < 2",
+     "0.9/N, N the --pipelines, or the dp ranks for easgd"},
+    BP_OPT_NUM(S, "ea-period", BP_OPT_INT64, period, 1, 1e12, "TAU",
+               "easgd: steps between elastic averagings"),
+};
+#undef S
+/* alpha: 0.9 / N once N is known (bp_train_config_check_world). */
+static const bp_easgd_settings defaults = {.alpha = -1, .period = 4};
+const bp_option_group bp_easgd_options = BP_OPTION_GROUP(options, defaults);

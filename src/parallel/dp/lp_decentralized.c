@@ -38,7 +38,8 @@ static void destroy(bp_dp *dp) {
 }
 
 static bp_status after_step(bp_dp *dp, bp_err *err) {
-    if ((dp->step - 1) % dp->cfg.interval) return BP_OK; /* dp->step counts this step */
+    /* dp->step counts this step */
+    if ((dp->step - 1) % dp->cfg.decentralized.interval) return BP_OK;
     lp_decentralized *s = dp->state;
     size_t n;
     return bp_comm_fail(dp->comm, bp_ring_lp_step(s->ring, bp_dp_weights(dp, &n)), err);
@@ -57,7 +58,8 @@ static bp_status state(bp_dp *dp, bp_state_list *l, bp_err *err) {
 }
 
 static void describe(const bp_dp_config *c, char *buf, size_t n) {
-    snprintf(buf, n, " interval=%lld bucket_mb=%g", (long long)c->interval, c->bucket_mb);
+    snprintf(buf, n, " interval=%lld bucket_mb=%g", (long long)c->decentralized.interval,
+             c->bucket_mb);
 }
 
 /* Every step: the difference to encode, its two compressed messages to the ring's

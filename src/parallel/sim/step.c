@@ -201,8 +201,8 @@ static const bp_dp_algo_ops *stage_algo(const ctx *c, int s, bool warm, bp_dp_co
     const bp_dp_algo_ops *ops = bp_dp_ops(j->avgpipe ? BP_DP_AVGPIPE : j->dpc.algo);
     if (s < j->sc_stages && !j->avgpipe) {
         ops = &bp_dp_powersgd;
-        cfg->powersgd_rank = j->sc_rank;
-        cfg->powersgd_min_rate = 0;
+        cfg->powersgd.rank = j->sc_rank;
+        cfg->powersgd.min_rate = 0;
     }
     if (warm && ops->cost.warmup) ops = &bp_dp_allreduce;
     return ops;
@@ -342,7 +342,7 @@ static double end_of_backward(const ctx *c, const double *ready, double *embed_e
     }
     if (S > 1) agree += allreduce_s(c, &c->pp_link, S, (size_t)j->N, &unused);
     /* a stream of K steps agrees once (K <= the period) */
-    return t + (j->local_steps ? agree * stream_steps(j) / (double)j->dpc.ea_period : agree);
+    return t + (j->local_steps ? agree * stream_steps(j) / (double)j->dpc.easgd.period : agree);
 }
 
 /* Optimizer steps of stage s's replicas. */
@@ -427,9 +427,9 @@ static int ctx_init(ctx *c, const bp_sim_job *j, const bp_sim_machine *m) {
 static int64_t warm_steps(const bp_sim_job *j) {
     int64_t w = 0;
     if (j->sc_stages > 0) w = j->sc_warmup;
-    else if (j->dpc.algo == BP_DP_QADAM) w = j->dpc.qadam_warmup;
-    else if (j->dpc.algo == BP_DP_POWERSGD) w = j->dpc.powersgd_warmup;
-    else if (j->dpc.algo == BP_DP_ASYNC) w = j->dpc.async_warmup;
+    else if (j->dpc.algo == BP_DP_QADAM) w = j->dpc.qadam.warmup;
+    else if (j->dpc.algo == BP_DP_POWERSGD) w = j->dpc.powersgd.warmup;
+    else if (j->dpc.algo == BP_DP_ASYNC) w = j->dpc.async.warmup;
     return w < j->steps ? w : j->steps;
 }
 

@@ -1,0 +1,17 @@
+/* async's settings (--sync-ms, --async-warmup), set by the options that async.c
+ * declares. */
+#ifndef BP_PARALLEL_DP_ASYNC_H
+#define BP_PARALLEL_DP_ASYNC_H
+
+#include <stdint.h>
+
+#include "core/options.h"
+
+typedef struct bp_async_settings {
+    int sync_ms;    /* milliseconds between averagings */
+    int64_t warmup; /* steps of gradient allreduce before the averaging starts */
+} bp_async_settings;
+
+extern const bp_option_group bp_async_options;
+
+#endif
