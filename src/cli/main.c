@@ -65,14 +65,14 @@ static void print_result(const bp_train_result *res) {
 }
 
 /* Options and their combinations; every rank reaches the same verdict. */
-static int train_config(int argc, char **argv, int world, bp_train_config *cfg, int *help,
-                        bp_err *err) {
+static bp_status train_config(int argc, char **argv, int world, bp_train_config *cfg, int *help,
+                              bp_err *err) {
     bp_train_config defaults;
     bp_train_config_defaults(cfg);
     defaults = *cfg;
     int n;
     const bp_option *opts = bp_train_options(&n);
-    int rc = bp_options_parse(opts, n, cfg, argc, argv, help, err);
+    bp_status rc = bp_options_parse(opts, n, cfg, argc, argv, help, err);
     if (rc || *help) {
         if (*help) {
             printf("usage: [mpirun -np W] bagpipe train [options]\n\noptions:\n");
