@@ -2,7 +2,7 @@
  * collectives and Bagua's relaxed primitives on flat float buffers, over MPI.
  *
  * Shape (after NCCL): an opaque bp_comm handle per group, explicit element counts,
- * an int status from every call that can fail (bagpipe/status.h), and the last
+ * a bp_status from every call that can fail (bagpipe/status.h), and the last
  * error of a group readable with bp_comm_errmsg(), a line that names the rank, the
  * group and the operation. After a collective failed on some rank the group is in
  * an unknown state: report the message and end the job (bp_comm_abort).
@@ -109,9 +109,9 @@ const char *bp_comm_name(const bp_comm *c);
 /* The last error of an operation on c ("" if none), valid until the next
  * failure on c. */
 const char *bp_comm_errmsg(const bp_comm *c);
-/* What callers of the operations above write after a call: BP_OK for rc == 0, else
- * rc with c's message in err. */
-bp_status bp_comm_fail(const bp_comm *c, int rc, bp_err *err);
+/* Turns the status rc of an operation on c into the caller's error: BP_OK stays
+ * BP_OK; any other status is returned with c's last error message copied into err. */
+bp_status bp_comm_fail(const bp_comm *c, bp_status rc, bp_err *err);
 
 /* --- options ------------------------------------------------------------------ */
 
@@ -280,7 +280,7 @@ void bp_async_avg_unlock(bp_async_avg *a);
 bool bp_async_avg_running(bp_async_avg *a);
 /* Rounds completed so far (the same on every rank once all threads ended). */
 uint64_t bp_async_avg_rounds(bp_async_avg *a);
-/* Ask to stop, wait for this rank's thread to end; the thread's status. */
+/* Asks the thread to stop, waits for this rank's thread to end and returns its status. */
 bp_status bp_async_avg_stop(bp_async_avg *a);
 /* Stops if needed and frees (collective, since it frees the dup'd group). */
 void bp_async_avg_destroy(bp_async_avg *a);

@@ -18,8 +18,8 @@ struct bp_async_avg {
     float *x;
     size_t n;
     double interval_s;
-    float *snap; /* s: n */
-    float *avg;  /* a: n + 1, the last one the stop flag */
+    float *snap; /* the snapshot s: n floats */
+    float *avg;  /* the average a: n + 1 floats, the last one the stop flag */
     pthread_mutex_t x_mu;
     pthread_mutex_t wait_mu;
     pthread_cond_t wake; /* a stop request cuts the wait between rounds short */

@@ -105,12 +105,12 @@ typedef struct bpc_staged {
     float *host; /* its host copy */
     size_t n;
 } bpc_staged;
-/* *x replaced by a host copy of its n floats when it is device memory of c (filled
- * from the device when `in`); s records what to undo. */
+/* When *x is device memory of c, replaces *x by a host copy of its n floats, filled
+ * from the device when `in` is set; s records what bpc_unstage undoes. */
 bp_status bpc_stage(bp_comm *c, float **x, size_t n, bool in, bpc_staged *s);
-/* The staged copy written back to the device when `out` and rc is BP_OK, and freed;
- * returns rc (or the failure to stage). */
-bp_status bpc_unstage(bp_comm *c, bpc_staged *s, bool out, int rc);
+/* Writes the staged copy back to the device when `out` is set and rc is BP_OK, frees
+ * it and returns rc, so that an operation can end with `return bpc_unstage(...)`. */
+bp_status bpc_unstage(bp_comm *c, bpc_staged *s, bool out, bp_status rc);
 /* Whether x is device memory of c. */
 bool bpc_on_device(const bp_comm *c, const void *x);
 
@@ -119,7 +119,7 @@ bool bpc_on_device(const bp_comm *c, const void *x);
 void bpc_op_begin(op_ctx *op, bp_comm *c, bp_op kind, size_t n);
 /* A management operation (split, dup...): watched and named, not counted. */
 void bpc_op_begin_named(op_ctx *op, bp_comm *c, const char *name);
-bp_status bpc_op_end(op_ctx *op, int rc);
+bp_status bpc_op_end(op_ctx *op, bp_status rc);
 bp_status bpc_op_fail(op_ctx *op, bp_status code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 /* BP_ECOMM in err with MPI's text for error code mpi_rc of `call`. */
@@ -129,7 +129,7 @@ bp_status bpc_op_mpi_fail(op_ctx *op, int mpi_rc, const char *call);
 /* Charge one call of an MPI collective that ran from t0 until now. */
 void bpc_op_mpi_done(op_ctx *op, double t0, size_t sent, size_t recv);
 /* Store err as c's last error (for calls that are not operations); returns rc. */
-bp_status bpc_comm_record(bp_comm *c, int rc, const bp_err *err);
+bp_status bpc_comm_record(bp_comm *c, bp_status rc, const bp_err *err);
 /* A buffer of at least `bytes` owned by g, valid until the next scratch call on g. */
 bp_status bpc_op_scratch(op_ctx *op, bp_comm *g, size_t bytes, void **out);
 

@@ -37,7 +37,7 @@ bp_status bpc_stage(bp_comm *c, float **x, size_t n, bool in, bpc_staged *s) {
     return BP_OK;
 }
 
-bp_status bpc_unstage(bp_comm *c, bpc_staged *s, bool out, int rc) {
+bp_status bpc_unstage(bp_comm *c, bpc_staged *s, bool out, bp_status rc) {
     if (!s->dev) return rc;
     if (out && rc == BP_OK) c->mem.to_device(c->mem.ctx, s->dev, s->host, s->n * sizeof *s->host);
     free(s->host);

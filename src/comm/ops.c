@@ -64,14 +64,14 @@ static void trace_op(const op_ctx *op) {
     bp_trace_add_(op->c->trace, "comm", name, op->t0, &a);
 }
 
-bp_status bpc_op_end(op_ctx *op, int rc) {
+bp_status bpc_op_end(op_ctx *op, bp_status rc) {
     bp_comm *c = op->c;
     if (c->trace) trace_op(op);
     bpc_watch_remove(c->world, op);
     pthread_mutex_lock(&c->mu);
     if (op->kind != BP_OP_COUNT) stats_add(&c->stats.op[op->kind], &op->acc);
     if (rc != BP_OK)
-        bp_fail(&c->err, (bp_status)rc, "rank %d of group '%s': %s: %s", c->rank, c->name, op->name,
+        bp_fail(&c->err, rc, "rank %d of group '%s': %s: %s", c->rank, c->name, op->name,
                 op->err.msg);
     pthread_mutex_unlock(&c->mu);
     return rc;
@@ -126,15 +126,15 @@ bp_status bp_comm_stats(bp_comm *c, bp_stats *out, bool reset) {
     return BP_OK;
 }
 
-bp_status bpc_comm_record(bp_comm *c, int rc, const bp_err *err) {
+bp_status bpc_comm_record(bp_comm *c, bp_status rc, const bp_err *err) {
     pthread_mutex_lock(&c->mu);
-    bp_fail(&c->err, (bp_status)rc, "rank %d of group '%s': %s", c->rank, c->name, err->msg);
+    bp_fail(&c->err, rc, "rank %d of group '%s': %s", c->rank, c->name, err->msg);
     pthread_mutex_unlock(&c->mu);
     return rc;
 }
 
 const char *bp_comm_errmsg(const bp_comm *c) { return c->err.msg; }
 
-bp_status bp_comm_fail(const bp_comm *c, int rc, bp_err *err) {
-    return rc ? (bp_status)bp_fail(err, (bp_status)rc, "%s", c->err.msg) : BP_OK;
+bp_status bp_comm_fail(const bp_comm *c, bp_status rc, bp_err *err) {
+    return rc ? bp_fail(err, rc, "%s", c->err.msg) : BP_OK;
 }

@@ -48,7 +48,7 @@ static void gpu_identity(const bp_cuda *cu, char *id) {
     snprintf(id, GPU_ID_MAX, "%s/%s", host, bus);
 }
 
-/* The first two ranks of c that share a GPU, or BP_OK with *a = -1 when none do. */
+/* Finds the first two ranks of c that share a GPU (*a, *b); *a is -1 when none do. */
 static bp_status shared_gpu(bp_comm *c, const bp_cuda *cu, int *a, int *b, bp_err *err) {
     char mine[GPU_ID_MAX] = {0};
     gpu_identity(cu, mine);
@@ -133,7 +133,7 @@ void bp_gpu_comm_destroy(bp_gpu_comm *g) {
 
 /* ---- the staged path ---- */
 
-static bp_status record(bp_gpu_comm *g, int rc, const bp_err *err) {
+static bp_status record(bp_gpu_comm *g, bp_status rc, const bp_err *err) {
     return rc ? bpc_comm_record(g->c, rc, err) : BP_OK;
 }
 
