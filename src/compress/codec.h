@@ -21,8 +21,9 @@ struct bp_codec {
     const bp_codec_ops *ops;
 };
 
-/* BP_ENONFINITE naming the codec and the first NaN or infinity of x[0..n) (the
- * caller has found that there is one); writes nothing to any wire. */
+/* Returns BP_ENONFINITE with a message that names the codec and the first NaN or
+ * infinity of x[0..n). The caller has already found that there is one; nothing is
+ * written to any wire. */
 bp_status bp_codec_reject_nonfinite(const char *codec, const float *x, size_t n, bp_err *err);
 
 /* MinMaxUInt8 with its loops in the version for `isa` ("plain", "sse2", "avx2";

@@ -293,7 +293,7 @@ bp_status bp_model_set_backend(bp_model *m, const bp_backend *be, bp_err *err) {
     return bp_model_set_device(m, be, NULL, false, err);
 }
 
-/* Refused before anything moves: what the host layers or dev cannot run. */
+/* Refuses what the host layers or dev cannot run, before anything moves. */
 static bp_status check_device(const bp_model *m, const bp_backend *be,
                               const bp_model_device_ops *dev, bool bf16, bp_err *err) {
     if (m->be != bp_backend_cpu() || m->dev)

@@ -86,7 +86,7 @@ typedef struct bp_model_ops {
  * first, as for the host code. */
 struct bp_model_device_ops {
     const char *name; /* "gpt on cuda" */
-    /* What it cannot do yet for m: one line naming it. */
+    /* BP_OK when it can run m; else BP_EUSAGE with one line naming what it cannot do. */
     bp_status (*check)(const bp_model *m, bool bf16, bp_err *err);
     /* Its state (m->dev_state), made once m's buffers are on the backend. */
     bp_status (*attach)(bp_model *m, bool bf16, bp_err *err);
