@@ -2,7 +2,7 @@
  * collectives and Bagua's relaxed primitives on flat float buffers, over MPI.
  *
  * Shape (after NCCL): an opaque bp_comm handle per group, explicit element counts,
- * an int status from every call that can fail (bagpipe/status.h), and the last
+ * a bp_status from every call that can fail (bagpipe/status.h), and the last
  * error of a group readable with bp_comm_errmsg(), a line that names the rank, the
  * group and the operation. After a collective failed on some rank the group is in
  * an unknown state: report the message and end the job (bp_comm_abort).
@@ -73,34 +73,34 @@ typedef struct bp_request bp_request;
 
 /* Start MPI (MPI_THREAD_MULTIPLE) unless the program already did, and return the
  * group of all ranks, "world". On failure *world is NULL and err says why. */
-int bp_comm_init(int *argc, char ***argv, bp_comm **world, bp_err *err);
+bp_status bp_comm_init(int *argc, char ***argv, bp_comm **world, bp_err *err);
 
 /* Free the world group and shut MPI down (if bp_comm_init started it). Every
  * other group must be freed first (BP_EUSAGE otherwise, and nothing is done). */
-int bp_comm_finalize(bp_comm *world);
+bp_status bp_comm_finalize(bp_comm *world);
 
 /* Free a group made by split, dup or split_node (NULL is allowed). */
-int bp_comm_destroy(bp_comm *c);
+bp_status bp_comm_destroy(bp_comm *c);
 
 /* Collective over c: ranks with the same color form a new group, ordered by key
  * then by rank in c. name (may be NULL: "<parent>/<color>") appears in messages.
  * BP_COLOR_NONE gives *out = NULL. The new group inherits the path; hierarchy
  * must be set on it again. */
-int bp_comm_split(bp_comm *c, int color, int key, const char *name, bp_comm **out);
+bp_status bp_comm_split(bp_comm *c, int color, int key, const char *name, bp_comm **out);
 
 /* Collective: a copy of c (same ranks, path and hierarchy) with its own message
  * stream and counters, e.g. for a second thread. */
-int bp_comm_dup(bp_comm *c, const char *name, bp_comm **out);
+bp_status bp_comm_dup(bp_comm *c, const char *name, bp_comm **out);
 
 /* Collective: the ranks of c on this rank's node ("<c>/local") and, on the
  * first rank of every node only, the group of those first ranks ("<c>/leaders";
  * NULL elsewhere). node_size 0 finds nodes by shared memory
  * (MPI_Comm_split_type); node_size k > 0 pretends that every k consecutive ranks
  * of c are a node, which lets one machine test hierarchical operation. */
-int bp_comm_split_node(bp_comm *c, int node_size, bp_comm **local, bp_comm **leaders);
+bp_status bp_comm_split_node(bp_comm *c, int node_size, bp_comm **local, bp_comm **leaders);
 
 /* End the whole job now (MPI_Abort) with the given exit code. */
-int bp_comm_abort(bp_comm *c, int code);
+bp_status bp_comm_abort(bp_comm *c, int code);
 
 int bp_comm_rank(const bp_comm *c);
 int bp_comm_size(const bp_comm *c);
@@ -109,9 +109,9 @@ const char *bp_comm_name(const bp_comm *c);
 /* The last error of an operation on c ("" if none), valid until the next
  * failure on c. */
 const char *bp_comm_errmsg(const bp_comm *c);
-/* What callers of the operations above write after a call: BP_OK for rc == 0, else
- * rc with c's message in err. */
-bp_status bp_comm_fail(const bp_comm *c, int rc, bp_err *err);
+/* Turns the status rc of an operation on c into the caller's error: BP_OK stays
+ * BP_OK; any other status is returned with c's last error message copied into err. */
+bp_status bp_comm_fail(const bp_comm *c, bp_status rc, bp_err *err);
 
 /* --- options ------------------------------------------------------------------ */
 
@@ -120,27 +120,27 @@ typedef enum bp_path {
     BP_PATH_MPI, /* MPI's collectives (MPI_Allreduce, ...) */
 } bp_path;
 
-int bp_comm_set_path(bp_comm *c, bp_path path);
+bp_status bp_comm_set_path(bp_comm *c, bp_path path);
 
 /* Collective over c. On: allreduce, allreduce_lp, peer_avg, ring_lp, async_avg
  * and powersgd on c reduce to one leader per node, run among the leaders and
  * broadcast back (node_size as in bp_comm_split_node). The decentralized
  * primitives then average between nodes, not ranks. */
-int bp_comm_set_hierarchical(bp_comm *c, bool on, int node_size);
+bp_status bp_comm_set_hierarchical(bp_comm *c, bool on, int node_size);
 
 /* How waits for c's messages on our own path pass the time: 0 (default) blocks
  * in MPI_Waitall, which spins in MPI's progress engine; seconds > 0 tests that
  * often and sleeps in between. For a communication thread that shares its core
  * with computation: spinning takes the core from the computation, and a thread
  * that sleeps is scheduled promptly when it wakes. Set it before communicating. */
-int bp_comm_set_poll(bp_comm *c, double seconds);
+bp_status bp_comm_set_poll(bp_comm *c, double seconds);
 
 /* Network emulation for every group that shares c's world (see the top of this
  * file). Set it on every rank, before communicating. BP_EUSAGE names a bad field. */
-int bp_comm_set_net(bp_comm *c, const char *spec);
+bp_status bp_comm_set_net(bp_comm *c, const char *spec);
 
 /* Watchdog timeout in seconds for every group that shares c's world; 0 is off. */
-int bp_comm_set_timeout(bp_comm *c, double seconds);
+bp_status bp_comm_set_timeout(bp_comm *c, double seconds);
 
 /* Record every operation on c (collectives, primitives, point-to-point messages and
  * their waits, with bytes, peer and the group's name, and the compression inside
@@ -148,7 +148,7 @@ int bp_comm_set_timeout(bp_comm *c, double seconds);
  * off. The trace must outlive c's operations. bp_comm_trace returns it, so that
  * code holding a group records its own work on the same trace. */
 typedef struct bp_trace bp_trace;
-int bp_comm_set_trace(bp_comm *c, bp_trace *trace);
+bp_status bp_comm_set_trace(bp_comm *c, bp_trace *trace);
 bp_trace *bp_comm_trace(const bp_comm *c);
 
 /* Where buffers live (DESIGN.md section 10). Without this every buffer is host
@@ -165,7 +165,7 @@ typedef struct bp_comm_memory {
     void (*to_host)(void *ctx, void *host_dst, const void *src, size_t bytes);
     void (*to_device)(void *ctx, void *dst, const void *host_src, size_t bytes);
 } bp_comm_memory;
-int bp_comm_set_memory(bp_comm *c, const bp_comm_memory *mem);
+bp_status bp_comm_set_memory(bp_comm *c, const bp_comm_memory *mem);
 
 /* --- network model ------------------------------------------------------------- */
 
@@ -176,20 +176,20 @@ typedef struct bp_net {
     double eager;  /* bytes; larger messages wait for the receiver's clear-to-send; 0: none */
 } bp_net;
 
-int bp_net_parse(const char *spec, bp_net *net, bp_err *err);
+bp_status bp_net_parse(const char *spec, bp_net *net, bp_err *err);
 
 /* Seconds that one message of `bytes` takes on an idle emulated link. */
 double bp_net_time(const bp_net *net, size_t bytes);
 
 /* --- point-to-point ------------------------------------------------------------ */
 
-int bp_send(bp_comm *c, const float *x, size_t n, int peer, int tag);
-int bp_recv(bp_comm *c, float *x, size_t n, int peer, int tag);
+bp_status bp_send(bp_comm *c, const float *x, size_t n, int peer, int tag);
+bp_status bp_recv(bp_comm *c, float *x, size_t n, int peer, int tag);
 /* Non-blocking: *req completes with bp_wait / bp_waitall, which free it. */
-int bp_isend(bp_comm *c, const float *x, size_t n, int peer, int tag, bp_request **req);
-int bp_irecv(bp_comm *c, float *x, size_t n, int peer, int tag, bp_request **req);
-int bp_wait(bp_request **req);
-int bp_waitall(bp_request **reqs, int count);
+bp_status bp_isend(bp_comm *c, const float *x, size_t n, int peer, int tag, bp_request **req);
+bp_status bp_irecv(bp_comm *c, float *x, size_t n, int peer, int tag, bp_request **req);
+bp_status bp_wait(bp_request **req);
+bp_status bp_waitall(bp_request **reqs, int count);
 
 /* --- collectives ---------------------------------------------------------------- */
 
@@ -197,40 +197,40 @@ int bp_waitall(bp_request **reqs, int count);
  * first n % parts parts have one element more). */
 void bp_chunk(size_t n, int parts, int i, size_t *off, size_t *len);
 
-int bp_barrier(bp_comm *c);
-int bp_bcast(bp_comm *c, float *x, size_t n, int root);
+bp_status bp_barrier(bp_comm *c);
+bp_status bp_bcast(bp_comm *c, float *x, size_t n, int root);
 /* In place: afterwards chunk r (bp_chunk(n, size, r)) of x holds the sum over
  * ranks of that chunk; the rest of x is scratch. */
-int bp_reduce_scatter_sum(bp_comm *c, float *x, size_t n);
+bp_status bp_reduce_scatter_sum(bp_comm *c, float *x, size_t n);
 /* In place: rank r contributes chunk r of x; afterwards x is whole everywhere. */
-int bp_allgather(bp_comm *c, float *x, size_t n);
+bp_status bp_allgather(bp_comm *c, float *x, size_t n);
 /* Block j (count floats) of send goes to rank j; block j of recv comes from it. */
-int bp_alltoall(bp_comm *c, const float *send, float *recv, size_t count);
+bp_status bp_alltoall(bp_comm *c, const float *send, float *recv, size_t count);
 
 /* --- Bagua's primitives (DESIGN.md section 5) ------------------------------------ */
 
-int bp_allreduce_sum(bp_comm *c, float *x, size_t n);
+bp_status bp_allreduce_sum(bp_comm *c, float *x, size_t n);
 
 /* C_FP_S: x = average of x over the group. */
-int bp_allreduce_avg(bp_comm *c, float *x, size_t n);
+bp_status bp_allreduce_avg(bp_comm *c, float *x, size_t n);
 
 /* C_LP_S: the same with compressed traffic: each rank compresses chunk j of x for
  * rank j (all-to-all); rank j decompresses, averages and compresses chunk j again
  * (allgather); everyone decompresses. The codec must accept any length (such as
  * MinMaxUInt8). */
-int bp_allreduce_avg_lp(bp_comm *c, float *x, size_t n, bp_codec *codec);
+bp_status bp_allreduce_avg_lp(bp_comm *c, float *x, size_t n, bp_codec *codec);
 
 /* PowerSGD across the group: P and Q averaged in between the codec's steps
  * (compress.h); x (rows x cols of the codec) becomes the low-rank average. A 1-D
  * codec shape falls back to bp_allreduce_avg. */
-int bp_allreduce_avg_powersgd(bp_comm *c, float *x, size_t n, bp_codec *powersgd);
+bp_status bp_allreduce_avg_powersgd(bp_comm *c, float *x, size_t n, bp_codec *powersgd);
 
 /* The same for `count` matrices x[i] of n[i] floats at once: every P travels in one
  * allreduce, then every Q in another (two rounds of messages for the batch instead
  * of two per matrix: what a high-latency link needs). ps[i] NULL, or a 1-D codec
  * shape, averages x[i] in full within the first allreduce. */
-int bp_allreduce_avg_powersgd_batch(bp_comm *c, int count, float *const *x, const size_t *n,
-                                    bp_codec *const *powersgd);
+bp_status bp_allreduce_avg_powersgd_batch(bp_comm *c, int count, float *const *x, const size_t *n,
+                                          bp_codec *const *powersgd);
 
 /* In the order of --peers' choices (shift_one|all), which store it directly. */
 typedef enum bp_peers {
@@ -244,7 +244,7 @@ int bp_shift_one_peer(int rank, int size, uint64_t round);
 
 /* D_FP_S: x = average of x with the peers of this round. shift_one needs an even
  * group size (BP_EUSAGE otherwise); a group of one leaves x as it is. */
-int bp_peer_avg(bp_comm *c, float *x, size_t n, bp_peers peers, uint64_t round);
+bp_status bp_peer_avg(bp_comm *c, float *x, size_t n, bp_peers peers, uint64_t round);
 
 /* D_LP_S: ring with compressed differences. The state keeps the replicas w (this
  * rank's), l and r (its left and right neighbour's), all equal to x0 of their
@@ -256,9 +256,9 @@ int bp_peer_avg(bp_comm *c, float *x, size_t n, bp_peers peers, uint64_t round);
  * peer, which then sends its C(z) twice (as Bagua's ring does), so l = r. The
  * codec is used by this state only (it may be stateful). */
 typedef struct bp_ring_lp bp_ring_lp;
-int bp_ring_lp_create(bp_comm *c, const float *x0, size_t n, size_t chunk, bp_codec *codec,
-                      bp_ring_lp **out);
-int bp_ring_lp_step(bp_ring_lp *s, float *x);
+bp_status bp_ring_lp_create(bp_comm *c, const float *x0, size_t n, size_t chunk, bp_codec *codec,
+                            bp_ring_lp **out);
+bp_status bp_ring_lp_step(bp_ring_lp *s, float *x);
 /* The replicas (n floats each); NULL on ranks that are not in the ring (not
  * node leaders when hierarchical). */
 void bp_ring_lp_replicas(const bp_ring_lp *s, const float **w, const float **l, const float **r);
@@ -275,14 +275,14 @@ void bp_ring_lp_destroy(bp_ring_lp *s);
  * end; every rank's thread then ends after that same round, so ranks that go on
  * see bp_async_avg_running become false. */
 typedef struct bp_async_avg bp_async_avg;
-int bp_async_avg_start(bp_comm *c, float *x, size_t n, int interval_ms, bp_async_avg **out);
+bp_status bp_async_avg_start(bp_comm *c, float *x, size_t n, int interval_ms, bp_async_avg **out);
 void bp_async_avg_lock(bp_async_avg *a);
 void bp_async_avg_unlock(bp_async_avg *a);
 bool bp_async_avg_running(bp_async_avg *a);
 /* Rounds completed so far (the same on every rank once all threads ended). */
 uint64_t bp_async_avg_rounds(bp_async_avg *a);
-/* Ask to stop, wait for this rank's thread to end; the thread's status. */
-int bp_async_avg_stop(bp_async_avg *a);
+/* Asks the thread to stop, waits for this rank's thread to end and returns its status. */
+bp_status bp_async_avg_stop(bp_async_avg *a);
 /* Stops if needed and frees (collective, since it frees the dup'd group). */
 void bp_async_avg_destroy(bp_async_avg *a);
 
@@ -323,7 +323,7 @@ typedef struct bp_stats {
 } bp_stats;
 
 /* Copy c's counters into *out; with reset, set them to zero. */
-int bp_comm_stats(bp_comm *c, bp_stats *out, bool reset);
+bp_status bp_comm_stats(bp_comm *c, bp_stats *out, bool reset);
 
 /* A short name, e.g. "allreduce (C_FP_S)". */
 const char *bp_op_name(bp_op op);

@@ -17,7 +17,7 @@ extern "C" {
 /* Collective over mpi: a group over a duplicate of mpi, with its own emulation
  * and watchdog settings (a new "world" for the groups split from it). MPI must be
  * initialized with MPI_THREAD_MULTIPLE. Free it with bp_comm_destroy. */
-int bp_comm_wrap(MPI_Comm mpi, const char *name, bp_comm **out, bp_err *err);
+bp_status bp_comm_wrap(MPI_Comm mpi, const char *name, bp_comm **out, bp_err *err);
 
 /* The MPI communicator underneath c (do not free it; do not send on it, so that
  * its messages do not meet ours). */

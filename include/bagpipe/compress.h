@@ -46,11 +46,11 @@ extern "C" {
 typedef struct bp_codec bp_codec;
 
 /* A MinMaxUInt8 codec (stateless: one may serve many threads). */
-int bp_codec_minmax_u8_create(bp_codec **out, bp_err *err);
+bp_status bp_codec_minmax_u8_create(bp_codec **out, bp_err *err);
 
 /* A PowerSGD codec for a rows x cols matrix with rank r >= 1 and the seed of Q. */
-int bp_codec_powersgd_create(size_t rows, size_t cols, int rank, uint64_t seed, bp_codec **out,
-                             bp_err *err);
+bp_status bp_codec_powersgd_create(size_t rows, size_t cols, int rank, uint64_t seed,
+                                   bp_codec **out, bp_err *err);
 
 void bp_codec_destroy(bp_codec *codec);
 
@@ -62,10 +62,10 @@ size_t bp_codec_encoded_size(const bp_codec *codec, size_t n);
 
 /* Encode x[0..n) into out (bp_codec_encoded_size bytes). PowerSGD updates its
  * error-feedback state and Q, and needs n == rows * cols (else BP_EUSAGE). */
-int bp_codec_encode(bp_codec *codec, const float *x, size_t n, void *out, bp_err *err);
+bp_status bp_codec_encode(bp_codec *codec, const float *x, size_t n, void *out, bp_err *err);
 
 /* Decode what bp_codec_encode wrote for n floats into x[0..n). */
-int bp_codec_decode(const bp_codec *codec, const void *in, size_t n, float *x, bp_err *err);
+bp_status bp_codec_decode(const bp_codec *codec, const void *in, size_t n, float *x, bp_err *err);
 
 /* --- PowerSGD state and the steps of its distributed form ---------------------- */
 
@@ -91,19 +91,19 @@ bool bp_powersgd_state(bp_codec *codec, float **error, size_t *error_n, float **
  * PyTorch's PowerSGD hook does it to the first (random) Q and to the previous
  * step's Q before each reuse, and so does Optimus-CC's compressed backpropagation;
  * Vogels' reducer and Optimus-CC's data-parallel reducer reuse Q as it is. */
-int bp_powersgd_orthogonalize_q(bp_codec *codec, bp_err *err);
+bp_status bp_powersgd_orthogonalize_q(bp_codec *codec, bp_err *err);
 
 /* Step 1: M = G + E; P = M Q. *p points at P (*p_len = rows * r floats) for the
  * caller to average across ranks in place. */
-int bp_powersgd_project(bp_codec *codec, const float *grad, size_t n, float **p, size_t *p_len,
-                        bp_err *err);
+bp_status bp_powersgd_project(bp_codec *codec, const float *grad, size_t n, float **p,
+                              size_t *p_len, bp_err *err);
 
 /* Step 2 (after P was averaged): orthonormalize P; Q = M^T P. *q points at Q
  * (*q_len = cols * r floats) for the caller to average in place. */
-int bp_powersgd_reproject(bp_codec *codec, float **q, size_t *q_len, bp_err *err);
+bp_status bp_powersgd_reproject(bp_codec *codec, float **q, size_t *q_len, bp_err *err);
 
 /* Step 3 (after Q was averaged): grad = P Q^T; E = M - grad. */
-int bp_powersgd_finish(bp_codec *codec, float *grad, size_t n, bp_err *err);
+bp_status bp_powersgd_finish(bp_codec *codec, float *grad, size_t n, bp_err *err);
 
 #ifdef __cplusplus
 }

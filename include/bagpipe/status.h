@@ -1,7 +1,7 @@
 /* bagpipe status codes and error context.
  *
- * Every function that can fail returns an int that is BP_OK (0) or one of the
- * bp_status codes below. Functions that have no context object of their own take a
+ * Every function that can fail returns a bp_status: BP_OK (0) on success, else one
+ * of the codes below. Functions that have no context object of their own take a
  * `bp_err *` as their last argument and write a one-line message into it that
  * names what failed (which file, which option, which rank); NULL is allowed when
  * the caller does not want the message. Only the CLI turns a status into an exit
@@ -35,12 +35,12 @@ typedef struct bp_err {
 
 /* Record `code` and a printf-formatted message in err (if err is not NULL) and
  * return code, so that callers can write `return bp_fail(err, BP_EIO, ...)`. */
-int bp_fail(bp_err *err, bp_status code, const char *fmt, ...)
+bp_status bp_fail(bp_err *err, bp_status code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
 /* Prepend "<context>: " to the message already in err, keeping its code, and return
  * the code. Used while an error travels up, e.g. to add the file or rank name. */
-int bp_err_context(bp_err *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+bp_status bp_err_context(bp_err *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* Reset err to BP_OK with an empty message. */
 void bp_err_clear(bp_err *err);

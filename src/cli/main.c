@@ -25,8 +25,9 @@
 
 #define BAGPIPE_VERSION "0.1.0"
 
-/* Scripts that run bagpipe branch on these codes, so every --help that can end
- * a run lists all of them (bp_exit_code maps a status to its code). */
+/* Scripts that run bagpipe branch on these exit codes, so the main usage and
+ * `bagpipe train --help` list all four; train is the only command that can stop
+ * with 3. bp_exit_code maps a status to its code. */
 #define EXIT_CODES                                                                         \
     "Exit codes: 0 success, 1 runtime failure, 2 usage or configuration error,\n"          \
     "3 stopped by SIGINT or SIGTERM after saving a checkpoint (continue with --resume).\n"
@@ -50,6 +51,7 @@ static void usage(FILE *f) {
             BAGPIPE_VERSION);
 }
 
+/* Prints err's message and returns the exit code of status rc. */
 static int fail(int rc, const bp_err *err) {
     bp_log_error("%s", err->msg);
     return bp_exit_code(rc);
@@ -65,15 +67,15 @@ static void print_result(const bp_train_result *res) {
 }
 
 /* Options and their combinations; every rank reaches the same verdict. */
-static int train_config(int argc, char **argv, int world, bp_train_config *cfg, int *help,
-                        bp_err *err) {
+static bp_status train_config(int argc, char **argv, int world, bp_train_config *cfg, int *help,
+                              bp_err *err) {
     bp_train_config defaults;
     bp_train_config_defaults(cfg);
     defaults = *cfg;
     int n;
     bp_option *opts = bp_train_options_with(NULL, 0, &n);
     if (!opts) return bp_fail(err, BP_ENOMEM, "out of memory");
-    int rc = bp_options_parse(opts, n, cfg, argc, argv, help, err);
+    bp_status rc = bp_options_parse(opts, n, cfg, argc, argv, help, err);
     if (*help) {
         printf("usage: [mpirun -np W] bagpipe train [options]\n\noptions:\n");
         bp_options_print_help(stdout, opts, n, &defaults);

@@ -212,7 +212,7 @@ static bp_status write_json(const bp_plan_config *c, const bp_plan_result *r, co
     }
     fprintf(f, "]}\n");
     fclose(f);
-    int rc = bp_write_file_atomic(c->json, text, len, err);
+    bp_status rc = bp_write_file_atomic(c->json, text, len, err);
     free(text);
     return rc ? bp_err_context(err, "option --json") : BP_OK;
 }
@@ -224,7 +224,7 @@ bp_status bp_cli_plan_report(const bp_plan_config *c, const bp_plan_result *r, c
     if (r->n_cand == r->dropped[1] + r->dropped[2] + r->dropped[3])
         return bp_fail(err, BP_EUSAGE, "no configuration fits: %d refused, %d diverge, %d over %.0f MB",
                        r->dropped[1], r->dropped[2], r->dropped[3], MB(r->mem_cap_bytes));
-    int rc = write_json(c, r, prog, argc, argv, err);
+    bp_status rc = write_json(c, r, prog, argc, argv, err);
     if (rc == BP_OK) fprintf(out, "ranking of all %d: %s\n", r->n_cand, c->json);
     return rc;
 }

@@ -24,7 +24,7 @@ static void usage(FILE *f) {
                "options:\n  --out DIR   where the report goes (created)\n");
 }
 
-static int parse_args(int argc, char **argv, report *r, bool *help, bp_err *err) {
+static bp_status parse_args(int argc, char **argv, report *r, bool *help, bp_err *err) {
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
@@ -47,14 +47,14 @@ static int parse_args(int argc, char **argv, report *r, bool *help, bp_err *err)
 }
 
 /* Every RUN is a folder with a metrics log; found before anything is written. */
-static int check_runs(const report *r, bp_err *err) {
+static bp_status check_runs(const report *r, bp_err *err) {
     for (int i = 0; i < r->n_runs; i++) {
         const char *dir = r->runs[i].dir;
         struct stat st;
         if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
             return bp_fail(err, BP_EUSAGE, "report: run folder %s does not exist", dir);
         char path[BP_PATH_MAX];
-        int rc = bp_path_join(path, sizeof path, dir, "metrics.jsonl", err);
+        bp_status rc = bp_path_join(path, sizeof path, dir, "metrics.jsonl", err);
         if (rc == BP_OK && !bp_path_exists(path))
             return bp_fail(err, BP_EUSAGE,
                            "report: %s has no metrics.jsonl (not the --out of bagpipe train?)",
@@ -114,7 +114,7 @@ static void label_run(report_run *run) {
 }
 
 /* gnuplot NAME.gp in the output folder; its messages go to NAME.log. */
-static int run_gnuplot(const report *r, const char *name, bp_err *err) {
+static bp_status run_gnuplot(const report *r, const char *name, bp_err *err) {
     char script[96], log[96];
     snprintf(script, sizeof script, "%s.gp", name);
     snprintf(log, sizeof log, "%s.log", name);
@@ -140,10 +140,10 @@ static int run_gnuplot(const report *r, const char *name, bp_err *err) {
                    script, r->out, log);
 }
 
-static int read_runs(report *r, bp_err *err) {
+static bp_status read_runs(report *r, bp_err *err) {
     for (int i = 0; i < r->n_runs; i++) {
         char path[BP_PATH_MAX];
-        int rc = bp_path_join(path, sizeof path, r->runs[i].dir, "metrics.jsonl", err);
+        bp_status rc = bp_path_join(path, sizeof path, r->runs[i].dir, "metrics.jsonl", err);
         if (rc == BP_OK) rc = bp_runlog_read(path, &r->runs[i].log, err);
         if (rc) return bp_err_context(err, "report");
         label_run(&r->runs[i]);
@@ -162,8 +162,8 @@ static int read_runs(report *r, bp_err *err) {
     return BP_OK;
 }
 
-static int make_plots(report *r, bp_err *err) {
-    int rc = report_plot_loss(r, true, err);
+static bp_status make_plots(report *r, bp_err *err) {
+    bp_status rc = report_plot_loss(r, true, err);
     if (rc == BP_OK) rc = report_plot_loss(r, false, err);
     for (int i = 0; rc == BP_OK && i < r->n_runs; i++) {
         rc = report_plot_comm(r, i, err);
@@ -174,8 +174,8 @@ static int make_plots(report *r, bp_err *err) {
     return rc;
 }
 
-static int run_report(report *r, bp_err *err) {
-    int rc = check_runs(r, err);
+static bp_status run_report(report *r, bp_err *err) {
+    bp_status rc = check_runs(r, err);
     if (rc) return rc;
     if (!gnuplot_found())
         return bp_fail(err, BP_EIO,

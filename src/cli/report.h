@@ -40,12 +40,12 @@ typedef struct report {
 /* report.c: the command; returns the exit code. */
 int report_main(int argc, char **argv);
 /* report_index.c: index.html with the plots and the runs' configurations. */
-int report_index(const report *r, bp_err *err);
+bp_status report_index(const report *r, bp_err *err);
 
 /* report_files.c: files in the output folder, written under a temporary name and
  * renamed when complete. */
 FILE *report_open(const report *r, const char *name, bp_err *err);
-int report_close(const report *r, FILE *f, const char *name, bp_err *err);
+bp_status report_close(const report *r, FILE *f, const char *name, bp_err *err);
 /* s as a gnuplot single-quoted string's contents ('' for '). */
 void report_gp_quote(FILE *f, const char *s);
 /* The start of every script: both terminals in turn, NAME.svg then NAME.png, of
@@ -56,10 +56,10 @@ void report_gp_end(FILE *f);
 void report_add_plot(report *r, const char *name, const char *caption);
 
 /* report_plots.c: each adds its plot (name and caption) to r->plots. */
-int report_plot_loss(report *r, bool by_time, bp_err *err);
-int report_plot_comm(report *r, int i, bp_err *err);
-int report_plot_stages(report *r, int i, bp_err *err);
+bp_status report_plot_loss(report *r, bool by_time, bp_err *err);
+bp_status report_plot_comm(report *r, int i, bp_err *err);
+bp_status report_plot_stages(report *r, int i, bp_err *err);
 /* report_timeline.c: the pipeline timeline of run i's trace. */
-int report_plot_timeline(report *r, int i, bp_err *err);
+bp_status report_plot_timeline(report *r, int i, bp_err *err);
 
 #endif

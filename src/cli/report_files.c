@@ -7,8 +7,8 @@
 #include "cli/report.h"
 #include "core/file.h"
 
-static int tmp_path(const report *r, const char *name, char *path, size_t n, bool tmp,
-                    bp_err *err) {
+static bp_status tmp_path(const report *r, const char *name, char *path, size_t n, bool tmp,
+                          bp_err *err) {
     int k = snprintf(path, n, "%s/%s%s", r->out, name, tmp ? ".tmp" : "");
     if (k > 0 && (size_t)k < n) return BP_OK;
     return bp_fail(err, BP_EUSAGE, "path too long: %s/%s", r->out, name);
@@ -22,11 +22,11 @@ FILE *report_open(const report *r, const char *name, bp_err *err) {
     return f;
 }
 
-int report_close(const report *r, FILE *f, const char *name, bp_err *err) {
+bp_status report_close(const report *r, FILE *f, const char *name, bp_err *err) {
     char tmp[BP_PATH_MAX], path[BP_PATH_MAX];
     bool bad = ferror(f) != 0;
     bad = fclose(f) != 0 || bad;
-    int rc = tmp_path(r, name, tmp, sizeof tmp, true, err);
+    bp_status rc = tmp_path(r, name, tmp, sizeof tmp, true, err);
     if (rc == BP_OK) rc = tmp_path(r, name, path, sizeof path, false, err);
     if (rc == BP_OK && (bad || rename(tmp, path) != 0)) {
         rc = bp_fail(err, BP_EIO, "cannot write %s: %s", path, strerror(errno));

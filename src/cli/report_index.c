@@ -55,7 +55,7 @@ static void config_table(FILE *f, const report *r) {
     fputs("</tr>\n</table>\n", f);
 }
 
-int report_index(const report *r, bp_err *err) {
+bp_status report_index(const report *r, bp_err *err) {
     FILE *f = report_open(r, "index.html", err);
     if (!f) return BP_EIO;
     fputs("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"

@@ -40,7 +40,7 @@ static bool by_evals(const bp_runlog *l) {
 
 /* run<i>_loss.dat: validation loss at each evaluation (or, for a run without a
  * finite one, the training loss of every step), against time and samples. */
-static int write_loss_data(report *r, int i, bp_err *err) {
+static bp_status write_loss_data(report *r, int i, bp_err *err) {
     char name[64];
     snprintf(name, sizeof name, "run%d_loss.dat", i + 1);
     FILE *f = report_open(r, name, err);
@@ -83,8 +83,9 @@ static void loss_units(const report *r, char *loss, size_t n, const char **sampl
     *sample = f ? f->sample : "samples";
 }
 
-int report_plot_loss(report *r, bool by_time, bp_err *err) {
-    int rc = BP_OK, evals = 0;
+bp_status report_plot_loss(report *r, bool by_time, bp_err *err) {
+    bp_status rc = BP_OK;
+    int evals = 0;
     for (int i = 0; rc == BP_OK && i < r->n_runs; i++) {
         if (by_time) rc = write_loss_data(r, i, err);
         evals += by_evals(&r->runs[i].log);
@@ -128,7 +129,7 @@ int report_plot_loss(report *r, bool by_time, bp_err *err) {
 
 /* ---- communication per axis -------------------------------------------------------- */
 
-static int write_steps_data(report *r, int i, bool *used, bp_err *err) {
+static bp_status write_steps_data(report *r, int i, bool *used, bp_err *err) {
     char name[64];
     snprintf(name, sizeof name, "run%d_steps.dat", i + 1);
     FILE *f = report_open(r, name, err);
@@ -160,9 +161,9 @@ static void comm_panel(FILE *f, int i, const bool *used, int base) {
     }
 }
 
-int report_plot_comm(report *r, int i, bp_err *err) {
+bp_status report_plot_comm(report *r, int i, bp_err *err) {
     bool used[BP_AXES] = {false};
-    int rc = write_steps_data(r, i, used, err);
+    bp_status rc = write_steps_data(r, i, used, err);
     if (rc) return rc;
     if (!used[0] && !used[1] && !used[2] && !used[3]) used[0] = true; /* one process: all zero */
     char name[64], file[80];
@@ -197,7 +198,7 @@ static double stash_max(const bp_runlog *l) {
     return m;
 }
 
-int report_plot_stages(report *r, int i, bp_err *err) {
+bp_status report_plot_stages(report *r, int i, bp_err *err) {
     const bp_runlog *l = &r->runs[i].log;
     char name[64], file[80];
     snprintf(name, sizeof name, "run%d_stages.dat", i + 1);
@@ -209,7 +210,7 @@ int report_plot_stages(report *r, int i, bp_err *err) {
         put_num(f, l->busy_s[s]), put_num(f, l->idle_s[s]), put_num(f, l->peak_stash[s]);
         fputc('\n', f);
     }
-    int rc = report_close(r, f, name, err);
+    bp_status rc = report_close(r, f, name, err);
     snprintf(name, sizeof name, "stages_run%d", i + 1);
     snprintf(file, sizeof file, "%s.gp", name);
     if (rc || !(f = report_open(r, file, err))) return rc ? rc : BP_EIO;

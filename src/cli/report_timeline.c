@@ -70,7 +70,7 @@ static void put_box(FILE *f, FILE *labels, const bp_span *s, const window *w) {
     fprintf(labels, "\"\n");
 }
 
-static int write_data(report *r, int i, const bp_tracelog *t, const window *w, bp_err *err) {
+static bp_status write_data(report *r, int i, const bp_tracelog *t, const window *w, bp_err *err) {
     char boxes[64], labels[64];
     snprintf(boxes, sizeof boxes, "run%d_timeline.dat", i + 1);
     snprintf(labels, sizeof labels, "run%d_timeline_labels.dat", i + 1);
@@ -87,8 +87,8 @@ static int write_data(report *r, int i, const bp_tracelog *t, const window *w, b
         if (s->kind != BP_SPAN_STEP && in_steps && s->ts >= w->t0 && s->ts + s->dur <= w->t1)
             put_box(f, g, s, w);
     }
-    int rc = report_close(r, f, boxes, err);
-    int rc2 = report_close(r, g, labels, err);
+    bp_status rc = report_close(r, f, boxes, err);
+    bp_status rc2 = report_close(r, g, labels, err);
     return rc ? rc : rc2;
 }
 
@@ -136,10 +136,10 @@ static void write_script(report *r, int i, FILE *f, const bp_tracelog *t, const 
     report_gp_end(f);
 }
 
-int report_plot_timeline(report *r, int i, bp_err *err) {
+bp_status report_plot_timeline(report *r, int i, bp_err *err) {
     const bp_tracelog *t = &r->runs[i].trace;
     window w = choose_window(t);
-    int rc = write_data(r, i, t, &w, err);
+    bp_status rc = write_data(r, i, t, &w, err);
     char name[64], file[80];
     snprintf(name, sizeof name, "timeline_run%d", i + 1);
     snprintf(file, sizeof file, "%s.gp", name);

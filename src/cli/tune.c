@@ -170,8 +170,8 @@ static void print_command(const bp_tune_config *c, const bp_tune_result *t,
     fprintf(out, " --micro-batches %d --schedule %s\n", k->M, sched);
 }
 
-static int choose(const bp_tune_config *c, const bp_tune_result *t, const bp_tune_trial *tr,
-                  const char *prog, int argc, char **argv, FILE *out, bp_err *err) {
+static bp_status choose(const bp_tune_config *c, const bp_tune_result *t, const bp_tune_trial *tr,
+                        const char *prog, int argc, char **argv, FILE *out, bp_err *err) {
     const bp_tune_candidate *best = NULL, *smallest = &t->cand[0];
     for (int i = 0; i < t->n_cand; i++) {
         if (!best && fits(c, &t->cand[i]) && !t->cand[i].diverged) best = &t->cand[i];
@@ -205,9 +205,9 @@ static int choose(const bp_tune_config *c, const bp_tune_result *t, const bp_tun
 
 /* The convergence trial of t's candidates in this process (MPI with one rank, as
  * the trainer needs it), and t ranked by its time to the target. */
-static int trial(const bp_tune_config *c, bp_tune_result *t, bp_tune_trial *tr, bp_err *err) {
+static bp_status trial(const bp_tune_config *c, bp_tune_result *t, bp_tune_trial *tr, bp_err *err) {
     bp_comm *world;
-    int rc = bp_comm_init(NULL, NULL, &world, err);
+    bp_status rc = bp_comm_init(NULL, NULL, &world, err);
     if (rc) return rc;
     if (bp_comm_size(world) > 1)
         rc = bp_fail(err, BP_EUSAGE, "bagpipe tune runs in one process: start it without mpirun");
@@ -247,7 +247,7 @@ static void show_progress(void *ctx, int done, int total, int busy_threads) {
 bp_status bp_cli_tune(const bp_tune_config *c, const char *prog, int argc, char **argv, FILE *out,
                       bp_err *err) {
     bp_tune_problem p;
-    int rc = bp_tune_problem_init(c, &p, err);
+    bp_status rc = bp_tune_problem_init(c, &p, err);
     if (rc) return rc;
     progress_state ps = {0};
     p.progress = show_progress;

@@ -18,8 +18,8 @@ struct bp_async_avg {
     float *x;
     size_t n;
     double interval_s;
-    float *snap; /* s: n */
-    float *avg;  /* a: n + 1, the last one the stop flag */
+    float *snap; /* the snapshot s: n floats */
+    float *avg;  /* the average a: n + 1 floats, the last one the stop flag */
     pthread_mutex_t x_mu;
     pthread_mutex_t wait_mu;
     pthread_cond_t wake; /* a stop request cuts the wait between rounds short */
@@ -27,7 +27,7 @@ struct bp_async_avg {
     bool thread_started;
     atomic_bool stop_asked, running;
     atomic_uint_least64_t rounds;
-    int status;
+    bp_status status;
 };
 
 static void wait_interval(bp_async_avg *a, double until) {
@@ -38,7 +38,7 @@ static void wait_interval(bp_async_avg *a, double until) {
 }
 
 /* One round; *stop tells whether some rank asked to end. */
-static int round_once(bp_async_avg *a, bool *stop) {
+static bp_status round_once(bp_async_avg *a, bool *stop) {
     size_t n = a->n;
     pthread_mutex_lock(&a->x_mu);
     memcpy(a->snap, a->x, n * sizeof *a->x);
@@ -47,7 +47,7 @@ static int round_once(bp_async_avg *a, bool *stop) {
     a->avg[n] = atomic_load(&a->stop_asked) ? 1.0f : 0.0f;
     op_ctx op;
     bpc_op_begin(&op, a->c, BP_OP_ASYNC_AVG, n);
-    int rc = bpc_op_end(
+    bp_status rc = bpc_op_end(
         &op, bpc_run_prim(&op, a->dup, a->avg, n + 1, NODE_SHARE, bpc_flat_allreduce_avg, NULL));
     if (rc != BP_OK) return rc;
     pthread_mutex_lock(&a->x_mu);
@@ -73,8 +73,8 @@ static void *async_main(void *arg) {
     return NULL;
 }
 
-static int async_new(bp_comm *c, float *x, size_t n, int interval_ms, bp_async_avg **out,
-                     bp_err *err) {
+static bp_status async_new(bp_comm *c, float *x, size_t n, int interval_ms, bp_async_avg **out,
+                           bp_err *err) {
     if (interval_ms < 1)
         return bp_fail(err, BP_EUSAGE, "sync interval %d ms must be >= 1", interval_ms);
     if (bpc_on_device(c, x))
@@ -88,16 +88,17 @@ static int async_new(bp_comm *c, float *x, size_t n, int interval_ms, bp_async_a
     pthread_mutex_init(&a->x_mu, NULL);
     pthread_mutex_init(&a->wait_mu, NULL);
     bpc_cond_init_monotonic(&a->wake);
-    int rc = bp_alloc_checked((void **)&a->snap, (n + 1) * sizeof(float), "async snapshot", err);
+    bp_status rc =
+        bp_alloc_checked((void **)&a->snap, (n + 1) * sizeof(float), "async snapshot", err);
     if (rc == BP_OK)
         rc = bp_alloc_checked((void **)&a->avg, (n + 1) * sizeof(float), "async average", err);
     return rc;
 }
 
-int bp_async_avg_start(bp_comm *c, float *x, size_t n, int interval_ms, bp_async_avg **out) {
+bp_status bp_async_avg_start(bp_comm *c, float *x, size_t n, int interval_ms, bp_async_avg **out) {
     bp_err err;
     bp_async_avg *a = NULL;
-    int rc = async_new(c, x, n, interval_ms, &a, &err);
+    bp_status rc = async_new(c, x, n, interval_ms, &a, &err);
     if (rc == BP_OK)
         rc = bp_comm_dup(c, NULL, &a->dup);
     else
@@ -124,7 +125,7 @@ void bp_async_avg_unlock(bp_async_avg *a) { pthread_mutex_unlock(&a->x_mu); }
 bool bp_async_avg_running(bp_async_avg *a) { return atomic_load(&a->running); }
 uint64_t bp_async_avg_rounds(bp_async_avg *a) { return atomic_load(&a->rounds); }
 
-int bp_async_avg_stop(bp_async_avg *a) {
+bp_status bp_async_avg_stop(bp_async_avg *a) {
     pthread_mutex_lock(&a->wait_mu);
     atomic_store(&a->stop_asked, true);
     pthread_cond_signal(&a->wake);

@@ -30,14 +30,14 @@ static void block_at(const blocks *b, int p, int i, size_t *off, size_t *len) {
     *len *= b->elem;
 }
 
-static int fits_int(op_ctx *op, size_t count) {
+static bp_status fits_int(op_ctx *op, size_t count) {
     if (count <= INT_MAX) return BP_OK;
     return bpc_op_fail(op, BP_EUSAGE, "%zu elements exceed the %d that one MPI call takes", count,
                        INT_MAX);
 }
 
 /* MPI's int counts and displacements for blocks b; free with free(). */
-static int mpi_layout(op_ctx *op, const blocks *b, int p, int **counts, int **displs) {
+static bp_status mpi_layout(op_ctx *op, const blocks *b, int p, int **counts, int **displs) {
     *counts = malloc(2 * (size_t)p * sizeof(int));
     if (!*counts) return bpc_op_fail(op, BP_ENOMEM, "cannot allocate MPI counts");
     *displs = *counts + p;
@@ -54,7 +54,7 @@ static int mpi_layout(op_ctx *op, const blocks *b, int p, int **counts, int **di
     return BP_OK;
 }
 
-int bpc_x_barrier(op_ctx *op, bp_comm *g) {
+bp_status bpc_x_barrier(op_ctx *op, bp_comm *g) {
     if (!bpc_tx_own_path(g)) {
         double t0 = bp_now();
         int rc = MPI_Barrier(g->mpi);
@@ -69,13 +69,14 @@ int bpc_x_barrier(op_ctx *op, bp_comm *g) {
     return rc;
 }
 
-int bpc_x_bcast(op_ctx *op, bp_comm *g, void *buf, size_t bytes, int root) {
-    int p = g->size, rc = fits_int(op, bytes);
+bp_status bpc_x_bcast(op_ctx *op, bp_comm *g, void *buf, size_t bytes, int root) {
+    int p = g->size;
+    bp_status rc = fits_int(op, bytes);
     if (rc == BP_OK && !bpc_tx_own_path(g)) {
         double t0 = bp_now();
-        rc = MPI_Bcast(buf, (int)bytes, MPI_BYTE, root, g->mpi);
+        int mpi_rc = MPI_Bcast(buf, (int)bytes, MPI_BYTE, root, g->mpi);
         bpc_op_mpi_done(op, t0, g->rank == root ? bytes : 0, g->rank == root ? 0 : bytes);
-        return rc == MPI_SUCCESS ? BP_OK : bpc_op_mpi_fail(op, rc, "MPI_Bcast");
+        return mpi_rc == MPI_SUCCESS ? BP_OK : bpc_op_mpi_fail(op, mpi_rc, "MPI_Bcast");
     }
     /* Binomial tree over ranks relative to the root: receive from the parent at
      * the lowest set bit, then send to the children below it. */
@@ -95,7 +96,7 @@ int bpc_x_bcast(op_ctx *op, bp_comm *g, void *buf, size_t bytes, int root) {
     return rc == BP_OK ? bpc_tx_wait(op, sends, k) : rc;
 }
 
-int bpc_x_reduce_sum(op_ctx *op, bp_comm *g, float *x, size_t n, int root) {
+bp_status bpc_x_reduce_sum(op_ctx *op, bp_comm *g, float *x, size_t n, int root) {
     int p = g->size, rc = fits_int(op, n);
     if (rc == BP_OK && !bpc_tx_own_path(g)) {
         double t0 = bp_now();
@@ -126,7 +127,7 @@ int bpc_x_reduce_sum(op_ctx *op, bp_comm *g, float *x, size_t n, int root) {
     return rc;
 }
 
-static int mpi_reduce_scatter(op_ctx *op, bp_comm *g, float *x, size_t n) {
+static bp_status mpi_reduce_scatter(op_ctx *op, bp_comm *g, float *x, size_t n) {
     int *counts, *displs;
     blocks b = {NULL, NULL, n, 1};
     int rc = mpi_layout(op, &b, g->size, &counts, &displs);
@@ -152,8 +153,8 @@ static size_t segment_len(size_t len, size_t k) {
 
 /* Post segment k of a ring step: the k-th segment of `send` (slen floats) to the
  * right, and the left's k-th segment (of rlen floats) into buffer k % 2. */
-static int rs_post(op_ctx *op, bp_comm *g, const float *send, size_t slen, size_t rlen, float *tmp,
-                   size_t k, tx_req *sreq, tx_req *rreq) {
+static bp_status rs_post(op_ctx *op, bp_comm *g, const float *send, size_t slen, size_t rlen,
+                         float *tmp, size_t k, tx_req *sreq, tx_req *rreq) {
     int p = g->size, rc = BP_OK;
     if (k < segments(rlen))
         rc = bpc_tx_irecv(op, g, tmp + (k % 2) * SEGMENT, segment_len(rlen, k) * sizeof *tmp,
@@ -166,11 +167,11 @@ static int rs_post(op_ctx *op, bp_comm *g, const float *send, size_t slen, size_
 
 /* One ring step: pass x[soff..+slen) to the right; add the left's partial sums
  * into x[off..+len). Two segments are in flight at any time. */
-static int rs_step(op_ctx *op, bp_comm *g, float *x, size_t soff, size_t slen, size_t off,
-                   size_t len, float *tmp) {
+static bp_status rs_step(op_ctx *op, bp_comm *g, float *x, size_t soff, size_t slen, size_t off,
+                         size_t len, float *tmp) {
     size_t steps = segments(slen) > segments(len) ? segments(slen) : segments(len);
     tx_req sreq[2], rreq[2];
-    int rc = BP_OK;
+    bp_status rc = BP_OK;
     for (size_t k = 0; k < 2 && rc == BP_OK; k++)
         rc = rs_post(op, g, x + soff, slen, len, tmp, k, &sreq[k], &rreq[k]);
     for (size_t k = 0; k < steps && rc == BP_OK; k++) {
@@ -184,7 +185,7 @@ static int rs_step(op_ctx *op, bp_comm *g, float *x, size_t soff, size_t slen, s
     return rc;
 }
 
-int bpc_x_reduce_scatter(op_ctx *op, bp_comm *g, float *x, size_t n) {
+bp_status bpc_x_reduce_scatter(op_ctx *op, bp_comm *g, float *x, size_t n) {
     int p = g->size, r = g->rank;
     if (!bpc_tx_own_path(g)) return mpi_reduce_scatter(op, g, x, n);
     if (p == 1) return BP_OK;
@@ -192,7 +193,7 @@ int bpc_x_reduce_scatter(op_ctx *op, bp_comm *g, float *x, size_t n) {
     bp_chunk(n, p, 0, &off, &max_len);
     float *tmp;
     size_t buf = max_len < SEGMENT ? max_len : 2 * SEGMENT;
-    int rc = bpc_op_scratch(op, g, buf * sizeof *x, (void **)&tmp);
+    bp_status rc = bpc_op_scratch(op, g, buf * sizeof *x, (void **)&tmp);
     /* Ring: at step s rank r passes its partial sum of chunk r-s-1 to the right
      * and adds the left neighbour's partial sum of chunk r-s-2 to its own; after
      * p-1 steps chunk r holds all p contributions. */
@@ -205,7 +206,7 @@ int bpc_x_reduce_scatter(op_ctx *op, bp_comm *g, float *x, size_t n) {
     return rc;
 }
 
-int bpc_x_allgather(op_ctx *op, bp_comm *g, void *base, const blocks *b) {
+bp_status bpc_x_allgather(op_ctx *op, bp_comm *g, void *base, const blocks *b) {
     int p = g->size, r = g->rank;
     unsigned char *buf = base;
     if (!bpc_tx_own_path(g)) {
@@ -232,8 +233,8 @@ int bpc_x_allgather(op_ctx *op, bp_comm *g, void *base, const blocks *b) {
     return rc;
 }
 
-static int mpi_alltoall(op_ctx *op, bp_comm *g, const void *send, const blocks *sb, void *recv,
-                        const blocks *rb) {
+static bp_status mpi_alltoall(op_ctx *op, bp_comm *g, const void *send, const blocks *sb,
+                              void *recv, const blocks *rb) {
     int *sc, *sd, *rcnt, *rd;
     int rc = mpi_layout(op, sb, g->size, &sc, &sd);
     if (rc != BP_OK) return rc;
@@ -252,13 +253,14 @@ static int mpi_alltoall(op_ctx *op, bp_comm *g, const void *send, const blocks *
     return rc == MPI_SUCCESS ? BP_OK : bpc_op_mpi_fail(op, rc, "MPI_Alltoallv");
 }
 
-int bpc_x_alltoall(op_ctx *op, bp_comm *g, const void *send, const blocks *sb, void *recv,
-                   const blocks *rb) {
+bp_status bpc_x_alltoall(op_ctx *op, bp_comm *g, const void *send, const blocks *sb, void *recv,
+                         const blocks *rb) {
     int p = g->size, r = g->rank;
     if (!bpc_tx_own_path(g)) return mpi_alltoall(op, g, send, sb, recv, rb);
     tx_req *reqs = malloc(2 * (size_t)p * sizeof *reqs);
     if (!reqs) return bpc_op_fail(op, BP_ENOMEM, "cannot allocate %d requests", 2 * p);
-    int rc = BP_OK, k = 0;
+    bp_status rc = BP_OK;
+    int k = 0;
     size_t off, len;
     /* Receives first so that no message waits for its buffer; peers in the order
      * r+1, r+2, ... so that not every rank sends to rank 0 first. */
@@ -287,21 +289,21 @@ int bpc_x_alltoall(op_ctx *op, bp_comm *g, const void *send, const blocks *sb, v
 
 /* --- public entry points ------------------------------------------------------------ */
 
-static int check_root(op_ctx *op, const bp_comm *c, int root) {
+static bp_status check_root(op_ctx *op, const bp_comm *c, int root) {
     if (root >= 0 && root < c->size) return BP_OK;
     return bpc_op_fail(op, BP_EUSAGE, "root %d is not a rank of a group of %d", root, c->size);
 }
 
-int bp_barrier(bp_comm *c) {
+bp_status bp_barrier(bp_comm *c) {
     op_ctx op;
     bpc_op_begin(&op, c, BP_OP_BARRIER, 0);
     return bpc_op_end(&op, bpc_x_barrier(&op, c));
 }
 
-int bp_bcast(bp_comm *c, float *x, size_t n, int root) {
+bp_status bp_bcast(bp_comm *c, float *x, size_t n, int root) {
     op_ctx op;
     bpc_staged s;
-    int rc = bpc_stage(c, &x, n, c->rank == root, &s);
+    bp_status rc = bpc_stage(c, &x, n, c->rank == root, &s);
     if (rc) return rc;
     bpc_op_begin(&op, c, BP_OP_BCAST, n);
     rc = check_root(&op, c, root);
@@ -309,31 +311,31 @@ int bp_bcast(bp_comm *c, float *x, size_t n, int root) {
     return bpc_unstage(c, &s, true, bpc_op_end(&op, rc));
 }
 
-int bp_reduce_scatter_sum(bp_comm *c, float *x, size_t n) {
+bp_status bp_reduce_scatter_sum(bp_comm *c, float *x, size_t n) {
     op_ctx op;
     bpc_staged s;
-    int rc = bpc_stage(c, &x, n, true, &s);
+    bp_status rc = bpc_stage(c, &x, n, true, &s);
     if (rc) return rc;
     bpc_op_begin(&op, c, BP_OP_REDUCE_SCATTER, n);
     return bpc_unstage(c, &s, true, bpc_op_end(&op, bpc_x_reduce_scatter(&op, c, x, n)));
 }
 
-int bp_allgather(bp_comm *c, float *x, size_t n) {
+bp_status bp_allgather(bp_comm *c, float *x, size_t n) {
     op_ctx op;
     bpc_staged s;
-    int rc = bpc_stage(c, &x, n, true, &s);
+    bp_status rc = bpc_stage(c, &x, n, true, &s);
     if (rc) return rc;
     bpc_op_begin(&op, c, BP_OP_ALLGATHER, n);
     blocks b = {NULL, NULL, n, sizeof *x};
     return bpc_unstage(c, &s, true, bpc_op_end(&op, bpc_x_allgather(&op, c, x, &b)));
 }
 
-int bp_alltoall(bp_comm *c, const float *send, float *recv, size_t count) {
+bp_status bp_alltoall(bp_comm *c, const float *send, float *recv, size_t count) {
     op_ctx op;
     size_t total = count * (size_t)c->size;
     bpc_staged ss, sr;
     float *snd = (float *)send;
-    int rc = bpc_stage(c, &snd, total, true, &ss);
+    bp_status rc = bpc_stage(c, &snd, total, true, &ss);
     if (rc == BP_OK) rc = bpc_stage(c, &recv, total, false, &sr);
     if (rc) return bpc_unstage(c, &ss, false, rc);
     bpc_op_begin(&op, c, BP_OP_ALLTOALL, total);

@@ -8,7 +8,7 @@
 #include "comm/internal.h"
 #include "core/buf.h"
 
-static int world_new(bool owns_mpi, bp_world **out, bp_err *err) {
+static bp_status world_new(bool owns_mpi, bp_world **out, bp_err *err) {
     bp_world *w = calloc(1, sizeof *w);
     int procs = 0;
     MPI_Comm_size(MPI_COMM_WORLD, &procs);
@@ -42,7 +42,7 @@ static void world_release(bp_world *w) {
 }
 
 /* MPI_COMM_WORLD ranks of the members of mpi, for the emulated links. */
-static int proc_table(MPI_Comm mpi, int size, int **out, bp_err *err) {
+static bp_status proc_table(MPI_Comm mpi, int size, int **out, bp_err *err) {
     int *tab = malloc(2 * (size_t)size * sizeof *tab);
     if (!tab) return bp_fail(err, BP_ENOMEM, "cannot allocate a rank table of %d", size);
     MPI_Group mine, world;
@@ -57,7 +57,8 @@ static int proc_table(MPI_Comm mpi, int size, int **out, bp_err *err) {
 }
 
 /* A group that takes ownership of mpi (already a communicator of its own). */
-static int group_new(MPI_Comm mpi, const char *name, bp_world *w, bp_comm **out, bp_err *err) {
+static bp_status group_new(MPI_Comm mpi, const char *name, bp_world *w, bp_comm **out,
+                           bp_err *err) {
     bp_comm *c = calloc(1, sizeof *c);
     if (!c) {
         MPI_Comm_free(&mpi);
@@ -89,7 +90,7 @@ static void hier_free(bp_comm *c) {
     c->nodes = 1;
 }
 
-int bp_comm_destroy(bp_comm *c) {
+bp_status bp_comm_destroy(bp_comm *c) {
     if (!c) return BP_OK;
     hier_free(c);
     if (c->stamps != MPI_COMM_NULL) MPI_Comm_free(&c->stamps);
@@ -103,7 +104,7 @@ int bp_comm_destroy(bp_comm *c) {
     return BP_OK;
 }
 
-static int wrap(MPI_Comm mpi, const char *name, bool owns_mpi, bp_comm **out, bp_err *err) {
+static bp_status wrap(MPI_Comm mpi, const char *name, bool owns_mpi, bp_comm **out, bp_err *err) {
     *out = NULL;
     int level = MPI_THREAD_SINGLE;
     MPI_Query_thread(&level);
@@ -129,13 +130,13 @@ static int wrap(MPI_Comm mpi, const char *name, bool owns_mpi, bp_comm **out, bp
     return rc;
 }
 
-int bp_comm_wrap(MPI_Comm mpi, const char *name, bp_comm **out, bp_err *err) {
+bp_status bp_comm_wrap(MPI_Comm mpi, const char *name, bp_comm **out, bp_err *err) {
     return wrap(mpi, name ? name : "world", false, out, err);
 }
 
 MPI_Comm bp_comm_mpi(const bp_comm *c) { return c->mpi; }
 
-int bp_comm_init(int *argc, char ***argv, bp_comm **world, bp_err *err) {
+bp_status bp_comm_init(int *argc, char ***argv, bp_comm **world, bp_err *err) {
     *world = NULL;
     int started = 0, provided = MPI_THREAD_SINGLE;
     MPI_Initialized(&started);
@@ -148,7 +149,7 @@ int bp_comm_init(int *argc, char ***argv, bp_comm **world, bp_err *err) {
     return rc;
 }
 
-int bp_comm_finalize(bp_comm *world) {
+bp_status bp_comm_finalize(bp_comm *world) {
     if (!world) return BP_OK;
     bp_world *w = world->world;
     pthread_mutex_lock(&w->mu);
@@ -166,13 +167,13 @@ int bp_comm_finalize(bp_comm *world) {
 }
 
 /* Wrap the communicator that an MPI call made for c (or report its failure). */
-static int derive(bp_comm *c, const char *call, MPI_Comm made, int mpi_rc, const char *name,
-                  bp_comm **out) {
+static bp_status derive(bp_comm *c, const char *call, MPI_Comm made, int mpi_rc, const char *name,
+                        bp_comm **out) {
     *out = NULL;
     bp_err err;
     if (mpi_rc != MPI_SUCCESS) return bpc_comm_record(c, bpc_mpi_error(mpi_rc, call, &err), &err);
     if (made == MPI_COMM_NULL) return BP_OK;
-    int rc = group_new(made, name, c->world, out, &err);
+    bp_status rc = group_new(made, name, c->world, out, &err);
     if (rc == BP_OK) {
         (*out)->path = c->path;
         (*out)->poll_s = c->poll_s;
@@ -188,7 +189,7 @@ typedef enum how { BY_COLOR, BY_SHARED_MEMORY, DUP } how;
 
 /* A new group from c, the MPI call run as a watched operation (it is collective
  * and hangs if a rank does not join). A negative color joins no group. */
-static int make(bp_comm *c, how h, int color, int key, const char *name, bp_comm **out) {
+static bp_status make(bp_comm *c, how h, int color, int key, const char *name, bp_comm **out) {
     static const char *calls[] = {"MPI_Comm_split", "MPI_Comm_split_type", "MPI_Comm_dup"};
     op_ctx op;
     bpc_op_begin_named(&op, c, calls[h]);
@@ -201,18 +202,18 @@ static int make(bp_comm *c, how h, int color, int key, const char *name, bp_comm
     return derive(c, calls[h], made, rc, name, out);
 }
 
-int bp_comm_split(bp_comm *c, int color, int key, const char *name, bp_comm **out) {
+bp_status bp_comm_split(bp_comm *c, int color, int key, const char *name, bp_comm **out) {
     char fallback[BP_GROUP_NAME_MAX + 16];
     snprintf(fallback, sizeof fallback, "%s/%d", c->name, color);
     return make(c, BY_COLOR, color, key, name ? name : fallback, out);
 }
 
-int bp_comm_split_node(bp_comm *c, int node_size, bp_comm **local, bp_comm **leaders) {
+bp_status bp_comm_split_node(bp_comm *c, int node_size, bp_comm **local, bp_comm **leaders) {
     char name[BP_GROUP_NAME_MAX + 16];
     snprintf(name, sizeof name, "%s/local", c->name);
     *leaders = NULL;
-    int rc = node_size > 0 ? make(c, BY_COLOR, c->rank / node_size, c->rank, name, local)
-                           : make(c, BY_SHARED_MEMORY, 0, c->rank, name, local);
+    bp_status rc = node_size > 0 ? make(c, BY_COLOR, c->rank / node_size, c->rank, name, local)
+                                 : make(c, BY_SHARED_MEMORY, 0, c->rank, name, local);
     if (rc != BP_OK) return rc;
     snprintf(name, sizeof name, "%s/leaders", c->name);
     rc = make(c, BY_COLOR, (*local)->rank == 0 ? 0 : -1, c->rank, name, leaders);
@@ -223,7 +224,7 @@ int bp_comm_split_node(bp_comm *c, int node_size, bp_comm **local, bp_comm **lea
     return rc;
 }
 
-int bp_comm_set_hierarchical(bp_comm *c, bool on, int node_size) {
+bp_status bp_comm_set_hierarchical(bp_comm *c, bool on, int node_size) {
     hier_free(c);
     if (!on) return BP_OK;
     int rc = bp_comm_split_node(c, node_size, &c->local, &c->leaders);
@@ -243,8 +244,8 @@ int bp_comm_set_hierarchical(bp_comm *c, bool on, int node_size) {
     return BP_OK;
 }
 
-int bp_comm_dup(bp_comm *c, const char *name, bp_comm **out) {
-    int rc = make(c, DUP, 0, 0, name ? name : c->name, out);
+bp_status bp_comm_dup(bp_comm *c, const char *name, bp_comm **out) {
+    bp_status rc = make(c, DUP, 0, 0, name ? name : c->name, out);
     if (rc == BP_OK && c->hier) rc = bp_comm_set_hierarchical(*out, true, c->node_size);
     if (rc != BP_OK) {
         bp_comm_destroy(*out);
@@ -253,7 +254,7 @@ int bp_comm_dup(bp_comm *c, const char *name, bp_comm **out) {
     return rc;
 }
 
-int bp_comm_abort(bp_comm *c, int code) {
+bp_status bp_comm_abort(bp_comm *c, int code) {
     int rc = MPI_Abort(c->mpi, code);
     bp_err err;
     return bpc_comm_record(c, bpc_mpi_error(rc, "MPI_Abort", &err), &err);
@@ -263,7 +264,7 @@ int bp_comm_rank(const bp_comm *c) { return c->rank; }
 int bp_comm_size(const bp_comm *c) { return c->size; }
 const char *bp_comm_name(const bp_comm *c) { return c->name; }
 
-int bp_comm_set_path(bp_comm *c, bp_path path) {
+bp_status bp_comm_set_path(bp_comm *c, bp_path path) {
     if (path != BP_PATH_OWN && path != BP_PATH_MPI) {
         bp_err err;
         bp_fail(&err, BP_EUSAGE, "unknown path %d", (int)path);
@@ -275,7 +276,7 @@ int bp_comm_set_path(bp_comm *c, bp_path path) {
     return BP_OK;
 }
 
-int bp_comm_set_poll(bp_comm *c, double seconds) {
+bp_status bp_comm_set_poll(bp_comm *c, double seconds) {
     if (!(seconds >= 0 && seconds <= 1)) {
         bp_err err;
         bp_fail(&err, BP_EUSAGE, "poll interval %g s: expected 0 to 1 s", seconds);
@@ -285,7 +286,7 @@ int bp_comm_set_poll(bp_comm *c, double seconds) {
     return BP_OK;
 }
 
-int bp_comm_set_trace(bp_comm *c, bp_trace *trace) {
+bp_status bp_comm_set_trace(bp_comm *c, bp_trace *trace) {
     c->trace = trace;
     c->trace_group = trace ? bp_trace_intern(trace, c->name) : NULL;
     return BP_OK;
@@ -293,8 +294,8 @@ int bp_comm_set_trace(bp_comm *c, bp_trace *trace) {
 
 bp_trace *bp_comm_trace(const bp_comm *c) { return c->trace; }
 
-int bp_comm_set_timeout(bp_comm *c, double seconds) {
+bp_status bp_comm_set_timeout(bp_comm *c, double seconds) {
     bp_err err;
-    int rc = bpc_watch_set_timeout(c->world, seconds, &err);
+    bp_status rc = bpc_watch_set_timeout(c->world, seconds, &err);
     return rc == BP_OK ? rc : bpc_comm_record(c, rc, &err);
 }

@@ -105,12 +105,12 @@ typedef struct bpc_staged {
     float *host; /* its host copy */
     size_t n;
 } bpc_staged;
-/* *x replaced by a host copy of its n floats when it is device memory of c (filled
- * from the device when `in`); s records what to undo. */
-int bpc_stage(bp_comm *c, float **x, size_t n, bool in, bpc_staged *s);
-/* The staged copy written back to the device when `out` and rc is BP_OK, and freed;
- * returns rc (or the failure to stage). */
-int bpc_unstage(bp_comm *c, bpc_staged *s, bool out, int rc);
+/* When *x is device memory of c, replaces *x by a host copy of its n floats, filled
+ * from the device when `in` is set; s records what bpc_unstage undoes. */
+bp_status bpc_stage(bp_comm *c, float **x, size_t n, bool in, bpc_staged *s);
+/* Writes the staged copy back to the device when `out` is set and rc is BP_OK, frees
+ * it and returns rc, so that an operation can end with `return bpc_unstage(...)`. */
+bp_status bpc_unstage(bp_comm *c, bpc_staged *s, bool out, bp_status rc);
 /* Whether x is device memory of c. */
 bool bpc_on_device(const bp_comm *c, const void *x);
 
@@ -119,19 +119,19 @@ bool bpc_on_device(const bp_comm *c, const void *x);
 void bpc_op_begin(op_ctx *op, bp_comm *c, bp_op kind, size_t n);
 /* A management operation (split, dup...): watched and named, not counted. */
 void bpc_op_begin_named(op_ctx *op, bp_comm *c, const char *name);
-int bpc_op_end(op_ctx *op, int rc);
-int bpc_op_fail(op_ctx *op, bp_status code, const char *fmt, ...)
+bp_status bpc_op_end(op_ctx *op, bp_status rc);
+bp_status bpc_op_fail(op_ctx *op, bp_status code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 /* BP_ECOMM in err with MPI's text for error code mpi_rc of `call`. */
-int bpc_mpi_error(int mpi_rc, const char *call, bp_err *err);
+bp_status bpc_mpi_error(int mpi_rc, const char *call, bp_err *err);
 /* bpc_mpi_error into the op's error. */
-int bpc_op_mpi_fail(op_ctx *op, int mpi_rc, const char *call);
+bp_status bpc_op_mpi_fail(op_ctx *op, int mpi_rc, const char *call);
 /* Charge one call of an MPI collective that ran from t0 until now. */
 void bpc_op_mpi_done(op_ctx *op, double t0, size_t sent, size_t recv);
 /* Store err as c's last error (for calls that are not operations); returns rc. */
-int bpc_comm_record(bp_comm *c, int rc, const bp_err *err);
+bp_status bpc_comm_record(bp_comm *c, bp_status rc, const bp_err *err);
 /* A buffer of at least `bytes` owned by g, valid until the next scratch call on g. */
-int bpc_op_scratch(op_ctx *op, bp_comm *g, size_t bytes, void **out);
+bp_status bpc_op_scratch(op_ctx *op, bp_comm *g, size_t bytes, void **out);
 
 /* --- timed waits (wait.c) ---------------------------------------------------------- */
 
@@ -144,7 +144,7 @@ bool bpc_cond_wait_until(pthread_cond_t *cv, pthread_mutex_t *mu, double until);
 
 void bpc_watch_add(bp_world *w, op_ctx *op);
 void bpc_watch_remove(bp_world *w, op_ctx *op);
-int bpc_watch_set_timeout(bp_world *w, double seconds, bp_err *err);
+bp_status bpc_watch_set_timeout(bp_world *w, double seconds, bp_err *err);
 void bpc_watch_stop(bp_world *w);
 
 /* --- transport with emulation (transport.c) -------------------------------------- */
@@ -158,13 +158,14 @@ typedef struct tx_req {
     bool recv;
 } tx_req;
 
-int bpc_tx_isend(op_ctx *op, bp_comm *g, const void *buf, size_t bytes, int peer, int tag,
-                 tx_req *r);
-int bpc_tx_irecv(op_ctx *op, bp_comm *g, void *buf, size_t bytes, int peer, int tag, tx_req *r);
+bp_status bpc_tx_isend(op_ctx *op, bp_comm *g, const void *buf, size_t bytes, int peer, int tag,
+                       tx_req *r);
+bp_status bpc_tx_irecv(op_ctx *op, bp_comm *g, void *buf, size_t bytes, int peer, int tag,
+                       tx_req *r);
 /* Complete k requests, then wait for the emulated link times. */
-int bpc_tx_wait(op_ctx *op, tx_req *r, int k);
-int bpc_tx_sendrecv(op_ctx *op, bp_comm *g, const void *sbuf, size_t sbytes, int dst, void *rbuf,
-                    size_t rbytes, int src, int tag);
+bp_status bpc_tx_wait(op_ctx *op, tx_req *r, int k);
+bp_status bpc_tx_sendrecv(op_ctx *op, bp_comm *g, const void *sbuf, size_t sbytes, int dst,
+                          void *rbuf, size_t rbytes, int src, int tag);
 /* Whether our own algorithms must run (emulation on, or the own path chosen). */
 bool bpc_tx_own_path(const bp_comm *g);
 bool bpc_net_on(bp_world *w);
@@ -184,20 +185,20 @@ typedef struct blocks {
     size_t total, elem;
 } blocks;
 
-int bpc_x_barrier(op_ctx *op, bp_comm *g);
-int bpc_x_bcast(op_ctx *op, bp_comm *g, void *buf, size_t bytes, int root);
+bp_status bpc_x_barrier(op_ctx *op, bp_comm *g);
+bp_status bpc_x_bcast(op_ctx *op, bp_comm *g, void *buf, size_t bytes, int root);
 /* Sum to root; x on other ranks is scratch afterwards. Uses g's scratch. */
-int bpc_x_reduce_sum(op_ctx *op, bp_comm *g, float *x, size_t n, int root);
+bp_status bpc_x_reduce_sum(op_ctx *op, bp_comm *g, float *x, size_t n, int root);
 /* Uses g's scratch. */
-int bpc_x_reduce_scatter(op_ctx *op, bp_comm *g, float *x, size_t n);
-int bpc_x_allgather(op_ctx *op, bp_comm *g, void *base, const blocks *b);
-int bpc_x_alltoall(op_ctx *op, bp_comm *g, const void *send, const blocks *sb, void *recv,
-                   const blocks *rb);
+bp_status bpc_x_reduce_scatter(op_ctx *op, bp_comm *g, float *x, size_t n);
+bp_status bpc_x_allgather(op_ctx *op, bp_comm *g, void *base, const blocks *b);
+bp_status bpc_x_alltoall(op_ctx *op, bp_comm *g, const void *send, const blocks *sb, void *recv,
+                         const blocks *rb);
 
 /* --- primitives (prim.c) ------------------------------------------------------------ */
 
 /* A primitive among a flat group g (the group itself, or the node leaders). */
-typedef int (*prim_fn)(op_ctx *op, bp_comm *g, float *x, size_t n, void *arg);
+typedef bp_status (*prim_fn)(op_ctx *op, bp_comm *g, float *x, size_t n, void *arg);
 
 /* What a node leader holds before the step among leaders: the node's sum, its
  * mean, or its sum times leaders / ranks (so that an average over the leaders is
@@ -205,12 +206,13 @@ typedef int (*prim_fn)(op_ctx *op, bp_comm *g, float *x, size_t n, void *arg);
 typedef enum node_scale { NODE_SUM, NODE_MEAN, NODE_SHARE } node_scale;
 
 /* fn on c, or hierarchically when c is (reduce to leaders, fn among them, broadcast). */
-int bpc_run_prim(op_ctx *op, bp_comm *c, float *x, size_t n, node_scale scale, prim_fn fn,
-                 void *arg);
+bp_status bpc_run_prim(op_ctx *op, bp_comm *c, float *x, size_t n, node_scale scale, prim_fn fn,
+                       void *arg);
 /* A whole public operation: bpc_op_begin, bpc_run_prim, bpc_op_end. */
-int bpc_run_op(bp_comm *c, bp_op kind, float *x, size_t n, node_scale scale, prim_fn fn, void *arg);
-int bpc_flat_allreduce_sum(op_ctx *op, bp_comm *g, float *x, size_t n, void *arg);
-int bpc_flat_allreduce_avg(op_ctx *op, bp_comm *g, float *x, size_t n, void *arg);
+bp_status bpc_run_op(bp_comm *c, bp_op kind, float *x, size_t n, node_scale scale, prim_fn fn,
+                     void *arg);
+bp_status bpc_flat_allreduce_sum(op_ctx *op, bp_comm *g, float *x, size_t n, void *arg);
+bp_status bpc_flat_allreduce_avg(op_ctx *op, bp_comm *g, float *x, size_t n, void *arg);
 
 /* --- vector helpers (vec.c) ---------------------------------------------------------- */
 

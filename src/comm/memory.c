@@ -6,7 +6,7 @@
 
 #include "comm/internal.h"
 
-int bp_comm_set_memory(bp_comm *c, const bp_comm_memory *mem) {
+bp_status bp_comm_set_memory(bp_comm *c, const bp_comm_memory *mem) {
     if (mem && (!mem->owns || !mem->to_host || !mem->to_device)) {
         bp_err err;
         bp_fail(&err, BP_EUSAGE, "set_memory: owns, to_host and to_device are all needed");
@@ -22,7 +22,7 @@ bool bpc_on_device(const bp_comm *c, const void *x) {
     return c->mem.owns && x && c->mem.owns(c->mem.ctx, x);
 }
 
-int bpc_stage(bp_comm *c, float **x, size_t n, bool in, bpc_staged *s) {
+bp_status bpc_stage(bp_comm *c, float **x, size_t n, bool in, bpc_staged *s) {
     *s = (bpc_staged){0};
     if (n == 0 || !bpc_on_device(c, *x)) return BP_OK;
     float *h = malloc(n * sizeof *h);
@@ -37,7 +37,7 @@ int bpc_stage(bp_comm *c, float **x, size_t n, bool in, bpc_staged *s) {
     return BP_OK;
 }
 
-int bpc_unstage(bp_comm *c, bpc_staged *s, bool out, int rc) {
+bp_status bpc_unstage(bp_comm *c, bpc_staged *s, bool out, bp_status rc) {
     if (!s->dev) return rc;
     if (out && rc == BP_OK) c->mem.to_device(c->mem.ctx, s->dev, s->host, s->n * sizeof *s->host);
     free(s->host);

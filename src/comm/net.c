@@ -67,7 +67,7 @@ static bool parse_lat(const char *s, double *sec) {
 }
 
 /* One "key=value" field of the spec (copied into `field`). */
-static int parse_field(char *field, bp_net *net, bool seen[3], bp_err *err) {
+static bp_status parse_field(char *field, bp_net *net, bool seen[3], bp_err *err) {
     char *eq = strchr(field, '=');
     const char *value = eq ? eq + 1 : "";
     if (eq) *eq = '\0';
@@ -97,13 +97,13 @@ static int parse_field(char *field, bp_net *net, bool seen[3], bp_err *err) {
     return BP_OK;
 }
 
-int bp_net_parse(const char *spec, bp_net *net, bp_err *err) {
+bp_status bp_net_parse(const char *spec, bp_net *net, bp_err *err) {
     memset(net, 0, sizeof *net);
     if (!spec || !*spec || !strcmp(spec, "off")) return BP_OK;
     char *copy = strdup(spec);
     if (!copy) return bp_fail(err, BP_ENOMEM, "net: cannot copy the spec");
     bool seen[3] = {false, false, false};
-    int rc = BP_OK;
+    bp_status rc = BP_OK;
     char *save = NULL;
     for (char *f = strtok_r(copy, ",", &save); f && rc == BP_OK; f = strtok_r(NULL, ",", &save))
         rc = parse_field(f, net, seen, err);
@@ -155,10 +155,10 @@ double bpc_net_rendezvous(bp_world *w, int proc, size_t bytes, double arrive) {
     return arrive;
 }
 
-int bp_comm_set_net(bp_comm *c, const char *spec) {
+bp_status bp_comm_set_net(bp_comm *c, const char *spec) {
     bp_net net;
     bp_err err;
-    int rc = bp_net_parse(spec, &net, &err);
+    bp_status rc = bp_net_parse(spec, &net, &err);
     if (rc != BP_OK) return bpc_comm_record(c, rc, &err);
     bp_world *w = c->world;
     pthread_mutex_lock(&w->mu);

@@ -64,20 +64,20 @@ static void trace_op(const op_ctx *op) {
     bp_trace_add_(op->c->trace, "comm", name, op->t0, &a);
 }
 
-int bpc_op_end(op_ctx *op, int rc) {
+bp_status bpc_op_end(op_ctx *op, bp_status rc) {
     bp_comm *c = op->c;
     if (c->trace) trace_op(op);
     bpc_watch_remove(c->world, op);
     pthread_mutex_lock(&c->mu);
     if (op->kind != BP_OP_COUNT) stats_add(&c->stats.op[op->kind], &op->acc);
     if (rc != BP_OK)
-        bp_fail(&c->err, (bp_status)rc, "rank %d of group '%s': %s: %s", c->rank, c->name, op->name,
+        bp_fail(&c->err, rc, "rank %d of group '%s': %s: %s", c->rank, c->name, op->name,
                 op->err.msg);
     pthread_mutex_unlock(&c->mu);
     return rc;
 }
 
-int bpc_op_fail(op_ctx *op, bp_status code, const char *fmt, ...) {
+bp_status bpc_op_fail(op_ctx *op, bp_status code, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     op->err.code = code;
@@ -86,14 +86,14 @@ int bpc_op_fail(op_ctx *op, bp_status code, const char *fmt, ...) {
     return (int)code;
 }
 
-int bpc_mpi_error(int mpi_rc, const char *call, bp_err *err) {
+bp_status bpc_mpi_error(int mpi_rc, const char *call, bp_err *err) {
     char text[MPI_MAX_ERROR_STRING];
     int len = 0;
     if (MPI_Error_string(mpi_rc, text, &len) != MPI_SUCCESS) snprintf(text, sizeof text, "?");
     return bp_fail(err, BP_ECOMM, "%s failed: %s", call, text);
 }
 
-int bpc_op_mpi_fail(op_ctx *op, int mpi_rc, const char *call) {
+bp_status bpc_op_mpi_fail(op_ctx *op, int mpi_rc, const char *call) {
     return bpc_mpi_error(mpi_rc, call, &op->err);
 }
 
@@ -104,7 +104,7 @@ void bpc_op_mpi_done(op_ctx *op, double t0, size_t sent, size_t recv) {
     op->acc.blocked_s += bp_now() - t0;
 }
 
-int bpc_op_scratch(op_ctx *op, bp_comm *g, size_t bytes, void **out) {
+bp_status bpc_op_scratch(op_ctx *op, bp_comm *g, size_t bytes, void **out) {
     if (bytes > g->scratch_bytes) {
         bp_free(g->scratch);
         g->scratch = bp_alloc(bytes);
@@ -116,7 +116,7 @@ int bpc_op_scratch(op_ctx *op, bp_comm *g, size_t bytes, void **out) {
     return BP_OK;
 }
 
-int bp_comm_stats(bp_comm *c, bp_stats *out, bool reset) {
+bp_status bp_comm_stats(bp_comm *c, bp_stats *out, bool reset) {
     pthread_mutex_lock(&c->mu);
     *out = c->stats;
     if (reset) memset(&c->stats, 0, sizeof c->stats);
@@ -126,15 +126,15 @@ int bp_comm_stats(bp_comm *c, bp_stats *out, bool reset) {
     return BP_OK;
 }
 
-int bpc_comm_record(bp_comm *c, int rc, const bp_err *err) {
+bp_status bpc_comm_record(bp_comm *c, bp_status rc, const bp_err *err) {
     pthread_mutex_lock(&c->mu);
-    bp_fail(&c->err, (bp_status)rc, "rank %d of group '%s': %s", c->rank, c->name, err->msg);
+    bp_fail(&c->err, rc, "rank %d of group '%s': %s", c->rank, c->name, err->msg);
     pthread_mutex_unlock(&c->mu);
     return rc;
 }
 
 const char *bp_comm_errmsg(const bp_comm *c) { return c->err.msg; }
 
-bp_status bp_comm_fail(const bp_comm *c, int rc, bp_err *err) {
-    return rc ? (bp_status)bp_fail(err, (bp_status)rc, "%s", c->err.msg) : BP_OK;
+bp_status bp_comm_fail(const bp_comm *c, bp_status rc, bp_err *err) {
+    return rc ? bp_fail(err, rc, "%s", c->err.msg) : BP_OK;
 }

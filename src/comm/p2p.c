@@ -21,7 +21,7 @@ static const char *trace_name(bp_op kind, int part) {
     return part < 0 ? "" : names[kind == BP_OP_RECV][part];
 }
 
-static int check(op_ctx *op, const bp_comm *c, size_t n, int peer, int tag) {
+static bp_status check(op_ctx *op, const bp_comm *c, size_t n, int peer, int tag) {
     if (peer < 0 || peer >= c->size)
         return bpc_op_fail(op, BP_EUSAGE, "peer %d is not a rank of a group of %d", peer, c->size);
     if (tag < 0 || tag > BP_TAG_MAX)
@@ -31,12 +31,12 @@ static int check(op_ctx *op, const bp_comm *c, size_t n, int peer, int tag) {
 }
 
 /* Post one message as an operation of its own; `part` names its trace event. */
-static int post(bp_comm *c, bp_op kind, float *x, size_t n, int peer, int tag, tx_req *tx,
-                int part) {
+static bp_status post(bp_comm *c, bp_op kind, float *x, size_t n, int peer, int tag, tx_req *tx,
+                      int part) {
     op_ctx op;
     bpc_op_begin(&op, c, kind, n);
     op.trace_name = trace_name(kind, part), op.peer = peer;
-    int rc = check(&op, c, n, peer, tag);
+    bp_status rc = check(&op, c, n, peer, tag);
     if (rc == BP_OK)
         rc = kind == BP_OP_SEND ? bpc_tx_isend(&op, c, x, n * sizeof *x, peer, tag, tx)
                                 : bpc_tx_irecv(&op, c, x, n * sizeof *x, peer, tag, tx);
@@ -44,7 +44,7 @@ static int post(bp_comm *c, bp_op kind, float *x, size_t n, int peer, int tag, t
 }
 
 /* Complete a posted message; its call was counted when it was posted. */
-static int complete(bp_comm *c, bp_op kind, size_t n, int peer, tx_req *tx, int part) {
+static bp_status complete(bp_comm *c, bp_op kind, size_t n, int peer, tx_req *tx, int part) {
     op_ctx op;
     bpc_op_begin(&op, c, kind, n);
     op.trace_name = trace_name(kind, part), op.peer = peer;
@@ -52,10 +52,10 @@ static int complete(bp_comm *c, bp_op kind, size_t n, int peer, tx_req *tx, int 
     return bpc_op_end(&op, bpc_tx_wait(&op, tx, 1));
 }
 
-static int blocking(bp_comm *c, bp_op kind, float *x, size_t n, int peer, int tag) {
+static bp_status blocking(bp_comm *c, bp_op kind, float *x, size_t n, int peer, int tag) {
     tx_req tx;
     double t0 = bp_trace_clock(c->trace);
-    int rc = post(c, kind, x, n, peer, tag, &tx, -1);
+    bp_status rc = post(c, kind, x, n, peer, tag, &tx, -1);
     rc = rc == BP_OK ? complete(c, kind, n, peer, &tx, -1) : rc;
     if (c->trace && peer >= 0 && peer < c->size) {
         bp_trace_args a = BP_TRACE_NO_ARGS;
@@ -68,24 +68,24 @@ static int blocking(bp_comm *c, bp_op kind, float *x, size_t n, int peer, int ta
     return rc;
 }
 
-int bp_send(bp_comm *c, const float *x, size_t n, int peer, int tag) {
+bp_status bp_send(bp_comm *c, const float *x, size_t n, int peer, int tag) {
     /* MPI_Isend takes a const buffer; the cast only shares `post` with receives. */
     float *h = (float *)x;
     bpc_staged s;
-    int rc = bpc_stage(c, &h, n, true, &s);
+    bp_status rc = bpc_stage(c, &h, n, true, &s);
     if (rc == BP_OK) rc = blocking(c, BP_OP_SEND, h, n, peer, tag);
     return bpc_unstage(c, &s, false, rc);
 }
 
-int bp_recv(bp_comm *c, float *x, size_t n, int peer, int tag) {
+bp_status bp_recv(bp_comm *c, float *x, size_t n, int peer, int tag) {
     bpc_staged s;
-    int rc = bpc_stage(c, &x, n, false, &s);
+    bp_status rc = bpc_stage(c, &x, n, false, &s);
     if (rc == BP_OK) rc = blocking(c, BP_OP_RECV, x, n, peer, tag);
     return bpc_unstage(c, &s, true, rc);
 }
 
-static int nonblocking(bp_comm *c, bp_op kind, float *x, size_t n, int peer, int tag,
-                       bp_request **req) {
+static bp_status nonblocking(bp_comm *c, bp_op kind, float *x, size_t n, int peer, int tag,
+                             bp_request **req) {
     *req = malloc(sizeof **req);
     if (!*req) {
         bp_err err;
@@ -93,7 +93,7 @@ static int nonblocking(bp_comm *c, bp_op kind, float *x, size_t n, int peer, int
         return bpc_comm_record(c, BP_ENOMEM, &err);
     }
     **req = (bp_request){.c = c, .kind = kind, .n = n, .peer = peer};
-    int rc = bpc_stage(c, &x, n, kind == BP_OP_SEND, &(*req)->staged);
+    bp_status rc = bpc_stage(c, &x, n, kind == BP_OP_SEND, &(*req)->staged);
     if (rc == BP_OK) rc = post(c, kind, x, n, peer, tag, &(*req)->tx, 1);
     if (rc != BP_OK) {
         bpc_unstage(c, &(*req)->staged, false, rc);
@@ -103,28 +103,28 @@ static int nonblocking(bp_comm *c, bp_op kind, float *x, size_t n, int peer, int
     return rc;
 }
 
-int bp_isend(bp_comm *c, const float *x, size_t n, int peer, int tag, bp_request **req) {
+bp_status bp_isend(bp_comm *c, const float *x, size_t n, int peer, int tag, bp_request **req) {
     return nonblocking(c, BP_OP_SEND, (float *)x, n, peer, tag, req);
 }
 
-int bp_irecv(bp_comm *c, float *x, size_t n, int peer, int tag, bp_request **req) {
+bp_status bp_irecv(bp_comm *c, float *x, size_t n, int peer, int tag, bp_request **req) {
     return nonblocking(c, BP_OP_RECV, x, n, peer, tag, req);
 }
 
-int bp_wait(bp_request **req) {
+bp_status bp_wait(bp_request **req) {
     if (!*req) return BP_OK;
     bp_request *r = *req;
-    int rc = complete(r->c, r->kind, r->n, r->peer, &r->tx, 2);
+    bp_status rc = complete(r->c, r->kind, r->n, r->peer, &r->tx, 2);
     rc = bpc_unstage(r->c, &r->staged, r->kind == BP_OP_RECV, rc);
     free(r);
     *req = NULL;
     return rc;
 }
 
-int bp_waitall(bp_request **reqs, int count) {
-    int first = BP_OK;
+bp_status bp_waitall(bp_request **reqs, int count) {
+    bp_status first = BP_OK;
     for (int i = 0; i < count; i++) {
-        int rc = bp_wait(&reqs[i]);
+        bp_status rc = bp_wait(&reqs[i]);
         if (first == BP_OK) first = rc;
     }
     return first;

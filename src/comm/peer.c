@@ -19,12 +19,12 @@ int bp_shift_one_peer(int rank, int size, uint64_t round) {
 /* Ranks that a decentralized primitive pairs: the nodes when hierarchical. */
 static int ring_size(const bp_comm *c) { return c->hier ? c->nodes : c->size; }
 
-static int flat_shift_one(op_ctx *op, bp_comm *g, float *x, size_t n, void *arg) {
+static bp_status flat_shift_one(op_ctx *op, bp_comm *g, float *x, size_t n, void *arg) {
     if (g->size == 1) return BP_OK;
     uint64_t round = *(const uint64_t *)arg;
     int peer = bp_shift_one_peer(g->rank, g->size, round);
     float *tmp;
-    int rc = bpc_op_scratch(op, g, n * sizeof *x, (void **)&tmp);
+    bp_status rc = bpc_op_scratch(op, g, n * sizeof *x, (void **)&tmp);
     if (rc == BP_OK)
         rc = bpc_tx_sendrecv(op, g, x, n * sizeof *x, peer, tmp, n * sizeof *x, peer, TAG_PEER);
     /* x_r + x_peer is the same sum on both ranks, so both get the same bits. */
@@ -32,21 +32,22 @@ static int flat_shift_one(op_ctx *op, bp_comm *g, float *x, size_t n, void *arg)
     return rc;
 }
 
-static int peer_avg(bp_comm *c, float *x, size_t n, bp_peers peers, uint64_t round);
+static bp_status peer_avg(bp_comm *c, float *x, size_t n, bp_peers peers, uint64_t round);
 
-int bp_peer_avg(bp_comm *c, float *x, size_t n, bp_peers peers, uint64_t round) {
+bp_status bp_peer_avg(bp_comm *c, float *x, size_t n, bp_peers peers, uint64_t round) {
     bpc_staged s;
-    int rc = bpc_stage(c, &x, n, true, &s);
+    bp_status rc = bpc_stage(c, &x, n, true, &s);
     if (rc == BP_OK) rc = peer_avg(c, x, n, peers, round);
     return bpc_unstage(c, &s, true, rc);
 }
 
-static int peer_avg(bp_comm *c, float *x, size_t n, bp_peers peers, uint64_t round) {
+static bp_status peer_avg(bp_comm *c, float *x, size_t n, bp_peers peers, uint64_t round) {
     if (peers == BP_PEERS_ALL)
         return bpc_run_op(c, BP_OP_PEER_AVG, x, n, NODE_SHARE, bpc_flat_allreduce_avg, NULL);
     op_ctx op;
     bpc_op_begin(&op, c, BP_OP_PEER_AVG, n);
-    int rc = BP_OK, size = ring_size(c);
+    bp_status rc = BP_OK;
+    int size = ring_size(c);
     if (peers != BP_PEERS_SHIFT_ONE)
         rc = bpc_op_fail(&op, BP_EUSAGE, "unknown peer selection %d", (int)peers);
     else if (size > 1 && size % 2)
@@ -70,11 +71,12 @@ static int left_of(const bp_comm *g) { return (g->rank - 1 + g->size) % g->size;
 static int right_of(const bp_comm *g) { return (g->rank + 1) % g->size; }
 
 /* l and r start as the neighbours' w, exchanged once at full precision. */
-static int ring_init(op_ctx *op, bp_comm *g, float *x, size_t n, void *arg) {
+static bp_status ring_init(op_ctx *op, bp_comm *g, float *x, size_t n, void *arg) {
     bp_ring_lp *s = arg;
     size_t bytes = n * sizeof *x;
     memcpy(s->w, x, bytes);
-    int rc = bpc_tx_sendrecv(op, g, x, bytes, right_of(g), s->l, bytes, left_of(g), TAG_TO_RIGHT);
+    bp_status rc =
+        bpc_tx_sendrecv(op, g, x, bytes, right_of(g), s->l, bytes, left_of(g), TAG_TO_RIGHT);
     if (rc == BP_OK)
         rc = bpc_tx_sendrecv(op, g, x, bytes, left_of(g), s->r, bytes, right_of(g), TAG_TO_LEFT);
     return rc;
@@ -93,8 +95,8 @@ static size_t encoded_bytes(const bp_ring_lp *s) {
     return bytes;
 }
 
-static int encode(op_ctx *op, bp_ring_lp *s, const float *z, unsigned char *enc) {
-    int rc = BP_OK;
+static bp_status encode(op_ctx *op, bp_ring_lp *s, const float *z, unsigned char *enc) {
+    bp_status rc = BP_OK;
     for (size_t off = 0; rc == BP_OK && off < s->n; off += s->chunk) {
         size_t len = chunk_len(s, off);
         rc = bp_codec_encode_traced(s->codec, z + off, len, enc, op->c->trace, &op->err);
@@ -104,8 +106,8 @@ static int encode(op_ctx *op, bp_ring_lp *s, const float *z, unsigned char *enc)
 }
 
 /* replica += D(enc) */
-static int absorb(op_ctx *op, bp_ring_lp *s, const unsigned char *enc, float *replica) {
-    int rc = BP_OK;
+static bp_status absorb(op_ctx *op, bp_ring_lp *s, const unsigned char *enc, float *replica) {
+    bp_status rc = BP_OK;
     for (size_t off = 0; rc == BP_OK && off < s->n; off += s->chunk) {
         size_t len = chunk_len(s, off);
         rc = bp_codec_decode_traced(s->codec, enc, len, s->tmp + off, op->c->trace, &op->err);
@@ -115,12 +117,12 @@ static int absorb(op_ctx *op, bp_ring_lp *s, const unsigned char *enc, float *re
     return rc;
 }
 
-static int ring_step(op_ctx *op, bp_comm *g, float *x, size_t n, void *arg) {
+static bp_status ring_step(op_ctx *op, bp_comm *g, float *x, size_t n, void *arg) {
     bp_ring_lp *s = arg;
     for (size_t i = 0; i < n; i++)
         s->tmp[i] = x[i] + s->l[i] / 3.0f + s->r[i] / 3.0f - 5.0f * s->w[i] / 3.0f;
     size_t bytes = encoded_bytes(s);
-    int rc = encode(op, s, s->tmp, s->enc[0]);
+    bp_status rc = encode(op, s, s->tmp, s->enc[0]);
     tx_req req[4];
     int k = 0;
     if (rc == BP_OK)
@@ -138,9 +140,9 @@ static int ring_step(op_ctx *op, bp_comm *g, float *x, size_t n, void *arg) {
     return rc;
 }
 
-static int ring_alloc(bp_ring_lp *s, bp_err *err) {
+static bp_status ring_alloc(bp_ring_lp *s, bp_err *err) {
     float **f[] = {&s->w, &s->l, &s->r, &s->tmp};
-    int rc = BP_OK;
+    bp_status rc = BP_OK;
     for (size_t i = 0; i < 4 && rc == BP_OK; i++)
         rc = bp_alloc_checked((void **)f[i], s->n * sizeof(float), "ring_lp replica", err);
     size_t bytes = encoded_bytes(s);
@@ -156,14 +158,14 @@ void bp_ring_lp_destroy(bp_ring_lp *s) {
     free(s);
 }
 
-int bp_ring_lp_create(bp_comm *c, const float *x0, size_t n, size_t chunk, bp_codec *codec,
-                      bp_ring_lp **out) {
+bp_status bp_ring_lp_create(bp_comm *c, const float *x0, size_t n, size_t chunk, bp_codec *codec,
+                            bp_ring_lp **out) {
     op_ctx op;
     bpc_op_begin(&op, c, BP_OP_RING_LP, n);
     *out = NULL;
     bp_ring_lp *s = calloc(1, sizeof *s);
     float *x = NULL;
-    int rc = s ? BP_OK : bpc_op_fail(&op, BP_ENOMEM, "cannot allocate the ring state");
+    bp_status rc = s ? BP_OK : bpc_op_fail(&op, BP_ENOMEM, "cannot allocate the ring state");
     if (rc == BP_OK && n == 0)
         rc = bpc_op_fail(&op, BP_EUSAGE, "the ring needs at least one value");
     if (rc == BP_OK) {
@@ -187,9 +189,9 @@ int bp_ring_lp_create(bp_comm *c, const float *x0, size_t n, size_t chunk, bp_co
     return bpc_op_end(&op, rc);
 }
 
-int bp_ring_lp_step(bp_ring_lp *s, float *x) {
+bp_status bp_ring_lp_step(bp_ring_lp *s, float *x) {
     bpc_staged st;
-    int rc = bpc_stage(s->c, &x, s->n, true, &st);
+    bp_status rc = bpc_stage(s->c, &x, s->n, true, &st);
     if (rc == BP_OK) rc = bpc_run_op(s->c, BP_OP_RING_LP, x, s->n, NODE_MEAN, ring_step, s);
     return bpc_unstage(s->c, &st, true, rc);
 }

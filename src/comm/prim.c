@@ -8,10 +8,10 @@
 #include "core/buf.h"
 #include "core/timer.h"
 
-int bpc_run_prim(op_ctx *op, bp_comm *c, float *x, size_t n, node_scale scale, prim_fn fn,
-                 void *arg) {
+bp_status bpc_run_prim(op_ctx *op, bp_comm *c, float *x, size_t n, node_scale scale, prim_fn fn,
+                       void *arg) {
     if (!c->hier) return fn(op, c, x, n, arg);
-    int rc = bpc_x_reduce_sum(op, c->local, x, n, 0);
+    bp_status rc = bpc_x_reduce_sum(op, c->local, x, n, 0);
     if (rc == BP_OK && c->leaders) {
         float d = scale == NODE_SUM    ? 1.0f
                   : scale == NODE_MEAN ? (float)c->local->size
@@ -22,8 +22,8 @@ int bpc_run_prim(op_ctx *op, bp_comm *c, float *x, size_t n, node_scale scale, p
     return rc == BP_OK ? bpc_x_bcast(op, c->local, x, n * sizeof *x, 0) : rc;
 }
 
-int bpc_run_op(bp_comm *c, bp_op kind, float *x, size_t n, node_scale scale, prim_fn fn,
-               void *arg) {
+bp_status bpc_run_op(bp_comm *c, bp_op kind, float *x, size_t n, node_scale scale, prim_fn fn,
+                     void *arg) {
     op_ctx op;
     bpc_op_begin(&op, c, kind, n);
     return bpc_op_end(&op, bpc_run_prim(&op, c, x, n, scale, fn, arg));
@@ -31,7 +31,7 @@ int bpc_run_op(bp_comm *c, bp_op kind, float *x, size_t n, node_scale scale, pri
 
 /* Ring reduce-scatter + allgather (the owner of a chunk divides it in between
  * for an average), or MPI_Allreduce. */
-static int allreduce(op_ctx *op, bp_comm *g, float *x, size_t n, bool avg) {
+static bp_status allreduce(op_ctx *op, bp_comm *g, float *x, size_t n, bool avg) {
     if (!bpc_tx_own_path(g)) {
         if (n > INT32_MAX) return bpc_op_fail(op, BP_EUSAGE, "%zu floats exceed one MPI call", n);
         double t0 = bp_now();
@@ -41,7 +41,7 @@ static int allreduce(op_ctx *op, bp_comm *g, float *x, size_t n, bool avg) {
         if (avg) bpc_vec_scale(x, 1.0f / (float)g->size, n);
         return BP_OK;
     }
-    int rc = bpc_x_reduce_scatter(op, g, x, n);
+    bp_status rc = bpc_x_reduce_scatter(op, g, x, n);
     size_t off, len;
     bp_chunk(n, g->size, g->rank, &off, &len);
     if (rc == BP_OK && avg) bpc_vec_scale(x + off, 1.0f / (float)g->size, len);
@@ -49,26 +49,26 @@ static int allreduce(op_ctx *op, bp_comm *g, float *x, size_t n, bool avg) {
     return rc == BP_OK ? bpc_x_allgather(op, g, x, &b) : rc;
 }
 
-int bpc_flat_allreduce_sum(op_ctx *op, bp_comm *g, float *x, size_t n, void *arg) {
+bp_status bpc_flat_allreduce_sum(op_ctx *op, bp_comm *g, float *x, size_t n, void *arg) {
     (void)arg;
     return allreduce(op, g, x, n, false);
 }
 
-int bpc_flat_allreduce_avg(op_ctx *op, bp_comm *g, float *x, size_t n, void *arg) {
+bp_status bpc_flat_allreduce_avg(op_ctx *op, bp_comm *g, float *x, size_t n, void *arg) {
     (void)arg;
     return allreduce(op, g, x, n, true);
 }
 
-int bp_allreduce_sum(bp_comm *c, float *x, size_t n) {
+bp_status bp_allreduce_sum(bp_comm *c, float *x, size_t n) {
     bpc_staged s;
-    int rc = bpc_stage(c, &x, n, true, &s);
+    bp_status rc = bpc_stage(c, &x, n, true, &s);
     if (rc == BP_OK) rc = bpc_run_op(c, BP_OP_ALLREDUCE, x, n, NODE_SUM, bpc_flat_allreduce_sum, NULL);
     return bpc_unstage(c, &s, true, rc);
 }
 
-int bp_allreduce_avg(bp_comm *c, float *x, size_t n) {
+bp_status bp_allreduce_avg(bp_comm *c, float *x, size_t n) {
     bpc_staged s;
-    int rc = bpc_stage(c, &x, n, true, &s);
+    bp_status rc = bpc_stage(c, &x, n, true, &s);
     if (rc == BP_OK) rc = bpc_run_op(c, BP_OP_ALLREDUCE, x, n, NODE_SHARE, bpc_flat_allreduce_avg, NULL);
     return bpc_unstage(c, &s, true, rc);
 }
@@ -82,7 +82,8 @@ typedef struct lp_layout {
     size_t total;
 } lp_layout;
 
-static int lp_layout_new(op_ctx *op, const bp_codec *codec, size_t n, int p, int r, lp_layout *L) {
+static bp_status lp_layout_new(op_ctx *op, const bp_codec *codec, size_t n, int p, int r,
+                               lp_layout *L) {
     size_t *tab = malloc(4 * (size_t)p * sizeof *tab);
     if (!tab) return bpc_op_fail(op, BP_ENOMEM, "cannot allocate the chunk table");
     L->enc_off = tab, L->enc_len = tab + p, L->recv_off = tab + 2 * p, L->recv_len = tab + 3 * p;
@@ -100,9 +101,9 @@ static int lp_layout_new(op_ctx *op, const bp_codec *codec, size_t n, int p, int
 }
 
 /* Rank r's chunk: decode the p blocks it received into xr, average them. */
-static int lp_average_own(op_ctx *op, bp_codec *codec, const unsigned char *recv,
-                          const lp_layout *L, int p, float *xr, size_t len, float *dec) {
-    int rc = BP_OK;
+static bp_status lp_average_own(op_ctx *op, bp_codec *codec, const unsigned char *recv,
+                                const lp_layout *L, int p, float *xr, size_t len, float *dec) {
+    bp_status rc = BP_OK;
     for (int j = 0; j < p && rc == BP_OK; j++) {
         rc = bp_codec_decode_traced(codec, recv + L->recv_off[j], len, j ? dec : xr, op->c->trace,
                                     &op->err);
@@ -112,14 +113,14 @@ static int lp_average_own(op_ctx *op, bp_codec *codec, const unsigned char *recv
     return rc;
 }
 
-static int lp_exchange(op_ctx *op, bp_comm *g, float *x, size_t n, bp_codec *codec,
-                       const lp_layout *L, unsigned char *buf) {
+static bp_status lp_exchange(op_ctx *op, bp_comm *g, float *x, size_t n, bp_codec *codec,
+                             const lp_layout *L, unsigned char *buf) {
     int p = g->size, r = g->rank;
     size_t off_r, len_r;
     bp_chunk(n, p, r, &off_r, &len_r);
     float *dec = (float *)buf;
     unsigned char *send = buf + len_r * sizeof *dec, *recv = send + L->total;
-    int rc = BP_OK;
+    bp_status rc = BP_OK;
     for (int j = 0; j < p && rc == BP_OK; j++) {
         size_t off, len;
         bp_chunk(n, p, j, &off, &len);
@@ -143,10 +144,10 @@ static int lp_exchange(op_ctx *op, bp_comm *g, float *x, size_t n, bp_codec *cod
     return rc;
 }
 
-static int flat_allreduce_lp(op_ctx *op, bp_comm *g, float *x, size_t n, void *arg) {
+static bp_status flat_allreduce_lp(op_ctx *op, bp_comm *g, float *x, size_t n, void *arg) {
     bp_codec *codec = arg;
     lp_layout L = {0};
-    int rc = lp_layout_new(op, codec, n, g->size, g->rank, &L);
+    bp_status rc = lp_layout_new(op, codec, n, g->size, g->rank, &L);
     if (rc != BP_OK) return rc;
     size_t off_r, len_r;
     bp_chunk(n, g->size, g->rank, &off_r, &len_r);
@@ -158,9 +159,9 @@ static int flat_allreduce_lp(op_ctx *op, bp_comm *g, float *x, size_t n, void *a
     return rc;
 }
 
-int bp_allreduce_avg_lp(bp_comm *c, float *x, size_t n, bp_codec *codec) {
+bp_status bp_allreduce_avg_lp(bp_comm *c, float *x, size_t n, bp_codec *codec) {
     bpc_staged s;
-    int rc = bpc_stage(c, &x, n, true, &s);
+    bp_status rc = bpc_stage(c, &x, n, true, &s);
     if (rc == BP_OK) rc = bpc_run_op(c, BP_OP_ALLREDUCE_LP, x, n, NODE_SHARE, flat_allreduce_lp, codec);
     return bpc_unstage(c, &s, true, rc);
 }
@@ -175,13 +176,14 @@ typedef struct psgd_parts {
 } psgd_parts;
 
 /* Average the parts with one allreduce of their concatenation in buf. */
-static int average_parts(op_ctx *op, bp_comm *c, psgd_parts *pp, int count, float *buf) {
+static bp_status average_parts(op_ctx *op, bp_comm *c, psgd_parts *pp, int count, float *buf) {
     size_t at = 0;
     for (int i = 0; i < count; i++) {
         if (pp->len[i]) memcpy(buf + at, pp->part[i], pp->len[i] * sizeof *buf);
         at += pp->len[i];
     }
-    int rc = at ? bpc_run_prim(op, c, buf, at, NODE_SHARE, bpc_flat_allreduce_avg, NULL) : BP_OK;
+    bp_status rc =
+        at ? bpc_run_prim(op, c, buf, at, NODE_SHARE, bpc_flat_allreduce_avg, NULL) : BP_OK;
     at = 0;
     for (int i = 0; rc == BP_OK && i < count; i++) {
         if (pp->len[i]) memcpy(pp->part[i], buf + at, pp->len[i] * sizeof *buf);
@@ -193,9 +195,9 @@ static int average_parts(op_ctx *op, bp_comm *c, psgd_parts *pp, int count, floa
 static bool compresses(bp_codec *const *ps, int i) { return ps[i] && bp_powersgd_compresses(ps[i]); }
 
 /* Every P (and every matrix sent in full) in one allreduce, then every Q in another. */
-static int powersgd_steps(op_ctx *op, bp_comm *c, int count, float *const *x, const size_t *n,
-                          bp_codec *const *ps, psgd_parts *pp, float *buf) {
-    int rc = BP_OK;
+static bp_status powersgd_steps(op_ctx *op, bp_comm *c, int count, float *const *x, const size_t *n,
+                                bp_codec *const *ps, psgd_parts *pp, float *buf) {
+    bp_status rc = BP_OK;
     double t0 = bp_trace_clock(op->c->trace);
     for (int i = 0; rc == BP_OK && i < count; i++) {
         pp->part[i] = x[i], pp->len[i] = n[i];
@@ -227,8 +229,8 @@ static size_t batch_floats(int count, const size_t *n, bp_codec *const *ps) {
     return total;
 }
 
-static int powersgd_batch(op_ctx *op, bp_comm *c, int count, float *const *x, const size_t *n,
-                          bp_codec *const *ps) {
+static bp_status powersgd_batch(op_ctx *op, bp_comm *c, int count, float *const *x, const size_t *n,
+                                bp_codec *const *ps) {
     for (int i = 0; i < count; i++)
         if (ps[i] && bp_powersgd_rank(ps[i]) == 0)
             return bpc_op_fail(op, BP_EUSAGE, "codec %d: %s is not powersgd", i,
@@ -237,26 +239,26 @@ static int powersgd_batch(op_ctx *op, bp_comm *c, int count, float *const *x, co
     psgd_parts pp = {calloc((size_t)count + 1, sizeof *pp.part),
                      calloc((size_t)count + 1, sizeof *pp.len)};
     float *buf = bp_alloc(floats * sizeof *buf + 1);
-    int rc = pp.part && pp.len && buf ? powersgd_steps(op, c, count, x, n, ps, &pp, buf)
-                                      : bpc_op_fail(op, BP_ENOMEM, "powersgd: out of memory");
+    bp_status rc = pp.part && pp.len && buf ? powersgd_steps(op, c, count, x, n, ps, &pp, buf)
+                                            : bpc_op_fail(op, BP_ENOMEM, "powersgd: out of memory");
     free(pp.part);
     free(pp.len);
     bp_free(buf);
     return rc;
 }
 
-int bp_allreduce_avg_powersgd(bp_comm *c, float *x, size_t n, bp_codec *ps) {
+bp_status bp_allreduce_avg_powersgd(bp_comm *c, float *x, size_t n, bp_codec *ps) {
     return bp_allreduce_avg_powersgd_batch(c, 1, &x, &n, &ps);
 }
 
-int bp_allreduce_avg_powersgd_batch(bp_comm *c, int count, float *const *x, const size_t *n,
-                                    bp_codec *const *ps) {
+bp_status bp_allreduce_avg_powersgd_batch(bp_comm *c, int count, float *const *x, const size_t *n,
+                                          bp_codec *const *ps) {
     op_ctx op;
     size_t total = 0;
     for (int i = 0; i < count; i++) total += n[i];
     float **h = calloc((size_t)(count > 0 ? count : 1), sizeof *h);
     bpc_staged *s = calloc((size_t)(count > 0 ? count : 1), sizeof *s);
-    int rc = h && s ? BP_OK : BP_ENOMEM;
+    bp_status rc = h && s ? BP_OK : BP_ENOMEM;
     for (int i = 0; rc == BP_OK && i < count; i++) {
         h[i] = x[i];
         rc = bpc_stage(c, &h[i], n[i], true, &s[i]);

@@ -15,7 +15,7 @@
 
 bool bpc_tx_own_path(const bp_comm *g) { return g->path == BP_PATH_OWN || bpc_net_on(g->world); }
 
-static int begin(op_ctx *op, const bp_comm *g, int peer, size_t bytes, tx_req *r, bool recv) {
+static bp_status begin(op_ctx *op, const bp_comm *g, int peer, size_t bytes, tx_req *r, bool recv) {
     memset(r, 0, sizeof *r);
     r->req[0] = r->req[1] = MPI_REQUEST_NULL;
     r->recv = recv;
@@ -27,8 +27,8 @@ static int begin(op_ctx *op, const bp_comm *g, int peer, size_t bytes, tx_req *r
     return BP_OK;
 }
 
-int bpc_tx_isend(op_ctx *op, bp_comm *g, const void *buf, size_t bytes, int peer, int tag,
-                 tx_req *r) {
+bp_status bpc_tx_isend(op_ctx *op, bp_comm *g, const void *buf, size_t bytes, int peer, int tag,
+                       tx_req *r) {
     int rc = begin(op, g, peer, bytes, r, false);
     if (rc != BP_OK) return rc;
     if (peer != g->rank && bpc_net_reserve(g->world, g->proc[peer], bytes, &r->sent, &r->arrive)) {
@@ -42,7 +42,8 @@ int bpc_tx_isend(op_ctx *op, bp_comm *g, const void *buf, size_t bytes, int peer
     return BP_OK;
 }
 
-int bpc_tx_irecv(op_ctx *op, bp_comm *g, void *buf, size_t bytes, int peer, int tag, tx_req *r) {
+bp_status bpc_tx_irecv(op_ctx *op, bp_comm *g, void *buf, size_t bytes, int peer, int tag,
+                       tx_req *r) {
     int rc = begin(op, g, peer, bytes, r, true);
     if (rc != BP_OK) return rc;
     if (peer != g->rank && bpc_net_on(g->world)) {
@@ -71,7 +72,7 @@ static int wait_pair(const bp_comm *g, MPI_Request req[2]) {
     }
 }
 
-int bpc_tx_wait(op_ctx *op, tx_req *r, int k) {
+bp_status bpc_tx_wait(op_ctx *op, tx_req *r, int k) {
     double t0 = bp_now(), until = 0;
     int rc = MPI_SUCCESS;
     for (int i = 0; i < k && rc == MPI_SUCCESS; i++) {
@@ -90,10 +91,10 @@ int bpc_tx_wait(op_ctx *op, tx_req *r, int k) {
     return rc == MPI_SUCCESS ? BP_OK : bpc_op_mpi_fail(op, rc, "waiting for messages");
 }
 
-int bpc_tx_sendrecv(op_ctx *op, bp_comm *g, const void *sbuf, size_t sbytes, int dst, void *rbuf,
-                    size_t rbytes, int src, int tag) {
+bp_status bpc_tx_sendrecv(op_ctx *op, bp_comm *g, const void *sbuf, size_t sbytes, int dst,
+                          void *rbuf, size_t rbytes, int src, int tag) {
     tx_req r[2];
-    int rc = bpc_tx_irecv(op, g, rbuf, rbytes, src, tag, &r[0]);
+    bp_status rc = bpc_tx_irecv(op, g, rbuf, rbytes, src, tag, &r[0]);
     if (rc == BP_OK) rc = bpc_tx_isend(op, g, sbuf, sbytes, dst, tag, &r[1]);
     return rc == BP_OK ? bpc_tx_wait(op, r, 2) : rc;
 }

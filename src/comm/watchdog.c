@@ -68,7 +68,7 @@ static void *watch(void *arg) {
     return NULL;
 }
 
-int bpc_watch_set_timeout(bp_world *w, double seconds, bp_err *err) {
+bp_status bpc_watch_set_timeout(bp_world *w, double seconds, bp_err *err) {
     if (!(seconds >= 0) || !isfinite(seconds))
         return bp_fail(err, BP_EUSAGE, "watchdog timeout must be >= 0 seconds, not %g", seconds);
     pthread_mutex_lock(&w->mu);

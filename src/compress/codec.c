@@ -8,11 +8,11 @@ size_t bp_codec_encoded_size(const bp_codec *codec, size_t n) {
     return codec->ops->encoded_size(codec, n);
 }
 
-int bp_codec_encode(bp_codec *codec, const float *x, size_t n, void *out, bp_err *err) {
+bp_status bp_codec_encode(bp_codec *codec, const float *x, size_t n, void *out, bp_err *err) {
     return codec->ops->encode(codec, x, n, out, err);
 }
 
-int bp_codec_decode(const bp_codec *codec, const void *in, size_t n, float *x, bp_err *err) {
+bp_status bp_codec_decode(const bp_codec *codec, const void *in, size_t n, float *x, bp_err *err) {
     return codec->ops->decode(codec, in, n, x, err);
 }
 
@@ -20,7 +20,7 @@ void bp_codec_destroy(bp_codec *codec) {
     if (codec) codec->ops->destroy(codec);
 }
 
-int bp_codec_reject_nonfinite(const char *codec, const float *x, size_t n, bp_err *err) {
+bp_status bp_codec_reject_nonfinite(const char *codec, const float *x, size_t n, bp_err *err) {
     size_t i = 0;
     while (i < n && isfinite(x[i])) i++;
     return bp_fail(err, BP_ENONFINITE, "%s: input value %zu of %zu is %s; not encoded", codec, i, n,

@@ -12,8 +12,8 @@
 typedef struct bp_codec_ops {
     const char *name;
     size_t (*encoded_size)(const bp_codec *c, size_t n);
-    int (*encode)(bp_codec *c, const float *x, size_t n, void *out, bp_err *err);
-    int (*decode)(const bp_codec *c, const void *in, size_t n, float *x, bp_err *err);
+    bp_status (*encode)(bp_codec *c, const float *x, size_t n, void *out, bp_err *err);
+    bp_status (*decode)(const bp_codec *c, const void *in, size_t n, float *x, bp_err *err);
     void (*destroy)(bp_codec *c);
 } bp_codec_ops;
 
@@ -21,14 +21,15 @@ struct bp_codec {
     const bp_codec_ops *ops;
 };
 
-/* BP_ENONFINITE naming the codec and the first NaN or infinity of x[0..n) (the
- * caller has found that there is one); writes nothing to any wire. */
-int bp_codec_reject_nonfinite(const char *codec, const float *x, size_t n, bp_err *err);
+/* Returns BP_ENONFINITE with a message that names the codec and the first NaN or
+ * infinity of x[0..n). The caller has already found that there is one; nothing is
+ * written to any wire. */
+bp_status bp_codec_reject_nonfinite(const char *codec, const float *x, size_t n, bp_err *err);
 
 /* MinMaxUInt8 with its loops in the version for `isa` ("plain", "sse2", "avx2";
  * NULL: the fastest this processor runs); BP_EUSAGE where that version is
  * missing. For tests and benchmarks that compare the versions. */
-int bp_codec_minmax_u8_new_isa(const char *isa, bp_codec **out, bp_err *err);
+bp_status bp_codec_minmax_u8_new_isa(const char *isa, bp_codec **out, bp_err *err);
 /* The version a MinMaxUInt8 codec runs; NULL for another codec. */
 const char *bp_codec_minmax_u8_isa(const bp_codec *c);
 

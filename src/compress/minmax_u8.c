@@ -52,7 +52,7 @@ static size_t mm_encoded_size(const bp_codec *c, size_t n) {
     return n ? HEADER_BYTES + n : 0;
 }
 
-static int mm_encode(bp_codec *c, const float *x, size_t n, void *out, bp_err *err) {
+static bp_status mm_encode(bp_codec *c, const float *x, size_t n, void *out, bp_err *err) {
     const bp_minmax_kernels *kern = ((minmax_codec *)c)->k;
     if (n == 0) return BP_OK;
     float mn, mx;
@@ -74,7 +74,7 @@ static int mm_encode(bp_codec *c, const float *x, size_t n, void *out, bp_err *e
     return BP_OK;
 }
 
-static int mm_decode(const bp_codec *c, const void *in, size_t n, float *x, bp_err *err) {
+static bp_status mm_decode(const bp_codec *c, const void *in, size_t n, float *x, bp_err *err) {
     (void)err;
     if (n == 0) return BP_OK;
     const unsigned char *p = in;
@@ -97,7 +97,7 @@ static const bp_codec_ops minmax_ops = {
     .destroy = mm_destroy,
 };
 
-int bp_codec_minmax_u8_new_isa(const char *isa, bp_codec **out, bp_err *err) {
+bp_status bp_codec_minmax_u8_new_isa(const char *isa, bp_codec **out, bp_err *err) {
     *out = NULL;
     const bp_minmax_kernels *k = isa ? bp_minmax_kernels_for(isa) : bp_minmax_kernels_best();
     if (!k) return bp_fail(err, BP_EUSAGE, "minmax_u8: no %s version on this machine", isa ? isa : "?");
@@ -108,7 +108,7 @@ int bp_codec_minmax_u8_new_isa(const char *isa, bp_codec **out, bp_err *err) {
     return BP_OK;
 }
 
-int bp_codec_minmax_u8_create(bp_codec **out, bp_err *err) {
+bp_status bp_codec_minmax_u8_create(bp_codec **out, bp_err *err) {
     return bp_codec_minmax_u8_new_isa(NULL, out, err);
 }
 

@@ -30,7 +30,7 @@ static const bp_codec_ops powersgd_ops;
 static bool is_2d(const powersgd *s) { return s->rows > 1 && s->cols > 1; }
 
 /* The codec as PowerSGD in the order of steps `want`, or BP_EUSAGE. */
-static int as_powersgd(bp_codec *c, stage want, powersgd **out, bp_err *err) {
+static bp_status as_powersgd(bp_codec *c, stage want, powersgd **out, bp_err *err) {
     static const char *names[] = {"project", "reproject", "finish"};
     if (c->ops != &powersgd_ops) return bp_fail(err, BP_EUSAGE, "%s is not powersgd", c->ops->name);
     powersgd *s = (powersgd *)c;
@@ -44,14 +44,14 @@ static int as_powersgd(bp_codec *c, stage want, powersgd **out, bp_err *err) {
     return BP_OK;
 }
 
-static int check_length(const powersgd *s, size_t n, bp_err *err) {
+static bp_status check_length(const powersgd *s, size_t n, bp_err *err) {
     if (n == s->rows * s->cols) return BP_OK;
     return bp_fail(err, BP_EUSAGE, "powersgd: made for %zu x %zu = %zu values, given %zu", s->rows,
                    s->cols, s->rows * s->cols, n);
 }
 
-static int check_input(const powersgd *s, const float *g, size_t n, bp_err *err) {
-    int rc = check_length(s, n, err);
+static bp_status check_input(const powersgd *s, const float *g, size_t n, bp_err *err) {
+    bp_status rc = check_length(s, n, err);
     if (rc == BP_OK && !bp_all_finite(g, n)) rc = bp_codec_reject_nonfinite("powersgd", g, n, err);
     return rc;
 }
@@ -72,17 +72,17 @@ static void orthonormalize(float *p, size_t rows, int rank) {
     }
 }
 
-int bp_powersgd_orthogonalize_q(bp_codec *c, bp_err *err) {
+bp_status bp_powersgd_orthogonalize_q(bp_codec *c, bp_err *err) {
     powersgd *s;
-    int rc = as_powersgd(c, IDLE, &s, err);
+    bp_status rc = as_powersgd(c, IDLE, &s, err);
     if (rc == BP_OK) orthonormalize(s->q, s->cols, s->rank);
     return rc;
 }
 
-int bp_powersgd_project(bp_codec *c, const float *grad, size_t n, float **p, size_t *p_len,
-                        bp_err *err) {
+bp_status bp_powersgd_project(bp_codec *c, const float *grad, size_t n, float **p, size_t *p_len,
+                              bp_err *err) {
     powersgd *s;
-    int rc = as_powersgd(c, IDLE, &s, err);
+    bp_status rc = as_powersgd(c, IDLE, &s, err);
     if (rc == BP_OK) rc = check_input(s, grad, n, err);
     if (rc != BP_OK) return rc;
     for (size_t i = 0; i < n; i++) s->m[i] += grad[i];
@@ -94,9 +94,9 @@ int bp_powersgd_project(bp_codec *c, const float *grad, size_t n, float **p, siz
     return BP_OK;
 }
 
-int bp_powersgd_reproject(bp_codec *c, float **q, size_t *q_len, bp_err *err) {
+bp_status bp_powersgd_reproject(bp_codec *c, float **q, size_t *q_len, bp_err *err) {
     powersgd *s;
-    int rc = as_powersgd(c, PROJECTED, &s, err);
+    bp_status rc = as_powersgd(c, PROJECTED, &s, err);
     if (rc != BP_OK) return rc;
     orthonormalize(s->p, s->rows, s->rank);
     bp_sgemm(true, false, (int)s->cols, s->rank, (int)s->rows, 1.0f, s->m, (int)s->cols, s->p,
@@ -113,9 +113,9 @@ static void low_rank(const powersgd *s, const float *p, const float *q, float *o
              out, (int)s->cols);
 }
 
-int bp_powersgd_finish(bp_codec *c, float *grad, size_t n, bp_err *err) {
+bp_status bp_powersgd_finish(bp_codec *c, float *grad, size_t n, bp_err *err) {
     powersgd *s;
-    int rc = as_powersgd(c, REPROJECTED, &s, err);
+    bp_status rc = as_powersgd(c, REPROJECTED, &s, err);
     if (rc == BP_OK) rc = check_length(s, n, err);
     if (rc != BP_OK) return rc;
     low_rank(s, s->p, s->q, grad);
@@ -129,16 +129,16 @@ static size_t psgd_encoded_size(const bp_codec *c, size_t n) {
     return sizeof(float) * (is_2d(s) ? (s->rows + s->cols) * (size_t)s->rank : n);
 }
 
-static int psgd_encode(bp_codec *c, const float *x, size_t n, void *out, bp_err *err) {
+static bp_status psgd_encode(bp_codec *c, const float *x, size_t n, void *out, bp_err *err) {
     powersgd *s = (powersgd *)c;
     if (!is_2d(s)) {
-        int rc = check_input(s, x, n, err);
+        bp_status rc = check_input(s, x, n, err);
         if (rc == BP_OK) memcpy(out, x, n * sizeof *x);
         return rc;
     }
     float *p, *q;
     size_t p_len, q_len;
-    int rc = bp_powersgd_project(c, x, n, &p, &p_len, err);
+    bp_status rc = bp_powersgd_project(c, x, n, &p, &p_len, err);
     if (rc == BP_OK) rc = bp_powersgd_reproject(c, &q, &q_len, err);
     if (rc != BP_OK) return rc;
     memcpy(out, p, p_len * sizeof *p);
@@ -150,9 +150,9 @@ static int psgd_encode(bp_codec *c, const float *x, size_t n, void *out, bp_err 
     return BP_OK;
 }
 
-static int psgd_decode(const bp_codec *c, const void *in, size_t n, float *x, bp_err *err) {
+static bp_status psgd_decode(const bp_codec *c, const void *in, size_t n, float *x, bp_err *err) {
     const powersgd *s = (const powersgd *)c;
-    int rc = check_length(s, n, err);
+    bp_status rc = check_length(s, n, err);
     if (rc != BP_OK) return rc;
     if (!is_2d(s)) {
         memcpy(x, in, n * sizeof *x);
@@ -179,8 +179,8 @@ static const bp_codec_ops powersgd_ops = {
     .destroy = psgd_destroy,
 };
 
-int bp_codec_powersgd_create(size_t rows, size_t cols, int rank, uint64_t seed, bp_codec **out,
-                             bp_err *err) {
+bp_status bp_codec_powersgd_create(size_t rows, size_t cols, int rank, uint64_t seed,
+                                   bp_codec **out, bp_err *err) {
     *out = NULL;
     if (rows == 0 || cols == 0 || rank < 1 || rows > INT32_MAX || cols > INT32_MAX)
         return bp_fail(err, BP_EUSAGE, "powersgd: bad shape %zu x %zu or rank %d", rows, cols,
@@ -193,7 +193,7 @@ int bp_codec_powersgd_create(size_t rows, size_t cols, int rank, uint64_t seed, 
     size_t r = (size_t)rank;
     r = r < rows ? r : rows;
     s->rank = (int)(r < cols ? r : cols);
-    int rc = BP_OK;
+    bp_status rc = BP_OK;
     if (is_2d(s)) {
         rc = bp_alloc_checked((void **)&s->m, rows * cols * sizeof(float), "powersgd error", err);
         if (rc == BP_OK)

@@ -115,7 +115,7 @@ struct bp_backend {
     bp_status (*event_sync)(const bp_backend *be, bp_dev_event *e, bp_err *err);
 };
 
-/* Today's kernels on host memory. */
+/* The cpu kernels on host memory. */
 const bp_backend *bp_backend_cpu(void);
 /* The cpu kernels on memory the host cannot touch outside the table's calls. */
 const bp_backend *bp_backend_check(void);

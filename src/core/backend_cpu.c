@@ -1,5 +1,5 @@
-/* The cpu backend: host memory and the loops the step ran before the table existed,
- * moved here unchanged (the same order of operations, so the same bits). */
+/* The cpu backend: host memory and plain loops over it. Its order of operations is
+ * the reference: the other backends follow it so that they produce the same bits. */
 #include <math.h>
 #include <string.h>
 

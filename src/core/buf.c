@@ -15,14 +15,14 @@ void *bp_alloc(size_t bytes) {
 
 void bp_free(void *p) { free(p); }
 
-int bp_alloc_checked(void **out, size_t bytes, const char *what, bp_err *err) {
+bp_status bp_alloc_checked(void **out, size_t bytes, const char *what, bp_err *err) {
     *out = bp_alloc(bytes);
     if (!*out && bytes > 0)
         return bp_fail(err, BP_ENOMEM, "cannot allocate %zu bytes for %s", bytes, what);
     return BP_OK;
 }
 
-int bp_arena_init(bp_arena *a, size_t bytes, bp_err *err) {
+bp_status bp_arena_init(bp_arena *a, size_t bytes, bp_err *err) {
     memset(a, 0, sizeof *a);
     a->cap = round_up(bytes);
     return bp_alloc_checked((void **)&a->base, a->cap, "arena", err);

@@ -18,7 +18,7 @@ void *bp_alloc(size_t bytes);
 void bp_free(void *p);
 
 /* Like bp_alloc but reports failure through err with `what` naming the buffer. */
-int bp_alloc_checked(void **out, size_t bytes, const char *what, bp_err *err);
+bp_status bp_alloc_checked(void **out, size_t bytes, const char *what, bp_err *err);
 
 typedef struct bp_arena {
     unsigned char *base;
@@ -27,7 +27,7 @@ typedef struct bp_arena {
     size_t peak; /* largest `used` seen since creation */
 } bp_arena;
 
-int bp_arena_init(bp_arena *a, size_t bytes, bp_err *err);
+bp_status bp_arena_init(bp_arena *a, size_t bytes, bp_err *err);
 void bp_arena_free(bp_arena *a);
 /* An aligned, zero-filled slice of `bytes`, or NULL when the arena is full. */
 void *bp_arena_take(bp_arena *a, size_t bytes);

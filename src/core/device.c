@@ -37,7 +37,7 @@ int bp_device_cuda_count(const char **why) {
     return n;
 }
 
-int bp_device_require(bp_device_kind kind, const char *option, bp_err *err) {
+bp_status bp_device_require(bp_device_kind kind, const char *option, bp_err *err) {
     if (kind != BP_DEVICE_CUDA) return BP_OK;
     if (!bp_device_cuda_built())
         return bp_fail(err, BP_EUSAGE,

@@ -31,6 +31,6 @@ int bp_device_cuda_count(const char **why);
 /* BP_OK when computation can run on `kind`; otherwise BP_EUSAGE with one line that
  * names `option` (e.g. "--device cuda") and says why not: built without CUDA, or
  * no GPU present. */
-int bp_device_require(bp_device_kind kind, const char *option, bp_err *err);
+bp_status bp_device_require(bp_device_kind kind, const char *option, bp_err *err);
 
 #endif

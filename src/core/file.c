@@ -8,7 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-int bp_read_stream(FILE *f, bp_bytes *out, bp_err *err) {
+bp_status bp_read_stream(FILE *f, bp_bytes *out, bp_err *err) {
     size_t cap = 1 << 16, n = 0;
     uint8_t *buf = malloc(cap);
     if (!buf) return bp_fail(err, BP_ENOMEM, "cannot allocate a read buffer");
@@ -37,7 +37,7 @@ int bp_read_stream(FILE *f, bp_bytes *out, bp_err *err) {
 
 /* Opened without blocking (a FIFO would wait for a writer forever), then refused
  * unless it is a regular file: a device such as /dev/zero never ends. */
-static int open_regular(const char *path, int *fd, bp_err *err) {
+static bp_status open_regular(const char *path, int *fd, bp_err *err) {
     *fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     if (*fd < 0) return bp_fail(err, BP_EIO, "cannot open %s: %s", path, strerror(errno));
     struct stat st;
@@ -50,13 +50,13 @@ static int open_regular(const char *path, int *fd, bp_err *err) {
     return BP_OK;
 }
 
-int bp_check_regular(const char *path, bp_err *err) {
+bp_status bp_check_regular(const char *path, bp_err *err) {
     int fd, rc = open_regular(path, &fd, err);
     if (rc == BP_OK) close(fd);
     return rc;
 }
 
-int bp_fopen_regular(const char *path, FILE **f, bp_err *err) {
+bp_status bp_fopen_regular(const char *path, FILE **f, bp_err *err) {
     int fd, rc = open_regular(path, &fd, err);
     if (rc) return rc;
     if ((*f = fdopen(fd, "rb"))) return BP_OK;
@@ -64,9 +64,9 @@ int bp_fopen_regular(const char *path, FILE **f, bp_err *err) {
     return bp_fail(err, BP_EIO, "cannot open %s: %s", path, strerror(errno));
 }
 
-int bp_read_file(const char *path, bp_bytes *out, bp_err *err) {
+bp_status bp_read_file(const char *path, bp_bytes *out, bp_err *err) {
     FILE *f = NULL;
-    int rc = bp_fopen_regular(path, &f, err);
+    bp_status rc = bp_fopen_regular(path, &f, err);
     if (rc) return rc;
     rc = bp_read_stream(f, out, err);
     fclose(f);
@@ -100,7 +100,7 @@ static bool starts_with(int fd, const char *magic) {
     return got == n && memcmp(head, magic, n) == 0;
 }
 
-int bp_check_output(const char *path, const bp_output_kind *kind, bp_err *err) {
+bp_status bp_check_output(const char *path, const bp_output_kind *kind, bp_err *err) {
     struct stat st;
     if (stat(path, &st) != 0) {
         if (errno == ENOENT) return BP_OK; /* a new name (or a dangling link, replaced) */
@@ -149,7 +149,7 @@ bool bp_same_path(const char *a, const char *b) {
     return strcmp(a, b) == 0;
 }
 
-int bp_write_parts_atomic(const char *path, const bp_iovec *parts, int n_parts, bp_err *err) {
+bp_status bp_write_parts_atomic(const char *path, const bp_iovec *parts, int n_parts, bp_err *err) {
     char tmp[4096];
     /* rename() would put a regular file in place of a device or a FIFO. */
     struct stat st;
@@ -178,12 +178,12 @@ int bp_write_parts_atomic(const char *path, const bp_iovec *parts, int n_parts, 
     return BP_OK;
 }
 
-int bp_write_file_atomic(const char *path, const void *data, size_t n, bp_err *err) {
+bp_status bp_write_file_atomic(const char *path, const void *data, size_t n, bp_err *err) {
     bp_iovec part = {data, n};
     return bp_write_parts_atomic(path, &part, 1, err);
 }
 
-int bp_path_join(char *out, size_t n, const char *dir, const char *name, bp_err *err) {
+bp_status bp_path_join(char *out, size_t n, const char *dir, const char *name, bp_err *err) {
     size_t a = strlen(dir), b = strlen(name);
     if (a + b + 2 > n) return bp_fail(err, BP_EUSAGE, "path too long: %s/%s", dir, name);
     memcpy(out, dir, a);
@@ -192,7 +192,7 @@ int bp_path_join(char *out, size_t n, const char *dir, const char *name, bp_err 
     return BP_OK;
 }
 
-int bp_mkdir_p(const char *path, bp_err *err) {
+bp_status bp_mkdir_p(const char *path, bp_err *err) {
     char buf[4096];
     if ((size_t)snprintf(buf, sizeof buf, "%s", path) >= sizeof buf)
         return bp_fail(err, BP_EUSAGE, "path too long: %s", path);

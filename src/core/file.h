@@ -21,20 +21,20 @@ typedef struct bp_bytes {
 } bp_bytes;
 
 /* The whole of a regular file; anything else (a FIFO, a device) is refused. */
-int bp_read_file(const char *path, bp_bytes *out, bp_err *err);
+bp_status bp_read_file(const char *path, bp_bytes *out, bp_err *err);
 /* A regular file opened for reading (a FIFO or a device is refused, never waited on). */
-int bp_fopen_regular(const char *path, FILE **f, bp_err *err);
+bp_status bp_fopen_regular(const char *path, FILE **f, bp_err *err);
 /* BP_OK when path is a regular file that can be opened for reading. */
-int bp_check_regular(const char *path, bp_err *err);
-int bp_read_stream(FILE *f, bp_bytes *out, bp_err *err);
+bp_status bp_check_regular(const char *path, bp_err *err);
+bp_status bp_read_stream(FILE *f, bp_bytes *out, bp_err *err);
 
 /* Write the concatenation of n_parts buffers atomically (see above). */
 typedef struct bp_iovec {
     const void *data;
     size_t n;
 } bp_iovec;
-int bp_write_parts_atomic(const char *path, const bp_iovec *parts, int n_parts, bp_err *err);
-int bp_write_file_atomic(const char *path, const void *data, size_t n, bp_err *err);
+bp_status bp_write_parts_atomic(const char *path, const bp_iovec *parts, int n_parts, bp_err *err);
+bp_status bp_write_file_atomic(const char *path, const void *data, size_t n, bp_err *err);
 
 #define BP_PATH_MAX 4096
 
@@ -51,17 +51,17 @@ typedef struct bp_output_kind {
  * kind's magic (one written before); also, when written in place, a FIFO or a
  * device (a log streamed to a pipe). Anything else, a directory, another file, a
  * device that a rename would replace, is BP_EUSAGE naming path and why. */
-int bp_check_output(const char *path, const bp_output_kind *kind, bp_err *err);
+bp_status bp_check_output(const char *path, const bp_output_kind *kind, bp_err *err);
 
 /* Whether two paths name one file; either may not exist yet (then their folders'
  * real paths and last components are compared). */
 bool bp_same_path(const char *a, const char *b);
 
 /* out = dir + "/" + name; BP_EUSAGE naming the path when it does not fit. */
-int bp_path_join(char *out, size_t n, const char *dir, const char *name, bp_err *err);
+bp_status bp_path_join(char *out, size_t n, const char *dir, const char *name, bp_err *err);
 
 /* mkdir -p; existing directories are fine. */
-int bp_mkdir_p(const char *path, bp_err *err);
+bp_status bp_mkdir_p(const char *path, bp_err *err);
 
 /* True when path exists (file or directory). */
 int bp_path_exists(const char *path);

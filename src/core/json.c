@@ -13,7 +13,7 @@ typedef struct parser {
     bp_err *err;
 } parser;
 
-static int fail(parser *ps, const char *what) {
+static bp_status fail(parser *ps, const char *what) {
     return bp_fail(ps->err, BP_EFORMAT, "JSON: %s at byte %zu", what, (size_t)(ps->p - ps->begin));
 }
 
@@ -22,7 +22,7 @@ static void skip_ws(parser *ps) {
         ps->p++;
 }
 
-static int new_node(parser *ps, bp_json_type type, int *out) {
+static bp_status new_node(parser *ps, bp_json_type type, int *out) {
     bp_json *j = ps->j;
     if (j->n == j->cap) {
         if (j->cap >= JSON_MAX_NODES) return fail(ps, "too many values");
@@ -40,9 +40,9 @@ static int new_node(parser *ps, bp_json_type type, int *out) {
     return BP_OK;
 }
 
-static int parse_value(parser *ps, int depth, int *out);
+static bp_status parse_value(parser *ps, int depth, int *out);
 
-static int parse_string(parser *ps, int *out) {
+static bp_status parse_string(parser *ps, int *out) {
     ps->p++; /* opening quote */
     const char *start = ps->p;
     while (ps->p < ps->end && *ps->p != '"') {
@@ -56,7 +56,7 @@ static int parse_string(parser *ps, int *out) {
         ps->p++;
     }
     if (ps->p >= ps->end) return fail(ps, "unterminated string");
-    int rc = new_node(ps, BP_JSON_STRING, out);
+    bp_status rc = new_node(ps, BP_JSON_STRING, out);
     if (rc) return rc;
     ps->j->nodes[*out].str = start;
     ps->j->nodes[*out].len = (size_t)(ps->p - start);
@@ -64,7 +64,7 @@ static int parse_string(parser *ps, int *out) {
     return BP_OK;
 }
 
-static int parse_number(parser *ps, int *out) {
+static bp_status parse_number(parser *ps, int *out) {
     char buf[64];
     size_t k = 0;
     while (ps->p < ps->end && k < sizeof buf - 1 && strchr("+-0123456789.eE", *ps->p))
@@ -73,19 +73,19 @@ static int parse_number(parser *ps, int *out) {
     char *endp;
     double v = strtod(buf, &endp);
     if (k == 0 || *endp != '\0' || !isfinite(v)) return fail(ps, "bad number");
-    int rc = new_node(ps, BP_JSON_NUMBER, out);
+    bp_status rc = new_node(ps, BP_JSON_NUMBER, out);
     if (rc == BP_OK) ps->j->nodes[*out].num = v;
     return rc;
 }
 
-static int parse_literal(parser *ps, int *out) {
+static bp_status parse_literal(parser *ps, int *out) {
     static const struct { const char *word; bp_json_type type; double num; } lits[] = {
         {"true", BP_JSON_BOOL, 1}, {"false", BP_JSON_BOOL, 0}, {"null", BP_JSON_NULL, 0}};
     for (size_t i = 0; i < sizeof lits / sizeof lits[0]; i++) {
         size_t n = strlen(lits[i].word);
         if ((size_t)(ps->end - ps->p) >= n && memcmp(ps->p, lits[i].word, n) == 0) {
             ps->p += n;
-            int rc = new_node(ps, lits[i].type, out);
+            bp_status rc = new_node(ps, lits[i].type, out);
             if (rc == BP_OK) ps->j->nodes[*out].num = lits[i].num;
             return rc;
         }
@@ -95,11 +95,11 @@ static int parse_literal(parser *ps, int *out) {
 
 /* Arrays and objects: elements separated by ',' up to `close`; objects have
  * "key": before each value. Children are linked in order. */
-static int parse_container(parser *ps, int depth, int *out) {
+static bp_status parse_container(parser *ps, int depth, int *out) {
     bool object = *ps->p == '{';
     char close = object ? '}' : ']';
     if (depth >= JSON_MAX_DEPTH) return fail(ps, "nesting too deep");
-    int rc = new_node(ps, object ? BP_JSON_OBJECT : BP_JSON_ARRAY, out);
+    bp_status rc = new_node(ps, object ? BP_JSON_OBJECT : BP_JSON_ARRAY, out);
     if (rc) return rc;
     ps->p++;
     skip_ws(ps);
@@ -138,7 +138,7 @@ static int parse_container(parser *ps, int depth, int *out) {
     }
 }
 
-static int parse_value(parser *ps, int depth, int *out) {
+static bp_status parse_value(parser *ps, int depth, int *out) {
     skip_ws(ps);
     if (ps->p >= ps->end) return fail(ps, "unexpected end");
     char c = *ps->p;
@@ -148,11 +148,11 @@ static int parse_value(parser *ps, int depth, int *out) {
     return parse_literal(ps, out);
 }
 
-int bp_json_parse(const char *text, size_t n, bp_json *out, bp_err *err) {
+bp_status bp_json_parse(const char *text, size_t n, bp_json *out, bp_err *err) {
     memset(out, 0, sizeof *out);
     parser ps = {text, text, text + n, out, err};
     int root;
-    int rc = parse_value(&ps, 0, &root);
+    bp_status rc = parse_value(&ps, 0, &root);
     if (rc == BP_OK) {
         skip_ws(&ps);
         if (ps.p != ps.end) rc = fail(&ps, "trailing characters");

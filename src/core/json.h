@@ -35,7 +35,7 @@ typedef struct bp_json {
 } bp_json;
 
 /* Parse text[0..n). Node 0 is the root. */
-int bp_json_parse(const char *text, size_t n, bp_json *out, bp_err *err);
+bp_status bp_json_parse(const char *text, size_t n, bp_json *out, bp_err *err);
 void bp_json_free(bp_json *j);
 
 /* Member `key` of object node `obj`, or -1. */

@@ -27,12 +27,12 @@ static int choice_index(const char *choices, const char *value) {
     return -1;
 }
 
-static int range_error(const bp_option *o, const char *value, bp_err *err) {
+static bp_status range_error(const bp_option *o, const char *value, bp_err *err) {
     return bp_fail(err, BP_EUSAGE, "option --%s: %s is out of range [%g, %g]", o->name, value,
                    o->min, o->max);
 }
 
-static int set_number(const bp_option *o, char *field, const char *value, bp_err *err) {
+static bp_status set_number(const bp_option *o, char *field, const char *value, bp_err *err) {
     char *end;
     errno = 0;
     if (o->type == BP_OPT_DOUBLE) {
@@ -63,7 +63,7 @@ static int set_number(const bp_option *o, char *field, const char *value, bp_err
     return BP_OK;
 }
 
-static int set_value(const bp_option *o, void *target, const char *value, bp_err *err) {
+static bp_status set_value(const bp_option *o, void *target, const char *value, bp_err *err) {
     char *field = (char *)target + o->offset;
     switch (o->type) {
     case BP_OPT_STRING:
@@ -90,8 +90,8 @@ static int set_value(const bp_option *o, void *target, const char *value, bp_err
     }
 }
 
-int bp_options_parse(const bp_option *opts, int n_opts, void *target, int argc, char **argv,
-                     int *help, bp_err *err) {
+bp_status bp_options_parse(const bp_option *opts, int n_opts, void *target, int argc, char **argv,
+                           int *help, bp_err *err) {
     for (int i = 0; i < argc; i++) {
         const char *arg = argv[i];
         if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
@@ -110,7 +110,7 @@ int bp_options_parse(const bp_option *opts, int n_opts, void *target, int argc, 
             if (i + 1 >= argc) return bp_fail(err, BP_EUSAGE, "option --%s needs a value", o->name);
             value = argv[++i];
         }
-        int rc = set_value(o, target, value ? value : "", err);
+        bp_status rc = set_value(o, target, value ? value : "", err);
         if (rc) return rc;
     }
     return BP_OK;

@@ -77,8 +77,8 @@ void bp_options_place_defaults(const bp_option_place *places, int n_places, void
 
 /* Parse argv[0..argc) into target. "--help" sets *help (when help != NULL) and
  * stops. A positional argument or an unknown option is BP_EUSAGE. */
-int bp_options_parse(const bp_option *opts, int n_opts, void *target, int argc, char **argv,
-                     int *help, bp_err *err);
+bp_status bp_options_parse(const bp_option *opts, int n_opts, void *target, int argc, char **argv,
+                           int *help, bp_err *err);
 
 /* One line per option: name, metavar, help and the default read from `defaults`. */
 void bp_options_print_help(FILE *f, const bp_option *opts, int n_opts, const void *defaults);

@@ -4,7 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
-int bp_fail(bp_err *err, bp_status code, const char *fmt, ...) {
+bp_status bp_fail(bp_err *err, bp_status code, const char *fmt, ...) {
     if (err) {
         va_list ap;
         va_start(ap, fmt);
@@ -12,10 +12,10 @@ int bp_fail(bp_err *err, bp_status code, const char *fmt, ...) {
         vsnprintf(err->msg, sizeof err->msg, fmt, ap);
         va_end(ap);
     }
-    return (int)code;
+    return code;
 }
 
-int bp_err_context(bp_err *err, const char *fmt, ...) {
+bp_status bp_err_context(bp_err *err, const char *fmt, ...) {
     if (!err) return BP_EINTERNAL;
     char line[BP_ERR_MSG_MAX];
     va_list ap;
@@ -37,7 +37,7 @@ int bp_err_context(bp_err *err, const char *fmt, ...) {
     }
     line[used] = '\0';
     memcpy(err->msg, line, used + 1);
-    return (int)err->code;
+    return err->code;
 }
 
 void bp_err_clear(bp_err *err) {

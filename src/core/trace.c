@@ -36,7 +36,7 @@ struct bp_trace {
     int n_names;
 };
 
-int bp_trace_create(size_t cap, bp_trace **out, bp_err *err) {
+bp_status bp_trace_create(size_t cap, bp_trace **out, bp_err *err) {
     *out = NULL;
     if (cap < 1) return bp_fail(err, BP_EUSAGE, "a trace needs room for at least one event");
     bp_trace *t = calloc(1, sizeof *t);
@@ -205,8 +205,8 @@ static void put_meta(text *b, int pid, int tid, const char *what, const char *ke
     put(b, "}}");
 }
 
-int bp_trace_format(bp_trace *t, int pid, const char *process_name, char **out, size_t *n,
-                    bp_err *err) {
+bp_status bp_trace_format(bp_trace *t, int pid, const char *process_name, char **out, size_t *n,
+                          bp_err *err) {
     text b = {.p = malloc(1 << 16), .cap = 1 << 16};
     if (!b.p) return bp_fail(err, BP_ENOMEM, "cannot format a trace");
     b.p[0] = '\0';

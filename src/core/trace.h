@@ -39,7 +39,7 @@ typedef struct bp_trace_args {
 
 /* A trace of at most cap events (cap >= 1). The calling thread is track 0, "main".
  * Times are taken relative to bp_now() at creation (bp_trace_set_origin moves it). */
-int bp_trace_create(size_t cap, bp_trace **out, bp_err *err);
+bp_status bp_trace_create(size_t cap, bp_trace **out, bp_err *err);
 void bp_trace_destroy(bp_trace *t);
 
 /* Times of events are microseconds since `origin` (seconds of bp_now()). Processes
@@ -90,7 +90,7 @@ size_t bp_trace_cap(const bp_trace *t);
  * enclosing array): first "M" events naming the process `pid` as `process_name`
  * and its threads, then the "X" events oldest first. *out is malloc'ed and
  * NUL-terminated; *n its length. */
-int bp_trace_format(bp_trace *t, int pid, const char *process_name, char **out, size_t *n,
-                    bp_err *err);
+bp_status bp_trace_format(bp_trace *t, int pid, const char *process_name, char **out, size_t *n,
+                          bp_err *err);
 
 #endif

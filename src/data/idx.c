@@ -27,8 +27,8 @@ static uint32_t be32(const uint8_t *p) {
 
 /* Read up to n bytes into a buffer that grows as data arrives, so that a header
  * promising gigabytes costs nothing unless the data is really there. */
-static int gz_read_upto(gzFile f, const char *path, size_t n, uint8_t **out, size_t *got,
-                        bp_err *err) {
+static bp_status gz_read_upto(gzFile f, const char *path, size_t n, uint8_t **out, size_t *got,
+                              bp_err *err) {
     size_t cap = n < (1u << 20) ? n : (1u << 20);
     uint8_t *buf = malloc(cap ? cap : 1);
     *got = 0;
@@ -55,9 +55,9 @@ static int gz_read_upto(gzFile f, const char *path, size_t n, uint8_t **out, siz
     return BP_OK;
 }
 
-static int read_idx(const char *path, uint32_t magic, idx_file *out, bp_err *err) {
+static bp_status read_idx(const char *path, uint32_t magic, idx_file *out, bp_err *err) {
     memset(out, 0, sizeof *out);
-    int rc = bp_check_regular(path, err);
+    bp_status rc = bp_check_regular(path, err);
     if (rc) return rc;
     gzFile f = gzopen(path, "rb");
     if (!f) return bp_fail(err, BP_EIO, "cannot open %s: %s", path, strerror(errno));
@@ -104,8 +104,8 @@ static int read_idx(const char *path, uint32_t magic, idx_file *out, bp_err *err
 
 /* The images keep im's payload (bytes, not floats: memory stays what the header
  * promised); labels are copied. */
-static int to_images(idx_file *im, const idx_file *lb, const char *labels_path, int n_class,
-                     bp_images *out, bp_err *err) {
+static bp_status to_images(idx_file *im, const idx_file *lb, const char *labels_path, int n_class,
+                           bp_images *out, bp_err *err) {
     if (im->dims[0] != lb->dims[0])
         return bp_fail(err, BP_EFORMAT, "%s: %u labels for %u images", labels_path, lb->dims[0],
                        im->dims[0]);
@@ -127,11 +127,11 @@ static int to_images(idx_file *im, const idx_file *lb, const char *labels_path, 
     return BP_OK;
 }
 
-int bp_idx_load(const char *images_path, const char *labels_path, int n_class, bp_images *out,
-                bp_err *err) {
+bp_status bp_idx_load(const char *images_path, const char *labels_path, int n_class, bp_images *out,
+                      bp_err *err) {
     memset(out, 0, sizeof *out);
     idx_file im, lb;
-    int rc = read_idx(images_path, IDX_IMAGES_MAGIC, &im, err);
+    bp_status rc = read_idx(images_path, IDX_IMAGES_MAGIC, &im, err);
     if (rc) return rc;
     rc = read_idx(labels_path, IDX_LABELS_MAGIC, &lb, err);
     if (rc == BP_OK) rc = to_images(&im, &lb, labels_path, n_class, out, err);
@@ -140,11 +140,11 @@ int bp_idx_load(const char *images_path, const char *labels_path, int n_class, b
     return rc;
 }
 
-int bp_fashion_load(const char *dir, int train, bp_images *out, bp_err *err) {
+bp_status bp_fashion_load(const char *dir, int train, bp_images *out, bp_err *err) {
     const char *prefix = train ? "train" : "t10k";
     char images[BP_PATH_MAX], labels[BP_PATH_MAX], name[64];
     snprintf(name, sizeof name, "%s-images-idx3-ubyte.gz", prefix);
-    int rc = bp_path_join(images, sizeof images, dir, name, err);
+    bp_status rc = bp_path_join(images, sizeof images, dir, name, err);
     snprintf(name, sizeof name, "%s-labels-idx1-ubyte.gz", prefix);
     if (rc == BP_OK) rc = bp_path_join(labels, sizeof labels, dir, name, err);
     return rc ? rc : bp_idx_load(images, labels, 10, out, err);

@@ -17,12 +17,12 @@ typedef struct bp_images {
     int32_t *labels; /* [n] */
 } bp_images;
 
-int bp_idx_load(const char *images_path, const char *labels_path, int n_class, bp_images *out,
-                bp_err *err);
+bp_status bp_idx_load(const char *images_path, const char *labels_path, int n_class, bp_images *out,
+                      bp_err *err);
 
 /* The Fashion-MNIST split `train` (60000) or test (10000) from a directory holding
  * the four files of Debian's dataset-fashion-mnist (…-idx3-ubyte.gz). */
-int bp_fashion_load(const char *dir, int train, bp_images *out, bp_err *err);
+bp_status bp_fashion_load(const char *dir, int train, bp_images *out, bp_err *err);
 
 void bp_images_free(bp_images *im);
 

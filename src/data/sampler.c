@@ -17,7 +17,7 @@ static void shuffle_epoch(bp_epoch_sampler *s) {
     }
 }
 
-int bp_epoch_sampler_init(bp_epoch_sampler *s, int n, uint64_t seed, bp_err *err) {
+bp_status bp_epoch_sampler_init(bp_epoch_sampler *s, int n, uint64_t seed, bp_err *err) {
     memset(s, 0, sizeof *s);
     s->perm = malloc((size_t)n * sizeof *s->perm);
     if (!s->perm) return bp_fail(err, BP_ENOMEM, "cannot allocate a permutation of %d items", n);
@@ -38,7 +38,7 @@ void bp_epoch_sampler_seek(bp_epoch_sampler *s, int64_t epoch, int pos) {
     shuffle_epoch(s);
 }
 
-int bp_epoch_sampler_restore(bp_epoch_sampler *s, int64_t epoch, int64_t pos, bp_err *err) {
+bp_status bp_epoch_sampler_restore(bp_epoch_sampler *s, int64_t epoch, int64_t pos, bp_err *err) {
     if (epoch < 0 || epoch > INT64_MAX / 2)
         return bp_fail(err, BP_EFORMAT, "field epoch is %lld, out of range", (long long)epoch);
     if (pos < 0 || pos > s->n)

@@ -21,13 +21,13 @@ typedef struct bp_epoch_sampler {
     int *perm;     /* [n], permutation of the current epoch */
 } bp_epoch_sampler;
 
-int bp_epoch_sampler_init(bp_epoch_sampler *s, int n, uint64_t seed, bp_err *err);
+bp_status bp_epoch_sampler_init(bp_epoch_sampler *s, int n, uint64_t seed, bp_err *err);
 void bp_epoch_sampler_free(bp_epoch_sampler *s);
 /* Continue from (epoch, pos), e.g. after loading a checkpoint. */
 void bp_epoch_sampler_seek(bp_epoch_sampler *s, int64_t epoch, int pos);
 /* The same for a state read from a file: refuses an epoch below 0 or near the
  * counter's limit, and a position outside [0, n], naming the field. */
-int bp_epoch_sampler_restore(bp_epoch_sampler *s, int64_t epoch, int64_t pos, bp_err *err);
+bp_status bp_epoch_sampler_restore(bp_epoch_sampler *s, int64_t epoch, int64_t pos, bp_err *err);
 /* Item indices of this rank's rows of the next global batch: [B_global/world]. */
 void bp_epoch_sampler_next(bp_epoch_sampler *s, int B_global, int rank, int world, int *idx);
 

@@ -10,11 +10,11 @@
 /* The whole Bible, as `bible` prints it: book and chapter headings, numbered verses. */
 #define KJV_COMMAND "bible \"Gen1:1-Rev22:21\" 2>/dev/null"
 
-static int build_kjv_cache(const char *path, bp_err *err) {
+static bp_status build_kjv_cache(const char *path, bp_err *err) {
     FILE *p = popen(KJV_COMMAND, "r");
     if (!p) return bp_fail(err, BP_EIO, "data kjv: cannot run `bible`: %s", strerror(errno));
     bp_bytes text = {0};
-    int rc = bp_read_stream(p, &text, err);
+    bp_status rc = bp_read_stream(p, &text, err);
     int status = pclose(p);
     if (rc == BP_OK && (status != 0 || text.n == 0))
         rc = bp_fail(err, BP_EIO,
@@ -25,11 +25,11 @@ static int build_kjv_cache(const char *path, bp_err *err) {
     return rc;
 }
 
-int bp_text_load(const char *spec, const char *cache_dir, bp_text *out, bp_err *err) {
+bp_status bp_text_load(const char *spec, const char *cache_dir, bp_text *out, bp_err *err) {
     memset(out, 0, sizeof *out);
     char path[BP_PATH_MAX];
     if (strcmp(spec, "kjv") == 0) {
-        int rc = bp_mkdir_p(cache_dir, err);
+        bp_status rc = bp_mkdir_p(cache_dir, err);
         if (rc == BP_OK) rc = bp_path_join(path, sizeof path, cache_dir, "kjv.txt", err);
         if (rc) return rc;
         if (!bp_path_exists(path) && (rc = build_kjv_cache(path, err)) != BP_OK) return rc;
@@ -38,7 +38,7 @@ int bp_text_load(const char *spec, const char *cache_dir, bp_text *out, bp_err *
         memcpy(path, spec, strlen(spec) + 1);
     }
     bp_bytes b = {0};
-    int rc = bp_read_file(path, &b, err);
+    bp_status rc = bp_read_file(path, &b, err);
     if (rc) return rc;
     if (b.n == 0) {
         free(b.data);
@@ -55,7 +55,7 @@ void bp_text_free(bp_text *t) {
     memset(t, 0, sizeof *t);
 }
 
-int bp_text_check_seq_len(const bp_text *t, const char *spec, int T, bp_err *err) {
+bp_status bp_text_check_seq_len(const bp_text *t, const char *spec, int T, bp_err *err) {
     size_t need = (size_t)T + 1;
     if (t->n_train < need || t->n - t->n_train < need)
         return bp_fail(err, BP_EFORMAT,

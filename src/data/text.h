@@ -22,11 +22,11 @@ typedef struct bp_text {
 /* Load `spec` ("kjv" or a path). For "kjv", cache_dir holds kjv.txt; it is
  * created from `bible` when missing (written to a temporary file, then renamed,
  * so an interrupted run never leaves a half-written cache). */
-int bp_text_load(const char *spec, const char *cache_dir, bp_text *out, bp_err *err);
+bp_status bp_text_load(const char *spec, const char *cache_dir, bp_text *out, bp_err *err);
 void bp_text_free(bp_text *t);
 
 /* Both splits must hold at least one window of T+1 bytes. */
-int bp_text_check_seq_len(const bp_text *t, const char *spec, int T, bp_err *err);
+bp_status bp_text_check_seq_len(const bp_text *t, const char *spec, int T, bp_err *err);
 
 /* One training batch: draws B_global window starts uniformly from the train split
  * with rng (every rank draws all of them, so every rank's rng stays in step) and

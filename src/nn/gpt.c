@@ -56,7 +56,7 @@ enum head_slot {
 
 #define GPT_DIM_MAX (1 << 24)
 
-static int gpt_check(const bp_model_config *c, bp_err *err) {
+static bp_status gpt_check(const bp_model_config *c, bp_err *err) {
     const struct {
         const char *name;
         int v, max;
@@ -77,7 +77,7 @@ static int gpt_check(const bp_model_config *c, bp_err *err) {
 
 /* Each tp rank takes n_head/T whole heads; then C (n_head times the head size) and
  * the MLP's 4C units divide by T as well. */
-static int gpt_check_tp(const bp_model_config *c, int tp_size, bp_err *err) {
+static bp_status gpt_check_tp(const bp_model_config *c, int tp_size, bp_err *err) {
     if (c->n_head % tp_size != 0)
         return bp_fail(err, BP_EUSAGE,
                        "gpt config: n_head (%d) must be divisible by the tp size (%d)", c->n_head,
@@ -151,7 +151,7 @@ static int gpt_boundary_width(const bp_model_config *c, int block) {
     return c->n_embd;
 }
 
-static int check_ids(const int32_t *ids, size_t n, int limit, const char *what, bp_err *err) {
+static bp_status check_ids(const int32_t *ids, size_t n, int limit, const char *what, bp_err *err) {
     for (size_t i = 0; i < n; i++)
         if (ids[i] < 0 || ids[i] >= limit)
             return bp_fail(err, BP_EUSAGE, "%s[%zu] = %d is not in [0, %d)", what, i, ids[i],
@@ -159,12 +159,12 @@ static int check_ids(const int32_t *ids, size_t n, int limit, const char *what, 
     return BP_OK;
 }
 
-static int gpt_check_batch(const bp_model *m, const bp_batch *b, bool backward, bp_err *err) {
+static bp_status gpt_check_batch(const bp_model *m, const bp_batch *b, bool backward, bp_err *err) {
     size_t n = (size_t)b->B * b->T;
     int V = m->cfg.vocab;
     if (bp_model_has_first(m)) {
         if (!b->tokens) return bp_fail(err, BP_EUSAGE, "gpt batch: tokens missing");
-        int rc = check_ids(b->tokens, n, V, "gpt batch: tokens", err);
+        bp_status rc = check_ids(b->tokens, n, V, "gpt batch: tokens", err);
         if (rc) return rc;
     }
     if (!bp_model_has_last(m) || (!b->targets && !backward)) return BP_OK;
@@ -254,22 +254,22 @@ static bp_real *head_wte(bp_model *m, bool grad) {
  *   x [N, IC], w [OC, IC], b [OC] (replicated) -> y [N, OC] = (sum over the tp ranks
  *   of x W^T) + b, the bias added once, after the sum. Without tensor parallelism
  *   it is bp_linear_forward itself, so that results stay bit for bit as before. */
-static int row_linear_forward(bp_model *m, int block, const char *what, bp_real *y,
-                              const bp_real *x, const bp_real *w, const bp_real *b, int N, int IC,
-                              int OC, bp_err *err) {
+static bp_status row_linear_forward(bp_model *m, int block, const char *what, bp_real *y,
+                                    const bp_real *x, const bp_real *w, const bp_real *b, int N,
+                                    int IC, int OC, bp_err *err) {
     if (m->tp.size == 1) {
         bp_linear_forward(y, x, w, b, N, IC, OC);
         return BP_OK;
     }
     bp_linear_forward(y, x, w, NULL, N, IC, OC);
-    int rc = bp_model_tp_allreduce(m, y, (size_t)N * OC, block, what, err);
+    bp_status rc = bp_model_tp_allreduce(m, y, (size_t)N * OC, block, what, err);
     for (int n = 0; !rc && n < N; n++) bp_vacc(y + (size_t)n * OC, b, (size_t)OC);
     return rc;
 }
 
 /* stream_in [N, C] -> S_OUT [N, C], through this rank's qkv [N, 3A], attention
  * output [N, A] and MLP units [N, F]. */
-static int layer_forward(bp_model *m, bp_acts *a, int block, bp_err *err) {
+static bp_status layer_forward(bp_model *m, bp_acts *a, int block, bp_err *err) {
     int B = a->B, T = a->T, N = B * T;
     gpt_dims d = dims_of(m);
     size_t NC = (size_t)N * d.C;
@@ -279,8 +279,8 @@ static int layer_forward(bp_model *m, bp_acts *a, int block, bp_err *err) {
     bp_layernorm_forward(S(S_LN1), S(S_MEAN1), S(S_RSTD1), x, P(LN1_W), P(LN1_B), N, d.C);
     bp_linear_forward(S(S_QKV), S(S_LN1), P(ATTN_W), P(ATTN_B), N, d.C, 3 * d.A);
     bp_attention_forward(S(S_ATTY), S(S_ATT), S(S_QKV), B, T, d.A, d.NH);
-    int rc = row_linear_forward(m, block, "attn.c_proj forward", S(S_RES2), S(S_ATTY), P(APROJ_W),
-                                P(APROJ_B), N, d.A, d.C, err);
+    bp_status rc = row_linear_forward(m, block, "attn.c_proj forward", S(S_RES2), S(S_ATTY),
+                                      P(APROJ_W), P(APROJ_B), N, d.A, d.C, err);
     if (rc) return rc;
     bp_residual_forward(S(S_RES2), S(S_RES2), x, NC);
     bp_layernorm_forward(S(S_LN2), S(S_MEAN2), S(S_RSTD2), S(S_RES2), P(LN2_W), P(LN2_B), N, d.C);
@@ -305,12 +305,13 @@ static double head_forward(bp_model *m, bp_acts *a, const int32_t *targets) {
     return targets ? bp_crossentropy_forward(head_slot(a, S_LSE), logits, targets, N, V) : 0;
 }
 
-static int gpt_forward(bp_model *m, bp_acts *a, const bp_batch *b, double *loss, bp_err *err) {
+static bp_status gpt_forward(bp_model *m, bp_acts *a, const bp_batch *b, double *loss,
+                             bp_err *err) {
     if (bp_model_has_first(m))
         bp_embedding_forward(a->slot[0], b->tokens, bp_model_param(m, 0, E_WTE),
                              bp_model_param(m, 0, E_WPE), b->B, b->T, m->cfg.n_embd);
     for (int l = first_layer(m); l < end_layer(m); l++) {
-        int rc = layer_forward(m, a, l, err);
+        bp_status rc = layer_forward(m, a, l, err);
         if (rc) return rc;
     }
     if (bp_model_has_last(m)) *loss = head_forward(m, a, b->targets);
@@ -350,7 +351,8 @@ static gpt_work work_of(bp_model *m, int B, int T) {
  * The row-split c_projs need no sum backward: their input gradient is this rank's
  * slice, and dres is whole on every rank.
  *   dres [N, C]: the gradient of the block's output in, of its input out (in place) */
-static int layer_backward(bp_model *m, bp_acts *a, int block, const gpt_work *w, bp_err *err) {
+static bp_status layer_backward(bp_model *m, bp_acts *a, int block, const gpt_work *w,
+                                bp_err *err) {
     int B = a->B, T = a->T, N = B * T;
     gpt_dims d = dims_of(m);
     size_t NC = (size_t)N * d.C;
@@ -363,7 +365,7 @@ static int layer_backward(bp_model *m, bp_acts *a, int block, const gpt_work *w,
                        d.C);
     bp_gelu_backward(w->dwide, S(S_FCH), w->dwide, (size_t)N * d.F);
     bp_linear_backward(w->dC, G(FC_W), G(FC_B), w->dwide, S(S_LN2), P(FC_W), N, d.C, d.F);
-    int rc = bp_model_tp_allreduce(m, w->dC, NC, block, "mlp.c_fc backward", err);
+    bp_status rc = bp_model_tp_allreduce(m, w->dC, NC, block, "mlp.c_fc backward", err);
     if (rc) return rc;
     bp_layernorm_backward(w->dres, G(LN2_W), G(LN2_B), w->dC, S(S_RES2), P(LN2_W), S(S_MEAN2),
                           S(S_RSTD2), N, d.C);
@@ -395,8 +397,8 @@ static void head_backward(bp_model *m, bp_acts *a, const int32_t *targets, bp_re
                           head_slot(a, S_MEANF), head_slot(a, S_RSTDF), N, C);
 }
 
-static int gpt_backward(bp_model *m, bp_acts *a, const bp_batch *b, const bp_real *dy,
-                        bp_real *dx_in, bp_real loss_scale, bp_err *err) {
+static bp_status gpt_backward(bp_model *m, bp_acts *a, const bp_batch *b, const bp_real *dy,
+                              bp_real *dx_in, bp_real loss_scale, bp_err *err) {
     size_t NC = (size_t)a->B * a->T * m->cfg.n_embd;
     gpt_work w = work_of(m, a->B, a->T);
     if (bp_model_has_last(m)) {
@@ -406,7 +408,7 @@ static int gpt_backward(bp_model *m, bp_acts *a, const bp_batch *b, const bp_rea
         memcpy(w.dres, dy, NC * sizeof *dy);
     }
     for (int l = end_layer(m) - 1; l >= first_layer(m); l--) {
-        int rc = layer_backward(m, a, l, &w, err);
+        bp_status rc = layer_backward(m, a, l, &w, err);
         if (rc) return rc;
         bp_model_block_done(m, l);
     }

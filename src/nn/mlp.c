@@ -17,7 +17,7 @@ enum head_slot { S_LOGITS, S_LSE, HEAD_SLOTS };
 
 #define MLP_DIM_MAX (1 << 24)
 
-static int mlp_check(const bp_model_config *c, bp_err *err) {
+static bp_status mlp_check(const bp_model_config *c, bp_err *err) {
     const struct {
         const char *name;
         int v, min, max;
@@ -62,7 +62,7 @@ static int mlp_block_tensors(const bp_model_config *c, int block, bp_tensor_spec
     return 2;
 }
 
-static int mlp_check_batch(const bp_model *m, const bp_batch *b, bool backward, bp_err *err) {
+static bp_status mlp_check_batch(const bp_model *m, const bp_batch *b, bool backward, bp_err *err) {
     if (b->T != 1) return bp_fail(err, BP_EUSAGE, "mlp batch: T (%d) must be 1", b->T);
     if (bp_model_has_first(m) && !b->images)
         return bp_fail(err, BP_EUSAGE, "mlp batch: images missing");
@@ -110,7 +110,8 @@ static const bp_real *mlp_logits(const bp_acts *a) { return head_slot(a, S_LOGIT
 
 /* ---- forward / backward ---- */
 
-static int mlp_forward(bp_model *m, bp_acts *a, const bp_batch *b, double *loss, bp_err *err) {
+static bp_status mlp_forward(bp_model *m, bp_acts *a, const bp_batch *b, double *loss,
+                             bp_err *err) {
     (void)err;
     int B = a->B;
     if (bp_model_has_first(m)) {
@@ -140,8 +141,8 @@ static size_t mlp_scratch_len(const bp_model *m, int B, int T) {
 
 /* Two workspace buffers take turns: `cur` holds the gradient of the current block's
  * pre-activation output, `other` receives the gradient of its input. */
-static int mlp_backward(bp_model *m, bp_acts *a, const bp_batch *b, const bp_real *dy,
-                        bp_real *dx_in, bp_real loss_scale, bp_err *err) {
+static bp_status mlp_backward(bp_model *m, bp_acts *a, const bp_batch *b, const bp_real *dy,
+                              bp_real *dx_in, bp_real loss_scale, bp_err *err) {
     (void)err;
     int B = a->B, last = m->end - 1;
     bp_real *cur = m->scratch, *other = m->scratch + m->scratch_len / 2;

@@ -46,7 +46,7 @@ const char *bp_model_describe(const bp_model_config *cfg, char *buf, size_t n) {
     return buf;
 }
 
-int bp_model_config_check(const bp_model_config *cfg, bp_err *err) {
+bp_status bp_model_config_check(const bp_model_config *cfg, bp_err *err) {
     const bp_model_ops *ops = ops_of(cfg->kind);
     if (!ops)
         return bp_fail(err, BP_EUSAGE, "model config: kind (%d) is not one of %s", cfg->kind,
@@ -149,10 +149,11 @@ static bool has_tied_copy(const bp_model *m) {
     return m->ops->tied_tensor && m->begin > 0 && m->end == m->ops->num_blocks(&m->cfg);
 }
 
-static int alloc_table(bp_model *m, int n, bp_err *err) {
+static bp_status alloc_table(bp_model *m, int n, bp_err *err) {
     const char *what = "tensor table";
     size_t nb = (size_t)(m->end - m->begin);
-    int rc = bp_alloc_checked((void **)&m->tensors, (size_t)n * sizeof *m->tensors, what, err);
+    bp_status rc =
+        bp_alloc_checked((void **)&m->tensors, (size_t)n * sizeof *m->tensors, what, err);
     if (!rc) rc = bp_alloc_checked((void **)&m->init, (size_t)n * sizeof *m->init, what, err);
     if (!rc)
         rc = bp_alloc_checked((void **)&m->block_first, nb * sizeof *m->block_first, what, err);
@@ -183,7 +184,7 @@ static void add_tensor(bp_model *m, const bp_tensor_spec *s, int block, uint64_t
     m->ntensors++;
 }
 
-static int build_table(bp_model *m, bp_err *err) {
+static bp_status build_table(bp_model *m, bp_err *err) {
     bp_tensor_spec specs[BP_BLOCK_MAX_TENSORS];
     uint64_t stream = 0; /* index in the full model of the next tensor */
     int count = has_tied_copy(m);
@@ -194,7 +195,7 @@ static int build_table(bp_model *m, bp_err *err) {
         else
             count += k;
     }
-    int rc = alloc_table(m, count, err);
+    bp_status rc = alloc_table(m, count, err);
     if (rc) return rc;
     for (int b = m->begin; b < m->end; b++) {
         int k = m->ops->block_tensors(&m->cfg, b, specs);
@@ -211,7 +212,7 @@ static int build_table(bp_model *m, bp_err *err) {
 
 /* ---- create / destroy ---- */
 
-static int check_range(const bp_model_config *cfg, int begin, int *end, bp_err *err) {
+static bp_status check_range(const bp_model_config *cfg, int begin, int *end, bp_err *err) {
     int nb = bp_model_num_blocks(cfg);
     if (*end == -1) *end = nb;
     if (begin < 0 || begin >= nb || *end <= begin || *end > nb)
@@ -220,8 +221,8 @@ static int check_range(const bp_model_config *cfg, int begin, int *end, bp_err *
     return BP_OK;
 }
 
-int bp_model_tp_check(const bp_model_config *cfg, int tp_size, bp_err *err) {
-    int rc = bp_model_config_check(cfg, err);
+bp_status bp_model_tp_check(const bp_model_config *cfg, int tp_size, bp_err *err) {
+    bp_status rc = bp_model_config_check(cfg, err);
     if (rc || tp_size == 1) return rc;
     if (tp_size < 1) return bp_fail(err, BP_EUSAGE, "tp size (%d) must be >= 1", tp_size);
     const bp_model_ops *ops = ops_of(cfg->kind);
@@ -232,8 +233,8 @@ int bp_model_tp_check(const bp_model_config *cfg, int tp_size, bp_err *err) {
     return ops->check_tp(cfg, tp_size, err);
 }
 
-static int check_tp(const bp_model_config *cfg, const bp_tp *tp, bp_err *err) {
-    int rc = bp_model_tp_check(cfg, tp->size, err);
+static bp_status check_tp(const bp_model_config *cfg, const bp_tp *tp, bp_err *err) {
+    bp_status rc = bp_model_tp_check(cfg, tp->size, err);
     if (rc) return rc;
     if (tp->rank < 0 || tp->rank >= tp->size)
         return bp_fail(err, BP_EUSAGE, "tp rank (%d) is not in [0, %d)", tp->rank, tp->size);
@@ -242,17 +243,17 @@ static int check_tp(const bp_model_config *cfg, const bp_tp *tp, bp_err *err) {
     return BP_OK;
 }
 
-int bp_model_create(const bp_model_config *cfg, int block_begin, int block_end, bp_model **out,
-                    bp_err *err) {
+bp_status bp_model_create(const bp_model_config *cfg, int block_begin, int block_end,
+                          bp_model **out, bp_err *err) {
     return bp_model_create_tp(cfg, block_begin, block_end, NULL, out, err);
 }
 
-int bp_model_create_tp(const bp_model_config *cfg, int block_begin, int block_end, const bp_tp *tp,
-                       bp_model **out, bp_err *err) {
+bp_status bp_model_create_tp(const bp_model_config *cfg, int block_begin, int block_end,
+                             const bp_tp *tp, bp_model **out, bp_err *err) {
     *out = NULL;
     const bp_tp one = {.rank = 0, .size = 1};
     if (!tp) tp = &one;
-    int rc = check_tp(cfg, tp, err);
+    bp_status rc = check_tp(cfg, tp, err);
     if (!rc) rc = check_range(cfg, block_begin, &block_end, err);
     if (rc) return rc;
     bp_model *m = calloc(1, sizeof *m);
@@ -288,13 +289,13 @@ void bp_model_destroy(bp_model *m) {
     free(m);
 }
 
-int bp_model_set_backend(bp_model *m, const bp_backend *be, bp_err *err) {
+bp_status bp_model_set_backend(bp_model *m, const bp_backend *be, bp_err *err) {
     return bp_model_set_device(m, be, NULL, false, err);
 }
 
-/* Refused before anything moves: what the host layers or dev cannot run. */
-static int check_device(const bp_model *m, const bp_backend *be, const bp_model_device_ops *dev,
-                        bool bf16, bp_err *err) {
+/* Refuses what the host layers or dev cannot run, before anything moves. */
+static bp_status check_device(const bp_model *m, const bp_backend *be,
+                              const bp_model_device_ops *dev, bool bf16, bp_err *err) {
     if (m->be != bp_backend_cpu() || m->dev)
         return bp_fail(err, BP_EUSAGE, "a model moves to another backend once, from the cpu");
     if (!dev && !be->host_begin)
@@ -306,10 +307,10 @@ static int check_device(const bp_model *m, const bp_backend *be, const bp_model_
     return dev ? dev->check(m, bf16, err) : BP_OK;
 }
 
-int bp_model_set_device(bp_model *m, const bp_backend *be, const bp_model_device_ops *dev,
-                        bool bf16, bp_err *err) {
+bp_status bp_model_set_device(bp_model *m, const bp_backend *be, const bp_model_device_ops *dev,
+                              bool bf16, bp_err *err) {
     if (be == m->be && !dev && !bf16) return BP_OK;
-    int rc = check_device(m, be, dev, bf16, err);
+    bp_status rc = check_device(m, be, dev, bf16, err);
     if (rc) return rc;
     size_t bytes = m->nparams * sizeof(bp_real);
     bp_real *p = NULL, *g = NULL;
@@ -437,7 +438,7 @@ void bp_model_zero_grad(bp_model *m) {
 
 /* ---- activations ---- */
 
-static int check_acts_dims(const bp_model *m, int B, int T, bp_err *err) {
+static bp_status check_acts_dims(const bp_model *m, int B, int T, bp_err *err) {
     int tmax = m->ops->sample_len(&m->cfg);
     if (B < 1) return bp_fail(err, BP_EUSAGE, "activations: batch size B (%d) must be >= 1", B);
     if (T < 1 || T > tmax)
@@ -448,9 +449,9 @@ static int check_acts_dims(const bp_model *m, int B, int T, bp_err *err) {
     return BP_OK;
 }
 
-int bp_acts_create(const bp_model *m, int B, int T, bp_acts **out, bp_err *err) {
+bp_status bp_acts_create(const bp_model *m, int B, int T, bp_acts **out, bp_err *err) {
     *out = NULL;
-    int rc = check_acts_dims(m, B, T, err);
+    bp_status rc = check_acts_dims(m, B, T, err);
     if (rc) return rc;
     bp_acts *a = calloc(1, sizeof *a);
     if (!a) return bp_fail(err, BP_ENOMEM, "cannot allocate activations");
@@ -521,8 +522,8 @@ static bool acts_fit(const bp_model *m, const bp_acts *a) {
 }
 
 /* Checks shared by forward and backward. */
-static int check_step(const bp_model *m, const bp_acts *a, const bp_batch *b, bool backward,
-                      bp_err *err) {
+static bp_status check_step(const bp_model *m, const bp_acts *a, const bp_batch *b, bool backward,
+                            bp_err *err) {
     const char *what = backward ? "backward" : "forward";
     if (!acts_fit(m, a))
         return bp_fail(err, BP_EUSAGE, "%s: activations made for a model of another layout", what);
@@ -535,9 +536,9 @@ static int check_step(const bp_model *m, const bp_acts *a, const bp_batch *b, bo
     return m->ops->check_batch(m, b, backward, err);
 }
 
-int bp_model_forward(bp_model *m, bp_acts *a, const bp_batch *batch, const bp_real *x_in,
-                     double *loss, bp_err *err) {
-    int rc = check_step(m, a, batch, false, err);
+bp_status bp_model_forward(bp_model *m, bp_acts *a, const bp_batch *batch, const bp_real *x_in,
+                           double *loss, bp_err *err) {
+    bp_status rc = check_step(m, a, batch, false, err);
     if (rc) return rc;
     if (bp_model_has_first(m) != (x_in == NULL))
         return bp_fail(err, BP_EUSAGE, "forward: x_in must be %s for blocks [%d, %d)",
@@ -565,10 +566,10 @@ int bp_model_forward(bp_model *m, bp_acts *a, const bp_batch *batch, const bp_re
     return BP_OK;
 }
 
-int bp_model_tp_allreduce(bp_model *m, bp_real *x, size_t n, int block, const char *what,
-                          bp_err *err) {
+bp_status bp_model_tp_allreduce(bp_model *m, bp_real *x, size_t n, int block, const char *what,
+                                bp_err *err) {
     if (m->tp.size == 1) return BP_OK;
-    int rc = m->tp.allreduce_sum(m->tp.ctx, x, n);
+    bp_status rc = m->tp.allreduce_sum(m->tp.ctx, x, n);
     if (rc == BP_OK) return BP_OK;
     char name[32];
     bp_model_block_name(&m->cfg, block, name, sizeof name);
@@ -576,12 +577,12 @@ int bp_model_tp_allreduce(bp_model *m, bp_real *x, size_t n, int block, const ch
                    name, what, m->tp.rank, m->tp.size, bp_status_name(rc));
 }
 
-static int ensure_scratch(bp_model *m, size_t n, bp_err *err) {
+static bp_status ensure_scratch(bp_model *m, size_t n, bp_err *err) {
     if (n <= m->scratch_len) return BP_OK;
     m->be->free(m->be, m->scratch);
     m->scratch = NULL;
     m->scratch_len = 0;
-    int rc =
+    bp_status rc =
         m->be->alloc(m->be, (void **)&m->scratch, n * sizeof(bp_real), "backward workspace", err);
     if (!rc) m->scratch_len = n;
     return rc;
@@ -592,11 +593,11 @@ void bp_model_set_grad_hook(bp_model *m, bp_grad_ready_fn fn, void *ctx) {
     m->grad_hook_ctx = ctx;
 }
 
-int bp_model_backward(bp_model *m, bp_acts *a, const bp_batch *batch, const bp_real *dy,
-                      bp_real *dx_in, bp_real loss_scale, bp_err *err) {
+bp_status bp_model_backward(bp_model *m, bp_acts *a, const bp_batch *batch, const bp_real *dy,
+                            bp_real *dx_in, bp_real loss_scale, bp_err *err) {
     if (a->B == 0)
         return bp_fail(err, BP_EUSAGE, "backward: no forward has run on these activations");
-    int rc = check_step(m, a, batch, true, err);
+    bp_status rc = check_step(m, a, batch, true, err);
     if (rc) return rc;
     bool last = bp_model_has_last(m);
     if (last != (dy == NULL))

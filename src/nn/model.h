@@ -178,7 +178,7 @@ int bp_model_num_classes(const bp_model_config *cfg);
 const char *bp_model_describe(const bp_model_config *cfg, char *buf, size_t n);
 
 /* Check a configuration; the message names the offending field. */
-int bp_model_config_check(const bp_model_config *cfg, bp_err *err);
+bp_status bp_model_config_check(const bp_model_config *cfg, bp_err *err);
 int bp_model_num_blocks(const bp_model_config *cfg);
 /* A short human name of block i, e.g. "embed", "h.3", "head". */
 const char *bp_model_block_name(const bp_model_config *cfg, int block, char *buf, size_t n);
@@ -200,8 +200,8 @@ int bp_model_block_layout(const bp_model_config *cfg, int block, bp_tensor_layou
 
 /* Create the range [block_begin, block_end) of the model; block_end = -1 means
  * through the last block. Parameters are zero until bp_model_init_weights. */
-int bp_model_create(const bp_model_config *cfg, int block_begin, int block_end, bp_model **out,
-                    bp_err *err);
+bp_status bp_model_create(const bp_model_config *cfg, int block_begin, int block_end,
+                          bp_model **out, bp_err *err);
 void bp_model_destroy(bp_model *m);
 
 /* Tensor parallelism. allreduce_sum replaces x[0..n) on every tp rank by its sum
@@ -217,12 +217,12 @@ typedef struct bp_tp {
 
 /* Whether cfg can be split across tp_size ranks: tp_size >= 1; for tp_size > 1 only
  * gpt, with n_head divisible by tp_size. The message names the field. */
-int bp_model_tp_check(const bp_model_config *cfg, int tp_size, bp_err *err);
+bp_status bp_model_tp_check(const bp_model_config *cfg, int tp_size, bp_err *err);
 /* The shard of tp rank tp->rank out of tp->size of the range [block_begin,
  * block_end); tp == NULL or tp->size == 1 is bp_model_create. The callback and its
  * context must outlive the model. */
-int bp_model_create_tp(const bp_model_config *cfg, int block_begin, int block_end, const bp_tp *tp,
-                       bp_model **out, bp_err *err);
+bp_status bp_model_create_tp(const bp_model_config *cfg, int block_begin, int block_end,
+                             const bp_tp *tp, bp_model **out, bp_err *err);
 int bp_model_tp_rank(const bp_model *m);
 int bp_model_tp_size(const bp_model *m);
 
@@ -250,7 +250,7 @@ bool bp_model_has_last(const bp_model *m);  /* holds the head (computes the loss
  * host code inside the backend's host_begin/host_end, so only backends that have
  * them take a model of nn/ (cpu, check). */
 const bp_backend *bp_model_backend(const bp_model *m);
-int bp_model_set_backend(bp_model *m, const bp_backend *be, bp_err *err);
+bp_status bp_model_set_backend(bp_model *m, const bp_backend *be, bp_err *err);
 
 /* A model kind's forward and backward as kernels of a device (nn/model_impl.h), for a
  * backend whose memory the host cannot reach (cuda: nn/cuda/model_cuda.h's
@@ -261,8 +261,8 @@ typedef struct bp_model_device_ops bp_model_device_ops;
  * the weights the layers read in bf16 (gradients, weights and optimizer state stay
  * fp32). What dev cannot do yet for this model is refused here, before any work, with
  * one line naming it. dev == NULL is bp_model_set_backend. */
-int bp_model_set_device(bp_model *m, const bp_backend *be, const bp_model_device_ops *dev,
-                        bool bf16, bp_err *err);
+bp_status bp_model_set_device(bp_model *m, const bp_backend *be, const bp_model_device_ops *dev,
+                              bool bf16, bp_err *err);
 
 size_t bp_model_num_params(const bp_model *m);
 bp_real *bp_model_params(bp_model *m);
@@ -296,7 +296,7 @@ double bp_model_block_flops(const bp_model_config *cfg, int tp, int block, int B
 size_t bp_model_act_bytes(const bp_model_config *cfg, int tp, int b0, int b1, int B, int T);
 
 /* Activations for micro-batches of up to B x T (T <= seq_len). */
-int bp_acts_create(const bp_model *m, int B, int T, bp_acts **out, bp_err *err);
+bp_status bp_acts_create(const bp_model *m, int B, int T, bp_acts **out, bp_err *err);
 void bp_acts_destroy(bp_acts *a);
 /* Bytes of activation storage one micro-batch in flight holds. */
 size_t bp_acts_bytes(const bp_acts *a);
@@ -312,8 +312,8 @@ size_t bp_model_workspace_bytes(const bp_model *m);
  * loss may be NULL. Token and target ids out of range fail with BP_EUSAGE. A failing
  * tensor-parallel allreduce fails with its status and leaves the activations as
  * if no forward had run on them. */
-int bp_model_forward(bp_model *m, bp_acts *a, const bp_batch *batch, const bp_real *x_in,
-                     double *loss, bp_err *err);
+bp_status bp_model_forward(bp_model *m, bp_acts *a, const bp_batch *batch, const bp_real *x_in,
+                           double *loss, bp_err *err);
 
 /* The boundary output of the last forward [B*T, width(block_end)] when !has_last. */
 const bp_real *bp_acts_output(const bp_acts *a);
@@ -337,7 +337,7 @@ void bp_model_set_grad_hook(bp_model *m, bp_grad_ready_fn fn, void *ctx);
  * second backward adds the same gradient again. A failing tensor-parallel allreduce
  * fails with its status and leaves the gradient buffer partly accumulated (the
  * caller zeroes it or stops). */
-int bp_model_backward(bp_model *m, bp_acts *a, const bp_batch *batch, const bp_real *dy,
-                      bp_real *dx_in, bp_real loss_scale, bp_err *err);
+bp_status bp_model_backward(bp_model *m, bp_acts *a, const bp_batch *batch, const bp_real *dy,
+                            bp_real *dx_in, bp_real loss_scale, bp_err *err);
 
 #endif

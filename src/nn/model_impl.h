@@ -37,10 +37,10 @@ typedef struct bp_model_ops {
     /* The fields of cfg that make its shape, in words (bp_model_describe). */
     void (*describe)(const bp_model_config *cfg, char *buf, size_t n);
     /* Checks the kind's fields of cfg; the message names the field. */
-    int (*check)(const bp_model_config *cfg, bp_err *err);
+    bp_status (*check)(const bp_model_config *cfg, bp_err *err);
     /* Checks that a valid cfg splits across tp_size > 1 ranks; NULL when the kind
      * has no tensor parallelism. */
-    int (*check_tp)(const bp_model_config *cfg, int tp_size, bp_err *err);
+    bp_status (*check_tp)(const bp_model_config *cfg, int tp_size, bp_err *err);
     int (*num_blocks)(const bp_model_config *cfg);
     void (*block_name)(const bp_model_config *cfg, int block, char *buf, size_t n);
     /* Fills out[] with the tensors of `block` in forward order; returns how many. */
@@ -64,7 +64,7 @@ typedef struct bp_model_ops {
     double (*block_flops)(const bp_model_config *cfg, int tp, int block, int B, int T);
     size_t (*act_bytes)(const bp_model_config *cfg, int tp, int b0, int b1, int B, int T);
     /* Kind-specific checks of a batch (token and target ranges, inputs present). */
-    int (*check_batch)(const bp_model *m, const bp_batch *b, bool backward, bp_err *err);
+    bp_status (*check_batch)(const bp_model *m, const bp_batch *b, bool backward, bp_err *err);
     /* Sizes (elements) of the activation slots for B x T; returns the slot count and
      * writes the sizes when `sizes` is not NULL. Slot 0 is always the input of the
      * range, [B*T, boundary_width(block_begin)]. */
@@ -73,9 +73,9 @@ typedef struct bp_model_ops {
     size_t (*scratch_len)(const bp_model *m, int B, int T);
     /* Run after the generic and kind checks passed, so only the tensor-parallel
      * allreduce (bp_model_tp_allreduce) can make them fail. */
-    int (*forward)(bp_model *m, bp_acts *a, const bp_batch *b, double *loss, bp_err *err);
-    int (*backward)(bp_model *m, bp_acts *a, const bp_batch *b, const bp_real *dy, bp_real *dx_in,
-                    bp_real loss_scale, bp_err *err);
+    bp_status (*forward)(bp_model *m, bp_acts *a, const bp_batch *b, double *loss, bp_err *err);
+    bp_status (*backward)(bp_model *m, bp_acts *a, const bp_batch *b, const bp_real *dy,
+                          bp_real *dx_in, bp_real loss_scale, bp_err *err);
     const bp_real *(*output)(const bp_acts *a);
     const bp_real *(*logits)(const bp_acts *a);
 } bp_model_ops;
@@ -86,17 +86,17 @@ typedef struct bp_model_ops {
  * first, as for the host code. */
 struct bp_model_device_ops {
     const char *name; /* "gpt on cuda" */
-    /* What it cannot do yet for m: one line naming it. */
-    int (*check)(const bp_model *m, bool bf16, bp_err *err);
+    /* BP_OK when it can run m; else BP_EUSAGE with one line naming what it cannot do. */
+    bp_status (*check)(const bp_model *m, bool bf16, bp_err *err);
     /* Its state (m->dev_state), made once m's buffers are on the backend. */
-    int (*attach)(bp_model *m, bool bf16, bp_err *err);
+    bp_status (*attach)(bp_model *m, bool bf16, bp_err *err);
     void (*detach)(bp_model *m);
     /* Bytes of the activations of a B x T micro-batch. */
     size_t (*acts_bytes)(const bp_model *m, int B, int T);
-    int (*forward)(bp_model *m, bp_acts *a, const bp_batch *b, const bp_real *x_in, double *loss,
-                   bp_err *err);
-    int (*backward)(bp_model *m, bp_acts *a, const bp_batch *b, const bp_real *dy, bp_real *dx_in,
-                    bp_real loss_scale, bp_err *err);
+    bp_status (*forward)(bp_model *m, bp_acts *a, const bp_batch *b, const bp_real *x_in,
+                         double *loss, bp_err *err);
+    bp_status (*backward)(bp_model *m, bp_acts *a, const bp_batch *b, const bp_real *dy,
+                          bp_real *dx_in, bp_real loss_scale, bp_err *err);
     /* fp32 device pointers into a's buffer. */
     const bp_real *(*output)(const bp_acts *a);
     const bp_real *(*logits)(const bp_acts *a);
@@ -158,8 +158,8 @@ static inline void bp_model_block_done(bp_model *m, int block) {
 
 /* Sums x[0..n) over the tp ranks (nothing to do without tensor parallelism); on
  * failure the message names `what` (the layer) and `block`. */
-int bp_model_tp_allreduce(bp_model *m, bp_real *x, size_t n, int block, const char *what,
-                          bp_err *err);
+bp_status bp_model_tp_allreduce(bp_model *m, bp_real *x, size_t n, int block, const char *what,
+                                bp_err *err);
 
 /* A tensor seen as consecutive runs of len elements, count of them: run k belongs to
  * tp rank k % parts and is run k / parts of that rank's shard. parts is the tp size,

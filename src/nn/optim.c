@@ -7,21 +7,21 @@
 
 int bp_optim_num_buffers(const bp_optim_config *cfg) { return cfg->kind == BP_OPTIM_ADAMW ? 2 : 1; }
 
-int bp_optim_init_on(bp_optim *o, const bp_optim_config *cfg, size_t n, const bp_backend *be,
-                     bp_err *err) {
+bp_status bp_optim_init_on(bp_optim *o, const bp_optim_config *cfg, size_t n, const bp_backend *be,
+                           bp_err *err) {
     memset(o, 0, sizeof *o);
     o->cfg = *cfg;
     o->be = be;
     o->n = n;
     if (n == 0) return BP_OK;
-    int rc = be->alloc(be, (void **)&o->m, n * sizeof(bp_real), "optimizer state", err);
+    bp_status rc = be->alloc(be, (void **)&o->m, n * sizeof(bp_real), "optimizer state", err);
     if (rc == BP_OK && cfg->kind == BP_OPTIM_ADAMW)
         rc = be->alloc(be, (void **)&o->v, n * sizeof(bp_real), "optimizer state", err);
     if (rc) bp_optim_free(o);
     return rc;
 }
 
-int bp_optim_init(bp_optim *o, const bp_optim_config *cfg, size_t n, bp_err *err) {
+bp_status bp_optim_init(bp_optim *o, const bp_optim_config *cfg, size_t n, bp_err *err) {
     return bp_optim_init_on(o, cfg, n, bp_backend_cpu(), err);
 }
 

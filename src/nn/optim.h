@@ -40,9 +40,9 @@ typedef struct bp_optim {
 } bp_optim;
 
 /* State on the cpu backend (bp_optim_init) or on `be`. */
-int bp_optim_init(bp_optim *o, const bp_optim_config *cfg, size_t n, bp_err *err);
-int bp_optim_init_on(bp_optim *o, const bp_optim_config *cfg, size_t n, const bp_backend *be,
-                     bp_err *err);
+bp_status bp_optim_init(bp_optim *o, const bp_optim_config *cfg, size_t n, bp_err *err);
+bp_status bp_optim_init_on(bp_optim *o, const bp_optim_config *cfg, size_t n, const bp_backend *be,
+                           bp_err *err);
 void bp_optim_free(bp_optim *o);
 void bp_optim_step(bp_optim *o, bp_real *params, const bp_real *grads, double lr);
 /* The parts of bp_optim_step, for an update applied in pieces as their gradients

@@ -8,9 +8,9 @@
  * warns about it.
  *
  * bp_vexp is a Cephes-style polynomial in the float build (within 1e-7 relative of
- * exp on [-87.3, 88], saturating at e^88 above and 0 below, NaN in NaN out): libm's
- * expf is scalar and was a large part of the GELU and softmax time. The double build
- * (gradient checks) calls libm's exp for each lane. */
+ * exp on [-87.3, 88], saturating at e^88 above and 0 below, NaN in NaN out), because
+ * libm's expf is scalar and would take a large part of the GELU and softmax time.
+ * The double build (gradient checks) calls libm's exp for each lane. */
 #ifndef BP_NN_VEC_H
 #define BP_NN_VEC_H
 

@@ -182,8 +182,7 @@ static int host_mirror(trainer *t, bp_err *err) {
     const bp_state_list *d = &t->replica_state;
     for (int i = t->replica_host.n; i < d->n; i++) {
         float *h = malloc((d->bufs[i].n ? d->bufs[i].n : 1) * sizeof *h);
-        int rc = h ? (int)bp_state_add(&t->replica_host, h, d->bufs[i].n, err, "%s",
-                                       d->bufs[i].name)
+        int rc = h ? bp_state_add(&t->replica_host, h, d->bufs[i].n, err, "%s", d->bufs[i].name)
                    : bp_fail(err, BP_ENOMEM, "cannot allocate the replica state's host copy");
         if (rc) {
             free(h);

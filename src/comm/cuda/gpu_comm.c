@@ -48,8 +48,8 @@ static void gpu_identity(const bp_cuda *cu, char *id) {
     snprintf(id, GPU_ID_MAX, "%s/%s", host, bus);
 }
 
-/* The first two ranks of c that share a GPU, or BP_OK with *a = -1 when none do. */
-static int shared_gpu(bp_comm *c, const bp_cuda *cu, int *a, int *b, bp_err *err) {
+/* Finds the first two ranks of c that share a GPU (*a, *b); *a is -1 when none do. */
+static bp_status shared_gpu(bp_comm *c, const bp_cuda *cu, int *a, int *b, bp_err *err) {
     char mine[GPU_ID_MAX] = {0};
     gpu_identity(cu, mine);
     char *all = calloc((size_t)c->size, GPU_ID_MAX);
@@ -66,7 +66,7 @@ static int shared_gpu(bp_comm *c, const bp_cuda *cu, int *a, int *b, bp_err *err
     return rc == MPI_SUCCESS ? BP_OK : bpc_mpi_error(rc, "MPI_Allgather", err);
 }
 
-static int nccl_init(bp_gpu_comm *g, bp_err *err) {
+static bp_status nccl_init(bp_gpu_comm *g, bp_err *err) {
     ncclUniqueId id;
     ncclResult_t r = ncclSuccess;
     if (g->c->rank == 0) r = ncclGetUniqueId(&id);
@@ -82,7 +82,7 @@ static int nccl_init(bp_gpu_comm *g, bp_err *err) {
 }
 #endif
 
-static int choose_path(bp_gpu_comm *g, bp_gpu_path want, bp_err *err) {
+static bp_status choose_path(bp_gpu_comm *g, bp_gpu_path want, bp_err *err) {
     if (want == BP_GPU_PATH_STAGED) return BP_OK;
 #ifndef BP_HAVE_NCCL
     (void)g;
@@ -105,15 +105,15 @@ static int choose_path(bp_gpu_comm *g, bp_gpu_path want, bp_err *err) {
 #endif
 }
 
-int bp_gpu_comm_create(bp_comm *c, bp_cuda *cu, bp_gpu_path want, bp_gpu_comm **out,
-                       bp_err *err) {
+bp_status bp_gpu_comm_create(bp_comm *c, bp_cuda *cu, bp_gpu_path want, bp_gpu_comm **out,
+                             bp_err *err) {
     *out = NULL;
     bp_gpu_comm *g = calloc(1, sizeof *g);
     if (!g) return bp_fail(err, BP_ENOMEM, "gpu comm: cannot allocate");
     g->c = c;
     g->cu = cu;
     g->path = BP_GPU_PATH_STAGED;
-    int rc = choose_path(g, want, err);
+    bp_status rc = choose_path(g, want, err);
     if (rc) {
         free(g);
         return rc;
@@ -133,63 +133,63 @@ void bp_gpu_comm_destroy(bp_gpu_comm *g) {
 
 /* ---- the staged path ---- */
 
-static int record(bp_gpu_comm *g, int rc, const bp_err *err) {
+static bp_status record(bp_gpu_comm *g, bp_status rc, const bp_err *err) {
     return rc ? bpc_comm_record(g->c, rc, err) : BP_OK;
 }
 
-static int stage(bp_gpu_comm *g, size_t bytes) {
+static bp_status stage(bp_gpu_comm *g, size_t bytes) {
     if (bytes <= g->host_bytes) return BP_OK;
     bp_err err = {0};
     bp_cuda_free_host(g->host);
     g->host_bytes = 0;
-    int rc = bp_cuda_alloc_host(&g->host, bytes, "the staging buffer", &err);
+    bp_status rc = bp_cuda_alloc_host(&g->host, bytes, "the staging buffer", &err);
     if (rc == BP_OK) g->host_bytes = bytes;
     return record(g, rc, &err);
 }
 
-static int down(bp_gpu_comm *g, const void *x, size_t bytes) {
+static bp_status down(bp_gpu_comm *g, const void *x, size_t bytes) {
     bp_err err = {0};
-    int rc = stage(g, bytes);
+    bp_status rc = stage(g, bytes);
     if (!rc) rc = record(g, bp_cuda_download(g->cu, g->host, x, bytes, &err), &err);
     return rc;
 }
 
-static int up(bp_gpu_comm *g, void *x, size_t bytes) {
+static bp_status up(bp_gpu_comm *g, void *x, size_t bytes) {
     bp_err err = {0};
     return record(g, bp_cuda_upload(g->cu, x, g->host, bytes, &err), &err);
 }
 
-typedef int (*host_op)(bp_comm *c, float *x, size_t n, const void *arg);
+typedef bp_status (*host_op)(bp_comm *c, float *x, size_t n, const void *arg);
 
-static int staged(bp_gpu_comm *g, float *x, size_t n, bool in, bool out, host_op fn,
-                  const void *arg) {
+static bp_status staged(bp_gpu_comm *g, float *x, size_t n, bool in, bool out, host_op fn,
+                        const void *arg) {
     size_t bytes = n * sizeof *x;
-    int rc = in ? down(g, x, bytes) : stage(g, bytes);
+    bp_status rc = in ? down(g, x, bytes) : stage(g, bytes);
     if (!rc) rc = fn(g->c, (float *)g->host, n, arg);
     if (!rc && out) rc = up(g, x, bytes);
     return rc;
 }
 
-static int h_sum(bp_comm *c, float *x, size_t n, const void *arg) {
+static bp_status h_sum(bp_comm *c, float *x, size_t n, const void *arg) {
     (void)arg;
     return bp_allreduce_sum(c, x, n);
 }
-static int h_avg(bp_comm *c, float *x, size_t n, const void *arg) {
+static bp_status h_avg(bp_comm *c, float *x, size_t n, const void *arg) {
     (void)arg;
     return bp_allreduce_avg(c, x, n);
 }
-static int h_bcast(bp_comm *c, float *x, size_t n, const void *arg) {
+static bp_status h_bcast(bp_comm *c, float *x, size_t n, const void *arg) {
     return bp_bcast(c, x, n, *(const int *)arg);
 }
-static int h_send(bp_comm *c, float *x, size_t n, const void *arg) {
+static bp_status h_send(bp_comm *c, float *x, size_t n, const void *arg) {
     const int *pt = arg;
     return bp_send(c, x, n, pt[0], pt[1]);
 }
-static int h_recv(bp_comm *c, float *x, size_t n, const void *arg) {
+static bp_status h_recv(bp_comm *c, float *x, size_t n, const void *arg) {
     const int *pt = arg;
     return bp_recv(c, x, n, pt[0], pt[1]);
 }
-static int h_lp(bp_comm *c, float *x, size_t n, const void *arg) {
+static bp_status h_lp(bp_comm *c, float *x, size_t n, const void *arg) {
     return bp_allreduce_avg_lp(c, x, n, (bp_codec *)arg);
 }
 
@@ -209,7 +209,7 @@ static void emulate(bp_gpu_comm *g, size_t bytes, int steps, int peer) {
 
 typedef enum nccl_kind { N_SUM, N_AVG, N_BCAST, N_SEND, N_RECV } nccl_kind;
 
-static int nccl_op(bp_gpu_comm *g, bp_op kind, nccl_kind what, float *x, size_t n, int peer) {
+static bp_status nccl_op(bp_gpu_comm *g, bp_op kind, nccl_kind what, float *x, size_t n, int peer) {
     bp_comm *c = g->c;
     op_ctx op;
     bpc_op_begin(&op, c, kind, n);
@@ -226,7 +226,7 @@ static int nccl_op(bp_gpu_comm *g, bp_op kind, nccl_kind what, float *x, size_t 
     case N_SEND: r = ncclSend(x, n, ncclFloat, peer, g->nccl, s); break;
     default: r = ncclRecv(x, n, ncclFloat, peer, g->nccl, s); break;
     }
-    int rc = BP_OK;
+    bp_status rc = BP_OK;
     if (r != ncclSuccess)
         rc = bpc_op_fail(&op, BP_ECOMM, "nccl: %s", ncclGetErrorString(r));
     bp_err err = {0};
@@ -249,33 +249,33 @@ static int nccl_op(bp_gpu_comm *g, bp_op kind, nccl_kind what, float *x, size_t 
 #define NCCL_OR(g, call) (void)(g)
 #endif
 
-int bp_gpu_allreduce_sum(bp_gpu_comm *g, float *x, size_t n) {
+bp_status bp_gpu_allreduce_sum(bp_gpu_comm *g, float *x, size_t n) {
     NCCL_OR(g, nccl_op(g, BP_OP_ALLREDUCE, N_SUM, x, n, 0));
     return staged(g, x, n, true, true, h_sum, NULL);
 }
 
-int bp_gpu_allreduce_avg(bp_gpu_comm *g, float *x, size_t n) {
+bp_status bp_gpu_allreduce_avg(bp_gpu_comm *g, float *x, size_t n) {
     NCCL_OR(g, nccl_op(g, BP_OP_ALLREDUCE, N_AVG, x, n, 0));
     return staged(g, x, n, true, true, h_avg, NULL);
 }
 
-int bp_gpu_bcast(bp_gpu_comm *g, float *x, size_t n, int root) {
+bp_status bp_gpu_bcast(bp_gpu_comm *g, float *x, size_t n, int root) {
     NCCL_OR(g, nccl_op(g, BP_OP_BCAST, N_BCAST, x, n, root));
     return staged(g, x, n, g->c->rank == root, g->c->rank != root, h_bcast, &root);
 }
 
-int bp_gpu_send(bp_gpu_comm *g, const float *x, size_t n, int peer, int tag) {
+bp_status bp_gpu_send(bp_gpu_comm *g, const float *x, size_t n, int peer, int tag) {
     NCCL_OR(g, nccl_op(g, BP_OP_SEND, N_SEND, (float *)x, n, peer));
     int pt[2] = {peer, tag};
     return staged(g, (float *)x, n, true, false, h_send, pt);
 }
 
-int bp_gpu_recv(bp_gpu_comm *g, float *x, size_t n, int peer, int tag) {
+bp_status bp_gpu_recv(bp_gpu_comm *g, float *x, size_t n, int peer, int tag) {
     NCCL_OR(g, nccl_op(g, BP_OP_RECV, N_RECV, x, n, peer));
     int pt[2] = {peer, tag};
     return staged(g, x, n, false, true, h_recv, pt);
 }
 
-int bp_gpu_allreduce_avg_lp(bp_gpu_comm *g, float *x, size_t n, bp_codec *codec) {
+bp_status bp_gpu_allreduce_avg_lp(bp_gpu_comm *g, float *x, size_t n, bp_codec *codec) {
     return staged(g, x, n, true, true, h_lp, codec);
 }

@@ -32,8 +32,8 @@ typedef struct bp_gpu_comm bp_gpu_comm;
 /* Collective over c. BP_EUSAGE when NCCL is asked for and cannot be used (built
  * without NCCL, or two ranks of c on one GPU: the message names them). c and cu must
  * outlive the result. */
-int bp_gpu_comm_create(bp_comm *c, bp_cuda *cu, bp_gpu_path want, bp_gpu_comm **out,
-                       bp_err *err);
+bp_status bp_gpu_comm_create(bp_comm *c, bp_cuda *cu, bp_gpu_path want, bp_gpu_comm **out,
+                             bp_err *err);
 /* Collective over the group. */
 void bp_gpu_comm_destroy(bp_gpu_comm *g);
 /* BP_GPU_PATH_NCCL or BP_GPU_PATH_STAGED. */
@@ -42,13 +42,13 @@ const char *bp_gpu_path_name(bp_gpu_path p);
 
 /* The operations of bagpipe/comm.h on device buffers; errors as the group's
  * (bp_comm_errmsg). */
-int bp_gpu_allreduce_sum(bp_gpu_comm *g, float *x, size_t n);
-int bp_gpu_allreduce_avg(bp_gpu_comm *g, float *x, size_t n);
-int bp_gpu_bcast(bp_gpu_comm *g, float *x, size_t n, int root);
-int bp_gpu_send(bp_gpu_comm *g, const float *x, size_t n, int peer, int tag);
-int bp_gpu_recv(bp_gpu_comm *g, float *x, size_t n, int peer, int tag);
+bp_status bp_gpu_allreduce_sum(bp_gpu_comm *g, float *x, size_t n);
+bp_status bp_gpu_allreduce_avg(bp_gpu_comm *g, float *x, size_t n);
+bp_status bp_gpu_bcast(bp_gpu_comm *g, float *x, size_t n, int root);
+bp_status bp_gpu_send(bp_gpu_comm *g, const float *x, size_t n, int peer, int tag);
+bp_status bp_gpu_recv(bp_gpu_comm *g, float *x, size_t n, int peer, int tag);
 /* C_LP_S with a codec of compress/ on the host copy (staged on either path: the
  * codec's wire is what travels). */
-int bp_gpu_allreduce_avg_lp(bp_gpu_comm *g, float *x, size_t n, bp_codec *codec);
+bp_status bp_gpu_allreduce_avg_lp(bp_gpu_comm *g, float *x, size_t n, bp_codec *codec);
 
 #endif

@@ -25,30 +25,30 @@ extern "C" {
 
 typedef struct bp_cu_minmax bp_cu_minmax;
 
-int bp_cu_minmax_new(bp_cuda *c, bp_cu_minmax **out, bp_err *err);
+bp_status bp_cu_minmax_new(bp_cuda *c, bp_cu_minmax **out, bp_err *err);
 void bp_cu_minmax_destroy(bp_cu_minmax *mm);
 /* Bytes of the encoding of n values (8 + n; 0 for n = 0), as the CPU codec. */
 size_t bp_cu_minmax_encoded_size(size_t n);
 /* x [n] (device) -> out (device, bp_cu_minmax_encoded_size(n) bytes). NaN or infinity:
  * BP_ENONFINITE with the CPU codec's message, nothing meaningful in out. Waits for the
  * stream (it must know whether the chunk was finite). */
-int bp_cu_minmax_encode(bp_cu_minmax *mm, const float *x, size_t n, void *out, bp_err *err);
+bp_status bp_cu_minmax_encode(bp_cu_minmax *mm, const float *x, size_t n, void *out, bp_err *err);
 /* in (device) -> x [n] (device); asynchronous. */
 void bp_cu_minmax_decode(bp_cu_minmax *mm, const void *in, size_t n, float *x);
 
 typedef struct bp_cu_powersgd bp_cu_powersgd;
 
 /* rows x cols, rank clamped to both as on the CPU; seed as bp_codec_powersgd_create. */
-int bp_cu_powersgd_new(bp_cuda *c, size_t rows, size_t cols, int rank, uint64_t seed,
-                       bp_cu_powersgd **out, bp_err *err);
+bp_status bp_cu_powersgd_new(bp_cuda *c, size_t rows, size_t cols, int rank, uint64_t seed,
+                             bp_cu_powersgd **out, bp_err *err);
 void bp_cu_powersgd_destroy(bp_cu_powersgd *s);
 int bp_cu_powersgd_rank(const bp_cu_powersgd *s);
 /* The steps of bp_powersgd_project / _reproject / _finish on device buffers; p and q
  * point into the codec (rows x rank, cols x rank, row-major). */
-int bp_cu_powersgd_project(bp_cu_powersgd *s, const float *grad, size_t n, float **p,
-                           bp_err *err);
-int bp_cu_powersgd_reproject(bp_cu_powersgd *s, float **q, bp_err *err);
-int bp_cu_powersgd_finish(bp_cu_powersgd *s, float *grad, size_t n, bp_err *err);
+bp_status bp_cu_powersgd_project(bp_cu_powersgd *s, const float *grad, size_t n, float **p,
+                                 bp_err *err);
+bp_status bp_cu_powersgd_reproject(bp_cu_powersgd *s, float **q, bp_err *err);
+bp_status bp_cu_powersgd_finish(bp_cu_powersgd *s, float *grad, size_t n, bp_err *err);
 /* The error feedback E (rows x cols, device). */
 const float *bp_cu_powersgd_error(const bp_cu_powersgd *s);
 

@@ -128,13 +128,13 @@ __global__ void dequantize_kernel(float *x, const unsigned char *in, size_t n) {
     BP_FOR_N(i, n) x[i] = __fdiv_rn(__fadd_rn((float)q[i], k.lb), k.scale);
 }
 
-int bp_cu_minmax_new(bp_cuda *c, bp_cu_minmax **out, bp_err *err) {
+bp_status bp_cu_minmax_new(bp_cuda *c, bp_cu_minmax **out, bp_err *err) {
     *out = NULL;
     bp_cu_minmax *mm = (bp_cu_minmax *)calloc(1, sizeof *mm);
     if (!mm) return bp_fail(err, BP_ENOMEM, "minmax_u8: cannot allocate the codec");
     mm->c = c;
-    int rc = bp_cuda_alloc(c, (void **)&mm->partial, 2 * RANGE_BLOCKS * sizeof(float),
-                           "minmax_u8 ranges", err);
+    bp_status rc = bp_cuda_alloc(c, (void **)&mm->partial, 2 * RANGE_BLOCKS * sizeof(float),
+                                 "minmax_u8 ranges", err);
     if (!rc)
         rc = bp_cuda_alloc(c, (void **)&mm->flags, (RANGE_BLOCKS + 1) * sizeof(int),
                            "minmax_u8 flags", err);
@@ -156,11 +156,11 @@ void bp_cu_minmax_destroy(bp_cu_minmax *mm) {
 size_t bp_cu_minmax_encoded_size(size_t n) { return n ? HEADER_BYTES + n : 0; }
 
 /* The CPU codec's messages, from a host copy of what the GPU found wrong. */
-static int reject(bp_cu_minmax *mm, int verdict, const float *x, size_t n, const void *out,
-                  bp_err *err) {
+static bp_status reject(bp_cu_minmax *mm, int verdict, const float *x, size_t n, const void *out,
+                        bp_err *err) {
     if (verdict == MM_OVERFLOW) {
         float h[2];
-        int rc = bp_cuda_download(mm->c, h, out, sizeof h, err);
+        bp_status rc = bp_cuda_download(mm->c, h, out, sizeof h, err);
         if (rc) return rc;
         return bp_fail(err, BP_ENONFINITE,
                        "minmax_u8: chunk range [%g, %g] overflows float when scaled; not encoded",
@@ -168,13 +168,13 @@ static int reject(bp_cu_minmax *mm, int verdict, const float *x, size_t n, const
     }
     float *host = (float *)malloc(n * sizeof *host);
     if (!host) return bp_fail(err, BP_ENONFINITE, "minmax_u8: non-finite value; not encoded");
-    int rc = bp_cuda_download(mm->c, host, x, n * sizeof *host, err);
+    bp_status rc = bp_cuda_download(mm->c, host, x, n * sizeof *host, err);
     if (!rc) rc = bp_codec_reject_nonfinite("minmax_u8", host, n, err);
     free(host);
     return rc;
 }
 
-int bp_cu_minmax_encode(bp_cu_minmax *mm, const float *x, size_t n, void *out, bp_err *err) {
+bp_status bp_cu_minmax_encode(bp_cu_minmax *mm, const float *x, size_t n, void *out, bp_err *err) {
     if (n == 0) return BP_OK;
     bp_cuda *c = mm->c;
     unsigned blocks = bp_blocks(n, THREADS);
@@ -188,7 +188,7 @@ int bp_cu_minmax_encode(bp_cu_minmax *mm, const float *x, size_t n, void *out, b
         (unsigned char *)out, x, n, mm->flags + blocks);
     BP_LAUNCHED(c, "minmax_u8 quantize");
     int verdict;
-    int rc = bp_cuda_download(c, &verdict, mm->flags + blocks, sizeof verdict, err);
+    bp_status rc = bp_cuda_download(c, &verdict, mm->flags + blocks, sizeof verdict, err);
     if (rc) return bp_err_context(err, "minmax_u8 encode");
     return verdict == MM_OK ? BP_OK : reject(mm, verdict, x, n, out, err);
 }

@@ -81,7 +81,7 @@ static void axpy(bp_cuda *c, float *y, const float *x, size_t n, float a) {
     BP_LAUNCHED(c, "powersgd axpy");
 }
 
-static int check(bp_cu_powersgd *s, stage want, size_t n, bp_err *err) {
+static bp_status check(bp_cu_powersgd *s, stage want, size_t n, bp_err *err) {
     static const char *names[] = {"project", "reproject", "finish"};
     if (s->rows < 2 || s->cols < 2)
         return bp_fail(err, BP_EUSAGE, "powersgd: a %zu x %zu tensor is 1-D and not compressed",
@@ -95,9 +95,9 @@ static int check(bp_cu_powersgd *s, stage want, size_t n, bp_err *err) {
     return BP_OK;
 }
 
-int bp_cu_powersgd_project(bp_cu_powersgd *s, const float *grad, size_t n, float **p,
-                           bp_err *err) {
-    int rc = check(s, IDLE, n, err);
+bp_status bp_cu_powersgd_project(bp_cu_powersgd *s, const float *grad, size_t n, float **p,
+                                 bp_err *err) {
+    bp_status rc = check(s, IDLE, n, err);
     if (rc) return rc;
     axpy(s->c, s->m, grad, n, 1.0f);
     mm(s->c, false, false, (int)s->rows, s->rank, (int)s->cols, 1.0f, s->m, s->q, 0.0f, s->p,
@@ -107,8 +107,8 @@ int bp_cu_powersgd_project(bp_cu_powersgd *s, const float *grad, size_t n, float
     return bp_cuda_sync(s->c, "powersgd project", err);
 }
 
-int bp_cu_powersgd_reproject(bp_cu_powersgd *s, float **q, bp_err *err) {
-    int rc = check(s, PROJECTED, (size_t)-1, err);
+bp_status bp_cu_powersgd_reproject(bp_cu_powersgd *s, float **q, bp_err *err) {
+    bp_status rc = check(s, PROJECTED, (size_t)-1, err);
     if (rc) return rc;
     orthonormalize_kernel<<<1, 1024, 0, s->c->stream>>>(s->p, s->rows, s->rank);
     BP_LAUNCHED(s->c, "powersgd orthonormalize");
@@ -119,8 +119,8 @@ int bp_cu_powersgd_reproject(bp_cu_powersgd *s, float **q, bp_err *err) {
     return bp_cuda_sync(s->c, "powersgd reproject", err);
 }
 
-int bp_cu_powersgd_finish(bp_cu_powersgd *s, float *grad, size_t n, bp_err *err) {
-    int rc = check(s, REPROJECTED, n, err);
+bp_status bp_cu_powersgd_finish(bp_cu_powersgd *s, float *grad, size_t n, bp_err *err) {
+    bp_status rc = check(s, REPROJECTED, n, err);
     if (rc) return rc;
     mm(s->c, false, true, (int)s->rows, (int)s->cols, s->rank, 1.0f, s->p, s->q, 0.0f, grad,
        "powersgd P Q^T");
@@ -140,8 +140,8 @@ void bp_cu_powersgd_destroy(bp_cu_powersgd *s) {
     free(s);
 }
 
-int bp_cu_powersgd_new(bp_cuda *c, size_t rows, size_t cols, int rank, uint64_t seed,
-                       bp_cu_powersgd **out, bp_err *err) {
+bp_status bp_cu_powersgd_new(bp_cuda *c, size_t rows, size_t cols, int rank, uint64_t seed,
+                             bp_cu_powersgd **out, bp_err *err) {
     *out = NULL;
     if (rows == 0 || cols == 0 || rank < 1 || rows > INT32_MAX || cols > INT32_MAX)
         return bp_fail(err, BP_EUSAGE, "powersgd: bad shape %zu x %zu or rank %d", rows, cols,
@@ -156,7 +156,7 @@ int bp_cu_powersgd_new(bp_cuda *c, size_t rows, size_t cols, int rank, uint64_t 
     s->rank = (int)(r < cols ? r : cols);
     size_t nq = cols * (size_t)s->rank;
     float *q0 = (float *)malloc(nq * sizeof *q0);
-    int rc = q0 ? BP_OK : bp_fail(err, BP_ENOMEM, "powersgd: cannot allocate Q");
+    bp_status rc = q0 ? BP_OK : bp_fail(err, BP_ENOMEM, "powersgd: cannot allocate Q");
     if (!rc) rc = bp_cuda_alloc(c, (void **)&s->m, rows * cols * sizeof(float), "powersgd error", err);
     if (!rc) rc = bp_cuda_alloc(c, (void **)&s->p, rows * s->rank * sizeof(float), "powersgd P", err);
     if (!rc) rc = bp_cuda_alloc(c, (void **)&s->q, nq * sizeof(float), "powersgd Q", err);

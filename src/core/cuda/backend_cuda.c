@@ -217,7 +217,7 @@ bp_status bp_backend_cuda_create(bp_cuda *cu, bp_backend **out, bp_err *err) {
     b->table.ctx = b;
     b->cu = cu;
     pthread_mutex_init(&b->lock, NULL);
-    int rc = bp_cuda_alloc(cu, (void **)&b->sum, sizeof *b->sum, "sum of squares", err);
+    bp_status rc = bp_cuda_alloc(cu, (void **)&b->sum, sizeof *b->sum, "sum of squares", err);
     if (!rc)
         rc = bp_cuda_alloc(cu, (void **)&b->parts, BP_CU_SUMSQ_PARTS * sizeof *b->parts,
                            "sum of squares", err);
@@ -244,7 +244,7 @@ void bp_backend_cuda_destroy(bp_backend *be) {
 bp_status bp_backend_cuda_open(int gpu, bool tf32, bp_backend **out, bp_err *err) {
     bp_cuda *cu;
     *out = NULL;
-    int rc = bp_cuda_create(gpu, tf32, &cu, err);
+    bp_status rc = bp_cuda_create(gpu, tf32, &cu, err);
     if (!rc) rc = bp_backend_cuda_create(cu, out, err);
     if (rc) {
         bp_cuda_destroy(cu);

@@ -36,7 +36,7 @@ template <typename F> static bool find(void *lib, const char *name, F *out) {
 
 /* cuBLAS of the toolkit bagpipe was built with: by its soname where the loader finds
  * it, else in the toolkit's folder. */
-static int cublas_open(bp_cublas *b, bp_err *err) {
+static bp_status cublas_open(bp_cublas *b, bp_err *err) {
     const char *names[] = {"libcublas.so." BP_STR(CUBLAS_VER_MAJOR),
                            BP_CUBLAS_DIR "/libcublas.so." BP_STR(CUBLAS_VER_MAJOR)};
     for (int i = 0; i < 2 && !b->lib; i++) b->lib = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
@@ -57,7 +57,7 @@ static int cublas_open(bp_cublas *b, bp_err *err) {
     return bp_fail(err, BP_EUSAGE, "cuda: %s has no %s", names[0], missing);
 }
 
-int bp_cuda_create(int device, bool tf32, bp_cuda **out, bp_err *err) {
+bp_status bp_cuda_create(int device, bool tf32, bp_cuda **out, bp_err *err) {
     *out = NULL;
     cudaError_t e = cudaSetDevice(device);
     if (e != cudaSuccess)
@@ -66,7 +66,7 @@ int bp_cuda_create(int device, bool tf32, bp_cuda **out, bp_err *err) {
     if (!c) return bp_fail(err, BP_ENOMEM, "cuda: cannot allocate the context");
     c->device = device;
     c->tf32 = tf32;
-    int rc = cublas_open(&c->cublas, err);
+    bp_status rc = cublas_open(&c->cublas, err);
     if (rc) {
         free(c);
         return rc;
@@ -105,13 +105,13 @@ void bp_cuda_destroy(bp_cuda *c) {
 int bp_cuda_device(const bp_cuda *c) { return c->device; }
 void *bp_cuda_stream(bp_cuda *c) { return (void *)c->stream; }
 
-int bp_cuda_sync(bp_cuda *c, const char *what, bp_err *err) {
+bp_status bp_cuda_sync(bp_cuda *c, const char *what, bp_err *err) {
     bp_cuda_failed(c, (int)cudaStreamSynchronize(c->stream), "stream");
     if (!c->failed) return BP_OK;
     return bp_fail(err, BP_EINTERNAL, "%s on GPU %d: %s", what, c->device, c->first);
 }
 
-int bp_cuda_alloc(bp_cuda *c, void **p, size_t bytes, const char *what, bp_err *err) {
+bp_status bp_cuda_alloc(bp_cuda *c, void **p, size_t bytes, const char *what, bp_err *err) {
     *p = NULL;
     if (bytes == 0) return BP_OK;
     cudaError_t e = cudaMalloc(p, bytes);
@@ -129,7 +129,7 @@ void bp_cuda_free(void *p) {
     if (p) cudaFree(p);
 }
 
-int bp_cuda_alloc_host(void **p, size_t bytes, const char *what, bp_err *err) {
+bp_status bp_cuda_alloc_host(void **p, size_t bytes, const char *what, bp_err *err) {
     *p = NULL;
     if (bytes == 0) return BP_OK;
     cudaError_t e = cudaMallocHost(p, bytes);
@@ -146,18 +146,18 @@ void bp_cuda_free_host(void *p) {
     if (p) cudaFreeHost(p);
 }
 
-static int copy(bp_cuda *c, void *dst, const void *src, size_t bytes, cudaMemcpyKind kind,
-                const char *what, bp_err *err) {
+static bp_status copy(bp_cuda *c, void *dst, const void *src, size_t bytes, cudaMemcpyKind kind,
+                      const char *what, bp_err *err) {
     if (bytes == 0) return BP_OK;
     bp_cuda_failed(c, (int)cudaMemcpyAsync(dst, src, bytes, kind, c->stream), what);
     return bp_cuda_sync(c, what, err);
 }
 
-int bp_cuda_upload(bp_cuda *c, void *dst, const void *src, size_t bytes, bp_err *err) {
+bp_status bp_cuda_upload(bp_cuda *c, void *dst, const void *src, size_t bytes, bp_err *err) {
     return copy(c, dst, src, bytes, cudaMemcpyHostToDevice, "upload", err);
 }
 
-int bp_cuda_download(bp_cuda *c, void *dst, const void *src, size_t bytes, bp_err *err) {
+bp_status bp_cuda_download(bp_cuda *c, void *dst, const void *src, size_t bytes, bp_err *err) {
     return copy(c, dst, src, bytes, cudaMemcpyDeviceToHost, "download", err);
 }
 

@@ -27,28 +27,28 @@ typedef struct bp_cuda bp_cuda;
 
 /* A context on GPU `device`. tf32: matrix products of fp32 data on tensor cores with
  * TF32 inputs (PyTorch's allow_tf32); false keeps them exact fp32, as the tests want. */
-int bp_cuda_create(int device, bool tf32, bp_cuda **out, bp_err *err);
+bp_status bp_cuda_create(int device, bool tf32, bp_cuda **out, bp_err *err);
 void bp_cuda_destroy(bp_cuda *c);
 int bp_cuda_device(const bp_cuda *c);
 /* The cudaStream_t of the context. */
 void *bp_cuda_stream(bp_cuda *c);
 /* Waits for the stream; BP_EINTERNAL naming `what` and the first error when a launch,
  * a copy or cuBLAS failed since the context was made. */
-int bp_cuda_sync(bp_cuda *c, const char *what, bp_err *err);
+bp_status bp_cuda_sync(bp_cuda *c, const char *what, bp_err *err);
 /* Records a failure (a CUDA or cuBLAS status that is not success) as the context's
  * first error; returns whether there was one. For the .cu and .c files of the backend. */
 bool bp_cuda_failed(bp_cuda *c, int cuda_status, const char *what);
 bool bp_cuda_blas_failed(bp_cuda *c, int cublas_status, const char *what);
 
 /* Device memory, zeroed; BP_ENOMEM naming `what` and the size. */
-int bp_cuda_alloc(bp_cuda *c, void **p, size_t bytes, const char *what, bp_err *err);
+bp_status bp_cuda_alloc(bp_cuda *c, void **p, size_t bytes, const char *what, bp_err *err);
 void bp_cuda_free(void *p);
 /* Pinned host memory (for staging); BP_ENOMEM naming `what`. */
-int bp_cuda_alloc_host(void **p, size_t bytes, const char *what, bp_err *err);
+bp_status bp_cuda_alloc_host(void **p, size_t bytes, const char *what, bp_err *err);
 void bp_cuda_free_host(void *p);
 /* Synchronous copies on the context's stream (host memory need not be pinned). */
-int bp_cuda_upload(bp_cuda *c, void *dst, const void *src, size_t bytes, bp_err *err);
-int bp_cuda_download(bp_cuda *c, void *dst, const void *src, size_t bytes, bp_err *err);
+bp_status bp_cuda_upload(bp_cuda *c, void *dst, const void *src, size_t bytes, bp_err *err);
+bp_status bp_cuda_download(bp_cuda *c, void *dst, const void *src, size_t bytes, bp_err *err);
 void bp_cuda_memset0(bp_cuda *c, void *p, size_t bytes);
 /* Device to device, asynchronous on the stream. */
 void bp_cuda_copy(bp_cuda *c, void *dst, const void *src, size_t bytes);

@@ -157,7 +157,7 @@ static void *stream_in(const run *r, int block) {
 
 /* ---- life cycle ---- */
 
-static int gpt_cuda_check(const bp_model *m, bool bf16, bp_err *err) {
+static bp_status gpt_cuda_check(const bp_model *m, bool bf16, bp_err *err) {
     if (m->cfg.kind != BP_MODEL_GPT)
         return bp_fail(err, BP_EUSAGE, "--device cuda: only gpt runs on the GPU so far");
     if (m->tp.size != 1)
@@ -181,7 +181,7 @@ static void gpt_cuda_detach(bp_model *m) {
     m->dev_state = NULL;
 }
 
-static int gpt_cuda_attach(bp_model *m, bool bf16, bp_err *err) {
+static bp_status gpt_cuda_attach(bp_model *m, bool bf16, bp_err *err) {
     if (strcmp(m->be->name, "cuda") != 0)
         return bp_fail(err, BP_EUSAGE, "gpt on cuda: the model is on the %s backend", m->be->name);
     gpt_cuda *s = calloc(1, sizeof *s);
@@ -190,7 +190,7 @@ static int gpt_cuda_attach(bp_model *m, bool bf16, bp_err *err) {
     s->cu = bp_backend_cuda_context(m->be);
     s->dt = bf16 ? BP_CUDA_BF16 : BP_CUDA_F32;
     s->es = bp_cuda_dtype_size(s->dt);
-    int rc = BP_OK;
+    bp_status rc = BP_OK;
     if (bf16) rc = bp_cuda_alloc(s->cu, &s->wc, m->nparams * s->es, "gpt bf16 weights", err);
     if (rc) gpt_cuda_detach(m);
     return rc;
@@ -262,7 +262,7 @@ static void head_forward(const run *r, bool targets) {
 }
 
 /* The mean of the rows' losses, summed on the host in double as the CPU layer does. */
-static int mean_loss(const run *r, double *loss, bp_err *err) {
+static bp_status mean_loss(const run *r, double *loss, bp_err *err) {
     gpt_cuda *s = r->s;
     size_t N = (size_t)r->B * r->T;
     if (N > s->loss_n) {
@@ -272,7 +272,7 @@ static int mean_loss(const run *r, double *loss, bp_err *err) {
             return bp_fail(err, BP_ENOMEM, "cuda gpt: cannot allocate %zu losses", N);
         s->loss_n = N;
     }
-    int rc = bp_cuda_download(s->cu, s->loss_host, r->v.loss, N * sizeof(float), err);
+    bp_status rc = bp_cuda_download(s->cu, s->loss_host, r->v.loss, N * sizeof(float), err);
     if (rc) return bp_err_context(err, "gpt forward");
     double total = 0;
     for (size_t i = 0; i < N; i++) total += s->loss_host[i];
@@ -280,15 +280,15 @@ static int mean_loss(const run *r, double *loss, bp_err *err) {
     return BP_OK;
 }
 
-static int gpt_cuda_forward(bp_model *m, bp_acts *a, const bp_batch *b, const bp_real *x_in,
-                            double *loss, bp_err *err) {
+static bp_status gpt_cuda_forward(bp_model *m, bp_acts *a, const bp_batch *b, const bp_real *x_in,
+                                  double *loss, bp_err *err) {
     run r = run_of(m, a);
     gpt_cuda *s = r.s;
     size_t N = (size_t)b->B * b->T, C = (size_t)m->cfg.n_embd;
     bool targets = bp_model_has_last(m) && b->targets;
     /* The weights may have changed since the last forward (update, averaging, load). */
     if (s->wc) bp_cu_convert_to(s->cu, s->dt, s->wc, m->params, m->nparams);
-    int rc = BP_OK;
+    bp_status rc = BP_OK;
     if (bp_model_has_first(m)) {
         rc = bp_cuda_upload(s->cu, r.v.tokens, b->tokens, N * sizeof(int32_t), err);
         if (rc) return rc;
@@ -309,7 +309,7 @@ static int gpt_cuda_forward(bp_model *m, bp_acts *a, const bp_batch *b, const bp
 /* ---- backward ---- */
 
 /* The workspace of a B x T backward, grown on demand. */
-static int workspace(run *r, bp_err *err) {
+static bp_status workspace(run *r, bp_err *err) {
     gpt_cuda *s = r->s;
     size_t N = (size_t)r->B * r->T, C = (size_t)r->m->cfg.n_embd, V = (size_t)r->m->cfg.vocab;
     size_t NH = (size_t)r->m->cfg.n_head, wide = 4 * C > V ? 4 * C : V;
@@ -324,7 +324,8 @@ static int workspace(run *r, bp_err *err) {
             bp_cuda_free(s->work);
             s->work = NULL;
             s->work_bytes = 0;
-            int rc = bp_cuda_alloc(s->cu, (void **)&s->work, b.used, "gpt backward workspace", err);
+            bp_status rc =
+                bp_cuda_alloc(s->cu, (void **)&s->work, b.used, "gpt backward workspace", err);
             if (rc) return rc;
             s->work_bytes = b.used;
         }
@@ -373,10 +374,10 @@ static void head_backward(const run *r, float scale) {
 
 /* Each block's gradients are final when bp_model_block_done says so; the hook's
  * readers copy them through the backend, on the same stream, so after the kernels. */
-static int gpt_cuda_backward(bp_model *m, bp_acts *a, const bp_batch *b, const bp_real *dy,
-                             bp_real *dx_in, bp_real loss_scale, bp_err *err) {
+static bp_status gpt_cuda_backward(bp_model *m, bp_acts *a, const bp_batch *b, const bp_real *dy,
+                                   bp_real *dx_in, bp_real loss_scale, bp_err *err) {
     run r = run_of(m, a);
-    int rc = workspace(&r, err);
+    bp_status rc = workspace(&r, err);
     if (rc) return rc;
     gpt_cuda *s = r.s;
     size_t N = (size_t)r.B * r.T, NC = N * m->cfg.n_embd;
