@@ -10,6 +10,7 @@
 #include "core/blas.h"
 #include "core/options.h"
 #include "core/timer.h"
+#include "parallel/dp/easgd.h"
 #include "parallel/partition.h"
 #include "parallel/sim/tune.h"
 
@@ -165,7 +166,7 @@ static void print_command(const bp_tune_config *c, const bp_tune_result *t,
     }
     if (k->avgpipe) fprintf(out, " --pipelines %d", k->N);
     /* Spelled out, so that the command shows the alpha (N + 1) < 2 it converges with. */
-    if (k->avgpipe && c->train.easgd.alpha < 0)
+    if (k->avgpipe && bp_easgd_of(&c->train.dp_settings)->alpha < 0)
         fprintf(out, " --ea-alpha %g", bp_dp_ea_default_alpha(k->N));
     fprintf(out, " --micro-batches %d --schedule %s\n", k->M, sched);
 }

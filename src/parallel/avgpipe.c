@@ -7,6 +7,10 @@
 #include "parallel/avgpipe.h"
 
 #include "parallel/dp/algo.h"
+#include "parallel/dp/easgd.h"
+
+/* The elastic averaging's alpha and tau: easgd's settings in c. */
+static const bp_easgd_settings *ea_of(const bp_dp_config *c) { return bp_easgd_of(&c->settings); }
 
 void bp_avgpipe_split(const bp_batch *b, int j0, int n, int N, int M, int micro_B, size_t width,
                       bp_batch *out) {
@@ -23,10 +27,10 @@ void bp_avgpipe_split(const bp_batch *b, int j0, int n, int N, int M, int micro_
 /* Every replica of this rank pulled toward the center, the center moved by the sum
  * of the pulls; then the data-parallel ranks' centers are averaged. */
 static bp_status after_step(bp_dp *dp, bp_err *err) {
-    if (dp->step % dp->cfg.easgd.period) return BP_OK;
+    if (dp->step % ea_of(&dp->cfg)->period) return BP_OK;
     easgd *s = dp->state;
     size_t n = bp_model_num_params(dp->model);
-    const float alpha = (float)dp->cfg.easgd.alpha;
+    const float alpha = (float)ea_of(&dp->cfg)->alpha;
     dp->be->fill(dp->be, s->diff, n, 0.0f);
     for (int j = 0; j < dp->n_replicas; j++)
         dp->be->elastic_pull(dp->be, bp_model_params(dp->models[j]), s->center, s->diff, n, alpha,
@@ -40,7 +44,7 @@ static bp_status after_step(bp_dp *dp, bp_err *err) {
 static void step_cost(const bp_dp_cost_env *e, size_t n, bp_dp_step_cost *out) {
     out->s = e->replicas * bp_sim_vec_s(e->m, 3 * n) + bp_sim_vec_s(e->m, n) +
              bp_sim_allreduce_cost(e, n, &out->bytes);
-    out->every = (double)e->cfg->easgd.period;
+    out->every = (double)ea_of(e->cfg)->period;
 }
 
 const bp_dp_algo_ops bp_avgpipe_ops = {

@@ -37,7 +37,10 @@ typedef struct bp_avgpipe_settings {
     bp_avgpipe_flush flush;
 } bp_avgpipe_settings;
 
+/* Placed among train's options by train/config.c; bp_train_dp_config also copies
+ * them into AvgPipe's slot of bp_dp_config's settings for bp_avgpipe_ops. */
 extern const bp_option_group bp_avgpipe_options;
+BP_DP_SETTINGS(avgpipe, AVGPIPE, bp_avgpipe_settings)
 
 /* Refuse what AvgPipe cannot run with: another --dp-algo, and a flush only where
  * the replicas meet with `clip` or `skip_nonfinite` (which need every stage's

@@ -25,25 +25,7 @@
 #include "nn/optim.h"
 #include "parallel/buckets.h"
 
-#include "parallel/dp/async.h"
-#include "parallel/dp/decentralized.h"
-#include "parallel/dp/easgd.h"
-#include "parallel/dp/powersgd.h"
-#include "parallel/dp/qadam.h"
-#include "parallel/dp/registry.h"
-
-#define BP_DP_ENUM(id, name, ops) BP_DP_##id,
-typedef enum bp_dp_algo {
-    BP_DP_ALGOS(BP_DP_ENUM)
-    BP_DP_FEATURE_ALGOS(BP_DP_ENUM)
-} bp_dp_algo;
-#undef BP_DP_ENUM
-
-/* The number of --dp-algo's choices, which come first in bp_dp_algo, and of all. */
-#define BP_DP_COUNT(id, name, ops) +1
-enum { BP_DP_N_CHOICES = 0 BP_DP_ALGOS(BP_DP_COUNT),
-       BP_DP_N_ALGOS = BP_DP_N_CHOICES BP_DP_FEATURE_ALGOS(BP_DP_COUNT) };
-#undef BP_DP_COUNT
+#include "parallel/dp/settings.h"
 
 /* "allreduce|bytegrad|...", in the order of bp_dp_algo, for option tables. */
 #define BP_DP_CHOICE(id, name, ops) "|" name
@@ -59,12 +41,9 @@ typedef struct bp_dp_algo_ops bp_dp_algo_ops;
 
 typedef struct bp_dp_config {
     bp_dp_algo algo;
-    /* Each algorithm's own settings (parallel/dp/<name>.h); easgd's also AvgPipe's. */
-    bp_decentralized_settings decentralized;
-    bp_async_settings async;
-    bp_powersgd_settings powersgd;
-    bp_easgd_settings easgd;
-    bp_qadam_settings qadam;
+    /* Each algorithm's own settings in its slot (parallel/dp/settings.h; typed by
+     * parallel/dp/<name>.h where others read them); easgd's are also AvgPipe's. */
+    bp_dp_settings settings;
     int replicas;          /* avgpipe: pipelines (replicas per rank); bp_dp_create sets it */
     bool hierarchical;     /* reduce within nodes, run the algorithm among node leaders */
     int node_size;         /* ranks per node for hierarchical (0: find by shared memory) */
@@ -96,6 +75,9 @@ bp_status bp_dp_config_check(const bp_dp_config *cfg, int size, bp_optim_kind op
 double bp_dp_ea_default_alpha(int n);
 /* n for cfg on a dp group of `size` ranks (easgd: size; avgpipe: cfg->replicas). */
 int bp_dp_ea_replicas(const bp_dp_config *cfg, int size);
+/* The options of algorithm `algo`, offsets within its slot of bp_dp_settings
+ * (NULL: it has none, or no such algorithm). */
+const struct bp_option_group *bp_dp_algo_options(int algo);
 /* "bytegrad" etc. */
 const char *bp_dp_algo_name(int algo);
 bp_dp_kind bp_dp_algo_kind(int algo);

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 
 #include "compress/traced.h"
+#include "parallel/dp/powersgd.h"
 
 bp_status bp_occ_check(const bp_occ_config *c, bool tied, int pp, int dp_algo, bool avgpipe,
                        bp_err *err) {
@@ -53,10 +54,11 @@ void bp_occ_dp_config(const bp_occ_config *c, int stage, int pp, const char *tie
     if (c->fused_embedding && holds_embedding) d->skip_tensor = tied_tensor;
     if (stage < c->sc_stages) { /* early stages finish backward last: compress them */
         d->algo = BP_DP_POWERSGD;
-        d->powersgd.rank = c->sc_rank;
-        d->powersgd.warmup = c->sc_warmup_steps;
-        d->powersgd.min_rate = 0; /* Optimus-CC's reducer compresses every matrix */
-        d->powersgd.orth_q = false; /* and reuses Q as it is */
+        bp_powersgd_settings *s = bp_powersgd_in(&d->settings);
+        s->rank = c->sc_rank;
+        s->warmup = c->sc_warmup_steps;
+        s->min_rate = 0; /* Optimus-CC's reducer compresses every matrix */
+        s->orth_q = false; /* and reuses Q as it is */
     }
 }
 

@@ -1,11 +1,13 @@
 #include "train/config.h"
 
+#include <assert.h>
 #include <math.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <string.h>
 
 #include "core/device.h"
+#include "parallel/dp/easgd.h"
 
 #define OFF(f) offsetof(bp_train_config, f)
 #define NUM(...) BP_OPT_NUM(bp_train_config, __VA_ARGS__)
@@ -86,26 +88,41 @@ static const bp_option_group training_group = {training_options,
                                                 NULL, 0};
 
 /* Every feature's options at its place in bp_train_config, in the order --help
- * lists them. */
-static const bp_option_place features[] = {
+ * lists them: those before the data-parallel algorithms', then each algorithm's in
+ * its slot of dp_settings, in the registry's order, then those after. */
+static const bp_option_place features_before[] = {
     {&training_group, 0},
     {&bp_data_options, OFF(data)},
     {&bp_pipeline_options, OFF(pipeline)},
     {&bp_avgpipe_options, OFF(avgpipe)},
-    {&bp_decentralized_options, OFF(decentralized)},
-    {&bp_async_options, OFF(async)},
-    {&bp_powersgd_options, OFF(powersgd)},
-    {&bp_easgd_options, OFF(easgd)},
-    {&bp_qadam_options, OFF(qadam)},
+};
+static const bp_option_place features_after[] = {
     {&bp_communication_options, OFF(comm)},
     {&bp_occ_options, OFF(occ)},
     {&bp_device_options, OFF(device)},
     {&bp_fault_options, OFF(faults)},
 };
-#define N_FEATURES ((int)(sizeof features / sizeof features[0]))
+#define N_BEFORE ((int)(sizeof features_before / sizeof features_before[0]))
+#define N_AFTER ((int)(sizeof features_after / sizeof features_after[0]))
+enum { MAX_PLACES = N_BEFORE + BP_DP_N_ALGOS + N_AFTER };
+
+/* The places of every feature's options into out (MAX_PLACES); their number. */
+static int feature_places(bp_option_place *out) {
+    int n = 0;
+    for (int i = 0; i < N_BEFORE; i++) out[n++] = features_before[i];
+    for (int a = 0; a < BP_DP_N_ALGOS; a++) {
+        const bp_option_group *g = bp_dp_algo_options(a);
+        assert(!g || g->size <= BP_DP_SETTINGS_BYTES);
+        if (g)
+            out[n++] = (bp_option_place){g, OFF(dp_settings) + (size_t)a * BP_DP_SETTINGS_BYTES};
+    }
+    for (int i = 0; i < N_AFTER; i++) out[n++] = features_after[i];
+    return n;
+}
 
 bp_option *bp_train_options_with(const bp_option *own, int n_own, int *n) {
-    return bp_options_compose(features, N_FEATURES, own, n_own, n);
+    bp_option_place places[MAX_PLACES];
+    return bp_options_compose(places, feature_places(places), own, n_own, n);
 }
 
 void bp_train_config_defaults(bp_train_config *c) {
@@ -141,7 +158,8 @@ void bp_train_config_defaults(bp_train_config *c) {
     c->grad_accum = 1;
     c->tp = 1;
     c->dp_algo = BP_DP_ALLREDUCE;
-    bp_options_place_defaults(features, N_FEATURES, c);
+    bp_option_place places[MAX_PLACES];
+    bp_options_place_defaults(places, feature_places(places), c);
 }
 
 static void fill_defaults(bp_train_config *c) {
@@ -241,11 +259,7 @@ void bp_train_optim_config(const bp_train_config *c, bp_optim_config *o) {
 void bp_train_dp_config(const bp_train_config *c, bp_dp_config *d) {
     *d = (bp_dp_config){
         .algo = c->avgpipe.pipelines > 0 ? BP_DP_AVGPIPE : c->dp_algo,
-        .decentralized = c->decentralized,
-        .async = c->async,
-        .powersgd = c->powersgd,
-        .easgd = c->easgd,
-        .qadam = c->qadam,
+        .settings = c->dp_settings,
         .replicas = c->avgpipe.pipelines > 0 ? c->avgpipe.pipelines : 1,
         .hierarchical = c->comm.hierarchical,
         .node_size = c->comm.node_size,
@@ -259,6 +273,7 @@ void bp_train_dp_config(const bp_train_config *c, bp_dp_config *d) {
         .poll_s = c->comm.poll_us * 1e-6,
         .seed = (uint64_t)c->seed,
     };
+    *bp_avgpipe_in(&d->settings) = c->avgpipe; /* for bp_avgpipe_ops */
 }
 
 void bp_train_occ_config(const bp_train_config *c, bp_occ_config *o) {
@@ -328,8 +343,10 @@ bp_status bp_train_config_check_world(bp_train_config *c, int world, bp_err *err
     if (rc) return rc;
     bp_dp_config d;
     bp_train_dp_config(c, &d);
-    if (c->easgd.alpha < 0)
-        c->easgd.alpha = d.easgd.alpha = bp_dp_ea_default_alpha(bp_dp_ea_replicas(&d, c->dp));
+    bp_easgd_settings *ea = bp_easgd_in(&c->dp_settings);
+    if (ea->alpha < 0)
+        ea->alpha = bp_easgd_in(&d.settings)->alpha =
+            bp_dp_ea_default_alpha(bp_dp_ea_replicas(&d, c->dp));
     return bp_dp_config_check(&d, c->dp, (bp_optim_kind)c->optim, err);
 }
 
@@ -344,7 +361,8 @@ bool bp_train_local_steps(const bp_train_config *c, int world) {
 
 int bp_train_stream_steps(const bp_train_config *c) {
     if (!bp_train_local_steps(c, 2) || c->avgpipe.flush == BP_FLUSH_STEP) return 1;
-    return c->easgd.period < BP_MAX_STREAM ? (int)c->easgd.period : BP_MAX_STREAM;
+    int64_t period = bp_easgd_of(&c->dp_settings)->period;
+    return period < BP_MAX_STREAM ? (int)period : BP_MAX_STREAM;
 }
 
 int bp_train_micro_rows(const bp_train_config *c, int dp) {

@@ -71,11 +71,10 @@ typedef struct bp_train_config {
     bp_pipeline_settings pipeline;       /* parallel/pipeline.h */
     bp_avgpipe_settings avgpipe;         /* parallel/avgpipe.h */
     bp_occ_settings occ;                 /* parallel/occ.h: Optimus-CC */
-    bp_decentralized_settings decentralized; /* parallel/dp/<name>.h: the --dp-algo's */
-    bp_async_settings async;
-    bp_powersgd_settings powersgd;
-    bp_easgd_settings easgd;             /* also AvgPipe's elastic averaging */
-    bp_qadam_settings qadam;
+    /* Each data-parallel algorithm's settings in its slot, set by the options in its
+     * ops (parallel/dp/settings.h; parallel/dp/<name>.h types them where others read
+     * them: easgd's are also AvgPipe's elastic averaging). */
+    bp_dp_settings dp_settings;
     bp_communication_settings comm;      /* parallel/communication.h */
     bp_device_settings device;           /* train/device.h */
     bp_fault_settings faults;            /* train/faults.h: for tests */

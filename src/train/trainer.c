@@ -16,6 +16,7 @@
 #include "core/log.h"
 #include "core/timer.h"
 #include "parallel/avgpipe.h"
+#include "parallel/dp/easgd.h"
 #include "parallel/partition.h"
 #include "train/trainer_impl.h"
 
@@ -359,7 +360,8 @@ static void fill_records(trainer *t, bp_step_record *r, int k, double t0, double
  * verdict. A stop request waits for the next averaging step or the last step. */
 static bool local_step(const trainer *t, int64_t n) {
     const bp_train_config *c = t->cfg;
-    return bp_train_local_steps(c, t->size) && n % c->easgd.period != 0 && n != t->end_step;
+    return bp_train_local_steps(c, t->size) && n % bp_easgd_of(&c->dp_settings)->period != 0 &&
+           n != t->end_step;
 }
 
 static int every(int64_t step, int64_t n) { return n > 0 && step % n == 0; }

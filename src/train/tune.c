@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "train/simulate.h"
+#include "parallel/dp/easgd.h"
 
 #define OFF(f) offsetof(bp_tune_config, f)
 static const bp_option tune_options[] = {
@@ -93,7 +94,8 @@ static bool valid_run(void *ctx, int pipelines, int micro_batches, const bp_sche
 bp_status bp_tune_problem_init(const bp_tune_config *c, bp_tune_problem *p, bp_err *err) {
     const bp_train_config *tc = &c->train;
     *p = (bp_tune_problem){.S = tc->pipeline.stages, .dp = data_ranks(tc), .batch = tc->batch,
-                           .grad_accum = tc->grad_accum, .ea_period = tc->easgd.period,
+                           .grad_accum = tc->grad_accum,
+                           .ea_period = bp_easgd_of(&tc->dp_settings)->period,
                            .pipelines = tc->avgpipe.pipelines,
                            .own_batches = tc->avgpipe.batch == BP_AVGPIPE_OWN_BATCH,
                            .micro_batches = tc->pipeline.micro_batches,

@@ -76,6 +76,11 @@
 #include "nn/model.h"
 #include "nn/optim.h"
 #include "parallel/dp.h"
+#include "parallel/dp/async.h"
+#include "parallel/dp/decentralized.h"
+#include "parallel/dp/easgd.h"
+#include "parallel/dp/powersgd.h"
+#include "parallel/dp/qadam.h"
 #include "train/config.h"
 #include "train/task.h"
 
@@ -550,7 +555,7 @@ static void ref_qadam(reference *f, double lr, int64_t t) {
     float *p = weights(&f->r);
     const float *g = grads(&f->r);
     const float b1 = (float)c->beta1, b2 = (float)c->beta2, wd = (float)c->weight_decay;
-    int64_t w = f->d.qadam.warmup;
+    int64_t w = bp_qadam_of(&f->d.settings)->warmup;
     for (size_t i = 0; t < w && i < o->n; i++) {
         float gi = g[i] + wd * p[i];
         o->m[i] = b1 * o->m[i] + (1 - b1) * gi;
@@ -575,7 +580,7 @@ static int shift_one_peer(int r, int n, uint64_t k) {
 
 static void ref_peer_avg(reference *f, float *x, size_t n) {
     uint64_t k = f->rounds++;
-    if (f->d.decentralized.peers == BP_PEERS_ALL) {
+    if (bp_decentralized_of(&f->d.settings)->peers == BP_PEERS_ALL) {
         ref_avg(x, n);
         return;
     }
@@ -624,7 +629,7 @@ static void ref_ring_step(reference *f, float *x, size_t n) {
 
 /* EASGD every tau steps: D = alpha (W - C); W -= D; C += sum over ranks of D. */
 static void ref_easgd(reference *f, float *w, size_t n) {
-    const float alpha = (float)f->d.easgd.alpha;
+    const float alpha = (float)bp_easgd_of(&f->d.settings)->alpha;
     for (size_t i = 0; i < n; i++) {
         f->diff[i] = alpha * (w[i] - f->center[i]);
         w[i] -= f->diff[i];
@@ -646,15 +651,15 @@ static void ref_init(reference *f, const bp_train_config *c) {
     case BP_DP_BYTEGRAD:
     case BP_DP_QADAM: ok(bp_codec_minmax_u8_create(&f->minmax, &err), "codec"); break;
     case BP_DP_POWERSGD: {
-        int nt = bp_model_num_tensors(f->r.m);
+        int nt = bp_model_num_tensors(f->r.m), psgd_rank = bp_powersgd_of(&f->d.settings)->rank;
         f->psgd = calloc((size_t)nt, sizeof *f->psgd);
         f->qprev = calloc((size_t)nt, sizeof *f->qprev);
         assert_true(f->psgd && f->qprev);
         for (int t = 0; t < nt; t++) {
             const bp_tensor_info *ti = bp_model_tensor(f->r.m, t);
-            if (hook_compresses(ti, f->d.powersgd.rank))
+            if (hook_compresses(ti, psgd_rank))
                 ok(bp_codec_powersgd_create((size_t)ti->shape[0],
-                                            ti->numel / (size_t)ti->shape[0], f->d.powersgd.rank,
+                                            ti->numel / (size_t)ti->shape[0], psgd_rank,
                                             f->d.seed + (uint64_t)t, &f->psgd[t], &err),
                    "powersgd codec");
         }
@@ -703,9 +708,9 @@ static void ref_step(reference *f) {
     int64_t s = r->step; /* 0-based index of this step */
     double lr = bp_lr_at(&r->lr, s);
     int accum = r->cfg.grad_accum;
-    bool step_first = f->d.decentralized.order == BP_DECENTRALIZED_STEP_FIRST;
+    bool step_first = bp_decentralized_of(&f->d.settings)->order == BP_DECENTRALIZED_STEP_FIRST;
     bool decentralized_round =
-        f->d.algo == BP_DP_DECENTRALIZED && s % f->d.decentralized.interval == 0;
+        f->d.algo == BP_DP_DECENTRALIZED && s % bp_decentralized_of(&f->d.settings)->interval == 0;
     bool bagua_order = decentralized_round && !step_first;
     if (bagua_order) {
         memcpy(f->avg, w, n * sizeof *w);
@@ -719,13 +724,13 @@ static void ref_step(reference *f) {
     case BP_DP_ALLREDUCE: ref_avg(g, n); break;
     case BP_DP_BYTEGRAD: ref_avg_lp(f, g, n); break;
     case BP_DP_POWERSGD:
-        if (s >= f->d.powersgd.warmup)
+        if (s >= bp_powersgd_of(&f->d.settings)->warmup)
             ref_powersgd(f);
         else
             ref_avg(g, n);
         break;
     case BP_DP_QADAM:
-        if (s + 1 <= f->d.qadam.warmup) ref_avg(g, n);
+        if (s + 1 <= bp_qadam_of(&f->d.settings)->warmup) ref_avg(g, n);
         break;
     default: break;
     }
@@ -739,10 +744,10 @@ static void ref_step(reference *f) {
         if (decentralized_round && step_first) ref_peer_avg(f, w, n);
         break;
     case BP_DP_LP_DECENTRALIZED: /* at steps 0, k, 2k, ... */
-        if (s % f->d.decentralized.interval == 0) ref_ring_step(f, w, n);
+        if (s % bp_decentralized_of(&f->d.settings)->interval == 0) ref_ring_step(f, w, n);
         break;
     case BP_DP_EASGD:
-        if ((s + 1) % f->d.easgd.period == 0) ref_easgd(f, w, n);
+        if ((s + 1) % bp_easgd_of(&f->d.settings)->period == 0) ref_easgd(f, w, n);
         break;
     default: break;
     }
@@ -817,7 +822,7 @@ static void test_bytegrad_mlp(void **state) {
 static void qadam_case(const char *name, double clip, double bucket_mb, double wd) {
     bp_train_config c = gpt_config();
     c.dp_algo = BP_DP_QADAM;
-    c.qadam.warmup = 8;
+    bp_qadam_in(&c.dp_settings)->warmup = 8;
     c.clip = clip;
     c.comm.bucket_mb = bucket_mb;
     c.weight_decay = wd;
@@ -839,9 +844,9 @@ static void test_qadam_gpt(void **state) {
 static bp_train_config decentralized_config(bp_peers peers, bp_decentralized_order order) {
     bp_train_config c = gpt_config();
     c.dp_algo = BP_DP_DECENTRALIZED;
-    c.decentralized.peers = peers;
-    c.decentralized.interval = 2;
-    c.decentralized.order = order;
+    bp_decentralized_in(&c.dp_settings)->peers = peers;
+    bp_decentralized_in(&c.dp_settings)->interval = 2;
+    bp_decentralized_in(&c.dp_settings)->order = order;
     return c;
 }
 
@@ -878,12 +883,12 @@ static void test_decentralized_all_sgd(void **state) {
     (void)state;
     case_begin();
     bp_train_config b = decentralized_config(BP_PEERS_ALL, BP_DECENTRALIZED_BAGUA);
-    b.decentralized.interval = 1;
+    bp_decentralized_in(&b.dp_settings)->interval = 1;
     b.optim = BP_OPTIM_SGD;
     b.lr = 0.1;
     b.clip = 0;
     bp_train_config sf = b, sync = b;
-    sf.decentralized.order = BP_DECENTRALIZED_STEP_FIRST;
+    bp_decentralized_in(&sf.dp_settings)->order = BP_DECENTRALIZED_STEP_FIRST;
     sync.dp_algo = BP_DP_ALLREDUCE;
     engine eb, esf, es;
     reference f;
@@ -923,7 +928,7 @@ static void lp_decentralized(const char *name, int64_t interval, double bucket_m
     case_begin();
     bp_train_config c = gpt_config();
     c.dp_algo = BP_DP_LP_DECENTRALIZED;
-    c.decentralized.interval = interval;
+    bp_decentralized_in(&c.dp_settings)->interval = interval;
     c.comm.bucket_mb = bucket_mb;
     engine e;
     reference f;
@@ -960,8 +965,8 @@ static void test_powersgd_gpt(void **state) {
     (void)state;
     bp_train_config c = gpt_config();
     c.dp_algo = BP_DP_POWERSGD;
-    c.powersgd.rank = 2;
-    c.powersgd.warmup = 2;
+    bp_powersgd_in(&c.dp_settings)->rank = 2;
+    bp_powersgd_in(&c.dp_settings)->warmup = 2;
     engine_vs_reference("powersgd rank=2 warmup=2 gpt", &c, sum_tol(), true);
 }
 
@@ -972,8 +977,8 @@ static void test_powersgd_min_rate(void **state) {
     (void)state;
     bp_train_config c = gpt_config();
     c.dp_algo = BP_DP_POWERSGD;
-    c.powersgd.rank = 4;
-    c.powersgd.warmup = 1;
+    bp_powersgd_in(&c.dp_settings)->rank = 4;
+    bp_powersgd_in(&c.dp_settings)->warmup = 1;
     reference f;
     ref_init(&f, &c);
     int full = 0, compressed = 0;
@@ -992,7 +997,7 @@ static void test_powersgd_mlp(void **state) {
     if (np != 2) skip();
     bp_train_config c = mlp_config();
     c.dp_algo = BP_DP_POWERSGD;
-    c.powersgd.rank = 2;
+    bp_powersgd_in(&c.dp_settings)->rank = 2;
     engine_vs_reference("powersgd rank=2 mlp", &c, EXACT, true);
 }
 
@@ -1000,8 +1005,8 @@ static void test_easgd(void **state) {
     (void)state;
     bp_train_config c = gpt_config();
     c.dp_algo = BP_DP_EASGD;
-    c.easgd.alpha = 0.3;
-    c.easgd.period = 3;
+    bp_easgd_in(&c.dp_settings)->alpha = 0.3;
+    bp_easgd_in(&c.dp_settings)->period = 3;
     engine_vs_reference("easgd alpha=0.3 period=3", &c, sum_tol(), false);
 }
 
@@ -1117,7 +1122,7 @@ static void test_async(void **state) {
     case_begin();
     bp_train_config c = gpt_config();
     c.dp_algo = BP_DP_ASYNC;
-    c.async.sync_ms = 1;
+    bp_async_in(&c.dp_settings)->sync_ms = 1;
     int steps = ASYNC_COMMON + 1 + me;
     engine e;
     engine_init(&e, &c);
@@ -1174,8 +1179,8 @@ static void test_async_warmup(void **state) {
     case_begin();
     bp_train_config c = gpt_config(), a = gpt_config();
     c.dp_algo = BP_DP_ASYNC;
-    c.async.sync_ms = 1;
-    c.async.warmup = WARMUP;
+    bp_async_in(&c.dp_settings)->sync_ms = 1;
+    bp_async_in(&c.dp_settings)->warmup = WARMUP;
     a.dp_algo = BP_DP_ALLREDUCE;
     engine e, ar;
     engine_init(&e, &c);

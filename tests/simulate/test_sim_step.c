@@ -39,6 +39,11 @@
 #include "nn/model.h"
 #include "parallel/buckets.h"
 #include "parallel/dp/algo.h"
+#include "parallel/dp/async.h"
+#include "parallel/dp/decentralized.h"
+#include "parallel/dp/easgd.h"
+#include "parallel/dp/powersgd.h"
+#include "parallel/dp/qadam.h"
 #include "parallel/sim/machine.h"
 #include "parallel/sim/model.h"
 #include "parallel/sim/step.h"
@@ -142,9 +147,12 @@ static void make_job(job_parts *p, bp_model_config mc, int dp, int pp, int tp, i
     p->j = (bp_sim_job){.mc = mc, .dp = dp, .pp = pp, .tp = tp, .N = 1, .M = M, .micro_B = 2,
                         .sched = {BP_SCHED_1F1B, 0}, .first = p->first, .steps = 100,
                         .optim_buffers = 2};
-    p->j.dpc = (bp_dp_config){.algo = BP_DP_ALLREDUCE, .bucket_mb = 1e6, .overlap = true,
-                              .decentralized.interval = 1, .easgd.period = 1,
-                              .async.sync_ms = 10, .powersgd.rank = 2, .easgd.alpha = 0.5};
+    p->j.dpc = (bp_dp_config){.algo = BP_DP_ALLREDUCE, .bucket_mb = 1e6, .overlap = true};
+    bp_dp_settings *st = &p->j.dpc.settings;
+    *bp_decentralized_in(st) = (bp_decentralized_settings){.interval = 1};
+    *bp_easgd_in(st) = (bp_easgd_settings){.alpha = 0.5, .period = 1};
+    *bp_async_in(st) = (bp_async_settings){.sync_ms = 10};
+    *bp_powersgd_in(st) = (bp_powersgd_settings){.rank = 2};
 }
 
 static bp_sim_step_result simulate(const bp_sim_job *j, const bp_sim_machine *m) {
@@ -234,7 +242,7 @@ static void test_avgpipe_local_steps(void **state) {
     make_job(&p, gpt(2, 64, 4, 16, 64), 1, 2, 1, 2);
     p.j.avgpipe = true;
     p.j.N = 2;
-    p.j.dpc.easgd.period = 4;
+    bp_easgd_in(&p.j.dpc.settings)->period = 4;
     bp_sim_machine m = fast_machine(bw, lat);
     bp_sim_step_result every = simulate(&p.j, &m);
     p.j.local_steps = true;
@@ -309,8 +317,9 @@ static void test_every_algorithm_declares_its_cost(void **state) {
         assert_non_null(ops);
         assert_true(ops->cost.bucket || ops->cost.step);
         p.j.dpc.algo = a;
-        p.j.dpc.async.warmup = p.j.dpc.qadam.warmup = p.j.dpc.powersgd.warmup = 0;
-        if (a == BP_DP_ASYNC) p.j.dpc.async.sync_ms = 1;
+        bp_dp_settings *st = &p.j.dpc.settings;
+        bp_async_in(st)->warmup = bp_qadam_in(st)->warmup = bp_powersgd_in(st)->warmup = 0;
+        if (a == BP_DP_ASYNC) bp_async_in(&p.j.dpc.settings)->sync_ms = 1;
         bp_sim_step_result r = simulate(&p.j, &m);
         if (!(r.bytes[BP_SIM_DP] > 0)) print_error("%s sends no dp bytes\n", bp_dp_algo_name(a));
         assert_true(r.bytes[BP_SIM_DP] > 0);
@@ -387,9 +396,9 @@ static void test_decentralized_hides_its_exchange(void **state) {
         p.j.dpc.algo = BP_DP_ASYNC;
         double none = simulate(&p.j, &m).step_s;
         p.j.dpc.algo = BP_DP_DECENTRALIZED;
-        p.j.dpc.decentralized.interval = 1;
+        bp_decentralized_in(&p.j.dpc.settings)->interval = 1;
         double bagua = simulate(&p.j, &m).step_s;
-        p.j.dpc.decentralized.order = BP_DECENTRALIZED_STEP_FIRST;
+        bp_decentralized_in(&p.j.dpc.settings)->order = BP_DECENTRALIZED_STEP_FIRST;
         double first = simulate(&p.j, &m).step_s;
         assert_true(first > bagua * (1 + 1e-9));
         if (slow)

@@ -10,6 +10,7 @@
 #ifndef BP_PARALLEL_DP_ALGO_H
 #define BP_PARALLEL_DP_ALGO_H
 
+#include "core/options.h"
 #include "parallel/buckets.h"
 #include "parallel/dp.h"
 #include "parallel/sim/cost.h"
@@ -44,6 +45,9 @@ struct bp_dp_algo_ops {
     bp_dp_kind kind; /* (the name is the registry's) */
     /* Several replicas on one rank, mixed after every step even on one rank (AvgPipe). */
     bool local_replicas;
+    /* Its options, offsets within its slot of bp_dp_settings (parallel/dp/settings.h),
+     * placed among train's by the registry (NULL: none). */
+    const bp_option_group *options;
     /* Refuse settings that cannot work on a group of `size` ranks with optimizer
      * `optim`; the message names the option. NULL: anything goes. */
     bp_status (*check)(const bp_dp_config *cfg, int size, bp_optim_kind optim, bp_err *err);

@@ -24,24 +24,31 @@
 #include <stdio.h>
 
 #include "parallel/dp/algo.h"
+#include "parallel/dp/async.h"
+
+/* The settings of async in c (its slot of c->settings). */
+static const bp_async_settings *settings_of(const bp_dp_config *c) {
+    return bp_async_of(&c->settings);
+}
 
 static bp_status check(const bp_dp_config *c, int size, bp_optim_kind optim, bp_err *err) {
     (void)size, (void)optim;
-    if (c->async.sync_ms < 1)
+    if (settings_of(c)->sync_ms < 1)
         return bp_fail(err, BP_EUSAGE, "option --sync-ms: must be at least 1");
     return BP_OK;
 }
 
 static bp_async_avg *thread_of(bp_dp *dp) { return *(bp_async_avg **)dp->state; }
 
-static bool warming_up(const bp_dp *dp) { return dp->step < dp->cfg.async.warmup; }
+static bool warming_up(const bp_dp *dp) { return dp->step < settings_of(&dp->cfg)->warmup; }
 
 /* Collective: every rank starts its thread at the same step. */
 static bp_status start(bp_dp *dp, bp_err *err) {
     size_t n;
     float *w = bp_dp_weights(dp, &n);
     return bp_comm_fail(dp->comm,
-                        bp_async_avg_start(dp->comm, w, n, dp->cfg.async.sync_ms, dp->state),
+                        bp_async_avg_start(dp->comm, w, n, settings_of(&dp->cfg)->sync_ms,
+                                           dp->state),
                         err);
 }
 
@@ -60,7 +67,7 @@ static bool buckets_this_step(const bp_dp *dp) { return warming_up(dp); }
  * (or the next one taken, if that step was skipped for a non-finite value). The engine then releases the step's lock, which this step did not take (there
  * was no thread): take it now. */
 static bp_status after_step(bp_dp *dp, bp_err *err) {
-    if (dp->step < dp->cfg.async.warmup || thread_of(dp)) return BP_OK;
+    if (dp->step < settings_of(&dp->cfg)->warmup || thread_of(dp)) return BP_OK;
     bp_status rc = start(dp, err);
     if (rc == BP_OK) bp_async_avg_lock(thread_of(dp));
     return rc;
@@ -79,33 +86,19 @@ static void unlock(bp_dp *dp) {
 }
 
 static void describe(const bp_dp_config *c, char *buf, size_t n) {
-    snprintf(buf, n, " sync_ms=%d warmup=%lld", c->async.sync_ms, (long long)c->async.warmup);
+    const bp_async_settings *s = settings_of(c);
+    snprintf(buf, n, " sync_ms=%d warmup=%lld", s->sync_ms, (long long)s->warmup);
 }
 
 /* Its own thread averages every sync_ms: the step waits for nothing, and sends an
  * allreduce's bytes (with the round counter) per round that fits in a step. */
 static void step_cost(const bp_dp_cost_env *e, size_t n, bp_dp_step_cost *out) {
     double round =
-        e->cfg->async.sync_ms * 1e-3 + bp_sim_ring_allreduce_s(e->m, e->link, e->p, n + 1);
+        settings_of(e->cfg)->sync_ms * 1e-3 + bp_sim_ring_allreduce_s(e->m, e->link, e->p, n + 1);
     out->bytes = bp_sim_ring_bytes(e->p, n + 1) * e->step_s / round;
 }
 
-static int64_t warmup(const bp_dp_config *c) { return c->async.warmup; }
-
-const bp_dp_algo_ops bp_dp_async = {
-    .kind = BP_DP_WEIGHT,
-    .check = check,
-    .create = create,
-    .destroy = destroy,
-    .buckets_this_step = buckets_this_step,
-    .bucket = bp_dp_allreduce_bucket, /* during warm-up */
-    .after_step = after_step,
-    .finish = finish,
-    .lock = lock,
-    .unlock = unlock,
-    .describe = describe,
-    .cost = {.step = step_cost, .warmup = warmup}, /* warm-up: allreduce's buckets */
-};
+static int64_t warmup(const bp_dp_config *c) { return settings_of(c)->warmup; }
 
 /* ---- options ------------------------------------------------------------------- */
 
@@ -118,4 +111,20 @@ static const bp_option options[] = {
 };
 #undef S
 static const bp_async_settings defaults = {.sync_ms = 20, .warmup = 0};
-const bp_option_group bp_async_options = BP_OPTION_GROUP(options, defaults);
+static const bp_option_group option_group = BP_OPTION_GROUP(options, defaults);
+
+const bp_dp_algo_ops bp_dp_async = {
+    .kind = BP_DP_WEIGHT,
+    .options = &option_group,
+    .check = check,
+    .create = create,
+    .destroy = destroy,
+    .buckets_this_step = buckets_this_step,
+    .bucket = bp_dp_allreduce_bucket, /* during warm-up */
+    .after_step = after_step,
+    .finish = finish,
+    .lock = lock,
+    .unlock = unlock,
+    .describe = describe,
+    .cost = {.step = step_cost, .warmup = warmup}, /* warm-up: allreduce's buckets */
+};

@@ -5,13 +5,13 @@
 
 #include <stdint.h>
 
-#include "core/options.h"
+#include "parallel/dp/settings.h"
 
 typedef struct bp_async_settings {
     int sync_ms;    /* milliseconds between averagings */
     int64_t warmup; /* steps of gradient allreduce before the averaging starts */
 } bp_async_settings;
 
-extern const bp_option_group bp_async_options;
+BP_DP_SETTINGS(async, ASYNC, bp_async_settings)
 
 #endif

@@ -21,6 +21,12 @@
 #include <string.h>
 
 #include "parallel/dp/algo.h"
+#include "parallel/dp/decentralized.h"
+
+/* The settings of decentralized in c (its slot of c->settings). */
+static const bp_decentralized_settings *settings_of(const bp_dp_config *c) {
+    return bp_decentralized_of(&c->settings);
+}
 
 typedef struct decentralized {
     uint64_t rounds; /* weight averagings so far (the shift_one round) */
@@ -29,19 +35,19 @@ typedef struct decentralized {
 
 static bp_status check(const bp_dp_config *c, int size, bp_optim_kind optim, bp_err *err) {
     (void)optim;
-    if (c->decentralized.peers == BP_PEERS_SHIFT_ONE && size % 2 && size > 1)
+    if (settings_of(c)->peers == BP_PEERS_SHIFT_ONE && size % 2 && size > 1)
         return bp_fail(err, BP_EUSAGE, "option --peers: shift_one needs an even --dp, not %d",
                        size);
     return BP_OK;
 }
 
 static bool step_first(const bp_dp_config *c) {
-    return c->decentralized.order == BP_DECENTRALIZED_STEP_FIRST;
+    return settings_of(c)->order == BP_DECENTRALIZED_STEP_FIRST;
 }
 
 /* Whether step t (0-based) averages: t = 0, k, 2k, ... */
 static bool averages_at(const bp_dp *dp, int64_t t) {
-    return t % dp->cfg.decentralized.interval == 0;
+    return t % settings_of(&dp->cfg)->interval == 0;
 }
 
 static bp_status create(bp_dp *dp, bp_err *err) {
@@ -49,7 +55,7 @@ static bp_status create(bp_dp *dp, bp_err *err) {
     if (rc) return rc;
     decentralized *s = dp->state;
     /* Resuming at step t: the steps 0, k, ... below t have averaged. */
-    int64_t k = dp->cfg.decentralized.interval;
+    int64_t k = settings_of(&dp->cfg)->interval;
     s->rounds = (uint64_t)((dp->step + k - 1) / k);
     if (step_first(&dp->cfg) || bp_comm_size(dp->comm) == 1) return BP_OK;
     return dp->be->alloc(dp->be, (void **)&s->avg, bp_model_num_params(dp->model) * sizeof(float),
@@ -68,7 +74,7 @@ static bp_status exchange(bp_dp *dp, bp_err *err) {
     size_t n;
     const float *w = bp_dp_weights(dp, &n);
     dp->be->copy(dp->be, s->avg, w, n * sizeof *w);
-    int rc = bp_peer_avg(dp->comm, s->avg, n, dp->cfg.decentralized.peers, s->rounds++);
+    int rc = bp_peer_avg(dp->comm, s->avg, n, settings_of(&dp->cfg)->peers, s->rounds++);
     return bp_comm_fail(dp->comm, rc, err);
 }
 
@@ -91,42 +97,29 @@ static bp_status after_step(bp_dp *dp, bp_err *err) {
     size_t n;
     float *w = bp_dp_weights(dp, &n);
     return bp_comm_fail(dp->comm,
-                        bp_peer_avg(dp->comm, w, n, dp->cfg.decentralized.peers, s->rounds++),
+                        bp_peer_avg(dp->comm, w, n, settings_of(&dp->cfg)->peers, s->rounds++),
                         err);
 }
 
 static void describe(const bp_dp_config *c, char *buf, size_t n) {
     snprintf(buf, n, " peers=%s interval=%lld order=%s",
-             c->decentralized.peers == BP_PEERS_ALL ? "all" : "shift_one",
-             (long long)c->decentralized.interval,
+             settings_of(c)->peers == BP_PEERS_ALL ? "all" : "shift_one",
+             (long long)settings_of(c)->interval,
              step_first(c) ? "step-first" : "bagua");
 }
 
 /* Every interval steps: an allreduce, or one message to the peer and the mean of
  * two; in Bagua's order beside forward and backward. */
 static void step_cost(const bp_dp_cost_env *e, size_t n, bp_dp_step_cost *out) {
-    out->every = (double)e->cfg->decentralized.interval;
+    out->every = (double)settings_of(e->cfg)->interval;
     out->overlapped = !step_first(e->cfg);
-    if (e->cfg->decentralized.peers == BP_PEERS_ALL) {
+    if (settings_of(e->cfg)->peers == BP_PEERS_ALL) {
         out->s = bp_sim_allreduce_cost(e, n, &out->bytes);
         return;
     }
     out->s = bp_sim_message_s(e->link, n * sizeof(float)) + e->link->wake_s + bp_sim_vec_s(e->m, n);
     out->bytes = (double)n * sizeof(float);
 }
-
-const bp_dp_algo_ops bp_dp_decentralized = {
-    .kind = BP_DP_WEIGHT,
-    .check = check,
-    .create = create,
-    .destroy = destroy,
-    .exchanges_this_step = exchanges_this_step,
-    .exchange = exchange,
-    .update = update,
-    .after_step = after_step,
-    .describe = describe,
-    .cost = {.step = step_cost},
-};
 
 /* ---- options ------------------------------------------------------------------- */
 
@@ -145,4 +138,18 @@ static const bp_option options[] = {
 #undef S
 static const bp_decentralized_settings defaults = {
     .peers = BP_PEERS_SHIFT_ONE, .interval = 1, .order = BP_DECENTRALIZED_BAGUA};
-const bp_option_group bp_decentralized_options = BP_OPTION_GROUP(options, defaults);
+static const bp_option_group option_group = BP_OPTION_GROUP(options, defaults);
+
+const bp_dp_algo_ops bp_dp_decentralized = {
+    .kind = BP_DP_WEIGHT,
+    .options = &option_group,
+    .check = check,
+    .create = create,
+    .destroy = destroy,
+    .exchanges_this_step = exchanges_this_step,
+    .exchange = exchange,
+    .update = update,
+    .after_step = after_step,
+    .describe = describe,
+    .cost = {.step = step_cost},
+};

@@ -6,7 +6,7 @@
 #include <stdint.h>
 
 #include "bagpipe/comm.h"
-#include "core/options.h"
+#include "parallel/dp/settings.h"
 
 /* Bagua's order exchanges x_t during forward and backward and steps from the
  * average; step-first steps, then averages the stepped weights (exposed). */
@@ -21,6 +21,6 @@ typedef struct bp_decentralized_settings {
     bp_decentralized_order order;
 } bp_decentralized_settings;
 
-extern const bp_option_group bp_decentralized_options;
+BP_DP_SETTINGS(decentralized, DECENTRALIZED, bp_decentralized_settings)
 
 #endif

@@ -8,6 +8,12 @@
 #include <string.h>
 
 #include "parallel/dp/algo.h"
+#include "parallel/dp/easgd.h"
+
+/* The settings of easgd in c (its slot of c->settings). */
+static const bp_easgd_settings *settings_of(const bp_dp_config *c) {
+    return bp_easgd_of(&c->settings);
+}
 
 bp_status bp_dp_easgd_create(bp_dp *dp, bp_err *err) {
     bp_status rc = bp_dp_state_alloc(dp, sizeof(easgd), err);
@@ -35,11 +41,11 @@ bp_status bp_dp_easgd_state(bp_dp *dp, bp_state_list *l, bp_err *err) {
 }
 
 static bp_status after_step(bp_dp *dp, bp_err *err) {
-    if (dp->step % dp->cfg.easgd.period) return BP_OK;
+    if (dp->step % settings_of(&dp->cfg)->period) return BP_OK;
     easgd *s = dp->state;
     size_t n;
     float *w = bp_dp_weights(dp, &n);
-    const float alpha = (float)dp->cfg.easgd.alpha;
+    const float alpha = (float)settings_of(&dp->cfg)->alpha;
     dp->be->elastic_pull(dp->be, w, s->center, s->diff, n, alpha, false);
     int rc = bp_allreduce_sum(dp->comm, s->diff, n);
     if (rc == BP_OK) dp->be->axpy(dp->be, s->center, n, 1.0f, s->diff);
@@ -55,35 +61,25 @@ int bp_dp_ea_replicas(const bp_dp_config *c, int size) {
 bp_status bp_dp_ea_check(const bp_dp_config *c, int size, bp_optim_kind optim, bp_err *err) {
     (void)optim;
     int n = bp_dp_ea_replicas(c, size);
-    if (c->easgd.alpha * (n + 1) < 2) return BP_OK;
+    if (settings_of(c)->alpha * (n + 1) < 2) return BP_OK;
     return bp_fail(err, BP_EUSAGE,
                    "option --ea-alpha: %g makes the elastic averaging of %d %s diverge (the "
                    "replicas' mean moves from the center by 1 - alpha (N + 1) = %g per "
                    "averaging); alpha must be below 2 / (N + 1) = %g (default 0.9 / N = %g)",
-                   c->easgd.alpha, n, c->algo == BP_DP_AVGPIPE ? "pipelines" : "ranks",
-                   1 - c->easgd.alpha * (n + 1), 2.0 / (n + 1), bp_dp_ea_default_alpha(n));
+                   settings_of(c)->alpha, n, c->algo == BP_DP_AVGPIPE ? "pipelines" : "ranks",
+                   1 - settings_of(c)->alpha * (n + 1), 2.0 / (n + 1), bp_dp_ea_default_alpha(n));
 }
 
 void bp_dp_easgd_describe(const bp_dp_config *c, char *buf, size_t n) {
-    snprintf(buf, n, " alpha=%g period=%lld", c->easgd.alpha, (long long)c->easgd.period);
+    const bp_easgd_settings *s = settings_of(c);
+    snprintf(buf, n, " alpha=%g period=%lld", s->alpha, (long long)s->period);
 }
 
 /* Every period: the differences to the center and their allreduce. */
 static void step_cost(const bp_dp_cost_env *e, size_t n, bp_dp_step_cost *out) {
     out->s = bp_sim_vec_s(e->m, 4 * n) + bp_sim_allreduce_cost(e, n, &out->bytes);
-    out->every = (double)e->cfg->easgd.period;
+    out->every = (double)settings_of(e->cfg)->period;
 }
-
-const bp_dp_algo_ops bp_dp_easgd = {
-    .kind = BP_DP_WEIGHT,
-    .check = bp_dp_ea_check,
-    .create = bp_dp_easgd_create,
-    .destroy = bp_dp_easgd_destroy,
-    .after_step = after_step,
-    .state = bp_dp_easgd_state,
-    .describe = bp_dp_easgd_describe,
-    .cost = {.step = step_cost, .state = 2}, /* the center and the differences */
-};
 
 /* ---- options ------------------------------------------------------------------- */
 
@@ -98,4 +94,16 @@ static const bp_option options[] = {
 #undef S
 /* alpha: 0.9 / N once N is known (bp_train_config_check_world). */
 static const bp_easgd_settings defaults = {.alpha = -1, .period = 4};
-const bp_option_group bp_easgd_options = BP_OPTION_GROUP(options, defaults);
+static const bp_option_group option_group = BP_OPTION_GROUP(options, defaults);
+
+const bp_dp_algo_ops bp_dp_easgd = {
+    .kind = BP_DP_WEIGHT,
+    .options = &option_group,
+    .check = bp_dp_ea_check,
+    .create = bp_dp_easgd_create,
+    .destroy = bp_dp_easgd_destroy,
+    .after_step = after_step,
+    .state = bp_dp_easgd_state,
+    .describe = bp_dp_easgd_describe,
+    .cost = {.step = step_cost, .state = 2}, /* the center and the differences */
+};

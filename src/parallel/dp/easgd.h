@@ -5,13 +5,13 @@
 
 #include <stdint.h>
 
-#include "core/options.h"
+#include "parallel/dp/settings.h"
 
 typedef struct bp_easgd_settings {
     double alpha;   /* elastic coefficient; below 0: bp_dp_ea_default_alpha */
     int64_t period; /* steps between elastic averagings (tau) */
 } bp_easgd_settings;
 
-extern const bp_option_group bp_easgd_options;
+BP_DP_SETTINGS(easgd, EASGD, bp_easgd_settings)
 
 #endif

@@ -27,6 +27,10 @@ const bp_dp_algo_ops *bp_dp_ops(int algo) { return ops_of(algo); }
 
 const char *bp_dp_algo_name(int algo) { return ops_of(algo) ? names[algo] : "unknown"; }
 
+const bp_option_group *bp_dp_algo_options(int algo) {
+    return ops_of(algo) ? algos[algo]->options : NULL;
+}
+
 bp_dp_kind bp_dp_algo_kind(int algo) { return ops_of(algo) ? algos[algo]->kind : BP_DP_WEIGHT; }
 
 void bp_dp_algo_list(bp_dp_kind kind, char *buf, size_t n) {

@@ -12,6 +12,12 @@
 #include <stdio.h>
 
 #include "parallel/dp/algo.h"
+#include "parallel/dp/decentralized.h"
+
+/* decentralized's settings, whose interval it shares, in c (its slot of c->settings). */
+static const bp_decentralized_settings *settings_of(const bp_dp_config *c) {
+    return bp_decentralized_of(&c->settings);
+}
 
 typedef struct lp_decentralized {
     bp_codec *codec;
@@ -39,7 +45,7 @@ static void destroy(bp_dp *dp) {
 
 static bp_status after_step(bp_dp *dp, bp_err *err) {
     /* dp->step counts this step */
-    if ((dp->step - 1) % dp->cfg.decentralized.interval) return BP_OK;
+    if ((dp->step - 1) % settings_of(&dp->cfg)->interval) return BP_OK;
     lp_decentralized *s = dp->state;
     size_t n;
     return bp_comm_fail(dp->comm, bp_ring_lp_step(s->ring, bp_dp_weights(dp, &n)), err);
@@ -58,7 +64,7 @@ static bp_status state(bp_dp *dp, bp_state_list *l, bp_err *err) {
 }
 
 static void describe(const bp_dp_config *c, char *buf, size_t n) {
-    snprintf(buf, n, " interval=%lld bucket_mb=%g", (long long)c->decentralized.interval,
+    snprintf(buf, n, " interval=%lld bucket_mb=%g", (long long)settings_of(c)->interval,
              c->bucket_mb);
 }
 

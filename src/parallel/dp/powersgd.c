@@ -21,6 +21,12 @@
 #include <stdlib.h>
 
 #include "parallel/dp/algo.h"
+#include "parallel/dp/powersgd.h"
+
+/* The settings of powersgd in c (its slot of c->settings). */
+static const bp_powersgd_settings *settings_of(const bp_dp_config *c) {
+    return bp_powersgd_of(&c->settings);
+}
 
 typedef struct powersgd {
     bp_codec **codec; /* per tensor: NULL for those averaged in full */
@@ -32,10 +38,10 @@ typedef struct powersgd {
 /* The hook's test, with its rank clamped to the matrix; a row or a column is
  * never compressed. */
 static bool worth_compressing(size_t rows, size_t cols, const bp_dp_config *c) {
-    size_t r = (size_t)c->powersgd.rank;
+    size_t r = (size_t)settings_of(c)->rank;
     r = r < rows ? r : rows;
     r = r < cols ? r : cols;
-    return rows > 1 && cols > 1 && (double)((rows + cols) * r) * c->powersgd.min_rate <
+    return rows > 1 && cols > 1 && (double)((rows + cols) * r) * settings_of(c)->min_rate <
                                        (double)rows * (double)cols;
 }
 
@@ -54,7 +60,8 @@ static bp_status create(bp_dp *dp, bp_err *err) {
         size_t rows = (size_t)ti->shape[0], cols = ti->numel / rows;
         if (!worth_compressing(rows, cols, &dp->cfg)) continue;
         /* Every rank seeds tensor t's Q alike, so Q stays the same everywhere. */
-        rc = bp_codec_powersgd_create(rows, cols, dp->cfg.powersgd.rank, dp->cfg.seed + (uint64_t)t,
+        rc = bp_codec_powersgd_create(rows, cols, settings_of(&dp->cfg)->rank,
+                                      dp->cfg.seed + (uint64_t)t,
                                       &s->codec[t], err);
         if (rc) return rc;
     }
@@ -70,7 +77,7 @@ static void destroy(bp_dp *dp) {
 }
 
 static bp_status bucket(bp_dp *dp, const bp_bucket *b, bp_err *err) {
-    if (dp->step < dp->cfg.powersgd.warmup) return bp_dp_allreduce_bucket(dp, b, err);
+    if (dp->step < settings_of(&dp->cfg)->warmup) return bp_dp_allreduce_bucket(dp, b, err);
     powersgd *s = dp->state;
     float *grads = bp_model_grads(dp->model);
     for (int i = 0; i < b->n_tensors; i++) {
@@ -78,7 +85,7 @@ static bp_status bucket(bp_dp *dp, const bp_bucket *b, bp_err *err) {
         s->x[i] = grads + ti->offset;
         s->n[i] = ti->numel;
         bp_codec *c = s->codec[b->first_tensor + i];
-        if (c && dp->cfg.powersgd.orth_q) {
+        if (c && settings_of(&dp->cfg)->orth_q) {
             bp_status rc = bp_powersgd_orthogonalize_q(c, err);
             if (rc) return rc;
         }
@@ -103,9 +110,9 @@ static bp_status state(bp_dp *dp, bp_state_list *l, bp_err *err) {
 }
 
 static void describe(const bp_dp_config *c, char *buf, size_t n) {
-    snprintf(buf, n, " rank=%d warmup=%lld min_rate=%g%s", c->powersgd.rank,
-             (long long)c->powersgd.warmup, c->powersgd.min_rate,
-             c->powersgd.orth_q ? "" : " q_reused");
+    snprintf(buf, n, " rank=%d warmup=%lld min_rate=%g%s", settings_of(c)->rank,
+             (long long)settings_of(c)->warmup, settings_of(c)->min_rate,
+             settings_of(c)->orth_q ? "" : " q_reused");
 }
 
 /* One batch of tensors: P = M Q for the matrices worth compressing, one allreduce of
@@ -113,12 +120,12 @@ static void describe(const bp_dp_config *c, char *buf, size_t n) {
  * allreduce of the Q's, P Q^T and the error feedback. */
 static double bucket_cost(const bp_dp_cost_env *e, const bp_dp_cost_bucket *b, double *bytes) {
     size_t Pn = 0, Qn = 0, n = 0;
-    double flops = 0, min_rate = e->cfg->powersgd.min_rate;
+    double flops = 0, min_rate = settings_of(e->cfg)->min_rate;
     for (int i = 0; i < b->n_tensors; i++) {
         const bp_sim_tensor *t = &b->t[i];
         n += t->numel;
         double rows = (double)t->rows, cols = (double)t->cols;
-        double want = e->cfg->powersgd.rank;
+        double want = settings_of(e->cfg)->rank;
         double r = want < rows && want < cols ? want : (rows < cols ? rows : cols);
         if (rows > 1 && cols > 1 && (rows + cols) * r * min_rate < rows * cols) {
             Pn += t->rows * (size_t)r;
@@ -132,17 +139,7 @@ static double bucket_cost(const bp_dp_cost_env *e, const bp_dp_cost_bucket *b, d
            bp_sim_allreduce_cost(e, Pn, bytes) + (Qn ? bp_sim_allreduce_cost(e, Qn, bytes) : 0);
 }
 
-static int64_t warmup(const bp_dp_config *c) { return c->powersgd.warmup; }
-
-const bp_dp_algo_ops bp_dp_powersgd = {
-    .kind = BP_DP_GRADIENT,
-    .create = create,
-    .destroy = destroy,
-    .bucket = bucket,
-    .state = state,
-    .describe = describe,
-    .cost = {.bucket = bucket_cost, .warmup = warmup, .state = 1}, /* the errors */
-};
+static int64_t warmup(const bp_dp_config *c) { return settings_of(c)->warmup; }
 
 /* ---- options ------------------------------------------------------------------- */
 
@@ -158,4 +155,15 @@ static const bp_option options[] = {
  * PyTorch's default min_compression_rate. */
 static const bp_powersgd_settings defaults = {
     .rank = 8, .warmup = 0, .min_rate = 2, .orth_q = true};
-const bp_option_group bp_powersgd_options = BP_OPTION_GROUP(options, defaults);
+static const bp_option_group option_group = BP_OPTION_GROUP(options, defaults);
+
+const bp_dp_algo_ops bp_dp_powersgd = {
+    .kind = BP_DP_GRADIENT,
+    .options = &option_group,
+    .create = create,
+    .destroy = destroy,
+    .bucket = bucket,
+    .state = state,
+    .describe = describe,
+    .cost = {.bucket = bucket_cost, .warmup = warmup, .state = 1}, /* the errors */
+};

@@ -6,7 +6,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "core/options.h"
+#include "parallel/dp/settings.h"
 
 typedef struct bp_powersgd_settings {
     int rank;       /* of the approximation */
@@ -19,6 +19,6 @@ typedef struct bp_powersgd_settings {
     bool orth_q;
 } bp_powersgd_settings;
 
-extern const bp_option_group bp_powersgd_options;
+BP_DP_SETTINGS(powersgd, POWERSGD, bp_powersgd_settings)
 
 #endif

@@ -21,12 +21,18 @@
 
 #include "core/timer.h"
 #include "parallel/dp/algo.h"
+#include "parallel/dp/qadam.h"
+
+/* The settings of qadam in c (its slot of c->settings). */
+static const bp_qadam_settings *settings_of(const bp_dp_config *c) {
+    return bp_qadam_of(&c->settings);
+}
 
 static bp_status check(const bp_dp_config *c, int size, bp_optim_kind optim, bp_err *err) {
     (void)size;
     if (optim != BP_OPTIM_ADAMW)
         return bp_fail(err, BP_EUSAGE, "option --optim: --dp-algo qadam needs adamw");
-    if (c->qadam.warmup < 1)
+    if (settings_of(c)->warmup < 1)
         return bp_fail(err, BP_EUSAGE,
                        "option --qadam-warmup: must be at least 1 (the second moment is trained "
                        "during warm-up)");
@@ -36,7 +42,7 @@ static bp_status check(const bp_dp_config *c, int size, bp_optim_kind optim, bp_
 /* The 1-based number of the step in progress. */
 static int64_t step_number(const bp_dp *dp) { return dp->step + 1; }
 
-static bool warm(const bp_dp *dp) { return step_number(dp) <= dp->cfg.qadam.warmup; }
+static bool warm(const bp_dp *dp) { return step_number(dp) <= settings_of(&dp->cfg)->warmup; }
 
 /* After warm-up with early updates the buckets carry the momentum. */
 static bool buckets_this_step(const bp_dp *dp) { return warm(dp) || dp->cfg.early_update; }
@@ -76,7 +82,7 @@ static bp_status late_momentum(bp_dp *dp, bp_err *err) {
 static bp_status update(bp_dp *dp, double lr, size_t off, size_t len, bp_err *err) {
     bp_optim *o = dp->optim;
     const bp_optim_config *c = &o->cfg;
-    const int64_t t = step_number(dp), w = dp->cfg.qadam.warmup;
+    const int64_t t = step_number(dp), w = settings_of(&dp->cfg)->warmup;
     o->t = t;
     if (t > w && !dp->early) {
         bp_status rc = late_momentum(dp, err);
@@ -90,7 +96,7 @@ static bp_status update(bp_dp *dp, double lr, size_t off, size_t len, bp_err *er
 }
 
 static void describe(const bp_dp_config *c, char *buf, size_t n) {
-    snprintf(buf, n, " warmup=%lld", (long long)c->qadam.warmup);
+    snprintf(buf, n, " warmup=%lld", (long long)settings_of(c)->warmup);
 }
 
 /* After warm-up: the momentum, then its C_LP_S over the whole model. */
@@ -98,19 +104,7 @@ static void step_cost(const bp_dp_cost_env *e, size_t n, bp_dp_step_cost *out) {
     out->s = bp_sim_vec_s(e->m, n) + bp_sim_lp_allreduce_cost(e, n, &out->bytes);
 }
 
-static int64_t warmup(const bp_dp_config *c) { return c->qadam.warmup; }
-
-const bp_dp_algo_ops bp_dp_qadam = {
-    .kind = BP_DP_GRADIENT,
-    .check = check,
-    .create = bp_dp_minmax_create,
-    .destroy = bp_dp_minmax_destroy,
-    .buckets_this_step = buckets_this_step,
-    .bucket = bucket,
-    .update = update,
-    .describe = describe,
-    .cost = {.step = step_cost, .warmup = warmup, .state = 0.5}, /* the codec's bytes */
-};
+static int64_t warmup(const bp_dp_config *c) { return settings_of(c)->warmup; }
 
 /* ---- options ------------------------------------------------------------------- */
 
@@ -120,4 +114,17 @@ static const bp_option options[] = {
                "compressed"),
 };
 static const bp_qadam_settings defaults = {.warmup = 100};
-const bp_option_group bp_qadam_options = BP_OPTION_GROUP(options, defaults);
+static const bp_option_group option_group = BP_OPTION_GROUP(options, defaults);
+
+const bp_dp_algo_ops bp_dp_qadam = {
+    .kind = BP_DP_GRADIENT,
+    .options = &option_group,
+    .check = check,
+    .create = bp_dp_minmax_create,
+    .destroy = bp_dp_minmax_destroy,
+    .buckets_this_step = buckets_this_step,
+    .bucket = bucket,
+    .update = update,
+    .describe = describe,
+    .cost = {.step = step_cost, .warmup = warmup, .state = 0.5}, /* the codec's bytes */
+};

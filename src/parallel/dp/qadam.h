@@ -4,12 +4,12 @@
 
 #include <stdint.h>
 
-#include "core/options.h"
+#include "parallel/dp/settings.h"
 
 typedef struct bp_qadam_settings {
     int64_t warmup; /* steps of AdamW on averaged gradients before compression */
 } bp_qadam_settings;
 
-extern const bp_option_group bp_qadam_options;
+BP_DP_SETTINGS(qadam, QADAM, bp_qadam_settings)
 
 #endif

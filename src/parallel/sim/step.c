@@ -7,6 +7,8 @@
 #include "nn/real.h"
 #include "parallel/buckets.h"
 #include "parallel/dp/algo.h"
+#include "parallel/dp/easgd.h"
+#include "parallel/dp/powersgd.h"
 #include "parallel/sim/model.h"
 
 /* What stage s of the grid costs, apart from its pipeline neighbours. */
@@ -201,8 +203,8 @@ static const bp_dp_algo_ops *stage_algo(const ctx *c, int s, bool warm, bp_dp_co
     const bp_dp_algo_ops *ops = bp_dp_ops(j->avgpipe ? BP_DP_AVGPIPE : j->dpc.algo);
     if (s < j->sc_stages && !j->avgpipe) {
         ops = &bp_dp_powersgd;
-        cfg->powersgd.rank = j->sc_rank;
-        cfg->powersgd.min_rate = 0;
+        bp_powersgd_in(&cfg->settings)->rank = j->sc_rank;
+        bp_powersgd_in(&cfg->settings)->min_rate = 0;
     }
     if (warm && ops->cost.warmup) ops = &bp_dp_allreduce;
     return ops;
@@ -342,7 +344,8 @@ static double end_of_backward(const ctx *c, const double *ready, double *embed_e
     }
     if (S > 1) agree += allreduce_s(c, &c->pp_link, S, (size_t)j->N, &unused);
     /* a stream of K steps agrees once (K <= the period) */
-    return t + (j->local_steps ? agree * stream_steps(j) / (double)j->dpc.easgd.period : agree);
+    double period = (double)bp_easgd_of(&j->dpc.settings)->period;
+    return t + (j->local_steps ? agree * stream_steps(j) / period : agree);
 }
 
 /* Optimizer steps of stage s's replicas. */
@@ -422,14 +425,13 @@ static int ctx_init(ctx *c, const bp_sim_job *j, const bp_sim_machine *m) {
     return rc;
 }
 
-/* Steps of the run with full-precision gradients first (qadam, powersgd, async,
- * --sc-stages), at most the run. */
+/* Steps of the run with full-precision gradients first (the algorithm's warm-up:
+ * qadam, powersgd, async; or --sc-stages), at most the run. */
 static int64_t warm_steps(const bp_sim_job *j) {
+    const bp_dp_algo_ops *ops = bp_dp_ops(j->dpc.algo);
     int64_t w = 0;
     if (j->sc_stages > 0) w = j->sc_warmup;
-    else if (j->dpc.algo == BP_DP_QADAM) w = j->dpc.qadam.warmup;
-    else if (j->dpc.algo == BP_DP_POWERSGD) w = j->dpc.powersgd.warmup;
-    else if (j->dpc.algo == BP_DP_ASYNC) w = j->dpc.async.warmup;
+    else if (ops && ops->cost.warmup) w = ops->cost.warmup(&j->dpc);
     return w < j->steps ? w : j->steps;
 }
 
