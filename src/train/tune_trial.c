@@ -41,7 +41,7 @@ static bp_status trial_config(const bp_tune_config *c, int pipelines, bp_train_c
     t->eval_batches = eval_batches(c);
     bp_fault_settings *f = &t->faults;
     f->kill_rank = f->hang_rank = f->nan_rank = f->nan_weights_rank = -1;
-    int rc = bp_train_config_check_world(t, 1, err);
+    bp_status rc = bp_train_config_check_world(t, 1, err);
     if (rc && pipelines < 1) return bp_err_context(err, "the convergence trial of one plain pipeline");
     return rc ? bp_err_context(err, "the convergence trial with --pipelines %d", pipelines) : BP_OK;
 }
@@ -67,7 +67,7 @@ static bp_status run_curve(const bp_tune_config *c, bp_comm *world, int pipeline
                            bp_tune_curve *curve, bp_err *err) {
     bp_train_config tc;
     *curve = (bp_tune_curve){.pipelines = pipelines, .to_target = INFINITY};
-    int rc = trial_config(c, pipelines, &tc, err);
+    bp_status rc = trial_config(c, pipelines, &tc, err);
     if (rc) return rc;
     curve->cap = (int)(c->trial_steps / tc.eval_every) + 1;
     curve->samples = calloc((size_t)curve->cap, sizeof(double));
