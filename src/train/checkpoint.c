@@ -301,7 +301,8 @@ bp_status bp_checkpoint_load_present(const bp_checkpoint *ck, bp_model *m, int *
 }
 
 bp_status bp_checkpoint_load_model(const bp_checkpoint *ck, bp_model *m, bp_err *err) {
-    int loaded = 0, rc = bp_checkpoint_load_present(ck, m, &loaded, err);
+    int loaded = 0;
+    bp_status rc = bp_checkpoint_load_present(ck, m, &loaded, err);
     for (int i = 0; rc == BP_OK && i < bp_model_num_tensors(m); i++)
         if (!bp_safetensors_find(&ck->weights, bp_model_tensor(m, i)->name))
             rc = bp_fail(err, BP_EFORMAT,

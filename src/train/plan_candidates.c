@@ -18,7 +18,7 @@ enum { MAX_PP = 32, MAX_TP = 8, MAX_M = 64 };
 typedef struct list {
     bp_plan_result *r;
     int cap;
-    int status;
+    bp_status status;
 } list;
 
 /* A candidate of the grid in g with `fmt` appended to its grid's options. */

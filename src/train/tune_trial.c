@@ -108,7 +108,8 @@ static int trial_pipelines(const bp_tune_result *r, int *out) {
 
 bp_status bp_tune_trial_run(const bp_tune_config *c, bp_comm *world, const bp_tune_result *r,
                             bp_tune_trial *tr, bp_err *err) {
-    int wanted[r->n_cand + 1], n = trial_pipelines(r, wanted), rc = BP_OK;
+    int wanted[r->n_cand + 1], n = trial_pipelines(r, wanted);
+    bp_status rc = BP_OK;
     *tr = (bp_tune_trial){.steps = c->trial_steps, .eval_every = eval_every(c),
                           .eval_batches = eval_batches(c), .target = NAN};
     if (!(tr->curve = calloc((size_t)n, sizeof *tr->curve)))
