@@ -211,7 +211,7 @@ void bp_model_destroy(bp_model *m);
  * ranks call it in the same order with the same n. Called only when size > 1. */
 typedef struct bp_tp {
     int rank, size;
-    int (*allreduce_sum)(void *ctx, bp_real *x, size_t n);
+    bp_status (*allreduce_sum)(void *ctx, bp_real *x, size_t n);
     void *ctx;
 } bp_tp;
 

@@ -34,7 +34,8 @@ int bp_buckets_plan(const bp_bucket_tensor *tt, int nt, size_t bucket_bytes, int
     return n;
 }
 
-static int plan(bp_bucketer *bk, const bp_model *m, size_t bucket_bytes, int skip, bp_err *err) {
+static bp_status plan(bp_bucketer *bk, const bp_model *m, size_t bucket_bytes, int skip,
+                      bp_err *err) {
     int nt = bp_model_num_tensors(m);
     bk->buckets = calloc((size_t)nt, sizeof *bk->buckets);
     bp_bucket_tensor *tt = malloc((size_t)nt * sizeof *tt);
@@ -81,7 +82,7 @@ static void *thread_main(void *arg) {
         int failed = bk->status != BP_OK; /* after a failure, skip the rest of the round */
         pthread_mutex_unlock(&bk->mu);
         bp_err err;
-        int rc = failed ? BP_OK : bk->run(bk->ctx, b, &err);
+        bp_status rc = failed ? BP_OK : bk->run(bk->ctx, b, &err);
         pthread_mutex_lock(&bk->mu);
         if (rc != BP_OK && bk->status == BP_OK) {
             bk->status = rc;
@@ -99,7 +100,7 @@ bp_status bp_bucketer_init(bp_bucketer *bk, const bp_model *m, size_t bucket_byt
     memset(bk, 0, sizeof *bk);
     bk->run = run;
     bk->ctx = ctx;
-    int rc = plan(bk, m, bucket_bytes, skip, err);
+    bp_status rc = plan(bk, m, bucket_bytes, skip, err);
     if (rc) return rc;
     bk->next = bk->n;
     pthread_mutex_init(&bk->mu, NULL);
@@ -150,7 +151,7 @@ bp_status bp_bucketer_finish(bp_bucketer *bk, bp_bucket_fn done, void *ctx, bp_e
         if (!done || bk->status != BP_OK) continue;
         pthread_mutex_unlock(&bk->mu); /* the thread goes on with the next buckets */
         bp_err e;
-        int rc = done(ctx, &bk->buckets[i], &e);
+        bp_status rc = done(ctx, &bk->buckets[i], &e);
         pthread_mutex_lock(&bk->mu);
         if (rc != BP_OK && bk->status == BP_OK) {
             bk->status = rc;
@@ -158,7 +159,7 @@ bp_status bp_bucketer_finish(bp_bucketer *bk, bp_bucket_fn done, void *ctx, bp_e
         }
     }
     bk->round_open = false;
-    int rc = bk->status;
+    bp_status rc = bk->status;
     if (rc && err) *err = bk->err;
     pthread_mutex_unlock(&bk->mu);
     return rc;

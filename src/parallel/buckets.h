@@ -39,7 +39,7 @@ int bp_buckets_plan(const bp_bucket_tensor *t, int nt, size_t bucket_bytes, int 
                     bp_bucket *out);
 
 /* Communicate bucket i; returns a status (message in err). */
-typedef int (*bp_bucket_fn)(void *ctx, const bp_bucket *b, bp_err *err);
+typedef bp_status (*bp_bucket_fn)(void *ctx, const bp_bucket *b, bp_err *err);
 
 typedef struct bp_bucketer {
     bp_bucket *buckets;
@@ -53,7 +53,7 @@ typedef struct bp_bucketer {
     int next;         /* next bucket to run in this round; n when all ran */
     bool round_open;  /* a round is running: buckets may start */
     bool quit;
-    int status;
+    bp_status status;
     bp_err err;
 } bp_bucketer;
 

@@ -3,8 +3,8 @@
 #include <stdio.h>
 #include <string.h>
 
-static int split(bp_comm *world, int color, int key, const char *name, bp_comm **out,
-                 bp_err *err) {
+static bp_status split(bp_comm *world, int color, int key, const char *name, bp_comm **out,
+                       bp_err *err) {
     return bp_comm_fail(world, bp_comm_split(world, color, key, name, out), err);
 }
 
@@ -19,7 +19,7 @@ bp_status bp_grid_init(bp_comm *world, int dp, int pp, int tp, bool tied_embeddi
                    .t = rank % tp};
     char name[64];
     snprintf(name, sizeof name, "dp(p%d,t%d)", g->p, g->t);
-    int rc = split(world, g->p * tp + g->t, g->d, name, &g->dp_comm, err);
+    bp_status rc = split(world, g->p * tp + g->t, g->d, name, &g->dp_comm, err);
     snprintf(name, sizeof name, "pp(d%d,t%d)", g->d, g->t);
     if (rc == BP_OK) rc = split(world, g->d * tp + g->t, g->p, name, &g->pp_comm, err);
     snprintf(name, sizeof name, "tp(d%d,p%d)", g->d, g->p);

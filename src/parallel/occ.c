@@ -84,7 +84,7 @@ bp_status bp_cb_create(const bp_occ_config *c, int S, int s, int N, size_t rows,
     bp_cb *cb = calloc(1, sizeof *cb);
     if (!cb) return bp_fail(err, BP_ENOMEM, "out of memory");
     *cb = (bp_cb){.cfg = *c, .S = S, .s = s, .N = N, .in_n = in_n, .out_n = out_n};
-    int rc = BP_OK;
+    bp_status rc = BP_OK;
     if (s > 0) {
         if (!(cb->enc = calloc((size_t)N, sizeof *cb->enc)))
             rc = bp_fail(err, BP_ENOMEM, "out of memory");
@@ -99,7 +99,7 @@ bp_status bp_cb_create(const bp_occ_config *c, int S, int s, int N, size_t rows,
     }
     if (rc) {
         bp_cb_destroy(cb);
-        return (bp_status)rc;
+        return rc;
     }
     *out = cb;
     return BP_OK;
@@ -133,16 +133,16 @@ bp_status bp_cb_encode(bp_cb *cb, int j, const bp_real *dx, float *wire, bp_trac
      * random draw included. The span of M Q, and so P, is the same in exact
      * arithmetic, but a reused Q = M^T P carries |M| into P = M Q, which then
      * scales as |M|^2: tiny gradients would fall below the zero column threshold. */
-    int rc = bp_powersgd_compresses(cb->enc[j]) ? bp_powersgd_orthogonalize_q(cb->enc[j], err)
-                                                : BP_OK;
-    if (rc) return (bp_status)rc;
+    bp_status rc =
+        bp_powersgd_compresses(cb->enc[j]) ? bp_powersgd_orthogonalize_q(cb->enc[j], err) : BP_OK;
+    if (rc) return rc;
     const float *e = bp_powersgd_error(cb->enc[j]); /* carried in, then left behind */
     double mm = 0, ee = 0;
     for (size_t i = 0; i < cb->in_n; i++) mm += ((double)dx[i] + e[i]) * ((double)dx[i] + e[i]);
     rc = bp_codec_encode_traced(cb->enc[j], dx, cb->in_n, wire, trace, err);
     for (size_t i = 0; i < cb->in_n; i++) ee += (double)e[i] * e[i];
     if (rc == BP_OK && mm > 0) cb->rel_err += sqrt(ee / mm);
-    return (bp_status)rc;
+    return rc;
 }
 
 double bp_cb_take_rel_err(bp_cb *cb) {

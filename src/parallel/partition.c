@@ -61,7 +61,7 @@ bp_status bp_range_bench_create(const bp_model_config *cfg, int b0, int b1, int 
     size_t rows = (size_t)B * T;
     size_t in_n = rows * (size_t)bp_model_boundary_width(cfg, b0);
     size_t out_n = rows * (size_t)bp_model_boundary_width(cfg, b1);
-    int rc = bp_model_create(cfg, b0, b1, &rb->m, err);
+    bp_status rc = bp_model_create(cfg, b0, b1, &rb->m, err);
     if (rc == BP_OK) rc = bp_acts_create(rb->m, B, T, &rb->a, err);
     if (rc == BP_OK) rc = bp_alloc_checked((void **)&rb->tok, rows * sizeof *rb->tok, "profile", err);
     if (rc == BP_OK) rc = bp_alloc_checked((void **)&rb->tgt, rows * sizeof *rb->tgt, "profile", err);
@@ -83,7 +83,7 @@ bp_status bp_range_bench_create(const bp_model_config *cfg, int b0, int b1, int 
 bp_status bp_range_bench_pass(bp_range_bench *rb, double t[4], bp_err *err) {
     bool first = bp_model_has_first(rb->m), last = bp_model_has_last(rb->m);
     double w0 = bp_now(), c0 = thread_cpu_now(), loss;
-    int rc = bp_model_forward(rb->m, rb->a, &rb->batch, first ? NULL : rb->x, &loss, err);
+    bp_status rc = bp_model_forward(rb->m, rb->a, &rb->batch, first ? NULL : rb->x, &loss, err);
     double w1 = bp_now(), c1 = thread_cpu_now();
     if (rc == BP_OK)
         rc = bp_model_backward(rb->m, rb->a, &rb->batch, last ? NULL : rb->dy, first ? NULL : rb->dx,
@@ -100,10 +100,10 @@ bp_model *bp_range_bench_model(bp_range_bench *rb) { return rb->m; }
 size_t bp_range_bench_act_bytes(const bp_range_bench *rb) { return bp_acts_bytes(rb->a); }
 
 /* Block b alone: run 0 warms the caches, the others are timed. */
-static int time_block(const bp_model_config *cfg, int b, int B, int T, bp_block_profile *out,
-                      bp_err *err) {
+static bp_status time_block(const bp_model_config *cfg, int b, int B, int T, bp_block_profile *out,
+                            bp_err *err) {
     bp_range_bench *rb;
-    int rc = bp_range_bench_create(cfg, b, b + 1, B, T, &rb, err);
+    bp_status rc = bp_range_bench_create(cfg, b, b + 1, B, T, &rb, err);
     double t[4];
     *out = (bp_block_profile){0};
     for (int i = 0; rc == BP_OK && i <= PROFILE_RUNS; i++) {
@@ -121,7 +121,7 @@ static int time_block(const bp_model_config *cfg, int b, int B, int T, bp_block_
 
 bp_status bp_profile_blocks_split(const bp_model_config *cfg, int micro_B, int T,
                                   bp_block_profile *prof, bp_err *err) {
-    int rc = BP_OK;
+    bp_status rc = BP_OK;
     for (int b = 0; rc == BP_OK && b < bp_model_num_blocks(cfg); b++)
         rc = time_block(cfg, b, micro_B, T, &prof[b], err);
     return rc;
@@ -131,7 +131,7 @@ bp_status bp_profile_blocks(const bp_model_config *cfg, int micro_B, int T, doub
     int n = bp_model_num_blocks(cfg);
     bp_block_profile *prof = malloc((size_t)n * sizeof *prof);
     if (!prof) return bp_fail(err, BP_ENOMEM, "out of memory");
-    int rc = bp_profile_blocks_split(cfg, micro_B, T, prof, err);
+    bp_status rc = bp_profile_blocks_split(cfg, micro_B, T, prof, err);
     for (int b = 0; rc == BP_OK && b < n; b++) cost[b] = prof[b].fwd_cpu_s + prof[b].bwd_cpu_s;
     free(prof);
     return rc;

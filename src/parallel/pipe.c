@@ -46,8 +46,8 @@ struct bp_pipe {
 /* The stage's memory: boundary buffers live where its models do. */
 static const bp_backend *be(const bp_pipe *p) { return bp_model_backend(p->models[0]); }
 
-static int alloc_slots(bp_pipe *p, bp_err *err) {
-    int rc = BP_OK;
+static bp_status alloc_slots(bp_pipe *p, bp_err *err) {
+    bp_status rc = BP_OK;
     p->slots = calloc((size_t)p->n_slots, sizeof *p->slots);
     if (!p->slots) return bp_fail(err, BP_ENOMEM, "out of memory");
     for (int i = 0; rc == BP_OK && i < p->n_slots; i++) {
@@ -63,9 +63,9 @@ static int alloc_slots(bp_pipe *p, bp_err *err) {
 
 /* Wire buffers of compressed backpropagation: one per slot for the gradients this
  * stage sends, one for those it receives. */
-static int alloc_wires(bp_pipe *p, bp_err *err) {
+static bp_status alloc_wires(bp_pipe *p, bp_err *err) {
     size_t send_n = bp_cb_send_floats(p->cb), recv_n = bp_cb_recv_floats(p->cb);
-    int rc = BP_OK;
+    bp_status rc = BP_OK;
     for (int i = 0; rc == BP_OK && send_n && i < p->n_slots; i++)
         rc = bp_alloc_checked((void **)&p->slots[i].wire, send_n * sizeof(float), "cb wire", err);
     if (rc == BP_OK && recv_n)
@@ -99,9 +99,9 @@ bp_status bp_pipe_create(bp_comm *pp, bp_model **models, int N, const bp_schedul
     p->in_n = rows * (size_t)bp_model_boundary_width(cfg, bp_model_block_begin(m));
     p->out_n = rows * (size_t)bp_model_boundary_width(cfg, bp_model_block_end(m));
     size_t V = (size_t)N * (size_t)M * (size_t)stream_len; /* positions of the longest stream */
-    int rc = (p->ops = malloc((2 * V + V / (size_t)M) * sizeof *p->ops))
-                 ? BP_OK
-                 : bp_fail(err, BP_ENOMEM, "out of memory");
+    bp_status rc = (p->ops = malloc((2 * V + V / (size_t)M) * sizeof *p->ops))
+                       ? BP_OK
+                       : bp_fail(err, BP_ENOMEM, "out of memory");
     /* At most peak positions are in flight at once; a shorter stream's list is the
      * longest one's until its last forward, so it holds no more. */
     int n_ops;
@@ -144,17 +144,17 @@ void bp_pipe_destroy(bp_pipe *p) {
 }
 
 /* Time blocked in communication counts as idle (a pipeline bubble). */
-static int timed_wait(bp_pipe *p, bp_request **req) {
+static bp_status timed_wait(bp_pipe *p, bp_request **req) {
     if (!*req) return BP_OK;
     double t0 = bp_now();
-    int rc = bp_wait(req);
+    bp_status rc = bp_wait(req);
     p->stats.idle_s += bp_now() - t0;
     return rc;
 }
 
-static int timed_recv(bp_pipe *p, bp_real *x, size_t n, int peer, int tag) {
+static bp_status timed_recv(bp_pipe *p, bp_real *x, size_t n, int peer, int tag) {
     double t0 = bp_now();
-    int rc = bp_recv(p->pp, x, n, peer, tag);
+    bp_status rc = bp_recv(p->pp, x, n, peer, tag);
     p->stats.idle_s += bp_now() - t0;
     return rc;
 }
@@ -175,13 +175,13 @@ static slot *find_slot(bp_pipe *p, int v) {
     return NULL;
 }
 
-static int forward(bp_pipe *p, const bp_batch *b, int micro, double *loss, bp_err *err) {
+static bp_status forward(bp_pipe *p, const bp_batch *b, int micro, double *loss, bp_err *err) {
     slot *sl = take_slot(p, micro);
     if (!sl) return bp_fail(err, BP_EINTERNAL, "stage %d: no free activation slot", p->s);
     size_t rows = (size_t)b->B * (size_t)b->T;
     size_t in_n = p->in_n / ((size_t)p->micro_B * p->T) * rows;
     /* The previous send from this slot's output must be done before it is overwritten. */
-    int rc = timed_wait(p, &sl->fwd_req);
+    bp_status rc = timed_wait(p, &sl->fwd_req);
     if (rc == BP_OK && p->s > 0) rc = timed_recv(p, p->x_in, in_n, p->s - 1, TAG_ACT);
     if (rc) return bp_comm_fail(p->pp, rc, err);
     double t0 = bp_now();
@@ -199,11 +199,11 @@ static int forward(bp_pipe *p, const bp_batch *b, int micro, double *loss, bp_er
 }
 
 /* The gradient of this stage's output: received whole, or as P and Q. */
-static int receive_dy(bp_pipe *p, int b, bp_err *err) {
+static bp_status receive_dy(bp_pipe *p, int b, bp_err *err) {
     int n = p->N * p->M;
     if (!bp_cb_compressed(p->cb, p->s + 1, b, n))
         return bp_comm_fail(p->pp, timed_recv(p, p->dy, p->out_n, p->s + 1, TAG_GRAD), err);
-    int rc = timed_recv(p, p->wire_in, bp_cb_recv_floats(p->cb), p->s + 1, TAG_GRAD);
+    bp_status rc = timed_recv(p, p->wire_in, bp_cb_recv_floats(p->cb), p->s + 1, TAG_GRAD);
     if (rc) return bp_comm_fail(p->pp, rc, err);
     float *dy = p->cb_host ? p->cb_host : p->dy;
     rc = bp_cb_decode(p->cb, p->wire_in, dy, bp_comm_trace(p->pp), err);
@@ -212,8 +212,9 @@ static int receive_dy(bp_pipe *p, int b, bp_err *err) {
 }
 
 /* Send the gradient of this stage's input backward, compressed when the rule says. */
-static int send_dx(bp_pipe *p, slot *sl, int micro, int b, bp_err *err) {
-    int n = p->N * p->M, rc;
+static bp_status send_dx(bp_pipe *p, slot *sl, int micro, int b, bp_err *err) {
+    int n = p->N * p->M;
+    bp_status rc;
     p->stats.cb_sends++;
     if (!bp_cb_compressed(p->cb, p->s, b, n))
         return bp_comm_fail(
@@ -228,12 +229,12 @@ static int send_dx(bp_pipe *p, slot *sl, int micro, int b, bp_err *err) {
     return bp_comm_fail(p->pp, rc, err);
 }
 
-static int backward(bp_pipe *p, const bp_batch *b, int micro, bp_err *err) {
+static bp_status backward(bp_pipe *p, const bp_batch *b, int micro, bp_err *err) {
     slot *sl = find_slot(p, micro);
     if (!sl) return bp_fail(err, BP_EINTERNAL, "stage %d: micro-batch %d has no activations", p->s, micro);
     int k = micro % (p->N * p->M); /* backwards go in order: the step's k-th */
     bp_cb_set_step(p->cb, p->step + micro / (p->N * p->M)); /* the stream's steps in turn */
-    int rc = timed_wait(p, &sl->bwd_req);
+    bp_status rc = timed_wait(p, &sl->bwd_req);
     if (rc) return bp_comm_fail(p->pp, rc, err);
     if (p->s < p->S - 1 && (rc = receive_dy(p, k, err))) return rc;
     double t0 = bp_now();
@@ -247,10 +248,10 @@ static int backward(bp_pipe *p, const bp_batch *b, int micro, bp_err *err) {
     return rc == BP_OK && p->s > 0 ? send_dx(p, sl, micro, k, err) : rc;
 }
 
-static int update(bp_pipe *p, const bp_pipe_op *op, const bp_pipe_hooks *h, bp_err *err) {
+static bp_status update(bp_pipe *p, const bp_pipe_op *op, const bp_pipe_hooks *h, bp_err *err) {
     if (!h || !h->update) return BP_OK;
     double t0 = bp_now();
-    int rc = h->update(h->ctx, op->micro / p->N, op->micro % p->N, err);
+    bp_status rc = h->update(h->ctx, op->micro / p->N, op->micro % p->N, err);
     p->stats.busy_s += bp_now() - t0;
     return rc;
 }
@@ -272,8 +273,8 @@ static int through_backward(const bp_pipe_op *ops, int n, int v) {
 /* The stream of one step stopped after the backward of position v (op index i):
  * the previous stage sent forwards that this one has not received yet; receive
  * and drop them so that its sends finish, then wait for this stage's own. */
-static int abandon(bp_pipe *p, const bp_batch *micro, int v, int i, bp_err *err) {
-    int rc = BP_OK;
+static bp_status abandon(bp_pipe *p, const bp_batch *micro, int v, int i, bp_err *err) {
+    bp_status rc = BP_OK;
     if (p->s > 0) {
         bp_stream st = {.S = p->S, .s = p->s - 1, .N = p->N, .M = p->M, .stream_len = 1,
                         .tied = p->tied};
@@ -305,7 +306,8 @@ static bool asks_stop(const bp_pipe_hooks *h, int k, const bp_pipe_op *op, int V
 
 bp_status bp_pipe_stream(bp_pipe *p, int k, const bp_batch *micro, const bp_pipe_hooks *h,
                          double *loss, bp_err *err) {
-    int V = p->N * p->M, n_ops, rc = BP_OK;
+    int V = p->N * p->M, n_ops;
+    bp_status rc = BP_OK;
     if (k < 1 || k > p->stream_len)
         return bp_fail(err, BP_EINTERNAL, "stage %d: a stream of %d steps (at most %d)", p->s, k,
                        p->stream_len);
@@ -336,7 +338,7 @@ bp_status bp_pipe_eval(bp_pipe *p, int j, const bp_batch *b, double *loss, const
     *loss = NAN;
     *logits = NULL;
     double l = NAN;
-    int rc = forward(p, b, j, &l, err); /* position j belongs to replica j */
+    bp_status rc = forward(p, b, j, &l, err); /* position j belongs to replica j */
     slot *sl = find_slot(p, j);
     if (sl) {
         sl->micro = -1;

@@ -17,7 +17,7 @@ struct bp_stage {
     bp_pipe_stats totals;  /* of every take */
 };
 
-static int tp_allreduce(void *ctx, bp_real *x, size_t n) {
+static bp_status tp_allreduce(void *ctx, bp_real *x, size_t n) {
     bp_comm *tp = ctx;
     return bp_allreduce_sum(tp, x, n);
 }
@@ -26,12 +26,12 @@ static int tp_allreduce(void *ctx, bp_real *x, size_t n) {
  * (weights kept) to the run's device, and its optimizer there. */
 static bp_status create_replica(const bp_stage_config *c, bp_stage *s, bp_model **m, bp_optim *o,
                                 bp_err *err) {
-    int rc = bp_model_create_tp(c->model, c->block_begin, c->block_end, &s->tp, m, err);
-    if (rc) return (bp_status)rc;
+    bp_status rc = bp_model_create_tp(c->model, c->block_begin, c->block_end, &s->tp, m, err);
+    if (rc) return rc;
     bp_model_init_weights(*m, c->seed);
     if (c->be != bp_backend_cpu()) rc = bp_model_set_device(*m, c->be, c->device_ops, c->bf16, err);
     if (rc == BP_OK) rc = bp_optim_init_on(o, &c->optim, bp_model_num_params(*m), c->be, err);
-    return (bp_status)rc;
+    return rc;
 }
 
 /* The replicas, alike from the seed (the data-parallel engine then copies replica

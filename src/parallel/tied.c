@@ -11,7 +11,7 @@ void bp_tied_init(bp_tied *t, const bp_grid *g, const bp_model *m, const char *n
 
 bp_status bp_tied_sync(const bp_tied *t, bp_model **models, int n, bp_err *err) {
     if (!t->comm) return BP_OK;
-    int rc = BP_OK;
+    bp_status rc = BP_OK;
     for (int j = 0; rc == BP_OK && j < n; j++)
         rc = bp_allreduce_sum(t->comm, bp_model_grads(models[j]) + t->offset, t->numel);
     if (rc) return bp_comm_fail(t->comm, rc, err);

@@ -1,14 +1,14 @@
 /* The ranks' agreement on a failure that some of them saw (trainer.h). */
 #include "train/trainer.h"
 
-bp_status bp_train_agree(bp_comm *c, int rc, bool *together, bp_err *err) {
+bp_status bp_train_agree(bp_comm *c, bp_status rc, bool *together, bp_err *err) {
     if (bp_comm_size(c) == 1) {
         if (rc != BP_OK) *together = true;
         return rc;
     }
     /* failed, rank 0 failed, failed with a usage error */
     float v[3] = {rc != BP_OK, rc != BP_OK && bp_comm_rank(c) == 0, rc == BP_EUSAGE};
-    int mrc = bp_allreduce_sum(c, v, 3);
+    bp_status mrc = bp_allreduce_sum(c, v, 3);
     if (mrc) return bp_comm_fail(c, mrc, err);
     if (v[0] == 0) return BP_OK;
     *together = true;

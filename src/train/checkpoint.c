@@ -56,8 +56,8 @@ static int put(wbuf *b, const void *data, size_t n) {
 
 #define PUT(b, v) put((b), &(v), sizeof(v))
 
-static int save_weights(const char *path, const bp_model *m, const bp_real *params, int64_t step,
-                        uint32_t *crc, uint64_t *size, bp_err *err) {
+static bp_status save_weights(const char *path, const bp_model *m, const bp_real *params,
+                              int64_t step, uint32_t *crc, uint64_t *size, bp_err *err) {
     int n = bp_model_num_tensors(m);
     bp_st_tensor *t = calloc((size_t)n + 1, sizeof *t);
     if (!t) return bp_fail(err, BP_ENOMEM, "out of memory");
@@ -81,13 +81,13 @@ static int save_weights(const char *path, const bp_model *m, const bp_real *para
         snprintf(values[i], sizeof values[i], "%d", *config_field(&cfg, i));
         meta[k++] = (bp_st_meta){keys[i], values[i]};
     }
-    int rc = bp_safetensors_save(path, t, n, meta, k, crc, size, err);
+    bp_status rc = bp_safetensors_save(path, t, n, meta, k, crc, size, err);
     free(t);
     return rc;
 }
 
-static int save_state(const char *path, const bp_optim *o, const bp_resume_state *rs,
-                      uint32_t weights_crc, uint64_t weights_size, bp_err *err) {
+static bp_status save_state(const char *path, const bp_optim *o, const bp_resume_state *rs,
+                            uint32_t weights_crc, uint64_t weights_size, bp_err *err) {
     wbuf b = {0};
     uint32_t version = 1, kind = (uint32_t)o->cfg.kind;
     uint64_t n = o->n;
@@ -100,12 +100,13 @@ static int save_state(const char *path, const bp_optim *o, const bp_resume_state
         uint32_t crc = (uint32_t)crc32_z(0, b.p, b.n);
         bad |= PUT(&b, crc);
     }
-    int rc = bad ? bp_fail(err, BP_ENOMEM, "out of memory") : bp_write_file_atomic(path, b.p, b.n, err);
+    bp_status rc =
+        bad ? bp_fail(err, BP_ENOMEM, "out of memory") : bp_write_file_atomic(path, b.p, b.n, err);
     free(b.p);
     return rc;
 }
 
-int bp_checkpoint_shard_name(int stage, int tp, const char *ext, char *buf, size_t n) {
+bp_status bp_checkpoint_shard_name(int stage, int tp, const char *ext, char *buf, size_t n) {
     int k = snprintf(buf, n, "stage%d-tp%d.%s", stage, tp, ext);
     return k > 0 && (size_t)k < n ? BP_OK : BP_EINTERNAL;
 }
@@ -116,7 +117,7 @@ bp_status bp_checkpoint_write_shard(const char *ckpt_dir, int stage, int tp, con
     char name[64], path[BP_PATH_MAX];
     uint32_t crc = 0;
     uint64_t size = 0;
-    int rc = bp_mkdir_p(ckpt_dir, err);
+    bp_status rc = bp_mkdir_p(ckpt_dir, err);
     if (rc == BP_OK) bp_checkpoint_shard_name(stage, tp, "safetensors", name, sizeof name);
     if (rc == BP_OK && (rc = bp_path_join(path, sizeof path, ckpt_dir, name, err)) == BP_OK)
         rc = save_weights(path, m, params, rs->step, &crc, &size, err);
@@ -158,7 +159,7 @@ static int get(rbuf *b, void *out, size_t n) {
  * the manifest's, the optimizer took at most one step per step, the sampler's
  * epoch and position fit what their counters can hold (the position is checked
  * against the data set when it is used: bp_task_check_state). */
-static int check_fields(const bp_checkpoint *ck, const char *name, bp_err *err) {
+static bp_status check_fields(const bp_checkpoint *ck, const char *name, bp_err *err) {
     const bp_resume_state *rs = &ck->rs;
     const char *field = NULL;
     long long v = 0;
@@ -176,8 +177,8 @@ static int check_fields(const bp_checkpoint *ck, const char *name, bp_err *err) 
                    v, (long long)ck->manifest.step);
 }
 
-static int parse_state(bp_checkpoint *ck, const char *name, uint32_t *w_crc, uint64_t *w_size,
-                       bp_err *err) {
+static bp_status parse_state(bp_checkpoint *ck, const char *name, uint32_t *w_crc, uint64_t *w_size,
+                             bp_err *err) {
     const bp_bytes *s = &ck->state;
     uint32_t stored;
     if (s->n < 12 || memcmp(s->data, STATE_MAGIC, 8) != 0)
@@ -194,7 +195,7 @@ static int parse_state(bp_checkpoint *ck, const char *name, uint32_t *w_crc, uin
     if (bad || version != 1 || kind > BP_OPTIM_ADAMW)
         return bp_fail(err, BP_EFORMAT, "%s has an unknown layout", name);
     ck->optim_kind = (int)kind;
-    int rc = check_fields(ck, name, err);
+    bp_status rc = check_fields(ck, name, err);
     if (rc) return rc;
     uint64_t buffers = kind == BP_OPTIM_ADAMW ? 2 : 1;
     if (ck->n_params > (b.n - b.at) / sizeof(bp_real) ||
@@ -205,13 +206,13 @@ static int parse_state(bp_checkpoint *ck, const char *name, uint32_t *w_crc, uin
 }
 
 /* Read shard (stage, tp) of the checkpoint in ck->dir, checking both CRCs. */
-static int open_shard(bp_checkpoint *ck, int stage, int tp, bp_err *err) {
+static bp_status open_shard(bp_checkpoint *ck, int stage, int tp, bp_err *err) {
     char name[64], path[BP_PATH_MAX];
     uint32_t w_crc = 0;
     uint64_t w_size = 0;
     bp_bytes weights = {0};
     bp_checkpoint_shard_name(stage, tp, "state", name, sizeof name);
-    int rc = bp_path_join(path, sizeof path, ck->dir, name, err);
+    bp_status rc = bp_path_join(path, sizeof path, ck->dir, name, err);
     if (rc == BP_OK) rc = bp_read_file(path, &ck->state, err);
     if (rc == BP_OK) rc = parse_state(ck, name, &w_crc, &w_size, err);
     bp_checkpoint_shard_name(stage, tp, "safetensors", name, sizeof name);
@@ -229,7 +230,7 @@ static int open_shard(bp_checkpoint *ck, int stage, int tp, bp_err *err) {
 
 bp_status bp_checkpoint_open(const char *dir, int stage, int tp, bp_checkpoint *ck, bp_err *err) {
     memset(ck, 0, sizeof *ck);
-    int rc = bp_checkpoint_resolve(dir, ck->dir, sizeof ck->dir, err);
+    bp_status rc = bp_checkpoint_resolve(dir, ck->dir, sizeof ck->dir, err);
     if (rc == BP_OK) rc = bp_manifest_read(ck->dir, &ck->manifest, err);
     if (rc == BP_OK && (stage >= ck->manifest.pp || tp >= ck->manifest.tp))
         rc = bp_fail(err, BP_EUSAGE, "has no shard for stage %d, tp rank %d (grid pp=%d tp=%d)",
@@ -270,8 +271,8 @@ bp_status bp_checkpoint_model_config(const bp_checkpoint *ck, bp_model_config *c
 }
 
 /* Tensor ti of the shard, or NULL when absent; BP_EFORMAT when present with another shape. */
-static int shard_tensor(const bp_checkpoint *ck, const bp_tensor_info *ti, const bp_st_tensor **out,
-                        bp_err *err) {
+static bp_status shard_tensor(const bp_checkpoint *ck, const bp_tensor_info *ti,
+                              const bp_st_tensor **out, bp_err *err) {
     const bp_st_tensor *t = bp_safetensors_find(&ck->weights, ti->name);
     *out = t;
     int same = !t || (t->ndim == ti->ndim && t->numel == ti->numel);
@@ -290,7 +291,7 @@ bp_status bp_checkpoint_load_present(const bp_checkpoint *ck, bp_model *m, int *
     for (int i = 0; i < bp_model_num_tensors(m); i++) {
         const bp_tensor_info *ti = bp_model_tensor(m, i);
         const bp_st_tensor *t;
-        int rc = shard_tensor(ck, ti, &t, err);
+        bp_status rc = shard_tensor(ck, ti, &t, err);
         if (rc) return rc;
         if (!t) continue;
         be->to_device(be, params + ti->offset, t->data, ti->numel * sizeof(float));
@@ -300,7 +301,8 @@ bp_status bp_checkpoint_load_present(const bp_checkpoint *ck, bp_model *m, int *
 }
 
 bp_status bp_checkpoint_load_model(const bp_checkpoint *ck, bp_model *m, bp_err *err) {
-    int loaded = 0, rc = bp_checkpoint_load_present(ck, m, &loaded, err);
+    int loaded = 0;
+    bp_status rc = bp_checkpoint_load_present(ck, m, &loaded, err);
     for (int i = 0; rc == BP_OK && i < bp_model_num_tensors(m); i++)
         if (!bp_safetensors_find(&ck->weights, bp_model_tensor(m, i)->name))
             rc = bp_fail(err, BP_EFORMAT,
@@ -312,8 +314,8 @@ bp_status bp_checkpoint_load_model(const bp_checkpoint *ck, bp_model *m, bp_err 
 
 /* Tensor ti (of the whole model m) from shard `tp_rank` of `tp_size`: copied whole
  * when the tensor is not split, else put at its place in the full tensor. */
-static int load_piece(const bp_checkpoint *ck, bp_model *m, const bp_tensor_info *ti, int tp_rank,
-                      int tp_size, bool *have, bp_err *err) {
+static bp_status load_piece(const bp_checkpoint *ck, bp_model *m, const bp_tensor_info *ti,
+                            int tp_rank, int tp_size, bool *have, bp_err *err) {
     const bp_st_tensor *t = bp_safetensors_find(&ck->weights, ti->name);
     if (!t) return BP_OK;
     bool split = ti->split_dim >= 0 && tp_size > 1;
@@ -339,10 +341,10 @@ static int load_piece(const bp_checkpoint *ck, bp_model *m, const bp_tensor_info
 }
 
 /* Load the tensors of shard (stage, tp_rank) into the whole model m. */
-static int load_shard(const char *dir, int stage, int tp_rank, int tp_size, bp_model *m,
-                      bool *have, bp_err *err) {
+static bp_status load_shard(const char *dir, int stage, int tp_rank, int tp_size, bp_model *m,
+                            bool *have, bp_err *err) {
     bp_checkpoint ck;
-    int rc = bp_checkpoint_open(dir, stage, tp_rank, &ck, err);
+    bp_status rc = bp_checkpoint_open(dir, stage, tp_rank, &ck, err);
     for (int i = 0; rc == BP_OK && i < bp_model_num_tensors(m); i++)
         rc = load_piece(&ck, m, bp_model_tensor(m, i), tp_rank, tp_size, &have[i], err);
     bp_checkpoint_close(&ck); /* a failed open leaves it empty: closing is harmless */
@@ -353,7 +355,7 @@ bp_status bp_checkpoint_load_whole(const char *dir, bp_model **out, bp_err *err)
     *out = NULL;
     bp_checkpoint ck;
     bp_model_config mc;
-    int rc = bp_checkpoint_open(dir, 0, 0, &ck, err);
+    bp_status rc = bp_checkpoint_open(dir, 0, 0, &ck, err);
     if (rc) return rc;
     int stages = ck.manifest.pp, tp = ck.manifest.tp;
     rc = bp_checkpoint_model_config(&ck, &mc, err);

@@ -58,7 +58,7 @@ typedef struct bp_manifest {
 } bp_manifest;
 
 /* "stage<s>-tp<t>.<ext>" */
-int bp_checkpoint_shard_name(int stage, int tp, const char *ext, char *buf, size_t n);
+bp_status bp_checkpoint_shard_name(int stage, int tp, const char *ext, char *buf, size_t n);
 /* out_dir/ckpt-<step, 8 digits> */
 bp_status bp_checkpoint_dir(const char *out_dir, int64_t step, char *buf, size_t n, bp_err *err);
 
@@ -72,7 +72,7 @@ bp_status bp_checkpoint_write_shard(const char *ckpt_dir, int stage, int tp, con
  * it is left empty, so that no incomplete checkpoint stays behind. */
 void bp_checkpoint_discard_shard(const char *ckpt_dir, int stage, int tp);
 /* "stage<s>-tp<t>-dp<d>.replica" */
-int bp_checkpoint_replica_name(int stage, int tp, int d, char *buf, size_t n);
+bp_status bp_checkpoint_replica_name(int stage, int tp, int d, char *buf, size_t n);
 /* Write the replica file of rank (d, stage, tp): the buffers of l by name. */
 bp_status bp_checkpoint_write_replica(const char *ckpt_dir, int stage, int tp, int d,
                                       int64_t step, const bp_state_list *l, bp_err *err);

@@ -19,7 +19,8 @@ enum { TAG_EVAL = 3 };
 
 /* Loss summed over rows and correct predictions, on the last stage; *cut when a
  * stop signal ended it early. */
-static int score(trainer *t, double *sum, double *correct, double *rows, bool *cut, bp_err *err) {
+static bp_status score(trainer *t, double *sum, double *correct, double *rows, bool *cut,
+                       bp_err *err) {
     *sum = *correct = *rows = 0;
     int n = bp_task_eval_count(&t->task, t->micro_B);
     bool alone = t->grid.pp == 1 && t->grid.tp == 1;
@@ -29,7 +30,7 @@ static int score(trainer *t, double *sum, double *correct, double *rows, bool *c
         bp_task_eval_batch(&t->task, i, t->micro_B, &b);
         double loss;
         const bp_real *logits;
-        int rc = bp_pipe_eval(bp_stage_pipe(t->stage), 0, &b, &loss, &logits, err);
+        bp_status rc = bp_pipe_eval(bp_stage_pipe(t->stage), 0, &b, &loss, &logits, err);
         if (rc) return rc;
         if (!logits) continue;
         *sum += loss * b.B;
@@ -47,14 +48,14 @@ static int score(trainer *t, double *sum, double *correct, double *rows, bool *c
 }
 
 /* Score replica 0, holding the average of the replicas where they differ. */
-static int score_model(trainer *t, double *sum, double *correct, double *rows, bool *cut,
-                       bp_err *err) {
+static bp_status score_model(trainer *t, double *sum, double *correct, double *rows, bool *cut,
+                             bp_err *err) {
     const bp_backend *be = t->dev.be;
     bp_dp *dp = bp_stage_dp(t->stage);
     bool swap = bp_dp_replicas_differ(dp);
     size_t bytes = bp_model_num_params(bp_stage_model(t->stage, 0)) * sizeof(float);
     const char *what = "the averaged model for evaluation";
-    int rc = BP_OK;
+    bp_status rc = BP_OK;
     if (swap && !t->avg_params) rc = be->alloc(be, (void **)&t->avg_params, bytes, what, err);
     if (swap && rc == BP_OK && !t->eval_saved)
         rc = be->alloc(be, (void **)&t->eval_saved, bytes, what, err);
@@ -65,10 +66,10 @@ static int score_model(trainer *t, double *sum, double *correct, double *rows, b
     return rc;
 }
 
-int trainer_evaluate(trainer *t, bp_err *err) {
+bp_status trainer_evaluate(trainer *t, bp_err *err) {
     double sum = 0, correct = 0, rows = 0;
     bool cut = false;
-    int rc = score_model(t, &sum, &correct, &rows, &cut, err);
+    bp_status rc = score_model(t, &sum, &correct, &rows, &cut, err);
     if (rc || !trainer_in_replica0(t)) return rc;
     if (cut) { /* replica 0 is this one rank: nobody waits for its result */
         bp_log_info("evaluation at step %lld cut short by a signal", (long long)t->step);

@@ -75,7 +75,7 @@ bp_status bp_manifest_write(const char *ckpt_dir, const bp_manifest *mf, bp_err 
     char hex[9];
     snprintf(hex, sizeof hex, "%08x", manifest_crc(text, k, digits));
     memcpy(digits, hex, 8);
-    int rc = bp_path_join(path, sizeof path, ckpt_dir, MANIFEST, err);
+    bp_status rc = bp_path_join(path, sizeof path, ckpt_dir, MANIFEST, err);
     if (rc == BP_OK) rc = bp_write_file_atomic(path, text, k, err);
     free(text);
     return rc;
@@ -113,7 +113,7 @@ bp_status bp_manifest_read(const char *ckpt_dir, bp_manifest *mf, bp_err *err) {
     char path[BP_PATH_MAX];
     bp_bytes b = {0};
     memset(mf, 0, sizeof *mf);
-    int rc = bp_path_join(path, sizeof path, ckpt_dir, MANIFEST, err);
+    bp_status rc = bp_path_join(path, sizeof path, ckpt_dir, MANIFEST, err);
     if (rc == BP_OK) rc = bp_read_file(path, &b, err);
     if (rc) return rc;
     /* The digits are found in the raw bytes, so the file must be text without NULs. */
@@ -141,7 +141,7 @@ bp_status bp_manifest_read(const char *ckpt_dir, bp_manifest *mf, bp_err *err) {
 bp_status bp_checkpoint_resolve(const char *dir, char *out, size_t n, bp_err *err) {
     char path[BP_PATH_MAX];
     bp_bytes latest = {0};
-    int rc = bp_path_join(path, sizeof path, dir, "latest", err);
+    bp_status rc = bp_path_join(path, sizeof path, dir, "latest", err);
     if (rc) return rc;
     if (!bp_path_exists(path)) {
         if (strlen(dir) >= n) return bp_fail(err, BP_EUSAGE, "path too long: %s", dir);
@@ -258,7 +258,7 @@ static void prune(const char *out_dir, const char *committed, int keep) {
 bp_status bp_checkpoint_commit(const char *out_dir, int64_t step, int keep, bp_err *err) {
     char path[BP_PATH_MAX], line[80];
     int k = snprintf(line, sizeof line, CKPT_PREFIX "%08" PRId64 "\n", step);
-    int rc = bp_path_join(path, sizeof path, out_dir, "latest", err);
+    bp_status rc = bp_path_join(path, sizeof path, out_dir, "latest", err);
     if (rc == BP_OK) rc = bp_write_file_atomic(path, line, (size_t)k, err);
     if (rc) return rc;
     line[k - 1] = '\0';

@@ -20,7 +20,7 @@ bp_status bp_metrics_open(bp_metrics *m, const char *path, int append, bp_err *e
     return BP_OK;
 }
 
-int bp_metrics_check(bp_metrics *m, bp_err *err) {
+bp_status bp_metrics_check(bp_metrics *m, bp_err *err) {
     if (!m->f) return BP_OK;
     flush(m);
     if (!m->error && ferror(m->f)) m->error = EIO;

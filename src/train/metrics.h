@@ -66,7 +66,7 @@ bp_status bp_metrics_open(bp_metrics *m, const char *path, int append, bp_err *e
 void bp_metrics_close(bp_metrics *m);
 /* BP_EIO naming the log when a record written so far did not reach the file (a
  * full disk): records are flushed one by one, so this sees every failure. */
-int bp_metrics_check(bp_metrics *m, bp_err *err);
+bp_status bp_metrics_check(bp_metrics *m, bp_err *err);
 void bp_metrics_step(bp_metrics *m, const bp_step_record *r);
 /* accuracy is left out when NaN. */
 void bp_metrics_eval(bp_metrics *m, int64_t step, double loss, double accuracy);

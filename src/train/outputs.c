@@ -17,10 +17,10 @@ static bool holds_data(const char *path) {
 
 /* A new run truncates a metrics log that is not its --out's own (whose run the
  * claim of --out already protects) only when told to: it is another run's. */
-static int check_metrics(const trainer *t, const char *latest, bp_err *err) {
+static bp_status check_metrics(const trainer *t, const char *latest, bp_err *err) {
     const bp_train_config *c = t->cfg;
     char own[BP_PATH_MAX];
-    int rc = bp_check_output(c->metrics, &trainer_metrics_kind, err);
+    bp_status rc = bp_check_output(c->metrics, &trainer_metrics_kind, err);
     if (rc) return bp_err_context(err, "option --metrics");
     if (bp_same_path(c->metrics, latest))
         return bp_fail(err, BP_EUSAGE, "option --metrics: %s is the run's `latest` pointer",
@@ -34,10 +34,10 @@ static int check_metrics(const trainer *t, const char *latest, bp_err *err) {
     return BP_OK;
 }
 
-static int check_trace(const trainer *t, const char *latest, bp_err *err) {
+static bp_status check_trace(const trainer *t, const char *latest, bp_err *err) {
     const bp_train_config *c = t->cfg;
     if (!c->trace[0]) return BP_OK;
-    int rc = bp_check_output(c->trace, &trainer_trace_kind, err);
+    bp_status rc = bp_check_output(c->trace, &trainer_trace_kind, err);
     if (rc) return bp_err_context(err, "option --trace");
     bool on_latest = bp_same_path(c->trace, latest);
     if (on_latest || bp_same_path(c->trace, c->metrics))
@@ -46,9 +46,9 @@ static int check_trace(const trainer *t, const char *latest, bp_err *err) {
     return BP_OK;
 }
 
-int trainer_check_outputs(const trainer *t, bp_err *err) {
+bp_status trainer_check_outputs(const trainer *t, bp_err *err) {
     char latest[BP_PATH_MAX];
-    int rc = bp_path_join(latest, sizeof latest, t->cfg->out, "latest", err);
+    bp_status rc = bp_path_join(latest, sizeof latest, t->cfg->out, "latest", err);
     if (rc == BP_OK) rc = check_metrics(t, latest, err);
     if (rc == BP_OK) rc = check_trace(t, latest, err);
     return rc;

@@ -82,7 +82,7 @@ bp_status bp_plan_config_finalize(bp_plan_config *c, int argc, char **argv, bp_e
                            (int)len, name);
     }
     bp_train_config *t = &c->train;
-    int rc = bp_train_config_finalize(t, err);
+    bp_status rc = bp_train_config_finalize(t, err);
     if (rc) return rc;
     bp_model_config mc;
     bp_train_model_config(t, &mc);
@@ -188,8 +188,8 @@ bp_status bp_plan_cluster_parse(const char *spec, bp_plan_cluster *c, bp_err *er
         return bp_fail(err, BP_EUSAGE,
                        "option --cluster: intra-bw, intra-lat, inter-bw and inter-lat are needed");
     c->nodes = (int)nodes, c->per_node = (int)per;
-    int rc = level_of(ibw, ilat, "intra", &c->intra, err);
-    return rc ? (bp_status)rc : level_of(obw, olat, "inter", &c->inter, err);
+    bp_status rc = level_of(ibw, ilat, "intra", &c->intra, err);
+    return rc ? rc : level_of(obw, olat, "inter", &c->inter, err);
 }
 
 /* ---- the machine -------------------------------------------------------------------- */
@@ -201,7 +201,7 @@ static double node_memory(int ranks_here) {
 }
 
 /* Every rank profiles at once, the others' computation being the load; the mean. */
-static int profile(const bp_plan_config *c, bp_comm *world, bp_sim_profile *p, bp_err *err) {
+static bp_status profile(const bp_plan_config *c, bp_comm *world, bp_sim_profile *p, bp_err *err) {
     int W = bp_comm_size(world);
     bp_simulate_config sc;
     bp_simulate_config_defaults(&sc);
@@ -209,7 +209,7 @@ static int profile(const bp_plan_config *c, bp_comm *world, bp_sim_profile *p, b
     sc.train.dp = W, sc.train.pipeline.stages = 1, sc.train.tp = 1;
     sc.busy_threads = 0;
     int micro_B = c->train.batch / W > 0 ? c->train.batch / W : 1;
-    int rc = bp_sim_measure(&sc, micro_B, p, err);
+    bp_status rc = bp_sim_measure(&sc, micro_B, p, err);
     int n = p->n_blocks, k = 2 * n + 8;
     float *x = rc == BP_OK ? calloc((size_t)k, sizeof *x) : NULL;
     if (rc == BP_OK && !x) rc = bp_fail(err, BP_ENOMEM, "out of memory");
@@ -230,11 +230,11 @@ static bp_sim_link measured_link(const void *net, int first, int stride, int siz
     return bp_plan_group_link(net, first, stride, size);
 }
 
-static int measured_machine(const bp_plan_config *c, bp_comm *world, bp_plan_result *r,
-                            bp_sim_profile *p, bp_sim_machine *m, bp_err *err) {
+static bp_status measured_machine(const bp_plan_config *c, bp_comm *world, bp_plan_result *r,
+                                  bp_sim_profile *p, bp_sim_machine *m, bp_err *err) {
     double t0 = bp_now();
     /* --net emulates a network on every message, as train will: the probe sees it */
-    int rc = c->train.comm.net[0] ? bp_comm_set_net(world, c->train.comm.net) : BP_OK;
+    bp_status rc = c->train.comm.net[0] ? bp_comm_set_net(world, c->train.comm.net) : BP_OK;
     if (rc) {
         bp_comm_fail(world, rc, err);
         return bp_err_context(err, "option --net");
@@ -275,7 +275,7 @@ bp_status bp_plan_run(const bp_plan_config *c, bp_comm *world, int argc, char **
     snprintf(r->model, sizeof r->model, "%s", bp_model_kind_name((bp_model_kind)c->train.model));
     bp_sim_profile prof = {0};
     bp_sim_machine m;
-    int rc = BP_OK;
+    bp_status rc = BP_OK;
     if (c->cluster[0]) cluster_machine(c, r, &m);
     else rc = measured_machine(c, world, r, &prof, &m, err);
     if (rc == BP_OK) rc = bp_plan_enumerate(c, r, err);

@@ -18,7 +18,7 @@ enum { MAX_PP = 32, MAX_TP = 8, MAX_M = 64 };
 typedef struct list {
     bp_plan_result *r;
     int cap;
-    int status;
+    bp_status status;
 } list;
 
 /* A candidate of the grid in g with `fmt` appended to its grid's options. */
@@ -194,8 +194,8 @@ bp_status bp_plan_configure(int argc, char **argv, const bp_plan_candidate *k, i
     bp_train_config_defaults(t);
     int n, help = 0;
     bp_option *opts = bp_train_options_with(NULL, 0, &n);
-    bp_status rc = opts ? (bp_status)bp_options_parse(opts, n, t, w.n, w.w, &help, err)
-                        : (bp_status)bp_fail(err, BP_ENOMEM, "out of memory");
+    bp_status rc = opts ? bp_options_parse(opts, n, t, w.n, w.w, &help, err)
+                        : bp_fail(err, BP_ENOMEM, "out of memory");
     if (rc == BP_OK) rc = bp_train_config_finalize(t, err);
     if (rc == BP_OK) rc = bp_train_config_check_world(t, world, err);
     free(opts);
@@ -214,7 +214,7 @@ static void predict(const bp_plan_config *c, const bp_sim_machine *m, int argc, 
     sc.vocab = c->vocab;
     int first[MAX_PP + 1] = {0};
     bp_sim_step_result res;
-    int rc = bp_plan_configure(argc, argv, k, k->dp * k->pp * k->tp, &sc.train, &err);
+    bp_status rc = bp_plan_configure(argc, argv, k, k->dp * k->pp * k->tp, &sc.train, &err);
     if (rc == BP_OK) rc = bp_simulate_predict(&sc, m, first, &res, &err);
     out[0] = rc == BP_OK ? BP_PLAN_OK : strstr(err.msg, "diverge") ? BP_PLAN_DIVERGES : BP_PLAN_REFUSED;
     if (rc) return;
@@ -229,7 +229,7 @@ bp_status bp_plan_evaluate(const bp_plan_config *c, bp_comm *world, const bp_sim
     float *x = calloc((size_t)n * SHARED, sizeof *x);
     if (!x) return bp_fail(err, BP_ENOMEM, "out of memory");
     for (int i = me; i < n; i += size) predict(c, m, argc, argv, &r->cand[i], x + (size_t)i * SHARED);
-    int rc = size > 1 ? bp_allreduce_sum(world, x, (size_t)n * SHARED) : BP_OK;
+    bp_status rc = size > 1 ? bp_allreduce_sum(world, x, (size_t)n * SHARED) : BP_OK;
     for (int i = 0; rc == BP_OK && i < n; i++) {
         bp_plan_candidate *k = &r->cand[i];
         const float *y = x + (size_t)i * SHARED;

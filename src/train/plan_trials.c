@@ -23,8 +23,9 @@ static bool same_kind(const bp_plan_knobs *a, const bp_plan_knobs *b) {
 }
 
 /* The trial's run of candidate k: its configuration for K steps into dir. */
-static int trial_config(const bp_plan_config *c, int argc, char **argv, const bp_plan_candidate *k,
-                        const char *dir, bp_train_config *t, bp_err *err) {
+static bp_status trial_config(const bp_plan_config *c, int argc, char **argv,
+                              const bp_plan_candidate *k, const char *dir, bp_train_config *t,
+                              bp_err *err) {
     bp_plan_candidate run = *k;
     int64_t every = c->trials >= TRIAL_POINTS ? c->trials / TRIAL_POINTS : 1;
     size_t len = strlen(run.args);
@@ -88,7 +89,7 @@ bp_status bp_plan_trials(const bp_plan_config *c, bp_comm *world, int argc, char
     int len[MAX_KINDS] = {0};
     if (strlen(c->json) > 140)
         return bp_fail(err, BP_EUSAGE, "option --json: %s is too long a path for the trials", c->json);
-    int rc = BP_OK;
+    bp_status rc = BP_OK;
     for (int i = 0; rc == BP_OK && i < n; i++) {
         char dir[160];
         snprintf(dir, sizeof dir, "%.140s.trials/%d", c->json, i);
@@ -100,7 +101,7 @@ bp_status bp_plan_trials(const bp_plan_config *c, bp_comm *world, int argc, char
         if (rc) bp_err_context(err, "option --trials: the trial of %s", r->cand[pick[i]].args);
         if (rc == BP_OK && bp_comm_rank(world) == 0) len[i] = read_curve(dir, s[i], l[i], cap);
     }
-    if (rc || bp_comm_rank(world) != 0) return (bp_status)rc;
+    if (rc || bp_comm_rank(world) != 0) return rc;
     double base = INFINITY, target = NAN;
     for (int p = 0; p < len[0]; p++)
         if (s[0][p] <= 0.6 * c->trials) target = l[0][p];

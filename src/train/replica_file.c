@@ -14,13 +14,13 @@
 
 #define REPLICA_MAGIC "BPREPLC1"
 
-int bp_checkpoint_replica_name(int stage, int tp, int d, char *buf, size_t n) {
+bp_status bp_checkpoint_replica_name(int stage, int tp, int d, char *buf, size_t n) {
     int k = snprintf(buf, n, "stage%d-tp%d-dp%d.replica", stage, tp, d);
     return k > 0 && (size_t)k < n ? BP_OK : BP_EINTERNAL;
 }
 
-static int replica_path(const char *ckpt_dir, int stage, int tp, int d, char *name, size_t n,
-                        char *path, bp_err *err) {
+static bp_status replica_path(const char *ckpt_dir, int stage, int tp, int d, char *name, size_t n,
+                              char *path, bp_err *err) {
     bp_checkpoint_replica_name(stage, tp, d, name, n);
     return bp_path_join(path, BP_PATH_MAX, ckpt_dir, name, err);
 }
@@ -30,7 +30,7 @@ static int replica_path(const char *ckpt_dir, int stage, int tp, int d, char *na
 bp_status bp_checkpoint_write_replica(const char *ckpt_dir, int stage, int tp, int d,
                                       int64_t step, const bp_state_list *l, bp_err *err) {
     char name[96], path[BP_PATH_MAX];
-    int rc = replica_path(ckpt_dir, stage, tp, d, name, sizeof name, path, err);
+    bp_status rc = replica_path(ckpt_dir, stage, tp, d, name, sizeof name, path, err);
     if (rc) return rc;
     uint8_t header[24];
     uint32_t version = 1, count = (uint32_t)l->n;
@@ -88,7 +88,7 @@ static int take(reader *r, void *out, size_t n) {
 }
 
 /* Buffer i of the file at r against l's: the same name and size; then its floats. */
-static int read_buffer(reader *r, const bp_state_buf *want, const char *file, bp_err *err) {
+static bp_status read_buffer(reader *r, const bp_state_buf *want, const char *file, bp_err *err) {
     uint32_t len = 0;
     uint64_t n = 0;
     char name[BP_STATE_NAME_MAX] = "";
@@ -99,13 +99,13 @@ static int read_buffer(reader *r, const bp_state_buf *want, const char *file, bp
                        "%s holds %s of %llu floats where this run keeps %s of %zu (a file of "
                        "another configuration)",
                        file, name, (unsigned long long)n, want->name, want->n);
-    if (n > (r->n - r->at) / sizeof(float))
+    if (n > (r->n - r->at) / sizeof(float) || take(r, want->data, n * sizeof(float)))
         return bp_fail(err, BP_EFORMAT, "%s is too short for its buffer %s", file, name);
-    return take(r, want->data, n * sizeof(float));
+    return BP_OK;
 }
 
-static int parse(const bp_bytes *f, int64_t step, const bp_state_list *l, const char *file,
-                 bp_err *err) {
+static bp_status parse(const bp_bytes *f, int64_t step, const bp_state_list *l, const char *file,
+                       bp_err *err) {
     uint32_t stored, version = 0, count = 0;
     int64_t at_step = -1;
     if (f->n < 28 || memcmp(f->data, REPLICA_MAGIC, 8) != 0)
@@ -124,7 +124,7 @@ static int parse(const bp_bytes *f, int64_t step, const bp_state_list *l, const 
                        "%s holds %u buffers where this run keeps %d (a file of another "
                        "configuration)",
                        file, count, l->n);
-    int rc = BP_OK;
+    bp_status rc = BP_OK;
     for (int i = 0; rc == BP_OK && i < l->n; i++) rc = read_buffer(&r, &l->bufs[i], file, err);
     if (rc == BP_OK && r.at != r.n)
         rc = bp_fail(err, BP_EFORMAT, "%s has %zu bytes after its last buffer", file, r.n - r.at);
@@ -135,7 +135,7 @@ bp_status bp_checkpoint_read_replica(const char *ckpt_dir, int stage, int tp, in
                                      int64_t step, const bp_state_list *l, bp_err *err) {
     char name[96], path[BP_PATH_MAX];
     bp_bytes f = {0};
-    int rc = replica_path(ckpt_dir, stage, tp, d, name, sizeof name, path, err);
+    bp_status rc = replica_path(ckpt_dir, stage, tp, d, name, sizeof name, path, err);
     if (rc == BP_OK) rc = bp_read_file(path, &f, err);
     if (rc == BP_OK) rc = parse(&f, step, l, name, err);
     free(f.data);

@@ -26,8 +26,8 @@ typedef struct where {
  * absent (then *out = absent when absent >= -1, refused when absent < -1). A double
  * converts to an integer only inside the integer's range, so anything else (1e300,
  * -5, 2.5, null) refuses the record, naming the file and line. */
-static int int_member(const bp_json *j, int obj, const char *key, double hi, int64_t absent,
-                      const where *at, int64_t *out, bp_err *err) {
+static bp_status int_member(const bp_json *j, int obj, const char *key, double hi, int64_t absent,
+                            const where *at, int64_t *out, bp_err *err) {
     int i = bp_json_get(j, obj, key);
     if (i < 0 && absent >= -1) {
         *out = absent;
@@ -117,8 +117,8 @@ static void read_stages(const bp_json *j, bp_runlog *r) {
 }
 
 /* One parsed record into r; step is its "step", checked. */
-static int read_record(const bp_json *j, int64_t step, bp_runlog *r, int *cap_s, int *cap_e,
-                       bp_err *err) {
+static bp_status read_record(const bp_json *j, int64_t step, bp_runlog *r, int *cap_s, int *cap_e,
+                             bp_err *err) {
     if (is_type(j, "config")) {
         read_config(j, r);
     } else if (is_type(j, "step")) {
@@ -136,12 +136,12 @@ static int read_record(const bp_json *j, int64_t step, bp_runlog *r, int *cap_s,
     return BP_OK;
 }
 
-static int read_line(const char *line, size_t n, const where *at, bp_runlog *r, int *cap_s,
-                     int *cap_e, bp_err *err) {
+static bp_status read_line(const char *line, size_t n, const where *at, bp_runlog *r, int *cap_s,
+                           int *cap_e, bp_err *err) {
     bp_json j;
     bp_err ignored;
     if (n == 0 || line[0] != '{' || bp_json_parse(line, n, &j, &ignored) != BP_OK) return BP_OK;
-    int rc = BP_OK;
+    bp_status rc = BP_OK;
     int64_t step = 0;
     if (is_type(&j, "step") || is_type(&j, "eval"))
         rc = int_member(&j, 0, "step", STEP_MAX, REQUIRED, at, &step, err);
@@ -168,7 +168,7 @@ static void place_evals(bp_runlog *r) {
 bp_status bp_runlog_read(const char *path, bp_runlog *out, bp_err *err) {
     memset(out, 0, sizeof *out);
     FILE *f = NULL;
-    int rc = bp_fopen_regular(path, &f, err);
+    bp_status rc = bp_fopen_regular(path, &f, err);
     if (rc) return rc;
     char *line = NULL;
     size_t room = 0;
@@ -228,7 +228,7 @@ static int span_kind(const bp_json *j, int args) {
                : -1;
 }
 
-static int name_proc(bp_tracelog *t, const bp_json *j, int pid) {
+static bp_status name_proc(bp_tracelog *t, const bp_json *j, int pid) {
     if (pid >= t->n_procs) {
         void *bigger = realloc(t->proc_name, (size_t)(pid + 1) * sizeof *t->proc_name);
         if (!bigger) return BP_ENOMEM;
@@ -250,9 +250,10 @@ static int name_proc(bp_tracelog *t, const bp_json *j, int pid) {
 #define PID_MAX ((1 << 20) - 1)
 #define INDEX_MAX ((double)(1 << 30))
 
-static int trace_line(bp_tracelog *t, const bp_json *j, const where *at, int *cap, bp_err *err) {
+static bp_status trace_line(bp_tracelog *t, const bp_json *j, const where *at, int *cap,
+                            bp_err *err) {
     int64_t pid, step, micro, pipeline;
-    int rc = int_member(j, 0, "pid", PID_MAX, REQUIRED, at, &pid, err);
+    bp_status rc = int_member(j, 0, "pid", PID_MAX, REQUIRED, at, &pid, err);
     if (rc == BP_OK && name_proc(t, j, (int)pid)) rc = bp_fail(err, BP_ENOMEM, "out of memory");
     if (rc || !str_is(j, 0, "ph", "X")) return rc;
     int args = bp_json_get(j, 0, "args"), kind = span_kind(j, args);
@@ -277,7 +278,7 @@ static int trace_line(bp_tracelog *t, const bp_json *j, const where *at, int *ca
 bp_status bp_tracelog_read(const char *path, bp_tracelog *out, bp_err *err) {
     memset(out, 0, sizeof *out);
     FILE *f = NULL;
-    int rc = bp_fopen_regular(path, &f, err);
+    bp_status rc = bp_fopen_regular(path, &f, err);
     if (rc) return rc;
     char *line = NULL;
     size_t room = 0;

@@ -88,7 +88,7 @@ bp_status bp_safetensors_save(const char *path, const bp_st_tensor *tensors, int
         c = crc32_z(c, parts[i].data, parts[i].n);
         *size += parts[i].n;
     }
-    int rc = bp_write_parts_atomic(path, parts, n_tensors + 2, err);
+    bp_status rc = bp_write_parts_atomic(path, parts, n_tensors + 2, err);
     *crc = (uint32_t)c;
     free(parts);
     free(head.s);
@@ -96,8 +96,8 @@ bp_status bp_safetensors_save(const char *path, const bp_st_tensor *tensors, int
 }
 
 /* Validate one tensor entry (node e named `name`) and fill t. */
-static int parse_entry(const bp_json *j, int e, const char *name, const uint8_t *data,
-                       size_t data_n, bp_st_tensor *t, bp_err *err) {
+static bp_status parse_entry(const bp_json *j, int e, const char *name, const uint8_t *data,
+                             size_t data_n, bp_st_tensor *t, bp_err *err) {
     int dtype = bp_json_get(j, e, "dtype"), shape = bp_json_get(j, e, "shape");
     int offs = bp_json_get(j, e, "data_offsets");
     if (!bp_json_str_eq(j, dtype, "F32"))
@@ -131,12 +131,12 @@ static int cmp_begin(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
-static int check_overlap(const bp_safetensors *st, bp_err *err) {
+static bp_status check_overlap(const bp_safetensors *st, bp_err *err) {
     bp_st_tensor *sorted = malloc((size_t)st->n_tensors * sizeof *sorted + 1);
     if (!sorted) return bp_fail(err, BP_ENOMEM, "out of memory");
     memcpy(sorted, st->tensors, (size_t)st->n_tensors * sizeof *sorted);
     qsort(sorted, (size_t)st->n_tensors, sizeof *sorted, cmp_begin);
-    int rc = BP_OK;
+    bp_status rc = BP_OK;
     for (int i = 1; i < st->n_tensors && rc == BP_OK; i++)
         if ((const char *)sorted[i - 1].data + sorted[i - 1].numel * sizeof(float) >
             (const char *)sorted[i].data)
@@ -146,7 +146,8 @@ static int check_overlap(const bp_safetensors *st, bp_err *err) {
     return rc;
 }
 
-static int parse_tensors(bp_safetensors *st, const uint8_t *data, size_t data_n, bp_err *err) {
+static bp_status parse_tensors(bp_safetensors *st, const uint8_t *data, size_t data_n,
+                               bp_err *err) {
     const bp_json *j = &st->json;
     int count = 0;
     for (int c = j->nodes[0].child; c >= 0; c = j->nodes[c].next) count++;
@@ -167,7 +168,7 @@ static int parse_tensors(bp_safetensors *st, const uint8_t *data, size_t data_n,
         if (!(st->names[st->n_tensors] = strdup(name)))
             return bp_fail(err, BP_ENOMEM, "out of memory");
         t->name = st->names[st->n_tensors];
-        int rc = parse_entry(j, c, name, data, data_n, t, err);
+        bp_status rc = parse_entry(j, c, name, data, data_n, t, err);
         if (rc) return rc;
         st->n_tensors++;
     }
@@ -180,7 +181,7 @@ bp_status bp_safetensors_parse(bp_bytes file, bp_safetensors *out, bp_err *err) 
     out->meta = -1;
     uint64_t hn = 0;
     for (int i = 0; i < 8 && file.n >= 8; i++) hn |= (uint64_t)file.data[i] << (8 * i);
-    int rc = BP_OK;
+    bp_status rc = BP_OK;
     if (file.n < 8 || hn > ST_MAX_HEADER || hn > file.n - 8)
         rc = bp_fail(err, BP_EFORMAT, "not a safetensors file (bad header length)");
     if (rc == BP_OK) rc = bp_json_parse((const char *)file.data + 8, (size_t)hn, &out->json, err);

@@ -73,7 +73,7 @@ static int draw(const bp_real *logits, int V, double temperature, int top_k, bp_
     return V - 1;
 }
 
-static int generate(bp_model *m, const bp_sample_config *c, FILE *out, bp_err *err) {
+static bp_status generate(bp_model *m, const bp_sample_config *c, FILE *out, bp_err *err) {
     const bp_model_config *mc = bp_model_get_config(m);
     int T = mc->seq_len, V = mc->vocab;
     const bp_backend *be = bp_model_backend(m);
@@ -81,7 +81,8 @@ static int generate(bp_model *m, const bp_sample_config *c, FILE *out, bp_err *e
     size_t cap = strlen(c->prompt) + (size_t)c->length + 2, n = 0;
     int32_t *text = malloc(cap * sizeof *text);
     bp_acts *a = NULL;
-    int rc = text ? bp_acts_create(m, 1, T, &a, err) : bp_fail(err, BP_ENOMEM, "out of memory");
+    bp_status rc =
+        text ? bp_acts_create(m, 1, T, &a, err) : bp_fail(err, BP_ENOMEM, "out of memory");
     for (const char *p = c->prompt; rc == BP_OK && *p; p++) text[n++] = (unsigned char)*p;
     if (n == 0) text[n++] = '\n'; /* an empty prompt starts a new line */
     fputs(c->prompt, out);
@@ -107,7 +108,7 @@ static int generate(bp_model *m, const bp_sample_config *c, FILE *out, bp_err *e
 
 bp_status bp_sample_run(const bp_sample_config *c, FILE *out, bp_err *err) {
     bp_model *m = NULL;
-    int rc = bp_checkpoint_load_whole(c->ckpt, &m, err);
+    bp_status rc = bp_checkpoint_load_whole(c->ckpt, &m, err);
     if (rc) return rc;
     const bp_model_config *mc = bp_model_get_config(m);
     if (!bp_model_kind_facts(mc->kind)->reads_tokens)

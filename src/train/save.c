@@ -19,12 +19,12 @@
 #include "core/log.h"
 #include "train/trainer_impl.h"
 
-int trainer_read_resume_manifest(trainer *t, bp_err *err) {
+bp_status trainer_read_resume_manifest(trainer *t, bp_err *err) {
     const bp_train_config *c = t->cfg;
     char dir[BP_PATH_MAX];
     t->resuming = c->resume[0] != 0;
     if (!t->resuming) return BP_OK;
-    int rc = bp_checkpoint_resolve(c->resume, dir, sizeof dir, err);
+    bp_status rc = bp_checkpoint_resolve(c->resume, dir, sizeof dir, err);
     if (rc == BP_OK) rc = bp_manifest_read(dir, &t->resume_from, err);
     if (rc) return bp_err_context(err, "checkpoint %s", c->resume);
     snprintf(t->resume_dir, sizeof t->resume_dir, "%s", dir);
@@ -49,11 +49,11 @@ int trainer_read_resume_manifest(trainer *t, bp_err *err) {
  * same time (flock on the directory, released when the process ends), and refused
  * when it holds a run this one neither resumes nor was told to overwrite; then the
  * run's other outputs are checked. */
-int trainer_claim_out(trainer *t, bp_err *err) {
+bp_status trainer_claim_out(trainer *t, bp_err *err) {
     const bp_train_config *c = t->cfg;
     char latest[BP_PATH_MAX];
     if (t->rank != 0) return BP_OK;
-    int rc = bp_mkdir_p(c->out, err);
+    bp_status rc = bp_mkdir_p(c->out, err);
     if (rc == BP_OK && (t->out_fd = open(c->out, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
         rc = bp_fail(err, BP_EIO, "option --out: cannot open %s: %s", c->out, strerror(errno));
     if (rc == BP_OK && flock(t->out_fd, LOCK_EX | LOCK_NB) != 0)
@@ -72,9 +72,9 @@ void trainer_release_out(trainer *t) {
     t->out_fd = -1;
 }
 
-int trainer_resume(trainer *t, bp_err *err) {
+bp_status trainer_resume(trainer *t, bp_err *err) {
     bp_checkpoint ck;
-    int rc = bp_checkpoint_open(t->cfg->resume, t->grid.p, t->grid.t, &ck, err);
+    bp_status rc = bp_checkpoint_open(t->cfg->resume, t->grid.p, t->grid.t, &ck, err);
     if (rc) return rc;
     bp_model_config saved;
     rc = bp_checkpoint_model_config(&ck, &saved, err);
@@ -102,12 +102,12 @@ int trainer_resume(trainer *t, bp_err *err) {
 }
 
 /* *buf, allocated on be once (bytes > 0). */
-static int once_on(const bp_backend *be, float **buf, size_t bytes, bp_err *err) {
+static bp_status once_on(const bp_backend *be, float **buf, size_t bytes, bp_err *err) {
     return *buf ? BP_OK : be->alloc(be, (void **)buf, bytes, "the averaged checkpoint", err);
 }
 
 /* *buf, allocated on the host once. */
-static int once_host(float **buf, size_t bytes, bp_err *err) {
+static bp_status once_host(float **buf, size_t bytes, bp_err *err) {
     if (!*buf && !(*buf = malloc(bytes)))
         return bp_fail(err, BP_ENOMEM, "cannot allocate the checkpoint's host copy");
     return BP_OK;
@@ -116,7 +116,7 @@ static int once_host(float **buf, size_t bytes, bp_err *err) {
 /* The weights and optimizer state to save, copied to the host: this replica's, or,
  * when replicas differ (weight algorithms), their average over the stage's replicas
  * (collective). */
-static int checkpoint_state(trainer *t, const bp_real **params, bp_optim *view, bp_err *err) {
+static bp_status checkpoint_state(trainer *t, const bp_real **params, bp_optim *view, bp_err *err) {
     const bp_backend *be = t->dev.be;
     bp_model *model = bp_stage_model(t->stage, 0);
     const bp_optim *optim = bp_stage_optim(t->stage, 0);
@@ -125,7 +125,7 @@ static int checkpoint_state(trainer *t, const bp_real **params, bp_optim *view, 
     size_t bytes = bp_model_num_params(model) * sizeof(float);
     *view = *optim;
     *params = NULL;
-    int rc = BP_OK;
+    bp_status rc = BP_OK;
     if (bytes && bp_dp_replicas_differ(dp)) {
         rc = once_on(be, &t->avg_params, bytes, err);
         if (rc == BP_OK) rc = once_on(be, &t->avg_m, bytes, err);
@@ -163,27 +163,28 @@ static void replica_key(const trainer *t, char *buf, size_t n) {
              occ.cb_rank, occ.lep, occ.sc_stages, occ.sc_rank);
 }
 
-int trainer_replica_init(trainer *t, bp_err *err) {
+bp_status trainer_replica_init(trainer *t, bp_err *err) {
     replica_key(t, t->replica_key, sizeof t->replica_key);
     bp_status rc = bp_dp_state(bp_stage_dp(t->stage), &t->replica_state, err);
     return rc ? rc : bp_pipe_state(bp_stage_pipe(t->stage), &t->replica_state, err);
 }
 
-int trainer_replica_agree(trainer *t, bp_err *err) {
+bp_status trainer_replica_agree(trainer *t, bp_err *err) {
     float keeps = t->replica_state.n > 0;
-    int rc = t->size > 1 ? bp_allreduce_sum(t->meta, &keeps, 1) : BP_OK;
+    bp_status rc = t->size > 1 ? bp_allreduce_sum(t->meta, &keeps, 1) : BP_OK;
     t->replica_files = keeps > 0;
     return bp_comm_fail(t->meta, rc, err);
 }
 
 /* The replica state lives on the run's backend; its files are written from and read
  * into host copies of the same names (made once). */
-static int host_mirror(trainer *t, bp_err *err) {
+static bp_status host_mirror(trainer *t, bp_err *err) {
     const bp_state_list *d = &t->replica_state;
     for (int i = t->replica_host.n; i < d->n; i++) {
         float *h = malloc((d->bufs[i].n ? d->bufs[i].n : 1) * sizeof *h);
-        int rc = h ? bp_state_add(&t->replica_host, h, d->bufs[i].n, err, "%s", d->bufs[i].name)
-                   : bp_fail(err, BP_ENOMEM, "cannot allocate the replica state's host copy");
+        bp_status rc =
+            h ? bp_state_add(&t->replica_host, h, d->bufs[i].n, err, "%s", d->bufs[i].name)
+              : bp_fail(err, BP_ENOMEM, "cannot allocate the replica state's host copy");
         if (rc) {
             free(h);
             return rc;
@@ -212,11 +213,11 @@ void trainer_replica_free(trainer *t) {
     bp_state_list_free(&t->replica_state);
 }
 
-int trainer_resume_replica(trainer *t, bp_err *err) {
+bp_status trainer_resume_replica(trainer *t, bp_err *err) {
     const bp_manifest *mf = &t->resume_from;
     if (!t->resuming || (!t->replica_files && !mf->replica_key[0])) return BP_OK;
     if (mf->replica_key[0] && mf->dp == t->grid.dp && strcmp(mf->replica_key, t->replica_key) == 0) {
-        int rc = host_mirror(t, err);
+        bp_status rc = host_mirror(t, err);
         if (rc == BP_OK)
             rc = bp_checkpoint_read_replica(t->resume_dir, t->grid.p, t->grid.t, t->grid.d,
                                             mf->step, &t->replica_host, err);
@@ -248,7 +249,7 @@ static void manifest_of(const trainer *t, bp_manifest *mf) {
 /* A checkpoint never holds non-finite weights (a step that diverged with
  * --skip-nonfinite skipping the ones after it): the run fails instead, and the
  * previous checkpoint stays the latest. */
-static int check_finite(const trainer *t, const bp_real *params, bp_err *err) {
+static bp_status check_finite(const trainer *t, const bp_real *params, bp_err *err) {
     const bp_model *model = bp_stage_model(t->stage, 0);
     for (int i = 0; i < bp_model_num_tensors(model); i++) {
         const bp_tensor_info *ti = bp_model_tensor(model, i);
@@ -264,9 +265,9 @@ static int check_finite(const trainer *t, const bp_real *params, bp_err *err) {
 /* Every rank writes its replica file, then all meet, so that the manifest (after
  * replica 0's barriers below) names only files on disk. A rank that failed ends
  * the whole job (cli/), so none waits at the barrier forever. */
-static int write_replica(trainer *t, bp_err *err) {
+static bp_status write_replica(trainer *t, bp_err *err) {
     const char *dir = t->res->checkpoint;
-    int rc = host_mirror(t, err);
+    bp_status rc = host_mirror(t, err);
     for (int i = 0; rc == BP_OK && i < t->replica_state.n; i++) replica_copy(t, i, true);
     if (rc == BP_OK) rc = bp_mkdir_p(dir, err);
     if (rc == BP_OK)
@@ -280,10 +281,10 @@ static int write_replica(trainer *t, bp_err *err) {
     return BP_OK;
 }
 
-int trainer_checkpoint(trainer *t, bp_err *err) {
+bp_status trainer_checkpoint(trainer *t, bp_err *err) {
     const bp_real *params;
     bp_optim view;
-    int rc = checkpoint_state(t, &params, &view, err);
+    bp_status rc = checkpoint_state(t, &params, &view, err);
     if (rc == BP_OK && trainer_in_replica0(t)) rc = check_finite(t, params, err);
     /* Every rank writes a replica file: none does unless all can save. */
     if (t->replica_files) rc = bp_train_agree(t->meta, rc, &t->res->stopped_together, err);

@@ -14,14 +14,15 @@
 #define MEASURE_S 3.0
 
 /* n threads standing for the job's other ranks, a stage's worth of blocks each. */
-static int busy_start(int n, const bp_model_config *mc, int pp, int micro_B, bp_sim_standins **out,
-                      bp_err *err) {
+static bp_status busy_start(int n, const bp_model_config *mc, int pp, int micro_B,
+                            bp_sim_standins **out, bp_err *err) {
     int blocks = (bp_model_num_blocks(mc) + pp - 1) / pp;
     return bp_sim_standins_start(n, mc, blocks, 1, micro_B, bp_model_sample_len(mc), out, err);
 }
 
 /* The wake delay (parallel/wake.h) at the profiled micro-batch size, a stage's blocks. */
-static int time_wake(const bp_model_config *mc, int pp, int micro_B, double *wake, bp_err *err) {
+static bp_status time_wake(const bp_model_config *mc, int pp, int micro_B, double *wake,
+                           bp_err *err) {
     int blocks = (bp_model_num_blocks(mc) + pp - 1) / pp;
     return bp_measure_wake(mc, blocks, micro_B, bp_model_sample_len(mc), 200, wake, err);
 }
@@ -29,8 +30,8 @@ static int time_wake(const bp_model_config *mc, int pp, int micro_B, double *wak
 /* Each block's forward and backward: CPU time times the slowdown, over rounds of
  * every block until MEASURE_S have passed: the load of a shared machine changes
  * from one second to the next, and a training run lasts many. */
-static int time_blocks(const bp_simulate_config *c, const bp_model_config *mc, int micro_B,
-                       bp_sim_profile *p, bp_err *err) {
+static bp_status time_blocks(const bp_simulate_config *c, const bp_model_config *mc, int micro_B,
+                             bp_sim_profile *p, bp_err *err) {
     const bp_train_config *t = &c->train;
     int W = t->dp * t->pipeline.stages * t->tp, n = bp_model_num_blocks(mc), rounds = 0;
     bp_block_profile *bp = calloc((size_t)n, sizeof *bp);
@@ -42,7 +43,7 @@ static int time_blocks(const bp_simulate_config *c, const bp_model_config *mc, i
     }
     bp_sim_standins *b = NULL;
     int others = c->busy_threads >= 0 ? c->busy_threads : W - 1;
-    int rc = busy_start(others, mc, t->pipeline.stages, micro_B, &b, err);
+    bp_status rc = busy_start(others, mc, t->pipeline.stages, micro_B, &b, err);
     double wall = 0, cpu = 0, t0 = bp_now();
     while (rc == BP_OK && (rounds == 0 || bp_now() - t0 < MEASURE_S)) {
         rc = bp_profile_blocks_split(mc, micro_B, bp_model_sample_len(mc), bp, err);
@@ -74,7 +75,7 @@ bp_status bp_sim_measure(const bp_simulate_config *c, int micro_B, bp_sim_profil
     p->micro_B = micro_B;
     p->tp = 1; /* whole blocks; the simulator scales them to a tp shard */
     bp_blas_set_threads(c->train.threads);
-    int rc = time_blocks(c, &p->mc, micro_B, p, err);
+    bp_status rc = time_blocks(c, &p->mc, micro_B, p, err);
     bp_optim_config oc;
     bp_train_optim_config(&c->train, &oc);
     if (rc == BP_OK) rc = bp_sim_time_kernels(&oc, p, err);

@@ -61,13 +61,13 @@ void bp_simulate_config_defaults(bp_simulate_config *c) {
     c->wake_ms = -1;
 }
 
-static int check_net(const char *spec, const char *option, bp_err *err) {
+static bp_status check_net(const char *spec, const char *option, bp_err *err) {
     bp_net net;
     return bp_net_parse(spec, &net, err) ? bp_err_context(err, "option --%s", option) : BP_OK;
 }
 
 /* Exactly one source of computation costs, and networks that parse. */
-static int check_own(const bp_simulate_config *c, bp_err *err) {
+static bp_status check_own(const bp_simulate_config *c, bp_err *err) {
     int sources = (c->measure[0] != 0) + (c->profile[0] != 0) + (c->device_flops > 0);
     if (sources != 1)
         return bp_fail(err, BP_EUSAGE,
@@ -87,14 +87,14 @@ static int check_own(const bp_simulate_config *c, bp_err *err) {
         return bp_fail(err, BP_EUSAGE,
                        "option --net: emulates one network for every link; give it or "
                        "--intra/--inter, not both");
-    int rc = check_net(c->train.comm.net, "net", err);
+    bp_status rc = check_net(c->train.comm.net, "net", err);
     if (rc == BP_OK) rc = check_net(c->intra, "intra", err);
     if (rc == BP_OK) rc = check_net(c->inter, "inter", err);
     return rc;
 }
 
 bp_status bp_simulate_config_finalize(bp_simulate_config *c, bp_err *err) {
-    int rc = bp_train_config_finalize(&c->train, err);
+    bp_status rc = bp_train_config_finalize(&c->train, err);
     if (rc) return rc;
     bp_train_config *t = &c->train;
     if (!t->dp) t->dp = 1;
@@ -129,8 +129,8 @@ static void set_network(const bp_simulate_config *c, const bp_sim_profile *p, bp
 
 /* ---- the job ------------------------------------------------------------------------ */
 
-static int partition(const bp_simulate_config *c, const bp_sim_machine *m, const bp_sim_job *j,
-                     int *first, bp_err *err) {
+static bp_status partition(const bp_simulate_config *c, const bp_sim_machine *m,
+                           const bp_sim_job *j, int *first, bp_err *err) {
     int n = bp_model_num_blocks(&j->mc), T = bp_model_sample_len(&j->mc);
     const char *partition = c->train.pipeline.partition;
     if (partition[0]) return bp_partition_parse(partition, n, j->pp, first, err);
@@ -241,7 +241,7 @@ bp_status bp_simulate_predict(const bp_simulate_config *c, const bp_sim_machine 
                               bp_sim_step_result *r, bp_err *err) {
     bp_sim_job j;
     make_job(c, &j);
-    bp_status rc = (bp_status)partition(c, m, &j, first, err);
+    bp_status rc = partition(c, m, &j, first, err);
     j.first = first;
     return rc ? rc : bp_sim_step(&j, m, r, err);
 }
@@ -252,7 +252,7 @@ bp_status bp_simulate_run(const bp_simulate_config *c, FILE *out, bp_err *err) {
                         .efficiency = c->efficiency};
     bp_sim_job j;
     make_job(c, &j);
-    int rc = BP_OK;
+    bp_status rc = BP_OK;
     if (c->measure[0]) rc = bp_sim_measure(c, j.micro_B, &prof, err);
     if (rc == BP_OK && c->measure[0]) rc = bp_sim_profile_save(&prof, c->measure, err);
     if (rc == BP_OK && c->profile[0]) rc = bp_sim_profile_load(c->profile, &prof, err);

@@ -9,15 +9,15 @@
 /* Stream of the data-order generator, apart from the streams of weight init. */
 #define DATA_STREAM 0x64617461ull
 
-static int init_text(bp_task *t, const bp_train_config *c, bp_err *err) {
-    int rc = bp_text_load(c->data.spec, c->data.cache_dir, &t->text, err);
+static bp_status init_text(bp_task *t, const bp_train_config *c, bp_err *err) {
+    bp_status rc = bp_text_load(c->data.spec, c->data.cache_dir, &t->text, err);
     if (rc == BP_OK) rc = bp_text_check_seq_len(&t->text, c->data.spec, c->seq_len, err);
     bp_rng_seed(&t->data_rng, (uint64_t)c->seed, DATA_STREAM);
     return rc;
 }
 
-static int init_images(bp_task *t, const bp_train_config *c, bp_err *err) {
-    int rc = bp_fashion_load(c->data.spec, 1, &t->train, err);
+static bp_status init_images(bp_task *t, const bp_train_config *c, bp_err *err) {
+    bp_status rc = bp_fashion_load(c->data.spec, 1, &t->train, err);
     if (rc == BP_OK) rc = bp_fashion_load(c->data.spec, 0, &t->test, err);
     if (rc == BP_OK && t->train.rows * t->train.cols != t->width)
         rc = bp_fail(err, BP_EFORMAT, "data %s: images are %dx%d, mlp expects %d pixels",
@@ -52,7 +52,7 @@ bp_status bp_task_init(bp_task *t, const bp_train_config *c, int rank, int world
     t->slots = c->grad_accum * bp_train_batches_per_step(c);
     t->held = t->slots * bp_train_stream_steps(c);
     size_t n = (size_t)t->held * (size_t)t->B_local * (size_t)t->T * sizeof(int32_t);
-    int rc = bp_alloc_checked((void **)&t->tokens, n, "token batch", err);
+    bp_status rc = bp_alloc_checked((void **)&t->tokens, n, "token batch", err);
     if (rc == BP_OK) rc = bp_alloc_checked((void **)&t->targets, n, "target batch", err);
     if (rc == BP_OK && (rc = t->reads_tokens ? init_text(t, c, err) : init_images(t, c, err)))
         bp_err_context(err, "option --data");

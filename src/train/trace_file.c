@@ -22,7 +22,7 @@
 enum { TAG_TRACE = 7 };
 #define CHUNK (1 << 30) /* MPI counts are ints */
 
-static int mpi_fail(int mpi_rc, const char *call, bp_err *err) {
+static bp_status mpi_fail(int mpi_rc, const char *call, bp_err *err) {
     char text[MPI_MAX_ERROR_STRING];
     int len = 0;
     if (MPI_Error_string(mpi_rc, text, &len) != MPI_SUCCESS) snprintf(text, sizeof text, "?");
@@ -32,7 +32,7 @@ static int mpi_fail(int mpi_rc, const char *call, bp_err *err) {
 /* Every rank's times count from the same instant: rank 0's clock reading, on the
  * ranks of its host (whose monotonic clock is the same); elsewhere the moment that
  * reading arrives, which leaving a barrier together makes nearly the same. */
-static int common_origin(trainer *t, bp_err *err) {
+static bp_status common_origin(trainer *t, bp_err *err) {
     struct {
         double now;
         char host[MPI_MAX_PROCESSOR_NAME + 1];
@@ -50,7 +50,7 @@ static int common_origin(trainer *t, bp_err *err) {
 }
 
 /* Rank 0 makes the folder of the trace file, so that a bad path fails now. */
-static int make_folder(const char *path, bp_err *err) {
+static bp_status make_folder(const char *path, bp_err *err) {
     char dir[BP_PATH_MAX];
     snprintf(dir, sizeof dir, "%s", path);
     char *slash = strrchr(dir, '/');
@@ -60,13 +60,13 @@ static int make_folder(const char *path, bp_err *err) {
 }
 
 /* The trace exists on every rank or on none: the ranks agree before using it. */
-int trainer_trace_start(trainer *t, bp_err *err) {
+bp_status trainer_trace_start(trainer *t, bp_err *err) {
     const bp_train_config *c = t->cfg;
     if (!c->trace[0]) return BP_OK;
-    int rc = bp_trace_create((size_t)c->trace_events, &t->trace, err);
+    bp_status rc = bp_trace_create((size_t)c->trace_events, &t->trace, err);
     if (rc == BP_OK && t->rank == 0) rc = make_folder(c->trace, err);
     float bad = rc ? 1.0f : 0.0f;
-    int mrc = t->size > 1 ? bp_allreduce_sum(t->meta, &bad, 1) : BP_OK;
+    bp_status mrc = t->size > 1 ? bp_allreduce_sum(t->meta, &bad, 1) : BP_OK;
     if (mrc || bad) {
         bp_trace_destroy(t->trace);
         t->trace = NULL;
@@ -79,7 +79,7 @@ int trainer_trace_start(trainer *t, bp_err *err) {
     return common_origin(t, err);
 }
 
-static int send_text(MPI_Comm comm, const char *s, unsigned long long n, bp_err *err) {
+static bp_status send_text(MPI_Comm comm, const char *s, unsigned long long n, bp_err *err) {
     for (unsigned long long at = 0; at < n; at += CHUNK) {
         int k = (int)(n - at < CHUNK ? n - at : CHUNK);
         int rc = MPI_Send(s + at, k, MPI_CHAR, 0, TAG_TRACE, comm);
@@ -88,7 +88,7 @@ static int send_text(MPI_Comm comm, const char *s, unsigned long long n, bp_err 
     return BP_OK;
 }
 
-static int recv_text(MPI_Comm comm, int from, char *s, unsigned long long n, bp_err *err) {
+static bp_status recv_text(MPI_Comm comm, int from, char *s, unsigned long long n, bp_err *err) {
     for (unsigned long long at = 0; at < n; at += CHUNK) {
         int k = (int)(n - at < CHUNK ? n - at : CHUNK);
         int rc = MPI_Recv(s + at, k, MPI_CHAR, from, TAG_TRACE, comm, MPI_STATUS_IGNORE);
@@ -99,8 +99,8 @@ static int recv_text(MPI_Comm comm, int from, char *s, unsigned long long n, bp_
 
 /* Rank 0: every rank's text into f (NULL after a failure to write: the texts are
  * still received, so that no rank is left blocked in a send). */
-static int gather_into(MPI_Comm comm, int size, FILE *f, const char *own, size_t own_n,
-                       unsigned long long *dropped, bp_err *err) {
+static bp_status gather_into(MPI_Comm comm, int size, FILE *f, const char *own, size_t own_n,
+                             unsigned long long *dropped, bp_err *err) {
     if (f) fwrite(own, 1, own_n, f);
     for (int r = 1; r < size; r++) {
         unsigned long long head[2];
@@ -131,7 +131,8 @@ static void write_tail(FILE *f, int size, size_t cap, const unsigned long long *
 
 /* Rank 0: the whole file under a temporary name, then renamed over path. own is
  * NULL when rank 0 could not format its events: the others' are still received. */
-static int write_rank0(trainer *t, MPI_Comm comm, const char *own, size_t own_n, bp_err *err) {
+static bp_status write_rank0(trainer *t, MPI_Comm comm, const char *own, size_t own_n,
+                             bp_err *err) {
     const char *path = t->cfg->trace;
     char tmp[BP_PATH_MAX + 32];
     snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
@@ -141,7 +142,7 @@ static int write_rank0(trainer *t, MPI_Comm comm, const char *own, size_t own_n,
     FILE *f = own ? fopen(tmp, "w") : NULL;
     int saved = errno;
     if (f) fputs("{\"traceEvents\":[\n", f);
-    int rc = gather_into(comm, t->size, f, own, own_n, dropped, err);
+    bp_status rc = gather_into(comm, t->size, f, own, own_n, dropped, err);
     if (f) write_tail(f, t->size, bp_trace_cap(t->trace), dropped);
     free(dropped);
     bool bad = !f;
@@ -161,17 +162,17 @@ static int write_rank0(trainer *t, MPI_Comm comm, const char *own, size_t own_n,
     return rc;
 }
 
-static int gather_and_write(trainer *t, bp_err *err) {
+static bp_status gather_and_write(trainer *t, bp_err *err) {
     char name[160];
     snprintf(name, sizeof name, "rank %d (stage %d, replica %d, tp %d)", t->rank, t->grid.p,
              t->grid.d, t->grid.t);
     char *text = NULL;
     size_t n = 0;
-    int rc = bp_trace_format(t->trace, t->rank, name, &text, &n, err);
+    bp_status rc = bp_trace_format(t->trace, t->rank, name, &text, &n, err);
     MPI_Comm comm = bp_comm_mpi(t->meta);
     if (t->rank == 0) {
         bp_err werr;
-        int wrc = write_rank0(t, comm, rc ? NULL : text, n, rc ? &werr : err);
+        bp_status wrc = write_rank0(t, comm, rc ? NULL : text, n, rc ? &werr : err);
         rc = rc ? rc : wrc;
     } else {
         unsigned long long head[2] = {rc ? 0 : n, bp_trace_dropped(t->trace)};
@@ -183,13 +184,13 @@ static int gather_and_write(trainer *t, bp_err *err) {
     return rc;
 }
 
-int trainer_trace_write(trainer *t, int rc, bp_err *err) {
+bp_status trainer_trace_write(trainer *t, bp_status rc, bp_err *err) {
     if (!t->trace || !(rc == BP_OK || t->res->stopped_together)) return rc;
     bp_err own = {0};
-    int wrc = gather_and_write(t, &own);
+    bp_status wrc = gather_and_write(t, &own);
     /* Every rank learns whether the file was written, so that all end alike. */
     float bad = wrc ? 1.0f : 0.0f;
-    int mrc = t->size > 1 ? bp_allreduce_sum(t->meta, &bad, 1) : BP_OK;
+    bp_status mrc = t->size > 1 ? bp_allreduce_sum(t->meta, &bad, 1) : BP_OK;
     if (mrc && rc) return rc;
     if (mrc) return bp_comm_fail(t->meta, mrc, err);
     if (rc) return rc; /* the reason the run stopped comes first */

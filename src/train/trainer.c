@@ -22,7 +22,7 @@
 
 /* Every rank learns whether a part of set-up failed anywhere, so that no rank goes
  * on into collectives that others never join. */
-static int agree(trainer *t, int rc, bp_err *err) {
+static bp_status agree(trainer *t, bp_status rc, bp_err *err) {
     return bp_train_agree(t->meta, rc, &t->res->stopped_together, err);
 }
 
@@ -57,7 +57,7 @@ static void log_config(trainer *t) {
 
 /* Blocks per stage: given, taken from the checkpoint being resumed, or balanced by
  * the time rank 0 measures (and broadcasts, so every rank cuts alike). */
-static int choose_partition(trainer *t, const bp_model_config *mc, bp_err *err) {
+static bp_status choose_partition(trainer *t, const bp_model_config *mc, bp_err *err) {
     int S = t->grid.pp, n = bp_model_num_blocks(mc);
     if (!(t->first = calloc((size_t)S + 1, sizeof *t->first)))
         return bp_fail(err, BP_ENOMEM, "out of memory");
@@ -76,12 +76,12 @@ static int choose_partition(trainer *t, const bp_model_config *mc, bp_err *err) 
     float cut[S + 1];
     if (t->rank == 0) {
         double cost[n];
-        int rc = bp_profile_blocks(mc, t->micro_B, t->task.T, cost, err);
+        bp_status rc = bp_profile_blocks(mc, t->micro_B, t->task.T, cost, err);
         if (rc) return rc;
         bp_partition_balance(cost, n, S, t->first);
         for (int s = 0; s <= S; s++) cut[s] = (float)t->first[s];
     }
-    int rc = bp_bcast(t->meta, cut, (size_t)S + 1, 0);
+    bp_status rc = bp_bcast(t->meta, cut, (size_t)S + 1, 0);
     if (rc) return bp_comm_fail(t->meta, rc, err);
     for (int s = 0; s <= S; s++) t->first[s] = (int)cut[s];
     return BP_OK;
@@ -93,7 +93,7 @@ static int replicas(const bp_train_config *c) {
 }
 
 /* Views of the micro-batches of the steps of one stream into the task's batch slots. */
-static int make_micro_views(trainer *t, bp_err *err) {
+static bp_status make_micro_views(trainer *t, bp_err *err) {
     t->n_micro = replicas(t->cfg) * t->cfg->pipeline.micro_batches * t->cfg->grad_accum;
     size_t n = (size_t)t->n_micro * (size_t)bp_train_stream_steps(t->cfg);
     if (!(t->micro = calloc(n, sizeof *t->micro)))
@@ -108,13 +108,13 @@ static int pending_room(const bp_train_config *c) {
 }
 
 /* Set-up of this rank that talks to nobody, before the partition is known. */
-static int setup_data(trainer *t, bp_err *err) {
+static bp_status setup_data(trainer *t, bp_err *err) {
     const bp_train_config *c = t->cfg;
     bp_train_lr_schedule(c, &t->lr);
     bp_blas_set_threads(c->threads);
     bp_progress_init(&t->progress, t->rank == 0 ? c->progress : BP_PROGRESS_NONE, c->steps,
                      bp_model_kind_facts((bp_model_kind)c->model)->unit);
-    int rc = trainer_read_resume_manifest(t, err);
+    bp_status rc = trainer_read_resume_manifest(t, err);
     if (rc == BP_OK && !t->probe) rc = trainer_claim_out(t, err);
     if (rc == BP_OK) rc = bp_task_init(&t->task, c, t->grid.d, t->grid.dp, err);
     t->micro_B = bp_train_micro_rows(c, t->grid.dp);
@@ -129,7 +129,8 @@ static int setup_data(trainer *t, bp_err *err) {
 }
 
 /* This stage's settings (parallel/stage.h), from the run's options. */
-static int stage_config(trainer *t, const bp_model_config *mc, bp_stage_config *sc, bp_err *err) {
+static bp_status stage_config(trainer *t, const bp_model_config *mc, bp_stage_config *sc,
+                              bp_err *err) {
     const bp_train_config *c = t->cfg;
     int p = t->grid.p;
     *sc = (bp_stage_config){
@@ -145,11 +146,11 @@ static int stage_config(trainer *t, const bp_model_config *mc, bp_stage_config *
 }
 
 /* This stage's models and pipeline; the checkpoint when resuming. */
-static int setup_stage(trainer *t, const bp_model_config *mc, bp_err *err) {
+static bp_status setup_stage(trainer *t, const bp_model_config *mc, bp_err *err) {
     const bp_train_config *c = t->cfg;
     bp_stage_config sc;
     bp_partition_format(t->first, t->grid.pp, t->partition, sizeof t->partition);
-    int rc = stage_config(t, mc, &sc, err);
+    bp_status rc = stage_config(t, mc, &sc, err);
     if (rc == BP_OK) rc = bp_stage_create(&sc, &t->stage, err);
     if (rc == BP_OK && t->resuming) rc = trainer_resume(t, err);
     if (rc == BP_OK && t->rank == 0 && !t->probe) rc = bp_mkdir_p(c->out, err);
@@ -158,11 +159,11 @@ static int setup_stage(trainer *t, const bp_model_config *mc, bp_err *err) {
     return rc;
 }
 
-static int setup_comm(trainer *t, bp_err *err) {
+static bp_status setup_comm(trainer *t, bp_err *err) {
     const bp_train_config *c = t->cfg;
-    int rc = bp_comm_set_path(t->world, (bp_path)c->comm.path);
+    bp_status rc = bp_comm_set_path(t->world, (bp_path)c->comm.path);
     if (rc == BP_OK && (rc = bp_comm_set_net(t->world, c->comm.net)))
-        return bp_fail(err, (bp_status)rc, "option --net: %s", bp_comm_errmsg(t->world));
+        return bp_fail(err, rc, "option --net: %s", bp_comm_errmsg(t->world));
     return bp_comm_fail(t->world, rc, err);
 }
 
@@ -206,9 +207,9 @@ static void mem_to_device(void *ctx, void *dst, const void *host_src, size_t byt
 }
 
 /* The bookkeeping group beside the world, both watched, and the run's device. */
-static int setup_world(trainer *t, bp_err *err) {
+static bp_status setup_world(trainer *t, bp_err *err) {
     const bp_train_config *c = t->cfg;
-    int rc = bp_comm_wrap(bp_comm_mpi(t->world), "meta", &t->meta, err);
+    bp_status rc = bp_comm_wrap(bp_comm_mpi(t->world), "meta", &t->meta, err);
     if (rc) return rc;
     /* Every communication is watched from the first: set-up's and the per-step
      * agreement on meta (a world of its own) as well as the training groups'. */
@@ -228,13 +229,13 @@ static int setup_world(trainer *t, bp_err *err) {
     return BP_OK;
 }
 
-static int setup(trainer *t, bp_err *err) {
+static bp_status setup(trainer *t, bp_err *err) {
     const bp_train_config *c = t->cfg;
     t->rank = bp_comm_rank(t->world);
     t->size = bp_comm_size(t->world);
     bp_model_config mc;
     bp_train_model_config(c, &mc);
-    int rc = setup_world(t, err);
+    bp_status rc = setup_world(t, err);
     if (rc) return rc;
     rc = bp_grid_init(t->world, c->dp, c->pipeline.stages, c->tp,
                       bp_model_tied_tensor(&mc) != NULL, c->occ.fused_embedding_sync, &t->grid, err);
@@ -410,7 +411,7 @@ static void note_bucket_choice(trainer *t) {
                     tune.chosen_mb, (long long)tune.step + 1);
 }
 
-static int train_steps(trainer *t, int k, bp_step_record *r, int *done, bp_err *err) {
+static bp_status train_steps(trainer *t, int k, bp_step_record *r, int *done, bp_err *err) {
     inject_process_fault(t);
     double t0 = bp_now();
     bp_trace_set_step(t->trace, t->step + 1);
@@ -420,7 +421,7 @@ static int train_steps(trainer *t, int k, bp_step_record *r, int *done, bp_err *
     bp_task_get_state(&t->task, &drawn_from);
     *done = 0;
     step_inputs(t, k, in, r);
-    int rc = bp_stage_steps(t->stage, k, in, out, err);
+    bp_status rc = bp_stage_steps(t->stage, k, in, out, err);
     if (out[k - 1].together) t->res->stopped_together = true;
     if (rc == BP_EINTERRUPTED) {
         t->stopping = true;
@@ -449,7 +450,7 @@ static int train_steps(trainer *t, int k, bp_step_record *r, int *done, bp_err *
 
 /* Log the pending steps with the last stages' losses averaged over the replicas
  * and every rank's bytes added up (one small collective per log interval). */
-static int flush_steps(trainer *t, bp_err *err) {
+static bp_status flush_steps(trainer *t, bp_err *err) {
     enum { W = 1 + BP_AXES }; /* per step: loss, bytes of each axis */
     int n = t->n_pending;
     if (n == 0) return BP_OK;
@@ -459,7 +460,7 @@ static int flush_steps(trainer *t, bp_err *err) {
         v[i * W] = reports ? (float)t->pending[i].loss : 0;
         for (int a = 0; a < BP_AXES; a++) v[i * W + 1 + a] = (float)t->pending[i].axis_bytes[a];
     }
-    int rc = t->size > 1 ? bp_allreduce_sum(t->meta, v, (size_t)(n * W)) : BP_OK;
+    bp_status rc = t->size > 1 ? bp_allreduce_sum(t->meta, v, (size_t)(n * W)) : BP_OK;
     if (rc) return bp_comm_fail(t->meta, rc, err);
     for (int i = 0; i < n; i++) {
         bp_step_record *r = &t->pending[i];
@@ -478,7 +479,7 @@ static int flush_steps(trainer *t, bp_err *err) {
     return BP_OK;
 }
 
-static int stop_now(trainer *t, bp_err *err) {
+static bp_status stop_now(trainer *t, bp_err *err) {
     t->res->stopped_together = true;
     if (t->rank != 0) {
         bp_err_clear(err);
@@ -489,10 +490,11 @@ static int stop_now(trainer *t, bp_err *err) {
                    (long long)t->step, t->res->checkpoint, t->cfg->out);
 }
 
-static int loop(trainer *t, bp_err *err) {
+static bp_status loop(trainer *t, bp_err *err) {
     const bp_train_config *c = t->cfg;
     t->start_time = bp_now();
-    int rc = BP_OK, K = bp_train_stream_steps(c);
+    bp_status rc = BP_OK;
+    int K = bp_train_stream_steps(c);
     while (rc == BP_OK && t->step < t->end_step) {
         int k = stream_length(t);
         bp_step_record *r = &t->pending[t->n_pending];
@@ -526,7 +528,7 @@ static int cmp_double(const void *a, const void *b) {
  * time idle (bubbles), the most micro-batches stashed at once, their activation
  * memory, and the backward sends (all and compressed) over the run, with the
  * compressed ones' mean relative error. */
-static int stage_summary(trainer *t, bp_err *err) {
+static bp_status stage_summary(trainer *t, bp_err *err) {
     enum { KEYS = BP_STAGE_KEYS };
     int S = t->grid.pp;
     float v[KEYS * S];
@@ -544,13 +546,13 @@ static int stage_summary(trainer *t, bp_err *err) {
         if (ps.cb_compressed)
             v[BP_STAGE_BWD_REL_ERR * S + p] = (float)(ps.cb_rel_err / (double)ps.cb_compressed);
     }
-    int rc = t->size > 1 ? bp_allreduce_sum(t->meta, v, (size_t)(KEYS * S)) : BP_OK;
+    bp_status rc = t->size > 1 ? bp_allreduce_sum(t->meta, v, (size_t)(KEYS * S)) : BP_OK;
     if (rc) return bp_comm_fail(t->meta, rc, err);
     bp_metrics_stages(&t->metrics, S, v);
     return BP_OK;
 }
 
-static int summary(trainer *t, bp_err *err) {
+static bp_status summary(trainer *t, bp_err *err) {
     int64_t n = t->step - t->first_step;
     if (n > TRAINER_MAX_TIMES) n = TRAINER_MAX_TIMES;
     qsort(t->step_ms, (size_t)n, sizeof(double), cmp_double);
@@ -568,7 +570,7 @@ static int summary(trainer *t, bp_err *err) {
         .optim_bytes = params * (uint64_t)bp_optim_num_buffers(&bp_stage_optim(t->stage, 0)->cfg),
         .act_bytes = ps.act_bytes * (uint64_t)ps.peak_stash,
     };
-    int rc = stage_summary(t, err);
+    bp_status rc = stage_summary(t, err);
     bp_metrics_summary(&t->metrics, &m);
     return rc ? rc : bp_metrics_check(&t->metrics, err);
 }
@@ -577,7 +579,7 @@ static int summary(trainer *t, bp_err *err) {
 static bp_status run(trainer *t, bp_err *err) {
     bp_train_result *res = t->res;
     *res = (bp_train_result){.final_loss = NAN, .val_loss = NAN, .val_acc = NAN};
-    int rc = setup(t, err);
+    bp_status rc = setup(t, err);
     bool set_up = rc == BP_OK;
     if (rc == BP_OK) rc = loop(t, err);
     if (rc == BP_OK) rc = bp_dp_finish(bp_stage_dp(t->stage), err);

@@ -56,6 +56,6 @@ bp_status bp_train_probe_run(const bp_train_config *cfg, bp_comm *world,
  * that when rank 0 failed too only rank 0 keeps its message (the same configuration
  * error is printed once). *together is set when some rank failed: all end here
  * together, and the job needs no abort. */
-bp_status bp_train_agree(bp_comm *c, int rc, bool *together, bp_err *err);
+bp_status bp_train_agree(bp_comm *c, bp_status rc, bool *together, bp_err *err);
 
 #endif

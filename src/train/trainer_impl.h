@@ -78,36 +78,36 @@ static inline bool trainer_in_replica0(const trainer *t) { return t->grid.d == 0
 void trainer_dp_config(const trainer *t, bp_dp_config *d);
 
 /* save.c */
-int trainer_read_resume_manifest(trainer *t, bp_err *err);
-int trainer_resume(trainer *t, bp_err *err);
-int trainer_claim_out(trainer *t, bp_err *err);
+bp_status trainer_read_resume_manifest(trainer *t, bp_err *err);
+bp_status trainer_resume(trainer *t, bp_err *err);
+bp_status trainer_claim_out(trainer *t, bp_err *err);
 void trainer_release_out(trainer *t);
-int trainer_checkpoint(trainer *t, bp_err *err);
+bp_status trainer_checkpoint(trainer *t, bp_err *err);
 /* After bp_dp_create: this rank's replica state and key (local). */
-int trainer_replica_init(trainer *t, bp_err *err);
+bp_status trainer_replica_init(trainer *t, bp_err *err);
 /* Frees the replica state lists and their host copies. */
 void trainer_replica_free(trainer *t);
 /* Collective: whether any rank keeps replica state. */
-int trainer_replica_agree(trainer *t, bp_err *err);
+bp_status trainer_replica_agree(trainer *t, bp_err *err);
 /* When resuming: the replica file copied back on the grid and options that wrote
  * it; else the consensus model stays, said in one line when state is lost. */
-int trainer_resume_replica(trainer *t, bp_err *err);
+bp_status trainer_resume_replica(trainer *t, bp_err *err);
 
 /* outputs.c: rank 0, before training, once --out is claimed: --metrics and --trace
  * may be written where they point (bp_check_output), not onto each other or onto
  * `latest`, and a new run truncates another run's metrics log only with
  * --overwrite. BP_EUSAGE naming the option otherwise. */
 extern const bp_output_kind trainer_metrics_kind, trainer_trace_kind;
-int trainer_check_outputs(const trainer *t, bp_err *err);
+bp_status trainer_check_outputs(const trainer *t, bp_err *err);
 
 /* trace_file.c: --trace. Start: every rank's trace, set on the grid's groups, with
  * a common time origin (collective). Write: rank 0 gathers every rank's events and
  * writes the file, after a run that ended on every rank alike (also when stopped);
  * returns rc, or the write's failure when rc was BP_OK. */
-int trainer_trace_start(trainer *t, bp_err *err);
-int trainer_trace_write(trainer *t, int rc, bp_err *err);
+bp_status trainer_trace_start(trainer *t, bp_err *err);
+bp_status trainer_trace_write(trainer *t, bp_status rc, bp_err *err);
 
 /* evaluate.c */
-int trainer_evaluate(trainer *t, bp_err *err);
+bp_status trainer_evaluate(trainer *t, bp_err *err);
 
 #endif

@@ -60,7 +60,7 @@ void bp_tune_config_defaults(bp_tune_config *c, int for_help) {
 static int data_ranks(const bp_train_config *t) { return t->dp > 0 ? t->dp : 1; }
 
 bp_status bp_tune_config_finalize(bp_tune_config *c, bp_err *err) {
-    int rc = bp_train_config_finalize(&c->train, err);
+    bp_status rc = bp_train_config_finalize(&c->train, err);
     if (rc) return rc;
     if (c->trial_steps > c->train.steps) /* the trial runs the first steps of the run */
         return bp_fail(err, BP_EUSAGE, "option --trial-steps: %lld is more than --steps %lld",
@@ -113,6 +113,6 @@ bp_status bp_tune_problem_init(const bp_tune_config *c, bp_tune_problem *p, bp_e
     bp_simulate_job(&probe, &p->job);
     snprintf(p->schedule, sizeof p->schedule, "%s", tc->pipeline.schedule);
     snprintf(p->partition, sizeof p->partition, "%s", tc->pipeline.partition);
-    int rc = bp_net_parse(tc->comm.net, &p->net, err);
+    bp_status rc = bp_net_parse(tc->comm.net, &p->net, err);
     return rc ? bp_err_context(err, "option --net") : BP_OK;
 }

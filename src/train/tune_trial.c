@@ -41,7 +41,7 @@ static bp_status trial_config(const bp_tune_config *c, int pipelines, bp_train_c
     t->eval_batches = eval_batches(c);
     bp_fault_settings *f = &t->faults;
     f->kill_rank = f->hang_rank = f->nan_rank = f->nan_weights_rank = -1;
-    int rc = bp_train_config_check_world(t, 1, err);
+    bp_status rc = bp_train_config_check_world(t, 1, err);
     if (rc && pipelines < 1) return bp_err_context(err, "the convergence trial of one plain pipeline");
     return rc ? bp_err_context(err, "the convergence trial with --pipelines %d", pipelines) : BP_OK;
 }
@@ -67,7 +67,7 @@ static bp_status run_curve(const bp_tune_config *c, bp_comm *world, int pipeline
                            bp_tune_curve *curve, bp_err *err) {
     bp_train_config tc;
     *curve = (bp_tune_curve){.pipelines = pipelines, .to_target = INFINITY};
-    int rc = trial_config(c, pipelines, &tc, err);
+    bp_status rc = trial_config(c, pipelines, &tc, err);
     if (rc) return rc;
     curve->cap = (int)(c->trial_steps / tc.eval_every) + 1;
     curve->samples = calloc((size_t)curve->cap, sizeof(double));
@@ -108,7 +108,8 @@ static int trial_pipelines(const bp_tune_result *r, int *out) {
 
 bp_status bp_tune_trial_run(const bp_tune_config *c, bp_comm *world, const bp_tune_result *r,
                             bp_tune_trial *tr, bp_err *err) {
-    int wanted[r->n_cand + 1], n = trial_pipelines(r, wanted), rc = BP_OK;
+    int wanted[r->n_cand + 1], n = trial_pipelines(r, wanted);
+    bp_status rc = BP_OK;
     *tr = (bp_tune_trial){.steps = c->trial_steps, .eval_every = eval_every(c),
                           .eval_batches = eval_batches(c), .target = NAN};
     if (!(tr->curve = calloc((size_t)n, sizeof *tr->curve)))

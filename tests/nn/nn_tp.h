@@ -44,7 +44,7 @@ struct tp_team {
 
 /* The bp_tp callback: ranks post their buffers, rank 0 sums them in rank order into
  * the shared buffer (so every rank gets the same bits), every rank copies the sum. */
-static int tp_allreduce(void *ctx, bp_real *x, size_t n) {
+static bp_status tp_allreduce(void *ctx, bp_real *x, size_t n) {
     tp_member *me = ctx;
     tp_team *t = me->team;
     if (++me->calls == t->fail_at) return BP_ECOMM; /* on every rank: no one waits */

@@ -165,7 +165,7 @@ static void test_tp_equals_one_process(void **state) {
 
 /* ---- layout and initialization ---- */
 
-static int never_called(void *ctx, bp_real *x, size_t n) {
+static bp_status never_called(void *ctx, bp_real *x, size_t n) {
     (void)ctx, (void)x, (void)n;
     return BP_EINTERNAL;
 }
@@ -315,7 +315,7 @@ static void test_tp_init_is_slice(void **state) {
 
 /* ---- tp size 1 ---- */
 
-static int counting(void *ctx, bp_real *x, size_t n) {
+static bp_status counting(void *ctx, bp_real *x, size_t n) {
     (void)x, (void)n;
     ++*(int *)ctx;
     return BP_OK;

@@ -60,7 +60,7 @@ static bp_model_config gpt(int L, int C, int H, int T, int V) {
                              .n_head = H, .seq_len = T};
 }
 
-static int noop_sum(void *ctx, bp_real *x, size_t n) {
+static bp_status noop_sum(void *ctx, bp_real *x, size_t n) {
     (void)ctx, (void)x, (void)n;
     return BP_OK;
 }

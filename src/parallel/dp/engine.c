@@ -101,7 +101,7 @@ static void scrub_nonfinite(bp_dp *dp, const bp_bucket *b) {
     }
 }
 
-static int run_bucket(void *ctx, const bp_bucket *b, bp_err *err) {
+static bp_status run_bucket(void *ctx, const bp_bucket *b, bp_err *err) {
     bp_dp *dp = ctx;
     bp_trace_thread(bp_comm_trace(dp->comm), "dp communication");
     scrub_nonfinite(dp, b);
@@ -109,7 +109,7 @@ static int run_bucket(void *ctx, const bp_bucket *b, bp_err *err) {
 }
 
 /* The exchange of weight algorithms is one bucket of all tensors: the weights. */
-static int run_exchange(void *ctx, const bp_bucket *b, bp_err *err) {
+static bp_status run_exchange(void *ctx, const bp_bucket *b, bp_err *err) {
     (void)b;
     bp_dp *dp = ctx;
     return dp->ops->exchange(dp, err);
@@ -270,7 +270,7 @@ typedef struct early_ctx {
     double busy_s; /* computing updates: not communication */
 } early_ctx;
 
-static int update_bucket(void *ctx, const bp_bucket *b, bp_err *err) {
+static bp_status update_bucket(void *ctx, const bp_bucket *b, bp_err *err) {
     early_ctx *e = ctx;
     double t0 = bp_now();
     bp_status rc = update_range(e->dp, b->offset, b->len, err);

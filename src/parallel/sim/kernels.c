@@ -66,7 +66,7 @@ bp_status bp_sim_time_kernels(const bp_optim_config *oc, bp_sim_profile *p, bp_e
     k.x = bp_alloc(VEC * sizeof(float));
     k.y = bp_alloc(VEC * sizeof(float));
     k.wire = bp_alloc(VEC * sizeof(float));
-    int rc = k.x && k.y && k.wire ? BP_OK : bp_fail(err, BP_ENOMEM, "out of memory");
+    bp_status rc = k.x && k.y && k.wire ? BP_OK : bp_fail(err, BP_ENOMEM, "out of memory");
     for (size_t i = 0; rc == BP_OK && i < VEC; i++) k.x[i] = (float)(i % 251) * 0.01f - 1.0f;
     if (rc == BP_OK) rc = bp_codec_minmax_u8_create(&k.mm, err);
     if (rc == BP_OK) rc = bp_codec_powersgd_create(PSGD_ROWS, PSGD_ROWS, PSGD_RANK, 1, &k.psgd, err);

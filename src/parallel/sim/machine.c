@@ -49,7 +49,7 @@ bp_status bp_sim_profile_save(const bp_sim_profile *p, const char *path, bp_err 
             p->slowdown, p->wake_s, p->optim_s, p->mm_enc_Bps, p->mm_dec_Bps, p->psgd_flops, p->vec_Bps,
             p->copy_Bps);
     fclose(f);
-    int rc = bp_write_file_atomic(path, text, len, err);
+    bp_status rc = bp_write_file_atomic(path, text, len, err);
     free(text);
     return rc ? bp_err_context(err, "option --measure") : BP_OK;
 }
@@ -130,7 +130,7 @@ static const char *parse_profile(const bp_json *j, bp_sim_profile *p) {
 bp_status bp_sim_profile_load(const char *path, bp_sim_profile *p, bp_err *err) {
     memset(p, 0, sizeof *p);
     bp_bytes b;
-    int rc = bp_read_file(path, &b, err);
+    bp_status rc = bp_read_file(path, &b, err);
     if (rc) { /* a file the user named: a usage error */
         bp_err_context(err, "option --profile");
         err->code = BP_EUSAGE;

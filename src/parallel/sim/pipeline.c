@@ -48,7 +48,7 @@ static void sim_free(sim *m) {
     free(m->clock), free(m->next), free(m->in_use), free(m->out), free(m->count), free(m->u_at);
 }
 
-static int sim_init(sim *m, const bp_sim_config *c) {
+static bp_status sim_init(sim *m, const bp_sim_config *c) {
     int S = c->S, V = c->N * c->M, K = c->stream_len > 1 ? c->stream_len : 1;
     size_t sv = (size_t)S * (size_t)V * (size_t)K, su = (size_t)S * (size_t)K * (size_t)c->N;
     *m = (sim){.c = c, .V = V, .stream_len = K, .n_ops = 2 * K * V + (K - 1) * c->N};

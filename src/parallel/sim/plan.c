@@ -125,12 +125,12 @@ static void host_hash(float out[3]) {
     for (int i = 0; i < 3; i++) out[i] = (float)((h >> (16 * i)) & 0xffff);
 }
 
-static int find_nodes(bp_comm *world, bp_plan_network *n) {
+static bp_status find_nodes(bp_comm *world, bp_plan_network *n) {
     int W = n->world, me = bp_comm_rank(world);
     float *h = calloc((size_t)W * 3, sizeof *h);
     if (!h) return BP_ENOMEM;
     host_hash(h + 3 * me);
-    int rc = bp_allreduce_sum(world, h, (size_t)W * 3);
+    bp_status rc = bp_allreduce_sum(world, h, (size_t)W * 3);
     for (int r = 0; rc == BP_OK && r < W; r++) {
         n->node[r] = -1;
         for (int q = 0; q < r && n->node[r] < 0; q++)
@@ -150,8 +150,9 @@ static int find_nodes(bp_comm *world, bp_plan_network *n) {
  * one that warms the path), on the rank that is a or b: more for the small sizes,
  * whose least is the latency, on a loaded machine often the time a rank waits to be
  * scheduled again. */
-static int ping(bp_comm *world, int a, int b, float *buf, size_t k, double *one_way) {
-    int me = bp_comm_rank(world), peer = me == a ? b : a, rc = BP_OK;
+static bp_status ping(bp_comm *world, int a, int b, float *buf, size_t k, double *one_way) {
+    int me = bp_comm_rank(world), peer = me == a ? b : a;
+    bp_status rc = BP_OK;
     double best = INFINITY;
     int reps = k * sizeof *buf <= 16384 ? SMALL_REPS : PAIR_REPS;
     for (int i = 0; rc == BP_OK && i <= reps; i++) {
@@ -203,7 +204,7 @@ static bool level(const bp_plan_network *n, bool within, bp_sim_link *l) {
     return k > 0;
 }
 
-static int list_pairs(bp_plan_network *n) {
+static bp_status list_pairs(bp_plan_network *n) {
     int W = n->world, cap = W <= MAX_ALL_PAIRS ? W * (W - 1) / 2 : 2 * W;
     n->pairs = calloc((size_t)(cap > 0 ? cap : 1), sizeof *n->pairs);
     if (!n->pairs) return BP_ENOMEM;
@@ -215,8 +216,9 @@ static int list_pairs(bp_plan_network *n) {
 }
 
 /* Pair by pair, the others waiting at a barrier, so that no two share a link. */
-static int measure_pairs(bp_comm *world, bp_plan_network *n) {
-    int me = bp_comm_rank(world), rc = BP_OK;
+static bp_status measure_pairs(bp_comm *world, bp_plan_network *n) {
+    int me = bp_comm_rank(world);
+    bp_status rc = BP_OK;
     float *buf = calloc(probe_floats[N_SIZES - 1], sizeof *buf);
     float *res = calloc((size_t)n->n_pairs * 2, sizeof *res);
     if (!buf || !res) rc = BP_ENOMEM;
@@ -243,7 +245,7 @@ bp_status bp_plan_measure_network(bp_comm *world, bp_plan_network *n, bp_err *er
     memset(n, 0, sizeof *n);
     n->world = bp_comm_size(world);
     n->node = calloc((size_t)n->world, sizeof *n->node);
-    int rc = n->node ? find_nodes(world, n) : BP_ENOMEM;
+    bp_status rc = n->node ? find_nodes(world, n) : BP_ENOMEM;
     if (rc == BP_OK) rc = list_pairs(n);
     if (rc == BP_OK) rc = measure_pairs(world, n);
     if (rc == BP_ENOMEM) return bp_fail(err, rc, "measuring the network: out of memory");

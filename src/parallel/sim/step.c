@@ -114,7 +114,7 @@ static double local_s(const ctx *c, const stage_info *si, size_t n, double leade
     return bp_sim_ring_allreduce_s(c->m, &si->dp_local, si->dp_m, n);
 }
 
-static int stage_init(ctx *c, int s) {
+static bp_status stage_init(ctx *c, int s) {
     const bp_sim_job *j = c->j;
     const bp_model_config *mc = &j->mc;
     stage_info *si = &c->st[s];
@@ -170,7 +170,7 @@ static double embed_one_s(const ctx *c, double *bytes) {
     return allreduce_s(c, &c->embed_link, ranks, n, bytes);
 }
 
-static int run_pipeline(const ctx *c, bp_sim_result *r, bp_sim_stage_result *per) {
+static bp_status run_pipeline(const ctx *c, bp_sim_result *r, bp_sim_stage_result *per) {
     const bp_sim_job *j = c->j;
     bp_sim_stage *st = calloc((size_t)j->pp, sizeof *st);
     if (!st) return BP_ENOMEM;
@@ -186,7 +186,7 @@ static int run_pipeline(const ctx *c, bp_sim_result *r, bp_sim_stage_result *per
     bp_sim_config sc = {.S = j->pp, .N = j->N, .M = j->M, .stream_len = stream_steps(j),
                         .tied = bp_sim_tied_numel(&j->mc) > 0,
                         .sched = j->sched, .stage = st, .link = c->pp_link};
-    int rc = bp_sim_run(&sc, r, per);
+    bp_status rc = bp_sim_run(&sc, r, per);
     free(st);
     return rc;
 }
@@ -351,13 +351,13 @@ static double end_of_backward(const ctx *c, const double *ready, double *embed_e
 /* Optimizer steps of stage s's replicas. */
 static double optim_s(const ctx *c, int s) { return c->j->N * update_one_s(c, s); }
 
-static int one_step(const ctx *c, bool warm, step_out *o) {
+static bp_status one_step(const ctx *c, bool warm, step_out *o) {
     const bp_sim_job *j = c->j;
     int S = j->pp;
     bp_sim_result pr;
     bp_sim_stage_result *per = calloc((size_t)S, sizeof *per);
     double *ready = calloc((size_t)S, sizeof(double));
-    int rc = per && ready ? run_pipeline(c, &pr, per) : BP_ENOMEM;
+    bp_status rc = per && ready ? run_pipeline(c, &pr, per) : BP_ENOMEM;
     memset(o, 0, sizeof *o);
     for (int s = 0; rc == BP_OK && s < S; s++) {
         double dpb = 0;
@@ -405,7 +405,7 @@ static void ctx_free(ctx *c) {
     free(c->st);
 }
 
-static int ctx_init(ctx *c, const bp_sim_job *j, const bp_sim_machine *m) {
+static bp_status ctx_init(ctx *c, const bp_sim_job *j, const bp_sim_machine *m) {
     *c = (ctx){.j = j, .m = m, .W = j->dp * j->pp * j->tp, .V = j->N * j->M,
                .T = bp_model_sample_len(&j->mc)};
     c->pp_link = bp_sim_group_link(m, 0, j->dp * j->tp, j->pp, c->W);
@@ -420,7 +420,7 @@ static int ctx_init(ctx *c, const bp_sim_job *j, const bp_sim_machine *m) {
         c->comm_m.prof = &c->comm_prof;
     }
     if (!(c->st = calloc((size_t)j->pp, sizeof *c->st))) return BP_ENOMEM;
-    int rc = BP_OK;
+    bp_status rc = BP_OK;
     for (int s = 0; rc == BP_OK && s < j->pp; s++) rc = stage_init(c, s);
     return rc;
 }
@@ -438,7 +438,7 @@ static int64_t warm_steps(const bp_sim_job *j) {
 bp_status bp_sim_step(const bp_sim_job *j, const bp_sim_machine *m, bp_sim_step_result *r, bp_err *err) {
     memset(r, 0, sizeof *r);
     ctx c;
-    int rc = ctx_init(&c, j, m);
+    bp_status rc = ctx_init(&c, j, m);
     int64_t warm = warm_steps(j), steps = j->steps > 0 ? j->steps : 1;
     double weight[2] = {(double)warm / (double)steps, 1.0 - (double)warm / (double)steps};
     for (int phase = 0; rc == BP_OK && phase < 2; phase++) {

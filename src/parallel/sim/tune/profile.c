@@ -15,10 +15,10 @@
 
 /* Zeroing the gradients, their sum of squares (for clipping) and the optimizer
  * step of one replica: what a stage does per replica between two pipelines. */
-static int time_update(const tuner *t, bp_model *m, double *secs, bp_err *err) {
+static bp_status time_update(const tuner *t, bp_model *m, double *secs, bp_err *err) {
     bp_optim o;
     size_t n = bp_model_num_params(m);
-    int rc = bp_optim_init(&o, &t->c->optim, n, err);
+    bp_status rc = bp_optim_init(&o, &t->c->optim, n, err);
     double best = DBL_MAX;
     for (int i = 0; rc == BP_OK && i <= TIMING_RUNS; i++) { /* run 0 warms caches */
         double t0 = bp_now();
@@ -34,9 +34,10 @@ static int time_update(const tuner *t, bp_model *m, double *secs, bp_err *err) {
 }
 
 /* Mean forward and backward CPU time of rb[0..N) taking turns; round 0 warms up. */
-static int time_passes(tuner *t, bp_range_bench **rb, int N, bp_sim_stage *st, bp_err *err) {
+static bp_status time_passes(tuner *t, bp_range_bench **rb, int N, bp_sim_stage *st, bp_err *err) {
     double tm[4];
-    int rc = BP_OK, n = 0;
+    bp_status rc = BP_OK;
+    int n = 0;
     for (int i = 0; rc == BP_OK && i <= STAGE_RUNS; i++)
         for (int j = 0; rc == BP_OK && j < N; j++) {
             rc = bp_range_bench_pass(rb[j], tm, err);
@@ -51,10 +52,11 @@ static int time_passes(tuner *t, bp_range_bench **rb, int N, bp_sim_stage *st, b
 }
 
 /* Stage s of setup u: its times, memory and update. */
-static int time_stage(tuner *t, bp_tune_setup *u, int s, bp_err *err) {
+static bp_status time_stage(tuner *t, bp_tune_setup *u, int s, bp_err *err) {
     const bp_tune_size *p = &t->sizes[u->size];
     bp_sim_stage *st = &u->stage[s];
-    int b0 = p->first[s], b1 = p->first[s + 1], made = 0, rc = BP_OK;
+    int b0 = p->first[s], b1 = p->first[s + 1], made = 0;
+    bp_status rc = BP_OK;
     bp_range_bench **rb = calloc((size_t)u->N, sizeof *rb);
     if (!rb) return bp_fail(err, BP_ENOMEM, "out of memory");
     for (; rc == BP_OK && made < u->N; made += rc == BP_OK)
@@ -76,17 +78,17 @@ static int time_stage(tuner *t, bp_tune_setup *u, int s, bp_err *err) {
     return rc;
 }
 
-static int time_setup(tuner *t, bp_tune_setup *u, bp_err *err) {
+static bp_status time_setup(tuner *t, bp_tune_setup *u, bp_err *err) {
     u->stage = calloc((size_t)t->S, sizeof *u->stage);
     if (!u->stage) return bp_fail(err, BP_ENOMEM, "out of memory");
-    int rc = BP_OK;
+    bp_status rc = BP_OK;
     for (int s = 0; rc == BP_OK && s < t->S; s++) rc = time_stage(t, u, s, err);
     return rc;
 }
 
 /* The stages of a micro-batch size: --partition, or balanced on its blocks' CPU
  * times (which a loaded machine disturbs less than wall-clock times). */
-static int cut_stages(const tuner *t, bp_tune_size *p, bp_err *err) {
+static bp_status cut_stages(const tuner *t, bp_tune_size *p, bp_err *err) {
     if (!(p->first = calloc((size_t)t->S + 1, sizeof *p->first)))
         return bp_fail(err, BP_ENOMEM, "out of memory");
     if (t->c->partition[0])
@@ -95,7 +97,7 @@ static int cut_stages(const tuner *t, bp_tune_size *p, bp_err *err) {
                    : BP_OK;
     double *cost = malloc((size_t)t->n_blocks * sizeof *cost);
     bp_block_profile *prof = malloc((size_t)t->n_blocks * sizeof *prof);
-    int rc = cost && prof ? BP_OK : bp_fail(err, BP_ENOMEM, "out of memory");
+    bp_status rc = cost && prof ? BP_OK : bp_fail(err, BP_ENOMEM, "out of memory");
     if (rc == BP_OK) rc = bp_profile_blocks_split(&t->c->model, p->micro_B, t->T, prof, err);
     for (int b = 0; rc == BP_OK && b < t->n_blocks; b++)
         cost[b] = prof[b].fwd_cpu_s + prof[b].bwd_cpu_s;
@@ -106,13 +108,14 @@ static int cut_stages(const tuner *t, bp_tune_size *p, bp_err *err) {
 }
 
 /* The job's other ranks stood for by threads over a stage's blocks, N replicas each. */
-static int standins(const tuner *t, int n, int N, int micro_B, bp_sim_standins **out, bp_err *err) {
+static bp_status standins(const tuner *t, int n, int N, int micro_B, bp_sim_standins **out,
+                          bp_err *err) {
     int blocks = (t->n_blocks + t->S - 1) / t->S;
     return bp_sim_standins_start(n, &t->c->model, blocks, N, micro_B, t->T, out, err);
 }
 
 /* The wake delay (parallel/wake.h) at a middle micro-batch size, a stage's blocks. */
-static int measure_wake(const tuner *t, double *wake, bp_err *err) {
+static bp_status measure_wake(const tuner *t, double *wake, bp_err *err) {
     int blocks = (t->n_blocks + t->S - 1) / t->S, micro_B = t->sizes[t->n_sizes / 2].micro_B;
     return bp_measure_wake(&t->c->model, blocks, micro_B, t->T, 500, wake, err);
 }
@@ -125,7 +128,8 @@ static void progress(const tuner *t, int done, int others) {
 }
 
 bp_status bp_tune_profile(tuner *t, bp_err *err) {
-    int others = t->c->busy_threads >= 0 ? t->c->busy_threads : t->W - 1, rc = BP_OK;
+    int others = t->c->busy_threads >= 0 ? t->c->busy_threads : t->W - 1;
+    bp_status rc = BP_OK;
     bp_sim_standins *ss = NULL;
     progress(t, 0, others);
     for (int i = 0; rc == BP_OK && i < t->n_sizes; i++) {

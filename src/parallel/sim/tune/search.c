@@ -7,7 +7,7 @@
 #include "parallel/sim/tune/tuner.h"
 
 /* *index: the size profile of micro_B, added (not yet measured) if new. */
-static int size_index(tuner *t, int micro_B, int *index, bp_err *err) {
+static bp_status size_index(tuner *t, int micro_B, int *index, bp_err *err) {
     for (*index = 0; *index < t->n_sizes; ++*index)
         if (t->sizes[*index].micro_B == micro_B) return BP_OK;
     bp_tune_size *grown = realloc(t->sizes, (size_t)(t->n_sizes + 1) * sizeof *grown);
@@ -18,9 +18,9 @@ static int size_index(tuner *t, int micro_B, int *index, bp_err *err) {
 }
 
 /* *index: the setup of N replicas at micro_B, added (not yet measured) if new. */
-static int setup_index(tuner *t, int N, int micro_B, int *index, bp_err *err) {
+static bp_status setup_index(tuner *t, int N, int micro_B, int *index, bp_err *err) {
     int size;
-    int rc = size_index(t, micro_B, &size, err);
+    bp_status rc = size_index(t, micro_B, &size, err);
     if (rc) return rc;
     for (*index = 0; *index < t->n_setups; ++*index)
         if (t->setups[*index].N == N && t->setups[*index].size == size) return BP_OK;
@@ -31,7 +31,7 @@ static int setup_index(tuner *t, int N, int micro_B, int *index, bp_err *err) {
     return BP_OK;
 }
 
-static int add_candidate(tuner *t, const bp_tune_candidate *k, bp_err *err) {
+static bp_status add_candidate(tuner *t, const bp_tune_candidate *k, bp_err *err) {
     if (!t->c->valid(t->c->ctx, k->avgpipe ? k->N : 0, k->M, &k->sched)) return BP_OK;
     if (t->n_cand == t->cap_cand) {
         int cap = t->cap_cand ? 2 * t->cap_cand : 64;
@@ -56,12 +56,13 @@ static int next_advance(int K, int V) { return K * 2 < V ? K * 2 : K < V ? V : V
 
 /* 1f1b, afp:K for K = 1, 2, 4, ... below the stream's length V, and gpipe (afp:V);
  * one of each distinct set of warm-ups; or the one given. */
-static int add_schedules(tuner *t, bp_tune_candidate *k, bp_err *err) {
+static bp_status add_schedules(tuner *t, bp_tune_candidate *k, bp_err *err) {
     if (t->c->schedule[0]) {
         bp_schedule_parse(t->c->schedule, &k->sched, NULL);
         return add_candidate(t, k, err);
     }
-    int V = k->N * k->M * t->c->grad_accum, rc = BP_OK;
+    int V = k->N * k->M * t->c->grad_accum;
+    bp_status rc = BP_OK;
     bp_schedule last = {BP_SCHED_1F1B, 0};
     k->sched = last;
     rc = add_candidate(t, k, err);
@@ -76,9 +77,10 @@ static int add_schedules(tuner *t, bp_tune_candidate *k, bp_err *err) {
 
 /* N: --pipelines, else 1 (a plain pipeline), 2 and 4 (AvgPipe); M: --micro-batches,
  * else every M up to MAX_MICRO whose micro-batch is a whole number of samples. */
-static int enumerate(tuner *t, bp_err *err) {
+static bp_status enumerate(tuner *t, bp_err *err) {
     const bp_tune_problem *tc = t->c;
-    int Ns[3] = {1, 2, 4}, n_N = 3, rc = BP_OK;
+    int Ns[3] = {1, 2, 4}, n_N = 3;
+    bp_status rc = BP_OK;
     if (tc->pipelines > 0) Ns[0] = tc->pipelines, n_N = 1;
     int per_rank = tc->batch / t->dp;
     for (int i = 0; rc == BP_OK && i < n_N; i++)
@@ -125,7 +127,7 @@ bp_status bp_tune_search(const bp_tune_problem *p, tuner *t, bp_err *err) {
     t->T = bp_model_sample_len(&p->model);
     t->n_blocks = bp_model_num_blocks(&p->model);
     double t0 = bp_now();
-    int rc = enumerate(t, err);
+    bp_status rc = enumerate(t, err);
     if (rc == BP_OK) rc = bp_tune_profile(t, err);
     if (rc == BP_OK) bp_tune_set_link(t);
     for (int i = 0; rc == BP_OK && i < t->n_cand; i++)
@@ -134,5 +136,5 @@ bp_status bp_tune_search(const bp_tune_problem *p, tuner *t, bp_err *err) {
     if (rc == BP_OK) qsort(t->cand, (size_t)t->n_cand, sizeof *t->cand, bp_tune_by_rate);
     t->seconds = bp_now() - t0;
     if (rc) bp_tune_result_free(t);
-    return (bp_status)rc;
+    return rc;
 }
