@@ -15,34 +15,14 @@
 #define CHOICE(...) BP_OPT_CHOOSE(bp_train_config, __VA_ARGS__)
 #define SWITCH(...) BP_OPT_SWITCH(bp_train_config, __VA_ARGS__)
 
-/* The training's own options: the model, the optimizer, the cadence, the outputs and
- * the grid; their defaults are set by bp_train_config_defaults. */
+/* The training's own options: the model's kind, the step's clipping, the cadence, the
+ * outputs and the grid; their defaults are set by bp_train_config_defaults. */
 static const bp_option training_options[] = {
     CHOICE("model", model, BP_MODEL_KIND_CHOICES, "model to train", NULL),
-    NUM("layers", BP_OPT_INT, layers, 1, 1024, "L", "gpt: transformer blocks"),
-    NUM("embd", BP_OPT_INT, embd, 1, 65536, "C", "gpt: channels"),
-    NUM("heads", BP_OPT_INT, heads, 1, 1024, "H", "gpt: attention heads (must divide --embd)"),
-    NUM("seq-len", BP_OPT_INT, seq_len, 1, 65536, "T", "gpt: sequence length"),
-    NUM("hidden", BP_OPT_INT, hidden, 1, 1 << 20, "H", "mlp: width of the hidden layers"),
-    NUM("hidden-layers", BP_OPT_INT, hidden_layers, 1, 64, "N", "mlp: number of hidden layers"),
     {"batch", BP_OPT_INT, OFF(batch), 0, NULL, 1, 1 << 20, "B", "global batch size",
      "16 for gpt, 64 for mlp"},
     {"steps", BP_OPT_INT64, OFF(steps), 0, NULL, 1, 1e12, "N", "optimizer steps",
      "1000 for gpt, one epoch for mlp"},
-    CHOICE("optim", optim, "sgd|adamw", "optimizer", "adamw for gpt, sgd for mlp"),
-    CHOICE("lr-schedule", lr_schedule, "constant|cosine",
-           "constant, or linear warm-up then cosine decay to --min-lr-ratio x --lr",
-           "constant for gpt, cosine for mlp"),
-    {"lr", BP_OPT_DOUBLE, OFF(lr), 0, NULL, 0, 1e6, "X", "learning rate",
-     "0.001 for gpt, 0.05 for mlp"},
-    NUM("min-lr-ratio", BP_OPT_DOUBLE, min_lr_ratio, 0, 1, "X", "cosine: final lr / --lr"),
-    NUM("warmup", BP_OPT_INT64, warmup, 0, 1e12, "N", "cosine: warm-up steps"),
-    NUM("beta1", BP_OPT_DOUBLE, beta1, 0, 0.999999, "X", "adamw: first-moment decay"),
-    {"beta2", BP_OPT_DOUBLE, OFF(beta2), 0, NULL, 0, 0.999999, "X", "adamw: second-moment decay",
-     "0.95; 0.999 with --dp-algo qadam, Bagua's QAdam default"},
-    NUM("eps", BP_OPT_DOUBLE, eps, 1e-30, 1, "X", "adamw: epsilon (above 0: a zero second moment divides by it)"),
-    NUM("momentum", BP_OPT_DOUBLE, momentum, 0, 0.999999, "X", "sgd: momentum"),
-    NUM("weight-decay", BP_OPT_DOUBLE, weight_decay, 0, 1e3, "X", "weight decay"),
     NUM("clip", BP_OPT_DOUBLE, clip, 0, 1e9, "X", "clip the gradient norm to this (0: off)"),
     NUM("seed", BP_OPT_INT64, seed, 0, 9.2e18, "N", "seed of initialization and data order"),
     NUM("eval-every", BP_OPT_INT64, eval_every, 0, 1e12, "N",
@@ -92,6 +72,8 @@ static const bp_option_group training_group = {training_options,
  * its slot of dp_settings, in the registry's order, then those after. */
 static const bp_option_place features_before[] = {
     {&training_group, 0},
+    {&bp_model_options, OFF(shape)},
+    {&bp_optim_options, OFF(optim)},
     {&bp_data_options, OFF(data)},
     {&bp_pipeline_options, OFF(pipeline)},
     {&bp_avgpipe_options, OFF(avgpipe)},
@@ -128,24 +110,8 @@ bp_option *bp_train_options_with(const bp_option *own, int n_own, int *n) {
 void bp_train_config_defaults(bp_train_config *c) {
     memset(c, 0, sizeof *c);
     c->model = BP_MODEL_GPT;
-    c->layers = 4;
-    c->embd = 128;
-    c->heads = 4;
-    c->seq_len = 64;
-    c->hidden = 256;
-    c->hidden_layers = 2;
     c->batch = -1;
     c->steps = -1;
-    c->optim = -1;
-    c->lr_schedule = -1;
-    c->lr = -1;
-    c->min_lr_ratio = 0.1;
-    c->warmup = 0;
-    c->beta1 = 0.9;
-    c->beta2 = -1; /* by --dp-algo (fill_defaults) */
-    c->eps = 1e-8;
-    c->momentum = 0.9;
-    c->weight_decay = 0;
     c->clip = 0;
     c->seed = 1234;
     c->eval_every = 100;
@@ -167,13 +133,14 @@ static void fill_defaults(bp_train_config *c) {
     bp_data_settings_fill(&c->data, f->data);
     if (c->batch < 0) c->batch = f->batch;
     if (c->steps < 0) c->steps = f->steps ? f->steps : f->train_samples / c->batch;
-    if (c->optim < 0) c->optim = (int)f->optim;
+    bp_optim_settings *o = &c->optim;
+    if (o->kind < 0) o->kind = (int)f->optim;
     /* QAdam freezes the second moment after its warm-up, so its decay decides what
      * the rest of the run divides by: Bagua's QAdamOptimizer keeps Adam's 0.999. */
-    if (c->beta2 < 0)
-        c->beta2 = c->dp_algo == BP_DP_QADAM && c->avgpipe.pipelines == 0 ? 0.999 : 0.95;
-    if (c->lr < 0) c->lr = f->lr;
-    if (c->lr_schedule < 0) c->lr_schedule = (int)f->lr_schedule;
+    if (o->beta2 < 0)
+        o->beta2 = c->dp_algo == BP_DP_QADAM && c->avgpipe.pipelines == 0 ? 0.999 : 0.95;
+    if (o->lr < 0) o->lr = f->lr;
+    if (o->lr_schedule < 0) o->lr_schedule = (int)f->lr_schedule;
     if (!c->out[0]) snprintf(c->out, sizeof c->out, "runs/%s", f->name);
     if (!c->metrics[0]) bp_path_join(c->metrics, sizeof c->metrics, c->out, "metrics.jsonl", NULL);
 }
@@ -206,15 +173,11 @@ bp_status bp_train_config_finalize(bp_train_config *c, bp_err *err) {
     const bp_model_facts *f = bp_model_kind_facts((bp_model_kind)c->model);
     bp_model_config m;
     bp_train_model_config(c, &m);
-    if (m.n_head && m.n_embd % m.n_head != 0)
-        return bp_fail(err, BP_EUSAGE, "option --heads: %d does not divide --embd %d", c->heads,
-                       c->embd);
+    if (bp_model_settings_check(&c->shape, (bp_model_kind)c->model, err)) return BP_EUSAGE;
     if (f->train_samples && c->batch > f->train_samples)
         return bp_fail(err, BP_EUSAGE, "option --batch: %d is larger than the %d training samples",
                        c->batch, f->train_samples);
-    if (c->lr_schedule == BP_LR_COSINE && c->warmup >= c->steps)
-        return bp_fail(err, BP_EUSAGE, "option --warmup: %lld must be below --steps %lld",
-                       (long long)c->warmup, (long long)c->steps);
+    if (bp_optim_settings_check(&c->optim, c->steps, err)) return BP_EUSAGE;
     if (strlen(c->metrics) == 0)
         return bp_fail(err, BP_EUSAGE, "option --out: path too long");
     if (c->device.kind == BP_DEVICE_CUDA && check_cuda(c, err)) return BP_EUSAGE;
@@ -236,24 +199,11 @@ bp_status bp_train_config_finalize(bp_train_config *c, bp_err *err) {
 }
 
 void bp_train_model_config(const bp_train_config *c, bp_model_config *m) {
-    bp_model_config_init(m, (bp_model_kind)c->model);
-    m->n_layer = c->layers;
-    m->n_embd = c->embd;
-    m->n_head = c->heads;
-    m->seq_len = c->seq_len;
-    m->hidden = c->hidden;
-    m->n_hidden = c->hidden_layers;
-    bp_model_config_trim(m);
+    bp_model_settings_config(&c->shape, (bp_model_kind)c->model, m);
 }
 
 void bp_train_optim_config(const bp_train_config *c, bp_optim_config *o) {
-    memset(o, 0, sizeof *o);
-    o->kind = (bp_optim_kind)c->optim;
-    o->momentum = c->momentum;
-    o->beta1 = c->beta1;
-    o->beta2 = c->beta2;
-    o->eps = c->eps;
-    o->weight_decay = c->weight_decay;
+    bp_optim_settings_config(&c->optim, o);
 }
 
 void bp_train_dp_config(const bp_train_config *c, bp_dp_config *d) {
@@ -347,7 +297,7 @@ bp_status bp_train_config_check_world(bp_train_config *c, int world, bp_err *err
     if (ea->alpha < 0)
         ea->alpha = bp_easgd_in(&d.settings)->alpha =
             bp_dp_ea_default_alpha(bp_dp_ea_replicas(&d, c->dp));
-    return bp_dp_config_check(&d, c->dp, (bp_optim_kind)c->optim, err);
+    return bp_dp_config_check(&d, c->dp, (bp_optim_kind)c->optim.kind, err);
 }
 
 int bp_train_batches_per_step(const bp_train_config *c) {
@@ -372,11 +322,7 @@ int bp_train_micro_rows(const bp_train_config *c, int dp) {
 }
 
 void bp_train_lr_schedule(const bp_train_config *c, bp_lr_schedule *s) {
-    s->kind = (bp_lr_kind)c->lr_schedule;
-    s->lr = c->lr;
-    s->min_lr = c->lr * c->min_lr_ratio;
-    s->warmup = c->warmup;
-    s->total = c->steps;
+    bp_optim_settings_schedule(&c->optim, c->steps, s);
 }
 
 bp_status bp_train_config_match(const bp_model_config *run, const bp_model_config *ckpt,

@@ -16,7 +16,9 @@
 #include "data/source.h"
 #include "nn/lr.h"
 #include "nn/model.h"
+#include "nn/model_options.h"
 #include "nn/optim.h"
+#include "nn/optim_options.h"
 #include "parallel/avgpipe.h"
 #include "parallel/communication.h"
 #include "parallel/dp.h"
@@ -34,20 +36,14 @@ typedef enum bp_progress_mode {
 } bp_progress_mode;
 
 /* The options of `bagpipe train` are the composition of each feature's: the
- * training itself (model, optimizer, cadence, outputs) is this struct's own fields,
+ * training itself (model kind, cadence, outputs, grid) is this struct's own fields,
  * and every feature holds its typed settings in a member of its own, set by the
  * options its file declares. */
 typedef struct bp_train_config {
     int model; /* a bp_model_kind */
-    int layers, embd, heads, seq_len; /* gpt */
-    int hidden, hidden_layers;        /* mlp */
     int batch;
     int64_t steps;
-    int optim;    /* BP_OPTIM_ADAMW or BP_OPTIM_SGD */
-    int lr_schedule; /* BP_LR_CONSTANT or BP_LR_COSINE */
-    double lr, min_lr_ratio;
-    int64_t warmup;
-    double beta1, beta2, eps, momentum, weight_decay, clip;
+    double clip; /* the step's gradient norm clipping (0: off) */
     int64_t seed;
     int64_t eval_every;
     int eval_batches;
@@ -67,6 +63,8 @@ typedef struct bp_train_config {
     bp_dp_algo dp_algo;
     bool skip_nonfinite;
     bool overwrite; /* start over in an --out that holds a run */
+    bp_model_settings shape;             /* nn/model_options.h */
+    bp_optim_settings optim;             /* nn/optim_options.h: with the lr schedule */
     bp_data_settings data;               /* data/source.h */
     bp_pipeline_settings pipeline;       /* parallel/pipeline.h */
     bp_avgpipe_settings avgpipe;         /* parallel/avgpipe.h */

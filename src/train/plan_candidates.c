@@ -71,7 +71,7 @@ static void dp_variants(list *l, const bp_plan_config *c, const bp_plan_candidat
         add(l, g, &k, 0, " --dp-algo bytegrad%s", hs);
     }
     k.algo = BP_DP_QADAM;
-    if (c->train.optim == BP_OPTIM_ADAMW) add(l, g, &k, 0, " --dp-algo qadam");
+    if (c->train.optim.kind == BP_OPTIM_ADAMW) add(l, g, &k, 0, " --dp-algo qadam");
     k.algo = BP_DP_DECENTRALIZED;
     if (g->dp % 2 == 0) add(l, g, &k, 0, " --dp-algo decentralized --peers shift_one");
     add(l, g, &k, 0, " --dp-algo decentralized --peers all");

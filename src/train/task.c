@@ -11,7 +11,7 @@
 
 static bp_status init_text(bp_task *t, const bp_train_config *c, bp_err *err) {
     bp_status rc = bp_text_load(c->data.spec, c->data.cache_dir, &t->text, err);
-    if (rc == BP_OK) rc = bp_text_check_seq_len(&t->text, c->data.spec, c->seq_len, err);
+    if (rc == BP_OK) rc = bp_text_check_seq_len(&t->text, c->data.spec, c->shape.seq_len, err);
     bp_rng_seed(&t->data_rng, (uint64_t)c->seed, DATA_STREAM);
     return rc;
 }

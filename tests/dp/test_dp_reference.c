@@ -191,7 +191,7 @@ static bp_train_config gpt_config(void) {
     bp_train_config_defaults(&c);
     c.model = BP_MODEL_GPT;
     snprintf(c.data.spec, sizeof c.data.spec, "%s", TEXT);
-    c.layers = 1, c.embd = 16, c.heads = 2, c.seq_len = 16;
+    c.shape.layers = 1, c.shape.embd = 16, c.shape.heads = 2, c.shape.seq_len = 16;
     c.batch = 4 * np;
     c.steps = STEPS;
     c.clip = 1.0;
@@ -207,7 +207,7 @@ static bp_train_config mlp_config(void) {
     bp_train_config c;
     bp_train_config_defaults(&c);
     c.model = BP_MODEL_MLP;
-    c.hidden = 32;
+    c.shape.hidden = 32;
     c.batch = 8 * np;
     c.steps = STEPS;
     c.eval_every = 0;
@@ -825,7 +825,7 @@ static void qadam_case(const char *name, double clip, double bucket_mb, double w
     bp_qadam_in(&c.dp_settings)->warmup = 8;
     c.clip = clip;
     c.comm.bucket_mb = bucket_mb;
-    c.weight_decay = wd;
+    c.optim.weight_decay = wd;
     engine_vs_reference(name, &c, EXACT, true);
 }
 
@@ -884,8 +884,8 @@ static void test_decentralized_all_sgd(void **state) {
     case_begin();
     bp_train_config b = decentralized_config(BP_PEERS_ALL, BP_DECENTRALIZED_BAGUA);
     bp_decentralized_in(&b.dp_settings)->interval = 1;
-    b.optim = BP_OPTIM_SGD;
-    b.lr = 0.1;
+    b.optim.kind = BP_OPTIM_SGD;
+    b.optim.lr = 0.1;
     b.clip = 0;
     bp_train_config sf = b, sync = b;
     bp_decentralized_in(&sf.dp_settings)->order = BP_DECENTRALIZED_STEP_FIRST;
@@ -1057,8 +1057,8 @@ static void test_early_update(void **state) {
     late.skip_nonfinite = 1;
     engine_vs_engine("early updates vs after backward", &early, &late, EXACT);
     engine_vs_reference("allreduce early updates", &early, sum_tol(), true);
-    early.optim = BP_OPTIM_SGD;
-    early.lr = 0.1;
+    early.optim.kind = BP_OPTIM_SGD;
+    early.optim.lr = 0.1;
     engine_vs_reference("allreduce early updates sgd", &early, sum_tol(), true);
 }
 
@@ -1070,8 +1070,8 @@ static void test_hierarchical(void **state) {
     (void)state;
     if (np != 4) skip();
     bp_train_config h = gpt_config();
-    h.optim = BP_OPTIM_SGD;
-    h.lr = 0.1;
+    h.optim.kind = BP_OPTIM_SGD;
+    h.optim.lr = 0.1;
     bp_train_config flat = h;
     h.comm.hierarchical = 1;
     h.comm.node_size = 2;
