@@ -19,16 +19,17 @@ TEXT=/usr/share/common-licenses/GPL-3
 fail() { echo "FAIL: $*" >&2; exit 1; }
 
 # launch W command...: the command in one process (W = 1, no mpiexec) or on W ranks,
-# bounded in time so that a hang fails the test with a message.
+# bounded in time so that a hang fails the test with a message: LAUNCH_TIMEOUT
+# seconds (60 unless the caller sets it for a command that is long by design).
 launch() {
-  local w=$1
+  local w=$1 limit=${LAUNCH_TIMEOUT:-60}
   shift
   if [ "$w" -eq 1 ]; then
-    timeout -k 5 60 "$@"
+    timeout -k 5 "$limit" "$@"
   else
     local flags
     read -ra flags <<<"${BP_MPIEXEC_FLAGS:-}"
-    timeout -k 5 60 "${BP_MPIEXEC:?set by ctest}" "${flags[@]}" -n "$w" "$@"
+    timeout -k 5 "$limit" "${BP_MPIEXEC:?set by ctest}" "${flags[@]}" -n "$w" "$@"
   fi
 }
 

@@ -126,7 +126,7 @@ first_trains "$WORK/mlp"
 
 # --trials: the leading kinds trained here; allreduce's factor is 1 by definition, the
 # others' are their own steps to the loss over allreduce's.
-launch 2 "$BP" plan "${TINY[@]}" --trials 20 --json "$WORK/t.json" >"$WORK/t" 2>"$WORK/t.err" ||
+LAUNCH_TIMEOUT=240 launch 2 "$BP" plan "${TINY[@]}" --trials 20 --json "$WORK/t.json" >"$WORK/t" 2>"$WORK/t.err" ||
   fail "plan --trials exited $?: $(cat "$WORK/t.err")"
 grep -q "^statistical efficiency: --trials, 20 steps" "$WORK/t" || fail "trials line: $(cat "$WORK/t")"
 check_json "$WORK/t.json" "$WORK/t" 2
@@ -143,7 +143,7 @@ assert all(not k["efficiency_source"].startswith("trial") for k in r if not k["t
 PY
 
 # mlp with --trials: its own factors measured here, the untried ones still gpt's.
-launch 2 "$BP" plan "${MLP[@]}" --trials 20 --json "$WORK/mt.json" >"$WORK/mt" 2>"$WORK/mt.err" ||
+LAUNCH_TIMEOUT=240 launch 2 "$BP" plan "${MLP[@]}" --trials 20 --json "$WORK/mt.json" >"$WORK/mt" 2>"$WORK/mt.err" ||
   fail "plan --model mlp --trials exited $?: $(cat "$WORK/mt.err")"
 check_json "$WORK/mt.json" "$WORK/mt" 2
 check_mlp "$WORK/mt.json"
