@@ -37,7 +37,7 @@ static bp_status create_replica(const bp_stage_config *c, bp_stage *s, bp_model 
 /* The replicas, alike from the seed (the data-parallel engine then copies replica
  * 0 over them anyway): one per AvgPipe pipeline, one without --pipelines. */
 static bp_status create_replicas(const bp_stage_config *c, bp_stage *s, bp_err *err) {
-    s->n_replicas = c->pipelines > 0 ? c->pipelines : 1;
+    s->n_replicas = c->replicas;
     s->models = calloc((size_t)s->n_replicas, sizeof *s->models);
     s->optims = calloc((size_t)s->n_replicas, sizeof *s->optims);
     if (!s->models || !s->optims) return bp_fail(err, BP_ENOMEM, "out of memory");

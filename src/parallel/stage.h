@@ -41,7 +41,7 @@ typedef struct bp_stage_config {
     const bp_backend *be;
     const bp_model_device_ops *device_ops;
     bool bf16;
-    int pipelines;         /* AvgPipe's pipelines (replicas of the blocks); 0: off */
+    int replicas;          /* copies of the blocks: AvgPipe's pipelines, else 1 */
     bp_schedule schedule;
     int micro_batches;     /* per pipeline and step */
     int stream_len;        /* the most steps of one stream (1: a flush every step) */

@@ -210,7 +210,7 @@ void bp_train_dp_config(const bp_train_config *c, bp_dp_config *d) {
     *d = (bp_dp_config){
         .algo = c->avgpipe.pipelines > 0 ? BP_DP_AVGPIPE : c->dp_algo,
         .settings = c->dp_settings,
-        .replicas = c->avgpipe.pipelines > 0 ? c->avgpipe.pipelines : 1,
+        .replicas = bp_train_replicas(c),
         .hierarchical = c->comm.hierarchical,
         .node_size = c->comm.node_size,
         .bucket_mb = isnan(c->comm.bucket_mb) ? BP_DP_BUCKET_MB : c->comm.bucket_mb,
@@ -255,7 +255,7 @@ static bp_status check_grid(bp_train_config *c, int world, bp_err *err) {
                        "option --dp: %d replicas x %d stages x %d tp ranks need %d ranks, but the "
                        "job has %d (mpirun -np)",
                        c->dp, pp, c->tp, c->dp * pt, world);
-    int N = c->avgpipe.pipelines > 0 ? c->avgpipe.pipelines : 1;
+    int N = bp_train_replicas(c);
     if (c->avgpipe.pipelines > 0 && bp_train_batches_per_step(c) == 1 && c->batch % (c->dp * N * M))
         return bp_fail(err, BP_EUSAGE,
                        "option --batch: %d is not divisible by --dp %d x --pipelines %d x "
@@ -298,6 +298,10 @@ bp_status bp_train_config_check_world(bp_train_config *c, int world, bp_err *err
         ea->alpha = bp_easgd_in(&d.settings)->alpha =
             bp_dp_ea_default_alpha(bp_dp_ea_replicas(&d, c->dp));
     return bp_dp_config_check(&d, c->dp, (bp_optim_kind)c->optim.kind, err);
+}
+
+int bp_train_replicas(const bp_train_config *c) {
+    return c->avgpipe.pipelines > 0 ? c->avgpipe.pipelines : 1;
 }
 
 int bp_train_batches_per_step(const bp_train_config *c) {

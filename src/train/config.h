@@ -92,6 +92,8 @@ void bp_train_lr_schedule(const bp_train_config *c, bp_lr_schedule *s);
 /* Batches of --batch samples one step draws (and its micro-batches share): N with
  * AvgPipe's own batches, else 1; and the rows of one micro-batch on `dp` replicas. */
 int bp_train_batches_per_step(const bp_train_config *c);
+/* The replicas of each stage's blocks: AvgPipe's --pipelines, else 1. */
+int bp_train_replicas(const bp_train_config *c);
 /* Whether AvgPipe's steps between averagings leave out the agreement and the
  * gradient norm (parallel/step.h) on `world` ranks: no clipping, no skipping. */
 bool bp_train_local_steps(const bp_train_config *c, int world);

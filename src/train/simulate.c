@@ -152,7 +152,7 @@ void bp_simulate_job(const bp_train_config *t, bp_sim_job *j) {
     *j = (bp_sim_job){.dp = t->dp, .pp = t->pipeline.stages, .tp = t->tp,
                       .avgpipe = t->avgpipe.pipelines > 0,
                       .local_steps = bp_train_local_steps(t, t->dp * t->pipeline.stages * t->tp),
-                      .N = t->avgpipe.pipelines > 0 ? t->avgpipe.pipelines : 1, .steps = t->steps,
+                      .N = bp_train_replicas(t), .steps = t->steps,
                       .sc_stages = t->occ.sc_stages, .sc_rank = t->occ.sc_rank,
                       .sc_warmup = (int64_t)(t->occ.sc_warmup * (double)t->steps),
                       .cb_rank = t->occ.cb ? t->occ.cb_rank : 0,

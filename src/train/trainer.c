@@ -87,14 +87,9 @@ static bp_status choose_partition(trainer *t, const bp_model_config *mc, bp_err 
     return BP_OK;
 }
 
-/* The replicas of a stage's blocks: AvgPipe's pipelines, else 1. */
-static int replicas(const bp_train_config *c) {
-    return c->avgpipe.pipelines > 0 ? c->avgpipe.pipelines : 1;
-}
-
 /* Views of the micro-batches of the steps of one stream into the task's batch slots. */
 static bp_status make_micro_views(trainer *t, bp_err *err) {
-    t->n_micro = replicas(t->cfg) * t->cfg->pipeline.micro_batches * t->cfg->grad_accum;
+    t->n_micro = bp_train_replicas(t->cfg) * t->cfg->pipeline.micro_batches * t->cfg->grad_accum;
     size_t n = (size_t)t->n_micro * (size_t)bp_train_stream_steps(t->cfg);
     if (!(t->micro = calloc(n, sizeof *t->micro)))
         return bp_fail(err, BP_ENOMEM, "out of memory");
@@ -136,7 +131,7 @@ static bp_status stage_config(trainer *t, const bp_model_config *mc, bp_stage_co
     *sc = (bp_stage_config){
         .grid = &t->grid, .meta = t->meta, .model = mc, .block_begin = t->first[p],
         .block_end = t->first[p + 1], .seed = (uint64_t)c->seed, .be = t->dev.be,
-        .device_ops = t->dev.model, .bf16 = t->dev.bf16, .pipelines = c->avgpipe.pipelines,
+        .device_ops = t->dev.model, .bf16 = t->dev.bf16, .replicas = bp_train_replicas(c),
         .micro_batches = c->pipeline.micro_batches * c->grad_accum,
         .stream_len = bp_train_stream_steps(c), .micro_B = t->micro_B, .T = t->task.T,
         .clip = c->clip, .skip_nonfinite = c->skip_nonfinite, .stop = t->stop};
@@ -220,8 +215,7 @@ static bp_status setup_world(trainer *t, bp_err *err) {
     /* The training groups are split from the world and learn from it where the
      * backend's buffers live. */
     rc = bp_train_device_open(c->device.kind, c->device.dtype == BP_DTYPE_BF16,
-                              node_rank(t->world), &t->dev,
-                              err);
+                              node_rank(t->world), &t->dev, err);
     if ((rc = agree(t, rc, err))) return rc;
     bp_comm_memory mem = {(void *)t->dev.be, mem_owns, mem_to_host, mem_to_device};
     if (!t->dev.be->host_memory && (rc = bp_comm_set_memory(t->world, &mem)))
@@ -382,10 +376,6 @@ static int stream_length(const trainer *t) {
     return k;
 }
 
-/* The next k steps (one stream of the pipeline); fills their records. A stop
- * request agreed within a long step abandons it: *done is 0, the data drawn for
- * it is put back, and the run stops as after the step before (whose checkpoint
- * is then saved, so that a resumed run goes on exactly). */
 /* The next k steps' inputs: their micro-batches drawn, their learning rates. */
 static void step_inputs(trainer *t, int k, bp_grid_step_in *in, bp_step_record *r) {
     for (int i = 0; i < k; i++) {
@@ -411,6 +401,10 @@ static void note_bucket_choice(trainer *t) {
                     tune.chosen_mb, (long long)tune.step + 1);
 }
 
+/* The next k steps (one stream of the pipeline); fills their records. A stop
+ * request agreed within a long step abandons it: *done is 0, the data drawn for
+ * it is put back, and the run stops as after the step before (whose checkpoint
+ * is then saved, so that a resumed run goes on exactly). */
 static bp_status train_steps(trainer *t, int k, bp_step_record *r, int *done, bp_err *err) {
     inject_process_fault(t);
     double t0 = bp_now();
@@ -527,24 +521,22 @@ static int cmp_double(const void *a, const void *b) {
  * schedule, and adding them up would count each stage tp times): time computing,
  * time idle (bubbles), the most micro-batches stashed at once, their activation
  * memory, and the backward sends (all and compressed) over the run, with the
- * compressed ones' mean relative error. */
-static bp_status stage_summary(trainer *t, bp_err *err) {
+ * compressed ones' mean relative error: this rank's stage totals ps. */
+static bp_status stage_summary(trainer *t, const bp_pipe_stats *ps, bp_err *err) {
     enum { KEYS = BP_STAGE_KEYS };
     int S = t->grid.pp;
     float v[KEYS * S];
     memset(v, 0, sizeof v);
-    bp_pipe_stats ps;
-    bp_stage_totals(t->stage, &ps);
     if (trainer_in_replica0(t) && t->grid.t == 0) {
         int p = t->grid.p;
-        v[BP_STAGE_BUSY * S + p] = (float)ps.busy_s;
-        v[BP_STAGE_IDLE * S + p] = (float)ps.idle_s;
-        v[BP_STAGE_PEAK_STASH * S + p] = (float)ps.peak_stash;
-        v[BP_STAGE_ACT_BYTES * S + p] = (float)ps.act_bytes;
-        v[BP_STAGE_BWD_SENDS * S + p] = (float)ps.cb_sends;
-        v[BP_STAGE_BWD_COMPRESSED * S + p] = (float)ps.cb_compressed;
-        if (ps.cb_compressed)
-            v[BP_STAGE_BWD_REL_ERR * S + p] = (float)(ps.cb_rel_err / (double)ps.cb_compressed);
+        v[BP_STAGE_BUSY * S + p] = (float)ps->busy_s;
+        v[BP_STAGE_IDLE * S + p] = (float)ps->idle_s;
+        v[BP_STAGE_PEAK_STASH * S + p] = (float)ps->peak_stash;
+        v[BP_STAGE_ACT_BYTES * S + p] = (float)ps->act_bytes;
+        v[BP_STAGE_BWD_SENDS * S + p] = (float)ps->cb_sends;
+        v[BP_STAGE_BWD_COMPRESSED * S + p] = (float)ps->cb_compressed;
+        if (ps->cb_compressed)
+            v[BP_STAGE_BWD_REL_ERR * S + p] = (float)(ps->cb_rel_err / (double)ps->cb_compressed);
     }
     bp_status rc = t->size > 1 ? bp_allreduce_sum(t->meta, v, (size_t)(KEYS * S)) : BP_OK;
     if (rc) return bp_comm_fail(t->meta, rc, err);
@@ -570,7 +562,7 @@ static bp_status summary(trainer *t, bp_err *err) {
         .optim_bytes = params * (uint64_t)bp_optim_num_buffers(&bp_stage_optim(t->stage, 0)->cfg),
         .act_bytes = ps.act_bytes * (uint64_t)ps.peak_stash,
     };
-    bp_status rc = stage_summary(t, err);
+    bp_status rc = stage_summary(t, &ps, err);
     bp_metrics_summary(&t->metrics, &m);
     return rc ? rc : bp_metrics_check(&t->metrics, err);
 }
