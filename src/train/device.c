@@ -2,6 +2,8 @@
  * built (cmake/cuda.cmake), the only file above core/ that names it. */
 
 #include "train/device.h"
+
+#include "core/denormals.h"
 #ifdef BP_HAVE_CUDA
 #include "core/cuda/backend_cuda.h"
 #include "nn/cuda/model_cuda.h"
@@ -22,12 +24,18 @@ static bp_status open_cuda(bool bf16, int gpu, bp_train_device *out, bp_err *err
     return rc;
 }
 
-bp_status bp_train_device_open(bp_device_kind kind, bool bf16, int gpu, bp_train_device *out,
+void bp_train_denormals(const bp_device_settings *s) {
+    bp_denormals_flush(s->denormals == BP_DENORMALS_FLUSH);
+}
+
+bp_status bp_train_device_open(const bp_device_settings *s, int gpu, bp_train_device *out,
                                bp_err *err) {
+    bool bf16 = s->dtype == BP_DTYPE_BF16;
     *out = (bp_train_device){.be = bp_backend_cpu()};
-    if (kind == BP_DEVICE_CUDA) return open_cuda(bf16, gpu, out, err);
+    bp_train_denormals(s);
+    if (s->kind == BP_DEVICE_CUDA) return open_cuda(bf16, gpu, out, err);
     if (bf16) return bp_fail(err, BP_EUSAGE, "option --dtype bf16: needs --device cuda");
-    if (kind == BP_DEVICE_CHECK) out->be = bp_backend_check();
+    if (s->kind == BP_DEVICE_CHECK) out->be = bp_backend_check();
     return BP_OK;
 }
 
@@ -59,8 +67,15 @@ static const bp_option options[] = {
                   "--device cuda: fp32 (TF32 matrix products), or bf16 mixed precision over "
                   "fp32 master weights",
                   NULL),
+    BP_OPT_CHOOSE(S, "denormals", denormals, "flush|keep",
+                  "CPU arithmetic on denormal floats (below 1.2e-38): flush them to zero as "
+                  "GPUs' fast math does, or keep them (IEEE, many times slower on them)",
+                  NULL),
 };
 #undef S
 static const bp_device_settings defaults = {
-    .kind = BP_DEVICE_CPU, .gpu_comm = BP_GPU_COMM_AUTO, .dtype = BP_DTYPE_FP32};
+    .kind = BP_DEVICE_CPU,
+    .gpu_comm = BP_GPU_COMM_AUTO,
+    .dtype = BP_DTYPE_FP32,
+    .denormals = BP_DENORMALS_FLUSH};
 const bp_option_group bp_device_options = BP_OPTION_GROUP(options, defaults);

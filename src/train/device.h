@@ -18,13 +18,16 @@ typedef enum bp_gpu_comm { BP_GPU_COMM_AUTO, BP_GPU_COMM_NCCL, BP_GPU_COMM_MPI }
 /* Precision of the GPU's computation (--dtype): fp32, or bf16 activations and weight
  * copies over fp32 master weights, gradients and optimizer state. */
 typedef enum bp_dtype { BP_DTYPE_FP32, BP_DTYPE_BF16 } bp_dtype;
+/* The CPU's arithmetic on denormal floats (--denormals, core/denormals.h). */
+typedef enum bp_denormals { BP_DENORMALS_FLUSH, BP_DENORMALS_KEEP } bp_denormals;
 
-/* The device's settings (--device, --gpu-comm, --dtype), set by the options that
- * device.c declares. */
+/* The device's settings (--device, --gpu-comm, --dtype, --denormals), set by the
+ * options that device.c declares. */
 typedef struct bp_device_settings {
     bp_device_kind kind;
     bp_gpu_comm gpu_comm;
     bp_dtype dtype;
+    bp_denormals denormals;
 } bp_device_settings;
 
 extern const bp_option_group bp_device_options;
@@ -36,12 +39,17 @@ typedef struct bp_train_device {
     bool opened; /* be was made for this run: bp_train_device_close releases it */
 } bp_train_device;
 
-/* The device `kind`; on cuda, GPU `gpu` of this machine's (a rank's index among the
+/* The device s->kind; on cuda, GPU `gpu` of this machine's (a rank's index among the
  * ranks of its node, modulo the GPUs: each rank its own GPU where there are enough,
  * several ranks sharing one otherwise). bf16 only on cuda. Refused with one line
- * naming the option where the device cannot be used. */
-bp_status bp_train_device_open(bp_device_kind kind, bool bf16, int gpu, bp_train_device *out,
+ * naming the option where the device cannot be used. Sets the calling thread's
+ * arithmetic on denormals (bp_train_denormals), which the threads it starts later
+ * inherit. */
+bp_status bp_train_device_open(const bp_device_settings *s, int gpu, bp_train_device *out,
                                bp_err *err);
+/* The calling thread's float arithmetic as s->denormals says (core/denormals.h): for
+ * the commands that compute on the CPU without opening a device (simulate --measure). */
+void bp_train_denormals(const bp_device_settings *s);
 void bp_train_device_close(bp_train_device *d);
 
 /* Moves m (made and initialized on the host) onto the device. */

@@ -119,7 +119,8 @@ bp_status bp_sample_run(const bp_sample_config *c, FILE *out, bp_err *err) {
         rc = bp_fail(err, BP_EFORMAT, "checkpoint %s: vocabulary of %d is too large", c->ckpt,
                      mc->vocab);
     bp_train_device dev = {0};
-    if (rc == BP_OK) rc = bp_train_device_open(c->device, false, 0, &dev, err);
+    bp_device_settings ds = {.kind = (bp_device_kind)c->device, .denormals = BP_DENORMALS_FLUSH};
+    if (rc == BP_OK) rc = bp_train_device_open(&ds, 0, &dev, err);
     if (rc == BP_OK) rc = bp_train_device_adopt(&dev, m, err);
     if (rc == BP_OK) rc = generate(m, c, out, err);
     bp_model_destroy(m);

@@ -75,6 +75,7 @@ bp_status bp_sim_measure(const bp_simulate_config *c, int micro_B, bp_sim_profil
     p->micro_B = micro_B;
     p->tp = 1; /* whole blocks; the simulator scales them to a tp shard */
     bp_blas_set_threads(c->train.threads);
+    bp_train_denormals(&c->train.device); /* as the run would compute */
     bp_status rc = time_blocks(c, &p->mc, micro_B, p, err);
     bp_optim_config oc;
     bp_train_optim_config(&c->train, &oc);

@@ -214,8 +214,7 @@ static bp_status setup_world(trainer *t, bp_err *err) {
             return bp_comm_fail(groups[g], rc, err);
     /* The training groups are split from the world and learn from it where the
      * backend's buffers live. */
-    rc = bp_train_device_open(c->device.kind, c->device.dtype == BP_DTYPE_BF16,
-                              node_rank(t->world), &t->dev, err);
+    rc = bp_train_device_open(&c->device, node_rank(t->world), &t->dev, err);
     if ((rc = agree(t, rc, err))) return rc;
     bp_comm_memory mem = {(void *)t->dev.be, mem_owns, mem_to_host, mem_to_device};
     if (!t->dev.be->host_memory && (rc = bp_comm_set_memory(t->world, &mem)))

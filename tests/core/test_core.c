@@ -1,6 +1,9 @@
 /* core/: status messages, aligned buffers and arena, RNG reproducibility and
- * distribution, and the BLAS wrapper against a naive product. */
+ * distribution, the BLAS wrapper against a naive product, and flushing denormals
+ * (in this thread and in a thread it starts). */
+#include <float.h>
 #include <math.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -11,6 +14,7 @@
 
 #include "core/blas.h"
 #include "core/buf.h"
+#include "core/denormals.h"
 #include "core/rng.h"
 #include "core/timer.h"
 
@@ -137,12 +141,42 @@ static void test_timer_monotonic(void **state) {
     assert_true(t1 - t0 < 0.5);
 }
 
+/* A denormal product, and a denormal taken as an input: both zero when flushed. The
+ * volatiles keep the compiler from folding them at build time. */
+static void *denormal_results(void *out) {
+    volatile float tiny = FLT_MIN, half = 0.5f, denormal = FLT_MIN / 4;
+    float *r = out;
+    r[0] = tiny * half;
+    r[1] = denormal * 1.0f;
+    return NULL;
+}
+
+static void test_denormals_flush(void **state) {
+    (void)state;
+    float r[2];
+    if (!bp_denormals_flush(false)) skip(); /* a CPU without the mode */
+    denormal_results(r);
+    assert_true(r[0] > 0 && r[0] < FLT_MIN);
+    assert_true(r[1] > 0);
+    assert_true(bp_denormals_flush(true));
+    denormal_results(r);
+    assert_true(r[0] == 0 && r[1] == 0);
+    pthread_t th; /* a thread started now inherits the mode */
+    r[0] = r[1] = 1;
+    assert_int_equal(pthread_create(&th, NULL, denormal_results, r), 0);
+    pthread_join(th, NULL);
+    assert_true(r[0] == 0 && r[1] == 0);
+    bp_denormals_flush(false);
+    denormal_results(r);
+    assert_true(r[0] > 0 && r[1] > 0);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_status_context),     cmocka_unit_test(test_alloc_aligned_zeroed),
         cmocka_unit_test(test_arena),              cmocka_unit_test(test_rng_reproducible_and_streams),
         cmocka_unit_test(test_rng_distribution),   cmocka_unit_test(test_sgemm_all_transposes),
-        cmocka_unit_test(test_timer_monotonic),
+        cmocka_unit_test(test_timer_monotonic),    cmocka_unit_test(test_denormals_flush),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
