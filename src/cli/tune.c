@@ -254,6 +254,7 @@ bp_status bp_cli_tune(const bp_tune_config *c, const char *prog, int argc, char 
     p.progress = show_progress;
     p.progress_ctx = &ps;
     bp_blas_set_threads(c->train.threads);
+    bp_train_denormals(&c->train.device); /* the profile computes as the runs will */
     bp_tune_result t;
     bp_tune_trial tr = {0};
     if ((rc = bp_tune_search(&p, &t, err))) return rc;
