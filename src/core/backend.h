@@ -70,6 +70,13 @@ struct bp_backend {
     bp_status (*alloc)(const bp_backend *be, void **out, size_t bytes, const char *what,
                        bp_err *err);
     void (*free)(const bp_backend *be, void *p); /* NULL is ignored */
+    /* Host memory of `bytes` (> 0) that the copies below move fastest: pinned on cuda
+     * (slow to allocate, so callers keep it: comm/'s staging pool), ordinary aligned
+     * memory on cpu and check (where `owns` does not claim it: only the backend's
+     * own calls reach check's memory). */
+    bp_status (*host_alloc)(const bp_backend *be, void **out, size_t bytes, const char *what,
+                            bp_err *err);
+    void (*host_free)(const bp_backend *be, void *p); /* NULL is ignored */
     void (*to_device)(const bp_backend *be, void *dst, const void *host_src, size_t bytes);
     void (*to_host)(const bp_backend *be, void *host_dst, const void *src, size_t bytes);
     /* Within the device. */

@@ -126,6 +126,18 @@ static void check_free(const bp_backend *be, void *p) {
 
 static const bp_backend *cpu(void) { return bp_backend_cpu(); }
 
+/* Host memory stays the host's: the cpu backend's, outside the checked mappings. */
+static bp_status check_host_alloc(const bp_backend *be, void **out, size_t bytes,
+                                  const char *what, bp_err *err) {
+    (void)be;
+    return cpu()->host_alloc(cpu(), out, bytes, what, err);
+}
+
+static void check_host_free(const bp_backend *be, void *p) {
+    (void)be;
+    cpu()->host_free(cpu(), p);
+}
+
 static void check_to_device(const bp_backend *be, void *dst, const void *src, size_t bytes) {
     (void)be;
     mapping *d = open_buf(dst, bytes);
@@ -253,6 +265,8 @@ static const bp_backend check = {
     .host_memory = false,
     .alloc = check_alloc,
     .free = check_free,
+    .host_alloc = check_host_alloc,
+    .host_free = check_host_free,
     .to_device = check_to_device,
     .to_host = check_to_host,
     .copy = check_copy,

@@ -203,6 +203,29 @@ static void test_check_faults_on_host_access(void **state) {
     bp_backend_cpu()->free(bp_backend_cpu(), c);
 }
 
+/* Host memory from the table is the host's, whatever the backend: the checking
+ * backend neither claims nor protects it (comm/ stages device buffers in it). */
+static void test_host_memory(void **state) {
+    (void)state;
+    const bp_backend *bes[2] = {bp_backend_cpu(), bp_backend_check()};
+    for (int k = 0; k < 2; k++) {
+        const bp_backend *be = bes[k];
+        float x[N], *h = NULL;
+        bp_err err;
+        random_fill(x, N, 5);
+        assert_int_equal(be->host_alloc(be, (void **)&h, N * sizeof *h, "test", &err), BP_OK);
+        memcpy(h, x, sizeof x);
+        float *d = upload(be, h, N);
+        memset(h, 0, sizeof x);
+        download(be, h, d, N);
+        assert_same_bits(h, x, N);
+        assert_int_equal(in_child(host_write, h), 0);
+        if (be == bp_backend_check()) assert_false(be->owns(be, h));
+        be->host_free(be, h);
+        be->free(be, d);
+    }
+}
+
 static void test_by_name(void **state) {
     (void)state;
     bp_err err;
@@ -216,7 +239,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_cpu_ops),   cmocka_unit_test(test_check_ops),
         cmocka_unit_test(test_events),    cmocka_unit_test(test_check_faults_on_host_access),
-        cmocka_unit_test(test_by_name),
+        cmocka_unit_test(test_host_memory), cmocka_unit_test(test_by_name),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -124,6 +124,23 @@ static void streams(const bp_backend *be) {
     free(x), free(h);
 }
 
+/* Pinned host memory: the host writes it, copies go through it both ways, and the
+ * backend does not take it for device memory (comm/ stages through it). */
+static void host_memory(const bp_backend *be) {
+    bp_err err = {0};
+    float *pinned, *x = cu_normal(N, 1, 13), *dx = dev_copy(be, NULL, N);
+    cu_ok(be->host_alloc(be, (void **)&pinned, N * sizeof *pinned, "test", &err), &err);
+    memcpy(pinned, x, N * sizeof *x);
+    bp_backend_put(be, dx, pinned, N);
+    memset(pinned, 0, N * sizeof *pinned);
+    bp_backend_get(be, pinned, dx, N);
+    failures += cu_check("through pinned host memory", BP_CUDA_F32, pinned, x, N);
+    failures += be->owns(be, pinned) != false;
+    be->host_free(be, pinned);
+    be->free(be, dx);
+    free(x);
+}
+
 int main(void) {
     cu_require_gpu();
     bp_cuda *c = cu_context();
@@ -139,6 +156,7 @@ int main(void) {
     a.kind = BP_UPDATE_QADAM, a.moments = true, update(be, a, "qadam warm-up");
     a.moments = false, update(be, a, "qadam");
     streams(be);
+    host_memory(be);
     cu_ok(bp_cuda_sync(c, "the backend's operations", &err), &err);
     bp_backend_cuda_destroy(be);
     bp_cuda_destroy(c);

@@ -40,6 +40,18 @@ static void cuda_free(const bp_backend *be, void *p) {
     bp_cuda_free(p);
 }
 
+/* Pinned, so that the copies run at the bus's full speed without a bounce buffer. */
+static bp_status cuda_host_alloc(const bp_backend *be, void **out, size_t bytes, const char *what,
+                                 bp_err *err) {
+    (void)ctx(be);
+    return bp_cuda_alloc_host(out, bytes, what, err);
+}
+
+static void cuda_host_free(const bp_backend *be, void *p) {
+    (void)ctx(be);
+    bp_cuda_free_host(p);
+}
+
 /* The copies keep a failure as the context's first error: the table's copies return
  * nothing, and the step's next synchronization reports it. */
 static void cuda_to_device(const bp_backend *be, void *dst, const void *src, size_t bytes) {
@@ -186,6 +198,8 @@ static const bp_backend cuda_table = {
     .host_memory = false,
     .alloc = cuda_alloc,
     .free = cuda_free,
+    .host_alloc = cuda_host_alloc,
+    .host_free = cuda_host_free,
     .to_device = cuda_to_device,
     .to_host = cuda_to_host,
     .copy = cuda_copy,
