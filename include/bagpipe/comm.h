@@ -158,12 +158,23 @@ bp_trace *bp_comm_trace(const bp_comm *c);
  * direct path is the CUDA build's). Groups made from c (split, dup) inherit it.
  * Asynchronous averaging, which reads its buffer from another thread for as long
  * as it runs, refuses device memory. mem == NULL: host memory only. ctx is passed
- * first to every call (the owner of the memory: a device context, a backend). */
+ * first to every call (the owner of the memory: a device context, a backend).
+ *
+ * host_alloc and host_free (optional, both or neither) give the host memory the
+ * device copies fastest from and to (pinned memory on CUDA: pageable memory goes
+ * through the driver's bounce buffer at about half the bandwidth); host_alloc
+ * returns NULL on failure. Since such memory is slow to allocate (milliseconds for
+ * cudaMallocHost), each group keeps the host copies it made in a small pool and
+ * reuses them for later operations; they are freed through host_free when the
+ * group is destroyed or its memory is set again. Without them the copies are
+ * ordinary aligned memory. Set the memory while no operation runs on c. */
 typedef struct bp_comm_memory {
     void *ctx;
     bool (*owns)(void *ctx, const void *p);
     void (*to_host)(void *ctx, void *host_dst, const void *src, size_t bytes);
     void (*to_device)(void *ctx, void *dst, const void *host_src, size_t bytes);
+    void *(*host_alloc)(void *ctx, size_t bytes);
+    void (*host_free)(void *ctx, void *p);
 } bp_comm_memory;
 bp_status bp_comm_set_memory(bp_comm *c, const bp_comm_memory *mem);
 

@@ -70,6 +70,7 @@ static bp_status group_new(MPI_Comm mpi, const char *name, bp_world *w, bp_comm 
     c->nodes = 1;
     snprintf(c->name, sizeof c->name, "%s", name);
     pthread_mutex_init(&c->mu, NULL);
+    bpc_pool_init(c);
     pthread_mutex_lock(&w->mu);
     w->refs++;
     pthread_mutex_unlock(&w->mu);
@@ -98,6 +99,7 @@ bp_status bp_comm_destroy(bp_comm *c) {
     bp_world *w = c->world;
     free(c->proc);
     bp_free(c->scratch);
+    bpc_pool_destroy(c);
     pthread_mutex_destroy(&c->mu);
     free(c);
     world_release(w);
@@ -177,7 +179,7 @@ static bp_status derive(bp_comm *c, const char *call, MPI_Comm made, int mpi_rc,
     if (rc == BP_OK) {
         (*out)->path = c->path;
         (*out)->poll_s = c->poll_s;
-        (*out)->mem = c->mem;
+        (*out)->mem = c->mem; /* the callbacks; its staging pool is its own */
         return BP_OK;
     }
     bp_comm_destroy(*out);

@@ -71,6 +71,15 @@ typedef struct bp_world {
     pthread_cond_t wake;
 } bp_world;
 
+/* A host block that stages device buffers (memory.c): n floats at p. */
+typedef struct bpc_block {
+    float *p;
+    size_t n;
+} bpc_block;
+
+/* Free blocks a group keeps for its next stagings; more are freed when returned. */
+#define BPC_POOL_KEEP 8
+
 struct bp_comm {
     MPI_Comm mpi;    /* our messages, the user's (tags apart) and MPI's collectives */
     MPI_Comm stamps; /* emulation: the arrival time of each message, same tag */
@@ -95,22 +104,36 @@ struct bp_comm {
     bp_trace *trace;          /* bp_comm_set_trace; NULL: off */
     bp_comm_memory mem;       /* bp_comm_set_memory; owns == NULL: host memory only */
     const char *trace_group;  /* the name, owned by the trace */
+    /* Free staging blocks of this group (memory.c), reused because pinned memory is
+     * slow to allocate. Several stagings may be live at once, from several threads,
+     * so the pool has a lock of its own (not mu: it is held only over the list,
+     * never around another lock or a callback, so no order between locks arises). */
+    pthread_mutex_t pool_mu;
+    bpc_block pool[BPC_POOL_KEEP];
+    int pool_count;
 };
 
 /* --- device memory (memory.c) ------------------------------------------------------ */
 
 /* A device buffer seen as host memory for one operation. */
 typedef struct bpc_staged {
-    float *dev;  /* the caller's buffer; NULL: nothing staged */
-    float *host; /* its host copy */
+    float *dev;      /* the caller's buffer; NULL: nothing staged */
     size_t n;
+    bpc_block block; /* its host copy in the first n floats; back to c's pool after */
 } bpc_staged;
-/* When *x is device memory of c, replaces *x by a host copy of its n floats, filled
- * from the device when `in` is set; s records what bpc_unstage undoes. */
+/* When *x is device memory of c, replaces *x by a host copy of its n floats (a block
+ * of c's pool, or a new one), filled from the device when `in` is set; s records
+ * what bpc_unstage undoes. Several may be live at once, from several threads. */
 bp_status bpc_stage(bp_comm *c, float **x, size_t n, bool in, bpc_staged *s);
-/* Writes the staged copy back to the device when `out` is set and rc is BP_OK, frees
- * it and returns rc, so that an operation can end with `return bpc_unstage(...)`. */
+/* Writes the staged copy back to the device when `out` is set and rc is BP_OK, gives
+ * the block back to c's pool and returns rc, so that an operation can end with
+ * `return bpc_unstage(...)`. */
 bp_status bpc_unstage(bp_comm *c, bpc_staged *s, bool out, bp_status rc);
+/* The pool of a new group, and its end: every free block goes back through c's
+ * host_free (bpc_pool_drain also at bp_comm_set_memory, before the callbacks change). */
+void bpc_pool_init(bp_comm *c);
+void bpc_pool_drain(bp_comm *c);
+void bpc_pool_destroy(bp_comm *c);
 /* Whether x is device memory of c. */
 bool bpc_on_device(const bp_comm *c, const void *x);
 

@@ -200,6 +200,17 @@ static void mem_to_device(void *ctx, void *dst, const void *host_src, size_t byt
     const bp_backend *be = ctx;
     be->to_device(be, dst, host_src, bytes);
 }
+/* comm/ reports a failure itself, with the size it wanted. */
+static void *mem_host_alloc(void *ctx, size_t bytes) {
+    const bp_backend *be = ctx;
+    void *p = NULL;
+    bp_err err;
+    return be->host_alloc(be, &p, bytes, "a staging buffer", &err) == BP_OK ? p : NULL;
+}
+static void mem_host_free(void *ctx, void *p) {
+    const bp_backend *be = ctx;
+    be->host_free(be, p);
+}
 
 /* The bookkeeping group beside the world, both watched, and the run's device. */
 static bp_status setup_world(trainer *t, bp_err *err) {
@@ -216,7 +227,12 @@ static bp_status setup_world(trainer *t, bp_err *err) {
      * backend's buffers live. */
     rc = bp_train_device_open(&c->device, node_rank(t->world), &t->dev, err);
     if ((rc = agree(t, rc, err))) return rc;
-    bp_comm_memory mem = {(void *)t->dev.be, mem_owns, mem_to_host, mem_to_device};
+    bp_comm_memory mem = {.ctx = (void *)t->dev.be,
+                          .owns = mem_owns,
+                          .to_host = mem_to_host,
+                          .to_device = mem_to_device,
+                          .host_alloc = mem_host_alloc,
+                          .host_free = mem_host_free};
     if (!t->dev.be->host_memory && (rc = bp_comm_set_memory(t->world, &mem)))
         return bp_comm_fail(t->world, rc, err);
     return BP_OK;
