@@ -50,6 +50,7 @@ static void step_cost(const bp_dp_cost_env *e, size_t n, bp_dp_step_cost *out) {
 const bp_dp_algo_ops bp_avgpipe_ops = {
     .kind = BP_DP_WEIGHT,
     .local_replicas = true,
+    .fill_defaults = bp_dp_ea_fill_defaults,
     .check = bp_dp_ea_check,
     .create = bp_dp_easgd_create,
     .destroy = bp_dp_easgd_destroy,

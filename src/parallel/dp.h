@@ -75,6 +75,9 @@ bp_status bp_dp_config_check(const bp_dp_config *cfg, int size, bp_optim_kind op
 double bp_dp_ea_default_alpha(int n);
 /* n for cfg on a dp group of `size` ranks (easgd: size; avgpipe: cfg->replicas). */
 int bp_dp_ea_replicas(const bp_dp_config *cfg, int size);
+/* --ea-alpha's default for the replicas that average (easgd's and AvgPipe's
+ * fill_defaults). */
+void bp_dp_ea_fill_defaults(bp_dp_config *cfg, int size);
 /* The options of algorithm `algo`, offsets within its slot of bp_dp_settings
  * (NULL: it has none, or no such algorithm). */
 const struct bp_option_group *bp_dp_algo_options(int algo);

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "core/device.h"
+#include "parallel/dp/algo.h"
 #include "parallel/dp/easgd.h"
 
 #define OFF(f) offsetof(bp_train_config, f)
@@ -128,6 +129,11 @@ void bp_train_config_defaults(bp_train_config *c) {
     bp_options_place_defaults(places, feature_places(places), c);
 }
 
+/* The algorithm the run's replicas agree by: AvgPipe's with --pipelines, else --dp-algo's. */
+static int run_algo(const bp_train_config *c) {
+    return c->avgpipe.pipelines > 0 ? BP_DP_AVGPIPE : c->dp_algo;
+}
+
 static void fill_defaults(bp_train_config *c) {
     const bp_model_facts *f = bp_model_kind_facts((bp_model_kind)c->model);
     bp_data_settings_fill(&c->data, f->data);
@@ -135,10 +141,10 @@ static void fill_defaults(bp_train_config *c) {
     if (c->steps < 0) c->steps = f->steps ? f->steps : f->train_samples / c->batch;
     bp_optim_settings *o = &c->optim;
     if (o->kind < 0) o->kind = (int)f->optim;
-    /* QAdam freezes the second moment after its warm-up, so its decay decides what
-     * the rest of the run divides by: Bagua's QAdamOptimizer keeps Adam's 0.999. */
-    if (o->beta2 < 0)
-        o->beta2 = c->dp_algo == BP_DP_QADAM && c->avgpipe.pipelines == 0 ? 0.999 : 0.95;
+    if (o->beta2 < 0) {
+        const bp_dp_algo_ops *ops = bp_dp_ops(run_algo(c));
+        o->beta2 = ops->default_beta2 > 0 ? ops->default_beta2 : 0.95;
+    }
     if (o->lr < 0) o->lr = f->lr;
     if (o->lr_schedule < 0) o->lr_schedule = (int)f->lr_schedule;
     if (!c->out[0]) snprintf(c->out, sizeof c->out, "runs/%s", f->name);
@@ -181,13 +187,11 @@ bp_status bp_train_config_finalize(bp_train_config *c, bp_err *err) {
     if (strlen(c->metrics) == 0)
         return bp_fail(err, BP_EUSAGE, "option --out: path too long");
     if (c->device.kind == BP_DEVICE_CUDA && check_cuda(c, err)) return BP_EUSAGE;
-    /* The averaging thread reads the weights on the host while the step runs, which
-     * only the cpu backend's memory allows. */
-    if (c->device.kind != BP_DEVICE_CPU && c->dp_algo == BP_DP_ASYNC)
+    if (c->device.kind != BP_DEVICE_CPU && bp_dp_ops(run_algo(c))->reads_weights_on_host)
         return bp_fail(err, BP_EUSAGE,
-                       "option --dp-algo: async does not run on --device %s (its averaging "
-                       "thread reads the weights while the step runs)",
-                       bp_device_name(c->device.kind));
+                       "option --dp-algo: %s does not run on --device %s (a thread of its "
+                       "own reads the weights while the step runs)",
+                       bp_dp_algo_name(run_algo(c)), bp_device_name(c->device.kind));
     const bp_device_settings *d = &c->device;
     if (d->kind != BP_DEVICE_CUDA && (d->dtype != BP_DTYPE_FP32 || d->gpu_comm != BP_GPU_COMM_AUTO))
         return bp_fail(err, BP_EUSAGE, "option --%s: needs --device cuda",
@@ -208,7 +212,7 @@ void bp_train_optim_config(const bp_train_config *c, bp_optim_config *o) {
 
 void bp_train_dp_config(const bp_train_config *c, bp_dp_config *d) {
     *d = (bp_dp_config){
-        .algo = c->avgpipe.pipelines > 0 ? BP_DP_AVGPIPE : c->dp_algo,
+        .algo = run_algo(c),
         .settings = c->dp_settings,
         .replicas = bp_train_replicas(c),
         .hierarchical = c->comm.hierarchical,
@@ -293,10 +297,11 @@ bp_status bp_train_config_check_world(bp_train_config *c, int world, bp_err *err
     if (rc) return rc;
     bp_dp_config d;
     bp_train_dp_config(c, &d);
-    bp_easgd_settings *ea = bp_easgd_in(&c->dp_settings);
-    if (ea->alpha < 0)
-        ea->alpha = bp_easgd_in(&d.settings)->alpha =
-            bp_dp_ea_default_alpha(bp_dp_ea_replicas(&d, c->dp));
+    const bp_dp_algo_ops *ops = bp_dp_ops(d.algo);
+    if (ops->fill_defaults) {
+        ops->fill_defaults(&d, c->dp);
+        c->dp_settings = d.settings;
+    }
     return bp_dp_config_check(&d, c->dp, (bp_optim_kind)c->optim.kind, err);
 }
 

@@ -48,6 +48,14 @@ struct bp_dp_algo_ops {
     /* Its options, offsets within its slot of bp_dp_settings (parallel/dp/settings.h),
      * placed among train's by the registry (NULL: none). */
     const bp_option_group *options;
+    /* AdamW's beta2 where --beta2 is not given (0: the common 0.95). */
+    double default_beta2;
+    /* A thread of its own reads the weights on the host while the step runs: it needs
+     * a backend whose memory the host reads (the cpu's). */
+    bool reads_weights_on_host;
+    /* Fill the settings left at their "depends on the group" value for a group of
+     * `size` ranks, before check (NULL: none). */
+    void (*fill_defaults)(bp_dp_config *cfg, int size);
     /* Refuse settings that cannot work on a group of `size` ranks with optimizer
      * `optim`; the message names the option. NULL: anything goes. */
     bp_status (*check)(const bp_dp_config *cfg, int size, bp_optim_kind optim, bp_err *err);

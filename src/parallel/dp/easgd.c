@@ -58,6 +58,11 @@ int bp_dp_ea_replicas(const bp_dp_config *c, int size) {
     return c->algo == BP_DP_AVGPIPE ? (c->replicas > 0 ? c->replicas : 1) : size;
 }
 
+void bp_dp_ea_fill_defaults(bp_dp_config *c, int size) {
+    bp_easgd_settings *s = bp_easgd_in(&c->settings);
+    if (s->alpha < 0) s->alpha = bp_dp_ea_default_alpha(bp_dp_ea_replicas(c, size));
+}
+
 bp_status bp_dp_ea_check(const bp_dp_config *c, int size, bp_optim_kind optim, bp_err *err) {
     (void)optim;
     int n = bp_dp_ea_replicas(c, size);
@@ -99,6 +104,7 @@ static const bp_option_group option_group = BP_OPTION_GROUP(options, defaults);
 const bp_dp_algo_ops bp_dp_easgd = {
     .kind = BP_DP_WEIGHT,
     .options = &option_group,
+    .fill_defaults = bp_dp_ea_fill_defaults,
     .check = bp_dp_ea_check,
     .create = bp_dp_easgd_create,
     .destroy = bp_dp_easgd_destroy,

@@ -126,5 +126,8 @@ const bp_dp_algo_ops bp_dp_qadam = {
     .bucket = bucket,
     .update = update,
     .describe = describe,
+    /* The second moment is frozen after the warm-up, so its decay decides what the rest
+     * of the run divides by: Bagua's QAdamOptimizer keeps Adam's 0.999. */
+    .default_beta2 = 0.999,
     .cost = {.step = step_cost, .warmup = warmup, .state = 0.5}, /* the codec's bytes */
 };
