@@ -78,7 +78,7 @@ static bp_status train_config(int argc, char **argv, int world, bp_train_config 
     bp_status rc = bp_options_parse(opts, n, cfg, argc, argv, help, err);
     if (*help) {
         printf("usage: [mpirun -np W] bagpipe train [options]\n\noptions:\n");
-        bp_options_print_help(stdout, opts, n, &defaults);
+        bp_train_print_help(stdout, opts, n, NULL, &defaults);
         printf("\n" EXIT_CODES);
     }
     free(opts);
@@ -179,7 +179,7 @@ static int cmd_tune(int argc, char **argv, const char *prog) {
         printf("usage: bagpipe tune [options]\n\n"
                "The options of bagpipe train; --pipelines, --micro-batches or --schedule, when\n"
                "given, fixes that choice instead of searching it. Then tune's own.\n\noptions:\n");
-        bp_options_print_help(stdout, opts, n, &defaults);
+        bp_train_print_help(stdout, opts, n, "tune", &defaults);
     }
     free(opts);
     if (rc == BP_OK && !help) rc = bp_tune_config_finalize(&cfg, &err);
@@ -203,7 +203,7 @@ static int cmd_simulate(int argc, char **argv) {
         printf("usage: bagpipe simulate [options]\n\n"
                "The options of bagpipe train (--dp defaults to 1), then simulate's own.\n"
                "Exactly one of --measure, --profile and --device-flops.\n\noptions:\n");
-        bp_options_print_help(stdout, opts, n, &defaults);
+        bp_train_print_help(stdout, opts, n, "simulate", &defaults);
     }
     free(opts);
     if (rc == BP_OK && !help) rc = bp_simulate_config_finalize(&cfg, &err);
@@ -229,7 +229,7 @@ static int cmd_plan(int argc, char **argv, const char *prog) {
         printf("usage: [mpirun -np W] bagpipe plan [options]\n\n"
                "The options of bagpipe train but those plan chooses (the grid, schedule, dp\n"
                "algorithm and their settings), then plan's own.\n\noptions:\n");
-        bp_options_print_help(stdout, opts, n, &defaults);
+        bp_train_print_help(stdout, opts, n, "plan", &defaults);
     }
     free(opts);
     if (rc == BP_OK && !help) rc = bp_plan_config_finalize(&cfg, argc, argv, &err);

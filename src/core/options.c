@@ -193,6 +193,23 @@ void bp_options_print_help(FILE *f, const bp_option *opts, int n_opts, const voi
     }
 }
 
+/* A heading, then the n options it heads (none when n is 0). */
+static void print_section(FILE *f, const char *title, const bp_option *opts, int n,
+                          const void *defaults) {
+    if (n == 0) return;
+    if (title) fprintf(f, "\n%s:\n", title);
+    bp_options_print_help(f, opts, n, defaults);
+}
+
+void bp_options_print_help_placed(FILE *f, const bp_option *opts, const bp_option_place *places,
+                                  int n_places, int n_own, const char *own_title,
+                                  const void *defaults) {
+    int k = 0;
+    for (int g = 0; g < n_places; k += places[g++].group->n)
+        print_section(f, places[g].title, opts + k, places[g].group->n, defaults);
+    print_section(f, own_title, opts + k, n_own, defaults);
+}
+
 void bp_options_print_shell_word(FILE *f, const char *word) {
     static const char safe[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-+=.,/:@%";
     if (*word && strspn(word, safe) == strlen(word)) {

@@ -64,7 +64,8 @@ typedef struct bp_option_group {
 
 typedef struct bp_option_place {
     const bp_option_group *group;
-    size_t base; /* offsetof the group's settings in the target struct */
+    size_t base;       /* offsetof the group's settings in the target struct */
+    const char *title; /* its heading in --help (NULL: none) */
 } bp_option_place;
 
 /* The placed groups' options, offsets moved by their base, followed by `own`
@@ -82,6 +83,11 @@ bp_status bp_options_parse(const bp_option *opts, int n_opts, void *target, int 
 
 /* One line per option: name, metavar, help and the default read from `defaults`. */
 void bp_options_print_help(FILE *f, const bp_option *opts, int n_opts, const void *defaults);
+/* The help of a table bp_options_compose made from places and n_own options of the
+ * command's own: each place's options under its title, then the own under own_title. */
+void bp_options_print_help_placed(FILE *f, const bp_option *opts, const bp_option_place *places,
+                                  int n_places, int n_own, const char *own_title,
+                                  const void *defaults);
 
 /* Write " word" to f as a POSIX shell reads it back: bare when it holds only safe
  * characters, else in single quotes. Used to print command lines a user can paste. */

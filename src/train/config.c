@@ -72,19 +72,23 @@ static const bp_option_group training_group = {training_options,
  * lists them: those before the data-parallel algorithms', then each algorithm's in
  * its slot of dp_settings, in the registry's order, then those after. */
 static const bp_option_place features_before[] = {
-    {&training_group, 0},
-    {&bp_model_options, OFF(shape)},
-    {&bp_optim_options, OFF(optim)},
-    {&bp_data_options, OFF(data)},
-    {&bp_pipeline_options, OFF(pipeline)},
-    {&bp_avgpipe_options, OFF(avgpipe)},
+    {&training_group, 0, NULL},
+    {&bp_model_options, OFF(shape), "model"},
+    {&bp_optim_options, OFF(optim), "optimizer"},
+    {&bp_data_options, OFF(data), "data"},
+    {&bp_pipeline_options, OFF(pipeline), "pipeline"},
+    {&bp_avgpipe_options, OFF(avgpipe), "AvgPipe"},
 };
 static const bp_option_place features_after[] = {
-    {&bp_communication_options, OFF(comm)},
-    {&bp_occ_options, OFF(occ)},
-    {&bp_device_options, OFF(device)},
-    {&bp_fault_options, OFF(faults)},
+    {&bp_communication_options, OFF(comm), "communication"},
+    {&bp_occ_options, OFF(occ), "Optimus-CC"},
+    {&bp_device_options, OFF(device), "device"},
+    {&bp_fault_options, OFF(faults), "testing: faults"},
 };
+/* Each algorithm's heading: "--dp-algo <name>". */
+#define ALGO_TITLE(id, name, ops) "--dp-algo " name,
+static const char *const algo_titles[] = {BP_DP_ALGOS(ALGO_TITLE)};
+#undef ALGO_TITLE
 #define N_BEFORE ((int)(sizeof features_before / sizeof features_before[0]))
 #define N_AFTER ((int)(sizeof features_after / sizeof features_after[0]))
 enum { MAX_PLACES = N_BEFORE + BP_DP_N_ALGOS + N_AFTER };
@@ -97,7 +101,8 @@ static int feature_places(bp_option_place *out) {
         const bp_option_group *g = bp_dp_algo_options(a);
         assert(!g || g->size <= BP_DP_SETTINGS_BYTES);
         if (g)
-            out[n++] = (bp_option_place){g, OFF(dp_settings) + (size_t)a * BP_DP_SETTINGS_BYTES};
+            out[n++] = (bp_option_place){g, OFF(dp_settings) + (size_t)a * BP_DP_SETTINGS_BYTES,
+                                         algo_titles[a]};
     }
     for (int i = 0; i < N_AFTER; i++) out[n++] = features_after[i];
     return n;
@@ -106,6 +111,14 @@ static int feature_places(bp_option_place *out) {
 bp_option *bp_train_options_with(const bp_option *own, int n_own, int *n) {
     bp_option_place places[MAX_PLACES];
     return bp_options_compose(places, feature_places(places), own, n_own, n);
+}
+
+void bp_train_print_help(FILE *f, const bp_option *opts, int n_opts, const char *own_title,
+                         const void *defaults) {
+    bp_option_place places[MAX_PLACES];
+    int n = feature_places(places), n_own = n_opts;
+    for (int g = 0; g < n; g++) n_own -= places[g].group->n;
+    bp_options_print_help_placed(f, opts, places, n, n_own, own_title, defaults);
 }
 
 void bp_train_config_defaults(bp_train_config *c) {

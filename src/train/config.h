@@ -82,6 +82,11 @@ void bp_train_config_defaults(bp_train_config *c);
 /* train's options followed by a command's own (simulate, tune, plan; none: NULL, 0),
  * in a new array the caller frees; NULL when out of memory. */
 bp_option *bp_train_options_with(const bp_option *own, int n_own, int *n);
+/* --help of the n_opts options bp_train_options_with made: each feature's under its
+ * heading (the run's own first, without one), then the command's own under
+ * own_title. */
+void bp_train_print_help(FILE *f, const bp_option *opts, int n_opts, const char *own_title,
+                         const void *defaults);
 /* Fill model-dependent defaults and check combinations; messages name the option. */
 bp_status bp_train_config_finalize(bp_train_config *c, bp_err *err);
 

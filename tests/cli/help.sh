@@ -17,4 +17,18 @@ for cmd in train sample; do
     if grep -q "unknown option" "$WORK/err"; then fail "$cmd lists $opt but rejects it"; fi
   done
 done
+
+# train --help lists each feature's options under the feature's heading.
+"$BP" train --help >"$WORK/help"
+heading_of() { awk -v o="$1" '/^[^ ].*:$/ {h = $0} $1 == o {print h; exit}' "$WORK/help"; }
+for pair in "--layers|model:" "--lr|optimizer:" "--qadam-warmup|--dp-algo qadam:" \
+  "--ea-alpha|--dp-algo easgd:" "--pipelines|AvgPipe:" "--cb|Optimus-CC:" \
+  "--bucket-mb|communication:" "--denormals|device:"; do
+  opt=${pair%%|*} want=${pair#*|}
+  got=$(heading_of "$opt")
+  [ "$got" = "$want" ] || fail "train --help lists $opt under '$got', expected '$want'"
+done
+[ "$(heading_of --steps)" = "options:" ] || fail "train --help: the run's own options have a heading"
+"$BP" simulate --help >"$WORK/help"
+[ "$(heading_of --measure)" = "simulate:" ] || fail "simulate --help: its own options are not under 'simulate:'"
 echo "ok"
