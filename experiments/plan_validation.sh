@@ -21,8 +21,9 @@ A gpt of 2 layers and 64 channels, batch 16, one rank per host. Per setting, `ba
 plan` ran on the shaped hosts (bandwidth by the kernel's tbf; latency by the runtime's
 emulation, --net lat=..., since this kernel has no netem) and ranked every
 configuration; its top ones (and, with SPREAD, ones further down its ranking) and
-plain allreduce then trained a few steps there (median step time of steps 3 on; the
-count is in the log's command line). Each configuration also trained once unshaped on this
+plain allreduce then trained a few steps there (mean step time of steps 3 on, over a
+multiple of 4 steps so that easgd's and AvgPipe's averaging every 4 steps counts in
+full; the count is in the log's command line). Each configuration also trained once unshaped on this
 machine's ranks for its validation curve (losses do not depend on the network); the
 target is allreduce's validation loss at 60% of its steps, and a configuration's
 measured time to the loss is its steps to the target times its shaped step time.

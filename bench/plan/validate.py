@@ -6,13 +6,14 @@ per host; tbf shapes the bandwidth, and the latency, which this kernel cannot ad
 (no netem), is the runtime's emulation, --net lat=L, passed to plan and to every run);
 `bagpipe plan` on those ranks ranks the configurations; the top ones (and plain
 allreduce, the target's source) each train a few steps there, shaped, for their
-median step time. With --spread S, S more are
+mean step time over whole averaging periods. With --spread S, S more are
 taken down the ranking (ranks 2 top, 4 top, ...). The losses do not depend on the network: each configuration
 trains once, unshaped, on this machine's ranks, and its steps to the target loss
 (allreduce's validation loss at 60% of its steps) times its shaped step time is its
 measured time to the loss. Per setting: the regret of plan's first pick (its measured
 time over the best measured, less 1) and Spearman's rank correlation of predicted
-against measured time to the loss.
+against measured time to the loss. --rescore FILE recomputes a saved --json FILE's
+measured columns from its runs (in --out) instead of running anything.
 """
 import argparse, json, math, os, subprocess, sys, time
 
@@ -42,9 +43,18 @@ def records(rundir, kind):
         return [r for r in map(json.loads, f) if r.get("type") == kind]
 
 
-def median(x):
-    x = sorted(x)
-    return x[len(x) // 2] if x else math.nan
+# Steps between averagings that a timed window spans whole: easgd and AvgPipe
+# average every 4 steps by default, decentralized every 1 or 2.
+PERIOD = 4
+
+
+def timed_step_ms(rundir):
+    """Mean step time of the last steps from step 3 on, a multiple of PERIOD of them: a
+    median would take a step without averaging for the typical one and miss the
+    averaging's cost altogether (easgd at 20 Mbit/s: 30 ms median, several times the mean)."""
+    ms = [r["step_ms"] for r in records(rundir, "step") if r["step"] >= 3]
+    ms = ms[len(ms) % PERIOD:] if len(ms) >= PERIOD else ms
+    return sum(ms) / len(ms) if ms else math.nan
 
 
 def steps_to(curve, target):
@@ -117,10 +127,9 @@ def setting(hosts, rate, lat, a, out):
             sh([CLUSTER, "mpirun", "-np", str(hosts), BP, "train"] + MODEL + k["args"].split() +
                ["--net", f"lat={lat}", "--steps", str(a.timed_steps), "--eval-every", "0",
                 "--log-every", "1", "--out", rundir], f"timed run {tag} {k['args']}")
-            ms = [r["step_ms"] for r in records(rundir, "step") if r["step"] >= 3]
             rows.append({"args": k["args"], "plan_rank": k["rank"], "pred_step_ms": k["step_s"] * 1e3,
                          "pred_to_loss_s": k["time_to_loss_s"], "factor": k["steps_factor"],
-                         "meas_step_ms": median(ms)})
+                         "rundir": rundir, "meas_step_ms": timed_step_ms(rundir)})
         return {"hosts": hosts, "rate": rate, "lat": lat, "plan_s": plan_s, "rows": rows,
                 "network": plan["network"], "load_before": before, "load_after": load1()}
     finally:
@@ -129,10 +138,21 @@ def setting(hosts, rate, lat, a, out):
 
 def loss_run(hosts, args, a, out, i):
     rundir = os.path.join(out, f"loss_h{hosts}_{i}")
-    sh([MPIRUN, "-np", str(hosts), BP, "train"] + MODEL + args.split() +
-       ["--steps", str(a.steps), "--eval-every", str(a.eval_every), "--eval-batches", "5",
-        "--log-every", "50", "--out", rundir], f"loss run h{hosts} {args}")
+    if not a.rescore:
+        sh([MPIRUN, "-np", str(hosts), BP, "train"] + MODEL + args.split() +
+           ["--steps", str(a.steps), "--eval-every", str(a.eval_every), "--eval-batches", "5",
+            "--log-every", "50", "--out", rundir], f"loss run h{hosts} {args}")
     return [(r["step"], r["val_loss"]) for r in records(rundir, "eval")]
+
+
+def rescored(s, out):
+    """Setting s of a saved --json with its measured step times taken again from its
+    timed runs (named as setting() names them)."""
+    tag = f"h{s['hosts']}_{s['rate']}_{s['lat']}"
+    for i, r in enumerate(s["rows"]):
+        r["rundir"] = r.get("rundir", os.path.join(out, f"timed_{tag}_{i}"))
+        r["meas_step_ms"] = timed_step_ms(r["rundir"])
+    return s
 
 
 def score(s, curves, target):
@@ -184,11 +204,16 @@ def main():
     p.add_argument("--out", required=True)
     p.add_argument("--json", required=True)
     p.add_argument("--markdown", required=True)
+    p.add_argument("--rescore", default="")
     a = p.parse_args()
     os.makedirs(a.out, exist_ok=True)
     results = []
+    saved = json.load(open(a.rescore)) if a.rescore else []
     for hosts in map(int, a.hosts.split(",")):
-        mine = [setting(hosts, *st.split(":"), a, a.out) for st in a.settings.split(",")]
+        if a.rescore:
+            mine = [rescored(s, a.out) for s in saved if s["hosts"] == hosts]
+        else:
+            mine = [setting(hosts, *st.split(":"), a, a.out) for st in a.settings.split(",")]
         for s in mine:
             print(f"{hosts} hosts {s['rate']}/{s['lat']}: plan {s['plan_s']:.1f} s, "
                   f"{len(s['rows'])} configurations timed", flush=True)
