@@ -18,18 +18,6 @@ static void cpu_free(const bp_backend *be, void *p) {
     bp_free(p);
 }
 
-/* Host memory is what the copies read fastest already. */
-static bp_status cpu_host_alloc(const bp_backend *be, void **out, size_t bytes, const char *what,
-                                bp_err *err) {
-    (void)be;
-    return bp_alloc_checked(out, bytes, what, err);
-}
-
-static void cpu_host_free(const bp_backend *be, void *p) {
-    (void)be;
-    bp_free(p);
-}
-
 static void cpu_copy(const bp_backend *be, void *dst, const void *src, size_t bytes) {
     (void)be;
     if (bytes) memmove(dst, src, bytes);
@@ -199,8 +187,9 @@ static const bp_backend cpu = {
     .host_memory = true,
     .alloc = cpu_alloc,
     .free = cpu_free,
-    .host_alloc = cpu_host_alloc,
-    .host_free = cpu_host_free,
+    /* Its memory is host memory, what the copies read fastest already. */
+    .host_alloc = cpu_alloc,
+    .host_free = cpu_free,
     .to_device = cpu_copy,
     .to_host = cpu_copy,
     .copy = cpu_copy,
