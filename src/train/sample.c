@@ -119,7 +119,9 @@ bp_status bp_sample_run(const bp_sample_config *c, FILE *out, bp_err *err) {
         rc = bp_fail(err, BP_EFORMAT, "checkpoint %s: vocabulary of %d is too large", c->ckpt,
                      mc->vocab);
     bp_train_device dev = {0};
-    bp_device_settings ds = {.kind = (bp_device_kind)c->device, .denormals = BP_DENORMALS_FLUSH};
+    /* --device's defaults (device.c's group) but for the device sample was asked for. */
+    bp_device_settings ds = *(const bp_device_settings *)bp_device_options.defaults;
+    ds.kind = (bp_device_kind)c->device;
     if (rc == BP_OK) rc = bp_train_device_open(&ds, 0, &dev, err);
     if (rc == BP_OK) rc = bp_train_device_adopt(&dev, m, err);
     if (rc == BP_OK) rc = generate(m, c, out, err);
