@@ -75,6 +75,9 @@ static void print_header(const bp_plan_config *c, const bp_plan_result *r, FILE 
         fprintf(out, "statistical efficiency: --trials, %d steps of the leading kinds here; steps to "
                      "loss %.4f (allreduce's at 60%%) over allreduce's; others from the table",
                 c->trials, r->trial_target);
+    else if (c->factors[0])
+        fprintf(out, "statistical efficiency: --factors %s, %d kinds an earlier --trials measured; "
+                     "others from the table", c->factors, r->factor_kinds);
     else
         fprintf(out, "statistical efficiency: the table of measured studies (docs/results), steps to "
                      "the loss allreduce reaches in %lld steps", (long long)t->steps);
@@ -202,7 +205,8 @@ static bp_status write_json(const bp_plan_config *c, const bp_plan_result *r, co
                "\"steps\":%lld,\"efficiency\":\"%s\",\"mem_cap_MB\":%.6g,\"seconds\":%.4g,"
                "\"model\":\"%s\",",
             r->world, r->nodes, r->per_node, (long long)c->train.steps,
-            c->trials > 0 ? "trials" : "table", MB(r->mem_cap_bytes), r->seconds, r->model);
+            c->trials > 0 ? "trials" : c->factors[0] ? "factors" : "table", MB(r->mem_cap_bytes),
+            r->seconds, r->model);
     json_network(f, r);
     fprintf(f, ",\"dropped\":{\"refused\":%d,\"diverges\":%d,\"memory\":%d},\"ranking\":[\n",
             r->dropped[BP_PLAN_REFUSED], r->dropped[BP_PLAN_DIVERGES], r->dropped[BP_PLAN_MEMORY]);

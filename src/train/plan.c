@@ -28,6 +28,13 @@ static const bp_option plan_options[] = {
     {"trials", BP_OPT_INT, OFF(trials), 0, NULL, 0, 1 << 20, "K",
      "instead of the shipped table: train the leading kinds of configuration (and allreduce) K "
      "steps each on these ranks and measure their steps to a loss", "0: the table"},
+    {"trial-kinds", BP_OPT_INT, OFF(trial_kinds), 0, NULL, 1, BP_PLAN_MAX_TRIAL_KINDS, "N",
+     "--trials: kinds of update to try (dp algorithm and replicas, AvgPipe's N, Optimus-CC's "
+     "flags), allreduce among them", NULL},
+    {"factors", BP_OPT_STRING, OFF(factors), sizeof(((bp_plan_config *)0)->factors), NULL, 0, 0,
+     "FILE",
+     "instead of the shipped table: the factors an earlier plan --trials measured, from its --json "
+     "FILE (the same model; steps to a loss do not depend on the network)", "none"},
     {"vocab", BP_OPT_INT, OFF(vocab), 0, NULL, 1, 1 << 24, "V",
      "gpt's vocabulary, e.g. 50257 for GPT-2's tokens (training runs on 256 bytes)", "256"},
 };
@@ -50,6 +57,7 @@ void bp_plan_config_defaults(bp_plan_config *c) {
     strcpy(c->json, "plan.json");
     c->top = 10;
     c->efficiency = 0.5;
+    c->trial_kinds = 6;
 }
 
 /* The option argv[i] names ("--dp=2" and "--dp" alike), its length in *len. */
@@ -90,6 +98,12 @@ bp_status bp_plan_config_finalize(bp_plan_config *c, int argc, char **argv, bp_e
         return bp_fail(err, BP_EUSAGE, "option --vocab: a vocabulary of tokens; this model reads none");
     if (c->cluster[0] && c->trials > 0)
         return bp_fail(err, BP_EUSAGE, "option --trials: runs on the job's ranks, not with --cluster");
+    if (c->factors[0] && c->trials > 0)
+        return bp_fail(err, BP_EUSAGE, "option --factors: takes an earlier --trials' factors; not with --trials");
+    if (c->factors[0]) {
+        rc = bp_plan_factors_check(c, bp_model_kind_name((bp_model_kind)t->model), err);
+        if (rc) return rc;
+    }
     if (c->cluster[0]) {
         bp_plan_cluster cl;
         rc = bp_plan_cluster_parse(c->cluster, &cl, err);
@@ -280,6 +294,7 @@ bp_status bp_plan_run(const bp_plan_config *c, bp_comm *world, int argc, char **
     else rc = measured_machine(c, world, r, &prof, &m, err);
     if (rc == BP_OK) rc = bp_plan_enumerate(c, r, err);
     if (rc == BP_OK) rc = bp_plan_evaluate(c, world, &m, argc, argv, r, err);
+    if (rc == BP_OK && c->factors[0]) rc = bp_plan_factors_apply(c, r, err);
     if (rc == BP_OK) bp_plan_rank(c, r);
     r->trial_target = NAN;
     if (rc == BP_OK && c->trials > 0) rc = bp_plan_trials(c, world, argc, argv, r, err);

@@ -25,7 +25,8 @@
  * embedding sync only where it ties a tensor. The table holds factors measured on
  * gpt for every kind of update and on mlp for those plan chooses for mlp; a kind not
  * measured on the model takes gpt's, which the output and that factor's source say,
- * and --trials measures the model's own. */
+ * and --trials measures the model's own (--factors reuses what an earlier --trials
+ * measured: a kind's steps to a loss do not depend on the network). */
 #ifndef BP_TRAIN_PLAN_H
 #define BP_TRAIN_PLAN_H
 
@@ -47,7 +48,12 @@ typedef struct bp_plan_config {
     double efficiency;  /* --cluster: share of the device's peak reached */
     int vocab;          /* gpt's vocabulary (0: train's, 256 bytes) */
     int trials;         /* steps of each trial (0: the shipped table instead) */
+    int trial_kinds;    /* kinds of update tried, allreduce among them */
+    char factors[BP_PATH_MAX]; /* an earlier --trials' ranking to take factors from ("": none) */
 } bp_plan_config;
+
+/* The most kinds --trials tries. */
+#define BP_PLAN_MAX_TRIAL_KINDS 32
 
 void bp_plan_config_defaults(bp_plan_config *c);
 /* The train options followed by plan's own, in a table the caller frees. */
@@ -77,9 +83,9 @@ typedef struct bp_plan_candidate {
     double factor;   /* steps to the loss over allreduce's */
     const char *source;   /* where the table's factor comes from (static text) */
     const char *source_model; /* the model the table's factor was measured on (NULL: none) */
-    bool trialled;        /* factor from --trials, described by trial_source; no pointer into
-                           * the candidate itself, since ranking moves candidates */
-    char trial_source[128];
+    bool trialled;        /* factor from --trials (or --factors), described by trial_source; no
+                           * pointer into the candidate itself, since ranking moves candidates */
+    char trial_source[384];
     double to_loss_s; /* --steps x factor x step_s */
     char part[256];  /* the partition simulated (and printed) */
 } bp_plan_candidate;
@@ -95,6 +101,7 @@ typedef struct bp_plan_result {
     int n_cand;
     int dropped[4];          /* by verdict */
     double trial_target;     /* --trials: the loss (NAN: none) */
+    int factor_kinds;        /* --factors: the kinds the file's trials measured */
     bool ranked;
     double seconds;
 } bp_plan_result;

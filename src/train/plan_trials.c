@@ -1,10 +1,12 @@
 /* `bagpipe plan --trials K`: the statistical efficiency measured here instead of the
  * shipped table. Among the leading configurations that fit, one per kind of update
- * (the dp algorithm, AvgPipe's N, Optimus-CC's flags: what the steps to a loss depend
- * on), and plain allreduce, each trains K steps on the job's ranks (evaluating every
- * K / 10); the target is allreduce's validation loss at 60% of its steps, and a
- * kind's factor is its steps to the target over allreduce's (never reached within K:
- * infinite, so it ranks last). Kinds not trialled keep the table's factor. */
+ * (the dp algorithm and the number of its replicas, AvgPipe's N, Optimus-CC's flags:
+ * what the steps to a loss depend on; at most --trial-kinds), and plain allreduce,
+ * each trains K steps on the job's ranks (evaluating every K / 10); the target is
+ * allreduce's validation loss at 60% of its steps, and a kind's factor is its steps to
+ * the target over allreduce's (never reached within K: infinite, so it ranks last).
+ * A kind with one replica and no Optimus-CC flag updates as one process does (factor
+ * 1) and is not tried. Kinds not trialled keep the table's factor. */
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -15,11 +17,16 @@
 #include "train/plan_impl.h"
 #include "train/trainer.h"
 
-enum { TRIAL_POINTS = 10, MAX_KINDS = 6 };
+enum { TRIAL_POINTS = 10, MAX_KINDS = BP_PLAN_MAX_TRIAL_KINDS };
 
 static bool same_kind(const bp_plan_knobs *a, const bp_plan_knobs *b) {
     return a->algo == b->algo && a->pipelines == b->pipelines && a->sc == b->sc && a->cb == b->cb &&
-           a->fe == b->fe && (a->dp > 1) == (b->dp > 1);
+           a->fe == b->fe && a->dp == b->dp;
+}
+
+/* One replica without Optimus-CC: the updates of one process, nothing to measure. */
+static bool plain(const bp_plan_knobs *k) {
+    return k->dp <= 1 && !k->pipelines && !k->sc && !k->cb && !k->fe;
 }
 
 /* The trial's run of candidate k: its configuration for K steps into dir. */
@@ -64,7 +71,7 @@ static double steps_to(const double *s, const double *l, int n, double target) {
 }
 
 /* The kinds to try: plain allreduce over all ranks first, then the leading ones. */
-static int pick_kinds(const bp_plan_result *r, int *pick) {
+static int pick_kinds(const bp_plan_result *r, int max, int *pick) {
     int n = 0;
     for (int i = 0; i < r->n_cand && n == 0; i++) {
         const bp_plan_candidate *k = &r->cand[i];
@@ -72,8 +79,8 @@ static int pick_kinds(const bp_plan_result *r, int *pick) {
             !k->knobs.cb && !k->knobs.fe && !k->knobs.pipelines)
             pick[n++] = i;
     }
-    for (int i = 0; i < r->n_cand && n < MAX_KINDS; i++) {
-        bool seen = r->cand[i].verdict != BP_PLAN_OK;
+    for (int i = 0; i < r->n_cand && n < max; i++) {
+        bool seen = r->cand[i].verdict != BP_PLAN_OK || plain(&r->cand[i].knobs);
         for (int j = 0; j < n && !seen; j++) seen = same_kind(&r->cand[pick[j]].knobs, &r->cand[i].knobs);
         if (!seen) pick[n++] = i;
     }
@@ -82,7 +89,7 @@ static int pick_kinds(const bp_plan_result *r, int *pick) {
 
 bp_status bp_plan_trials(const bp_plan_config *c, bp_comm *world, int argc, char **argv,
                          bp_plan_result *r, bp_err *err) {
-    int pick[MAX_KINDS], n = pick_kinds(r, pick), cap = TRIAL_POINTS + 2;
+    int pick[MAX_KINDS], n = pick_kinds(r, c->trial_kinds, pick), cap = TRIAL_POINTS + 2;
     if (n == 0 || r->cand[pick[0]].dp != r->world)
         return bp_fail(err, BP_EUSAGE, "option --trials: plain allreduce over every rank does not fit");
     double s[MAX_KINDS][TRIAL_POINTS + 2], l[MAX_KINDS][TRIAL_POINTS + 2];

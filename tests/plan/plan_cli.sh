@@ -124,9 +124,10 @@ assert all(k["efficiency_model"] == "mlp" for k in r if k["dp"] > 1 or k["pipeli
 PY
 first_trains "$WORK/mlp"
 
-# --trials: the leading kinds trained here; allreduce's factor is 1 by definition, the
-# others' are their own steps to the loss over allreduce's.
-LAUNCH_TIMEOUT=240 launch 2 "$BP" plan "${TINY[@]}" --trials 20 --json "$WORK/t.json" >"$WORK/t" 2>"$WORK/t.err" ||
+# --trials: the leading kinds trained here, at most --trial-kinds, none of one replica
+# alone; allreduce's factor is 1 by definition, the others' are their own steps to the
+# loss over allreduce's.
+LAUNCH_TIMEOUT=240 launch 2 "$BP" plan "${TINY[@]}" --trials 20 --trial-kinds 4 --json "$WORK/t.json" >"$WORK/t" 2>"$WORK/t.err" ||
   fail "plan --trials exited $?: $(cat "$WORK/t.err")"
 grep -q "^statistical efficiency: --trials, 20 steps" "$WORK/t" || fail "trials line: $(cat "$WORK/t")"
 check_json "$WORK/t.json" "$WORK/t" 2
@@ -138,9 +139,38 @@ ar = [k for k in r if k["trialled"] and k["algo"] == "allreduce" and k["dp"] == 
 assert ar and all(k["steps_factor"] == 1 for k in ar), ar
 tried = {k["algo"] for k in r if k["trialled"]}
 assert len(tried) >= 2, tried
+kinds = {(k["algo"], k["dp"], k["pipelines"], k["sc"], k["cb"], k["fe"]) for k in r if k["trialled"]}
+assert len(kinds) <= 4 and all(k[1] > 1 or k[2] or any(k[3:]) for k in kinds), kinds
 assert all(k["efficiency_source"].startswith("trial of 20 steps") for k in r if k["trialled"])
 assert all(not k["efficiency_source"].startswith("trial") for k in r if not k["trialled"])
 PY
+
+# --factors: those trials' factors, kind by kind (algorithm, replicas, AvgPipe's N,
+# Optimus-CC's flags), in a plan of a described cluster of as many ranks; the file
+# must be a ranking of the same model holding trialled factors.
+"$BP" plan "${TINY[@]}" --factors "$WORK/t.json" --json "$WORK/f.json" \
+  --cluster nodes=2,per-node=1,flops=1e12,mem-bw=1e11,intra-bw=1Gbit,intra-lat=1us,inter-bw=1Gbit,inter-lat=1ms \
+  >"$WORK/f" || fail "plan --factors exited $?"
+grep -q "^statistical efficiency: --factors $WORK/t.json, [0-9]* kinds an earlier --trials measured" "$WORK/f" ||
+  fail "factors line: $(sed -n 4p "$WORK/f")"
+check_json "$WORK/f.json" "$WORK/f" 2
+python3 - "$WORK/t.json" "$WORK/f.json" <<'PY' || fail "factors: $(head -c 800 "$WORK/f.json")"
+import json, sys
+t, f = (json.load(open(p)) for p in sys.argv[1:])
+kind = lambda k: (k["algo"], k["dp"], k["pipelines"], k["sc"], k["cb"], k["fe"])
+tried = {kind(k): k["steps_factor"] for k in t["ranking"] if k["trialled"]}
+assert f["efficiency"] == "factors"
+for k in f["ranking"]:
+    assert k["trialled"] == (kind(k) in tried), k
+    if k["trialled"]:
+        assert k["steps_factor"] == tried[kind(k)] and k["efficiency_source"].startswith(sys.argv[1] + ": trial of 20 steps"), k
+assert sum(k["trialled"] for k in f["ranking"]) >= 2
+PY
+bad "option --factors: cannot open $WORK/none.json" --factors "$WORK/none.json"
+bad "option --factors: $WORK/t is not JSON" --factors "$WORK/t"
+bad "option --factors: $WORK/m.json holds no factor measured by --trials" --factors "$WORK/m.json"
+bad "option --factors: $WORK/f.json planned another model" --model mlp --factors "$WORK/f.json"
+bad "option --factors: takes an earlier --trials' factors; not with --trials" --factors "$WORK/t.json" --trials 5
 
 # mlp with --trials: its own factors measured here, the untried ones still gpt's.
 LAUNCH_TIMEOUT=240 launch 2 "$BP" plan "${MLP[@]}" --trials 20 --json "$WORK/mt.json" >"$WORK/mt" 2>"$WORK/mt.err" ||
