@@ -6,12 +6,13 @@
 # correlation of predicted against measured time to the loss.
 # Environment: BAGPIPE (binary), RUNS_DIR, HOSTS (2,4), SETTINGS (rate:latency,...),
 # TOP (6), SPREAD (0: configurations taken further down the ranking), TIMED (12 steps
-# per shaped run), STEPS (300).
+# per shaped run), STEPS (300), TRIAL_KINDS (16: plan's factors from --trials over that
+# many kinds, once per host count, unshaped; 0: the shipped table).
 source "$(dirname "$0")/lib.sh"
 study_begin plan_validation "bagpipe plan: predicted against measured time to a loss"
 BAGPIPE=$BP /usr/bin/python3 "$ROOT/bench/plan/validate.py" --hosts "${HOSTS:-2,4}" \
   --settings "${SETTINGS:-10gbit:0.1ms,1gbit:1ms,100mbit:5ms,20mbit:20ms}" --top "${TOP:-6}" \
-  --spread "${SPREAD:-0}" --timed-steps "${TIMED:-12}" --steps "${STEPS:-300}" --out "$RUNS" --json "$OUT/validate.json" --markdown "$OUT/table.md" |
+  --spread "${SPREAD:-0}" --timed-steps "${TIMED:-12}" --steps "${STEPS:-300}" --trial-kinds "${TRIAL_KINDS:-16}" --out "$RUNS" --json "$OUT/validate.json" --markdown "$OUT/table.md" |
   tee "$OUT/log.txt"
 {
   study_header
@@ -30,10 +31,15 @@ measured time to the loss is its steps to the target times its shaped step time.
 Regret: plan's first pick's measured time over the best measured, less 1 (target:
 within 10%). Spearman: rank correlation of predicted and measured time to the loss
 among the configurations timed (target >= 0.8), and of the step times alone.
+Statistical efficiency: with TRIAL_KINDS > 0, `bagpipe plan --trials STEPS --trial-kinds
+TRIAL_KINDS` ran once per host count on this machine's ranks, unshaped (a kind's steps to
+a loss do not depend on the network), and each setting's plan took those factors with
+`--factors`; kinds beyond them keep the shipped table's (measured on the default gpt).
 
 TXT
   echo "Parameters: hosts ${HOSTS:-2,4}; settings ${SETTINGS:-10gbit:0.1ms,1gbit:1ms,100mbit:5ms,20mbit:20ms};"
-  echo "top ${TOP:-6}, spread ${SPREAD:-0}, ${TIMED:-12} timed steps, ${STEPS:-300} steps for the losses; binary $BP."
+  echo "top ${TOP:-6}, spread ${SPREAD:-0}, ${TIMED:-12} timed steps, ${STEPS:-300} steps for the losses;"
+  echo "trial kinds ${TRIAL_KINDS:-16}; binary $BP."
   echo
   cat "$OUT/table.md"
 } >"$OUT/README.md"

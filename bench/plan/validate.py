@@ -12,7 +12,10 @@ trains once, unshaped, on this machine's ranks, and its steps to the target loss
 (allreduce's validation loss at 60% of its steps) times its shaped step time is its
 measured time to the loss. Per setting: the regret of plan's first pick (its measured
 time over the best measured, less 1) and Spearman's rank correlation of predicted
-against measured time to the loss. --rescore FILE recomputes a saved --json FILE's
+against measured time to the loss. With --trial-kinds N, plan's statistical efficiency
+comes from `plan --trials` (N kinds, --steps steps each), run once per host count on
+this machine's unshaped ranks and given to each setting's plan as --factors, instead
+of the table measured on the default gpt. --rescore FILE recomputes a saved --json FILE's
 measured columns from its runs (in --out) instead of running anything.
 """
 import argparse, json, math, os, subprocess, sys, time
@@ -98,7 +101,21 @@ def baseline(hosts):
     return f"--dp {hosts} --pp 1 --tp 1 --micro-batches 1 --schedule 1f1b --dp-algo allreduce --bucket-mb 10"
 
 
-def setting(hosts, rate, lat, a, out):
+def trials(hosts, a, out):
+    """With --trial-kinds: plan --trials once on this machine's ranks, unshaped (a kind's
+    steps to a loss do not depend on the network); every setting's plan then takes its
+    factors (--factors). Returns plan's options for that and the trials' seconds."""
+    if not a.trial_kinds:
+        return [], 0.0
+    fj = os.path.join(out, f"factors_h{hosts}.json")
+    t0 = time.time()
+    sh([MPIRUN, "-np", str(hosts), BP, "plan"] + MODEL +
+       ["--steps", str(a.steps), "--trials", str(a.steps), "--trial-kinds", str(a.trial_kinds),
+        "--json", fj], f"plan --trials h{hosts}")
+    return ["--factors", fj], time.time() - t0
+
+
+def setting(hosts, rate, lat, a, out, factors):
     """Plan on the shaped cluster, then each listed configuration's shaped step time."""
     tag = f"h{hosts}_{rate}_{lat}"
     sh([CLUSTER, "up", str(hosts), "--rate", rate], "cluster up")
@@ -106,7 +123,7 @@ def setting(hosts, rate, lat, a, out):
         before = load1()
         t0 = time.time()
         pj = os.path.join(out, f"plan_{tag}.json")
-        sh([CLUSTER, "mpirun", "-np", str(hosts), BP, "plan"] + MODEL +
+        sh([CLUSTER, "mpirun", "-np", str(hosts), BP, "plan"] + MODEL + factors +
            ["--steps", str(a.steps), "--net", f"lat={lat}", "--json", pj], f"plan {tag}")
         plan_s = time.time() - t0
         with open(pj) as f:
@@ -205,6 +222,9 @@ def main():
     p.add_argument("--json", required=True)
     p.add_argument("--markdown", required=True)
     p.add_argument("--rescore", default="")
+    p.add_argument("--trial-kinds", type=int, default=0,
+                   help="factors from plan --trials over this many kinds, run once per host count "
+                        "unshaped (0: plan's shipped table)")
     a = p.parse_args()
     os.makedirs(a.out, exist_ok=True)
     results = []
@@ -213,7 +233,11 @@ def main():
         if a.rescore:
             mine = [rescored(s, a.out) for s in saved if s["hosts"] == hosts]
         else:
-            mine = [setting(hosts, *st.split(":"), a, a.out) for st in a.settings.split(",")]
+            factors, took = trials(hosts, a, a.out)
+            if factors:
+                print(f"{hosts} hosts: plan --trials {a.steps} --trial-kinds {a.trial_kinds} "
+                      f"unshaped, {took:.0f} s", flush=True)
+            mine = [setting(hosts, *st.split(":"), a, a.out, factors) for st in a.settings.split(",")]
         for s in mine:
             print(f"{hosts} hosts {s['rate']}/{s['lat']}: plan {s['plan_s']:.1f} s, "
                   f"{len(s['rows'])} configurations timed", flush=True)
