@@ -7,12 +7,13 @@
 # Environment: BAGPIPE (binary), RUNS_DIR, HOSTS (2,4), SETTINGS (rate:latency,...),
 # TOP (6), SPREAD (0: configurations taken further down the ranking), TIMED (12 steps
 # per shaped run), STEPS (300), TRIAL_KINDS (16: plan's factors from --trials over that
-# many kinds, once per host count, unshaped; 0: the shipped table).
+# many kinds, once per host count, unshaped; 0: the shipped table), PASSES (2: each
+# configuration timed that many times per setting, every other pass in reverse order).
 source "$(dirname "$0")/lib.sh"
 study_begin plan_validation "bagpipe plan: predicted against measured time to a loss"
 BAGPIPE=$BP /usr/bin/python3 "$ROOT/bench/plan/validate.py" --hosts "${HOSTS:-2,4}" \
   --settings "${SETTINGS:-10gbit:0.1ms,1gbit:1ms,100mbit:5ms,20mbit:20ms}" --top "${TOP:-6}" \
-  --spread "${SPREAD:-0}" --timed-steps "${TIMED:-12}" --steps "${STEPS:-300}" --trial-kinds "${TRIAL_KINDS:-16}" --out "$RUNS" --json "$OUT/validate.json" --markdown "$OUT/table.md" |
+  --spread "${SPREAD:-0}" --timed-steps "${TIMED:-12}" --steps "${STEPS:-300}" --trial-kinds "${TRIAL_KINDS:-16}" --passes "${PASSES:-2}" --out "$RUNS" --json "$OUT/validate.json" --markdown "$OUT/table.md" |
   tee "$OUT/log.txt"
 {
   study_header
@@ -24,7 +25,8 @@ emulation, --net lat=..., since this kernel has no netem) and ranked every
 configuration; its top ones (and, with SPREAD, ones further down its ranking) and
 plain allreduce then trained a few steps there (mean step time of steps 3 on, over a
 multiple of 4 steps so that easgd's and AvgPipe's averaging every 4 steps counts in
-full; the count is in the log's command line). Each configuration also trained once unshaped on this
+full; the count is in the log's command line), once per pass, every other pass in
+reverse order so that the machine's speed drifting over minutes weighs on all alike. Each configuration also trained once unshaped on this
 machine's ranks for its validation curve (losses do not depend on the network); the
 target is allreduce's validation loss at 60% of its steps, and a configuration's
 measured time to the loss is its steps to the target times its shaped step time.
@@ -39,7 +41,7 @@ a loss do not depend on the network), and each setting's plan took those factors
 TXT
   echo "Parameters: hosts ${HOSTS:-2,4}; settings ${SETTINGS:-10gbit:0.1ms,1gbit:1ms,100mbit:5ms,20mbit:20ms};"
   echo "top ${TOP:-6}, spread ${SPREAD:-0}, ${TIMED:-12} timed steps, ${STEPS:-300} steps for the losses;"
-  echo "trial kinds ${TRIAL_KINDS:-16}; binary $BP."
+  echo "trial kinds ${TRIAL_KINDS:-16}, ${PASSES:-2} timing passes; binary $BP."
   echo
   cat "$OUT/table.md"
 } >"$OUT/README.md"

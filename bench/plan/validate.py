@@ -138,15 +138,21 @@ def setting(hosts, rate, lat, a, out, factors):
             pos *= 2
         if baseline(hosts) not in [k["args"] for k in listed]:
             listed += [k for k in fits if k["args"] == baseline(hosts)]
-        rows = []
-        for i, k in enumerate(listed):
-            rundir = os.path.join(out, f"timed_{tag}_{i}")
-            sh([CLUSTER, "mpirun", "-np", str(hosts), BP, "train"] + MODEL + k["args"].split() +
-               ["--net", f"lat={lat}", "--steps", str(a.timed_steps), "--eval-every", "0",
-                "--log-every", "1", "--out", rundir], f"timed run {tag} {k['args']}")
-            rows.append({"args": k["args"], "plan_rank": k["rank"], "pred_step_ms": k["step_s"] * 1e3,
-                         "pred_to_loss_s": k["time_to_loss_s"], "factor": k["steps_factor"],
-                         "rundir": rundir, "meas_step_ms": timed_step_ms(rundir)})
+        rows = [{"args": k["args"], "plan_rank": k["rank"], "pred_step_ms": k["step_s"] * 1e3,
+                 "pred_to_loss_s": k["time_to_loss_s"], "factor": k["steps_factor"], "rundirs": []}
+                for k in listed]
+        # Each pass times every listed configuration, the next in the reverse order, so
+        # that the machine's speed moving over minutes weighs on all of them alike.
+        for p in range(a.passes):
+            for i in (range(len(rows)) if p % 2 == 0 else reversed(range(len(rows)))):
+                r = rows[i]
+                rundir = os.path.join(out, f"timed_{tag}_{i}" + (f"_p{p}" if p else ""))
+                sh([CLUSTER, "mpirun", "-np", str(hosts), BP, "train"] + MODEL + r["args"].split() +
+                   ["--net", f"lat={lat}", "--steps", str(a.timed_steps), "--eval-every", "0",
+                    "--log-every", "1", "--out", rundir], f"timed run {tag} {r['args']}")
+                r["rundirs"].append(rundir)
+        for r in rows:
+            r["meas_step_ms"] = timed_mean_ms(r["rundirs"])
         return {"hosts": hosts, "rate": rate, "lat": lat, "plan_s": plan_s, "rows": rows,
                 "network": plan["network"], "load_before": before, "load_after": load1()}
     finally:
@@ -162,13 +168,19 @@ def loss_run(hosts, args, a, out, i):
     return [(r["step"], r["val_loss"]) for r in records(rundir, "eval")]
 
 
+def timed_mean_ms(rundirs):
+    """The mean over the passes of each pass's step time."""
+    ms = [timed_step_ms(d) for d in rundirs]
+    return sum(ms) / len(ms)
+
+
 def rescored(s, out):
     """Setting s of a saved --json with its measured step times taken again from its
     timed runs (named as setting() names them)."""
     tag = f"h{s['hosts']}_{s['rate']}_{s['lat']}"
     for i, r in enumerate(s["rows"]):
-        r["rundir"] = r.get("rundir", os.path.join(out, f"timed_{tag}_{i}"))
-        r["meas_step_ms"] = timed_step_ms(r["rundir"])
+        r["rundirs"] = r.get("rundirs", [r.get("rundir", os.path.join(out, f"timed_{tag}_{i}"))])
+        r["meas_step_ms"] = timed_mean_ms(r["rundirs"])
     return s
 
 
@@ -218,6 +230,9 @@ def main():
     p.add_argument("--steps", type=int, default=300)
     p.add_argument("--eval-every", type=int, default=20)
     p.add_argument("--timed-steps", type=int, default=12)
+    p.add_argument("--passes", type=int, default=1,
+                   help="times each configuration is timed per setting, every other pass in "
+                        "reverse order; its step time is their mean")
     p.add_argument("--out", required=True)
     p.add_argument("--json", required=True)
     p.add_argument("--markdown", required=True)

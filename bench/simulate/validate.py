@@ -15,7 +15,11 @@ overlap and schedule from the load moving under it: the same profile with its
 computation set to the load the run itself met (--load: the profile's slowdown times
 the drift). Both are printed; only the first is a prediction.
 
-Options: --only NAME,NAME (rerun some rows), --steps N, --out DIR, --json FILE,
+--repeat N runs each row N times over (profile, then run, each time): the spread of
+one unchanged configuration's ratio is what this machine allows any prediction made
+from a profile taken a few seconds before the run.
+
+Options: --only NAME,NAME (rerun some rows), --repeat N, --steps N, --out DIR, --json FILE,
 --markdown FILE (the table in Markdown), --rescore FILE (recompute the columns of a --json FILE from its saved profiles and
 runs, e.g. after changing the simulator).
 Environment: BAGPIPE (build/bagpipe).
@@ -170,6 +174,21 @@ def markdown(results, path):
         f.write("\n".join(lines) + "\n")
 
 
+def repeats(results):
+    """Per row run more than once: its ratios' spread, and how many of them fall within
+    15% of 1 (what an exact simulator would score on this machine)."""
+    names = sorted({r["name"].split(" #")[0] for r in results if " #" in r["name"]})
+    within = total = 0
+    for n in names:
+        ratios = [r["ratio"] for r in results if r["name"].split(" #")[0] == n]
+        ok = sum(abs(x - 1) <= 0.15 for x in ratios)
+        within, total = within + ok, total + len(ratios)
+        print(f"repeats of {n}: ratio {min(ratios):.3f} to {max(ratios):.3f}, "
+              f"{ok} of {len(ratios)} within 15%")
+    if names:
+        print(f"repeats: {within} of {total} within 15%")
+
+
 def summary(results):
     worst = max(results, key=lambda r: abs(r["ratio"] - 1))
     print(f"largest |measured / predicted - 1|: {abs(worst['ratio'] - 1):.3f} ({worst['name']})")
@@ -183,6 +202,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--only", default="")
     ap.add_argument("--steps", type=int, default=30)
+    ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--out", default="/tmp/bagpipe_simulate_validate")
     ap.add_argument("--json", default="")
     ap.add_argument("--markdown", default="")
@@ -199,9 +219,11 @@ def main():
         only = [s for s in a.only.split(",") if s]
         results = []
         for name, w, opts in [r for r in configs() if not only or r[0] in only]:
-            results.append(run(name, w, opts, a.steps, a.out))
-            print(row(results[-1]), flush=True)
+            for k in range(a.repeat):
+                results.append(run(name + (f" #{k + 1}" if a.repeat > 1 else ""), w, opts, a.steps, a.out))
+                print(row(results[-1]), flush=True)
     summary(results)
+    repeats(results)
     if a.markdown:
         markdown(results, a.markdown)
     if a.json:

@@ -44,14 +44,15 @@ static bool flag(const bp_json *j, int o, const char *key, bool *out) {
 /* Ranking row o as a factor; false when it is not a trialled row in full. */
 static bool row_factor(const bp_json *j, int o, factor *f) {
     bool trialled = false;
-    double dp, N;
+    double dp = 0, N = 0;
     memset(f, 0, sizeof *f);
     if (!flag(j, o, "trialled", &trialled) || !trialled) return false;
-    return bp_json_str_copy(j, bp_json_get(j, o, "algo"), f->algo, sizeof f->algo) &&
-           bp_json_str_copy(j, bp_json_get(j, o, "efficiency_source"), f->source, sizeof f->source) &&
-           num(j, o, "dp", &dp) && num(j, o, "pipelines", &N) && num(j, o, "steps_factor", &f->f) &&
-           flag(j, o, "sc", &f->sc) && flag(j, o, "cb", &f->cb) && flag(j, o, "fe", &f->fe) &&
-           (f->dp = (int)dp, f->N = (int)N, f->f > 0);
+    bool whole = bp_json_str_copy(j, bp_json_get(j, o, "algo"), f->algo, sizeof f->algo) &&
+                 bp_json_str_copy(j, bp_json_get(j, o, "efficiency_source"), f->source, sizeof f->source) &&
+                 num(j, o, "dp", &dp) && num(j, o, "pipelines", &N) && num(j, o, "steps_factor", &f->f) &&
+                 flag(j, o, "sc", &f->sc) && flag(j, o, "cb", &f->cb) && flag(j, o, "fe", &f->fe);
+    f->dp = (int)dp, f->N = (int)N;
+    return whole && f->f > 0;
 }
 
 static bool same(const factor *a, const factor *b) {

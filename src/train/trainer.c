@@ -154,11 +154,17 @@ static bp_status setup_stage(trainer *t, const bp_model_config *mc, bp_err *err)
     return rc;
 }
 
+/* The path and the emulated network (--net) of the training groups, and the network
+ * of the bookkeeping group too: its per-step agreement crosses the same links, and
+ * a network emulated for some messages only would be a faster one than asked for. */
 static bp_status setup_comm(trainer *t, bp_err *err) {
     const bp_train_config *c = t->cfg;
     bp_status rc = bp_comm_set_path(t->world, (bp_path)c->comm.path);
-    if (rc == BP_OK && (rc = bp_comm_set_net(t->world, c->comm.net)))
-        return bp_fail(err, rc, "option --net: %s", bp_comm_errmsg(t->world));
+    for (int g = 0; g < 2 && rc == BP_OK; g++) {
+        bp_comm *comm = g ? t->meta : t->world;
+        if ((rc = bp_comm_set_net(comm, c->comm.net)))
+            return bp_fail(err, rc, "option --net: %s", bp_comm_errmsg(comm));
+    }
     return bp_comm_fail(t->world, rc, err);
 }
 
