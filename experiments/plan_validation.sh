@@ -26,7 +26,9 @@ configuration; its top ones (and, with SPREAD, ones further down its ranking) an
 plain allreduce then trained a few steps there (mean step time of steps 3 on, over a
 multiple of 4 steps so that easgd's and AvgPipe's averaging every 4 steps counts in
 full; the count is in the log's command line), once per pass, every other pass in
-reverse order so that the machine's speed drifting over minutes weighs on all alike. Each configuration also trained once unshaped on this
+reverse order so that the machine's speed drifting over minutes weighs on all alike;
+qadam, whose first 100 steps run as allreduce, timed in its warm-up and after it,
+weighted by their shares of the steps (plan predicts the mean over the run). Each configuration also trained once unshaped on this
 machine's ranks for its validation curve (losses do not depend on the network); the
 target is allreduce's validation loss at 60% of its steps, and a configuration's
 measured time to the loss is its steps to the target times its shaped step time.

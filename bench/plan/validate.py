@@ -6,7 +6,9 @@ per host; tbf shapes the bandwidth, and the latency, which this kernel cannot ad
 (no netem), is the runtime's emulation, --net lat=L, passed to plan and to every run);
 `bagpipe plan` on those ranks ranks the configurations; the top ones (and plain
 allreduce, the target's source) each train a few steps there, shaped, for their
-mean step time over whole averaging periods. With --spread S, S more are
+mean step time over whole averaging periods (qadam, whose first 100 steps run as
+allreduce, is timed both in its warm-up and after it, the two weighted by their shares
+of --steps, since plan predicts the mean over the run). With --spread S, S more are
 taken down the ranking (ranks 2 top, 4 top, ...). The losses do not depend on the network: each configuration
 trains once, unshaped, on this machine's ranks, and its steps to the target loss
 (allreduce's validation loss at 60% of its steps) times its shaped step time is its
@@ -143,16 +145,23 @@ def setting(hosts, rate, lat, a, out, factors):
                 for k in listed]
         # Each pass times every listed configuration, the next in the reverse order, so
         # that the machine's speed moving over minutes weighs on all of them alike.
+        def timed(args, rundir):
+            sh([CLUSTER, "mpirun", "-np", str(hosts), BP, "train"] + MODEL + args +
+               ["--net", f"lat={lat}", "--steps", str(a.timed_steps), "--eval-every", "0",
+                "--log-every", "1", "--out", rundir], f"timed run {tag} {' '.join(args)}")
+            return rundir
+
         for p in range(a.passes):
             for i in (range(len(rows)) if p % 2 == 0 else reversed(range(len(rows)))):
                 r = rows[i]
-                rundir = os.path.join(out, f"timed_{tag}_{i}" + (f"_p{p}" if p else ""))
-                sh([CLUSTER, "mpirun", "-np", str(hosts), BP, "train"] + MODEL + r["args"].split() +
-                   ["--net", f"lat={lat}", "--steps", str(a.timed_steps), "--eval-every", "0",
-                    "--log-every", "1", "--out", rundir], f"timed run {tag} {r['args']}")
-                r["rundirs"].append(rundir)
+                name = f"timed_{tag}_{i}" + (f"_p{p}" if p else "")
+                r["rundirs"].append(timed(r["args"].split(), os.path.join(out, name)))
+                warm = warm_up(r["args"])
+                if warm:
+                    r.setdefault("after_rundirs", []).append(
+                        timed(r["args"].split() + [warm[0], "2"], os.path.join(out, name + "_after")))
         for r in rows:
-            r["meas_step_ms"] = timed_mean_ms(r["rundirs"])
+            measured_step(r, a.steps)
         return {"hosts": hosts, "rate": rate, "lat": lat, "plan_s": plan_s, "rows": rows,
                 "network": plan["network"], "load_before": before, "load_after": load1()}
     finally:
@@ -174,13 +183,36 @@ def timed_mean_ms(rundirs):
     return sum(ms) / len(ms)
 
 
-def rescored(s, out):
+# Algorithms whose first steps run as allreduce by default: their option and steps. A
+# short timed run would be all warm-up, while plan predicts the mean over --steps.
+WARM_UPS = {"qadam": ("--qadam-warmup", 100)}
+
+
+def warm_up(args):
+    words = args.split()
+    algo = words[words.index("--dp-algo") + 1] if "--dp-algo" in words else "allreduce"
+    return WARM_UPS.get(algo)
+
+
+def measured_step(r, steps):
+    """Row r's measured step time as plan predicts it, the mean over --steps: with a
+    warm-up, its steps timed as given (all warm-up) and the rest timed in runs whose
+    warm-up ends at once (after_rundirs), weighted by their shares of the run."""
+    r["meas_step_ms"] = timed_mean_ms(r["rundirs"])
+    warm = warm_up(r["args"])
+    if warm and r.get("after_rundirs"):
+        share = min(warm[1], steps) / steps
+        r["warm_step_ms"], r["after_step_ms"] = r["meas_step_ms"], timed_mean_ms(r["after_rundirs"])
+        r["meas_step_ms"] = share * r["warm_step_ms"] + (1 - share) * r["after_step_ms"]
+
+
+def rescored(s, out, steps):
     """Setting s of a saved --json with its measured step times taken again from its
     timed runs (named as setting() names them)."""
     tag = f"h{s['hosts']}_{s['rate']}_{s['lat']}"
     for i, r in enumerate(s["rows"]):
         r["rundirs"] = r.get("rundirs", [r.get("rundir", os.path.join(out, f"timed_{tag}_{i}"))])
-        r["meas_step_ms"] = timed_mean_ms(r["rundirs"])
+        measured_step(r, steps)
     return s
 
 
@@ -246,7 +278,7 @@ def main():
     saved = json.load(open(a.rescore)) if a.rescore else []
     for hosts in map(int, a.hosts.split(",")):
         if a.rescore:
-            mine = [rescored(s, a.out) for s in saved if s["hosts"] == hosts]
+            mine = [rescored(s, a.out, a.steps) for s in saved if s["hosts"] == hosts]
         else:
             factors, took = trials(hosts, a, a.out)
             if factors:
