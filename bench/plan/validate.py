@@ -53,11 +53,11 @@ def records(rundir, kind):
 PERIOD = 4
 
 
-def timed_step_ms(rundir):
-    """Mean step time of the last steps from step 3 on, a multiple of PERIOD of them: a
+def timed_step_ms(rundir, first=3):
+    """Mean step time of the last steps from step `first` on, a multiple of PERIOD of them: a
     median would take a step without averaging for the typical one and miss the
     averaging's cost altogether (easgd at 20 Mbit/s: 30 ms median, several times the mean)."""
-    ms = [r["step_ms"] for r in records(rundir, "step") if r["step"] >= 3]
+    ms = [r["step_ms"] for r in records(rundir, "step") if r["step"] >= first]
     ms = ms[len(ms) % PERIOD:] if len(ms) >= PERIOD else ms
     return sum(ms) / len(ms) if ms else math.nan
 
@@ -145,9 +145,9 @@ def setting(hosts, rate, lat, a, out, factors):
                 for k in listed]
         # Each pass times every listed configuration, the next in the reverse order, so
         # that the machine's speed moving over minutes weighs on all of them alike.
-        def timed(args, rundir):
+        def timed(args, rundir, extra=0):
             sh([CLUSTER, "mpirun", "-np", str(hosts), BP, "train"] + MODEL + args +
-               ["--net", f"lat={lat}", "--steps", str(a.timed_steps), "--eval-every", "0",
+               ["--net", f"lat={lat}", "--steps", str(a.timed_steps + extra), "--eval-every", "0",
                 "--log-every", "1", "--out", rundir], f"timed run {tag} {' '.join(args)}")
             return rundir
 
@@ -158,8 +158,9 @@ def setting(hosts, rate, lat, a, out, factors):
                 r["rundirs"].append(timed(r["args"].split(), os.path.join(out, name)))
                 warm = warm_up(r["args"])
                 if warm:
+                    after = r["args"].split() + [warm[0], str(warm[2])]
                     r.setdefault("after_rundirs", []).append(
-                        timed(r["args"].split() + [warm[0], "2"], os.path.join(out, name + "_after")))
+                        timed(after, os.path.join(out, name + "_after"), warm[2]))
         for r in rows:
             measured_step(r, a.steps)
         return {"hosts": hosts, "rate": rate, "lat": lat, "plan_s": plan_s, "rows": rows,
@@ -177,15 +178,17 @@ def loss_run(hosts, args, a, out, i):
     return [(r["step"], r["val_loss"]) for r in records(rundir, "eval")]
 
 
-def timed_mean_ms(rundirs):
+def timed_mean_ms(rundirs, first=3):
     """The mean over the passes of each pass's step time."""
-    ms = [timed_step_ms(d) for d in rundirs]
+    ms = [timed_step_ms(d, first) for d in rundirs]
     return sum(ms) / len(ms)
 
 
-# Algorithms whose first steps run as allreduce by default: their option and steps. A
-# short timed run would be all warm-up, while plan predicts the mean over --steps.
-WARM_UPS = {"qadam": ("--qadam-warmup", 100)}
+# Algorithms whose first steps run as allreduce by default: their option, its default,
+# and the shorter warm-up of the run that times the steps after it (qadam's second
+# moment needs a few steps: 2 diverged here). A short timed run would be all warm-up,
+# while plan predicts the mean over --steps.
+WARM_UPS = {"qadam": ("--qadam-warmup", 100, 10)}
 
 
 def warm_up(args):
@@ -202,7 +205,8 @@ def measured_step(r, steps):
     warm = warm_up(r["args"])
     if warm and r.get("after_rundirs"):
         share = min(warm[1], steps) / steps
-        r["warm_step_ms"], r["after_step_ms"] = r["meas_step_ms"], timed_mean_ms(r["after_rundirs"])
+        r["warm_step_ms"] = r["meas_step_ms"]
+        r["after_step_ms"] = timed_mean_ms(r["after_rundirs"], warm[2] + 3)
         r["meas_step_ms"] = share * r["warm_step_ms"] + (1 - share) * r["after_step_ms"]
 
 

@@ -19,8 +19,9 @@
  * once, by its owner, and copied), as MPI's collectives usually also give.
  *
  * Paths. By default every operation runs our own algorithms over point-to-point
- * messages (ring reduce-scatter + allgather for allreduce, binomial trees for
- * broadcast and reduce, pairwise exchange for all-to-all, dissemination barrier).
+ * messages (ring reduce-scatter + allgather for allreduce, or for a small one over
+ * more than 2 ranks a binomial reduce and broadcast; binomial trees for broadcast and
+ * reduce, pairwise exchange for all-to-all, dissemination barrier).
  * bp_comm_set_path(c, BP_PATH_MPI) uses MPI's collectives instead. While network
  * emulation is on (bp_comm_set_net), our own path is always taken so that every
  * message pays the emulated link.
@@ -220,6 +221,14 @@ bp_status bp_alltoall(bp_comm *c, const float *send, float *recv, size_t count);
 
 /* --- Bagua's primitives (DESIGN.md section 5) ------------------------------------ */
 
+/* x = the sum of x over the group. Our own path runs a ring reduce-scatter and
+ * allgather: 2 (p - 1) messages of n / p floats in a row, the bandwidth-optimal
+ * pattern. Up to BP_ALLREDUCE_TREE_MAX_BYTES over more than 2 ranks (the per-step
+ * agreement, a gradient norm), where each message's latency is what counts, it runs
+ * a binomial reduce to rank 0 and a broadcast back instead: 2 ceil(log2 p) messages
+ * in a row. Either way the sum is formed in one fixed order and every rank gets the
+ * same bits. */
+#define BP_ALLREDUCE_TREE_MAX_BYTES 1024
 bp_status bp_allreduce_sum(bp_comm *c, float *x, size_t n);
 
 /* C_FP_S: x = average of x over the group. */

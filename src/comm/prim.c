@@ -29,8 +29,16 @@ bp_status bpc_run_op(bp_comm *c, bp_op kind, float *x, size_t n, node_scale scal
     return bpc_op_end(&op, bpc_run_prim(&op, c, x, n, scale, fn, arg));
 }
 
+/* A small allreduce over more than 2 ranks (bagpipe/comm.h): binomial reduce to
+ * rank 0, which divides for an average, and broadcast back. */
+static bp_status tree_allreduce(op_ctx *op, bp_comm *g, float *x, size_t n, bool avg) {
+    bp_status rc = bpc_x_reduce_sum(op, g, x, n, 0);
+    if (rc == BP_OK && avg && g->rank == 0) bpc_vec_scale(x, 1.0f / (float)g->size, n);
+    return rc == BP_OK ? bpc_x_bcast(op, g, x, n * sizeof *x, 0) : rc;
+}
+
 /* Ring reduce-scatter + allgather (the owner of a chunk divides it in between
- * for an average), or MPI_Allreduce. */
+ * for an average), a tree when small, or MPI_Allreduce. */
 static bp_status allreduce(op_ctx *op, bp_comm *g, float *x, size_t n, bool avg) {
     if (!bpc_tx_own_path(g)) {
         if (n > INT32_MAX) return bpc_op_fail(op, BP_EUSAGE, "%zu floats exceed one MPI call", n);
@@ -41,6 +49,7 @@ static bp_status allreduce(op_ctx *op, bp_comm *g, float *x, size_t n, bool avg)
         if (avg) bpc_vec_scale(x, 1.0f / (float)g->size, n);
         return BP_OK;
     }
+    if (g->size > 2 && n * sizeof *x <= BP_ALLREDUCE_TREE_MAX_BYTES) return tree_allreduce(op, g, x, n, avg);
     bp_status rc = bpc_x_reduce_scatter(op, g, x, n);
     size_t off, len;
     bp_chunk(n, g->size, g->rank, &off, &len);

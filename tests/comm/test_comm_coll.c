@@ -290,6 +290,33 @@ static void test_counters(void **state) {
     free(x);
 }
 
+/* A small allreduce over more than 2 ranks on our own path is a binomial reduce and
+ * broadcast: p - 1 messages each, 2 (p - 1) in all, where a ring sends 2 (p - 1) from
+ * every rank; at the size limit's next float it is a ring again. The sums are
+ * checked, alike on every rank, by test_comm_prim. */
+static void test_small_allreduce_is_a_tree(void **state) {
+    (void)state;
+    bp_comm *g = group_for(&CONFIGS[0]);
+    const size_t sizes[] = {3, BP_ALLREDUCE_TREE_MAX_BYTES / sizeof(float) + 1};
+    size_t p = (size_t)nranks;
+    for (int k = 0; k < 2; k++) {
+        size_t n = sizes[k];
+        float *x = floats(n);
+        for (size_t i = 0; i < n; i++) x[i] = (float)me;
+        bp_stats st;
+        assert_int_equal(bp_comm_stats(g, &st, true), BP_OK);
+        assert_int_equal(bp_allreduce_sum(g, x, n), BP_OK);
+        assert_true(x[n - 1] == (float)(p * (p - 1) / 2));
+        assert_int_equal(bp_comm_stats(g, &st, true), BP_OK);
+        float sent = (float)st.op[BP_OP_ALLREDUCE].messages;
+        assert_int_equal(bp_allreduce_sum(world, &sent, 1), BP_OK);
+        bool tree = p > 2 && k == 0;
+        assert_true(sent == (float)(tree ? 2 * (p - 1) : 2 * p * (p - 1)));
+        free(x);
+    }
+    group_done(g);
+}
+
 int main(int argc, char **argv) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_p2p),
@@ -302,6 +329,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_wrap),
         cmocka_unit_test(test_error_lines),
         cmocka_unit_test(test_counters),
+        cmocka_unit_test(test_small_allreduce_is_a_tree),
     };
     return run_mpi_tests(argc, argv, "comm collectives", tests, sizeof tests / sizeof tests[0]);
 }

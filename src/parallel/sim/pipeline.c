@@ -1,7 +1,10 @@
 #include "parallel/sim/pipeline.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "bagpipe/comm.h"
 
 /* The state of the simulation: per stage its operations, its clock and its next
  * operation; per (stage, position) when its input activation and its output
@@ -29,6 +32,8 @@ double bp_sim_message_s(const bp_sim_link *l, size_t bytes) {
 
 double bp_sim_allreduce_s(const bp_sim_link *l, int ranks, size_t bytes) {
     if (ranks <= 1) return 0.0;
+    if (ranks > 2 && bytes <= BP_ALLREDUCE_TREE_MAX_BYTES) /* comm's binomial reduce and broadcast */
+        return 2.0 * ceil(log2(ranks)) * (bp_sim_message_s(l, bytes) + l->wake_s);
     size_t part = (bytes + (size_t)ranks - 1) / (size_t)ranks;
     return 2.0 * (ranks - 1) * (bp_sim_message_s(l, part) + l->wake_s);
 }

@@ -88,9 +88,10 @@ typedef struct bp_sim_result {
 /* Seconds one message of `bytes` takes on an idle link (without wake_s). */
 double bp_sim_message_s(const bp_sim_link *l, size_t bytes);
 
-/* Seconds of an allreduce of `bytes` over `ranks` (a ring: reduce-scatter then
- * allgather, 2 (ranks - 1) exchanges of bytes / ranks, each waited for); 0 for one
- * rank. */
+/* Seconds of an allreduce of `bytes` over `ranks` as comm runs it (bagpipe/comm.h): a
+ * ring, reduce-scatter then allgather, 2 (ranks - 1) exchanges of bytes / ranks, each
+ * waited for; up to BP_ALLREDUCE_TREE_MAX_BYTES over more than 2 ranks, a binomial
+ * reduce and broadcast, 2 ceil(log2 ranks) messages of all the bytes. 0 for one rank. */
 double bp_sim_allreduce_s(const bp_sim_link *l, int ranks, size_t bytes);
 
 /* Simulate one step. per_stage ([S], or NULL) gets every stage's figures.
