@@ -100,10 +100,6 @@ bp_status bp_plan_config_finalize(bp_plan_config *c, int argc, char **argv, bp_e
         return bp_fail(err, BP_EUSAGE, "option --trials: runs on the job's ranks, not with --cluster");
     if (c->factors[0] && c->trials > 0)
         return bp_fail(err, BP_EUSAGE, "option --factors: takes an earlier --trials' factors; not with --trials");
-    if (c->factors[0]) {
-        rc = bp_plan_factors_check(c, bp_model_kind_name((bp_model_kind)t->model), err);
-        if (rc) return rc;
-    }
     if (c->cluster[0]) {
         bp_plan_cluster cl;
         rc = bp_plan_cluster_parse(c->cluster, &cl, err);
@@ -289,12 +285,14 @@ bp_status bp_plan_run(const bp_plan_config *c, bp_comm *world, int argc, char **
     snprintf(r->model, sizeof r->model, "%s", bp_model_kind_name((bp_model_kind)c->train.model));
     bp_sim_profile prof = {0};
     bp_sim_machine m;
-    bp_status rc = BP_OK;
-    if (c->cluster[0]) cluster_machine(c, r, &m);
-    else rc = measured_machine(c, world, r, &prof, &m, err);
+    bp_plan_factors *factors = NULL; /* read before anything is measured */
+    bp_status rc = c->factors[0] ? bp_plan_factors_load(c->factors, r->model, &factors, err) : BP_OK;
+    if (rc == BP_OK && c->cluster[0]) cluster_machine(c, r, &m);
+    else if (rc == BP_OK) rc = measured_machine(c, world, r, &prof, &m, err);
     if (rc == BP_OK) rc = bp_plan_enumerate(c, r, err);
     if (rc == BP_OK) rc = bp_plan_evaluate(c, world, &m, argc, argv, r, err);
-    if (rc == BP_OK && c->factors[0]) rc = bp_plan_factors_apply(c, r, err);
+    if (rc == BP_OK && factors) bp_plan_factors_apply(factors, r);
+    bp_plan_factors_free(factors);
     if (rc == BP_OK) bp_plan_rank(c, r);
     r->trial_target = NAN;
     if (rc == BP_OK && c->trials > 0) rc = bp_plan_trials(c, world, argc, argv, r, err);

@@ -21,10 +21,11 @@ typedef struct factor {
     double f;
 } factor;
 
-typedef struct factor_table {
+struct bp_plan_factors {
+    const char *path; /* the --factors file, named in each factor's source */
     factor *row;
     int n;
-} factor_table;
+};
 
 /* Number member `key` of object node o into *out; false when missing. */
 static bool num(const bp_json *j, int o, const char *key, double *out) {
@@ -62,7 +63,7 @@ static bool same(const factor *a, const factor *b) {
 
 /* The distinct trialled kinds of parsed ranking j into t; the reason when j is not a
  * ranking of `model` or holds none. */
-static const char *collect(const bp_json *j, const char *model, factor_table *t) {
+static const char *collect(const bp_json *j, const char *model, bp_plan_factors *t) {
     if (!bp_json_str_eq(j, bp_json_get(j, 0, "format"), "bagpipe-plan")) return "is not a ranking of bagpipe plan";
     if (!bp_json_str_eq(j, bp_json_get(j, 0, "model"), model)) return "planned another model";
     int a = bp_json_get(j, 0, "ranking");
@@ -79,11 +80,15 @@ static const char *collect(const bp_json *j, const char *model, factor_table *t)
     return t->n ? NULL : "holds no factor measured by --trials";
 }
 
-static bp_status load(const char *path, const char *model, factor_table *t, bp_err *err) {
-    memset(t, 0, sizeof *t);
+bp_status bp_plan_factors_load(const char *path, const char *model, bp_plan_factors **out, bp_err *err) {
+    *out = NULL;
+    bp_plan_factors *t = calloc(1, sizeof *t);
+    if (!t) return bp_fail(err, BP_ENOMEM, "option --factors: out of memory");
+    t->path = path;
     bp_bytes b;
     bp_json j;
     if (bp_read_file(path, &b, err)) {
+        free(t);
         bp_err_context(err, "option --factors");
         return err->code = BP_EUSAGE;
     }
@@ -91,37 +96,33 @@ static bp_status load(const char *path, const char *model, factor_table *t, bp_e
     const char *bad = rc ? "is not JSON" : collect(&j, model, t);
     if (!rc) bp_json_free(&j);
     free(b.data);
-    if (!bad) return BP_OK;
-    free(t->row);
-    t->row = NULL;
+    if (!bad) {
+        *out = t;
+        return BP_OK;
+    }
+    bp_plan_factors_free(t);
     return bp_fail(err, BP_EUSAGE, "option --factors: %s %s (write one with plan --trials K --json FILE "
                    "on the same model)", path, bad);
 }
 
-bp_status bp_plan_factors_check(const bp_plan_config *c, const char *model, bp_err *err) {
-    factor_table t;
-    bp_status rc = load(c->factors, model, &t, err);
-    free(t.row);
-    return rc;
+void bp_plan_factors_free(bp_plan_factors *t) {
+    if (!t) return;
+    free(t->row);
+    free(t);
 }
 
-bp_status bp_plan_factors_apply(const bp_plan_config *c, bp_plan_result *r, bp_err *err) {
-    factor_table t;
-    bp_status rc = load(c->factors, r->model, &t, err);
-    if (rc) return rc;
-    r->factor_kinds = t.n;
+void bp_plan_factors_apply(const bp_plan_factors *t, bp_plan_result *r) {
+    r->factor_kinds = t->n;
     for (int i = 0; i < r->n_cand; i++) {
         bp_plan_candidate *k = &r->cand[i];
         factor want = {.dp = k->dp, .N = k->N, .sc = k->knobs.sc, .cb = k->knobs.cb, .fe = k->knobs.fe};
         snprintf(want.algo, sizeof want.algo, "%s", bp_dp_algo_name(k->knobs.algo));
-        for (int m = 0; m < t.n; m++) {
-            if (!same(&t.row[m], &want)) continue;
-            k->factor = t.row[m].f;
+        for (int m = 0; m < t->n; m++) {
+            if (!same(&t->row[m], &want)) continue;
+            k->factor = t->row[m].f;
             k->trialled = true;
-            snprintf(k->trial_source, sizeof k->trial_source, "%.100s: %s", c->factors, t.row[m].source);
+            snprintf(k->trial_source, sizeof k->trial_source, "%.100s: %s", t->path, t->row[m].source);
             break;
         }
     }
-    free(t.row);
-    return BP_OK;
 }

@@ -23,12 +23,13 @@ bp_status bp_plan_configure(int argc, char **argv, const bp_plan_candidate *k, i
  * holds the result). */
 bp_status bp_plan_trials(const bp_plan_config *c, bp_comm *world, int argc, char **argv,
                          bp_plan_result *r, bp_err *err);
-/* plan_factors.c: --factors: the factors an earlier plan's trials measured, read from
- * its ranking JSON, set on the candidates of the same kinds (every rank reads the
- * file; BP_EUSAGE naming it when it is not such a ranking of the same model). */
-bp_status bp_plan_factors_apply(const bp_plan_config *c, bp_plan_result *r, bp_err *err);
-/* plan_factors.c: whether --factors' file can be applied to a plan of `model`. */
-bp_status bp_plan_factors_check(const bp_plan_config *c, const char *model, bp_err *err);
+/* plan_factors.c: --factors, the factors an earlier plan's trials measured, read once
+ * from its ranking JSON (every rank reads the file; BP_EUSAGE naming it when it is not
+ * such a ranking of `model`); apply sets them on the candidates of the same kinds. */
+typedef struct bp_plan_factors bp_plan_factors;
+bp_status bp_plan_factors_load(const char *path, const char *model, bp_plan_factors **out, bp_err *err);
+void bp_plan_factors_apply(const bp_plan_factors *f, bp_plan_result *r);
+void bp_plan_factors_free(bp_plan_factors *f);
 /* plan.c: calls f(word, ctx) for each given word that train takes (not plan's own). */
 void bp_plan_given_words(int argc, char **argv, void (*f)(const char *, void *), void *ctx);
 
