@@ -160,12 +160,12 @@ static bp_status setup_stage(trainer *t, const bp_model_config *mc, bp_err *err)
 static bp_status setup_comm(trainer *t, bp_err *err) {
     const bp_train_config *c = t->cfg;
     bp_status rc = bp_comm_set_path(t->world, (bp_path)c->comm.path);
-    for (int g = 0; g < 2 && rc == BP_OK; g++) {
-        bp_comm *comm = g ? t->meta : t->world;
-        if ((rc = bp_comm_set_net(comm, c->comm.net)))
-            return bp_fail(err, rc, "option --net: %s", bp_comm_errmsg(comm));
-    }
-    return bp_comm_fail(t->world, rc, err);
+    if (rc) return bp_comm_fail(t->world, rc, err);
+    bp_comm *groups[2] = {t->world, t->meta};
+    for (int g = 0; g < 2; g++)
+        if ((rc = bp_comm_set_net(groups[g], c->comm.net)))
+            return bp_fail(err, rc, "option --net: %s", bp_comm_errmsg(groups[g]));
+    return BP_OK;
 }
 
 /* --bucket-mb auto resumed on the grid that measured it: the size it chose, from
