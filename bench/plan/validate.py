@@ -143,14 +143,14 @@ def setting(hosts, rate, lat, a, out, factors):
         rows = [{"args": k["args"], "plan_rank": k["rank"], "pred_step_ms": k["step_s"] * 1e3,
                  "pred_to_loss_s": k["time_to_loss_s"], "factor": k["steps_factor"], "rundirs": []}
                 for k in listed]
-        # Each pass times every listed configuration, the next in the reverse order, so
-        # that the machine's speed moving over minutes weighs on all of them alike.
         def timed(args, rundir, extra=0):
             sh([CLUSTER, "mpirun", "-np", str(hosts), BP, "train"] + MODEL + args +
                ["--net", f"lat={lat}", "--steps", str(a.timed_steps + extra), "--eval-every", "0",
                 "--log-every", "1", "--out", rundir], f"timed run {tag} {' '.join(args)}")
             return rundir
 
+        # Each pass times every listed configuration, the next in the reverse order, so
+        # that the machine's speed moving over minutes weighs on all of them alike.
         for p in range(a.passes):
             for i in (range(len(rows)) if p % 2 == 0 else reversed(range(len(rows)))):
                 r = rows[i]
@@ -206,6 +206,7 @@ def measured_step(r, steps):
     if warm and r.get("after_rundirs"):
         share = min(warm[1], steps) / steps
         r["warm_step_ms"] = r["meas_step_ms"]
+        # from step 3 after the shorter warm-up, as the other runs from step 3
         r["after_step_ms"] = timed_mean_ms(r["after_rundirs"], warm[2] + 3)
         r["meas_step_ms"] = share * r["warm_step_ms"] + (1 - share) * r["after_step_ms"]
 
