@@ -42,8 +42,8 @@ static bp_status after_step(bp_dp *dp, bp_err *err) {
 
 /* Every period: each replica pulled to the center, then the centers averaged. */
 static void step_cost(const bp_dp_cost_env *e, size_t n, bp_dp_step_cost *out) {
-    out->s = e->replicas * bp_sim_vec_s(e->m, 3 * n) + bp_sim_vec_s(e->m, n) +
-             bp_sim_allreduce_cost(e, n, &out->bytes);
+    out->s = e->replicas * e->price->vec_s(e, 3 * n) + e->price->vec_s(e, n) +
+             bp_dp_allreduce_cost(e, n, &out->bytes);
     out->every = (double)ea_of(e->cfg)->period;
 }
 

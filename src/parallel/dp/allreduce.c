@@ -12,7 +12,7 @@ bp_status bp_dp_allreduce_bucket(bp_dp *dp, const bp_bucket *b, bp_err *err) {
 /* A ring allreduce of the bucket. */
 double bp_dp_allreduce_bucket_cost(const bp_dp_cost_env *e, const bp_dp_cost_bucket *b,
                                    double *bytes) {
-    return bp_sim_allreduce_cost(e, b->len, bytes);
+    return bp_dp_allreduce_cost(e, b->len, bytes);
 }
 
 const bp_dp_algo_ops bp_dp_allreduce = {

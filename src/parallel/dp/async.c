@@ -94,8 +94,8 @@ static void describe(const bp_dp_config *c, char *buf, size_t n) {
  * allreduce's bytes (with the round counter) per round that fits in a step. */
 static void step_cost(const bp_dp_cost_env *e, size_t n, bp_dp_step_cost *out) {
     double round =
-        settings_of(e->cfg)->sync_ms * 1e-3 + bp_sim_ring_allreduce_s(e->m, e->link, e->p, n + 1);
-    out->bytes = bp_sim_ring_bytes(e->p, n + 1) * e->step_s / round;
+        settings_of(e->cfg)->sync_ms * 1e-3 + e->price->ring_allreduce_s(e, n + 1);
+    out->bytes = bp_dp_ring_bytes(e->p, n + 1) * e->step_s / round;
 }
 
 static int64_t warmup(const bp_dp_config *c) { return settings_of(c)->warmup; }

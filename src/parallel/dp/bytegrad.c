@@ -20,7 +20,7 @@ static bp_status bucket(bp_dp *dp, const bp_bucket *b, bp_err *err) {
 }
 
 static double bucket_cost(const bp_dp_cost_env *e, const bp_dp_cost_bucket *b, double *bytes) {
-    return bp_sim_lp_allreduce_cost(e, b->len, bytes);
+    return bp_dp_lp_allreduce_cost(e, b->len, bytes);
 }
 
 const bp_dp_algo_ops bp_dp_bytegrad = {

@@ -114,10 +114,10 @@ static void step_cost(const bp_dp_cost_env *e, size_t n, bp_dp_step_cost *out) {
     out->every = (double)settings_of(e->cfg)->interval;
     out->overlapped = !step_first(e->cfg);
     if (settings_of(e->cfg)->peers == BP_PEERS_ALL) {
-        out->s = bp_sim_allreduce_cost(e, n, &out->bytes);
+        out->s = bp_dp_allreduce_cost(e, n, &out->bytes);
         return;
     }
-    out->s = bp_sim_message_s(e->link, n * sizeof(float)) + e->link->wake_s + bp_sim_vec_s(e->m, n);
+    out->s = e->price->message_s(e, n * sizeof(float)) + e->price->wake_s(e) + e->price->vec_s(e, n);
     out->bytes = (double)n * sizeof(float);
 }
 

@@ -82,7 +82,7 @@ void bp_dp_easgd_describe(const bp_dp_config *c, char *buf, size_t n) {
 
 /* Every period: the differences to the center and their allreduce. */
 static void step_cost(const bp_dp_cost_env *e, size_t n, bp_dp_step_cost *out) {
-    out->s = bp_sim_vec_s(e->m, 4 * n) + bp_sim_allreduce_cost(e, n, &out->bytes);
+    out->s = e->price->vec_s(e, 4 * n) + bp_dp_allreduce_cost(e, n, &out->bytes);
     out->every = (double)settings_of(e->cfg)->period;
 }
 

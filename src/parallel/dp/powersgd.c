@@ -122,7 +122,7 @@ static double bucket_cost(const bp_dp_cost_env *e, const bp_dp_cost_bucket *b, d
     size_t Pn = 0, Qn = 0, n = 0;
     double flops = 0, min_rate = settings_of(e->cfg)->min_rate;
     for (int i = 0; i < b->n_tensors; i++) {
-        const bp_sim_tensor *t = &b->t[i];
+        const bp_dp_cost_tensor *t = &b->t[i];
         n += t->numel;
         double rows = (double)t->rows, cols = (double)t->cols;
         double want = settings_of(e->cfg)->rank;
@@ -135,8 +135,8 @@ static double bucket_cost(const bp_dp_cost_env *e, const bp_dp_cost_bucket *b, d
             Pn += t->numel;
         }
     }
-    return bp_sim_matmul_s(e->m, flops) + bp_sim_vec_s(e->m, 2 * n) +
-           bp_sim_allreduce_cost(e, Pn, bytes) + (Qn ? bp_sim_allreduce_cost(e, Qn, bytes) : 0);
+    return e->price->matmul_s(e, flops) + e->price->vec_s(e, 2 * n) +
+           bp_dp_allreduce_cost(e, Pn, bytes) + (Qn ? bp_dp_allreduce_cost(e, Qn, bytes) : 0);
 }
 
 static int64_t warmup(const bp_dp_config *c) { return settings_of(c)->warmup; }

@@ -101,7 +101,7 @@ static void describe(const bp_dp_config *c, char *buf, size_t n) {
 
 /* After warm-up: the momentum, then its C_LP_S over the whole model. */
 static void step_cost(const bp_dp_cost_env *e, size_t n, bp_dp_step_cost *out) {
-    out->s = bp_sim_vec_s(e->m, n) + bp_sim_lp_allreduce_cost(e, n, &out->bytes);
+    out->s = e->price->vec_s(e, n) + bp_dp_lp_allreduce_cost(e, n, &out->bytes);
 }
 
 static int64_t warmup(const bp_dp_config *c) { return settings_of(c)->warmup; }
