@@ -10,8 +10,9 @@
  * device's FLOP rate, memory bandwidth and memory) and measures nothing.
  *
  * Then it enumerates the configurations (the grid dp x pp x tp, micro-batches,
- * schedule, the dp algorithm with its main settings, bucket size, hierarchical,
- * AvgPipe's N, Optimus-CC's flags), checks each as `bagpipe train` would (the
+ * schedule, each dp algorithm's settings as its registry entry declares them
+ * (parallel/dp/cost.h: bucket size, hierarchical, peers, AvgPipe's N), Optimus-CC's
+ * flags), checks each as `bagpipe train` would (the
  * options it would print, parsed after the user's), predicts its step time and peak
  * memory with the step simulator (plan/sim_step.h), drops those that do not fit
  * the memory or that train refuses (an elastic averaging that diverges among them),

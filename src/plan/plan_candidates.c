@@ -7,6 +7,7 @@
 #include "core/options.h"
 #include "nn/model.h"
 #include "parallel/dp.h"
+#include "parallel/dp/algo.h"
 #include "parallel/occ.h"
 #include "parallel/partition.h"
 #include "plan/plan_impl.h"
@@ -55,34 +56,33 @@ static int dp_on_node(const bp_plan_result *r, int dp, int tp) {
     return m;
 }
 
-/* The data-parallel algorithms with their main settings, on grid g. */
+/* Algorithm a's variants that fit grid g (hierarchical: across nodes, the leaders'
+ * group on `here` ranks per node), each as its registry entry declares it. */
+static void algo_variants(list *l, const bp_plan_config *c, const bp_plan_candidate *g, int a,
+                          int here) {
+    const bp_dp_algo_ops *ops = bp_dp_ops(a);
+    bool choice = a < BP_DP_N_CHOICES; /* else a feature's, its options its own */
+    char hs[64] = "";
+    if (here) snprintf(hs, sizeof hs, " --hierarchical --node-size %d", here);
+    for (const bp_dp_variant *v = ops->plan.variants; v && v->args; v++) {
+        if (v->fits && !v->fits(g->dp, g->pp, (bp_optim_kind)c->train.optim.kind)) continue;
+        bp_plan_knobs k = {.algo = a, .dp = g->dp, .pipelines = v->pipelines};
+        add(l, g, &k, v->pipelines, "%s%s%s%s%s", choice ? " --dp-algo " : "",
+            choice ? bp_dp_algo_name(a) : "", *v->args ? " " : "", v->args, hs);
+    }
+}
+
+/* The data-parallel algorithms with the settings their files declare, on grid g:
+ * first those that also run hierarchically, flat and then so, then the others. */
 static void dp_variants(list *l, const bp_plan_config *c, const bp_plan_candidate *g) {
     const bp_plan_result *r = l->r;
     int here = dp_on_node(r, g->dp, g->tp);
     bool hier = r->nodes > 1 && here > 1 && here < g->dp;
-    bp_plan_knobs k = {.dp = g->dp};
-    static const double buckets[] = {2, 10, 40};
-    for (int h = 0; h <= hier; h++) {
-        char hs[64] = "";
-        if (h) snprintf(hs, sizeof hs, " --hierarchical --node-size %d", here);
-        k.algo = BP_DP_ALLREDUCE;
-        for (int b = 0; b < 3; b++) add(l, g, &k, 0, " --dp-algo allreduce --bucket-mb %g%s", buckets[b], hs);
-        k.algo = BP_DP_BYTEGRAD;
-        add(l, g, &k, 0, " --dp-algo bytegrad%s", hs);
-    }
-    k.algo = BP_DP_QADAM;
-    if (c->train.optim.kind == BP_OPTIM_ADAMW) add(l, g, &k, 0, " --dp-algo qadam");
-    k.algo = BP_DP_DECENTRALIZED;
-    if (g->dp % 2 == 0) add(l, g, &k, 0, " --dp-algo decentralized --peers shift_one");
-    add(l, g, &k, 0, " --dp-algo decentralized --peers all");
-    k.algo = BP_DP_LP_DECENTRALIZED;
-    add(l, g, &k, 0, " --dp-algo lp-decentralized");
-    k.algo = BP_DP_ASYNC;
-    add(l, g, &k, 0, " --dp-algo async");
-    k.algo = BP_DP_POWERSGD;
-    add(l, g, &k, 0, " --dp-algo powersgd");
-    k.algo = BP_DP_EASGD;
-    add(l, g, &k, 0, " --dp-algo easgd");
+    for (int h = 0; h <= hier; h++)
+        for (int a = 0; a < BP_DP_N_CHOICES; a++)
+            if (bp_dp_ops(a)->plan.hierarchical) algo_variants(l, c, g, a, h ? here : 0);
+    for (int a = 0; a < BP_DP_N_CHOICES; a++)
+        if (!bp_dp_ops(a)->plan.hierarchical) algo_variants(l, c, g, a, 0);
 }
 
 /* Whether CB's approximation at rank `rank` shrinks the activation gradient of a
@@ -97,15 +97,12 @@ static bool cb_shrinks(const bp_model_config *mc, int rank, int rows) {
     return true;
 }
 
-/* AvgPipe and Optimus-CC on a pipeline grid g; the fused embedding sync only where
- * the first and last stages share a tied tensor, CB only where it compresses. */
-static void pipeline_variants(list *l, const bp_plan_candidate *g, bool tied, bool cb) {
-    bp_plan_knobs k = {.algo = BP_DP_AVGPIPE, .dp = g->dp};
-    for (int N = 2; N <= 4; N *= 2) {
-        k.pipelines = N;
-        add(l, g, &k, N, " --schedule 1f1b --pipelines %d", N);
-        add(l, g, &k, N, " --schedule afp:4 --pipelines %d", N);
-    }
+/* The features' algorithms (AvgPipe) and Optimus-CC on a pipeline grid g; the fused
+ * embedding sync only where the first and last stages share a tied tensor, CB only
+ * where it compresses. */
+static void pipeline_variants(list *l, const bp_plan_config *c, const bp_plan_candidate *g,
+                              bool tied, bool cb) {
+    for (int a = BP_DP_N_CHOICES; a < BP_DP_N_ALGOS; a++) algo_variants(l, c, g, a, 0);
     if (g->dp <= 1) return;
     static const struct {
         bool sc, cb, fe;
@@ -116,8 +113,8 @@ static void pipeline_variants(list *l, const bp_plan_candidate *g, bool tied, bo
                {false, true, false, " --cb --cb-epilogue-only"}};
     for (size_t i = 0; i < sizeof occ / sizeof occ[0]; i++) {
         if ((occ[i].fe && !tied) || (occ[i].cb && !cb)) continue;
-        k = (bp_plan_knobs){.algo = BP_DP_ALLREDUCE, .dp = g->dp, .sc = occ[i].sc, .cb = occ[i].cb,
-                            .fe = occ[i].fe};
+        bp_plan_knobs k = {.algo = BP_DP_ALLREDUCE, .dp = g->dp, .sc = occ[i].sc, .cb = occ[i].cb,
+                           .fe = occ[i].fe};
         char sc[48] = "";
         if (occ[i].sc) snprintf(sc, sizeof sc, " --sc-stages %d --sc-rank 8", g->pp);
         add(l, g, &k, 0, " --schedule 1f1b --dp-algo allreduce%s%s", sc, occ[i].args);
@@ -133,7 +130,7 @@ static void grid(list *l, const bp_plan_config *c, const bp_model_config *mc, in
         bp_plan_candidate g = {.dp = dp, .pp = pp, .tp = tp, .M = M};
         snprintf(g.args, sizeof g.args, "--dp %d --pp %d --tp %d --micro-batches %d", dp, pp, tp, M);
         if (pp > 1)
-            pipeline_variants(l, &g, bp_model_tied_tensor(mc) != NULL,
+            pipeline_variants(l, c, &g, bp_model_tied_tensor(mc) != NULL,
                               cb_shrinks(mc, c->train.occ.cb_rank, rows / M));
         for (int s = pp > 1 ? 0 : 1; s < 2; s++) {
             bp_plan_candidate gs = g;

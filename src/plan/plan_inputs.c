@@ -8,88 +8,63 @@
 
 #include "core/timer.h"
 #include "parallel/dp.h"
+#include "parallel/dp/algo.h"
 
 /* ---- statistical efficiency ----------------------------------------------------- */
 
-/* One measured factor: the model its study trained, the kind of update it measured
- * (a dp algorithm; AvgPipe's N pipelines; Optimus-CC's flags as CB | FE << 1 | SC << 2
- * on allreduce), the number and where it comes from. */
-typedef struct factor_row {
+/* Optimus-CC's factors, measured on allreduce with its flags CB | FE << 1 | SC << 2
+ * (each algorithm's own, and AvgPipe's, are in its registry entry: parallel/dp/cost.h). */
+typedef struct occ_row {
     const char *model;
-    int algo, pipelines, occ;
+    int occ;
     double factor;
     const char *source;
-} factor_row;
+} occ_row;
 
 /* The model whose studies cover every kind plan enumerates: another model's kinds
  * not measured take its factors, and plan says so. */
 static const char fallback_model[] = "gpt";
 
-/* gpt. docs/results/bagua_convergence (the default gpt, 2 ranks, batch 16, 1000
- * steps): the steps each algorithm at its defaults took to reach 1.882 nats, the
- * highest final loss among them (easgd's), linear between evaluations every 100
- * steps; allreduce took 728.6. Optimus-CC (docs/results/occ_slow_network: dp 2 x pp
- * 4, 1000 steps; SC on every stage at rank 8, CB epilogue-only): each flag set's final
- * validation loss above the baseline's, turned into steps as the steps allreduce's
- * curve of bagua_convergence takes to that loss, over 1000. */
-#define BAGUA "docs/results/bagua_convergence: steps to loss 1.882 against allreduce's 728.6 (2 ranks, defaults): "
+/* gpt: docs/results/occ_slow_network (dp 2 x pp 4, 1000 steps; SC on every stage at
+ * rank 8, CB epilogue-only): each flag set's final validation loss above the
+ * baseline's, turned into steps as the steps allreduce's curve of
+ * bagua_convergence takes to that loss, over 1000. mlp: docs/results/mlp_convergence. */
 #define OCC "docs/results/occ_slow_network: final loss "
-#define ALL BP_DP_ALLREDUCE
-#define MLP_RESULTS "docs/results/mlp_convergence: steps to loss "
-#define MLP_DP MLP_RESULTS "0.4228 against allreduce's 693.4 (2 ranks, defaults): "
-#define MLP_PIPE MLP_RESULTS "0.4079 against one pipeline's 885.9 (2 stages, 1f1b; a step trains N batches): "
-#define MLP_OCC MLP_RESULTS "0.4096 against plain allreduce's 880.8 (dp 2 x pp 2): "
-static const factor_row rows[] = {
-    {"gpt", ALL, 0, 0, 1.0, BAGUA "728.6"},
-    {"gpt", BP_DP_BYTEGRAD, 0, 0, 1.246, BAGUA "907.7"},
-    {"gpt", BP_DP_QADAM, 0, 0, 0.951,
-     "bench/dp/convergence.py --algos allreduce,qadam, rerun with qadam's --beta2 0.999 (the "
-     "study's 710.6 ran with 0.95): steps to loss 1.882 694.6 against allreduce's 730.5"},
-    {"gpt", BP_DP_DECENTRALIZED, 0, 0, 1.083, BAGUA "788.8 (shift_one; other settings taken alike)"},
-    {"gpt", BP_DP_LP_DECENTRALIZED, 0, 0, 1.118, BAGUA "814.8"},
-    {"gpt", BP_DP_ASYNC, 0, 0, 1.156, BAGUA "842.4 (sync-ms 20)"},
-    {"gpt", BP_DP_POWERSGD, 0, 0, 1.299, BAGUA "946.4 (rank 8; other ranks taken alike)"},
-    {"gpt", BP_DP_EASGD, 0, 0, 1.372, BAGUA "1000 (its final loss; a lower bound)"},
-    {"gpt", BP_DP_AVGPIPE, 2, 0, 1.0,
-     "docs/results/avgpipe: 2 pipelines reach 1f1b's loss at step 200 of 400, as 1f1b (each step "
-     "trains 2 batches)"},
-    {"gpt", BP_DP_AVGPIPE, 4, 0, 1.0, "not measured: taken as 2 pipelines' (docs/results/avgpipe, 1.0)"},
-    {"gpt", ALL, 0, 1, 1.214, OCC "+3.48% (CB), as steps on allreduce's curve"},
-    {"gpt", ALL, 0, 2, 1.001, OCC "+0.02% (FE), as steps on allreduce's curve"},
-    {"gpt", ALL, 0, 3, 1.162, OCC "+3.01% (CB+FE), as steps on allreduce's curve"},
-    {"gpt", ALL, 0, 4, 1.065, OCC "+1.52% (SC), as steps on allreduce's curve"},
-    {"gpt", ALL, 0, 5, 1.276, "not measured: taken as CB+FE+SC's (occ_slow_network, +4.05%)"},
-    {"gpt", ALL, 0, 6, 1.053, OCC "+1.26% (FE+SC), as steps on allreduce's curve"},
-    {"gpt", ALL, 0, 7, 1.276, OCC "+4.05% (CB+FE+SC), as steps on allreduce's curve"},
-    /* mlp: docs/results/mlp_convergence (the default mlp, one epoch of 937 steps;
-     * each group's target the highest final loss among its runs, linear between
-     * evaluations every 47 steps). */
-    {"mlp", ALL, 0, 0, 1.0, MLP_DP "693.4"},
-    {"mlp", BP_DP_BYTEGRAD, 0, 0, 1.093, MLP_DP "757.9"},
-    {"mlp", BP_DP_DECENTRALIZED, 0, 0, 1.085, MLP_DP "752.2 (shift_one; other settings taken alike)"},
-    {"mlp", BP_DP_LP_DECENTRALIZED, 0, 0, 1.009, MLP_DP "699.9"},
-    {"mlp", BP_DP_ASYNC, 0, 0, 1.120, MLP_DP "776.7 (moves with the load: 759.4 in an earlier run)"},
-    {"mlp", BP_DP_POWERSGD, 0, 0, 1.009, MLP_DP "699.7"},
-    {"mlp", BP_DP_EASGD, 0, 0, 1.274, MLP_DP "883.4 (its final loss)"},
-    {"mlp", BP_DP_AVGPIPE, 2, 0, 1.058, MLP_PIPE "937.0 (2 pipelines; its final loss)"},
-    {"mlp", BP_DP_AVGPIPE, 4, 0, 0.716, MLP_PIPE "634.5 (4 pipelines)"},
-    {"mlp", ALL, 0, 1, 1.002, MLP_OCC "882.3 (CB epilogue-only)"},
-    {"mlp", ALL, 0, 4, 1.004, MLP_OCC "884.0 (SC at rank 8 on every stage)"},
+#define MLP_OCC "docs/results/mlp_convergence: steps to loss 0.4096 against plain allreduce's 880.8 (dp 2 x pp 2): "
+static const occ_row occ_rows[] = {
+    {"gpt", 1, 1.214, OCC "+3.48% (CB), as steps on allreduce's curve"},
+    {"gpt", 2, 1.001, OCC "+0.02% (FE), as steps on allreduce's curve"},
+    {"gpt", 3, 1.162, OCC "+3.01% (CB+FE), as steps on allreduce's curve"},
+    {"gpt", 4, 1.065, OCC "+1.52% (SC), as steps on allreduce's curve"},
+    {"gpt", 5, 1.276, "not measured: taken as CB+FE+SC's (occ_slow_network, +4.05%)"},
+    {"gpt", 6, 1.053, OCC "+1.26% (FE+SC), as steps on allreduce's curve"},
+    {"gpt", 7, 1.276, OCC "+4.05% (CB+FE+SC), as steps on allreduce's curve"},
+    {"mlp", 1, 1.002, MLP_OCC "882.3 (CB epilogue-only)"},
+    {"mlp", 4, 1.004, MLP_OCC "884.0 (SC at rank 8 on every stage)"},
 };
-#undef BAGUA
 #undef OCC
-#undef ALL
-#undef MLP_RESULTS
-#undef MLP_DP
-#undef MLP_PIPE
 #undef MLP_OCC
 
-static const factor_row *find_row(const char *model, int algo, int pipelines, int occ) {
-    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
-        if (!strcmp(rows[i].model, model) && rows[i].algo == algo && rows[i].pipelines == pipelines &&
-            rows[i].occ == occ)
-            return &rows[i];
-    return NULL;
+/* The factor measured on `model` for algorithm algo with `pipelines` replicas, or for
+ * Optimus-CC's flags occ (not 0) on allreduce, its source and the model (static
+ * text); false: none. */
+static bool find_factor(const char *model, int algo, int pipelines, int occ, double *factor,
+                        const char **source, const char **measured_on) {
+    if (occ) {
+        for (size_t i = 0; !pipelines && i < sizeof occ_rows / sizeof occ_rows[0]; i++)
+            if (!strcmp(occ_rows[i].model, model) && occ_rows[i].occ == occ) {
+                *factor = occ_rows[i].factor, *source = occ_rows[i].source;
+                *measured_on = occ_rows[i].model;
+                return true;
+            }
+        return false;
+    }
+    for (const bp_dp_efficiency *e = bp_dp_ops(algo)->plan.efficiency; e && e->model; e++)
+        if (!strcmp(e->model, model) && e->pipelines == pipelines) {
+            *factor = e->factor, *source = e->source, *measured_on = e->model;
+            return true;
+        }
+    return false;
 }
 
 double bp_plan_steps_factor(const char *model, const bp_plan_knobs *k, const char **source,
@@ -101,15 +76,12 @@ double bp_plan_steps_factor(const char *model, const bp_plan_knobs *k, const cha
         return 1.0;
     }
     int algo = k->pipelines ? BP_DP_AVGPIPE : occ ? BP_DP_ALLREDUCE : k->algo;
-    const factor_row *row = find_row(model, algo, k->pipelines, occ);
-    if (!row) row = find_row(fallback_model, algo, k->pipelines, occ);
-    if (!row) {
-        *source = "not measured: taken as allreduce's";
-        return 1.0;
-    }
-    *source = row->source;
-    *measured_on = row->model;
-    return row->factor;
+    double factor;
+    if (find_factor(model, algo, k->pipelines, occ, &factor, source, measured_on) ||
+        find_factor(fallback_model, algo, k->pipelines, occ, &factor, source, measured_on))
+        return factor;
+    *source = "not measured: taken as allreduce's";
+    return 1.0;
 }
 
 /* ---- the network ------------------------------------------------------------------ */

@@ -3,7 +3,9 @@
  * - statistical efficiency: how many steps a configuration needs to reach the
  *   validation loss allreduce reaches, relative to allreduce's, from the studies
  *   shipped in docs/results/ (each factor names its source and the model it was
- *   measured on: gpt for every kind, mlp for the kinds plan chooses for it);
+ *   measured on: gpt for every kind, mlp for the kinds plan chooses for it), each
+ *   algorithm's declared in its registry entry (parallel/dp/cost.h), Optimus-CC's
+ *   here;
  * - the network between the job's ranks, measured with real messages: each pair's
  *   latency and bandwidth from ping-pongs at several sizes, the ranks' nodes by
  *   their host names, the two levels (within a node, between nodes), and each

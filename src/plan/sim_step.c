@@ -8,7 +8,7 @@
 #include "parallel/buckets.h"
 #include "parallel/dp/algo.h"
 #include "parallel/dp/easgd.h"
-#include "parallel/dp/powersgd.h"
+#include "parallel/occ.h"
 #include "plan/sim_model.h"
 
 /* What stage s of the grid costs, apart from its pipeline neighbours. */
@@ -200,12 +200,12 @@ static bp_status run_pipeline(const ctx *c, bp_sim_result *r, bp_sim_stage_resul
 static const bp_dp_algo_ops *stage_algo(const ctx *c, int s, bool warm, bp_dp_config *cfg) {
     const bp_sim_job *j = c->j;
     *cfg = j->dpc;
-    const bp_dp_algo_ops *ops = bp_dp_ops(j->avgpipe ? BP_DP_AVGPIPE : j->dpc.algo);
-    if (s < j->sc_stages && !j->avgpipe) {
-        ops = &bp_dp_powersgd;
-        bp_powersgd_in(&cfg->settings)->rank = j->sc_rank;
-        bp_powersgd_in(&cfg->settings)->min_rate = 0;
+    if (!j->avgpipe) { /* Optimus-CC's stage compression, as the runtime sets it */
+        bp_occ_config occ = {.sc_stages = j->sc_stages, .sc_rank = j->sc_rank,
+                             .sc_warmup_steps = j->sc_warmup};
+        bp_occ_dp_config(&occ, s, j->pp, NULL, cfg);
     }
+    const bp_dp_algo_ops *ops = bp_dp_ops(j->avgpipe ? BP_DP_AVGPIPE : cfg->algo);
     if (warm && ops->cost.warmup) ops = &bp_dp_allreduce;
     return ops;
 }

@@ -95,6 +95,8 @@ struct bp_dp_algo_ops {
     void (*describe)(const bp_dp_config *cfg, char *buf, size_t n);
     /* What it sends and computes, for the step simulator (parallel/dp/cost.h). */
     bp_dp_cost cost;
+    /* The settings plan tries and its measured statistical efficiency (cost.h). */
+    bp_dp_plan plan;
 };
 
 /* The table of algorithm `algo` (bp_dp_algo, BP_DP_AVGPIPE included); NULL if none. */

@@ -113,6 +113,12 @@ static const bp_option options[] = {
 static const bp_async_settings defaults = {.sync_ms = 20, .warmup = 0};
 static const bp_option_group option_group = BP_OPTION_GROUP(options, defaults);
 
+static const bp_dp_variant variants[] = {{.args = ""}, {0}};
+static const bp_dp_efficiency efficiency[] = {
+    {"gpt", 0, 1.156, BP_DP_STUDY_GPT "842.4 (sync-ms 20)"},
+    {"mlp", 0, 1.120, BP_DP_STUDY_MLP "776.7 (moves with the load: 759.4 in an earlier run)"},
+    {0}};
+
 const bp_dp_algo_ops bp_dp_async = {
     .kind = BP_DP_WEIGHT,
     .options = &option_group,
@@ -128,4 +134,5 @@ const bp_dp_algo_ops bp_dp_async = {
     .describe = describe,
     .reads_weights_on_host = true, /* the averaging thread, on its timer */
     .cost = {.step = step_cost, .warmup = warmup}, /* warm-up: allreduce's buckets */
+    .plan = {.variants = variants, .efficiency = efficiency},
 };

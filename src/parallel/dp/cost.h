@@ -1,10 +1,11 @@
-/* What a data-parallel algorithm costs, as each algorithm declares it in its own
- * file of parallel/dp/ (the `cost` member of its bp_dp_algo_ops): what it sends and
- * computes, in the operations below, whose prices the planner's machine sets (its
- * step simulator, plan/sim_step.h). An algorithm says what it does; what that costs
- * where it runs is the planner's, which this layer does not see.
+/* What the planner needs of a data-parallel algorithm, as each algorithm declares it
+ * in its own file of parallel/dp/ (members of its bp_dp_algo_ops): its cost, the
+ * settings `bagpipe plan` tries and its measured statistical efficiency.
  *
- * An algorithm declares up to three things:
+ * Its cost (`cost`) is what it sends and computes, in the operations below, whose
+ * prices the planner's machine sets (its step simulator, plan/sim_step.h): an
+ * algorithm says what it does; what that costs where it runs is the planner's, which
+ * this layer does not see. It declares up to three things:
  *  - per gradient bucket, the seconds its communication thread spends on it and the
  *    bytes this rank sends (NULL: the algorithm has no buckets);
  *  - per step, what it does to the weights after (or, overlapped, beside) forward
@@ -12,13 +13,17 @@
  *  - its warm-up, the steps it first runs as allreduce (NULL: none), and the copies
  *    of the parameters its state holds (for the peak memory).
  * The simulator owns everything the engine owns: the bucket plan, when each bucket
- * is ready, the hierarchical reduction within a node, the optimizer. */
+ * is ready, the hierarchical reduction within a node, the optimizer.
+ *
+ * What plan tries of it and how fast it learns (`plan`): bp_dp_plan below. */
 #ifndef BP_PARALLEL_DP_COST_H
 #define BP_PARALLEL_DP_COST_H
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include "nn/optim.h"
 
 struct bp_dp_config;
 typedef struct bp_dp_cost_env bp_dp_cost_env;
@@ -82,6 +87,47 @@ typedef struct bp_dp_cost {
     int64_t (*warmup)(const struct bp_dp_config *cfg);
     double state; /* parameter-sized copies of state beside the optimizer's */
 } bp_dp_cost;
+
+/* ---- what the planner tries of an algorithm, and how fast it learns ---------------- */
+
+/* A setting of the algorithm that `bagpipe plan` tries: its options as train takes
+ * them after `--dp-algo <name>` (a feature's algorithm: the options that select it),
+ * AvgPipe's N, and on which grids it runs. */
+typedef struct bp_dp_variant {
+    const char *args;  /* NULL ends a list */
+    int pipelines;     /* replicas per rank it trains (AvgPipe's N; 0: none) */
+    /* Whether it runs on dp ranks per stage, pp stages, optimizer optim (NULL: always). */
+    bool (*fits)(int dp, int pp, bp_optim_kind optim);
+} bp_dp_variant;
+
+/* A measured statistical efficiency: the steps the algorithm at its defaults took to
+ * reach the loss its baseline reaches, over the baseline's steps (the baseline:
+ * allreduce; for AvgPipe, one pipeline), on `model` (as --model names it) with
+ * `pipelines` replicas (AvgPipe's N, else 0), and the study it comes from. */
+typedef struct bp_dp_efficiency {
+    const char *model; /* NULL ends a list */
+    int pipelines;
+    double factor;
+    const char *source;
+} bp_dp_efficiency;
+
+typedef struct bp_dp_plan {
+    const bp_dp_variant *variants; /* NULL: plan does not try it */
+    bool hierarchical;             /* each variant also with --hierarchical across nodes */
+    const bp_dp_efficiency *efficiency; /* NULL: none measured (plan takes allreduce's) */
+} bp_dp_plan;
+
+/* The studies most factors come from. docs/results/bagua_convergence (the default
+ * gpt, 2 ranks, batch 16, 1000 steps): the steps each algorithm at its defaults took
+ * to reach 1.882 nats, the highest final loss among them (easgd's), linear between
+ * evaluations every 100 steps; allreduce took 728.6. docs/results/mlp_convergence
+ * (the default mlp, one epoch of 937 steps; each group's target the highest final
+ * loss among its runs, linear between evaluations every 47 steps). */
+#define BP_DP_STUDY_GPT                                                                          \
+    "docs/results/bagua_convergence: steps to loss 1.882 against allreduce's 728.6 (2 ranks, " \
+    "defaults): "
+#define BP_DP_STUDY_MLP \
+    "docs/results/mlp_convergence: steps to loss 0.4228 against allreduce's 693.4 (2 ranks, defaults): "
 
 /* Bytes each rank sends in a ring allreduce of n floats over p ranks. */
 double bp_dp_ring_bytes(int p, size_t n);

@@ -77,6 +77,12 @@ static void step_cost(const bp_dp_cost_env *e, size_t n, bp_dp_step_cost *out) {
     out->bytes = 2.0 * (double)bp_dp_minmax_bytes(n);
 }
 
+static const bp_dp_variant variants[] = {{.args = ""}, {0}};
+static const bp_dp_efficiency efficiency[] = {
+    {"gpt", 0, 1.118, BP_DP_STUDY_GPT "814.8"},
+    {"mlp", 0, 1.009, BP_DP_STUDY_MLP "699.9"},
+    {0}};
+
 const bp_dp_algo_ops bp_dp_lp_decentralized = {
     .kind = BP_DP_WEIGHT,
     .create = create,
@@ -85,4 +91,5 @@ const bp_dp_algo_ops bp_dp_lp_decentralized = {
     .state = state,
     .describe = describe,
     .cost = {.step = step_cost, .state = 3.5}, /* x_hat of self and neighbours, codec */
+    .plan = {.variants = variants, .efficiency = efficiency},
 };

@@ -157,6 +157,12 @@ static const bp_powersgd_settings defaults = {
     .rank = 8, .warmup = 0, .min_rate = 2, .orth_q = true};
 static const bp_option_group option_group = BP_OPTION_GROUP(options, defaults);
 
+static const bp_dp_variant variants[] = {{.args = ""}, {0}};
+static const bp_dp_efficiency efficiency[] = {
+    {"gpt", 0, 1.299, BP_DP_STUDY_GPT "946.4 (rank 8; other ranks taken alike)"},
+    {"mlp", 0, 1.009, BP_DP_STUDY_MLP "699.7"},
+    {0}};
+
 const bp_dp_algo_ops bp_dp_powersgd = {
     .kind = BP_DP_GRADIENT,
     .options = &option_group,
@@ -166,4 +172,5 @@ const bp_dp_algo_ops bp_dp_powersgd = {
     .state = state,
     .describe = describe,
     .cost = {.bucket = bucket_cost, .warmup = warmup, .state = 1}, /* the errors */
+    .plan = {.variants = variants, .efficiency = efficiency},
 };
