@@ -127,6 +127,7 @@ static int cmd_train(int argc, char **argv) {
         rc = bp_device_require(cfg.device.kind, "option --device cuda", &err);
     bp_train_result res = {0};
     rc = bp_train_agree(world, rc, &res.stopped_together, &err);
+    if (rc == BP_OK && !help) rc = bp_train_agree_config(world, &cfg, &err);
     catch_stop_signals();
     if (rc == BP_OK && !help) rc = bp_train_run(&cfg, world, &stop_requested, &res, &err);
     if (rc == BP_OK && !help && rank == 0) print_result(&res);
