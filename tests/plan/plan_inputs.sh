@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# `bagpipe plan`'s inputs and its JSON, quickly (a described cluster, no measurement):
+# a crafted --factors file with replica counts out of int's range is refused in one
+# line (before: cast to int, undefined); a factor that never reached the target
+# (null) ranks last and is written as null, so the ranking stays valid JSON (before:
+# `inf`); --trials 1, whose target would be
+# NaN, is refused; and on 2 ranks a --trials run given --metrics still finds its
+# trials' curves (before: they were logged to --metrics and the factors were NaN).
+source "$(dirname "$0")/../lib.sh"
+TINY=(--layers 2 --embd 32 --heads 2 --seq-len 16 --batch 8 --steps 20)
+CLUSTER=(--cluster nodes=2,per-node=1,flops=1e12,mem-bw=1e11,intra-bw=1Gbit,intra-lat=1us,inter-bw=1Gbit,inter-lat=1ms)
+
+bad() {
+  local pattern=$1 rc=0
+  shift
+  "$BP" plan "$@" --json "$WORK/bad.json" >"$WORK/out" 2>"$WORK/err" || rc=$?
+  [ "$rc" -eq 2 ] || fail "plan $* exited $rc, not 2: $(cat "$WORK/err")"
+  [ "$(grep -c '^bagpipe' "$WORK/err")" -eq 1 ] || fail "plan $*: not one line: $(cat "$WORK/err")"
+  grep -qE -- "$pattern" "$WORK/err" || fail "plan $*: '$(cat "$WORK/err")' does not match '$pattern'"
+  [ ! -e "$WORK/bad.json" ] || fail "plan $*: wrote a JSON"
+}
+
+# strict_json FILE: parses with no NaN or Infinity (which JSON does not have).
+strict_json() {
+  python3 - "$1" <<'PY' || fail "$1 is not strict JSON: $(head -c 600 "$1")"
+import json, sys
+def refuse(c): raise ValueError("not JSON: " + c)
+json.load(open(sys.argv[1]), parse_constant=refuse)
+PY
+}
+
+# factors FILE DP PIPELINES FACTOR: a ranking holding one trialled allreduce row.
+factors() {
+  cat >"$1" <<JSON
+{"format":"bagpipe-plan","model":"gpt","ranking":[
+{"algo":"allreduce","dp":$2,"pipelines":$3,"sc":false,"cb":false,"fe":false,
+ "steps_factor":$4,"trialled":true,"efficiency_source":"crafted"}]}
+JSON
+}
+
+for row in "1e300 0" "2 -1e300" "2.5 0" "2 1e9"; do
+  read -r dp n <<<"$row"
+  factors "$WORK/crafted.json" "$dp" "$n" 1
+  bad "option --factors: $WORK/crafted.json has a trialled row whose dp, pipelines or steps_factor is out of range" \
+    "${TINY[@]}" "${CLUSTER[@]}" --factors "$WORK/crafted.json"
+done
+factors "$WORK/crafted.json" 2 0 -1
+bad "option --factors: .* out of range" "${TINY[@]}" "${CLUSTER[@]}" --factors "$WORK/crafted.json"
+
+# Never reached: null, as plan now writes a trial's infinite factor.
+for never in null; do
+  factors "$WORK/never.json" 2 0 "$never"
+  "$BP" plan "${TINY[@]}" "${CLUSTER[@]}" --factors "$WORK/never.json" --json "$WORK/n.json" \
+    >"$WORK/n" || fail "plan --factors ($never) exited $?"
+  strict_json "$WORK/n.json"
+  python3 - "$WORK/n.json" <<'PY' || fail "never reached ($never): $(head -c 800 "$WORK/n.json")"
+import json, sys
+r = json.load(open(sys.argv[1]))["ranking"]
+never = [k for k in r if k["trialled"]]
+assert never and all(k["steps_factor"] is None for k in never), never
+fits = [k for k in r if k["verdict"] == "fits"]
+assert all(k["time_to_loss_s"] is None for k in never if k["verdict"] == "fits")
+finite = [k for k in fits if k["time_to_loss_s"] is not None]
+assert fits[:len(finite)] == finite, "a kind that never reaches the loss ranks above one that does"
+PY
+done
+
+bad "option --trials: the target is allreduce's loss at 60% of the trial's steps; give at least 2" \
+  "${TINY[@]}" --trials 1
+
+# --trials with --metrics: the trials log where their curves are read, not to FILE.
+LAUNCH_TIMEOUT=240 launch 2 "$BP" plan "${TINY[@]}" --trials 4 --trial-kinds 2 --metrics "$WORK/m.jsonl" \
+  --json "$WORK/t.json" >"$WORK/t" 2>"$WORK/t.err" || fail "plan --trials exited $?: $(cat "$WORK/t.err")"
+strict_json "$WORK/t.json"
+python3 - "$WORK/t.json" <<'PY' || fail "trials: $(head -c 800 "$WORK/t.json")"
+import json, sys
+r = json.load(open(sys.argv[1]))["ranking"]
+tried = [k for k in r if k["trialled"]]
+assert tried and all(k["efficiency_source"].startswith("trial of 4 steps") for k in tried), tried
+ar = [k for k in tried if k["algo"] == "allreduce" and k["dp"] == 2 and not k["pipelines"]]
+assert ar and all(k["steps_factor"] == 1 for k in ar), ar
+PY
+[ ! -e "$WORK/m.jsonl" ] || fail "the trials logged to --metrics"
+echo ok
