@@ -100,10 +100,31 @@ static bool starts_with(int fd, const char *magic) {
     return got == n && memcmp(head, magic, n) == 0;
 }
 
+/* The folder of path into dir ("." for a bare name); false when it does not fit. */
+static bool folder_of(const char *path, char *dir, size_t n) {
+    if ((size_t)snprintf(dir, n, "%s", path) >= n) return false;
+    char *slash = strrchr(dir, '/');
+    if (slash == dir) dir[1] = '\0';
+    else if (slash) *slash = '\0';
+    else snprintf(dir, n, ".");
+    return true;
+}
+
+/* A file renamed into place needs its folder to exist and take new files. */
+static bp_status check_folder(const char *path, bp_err *err) {
+    char dir[BP_PATH_MAX];
+    if (!folder_of(path, dir, sizeof dir))
+        return bp_fail(err, BP_EUSAGE, "%s is too long a path", path);
+    if (access(dir, W_OK | X_OK) == 0) return BP_OK;
+    return bp_fail(err, BP_EUSAGE, "cannot write %s: its folder %s: %s", path, dir, strerror(errno));
+}
+
 bp_status bp_check_output(const char *path, const bp_output_kind *kind, bp_err *err) {
     struct stat st;
+    if (!path[0]) return bp_fail(err, BP_EUSAGE, "an empty name; give a file name");
     if (stat(path, &st) != 0) {
-        if (errno == ENOENT) return BP_OK; /* a new name (or a dangling link, replaced) */
+        /* a new name (or a dangling link, replaced) */
+        if (errno == ENOENT) return kind->in_place ? BP_OK : check_folder(path, err);
         return bp_fail(err, BP_EUSAGE, "cannot use %s: %s", path, strerror(errno));
     }
     if (S_ISDIR(st.st_mode))
@@ -115,12 +136,12 @@ bp_status bp_check_output(const char *path, const bp_output_kind *kind, bp_err *
                        "would replace; give a file name",
                        path, kind->name);
     }
-    if (st.st_size == 0) return BP_OK;
+    if (st.st_size == 0) return kind->in_place ? BP_OK : check_folder(path, err);
     int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0) return bp_fail(err, BP_EUSAGE, "cannot read %s: %s", path, strerror(errno));
     bool same_kind = starts_with(fd, kind->magic);
     close(fd);
-    if (same_kind) return BP_OK;
+    if (same_kind) return kind->in_place ? BP_OK : check_folder(path, err);
     return bp_fail(err, BP_EUSAGE, "%s exists and is not a %s; give a new name or remove it",
                    path, kind->name);
 }
@@ -129,12 +150,9 @@ bp_status bp_check_output(const char *path, const bp_output_kind *kind, bp_err *
  * last component (two spellings of one file compare equal). */
 static bool canonical(const char *path, char *out, size_t n) {
     char dir[BP_PATH_MAX];
-    if ((size_t)snprintf(dir, sizeof dir, "%s", path) >= sizeof dir) return false;
-    char *slash = strrchr(dir, '/');
+    if (!folder_of(path, dir, sizeof dir)) return false;
+    const char *slash = strrchr(path, '/');
     const char *base = slash ? slash + 1 : path;
-    if (slash == dir) dir[1] = '\0';
-    else if (slash) *slash = '\0';
-    else snprintf(dir, sizeof dir, ".");
     char real[PATH_MAX];
     if (!realpath(dir, real)) return false;
     return (size_t)snprintf(out, n, "%s/%s", real, base) < n;

@@ -48,9 +48,10 @@ typedef struct bp_output_kind {
 
 /* Before the work that produces it: may an output of this kind go to path? Yes
  * for a new name, an empty regular file, or a regular file that starts with the
- * kind's magic (one written before); also, when written in place, a FIFO or a
- * device (a log streamed to a pipe). Anything else, a directory, another file, a
- * device that a rename would replace, is BP_EUSAGE naming path and why. */
+ * kind's magic (one written before), and for a kind renamed into place only in a
+ * folder that exists and takes new files; also, when written in place, a FIFO or
+ * a device (a log streamed to a pipe). Anything else, '', a directory, another
+ * file, a device that a rename would replace, is BP_EUSAGE naming path and why. */
 bp_status bp_check_output(const char *path, const bp_output_kind *kind, bp_err *err);
 
 /* Whether two paths name one file; either may not exist yet (then their folders'

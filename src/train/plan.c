@@ -81,16 +81,36 @@ static bool is_own(const char *name, size_t len) {
     return false;
 }
 
-bp_status bp_plan_config_finalize(bp_plan_config *c, int argc, char **argv, bp_err *err) {
+/* What the ranking may replace: an earlier ranking, not a run's metrics log. */
+static const bp_output_kind plan_json_kind = {"ranking of bagpipe plan",
+                                              "{\"format\":\"bagpipe-plan\"", false};
+
+/* Options of plan that only another one gives a use: given without it, refused. */
+static bp_status check_given(const bp_plan_config *c, int argc, char **argv, bp_err *err) {
+    static const char *const needs_trials[] = {"trial-kinds"}, *const needs_cluster[] = {"efficiency"};
     for (int i = 0; i < argc; i++) {
         size_t len;
         const char *name = option_name(argv[i], &len);
-        if (name && in_list(name, len, chosen, sizeof chosen / sizeof chosen[0]))
+        if (!name) continue;
+        if (in_list(name, len, chosen, sizeof chosen / sizeof chosen[0]))
             return bp_fail(err, BP_EUSAGE, "option --%.*s: bagpipe plan chooses it; leave it out",
                            (int)len, name);
+        if (c->trials == 0 && in_list(name, len, needs_trials, 1))
+            return bp_fail(err, BP_EUSAGE, "option --trial-kinds: only with --trials");
+        if (!c->cluster[0] && in_list(name, len, needs_cluster, 1))
+            return bp_fail(err, BP_EUSAGE, "option --efficiency: only with --cluster (measured "
+                           "ranks run at their own)");
     }
+    return BP_OK;
+}
+
+bp_status bp_plan_config_finalize(bp_plan_config *c, int argc, char **argv, bp_err *err) {
+    bp_status rc = check_given(c, argc, argv, err);
+    if (rc) return rc;
+    /* Before anything is measured or trialled: the ranking must be writable. */
+    if ((rc = bp_check_output(c->json, &plan_json_kind, err))) return bp_err_context(err, "option --json");
     bp_train_config *t = &c->train;
-    bp_status rc = bp_train_config_finalize(t, err);
+    rc = bp_train_config_finalize(t, err);
     if (rc) return rc;
     bp_model_config mc;
     bp_train_model_config(t, &mc);

@@ -5,7 +5,9 @@
 # (null) ranks last and is written as null, so the ranking stays valid JSON (before:
 # `inf`); --trials 1, whose target would be
 # NaN, is refused; and on 2 ranks a --trials run given --metrics still finds its
-# trials' curves (before: they were logged to --metrics and the factors were NaN).
+# trials' curves (before: they were logged to --metrics and the factors were NaN);
+# --json is checked before any measurement, and --trial-kinds and --efficiency
+# need --trials and --cluster.
 source "$(dirname "$0")/../lib.sh"
 TINY=(--layers 2 --embd 32 --heads 2 --seq-len 16 --batch 8 --steps 20)
 CLUSTER=(--cluster nodes=2,per-node=1,flops=1e12,mem-bw=1e11,intra-bw=1Gbit,intra-lat=1us,inter-bw=1Gbit,inter-lat=1ms)
@@ -67,6 +69,29 @@ done
 
 bad "option --trials: the target is allreduce's loss at 60% of the trial's steps; give at least 2" \
   "${TINY[@]}" --trials 1
+
+# --json checked before anything is measured or trialled (before: after every
+# trial); it replaces only an earlier ranking, never a run's metrics log.
+bad_json() { # PATTERN JSON
+  local rc=0
+  "$BP" plan "${TINY[@]}" --trials 5 --json "$2" >"$WORK/out" 2>"$WORK/err" || rc=$?
+  [ "$rc" -eq 2 ] || fail "--json '$2' exited $rc, not 2: $(cat "$WORK/err")"
+  [ "$(grep -c '^bagpipe' "$WORK/err")" -eq 1 ] || fail "--json '$2': not one line: $(cat "$WORK/err")"
+  grep -qE -- "$1" "$WORK/err" || fail "--json '$2': '$(cat "$WORK/err")' does not match '$1'"
+  [ ! -e "$2.trials" ] || fail "--json '$2': trials ran"
+}
+mkdir "$WORK/dir"
+mkfifo "$WORK/fifo"
+echo '{"type":"step","step":1}' >"$WORK/metrics.jsonl"
+bad_json "option --json: $WORK/dir is a directory" "$WORK/dir"
+bad_json "option --json: $WORK/fifo is not a regular file" "$WORK/fifo"
+bad_json "option --json: an empty name" ""
+bad_json "option --json: cannot write $WORK/none/p.json: its folder $WORK/none: No such file" "$WORK/none/p.json"
+bad_json "option --json: $WORK/metrics.jsonl exists and is not a ranking of bagpipe plan" "$WORK/metrics.jsonl"
+grep -q '"type":"step"' "$WORK/metrics.jsonl" || fail "the metrics log was replaced"
+# Options that only another gives a use.
+bad "option --trial-kinds: only with --trials" "${TINY[@]}" --trial-kinds 2
+bad "option --efficiency: only with --cluster" "${TINY[@]}" --efficiency 0.3
 
 # --trials with --metrics: the trials log where their curves are read, not to FILE.
 LAUNCH_TIMEOUT=240 launch 2 "$BP" plan "${TINY[@]}" --trials 4 --trial-kinds 2 --metrics "$WORK/m.jsonl" \
