@@ -90,6 +90,13 @@ timeout 60 "$BP" train "${opts[@]}" --out "$WORK/o_fifo" --metrics "$WORK/fifo" 
   fail "a metrics log into a FIFO was refused"
 wait "$reader"
 grep -q '"type":"step","step":2' "$WORK/streamed" || fail "nothing streamed: $(cat "$WORK/streamed")"
+# A FIFO that no process reads: one line at once (before: blocked in open() for good).
+rc=0
+timeout 60 "$BP" train "${opts[@]}" --out "$WORK/o_noreader" --metrics "$WORK/fifo" >/dev/null \
+  2>"$WORK/err" || rc=$?
+[ "$rc" -eq 1 ] || fail "a FIFO without a reader: exit $rc: $(cat "$WORK/err")"
+grep -qx "bagpipe: error: cannot open metrics log $WORK/fifo: a FIFO that no process reads (start its reader first)" \
+  "$WORK/err" || fail "a FIFO without a reader said: $(cat "$WORK/err")"
 # Without HOME (cron, some schedulers) the KJV cache goes to the home of the
 # password database, never into the working directory.
 home=$(getent passwd "$(id -u)" | cut -d: -f6)
