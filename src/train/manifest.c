@@ -141,6 +141,8 @@ bp_status bp_manifest_read(const char *ckpt_dir, bp_manifest *mf, bp_err *err) {
 bp_status bp_checkpoint_resolve(const char *dir, char *out, size_t n, bp_err *err) {
     char path[BP_PATH_MAX];
     bp_bytes latest = {0};
+    /* '' would join to /latest and /manifest.json: files at the root. */
+    if (!dir[0]) return bp_fail(err, BP_EUSAGE, "an empty path; give a checkpoint directory");
     bp_status rc = bp_path_join(path, sizeof path, dir, "latest", err);
     if (rc) return rc;
     if (!bp_path_exists(path)) {
