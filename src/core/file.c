@@ -1,8 +1,10 @@
 #include "core/file.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -167,8 +169,32 @@ bool bp_same_path(const char *a, const char *b) {
     return strcmp(a, b) == 0;
 }
 
+/* The pid of name when it is base + ".tmp." + digits; 0 otherwise. */
+static long temp_pid(const char *name, const char *base, size_t len) {
+    if (strncmp(name, base, len) != 0 || strncmp(name + len, ".tmp.", 5) != 0) return 0;
+    char *end;
+    long pid = strtol(name + len + 5, &end, 10);
+    return *end == '\0' && pid > 0 ? pid : 0;
+}
+
+void bp_remove_stale_temps(const char *path) {
+    char dir[BP_PATH_MAX];
+    if (!folder_of(path, dir, sizeof dir)) return;
+    const char *slash = strrchr(path, '/'), *base = slash ? slash + 1 : path;
+    size_t len = strlen(base);
+    DIR *d = opendir(dir);
+    for (struct dirent *e; d && (e = readdir(d));) {
+        long pid = temp_pid(e->d_name, base, len);
+        /* ESRCH: no such process; EPERM means one runs, of another user. */
+        if (pid && pid != (long)getpid() && kill((pid_t)pid, 0) != 0 && errno == ESRCH)
+            unlinkat(dirfd(d), e->d_name, 0);
+    }
+    if (d) closedir(d);
+}
+
 bp_status bp_write_parts_atomic(const char *path, const bp_iovec *parts, int n_parts, bp_err *err) {
     char tmp[4096];
+    bp_remove_stale_temps(path);
     /* rename() would put a regular file in place of a device or a FIFO. */
     struct stat st;
     if (stat(path, &st) == 0 && !S_ISREG(st.st_mode))

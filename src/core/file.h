@@ -35,6 +35,10 @@ typedef struct bp_iovec {
 } bp_iovec;
 bp_status bp_write_parts_atomic(const char *path, const bp_iovec *parts, int n_parts, bp_err *err);
 bp_status bp_write_file_atomic(const char *path, const void *data, size_t n, bp_err *err);
+/* Remove the "<path>.tmp.<pid>" files that writers of path killed mid-write (kill -9)
+ * left behind: those whose process no longer runs on this machine. The atomic
+ * writers above call it before they write. */
+void bp_remove_stale_temps(const char *path);
 
 #define BP_PATH_MAX 4096
 

@@ -78,8 +78,16 @@ cmp -s "$WORK/run/latest" "$WORK/latest.orig" || fail "the run's latest changed"
 # What is allowed: a trace over an earlier trace, a resumed run's own log, another
 # run's log with --overwrite, and a log streamed into a FIFO.
 "$BP" train "${opts[@]}" --out "$WORK/t" --trace "$WORK/t.json" >/dev/null || fail "first trace"
+# A temporary file that a writer killed mid-write left (kill -9) goes with the next
+# write; one of a process still running stays (before: every one stayed for good).
+dead=$(sh -c 'echo $$')
+: >"$WORK/t.json.tmp.$dead"
+: >"$WORK/t.json.tmp.$$"
 "$BP" train "${opts[@]}" --out "$WORK/t" --overwrite --trace "$WORK/t.json" >/dev/null ||
   fail "a trace over an earlier one was refused"
+[ ! -e "$WORK/t.json.tmp.$dead" ] || fail "a dead writer's temporary file stayed"
+[ -e "$WORK/t.json.tmp.$$" ] || fail "a running process's temporary file was removed"
+rm "$WORK/t.json.tmp.$$"
 "$BP" train "${opts[@]}" --steps 3 --resume "$WORK/run" --out "$WORK/run" >/dev/null ||
   fail "a resumed run was refused its own log"
 "$BP" train "${opts[@]}" --out "$WORK/o_other" --metrics "$WORK/run/metrics.jsonl" --overwrite \
