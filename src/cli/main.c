@@ -59,6 +59,10 @@ static int fail(int rc, const bp_err *err) {
 
 static void print_result(const bp_train_result *res) {
     printf("done: %lld steps", (long long)res->steps);
+    if (res->skipped == res->steps && res->steps > 0)
+        printf(" (all skipped: a non-finite loss or gradient; nothing was trained)");
+    else if (res->skipped)
+        printf(" (%lld skipped: a non-finite loss or gradient)", (long long)res->skipped);
     if (isfinite(res->final_loss)) printf(", last training loss %.4f", res->final_loss);
     if (res->val_loss == res->val_loss) printf(", validation loss %.4f", res->val_loss);
     if (res->val_acc == res->val_acc) printf(", test accuracy %.4f", res->val_acc);

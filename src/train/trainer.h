@@ -13,6 +13,7 @@
 
 typedef struct bp_train_result {
     int64_t steps;        /* completed optimizer steps */
+    int64_t skipped;      /* of them, dropped for a non-finite value (--skip-nonfinite) */
     double final_loss;    /* training loss of the last step (NaN when no step ran) */
     double val_loss;      /* last evaluation (NaN when none ran) */
     double val_acc;       /* mlp only (NaN otherwise) */
