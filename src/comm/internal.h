@@ -177,17 +177,21 @@ void bpc_watch_stop(bp_world *w);
  * communicator with the same tag: beside every message of a collective (so that the
  * receiver learns what the sender called before it posts a receive: Open MPI writes
  * a longer message past a shorter receive buffer instead of truncating it), and,
- * with emulation on, beside every message. */
+ * with emulation on, beside every message. A collective's message of at most
+ * TX_INLINE_MAX bytes travels inside its stamp message instead, after the stamp:
+ * one message, as cheap as the data alone where latency is what counts. */
 typedef struct tx_stamp {
     double arrive;   /* emulation: when the message arrives on the emulated link; else 0 */
     uint64_t n;      /* the sender's operation: its count (op_ctx.n) */
     uint64_t bytes;  /* ... and this message's size */
     int32_t kind;    /* ... and its kind (bp_op) */
-    int32_t unused;
+    int32_t inlined; /* the message follows the stamp in the same MPI message */
 } tx_stamp;
 
+enum { TX_INLINE_MAX = 4096 };
+
 typedef struct tx_req {
-    MPI_Request req[2]; /* data, stamp */
+    MPI_Request req[2]; /* data, stamp (with an inline message) */
     int proc;           /* MPI_COMM_WORLD rank of the peer */
     tx_stamp stamp;     /* sent, or received */
     double sent;        /* sender: when the emulated link has serialized it */
@@ -199,6 +203,9 @@ typedef struct tx_req {
     void *buf;
     bp_comm *g;
     int peer, tag;
+    /* A collective's stamp message with room for an inline message (malloc'd;
+     * freed by bpc_tx_wait once complete). */
+    unsigned char *box;
 } tx_req;
 
 bp_status bpc_tx_isend(op_ctx *op, bp_comm *g, const void *buf, size_t bytes, int peer, int tag,

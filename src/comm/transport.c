@@ -14,6 +14,7 @@
  * oneself cost nothing. */
 #include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "comm/internal.h"
@@ -41,22 +42,36 @@ static bp_status begin(op_ctx *op, bp_comm *g, int peer, size_t bytes, tx_req *r
     return BP_OK;
 }
 
+/* A collective's message of at most TX_INLINE_MAX bytes: sent inside its stamp. */
+static bp_status send_inline(op_ctx *op, bp_comm *g, const void *buf, int peer, int tag,
+                             tx_req *r) {
+    r->stamp.inlined = 1;
+    r->box = malloc(sizeof r->stamp + r->bytes);
+    if (!r->box) return bpc_op_fail(op, BP_ENOMEM, "cannot allocate a message of %zu bytes", r->bytes);
+    memcpy(r->box, &r->stamp, sizeof r->stamp);
+    if (r->bytes) memcpy(r->box + sizeof r->stamp, buf, r->bytes);
+    int rc = MPI_Isend(r->box, (int)(sizeof r->stamp + r->bytes), MPI_BYTE, peer, tag, g->stamps,
+                       &r->req[1]);
+    return rc == MPI_SUCCESS ? BP_OK : bpc_op_mpi_fail(op, rc, "MPI_Isend");
+}
+
 bp_status bpc_tx_isend(op_ctx *op, bp_comm *g, const void *buf, size_t bytes, int peer, int tag,
                        tx_req *r) {
     int rc = begin(op, g, peer, bytes, r, false);
     if (rc != BP_OK) return rc;
     bool net = peer != g->rank &&
                bpc_net_reserve(g->world, g->proc[peer], bytes, &r->sent, &r->stamp.arrive);
-    if (net || checked(g, peer, tag)) {
-        r->stamp.n = op->n, r->stamp.bytes = bytes, r->stamp.kind = (int32_t)op->kind;
+    bool stamped = net || checked(g, peer, tag);
+    r->stamp.n = op->n, r->stamp.bytes = bytes, r->stamp.kind = (int32_t)op->kind;
+    op->acc.messages++;
+    op->acc.bytes_sent += bytes;
+    if (checked(g, peer, tag) && bytes <= TX_INLINE_MAX) return send_inline(op, g, buf, peer, tag, r);
+    if (stamped) {
         rc = MPI_Isend(&r->stamp, sizeof r->stamp, MPI_BYTE, peer, tag, g->stamps, &r->req[1]);
         if (rc != MPI_SUCCESS) return bpc_op_mpi_fail(op, rc, "MPI_Isend");
     }
     rc = MPI_Isend(buf, (int)bytes, MPI_BYTE, peer, tag, g->mpi, &r->req[0]);
-    if (rc != MPI_SUCCESS) return bpc_op_mpi_fail(op, rc, "MPI_Isend");
-    op->acc.messages++;
-    op->acc.bytes_sent += bytes;
-    return BP_OK;
+    return rc == MPI_SUCCESS ? BP_OK : bpc_op_mpi_fail(op, rc, "MPI_Isend");
 }
 
 bp_status bpc_tx_irecv(op_ctx *op, bp_comm *g, void *buf, size_t bytes, int peer, int tag,
@@ -64,14 +79,20 @@ bp_status bpc_tx_irecv(op_ctx *op, bp_comm *g, void *buf, size_t bytes, int peer
     int rc = begin(op, g, peer, bytes, r, true);
     if (rc != BP_OK) return rc;
     r->deferred = checked(g, peer, tag);
-    if (r->deferred || (peer != g->rank && bpc_net_on(g->world))) {
-        rc = MPI_Irecv(&r->stamp, sizeof r->stamp, MPI_BYTE, peer, tag, g->stamps, &r->req[1]);
-        if (rc != MPI_SUCCESS) return bpc_op_mpi_fail(op, rc, "MPI_Irecv");
-    }
     op->acc.bytes_recv += bytes;
     if (r->deferred) {
+        /* Room for an inline message whatever this rank expects: a peer that
+         * disagrees may send one. */
         r->buf = buf, r->tag = tag;
-        return BP_OK;
+        r->box = malloc(sizeof r->stamp + TX_INLINE_MAX);
+        if (!r->box) return bpc_op_fail(op, BP_ENOMEM, "cannot allocate a stamp");
+        rc = MPI_Irecv(r->box, (int)(sizeof r->stamp + TX_INLINE_MAX), MPI_BYTE, peer, tag,
+                       g->stamps, &r->req[1]);
+        return rc == MPI_SUCCESS ? BP_OK : bpc_op_mpi_fail(op, rc, "MPI_Irecv");
+    }
+    if (peer != g->rank && bpc_net_on(g->world)) {
+        rc = MPI_Irecv(&r->stamp, sizeof r->stamp, MPI_BYTE, peer, tag, g->stamps, &r->req[1]);
+        if (rc != MPI_SUCCESS) return bpc_op_mpi_fail(op, rc, "MPI_Irecv");
     }
     rc = MPI_Irecv(buf, (int)bytes, MPI_BYTE, peer, tag, g->mpi, &r->req[0]);
     return rc == MPI_SUCCESS ? BP_OK : bpc_op_mpi_fail(op, rc, "MPI_Irecv");
@@ -106,6 +127,7 @@ static const char *peer_name(const op_ctx *op, const tx_req *r, char *buf, size_
 /* Whether the sender's stamp agrees with this rank's operation and receive. */
 static bp_status check_stamp(op_ctx *op, const tx_req *r) {
     const tx_stamp *s = &r->stamp;
+    if (s->kind == (int32_t)op->kind && s->n == op->n && s->bytes == r->bytes) return BP_OK;
     char who[BP_GROUP_NAME_MAX + 32];
     peer_name(op, r, who, sizeof who);
     if (s->kind != (int32_t)op->kind)
@@ -117,25 +139,28 @@ static bp_status check_stamp(op_ctx *op, const tx_req *r) {
         return bpc_op_fail(op, BP_ECOMM,
                            "%zu floats here but %llu on %s: every rank must pass the same count",
                            op->n, (unsigned long long)s->n, who);
-    if (s->bytes != r->bytes)
-        return bpc_op_fail(op, BP_ECOMM,
-                           "a message of %zu bytes expected from %s, which sent %llu: the ranks' "
-                           "codecs or options differ",
-                           r->bytes, who, (unsigned long long)s->bytes);
-    return BP_OK;
+    return bpc_op_fail(op, BP_ECOMM,
+                       "a message of %zu bytes expected from %s, which sent %llu: the ranks' "
+                       "codecs or options differ",
+                       r->bytes, who, (unsigned long long)s->bytes);
 }
 
-/* Wait for the stamps of the batch's collective receives, check them, and post
- * those receives. */
+/* Wait for the stamps of the batch's collective receives and check them; then take
+ * an inline message from its stamp's box, or post the receive of the message. */
 static bp_status post_deferred(op_ctx *op, tx_req *r, int k) {
     for (int i = 0; i < k; i++) {
         if (!r[i].deferred) continue;
         atomic_store(&op->waiting_for, r[i].proc);
         int rc = wait_reqs(op->c, 1, &r[i].req[1]);
         if (rc != MPI_SUCCESS) return bpc_op_mpi_fail(op, rc, "waiting for messages");
+        memcpy(&r[i].stamp, r[i].box, sizeof r[i].stamp);
         bp_status st = check_stamp(op, &r[i]);
         if (st != BP_OK) return st;
         r[i].deferred = false;
+        if (r[i].stamp.inlined) {
+            if (r[i].bytes) memcpy(r[i].buf, r[i].box + sizeof r[i].stamp, r[i].bytes);
+            continue;
+        }
         rc = MPI_Irecv(r[i].buf, (int)r[i].bytes, MPI_BYTE, r[i].peer, r[i].tag, r[i].g->mpi,
                        &r[i].req[0]);
         if (rc != MPI_SUCCESS) return bpc_op_mpi_fail(op, rc, "MPI_Irecv");
@@ -150,6 +175,10 @@ bp_status bpc_tx_wait(op_ctx *op, tx_req *r, int k) {
     for (int i = 0; i < k && st == BP_OK && rc == MPI_SUCCESS; i++) {
         atomic_store(&op->waiting_for, r[i].proc);
         rc = wait_reqs(op->c, 2, r[i].req);
+        if (rc == MPI_SUCCESS) {
+            free(r[i].box);
+            r[i].box = NULL;
+        }
         double t = r[i].sent;
         if (r[i].recv && r[i].stamp.arrive > 0)
             t = bpc_net_rendezvous(op->c->world, r[i].proc, r[i].bytes, r[i].stamp.arrive);
