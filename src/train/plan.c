@@ -118,6 +118,9 @@ bp_status bp_plan_config_finalize(bp_plan_config *c, int argc, char **argv, bp_e
         return bp_fail(err, BP_EUSAGE, "option --vocab: a vocabulary of tokens; this model reads none");
     if (c->cluster[0] && c->trials > 0)
         return bp_fail(err, BP_EUSAGE, "option --trials: runs on the job's ranks, not with --cluster");
+    if (c->trials > t->steps) /* a trial would run longer than the run it plans */
+        return bp_fail(err, BP_EUSAGE, "option --trials: %d steps per trial is more than the "
+                       "run's --steps %lld", c->trials, (long long)t->steps);
     if (c->trials == 1) /* its one evaluation comes after the target's step */
         return bp_fail(err, BP_EUSAGE, "option --trials: the target is allreduce's loss at 60%% of "
                        "the trial's steps; give at least 2");

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "core/file.h"
+#include "core/log.h"
 #include "train/plan_impl.h"
 #include "train/trainer.h"
 
@@ -107,6 +108,10 @@ bp_status bp_plan_trials(const bp_plan_config *c, bp_comm *world, int argc, char
         snprintf(dir, sizeof dir, "%.140s.trials/%d", c->json, i);
         bp_train_config t;
         rc = trial_config(c, argc, argv, &r->cand[pick[i]], dir, &t, err);
+        /* Trials run for minutes or more: say which, so that a long plan is seen to move. */
+        if (rc == BP_OK && bp_comm_rank(world) == 0)
+            bp_log_info("plan: trial %d of %d, %d steps: %s", i + 1, n, c->trials,
+                        r->cand[pick[i]].args);
         bp_train_result res = {0};
         static const volatile sig_atomic_t never = 0; /* a trial runs its steps */
         if (rc == BP_OK) rc = bp_train_run(&t, world, &never, &res, err);

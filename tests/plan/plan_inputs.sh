@@ -5,7 +5,8 @@
 # (null) ranks last and is written as null, so the ranking stays valid JSON (before:
 # `inf`); --trials 1, whose target would be
 # NaN, is refused; and on 2 ranks a --trials run given --metrics still finds its
-# trials' curves (before: they were logged to --metrics and the factors were NaN);
+# trials' curves (before: they were logged to --metrics and the factors were NaN),
+# and says which trial runs; a trial longer than --steps is refused;
 # --json is checked before any measurement, and --trial-kinds and --efficiency
 # need --trials and --cluster.
 source "$(dirname "$0")/../lib.sh"
@@ -69,6 +70,8 @@ done
 
 bad "option --trials: the target is allreduce's loss at 60% of the trial's steps; give at least 2" \
   "${TINY[@]}" --trials 1
+# A trial longer than the run it plans (before: ran silently for days).
+bad "option --trials: 1048576 steps per trial is more than the run's --steps 20" "${TINY[@]}" --trials 1048576
 
 # --json checked before anything is measured or trialled (before: after every
 # trial); it replaces only an earlier ranking, never a run's metrics log.
@@ -106,4 +109,6 @@ ar = [k for k in tried if k["algo"] == "allreduce" and k["dp"] == 2 and not k["p
 assert ar and all(k["steps_factor"] == 1 for k in ar), ar
 PY
 [ ! -e "$WORK/m.jsonl" ] || fail "the trials logged to --metrics"
+[ "$(grep -c "^bagpipe: info: plan: trial [12] of 2, 4 steps: --dp " "$WORK/t.err")" -eq 2 ] ||
+  fail "no line per trial: $(cat "$WORK/t.err")"
 echo ok
