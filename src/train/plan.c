@@ -9,6 +9,7 @@
 #include "core/timer.h"
 #include "train/plan_impl.h"
 #include "train/sim_measure.h"
+#include "train/task.h"
 
 #define OFF(f) offsetof(bp_plan_config, f)
 static const bp_option plan_options[] = {
@@ -304,6 +305,15 @@ static void cluster_machine(const bp_plan_config *c, bp_plan_result *r, bp_sim_m
     r->mem_cap_bytes = c->mem_cap_mb > 0 ? c->mem_cap_mb * 1048576.0 : cl->mem_bytes;
 }
 
+/* The data the measured ranks will train on, read once as train reads it, so that a
+ * file train would refuse is refused before anything is measured. */
+static bp_status check_data(const bp_plan_config *c, bp_err *err) {
+    bp_task task;
+    bp_status rc = bp_task_init(&task, &c->train, 0, 1, err);
+    if (rc == BP_OK) bp_task_free(&task);
+    return rc;
+}
+
 bp_status bp_plan_run(const bp_plan_config *c, bp_comm *world, int argc, char **argv,
                       bp_plan_result *r, bp_err *err) {
     double t0 = bp_now();
@@ -314,7 +324,8 @@ bp_status bp_plan_run(const bp_plan_config *c, bp_comm *world, int argc, char **
     bp_plan_factors *factors = NULL; /* read before anything is measured */
     bp_status rc = c->factors[0] ? bp_plan_factors_load(c->factors, r->model, &factors, err) : BP_OK;
     if (rc == BP_OK && c->cluster[0]) cluster_machine(c, r, &m);
-    else if (rc == BP_OK) rc = measured_machine(c, world, r, &prof, &m, err);
+    else if (rc == BP_OK && (rc = check_data(c, err)) == BP_OK)
+        rc = measured_machine(c, world, r, &prof, &m, err);
     if (rc == BP_OK) rc = bp_plan_enumerate(c, r, err);
     if (rc == BP_OK) rc = bp_plan_evaluate(c, world, &m, argc, argv, r, err);
     if (rc == BP_OK && factors) bp_plan_factors_apply(factors, r);

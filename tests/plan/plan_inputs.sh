@@ -6,7 +6,8 @@
 # `inf`); --trials 1, whose target would be
 # NaN, is refused; and on 2 ranks a --trials run given --metrics still finds its
 # trials' curves (before: they were logged to --metrics and the factors were NaN),
-# and says which trial runs; a trial longer than --steps is refused;
+# and says which trial runs; a trial longer than --steps is refused; a --data that
+# train would refuse is refused before measuring;
 # --json is checked before any measurement, and --trial-kinds and --efficiency
 # need --trials and --cluster.
 source "$(dirname "$0")/../lib.sh"
@@ -92,6 +93,15 @@ bad_json "option --json: an empty name" ""
 bad_json "option --json: cannot write $WORK/none/p.json: its folder $WORK/none: No such file" "$WORK/none/p.json"
 bad_json "option --json: $WORK/metrics.jsonl exists and is not a ranking of bagpipe plan" "$WORK/metrics.jsonl"
 grep -q '"type":"step"' "$WORK/metrics.jsonl" || fail "the metrics log was replaced"
+# A data file train would refuse: refused before anything is measured (before: plan
+# never read --data and ranked configurations of a run that could not start).
+printf 'abc' >"$WORK/tiny.txt"
+rc=0
+"$BP" plan "${TINY[@]}" --data "$WORK/tiny.txt" --json "$WORK/tiny.json" >"$WORK/out" 2>"$WORK/err" || rc=$?
+[ "$rc" -eq 1 ] || fail "plan --data tiny.txt exited $rc: $(cat "$WORK/err")"
+grep -qx "bagpipe: error: option --data: data $WORK/tiny.txt: 3 bytes is too short for --seq-len 16 .*" "$WORK/err" ||
+  fail "plan --data tiny.txt said: $(cat "$WORK/err")"
+[ ! -e "$WORK/tiny.json" ] && [ ! -s "$WORK/out" ] || fail "plan --data tiny.txt measured"
 # Options that only another gives a use.
 bad "option --trial-kinds: only with --trials" "${TINY[@]}" --trial-kinds 2
 bad "option --efficiency: only with --cluster" "${TINY[@]}" --efficiency 0.3
