@@ -10,19 +10,8 @@
 # train would refuse is refused before measuring;
 # --json is checked before any measurement, and --trial-kinds and --efficiency
 # need --trials and --cluster.
-source "$(dirname "$0")/../lib.sh"
-TINY=(--layers 2 --embd 32 --heads 2 --seq-len 16 --batch 8 --steps 20)
+source "$(dirname "$0")/lib.sh"
 CLUSTER=(--cluster nodes=2,per-node=1,flops=1e12,mem-bw=1e11,intra-bw=1Gbit,intra-lat=1us,inter-bw=1Gbit,inter-lat=1ms)
-
-bad() {
-  local pattern=$1 rc=0
-  shift
-  "$BP" plan "$@" --json "$WORK/bad.json" >"$WORK/out" 2>"$WORK/err" || rc=$?
-  [ "$rc" -eq 2 ] || fail "plan $* exited $rc, not 2: $(cat "$WORK/err")"
-  [ "$(grep -c '^bagpipe' "$WORK/err")" -eq 1 ] || fail "plan $*: not one line: $(cat "$WORK/err")"
-  grep -qE -- "$pattern" "$WORK/err" || fail "plan $*: '$(cat "$WORK/err")' does not match '$pattern'"
-  [ ! -e "$WORK/bad.json" ] || fail "plan $*: wrote a JSON"
-}
 
 # strict_json FILE: parses with no NaN or Infinity (which JSON does not have).
 strict_json() {
