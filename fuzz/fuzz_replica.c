@@ -39,7 +39,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (bp_state_add(&l, w, 4, &err, "replica0.weights") ||
         bp_state_add(&l, c, 2, &err, "elastic_center"))
         abort();
-    int rc = bp_checkpoint_read_replica(dir, 0, 0, 0, 1, &l, &err);
+    bp_manifest mf = {.step = 1, .dp = 1, .pp = 1, .tp = 1};
+    int rc = bp_checkpoint_read_replica(dir, &mf, 0, 0, 0, NULL, &l, &err);
     bp_state_list_free(&l);
     if (bp_fuzz_reject(rc, &err)) {
         free(file);

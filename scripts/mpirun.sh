@@ -8,9 +8,10 @@
 # SIGINT and SIGTERM (Ctrl-C, kill) go to the ranks, which stop together after one
 # step, save a checkpoint and exit 3, and this script exits with the launcher's
 # code, 3: Open MPI's mpirun, signalled itself, ends the job and exits 1 whatever
-# the ranks return. SIGHUP (the terminal closed, ssh dropped) goes to them as
-# SIGTERM, as plain mpirun forwards it: a script killed by it would leave the job
-# running without a parent, holding the --out lock. The launcher runs in a process
+# the ranks return. SIGQUIT (Ctrl-\) goes to them as SIGTERM too (a shell script
+# would otherwise leave it unanswered). SIGHUP (the terminal closed, ssh dropped)
+# goes to them as SIGTERM, as plain mpirun forwards it: a script killed by it
+# would leave the job running without a parent, holding the --out lock. The launcher runs in a process
 # group of its own (a Ctrl-C or hang-up on the terminal reaches only this script)
 # with stdin from /dev/null (bagpipe reads none; a background group must not read
 # the terminal). Open MPI's ranks write to pseudo-terminals even when this
@@ -34,7 +35,7 @@ set +m
 # The ranks are the launcher's children on one machine (Open MPI's mpirun and
 # MPICH's Hydra proxy alike: the proxy's children for MPICH).
 to_ranks() { pkill -"$1" -P "$(pgrep -d, -P "$pid" -f hydra_pmi_proxy || echo "$pid")" || true; }
-trap 'to_ranks TERM' TERM HUP
+trap 'to_ranks TERM' TERM HUP QUIT
 trap 'to_ranks INT' INT
 while kill -0 "$pid" 2>/dev/null; do wait "$pid" || true; done
 rc=0

@@ -7,7 +7,7 @@
  *      rank 0.
  * Every number is the median of repeated runs; the two sides of a comparison
  * alternate run by run so that both see the same machine.
- * Usage: mpiexec -np N bench_comm [max_mb] */
+ * Usage: mpiexec -np N bench_comm [max_mb [allreduce]] (allreduce: the first part only) */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -236,7 +236,8 @@ int main(int argc, char **argv) {
                version);
     }
     bench_allreduce(world, max_mb << 20);
-    if (me == 0) {
+    bool allreduce_only = argc > 2 && !strcmp(argv[2], "allreduce");
+    if (me == 0 && !allreduce_only) {
         bench_minmax();
         bench_powersgd();
     }

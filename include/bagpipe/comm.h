@@ -14,7 +14,12 @@
  * freely. Free every group derived from the world before bp_comm_finalize.
  *
  * Buffers may have any length, not only multiples of the group size: collectives
- * that split a buffer across ranks use bp_chunk(). Sums and averages are computed
+ * that split a buffer across ranks use bp_chunk(). Every rank passes the same count
+ * (and the same codec settings): on our own path each message of a collective
+ * carries the sender's operation and count, and a rank that receives from a peer
+ * that disagrees fails the operation with a line naming both counts and both
+ * ranks, before anything is written to its buffer (MPI's path leaves this check
+ * to MPI). Sums and averages are computed
  * in float32; on our own path every rank gets the same bits (each part is summed
  * once, by its owner, and copied), as MPI's collectives usually also give.
  *

@@ -59,6 +59,10 @@ static int fail(int rc, const bp_err *err) {
 
 static void print_result(const bp_train_result *res) {
     printf("done: %lld steps", (long long)res->steps);
+    if (res->skipped == res->steps && res->steps > 0)
+        printf(" (all skipped: a non-finite loss or gradient; nothing was trained)");
+    else if (res->skipped)
+        printf(" (%lld skipped: a non-finite loss or gradient)", (long long)res->skipped);
     if (isfinite(res->final_loss)) printf(", last training loss %.4f", res->final_loss);
     if (res->val_loss == res->val_loss) printf(", validation loss %.4f", res->val_loss);
     if (res->val_acc == res->val_acc) printf(", test accuracy %.4f", res->val_acc);
@@ -98,6 +102,10 @@ static void on_stop_signal(int sig) {
     stop_requested = 1;
 }
 
+/* Before anything else, so that a signal in the first moments (MPI's start-up, the
+ * options, the agreement) stops the run after its first step like any other; the
+ * two are unblocked, since a launcher may start us with them blocked, and one that
+ * came meanwhile is acted on now. */
 static void catch_stop_signals(void) {
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
@@ -105,6 +113,11 @@ static void catch_stop_signals(void) {
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
+    sigset_t stop;
+    sigemptyset(&stop);
+    sigaddset(&stop, SIGINT);
+    sigaddset(&stop, SIGTERM);
+    sigprocmask(SIG_UNBLOCK, &stop, NULL);
 }
 
 /* Every rank runs this. A configuration error is usually the same on every rank,
@@ -115,6 +128,7 @@ static void catch_stop_signals(void) {
 static int cmd_train(int argc, char **argv) {
     bp_err err = {0};
     bp_comm *world = NULL;
+    catch_stop_signals();
     int rc = bp_comm_init(&argc, &argv, &world, &err);
     if (rc) return fail(rc, &err);
     int rank = bp_comm_rank(world), size = bp_comm_size(world), help = 0;
@@ -127,7 +141,7 @@ static int cmd_train(int argc, char **argv) {
         rc = bp_device_require(cfg.device.kind, "option --device cuda", &err);
     bp_train_result res = {0};
     rc = bp_train_agree(world, rc, &res.stopped_together, &err);
-    catch_stop_signals();
+    if (rc == BP_OK && !help) rc = bp_train_agree_config(world, &cfg, &err);
     if (rc == BP_OK && !help) rc = bp_train_run(&cfg, world, &stop_requested, &res, &err);
     if (rc == BP_OK && !help && rank == 0) print_result(&res);
     /* After the agreement, only the ranks that must report the error hold a message. */

@@ -113,6 +113,32 @@ static void label_run(report_run *run) {
              extra);
 }
 
+static const char *const plot_ext[] = {"svg", "png"};
+
+static void plot_path(const report *r, const char *name, int i, char *path, size_t n) {
+    snprintf(path, n, "%s/%s.%s", r->out, name, plot_ext[i]);
+}
+
+static void remove_plots(const report *r, const char *name) {
+    char path[BP_PATH_MAX];
+    for (int i = 0; i < 2; i++) plot_path(r, name, i, path, sizeof path), unlink(path);
+}
+
+/* NAME.svg and NAME.png after gnuplot exited 0, which it does even when it could not
+ * write them (a full disk): both whole, or both removed and the report failed. */
+static bp_status check_plots(const report *r, const char *name, bp_err *err) {
+    char path[BP_PATH_MAX];
+    for (int i = 0; i < 2; i++) {
+        plot_path(r, name, i, path, sizeof path);
+        struct stat st;
+        if (stat(path, &st) == 0 && st.st_size > 0) continue;
+        remove_plots(r, name);
+        return bp_fail(err, BP_EIO, "report: gnuplot left %s empty or missing (a full disk?); no "
+                       "plot of %s is kept", path, name);
+    }
+    return BP_OK;
+}
+
 /* gnuplot NAME.gp in the output folder; its messages go to NAME.log. */
 static bp_status run_gnuplot(const report *r, const char *name, bp_err *err) {
     char script[96], log[96];
@@ -134,8 +160,9 @@ static bp_status run_gnuplot(const report *r, const char *name, bp_err *err) {
         char path[BP_PATH_MAX];
         snprintf(path, sizeof path, "%s/%s", r->out, log);
         unlink(path);
-        return BP_OK;
+        return check_plots(r, name, err);
     }
+    remove_plots(r, name); /* what a failed run left is no plot */
     return bp_fail(err, BP_EIO, "report: gnuplot failed on %s/%s (its messages: %s/%s)", r->out,
                    script, r->out, log);
 }

@@ -16,6 +16,7 @@
 #include <mpi.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdint.h>
 
 #include "bagpipe/comm.h"
 #include "core/trace.h"
@@ -172,20 +173,50 @@ void bpc_watch_stop(bp_world *w);
 
 /* --- transport with emulation (transport.c) -------------------------------------- */
 
+/* The small message that travels beside a message, on the group's stamp
+ * communicator with the same tag: beside every message of a collective (so that the
+ * receiver learns what the sender called before it posts a receive: Open MPI writes
+ * a longer message past a shorter receive buffer instead of truncating it), and,
+ * with emulation on, beside every message. A collective's message of at most
+ * TX_INLINE_MAX bytes travels inside its stamp message instead, after the stamp:
+ * one message, as cheap as the data alone where latency is what counts. */
+typedef struct tx_stamp {
+    double arrive;   /* emulation: when the message arrives on the emulated link; else 0 */
+    uint64_t n;      /* the sender's operation: its count (op_ctx.n) */
+    uint64_t bytes;  /* ... and this message's size */
+    int32_t kind;    /* ... and its kind (bp_op) */
+    int32_t inlined; /* the message follows the stamp in the same MPI message */
+} tx_stamp;
+
+enum { TX_INLINE_MAX = 4096 };
+
 typedef struct tx_req {
-    MPI_Request req[2]; /* data, emulation stamp */
+    MPI_Request req[2]; /* data, stamp (with an inline message) */
     int proc;           /* MPI_COMM_WORLD rank of the peer */
-    double arrive;      /* stamp: when the message arrives on the emulated link */
+    tx_stamp stamp;     /* sent, or received */
     double sent;        /* sender: when the emulated link has serialized it */
     size_t bytes;
     bool recv;
+    /* A receive of a collective: its data is posted once the stamp has come and
+     * agrees (bpc_tx_wait). */
+    bool deferred;
+    void *buf;
+    bp_comm *g;
+    int peer, tag;
+    /* A collective's stamp message with room for an inline message (malloc'd;
+     * freed by bpc_tx_wait once complete). */
+    unsigned char *box;
 } tx_req;
 
 bp_status bpc_tx_isend(op_ctx *op, bp_comm *g, const void *buf, size_t bytes, int peer, int tag,
                        tx_req *r);
 bp_status bpc_tx_irecv(op_ctx *op, bp_comm *g, void *buf, size_t bytes, int peer, int tag,
                        tx_req *r);
-/* Complete k requests, then wait for the emulated link times. */
+/* Complete k requests, then wait for the emulated link times. Receives of a
+ * collective are matched only here, after their stamps: a batch posts its sends
+ * before it waits, and receives from one peer with one tag are waited for in the
+ * order they were posted. A stamp that disagrees with the receiver's operation
+ * (kind, count or message size) fails the operation with a line naming both. */
 bp_status bpc_tx_wait(op_ctx *op, tx_req *r, int k);
 bp_status bpc_tx_sendrecv(op_ctx *op, bp_comm *g, const void *sbuf, size_t sbytes, int dst,
                           void *rbuf, size_t rbytes, int src, int tag);

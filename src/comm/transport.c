@@ -1,13 +1,20 @@
 /* Messages between ranks: MPI point-to-point plus the emulated link.
  *
- * With emulation on, a message to another rank books its serialization on our
- * directed link to that process (bpc_net_reserve) and carries its arrival time as a
- * small second message on the group's stamp communicator, same tag, so the data
- * itself travels untouched. MPI keeps messages of one (source, tag, communicator)
- * in order, so the n-th stamp belongs to the n-th message. The receiver completes
- * the MPI receive and then sleeps until the arrival time; the sender until its
- * link has serialized the message. Messages to oneself cost nothing. */
+ * A message of a collective to another rank carries a stamp (internal.h) as a small
+ * second message on the group's stamp communicator, same tag, so the data itself
+ * travels untouched. MPI keeps messages of one (source, tag, communicator) in
+ * order, so the n-th stamp belongs to the n-th message. The receiver posts its
+ * receive only once the stamp has come and agrees with its own operation: a peer
+ * that passed another count is named instead of writing past the buffer.
+ *
+ * With emulation on, every message to another rank books its serialization on our
+ * directed link to that process (bpc_net_reserve) and its stamp carries its
+ * arrival time. The receiver completes the MPI receive and then sleeps until the
+ * arrival time; the sender until its link has serialized the message. Messages to
+ * oneself cost nothing. */
 #include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "comm/internal.h"
@@ -15,79 +22,174 @@
 
 bool bpc_tx_own_path(const bp_comm *g) { return g->path == BP_PATH_OWN || bpc_net_on(g->world); }
 
-static bp_status begin(op_ctx *op, const bp_comm *g, int peer, size_t bytes, tx_req *r, bool recv) {
+/* Messages of our collectives carry a stamp (internal.h); the user's do only with
+ * emulation on. Messages to oneself carry none. */
+static bool checked(const bp_comm *g, int peer, int tag) {
+    return peer != g->rank && tag > BP_TAG_MAX;
+}
+
+static bp_status begin(op_ctx *op, bp_comm *g, int peer, size_t bytes, tx_req *r, bool recv) {
     memset(r, 0, sizeof *r);
     r->req[0] = r->req[1] = MPI_REQUEST_NULL;
     r->recv = recv;
     r->proc = g->proc[peer];
     r->bytes = bytes;
+    r->g = g;
+    r->peer = peer;
     if (bytes > INT_MAX)
         return bpc_op_fail(op, BP_EUSAGE, "a message of %zu bytes exceeds MPI's limit of %d", bytes,
                            INT_MAX);
     return BP_OK;
 }
 
+/* A collective's message of at most TX_INLINE_MAX bytes: sent inside its stamp. */
+static bp_status send_inline(op_ctx *op, bp_comm *g, const void *buf, int peer, int tag,
+                             tx_req *r) {
+    r->stamp.inlined = 1;
+    r->box = malloc(sizeof r->stamp + r->bytes);
+    if (!r->box) return bpc_op_fail(op, BP_ENOMEM, "cannot allocate a message of %zu bytes", r->bytes);
+    memcpy(r->box, &r->stamp, sizeof r->stamp);
+    if (r->bytes) memcpy(r->box + sizeof r->stamp, buf, r->bytes);
+    int rc = MPI_Isend(r->box, (int)(sizeof r->stamp + r->bytes), MPI_BYTE, peer, tag, g->stamps,
+                       &r->req[1]);
+    return rc == MPI_SUCCESS ? BP_OK : bpc_op_mpi_fail(op, rc, "MPI_Isend");
+}
+
 bp_status bpc_tx_isend(op_ctx *op, bp_comm *g, const void *buf, size_t bytes, int peer, int tag,
                        tx_req *r) {
     int rc = begin(op, g, peer, bytes, r, false);
     if (rc != BP_OK) return rc;
-    if (peer != g->rank && bpc_net_reserve(g->world, g->proc[peer], bytes, &r->sent, &r->arrive)) {
-        rc = MPI_Isend(&r->arrive, 1, MPI_DOUBLE, peer, tag, g->stamps, &r->req[1]);
+    bool net = peer != g->rank &&
+               bpc_net_reserve(g->world, g->proc[peer], bytes, &r->sent, &r->stamp.arrive);
+    bool stamped = net || checked(g, peer, tag);
+    r->stamp.n = op->n, r->stamp.bytes = bytes, r->stamp.kind = (int32_t)op->kind;
+    op->acc.messages++;
+    op->acc.bytes_sent += bytes;
+    if (checked(g, peer, tag) && bytes <= TX_INLINE_MAX) return send_inline(op, g, buf, peer, tag, r);
+    if (stamped) {
+        rc = MPI_Isend(&r->stamp, sizeof r->stamp, MPI_BYTE, peer, tag, g->stamps, &r->req[1]);
         if (rc != MPI_SUCCESS) return bpc_op_mpi_fail(op, rc, "MPI_Isend");
     }
     rc = MPI_Isend(buf, (int)bytes, MPI_BYTE, peer, tag, g->mpi, &r->req[0]);
-    if (rc != MPI_SUCCESS) return bpc_op_mpi_fail(op, rc, "MPI_Isend");
-    op->acc.messages++;
-    op->acc.bytes_sent += bytes;
-    return BP_OK;
+    return rc == MPI_SUCCESS ? BP_OK : bpc_op_mpi_fail(op, rc, "MPI_Isend");
 }
 
 bp_status bpc_tx_irecv(op_ctx *op, bp_comm *g, void *buf, size_t bytes, int peer, int tag,
                        tx_req *r) {
     int rc = begin(op, g, peer, bytes, r, true);
     if (rc != BP_OK) return rc;
+    r->deferred = checked(g, peer, tag);
+    op->acc.bytes_recv += bytes;
+    if (r->deferred) {
+        /* Room for an inline message whatever this rank expects: a peer that
+         * disagrees may send one. */
+        r->buf = buf, r->tag = tag;
+        r->box = malloc(sizeof r->stamp + TX_INLINE_MAX);
+        if (!r->box) return bpc_op_fail(op, BP_ENOMEM, "cannot allocate a stamp");
+        rc = MPI_Irecv(r->box, (int)(sizeof r->stamp + TX_INLINE_MAX), MPI_BYTE, peer, tag,
+                       g->stamps, &r->req[1]);
+        return rc == MPI_SUCCESS ? BP_OK : bpc_op_mpi_fail(op, rc, "MPI_Irecv");
+    }
     if (peer != g->rank && bpc_net_on(g->world)) {
-        rc = MPI_Irecv(&r->arrive, 1, MPI_DOUBLE, peer, tag, g->stamps, &r->req[1]);
+        rc = MPI_Irecv(&r->stamp, sizeof r->stamp, MPI_BYTE, peer, tag, g->stamps, &r->req[1]);
         if (rc != MPI_SUCCESS) return bpc_op_mpi_fail(op, rc, "MPI_Irecv");
     }
     rc = MPI_Irecv(buf, (int)bytes, MPI_BYTE, peer, tag, g->mpi, &r->req[0]);
-    if (rc != MPI_SUCCESS) return bpc_op_mpi_fail(op, rc, "MPI_Irecv");
-    op->acc.bytes_recv += bytes;
-    return BP_OK;
+    return rc == MPI_SUCCESS ? BP_OK : bpc_op_mpi_fail(op, rc, "MPI_Irecv");
 }
 
 /* MPI_Waitall spins in MPI's progress engine; with polling on, the thread tests and
  * sleeps instead, so that a core it shares with computation goes to the computation
  * and the thread, having slept, is scheduled promptly when it wakes. */
-static int wait_pair(const bp_comm *g, MPI_Request req[2]) {
+static int wait_reqs(const bp_comm *g, int k, MPI_Request *req) {
     /* Statuses are not needed, but gcc takes MPICH's MPI_STATUSES_IGNORE for an
      * empty array and warns that MPI writes into it. */
     MPI_Status st[2];
-    if (g->poll_s <= 0) return MPI_Waitall(2, req, st);
+    if (g->poll_s <= 0) return MPI_Waitall(k, req, st);
     for (;;) {
         int done = 0;
-        int rc = MPI_Testall(2, req, &done, st);
+        int rc = MPI_Testall(k, req, &done, st);
         if (rc != MPI_SUCCESS || done) return rc;
         bp_sleep_until(bp_now() + g->poll_s);
     }
 }
 
+/* The peer as the line names it: its rank in the group called, or in the subgroup
+ * (node-local, leaders) that carries a hierarchical operation. */
+static const char *peer_name(const op_ctx *op, const tx_req *r, char *buf, size_t size) {
+    if (r->g == op->c)
+        snprintf(buf, size, "rank %d", r->peer);
+    else
+        snprintf(buf, size, "rank %d of group '%s'", r->peer, r->g->name);
+    return buf;
+}
+
+/* Whether the sender's stamp agrees with this rank's operation and receive. */
+static bp_status check_stamp(op_ctx *op, const tx_req *r) {
+    const tx_stamp *s = &r->stamp;
+    if (s->kind == (int32_t)op->kind && s->n == op->n && s->bytes == r->bytes) return BP_OK;
+    char who[BP_GROUP_NAME_MAX + 32];
+    peer_name(op, r, who, sizeof who);
+    if (s->kind != (int32_t)op->kind)
+        return bpc_op_fail(op, BP_ECOMM,
+                           "%zu floats here, but %s called %s of %llu floats: the ranks must call "
+                           "the same collectives in the same order",
+                           op->n, who, bp_op_name((bp_op)s->kind), (unsigned long long)s->n);
+    if (s->n != op->n)
+        return bpc_op_fail(op, BP_ECOMM,
+                           "%zu floats here but %llu on %s: every rank must pass the same count",
+                           op->n, (unsigned long long)s->n, who);
+    return bpc_op_fail(op, BP_ECOMM,
+                       "a message of %zu bytes expected from %s, which sent %llu: the ranks' "
+                       "codecs or options differ",
+                       r->bytes, who, (unsigned long long)s->bytes);
+}
+
+/* Wait for the stamps of the batch's collective receives and check them; then take
+ * an inline message from its stamp's box, or post the receive of the message. */
+static bp_status post_deferred(op_ctx *op, tx_req *r, int k) {
+    for (int i = 0; i < k; i++) {
+        if (!r[i].deferred) continue;
+        atomic_store(&op->waiting_for, r[i].proc);
+        int rc = wait_reqs(op->c, 1, &r[i].req[1]);
+        if (rc != MPI_SUCCESS) return bpc_op_mpi_fail(op, rc, "waiting for messages");
+        memcpy(&r[i].stamp, r[i].box, sizeof r[i].stamp);
+        bp_status st = check_stamp(op, &r[i]);
+        if (st != BP_OK) return st;
+        r[i].deferred = false;
+        if (r[i].stamp.inlined) {
+            if (r[i].bytes) memcpy(r[i].buf, r[i].box + sizeof r[i].stamp, r[i].bytes);
+            continue;
+        }
+        rc = MPI_Irecv(r[i].buf, (int)r[i].bytes, MPI_BYTE, r[i].peer, r[i].tag, r[i].g->mpi,
+                       &r[i].req[0]);
+        if (rc != MPI_SUCCESS) return bpc_op_mpi_fail(op, rc, "MPI_Irecv");
+    }
+    return BP_OK;
+}
+
 bp_status bpc_tx_wait(op_ctx *op, tx_req *r, int k) {
     double t0 = bp_now(), until = 0;
+    bp_status st = post_deferred(op, r, k);
     int rc = MPI_SUCCESS;
-    for (int i = 0; i < k && rc == MPI_SUCCESS; i++) {
+    for (int i = 0; i < k && st == BP_OK && rc == MPI_SUCCESS; i++) {
         atomic_store(&op->waiting_for, r[i].proc);
-        rc = wait_pair(op->c, r[i].req);
+        rc = wait_reqs(op->c, 2, r[i].req);
+        if (rc == MPI_SUCCESS) {
+            free(r[i].box);
+            r[i].box = NULL;
+        }
         double t = r[i].sent;
-        if (r[i].recv && r[i].arrive > 0)
-            t = bpc_net_rendezvous(op->c->world, r[i].proc, r[i].bytes, r[i].arrive);
+        if (r[i].recv && r[i].stamp.arrive > 0)
+            t = bpc_net_rendezvous(op->c->world, r[i].proc, r[i].bytes, r[i].stamp.arrive);
         else if (r[i].recv)
             t = 0;
         until = t > until ? t : until;
     }
     atomic_store(&op->waiting_for, -1);
-    if (rc == MPI_SUCCESS && until > 0) bp_sleep_until(until);
+    if (st == BP_OK && rc == MPI_SUCCESS && until > 0) bp_sleep_until(until);
     op->acc.blocked_s += bp_now() - t0;
+    if (st != BP_OK) return st;
     return rc == MPI_SUCCESS ? BP_OK : bpc_op_mpi_fail(op, rc, "waiting for messages");
 }
 

@@ -1,8 +1,10 @@
 #include "core/file.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -100,10 +102,31 @@ static bool starts_with(int fd, const char *magic) {
     return got == n && memcmp(head, magic, n) == 0;
 }
 
+/* The folder of path into dir ("." for a bare name); false when it does not fit. */
+static bool folder_of(const char *path, char *dir, size_t n) {
+    if ((size_t)snprintf(dir, n, "%s", path) >= n) return false;
+    char *slash = strrchr(dir, '/');
+    if (slash == dir) dir[1] = '\0';
+    else if (slash) *slash = '\0';
+    else snprintf(dir, n, ".");
+    return true;
+}
+
+/* A file renamed into place needs its folder to exist and take new files. */
+static bp_status check_folder(const char *path, bp_err *err) {
+    char dir[BP_PATH_MAX];
+    if (!folder_of(path, dir, sizeof dir))
+        return bp_fail(err, BP_EUSAGE, "%s is too long a path", path);
+    if (access(dir, W_OK | X_OK) == 0) return BP_OK;
+    return bp_fail(err, BP_EUSAGE, "cannot write %s: its folder %s: %s", path, dir, strerror(errno));
+}
+
 bp_status bp_check_output(const char *path, const bp_output_kind *kind, bp_err *err) {
     struct stat st;
+    if (!path[0]) return bp_fail(err, BP_EUSAGE, "an empty name; give a file name");
     if (stat(path, &st) != 0) {
-        if (errno == ENOENT) return BP_OK; /* a new name (or a dangling link, replaced) */
+        /* a new name (or a dangling link, replaced) */
+        if (errno == ENOENT) return kind->in_place ? BP_OK : check_folder(path, err);
         return bp_fail(err, BP_EUSAGE, "cannot use %s: %s", path, strerror(errno));
     }
     if (S_ISDIR(st.st_mode))
@@ -115,12 +138,12 @@ bp_status bp_check_output(const char *path, const bp_output_kind *kind, bp_err *
                        "would replace; give a file name",
                        path, kind->name);
     }
-    if (st.st_size == 0) return BP_OK;
+    if (st.st_size == 0) return kind->in_place ? BP_OK : check_folder(path, err);
     int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0) return bp_fail(err, BP_EUSAGE, "cannot read %s: %s", path, strerror(errno));
     bool same_kind = starts_with(fd, kind->magic);
     close(fd);
-    if (same_kind) return BP_OK;
+    if (same_kind) return kind->in_place ? BP_OK : check_folder(path, err);
     return bp_fail(err, BP_EUSAGE, "%s exists and is not a %s; give a new name or remove it",
                    path, kind->name);
 }
@@ -129,12 +152,9 @@ bp_status bp_check_output(const char *path, const bp_output_kind *kind, bp_err *
  * last component (two spellings of one file compare equal). */
 static bool canonical(const char *path, char *out, size_t n) {
     char dir[BP_PATH_MAX];
-    if ((size_t)snprintf(dir, sizeof dir, "%s", path) >= sizeof dir) return false;
-    char *slash = strrchr(dir, '/');
+    if (!folder_of(path, dir, sizeof dir)) return false;
+    const char *slash = strrchr(path, '/');
     const char *base = slash ? slash + 1 : path;
-    if (slash == dir) dir[1] = '\0';
-    else if (slash) *slash = '\0';
-    else snprintf(dir, sizeof dir, ".");
     char real[PATH_MAX];
     if (!realpath(dir, real)) return false;
     return (size_t)snprintf(out, n, "%s/%s", real, base) < n;
@@ -149,8 +169,32 @@ bool bp_same_path(const char *a, const char *b) {
     return strcmp(a, b) == 0;
 }
 
+/* The pid of name when it is base + ".tmp." + digits; 0 otherwise. */
+static long temp_pid(const char *name, const char *base, size_t len) {
+    if (strncmp(name, base, len) != 0 || strncmp(name + len, ".tmp.", 5) != 0) return 0;
+    char *end;
+    long pid = strtol(name + len + 5, &end, 10);
+    return *end == '\0' && pid > 0 ? pid : 0;
+}
+
+void bp_remove_stale_temps(const char *path) {
+    char dir[BP_PATH_MAX];
+    if (!folder_of(path, dir, sizeof dir)) return;
+    const char *slash = strrchr(path, '/'), *base = slash ? slash + 1 : path;
+    size_t len = strlen(base);
+    DIR *d = opendir(dir);
+    for (struct dirent *e; d && (e = readdir(d));) {
+        long pid = temp_pid(e->d_name, base, len);
+        /* ESRCH: no such process; EPERM means one runs, of another user. */
+        if (pid && pid != (long)getpid() && kill((pid_t)pid, 0) != 0 && errno == ESRCH)
+            unlinkat(dirfd(d), e->d_name, 0);
+    }
+    if (d) closedir(d);
+}
+
 bp_status bp_write_parts_atomic(const char *path, const bp_iovec *parts, int n_parts, bp_err *err) {
     char tmp[4096];
+    bp_remove_stale_temps(path);
     /* rename() would put a regular file in place of a device or a FIFO. */
     struct stat st;
     if (stat(path, &st) == 0 && !S_ISREG(st.st_mode))

@@ -35,6 +35,10 @@ typedef struct bp_iovec {
 } bp_iovec;
 bp_status bp_write_parts_atomic(const char *path, const bp_iovec *parts, int n_parts, bp_err *err);
 bp_status bp_write_file_atomic(const char *path, const void *data, size_t n, bp_err *err);
+/* Remove the "<path>.tmp.<pid>" files that writers of path killed mid-write (kill -9)
+ * left behind: those whose process no longer runs on this machine. The atomic
+ * writers above call it before they write. */
+void bp_remove_stale_temps(const char *path);
 
 #define BP_PATH_MAX 4096
 
@@ -48,9 +52,10 @@ typedef struct bp_output_kind {
 
 /* Before the work that produces it: may an output of this kind go to path? Yes
  * for a new name, an empty regular file, or a regular file that starts with the
- * kind's magic (one written before); also, when written in place, a FIFO or a
- * device (a log streamed to a pipe). Anything else, a directory, another file, a
- * device that a rename would replace, is BP_EUSAGE naming path and why. */
+ * kind's magic (one written before), and for a kind renamed into place only in a
+ * folder that exists and takes new files; also, when written in place, a FIFO or
+ * a device (a log streamed to a pipe). Anything else, '', a directory, another
+ * file, a device that a rename would replace, is BP_EUSAGE naming path and why. */
 bp_status bp_check_output(const char *path, const bp_output_kind *kind, bp_err *err);
 
 /* Whether two paths name one file; either may not exist yet (then their folders'

@@ -140,10 +140,10 @@ void bp_options_place_defaults(const bp_option_place *places, int n_places, void
                    places[g].group->size);
 }
 
-/* The default of option o as text, read from the defaults struct. */
-static void default_text(const bp_option *o, const void *defaults, char *buf, size_t n) {
-    const char *field = (const char *)defaults + o->offset;
+void bp_options_value_text(const bp_option *o, const void *target, char *buf, size_t n) {
+    const char *field = (const char *)target + o->offset;
     int i;
+    bool b;
     int64_t l;
     double d;
     switch (o->type) {
@@ -159,8 +159,8 @@ static void default_text(const bp_option *o, const void *defaults, char *buf, si
         memcpy(&d, field, sizeof d);
         if (isnan(d) && o->choices)
             snprintf(buf, n, "%s", o->choices);
-        else
-            snprintf(buf, n, "%g", d);
+        else if (snprintf(buf, n, "%g", d) > 0 && strtod(buf, NULL) != d)
+            snprintf(buf, n, "%.17g", d); /* every digit when %g would round it */
         break;
     case BP_OPT_STRING:
         snprintf(buf, n, "%s", *field ? field : "none");
@@ -174,7 +174,8 @@ static void default_text(const bp_option *o, const void *defaults, char *buf, si
         break;
     }
     case BP_OPT_FLAG:
-        snprintf(buf, n, "off");
+        memcpy(&b, field, sizeof b);
+        snprintf(buf, n, "%s", b ? "on" : "off");
         break;
     }
 }
@@ -188,7 +189,7 @@ void bp_options_print_help(FILE *f, const bp_option *opts, int n_opts, const voi
         if (o->default_text)
             snprintf(def, sizeof def, "%s", o->default_text);
         else
-            default_text(o, defaults, def, sizeof def);
+            bp_options_value_text(o, defaults, def, sizeof def);
         fprintf(f, "  %-28s %s (default: %s)\n", left, o->help, def);
     }
 }

@@ -81,6 +81,11 @@ void bp_options_place_defaults(const bp_option_place *places, int n_places, void
 bp_status bp_options_parse(const bp_option *opts, int n_opts, void *target, int argc, char **argv,
                            int *help, bp_err *err);
 
+/* The value of option o in target as text, as --help shows a default: a choice by
+ * its name, a flag as on or off, a double with as many digits as it takes to read
+ * back the same number. */
+void bp_options_value_text(const bp_option *o, const void *target, char *buf, size_t n);
+
 /* One line per option: name, metavar, help and the default read from `defaults`. */
 void bp_options_print_help(FILE *f, const bp_option *opts, int n_opts, const void *defaults);
 /* The help of a table bp_options_compose made from places and n_own options of the

@@ -9,6 +9,7 @@
 #include "core/timer.h"
 #include "plan/plan_impl.h"
 #include "plan/sim_measure.h"
+#include "train/task.h"
 
 #define OFF(f) offsetof(bp_plan_config, f)
 static const bp_option plan_options[] = {
@@ -81,16 +82,36 @@ static bool is_own(const char *name, size_t len) {
     return false;
 }
 
-bp_status bp_plan_config_finalize(bp_plan_config *c, int argc, char **argv, bp_err *err) {
+/* What the ranking may replace: an earlier ranking, not a run's metrics log. */
+static const bp_output_kind plan_json_kind = {"ranking of bagpipe plan",
+                                              "{\"format\":\"bagpipe-plan\"", false};
+
+/* Options of plan that only another one gives a use: given without it, refused. */
+static bp_status check_given(const bp_plan_config *c, int argc, char **argv, bp_err *err) {
+    static const char *const needs_trials[] = {"trial-kinds"}, *const needs_cluster[] = {"efficiency"};
     for (int i = 0; i < argc; i++) {
         size_t len;
         const char *name = option_name(argv[i], &len);
-        if (name && in_list(name, len, chosen, sizeof chosen / sizeof chosen[0]))
+        if (!name) continue;
+        if (in_list(name, len, chosen, sizeof chosen / sizeof chosen[0]))
             return bp_fail(err, BP_EUSAGE, "option --%.*s: bagpipe plan chooses it; leave it out",
                            (int)len, name);
+        if (c->trials == 0 && in_list(name, len, needs_trials, 1))
+            return bp_fail(err, BP_EUSAGE, "option --trial-kinds: only with --trials");
+        if (!c->cluster[0] && in_list(name, len, needs_cluster, 1))
+            return bp_fail(err, BP_EUSAGE, "option --efficiency: only with --cluster (measured "
+                           "ranks run at their own)");
     }
+    return BP_OK;
+}
+
+bp_status bp_plan_config_finalize(bp_plan_config *c, int argc, char **argv, bp_err *err) {
+    bp_status rc = check_given(c, argc, argv, err);
+    if (rc) return rc;
+    /* Before anything is measured or trialled: the ranking must be writable. */
+    if ((rc = bp_check_output(c->json, &plan_json_kind, err))) return bp_err_context(err, "option --json");
     bp_train_config *t = &c->train;
-    bp_status rc = bp_train_config_finalize(t, err);
+    rc = bp_train_config_finalize(t, err);
     if (rc) return rc;
     bp_model_config mc;
     bp_train_model_config(t, &mc);
@@ -98,6 +119,12 @@ bp_status bp_plan_config_finalize(bp_plan_config *c, int argc, char **argv, bp_e
         return bp_fail(err, BP_EUSAGE, "option --vocab: a vocabulary of tokens; this model reads none");
     if (c->cluster[0] && c->trials > 0)
         return bp_fail(err, BP_EUSAGE, "option --trials: runs on the job's ranks, not with --cluster");
+    if (c->trials > t->steps) /* a trial would run longer than the run it plans */
+        return bp_fail(err, BP_EUSAGE, "option --trials: %d steps per trial is more than the "
+                       "run's --steps %lld", c->trials, (long long)t->steps);
+    if (c->trials == 1) /* its one evaluation comes after the target's step */
+        return bp_fail(err, BP_EUSAGE, "option --trials: the target is allreduce's loss at 60%% of "
+                       "the trial's steps; give at least 2");
     if (c->factors[0] && c->trials > 0)
         return bp_fail(err, BP_EUSAGE, "option --factors: takes an earlier --trials' factors; not with --trials");
     if (c->cluster[0]) {
@@ -278,6 +305,15 @@ static void cluster_machine(const bp_plan_config *c, bp_plan_result *r, bp_sim_m
     r->mem_cap_bytes = c->mem_cap_mb > 0 ? c->mem_cap_mb * 1048576.0 : cl->mem_bytes;
 }
 
+/* The data the measured ranks will train on, read once as train reads it, so that a
+ * file train would refuse is refused before anything is measured. */
+static bp_status check_data(const bp_plan_config *c, bp_err *err) {
+    bp_task task;
+    bp_status rc = bp_task_init(&task, &c->train, 0, 1, err);
+    if (rc == BP_OK) bp_task_free(&task);
+    return rc;
+}
+
 bp_status bp_plan_run(const bp_plan_config *c, bp_comm *world, int argc, char **argv,
                       bp_plan_result *r, bp_err *err) {
     double t0 = bp_now();
@@ -288,7 +324,8 @@ bp_status bp_plan_run(const bp_plan_config *c, bp_comm *world, int argc, char **
     bp_plan_factors *factors = NULL; /* read before anything is measured */
     bp_status rc = c->factors[0] ? bp_plan_factors_load(c->factors, r->model, &factors, err) : BP_OK;
     if (rc == BP_OK && c->cluster[0]) cluster_machine(c, r, &m);
-    else if (rc == BP_OK) rc = measured_machine(c, world, r, &prof, &m, err);
+    else if (rc == BP_OK && (rc = check_data(c, err)) == BP_OK)
+        rc = measured_machine(c, world, r, &prof, &m, err);
     if (rc == BP_OK) rc = bp_plan_enumerate(c, r, err);
     if (rc == BP_OK) rc = bp_plan_evaluate(c, world, &m, argc, argv, r, err);
     if (rc == BP_OK && factors) bp_plan_factors_apply(factors, r);

@@ -5,6 +5,7 @@
  * later plan of the same model and ranks: another network, another load, or a
  * --cluster of as many ranks. The file's rows that were trialled (or themselves read
  * from such a file) give one factor per kind; kinds the file lacks keep the table's. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,18 +43,36 @@ static bool flag(const bp_json *j, int o, const char *key, bool *out) {
     return true;
 }
 
-/* Ranking row o as a factor; false when it is not a trialled row in full. */
-static bool row_factor(const bp_json *j, int o, factor *f) {
+/* A row's steps_factor: null for a kind that never reached the trials' target. */
+static bool factor_of(const bp_json *j, int o, double *f) {
+    int i = bp_json_get(j, o, "steps_factor");
+    if (i >= 0 && j->nodes[i].type == BP_JSON_NULL) {
+        *f = INFINITY;
+        return true;
+    }
+    return num(j, o, "steps_factor", f);
+}
+
+/* Whether v is a whole number in [lo, hi] (before any cast to int: a crafted file
+ * may hold any number, and casting one out of int's range is undefined). */
+static bool whole_in(double v, double lo, double hi) { return v >= lo && v <= hi && v == floor(v); }
+
+/* Ranking row o as a factor: 1; 0 when it is not a trialled row in full; -1 when it
+ * is one with a replica count or factor no plan writes. */
+static int row_factor(const bp_json *j, int o, factor *f) {
     bool trialled = false;
     double dp = 0, N = 0;
     memset(f, 0, sizeof *f);
     if (!flag(j, o, "trialled", &trialled) || !trialled) return false;
     bool whole = bp_json_str_copy(j, bp_json_get(j, o, "algo"), f->algo, sizeof f->algo) &&
                  bp_json_str_copy(j, bp_json_get(j, o, "efficiency_source"), f->source, sizeof f->source) &&
-                 num(j, o, "dp", &dp) && num(j, o, "pipelines", &N) && num(j, o, "steps_factor", &f->f) &&
+                 num(j, o, "dp", &dp) && num(j, o, "pipelines", &N) && factor_of(j, o, &f->f) &&
                  flag(j, o, "sc", &f->sc) && flag(j, o, "cb", &f->cb) && flag(j, o, "fe", &f->fe);
+    if (!whole) return 0;
+    if (!whole_in(dp, 1, 1 << 20) || !whole_in(N, 0, 1024) || !(f->f > 0))
+        return -1;
     f->dp = (int)dp, f->N = (int)N;
-    return whole && f->f > 0;
+    return 1;
 }
 
 static bool same(const factor *a, const factor *b) {
@@ -73,7 +92,9 @@ static const char *collect(const bp_json *j, const char *model, bp_plan_factors 
     if (!(t->row = calloc((size_t)cap + 1, sizeof *t->row))) return "is too large to read";
     for (int e = j->nodes[a].child; e >= 0; e = j->nodes[e].next) {
         factor f;
-        bool seen = !row_factor(j, e, &f);
+        int got = row_factor(j, e, &f);
+        if (got < 0) return "has a trialled row whose dp, pipelines or steps_factor is out of range";
+        bool seen = !got;
         for (int i = 0; i < t->n && !seen; i++) seen = same(&t->row[i], &f);
         if (!seen) t->row[t->n++] = f;
     }

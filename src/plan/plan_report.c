@@ -156,6 +156,15 @@ static void json_axes(FILE *f, const bp_plan_result *r, const bp_plan_candidate 
     fputc('}', f);
 }
 
+/* `,"key":v`, or null for a kind that never reached the trials' target (infinite):
+ * JSON has no infinity. */
+static void json_num(FILE *f, const char *key, double v) {
+    if (isfinite(v))
+        fprintf(f, ",\"%s\":%.6g", key, v);
+    else
+        fprintf(f, ",\"%s\":null", key);
+}
+
 static void json_candidate(FILE *f, const bp_plan_result *r, const bp_plan_candidate *k, int rank,
                            const char *prog, int argc, char **argv) {
     fprintf(f, "{\"rank\":%d,\"verdict\":\"%s\",\"args\":", rank, verdicts[k->verdict]);
@@ -166,8 +175,8 @@ static void json_candidate(FILE *f, const bp_plan_result *r, const bp_plan_candi
             k->knobs.cb ? "true" : "false", k->knobs.fe ? "true" : "false");
     if (k->verdict == BP_PLAN_OK || k->verdict == BP_PLAN_MEMORY)
         fprintf(f, ",\"step_s\":%.6g,\"peak_MB\":%.6g", k->step_s, MB(k->peak_bytes));
-    fprintf(f, ",\"steps_factor\":%.6g,\"trialled\":%s,\"efficiency_source\":", k->factor,
-            k->trialled ? "true" : "false");
+    json_num(f, "steps_factor", k->factor);
+    fprintf(f, ",\"trialled\":%s,\"efficiency_source\":", k->trialled ? "true" : "false");
     if (borrowed(r, k)) {
         char text[512];
         snprintf(text, sizeof text, "%s's, not measured on %s: %s", k->source_model, r->model, k->source);
@@ -180,7 +189,8 @@ static void json_candidate(FILE *f, const bp_plan_result *r, const bp_plan_candi
     if (on) json_str(f, on);
     else fprintf(f, "null");
     if (k->verdict == BP_PLAN_OK) {
-        fprintf(f, ",\"time_to_loss_s\":%.6g,\"command\":", k->to_loss_s);
+        json_num(f, "time_to_loss_s", k->to_loss_s);
+        fprintf(f, ",\"command\":");
         char *cmd = NULL;
         size_t len = 0;
         FILE *m = open_memstream(&cmd, &len);

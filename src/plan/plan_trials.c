@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "core/file.h"
+#include "core/log.h"
 #include "plan/plan_impl.h"
 #include "train/trainer.h"
 
@@ -41,7 +42,12 @@ static bp_status trial_config(const bp_plan_config *c, int argc, char **argv,
                      (long long)every, dir);
     if (n < 0 || (size_t)n >= sizeof run.args - len)
         return bp_fail(err, BP_EUSAGE, "option --json: %s is too long a path for the trials", c->json);
-    return bp_plan_configure(argc, argv, &run, k->dp * k->pp * k->tp, t, err);
+    bp_status rc = bp_plan_configure(argc, argv, &run, k->dp * k->pp * k->tp, t, err);
+    /* The trial's log is where read_curve looks, whatever --metrics the plan was
+     * given; it starts afresh and traces nothing. */
+    if (rc == BP_OK) rc = bp_path_join(t->metrics, sizeof t->metrics, dir, "metrics.jsonl", err);
+    t->resume[0] = t->trace[0] = '\0';
+    return rc;
 }
 
 /* Rank 0: the evaluations in dir's metrics log, [(step, loss)] into s and l. */
@@ -102,6 +108,10 @@ bp_status bp_plan_trials(const bp_plan_config *c, bp_comm *world, int argc, char
         snprintf(dir, sizeof dir, "%.140s.trials/%d", c->json, i);
         bp_train_config t;
         rc = trial_config(c, argc, argv, &r->cand[pick[i]], dir, &t, err);
+        /* Trials run for minutes or more: say which, so that a long plan is seen to move. */
+        if (rc == BP_OK && bp_comm_rank(world) == 0)
+            bp_log_info("plan: trial %d of %d, %d steps: %s", i + 1, n, c->trials,
+                        r->cand[pick[i]].args);
         bp_train_result res = {0};
         static const volatile sig_atomic_t never = 0; /* a trial runs its steps */
         if (rc == BP_OK) rc = bp_train_run(&t, world, &never, &res, err);
@@ -112,6 +122,9 @@ bp_status bp_plan_trials(const bp_plan_config *c, bp_comm *world, int argc, char
     double base = INFINITY, target = NAN;
     for (int p = 0; p < len[0]; p++)
         if (s[0][p] <= 0.6 * c->trials) target = l[0][p];
+    if (!isfinite(target))
+        return bp_fail(err, BP_EIO, "option --trials: allreduce's trial logged no evaluation by "
+                       "step %.0f (60%% of %d)", 0.6 * c->trials, c->trials);
     base = steps_to(s[0], l[0], len[0], target);
     r->trial_target = target;
     for (int i = 0; i < n; i++) {

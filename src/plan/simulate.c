@@ -98,7 +98,9 @@ bp_status bp_simulate_config_finalize(bp_simulate_config *c, bp_err *err) {
     if (rc) return rc;
     bp_train_config *t = &c->train;
     if (!t->dp) t->dp = 1;
-    rc = bp_train_config_check_world(t, t->dp * t->pipeline.stages * t->tp, err);
+    int world;
+    rc = bp_train_grid_ranks(t, t->dp, t->pipeline.stages, &world, err);
+    if (rc == BP_OK) rc = bp_train_config_check_world(t, world, err);
     return rc ? rc : check_own(c, err);
 }
 

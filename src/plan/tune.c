@@ -74,7 +74,9 @@ bp_status bp_tune_config_finalize(bp_tune_config *c, bp_err *err) {
     if (!probe.pipeline.schedule[0])
         snprintf(probe.pipeline.schedule, sizeof probe.pipeline.schedule, "1f1b");
     probe.dp = data_ranks(&probe);
-    rc = bp_train_config_check_world(&probe, probe.dp * probe.pipeline.stages, err);
+    int world;
+    rc = bp_train_grid_ranks(&probe, probe.dp, probe.pipeline.stages, &world, err);
+    if (rc == BP_OK) rc = bp_train_config_check_world(&probe, world, err);
     c->train.dp = probe.dp;
     return rc;
 }

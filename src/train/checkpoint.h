@@ -3,6 +3,7 @@
  * Layout of an output directory:
  *   DIR/ckpt-00000500/manifest.json          step, grid (dp x pp x tp), algorithm, how the
  *                                            dp replicas were combined, the list of shards,
+ *                                            the replica files with owner and CRC-32,
  *                                            and a CRC-32 of the manifest itself
  *   DIR/ckpt-00000500/stage0-tp0.safetensors weights of pipeline stage 0, tensor-parallel
  *                                            rank 0 (+ model configuration as metadata)
@@ -55,6 +56,9 @@ typedef struct bp_manifest {
      * rank of the dp x pp x tp grid wrote one. */
     char replica_key[512];
     double bucket_mb; /* the size --bucket-mb auto measured (0: none) */
+    /* Writing only: each replica file's CRC-32, in the order of
+     * bp_checkpoint_replica_index (not owned). Read back with bp_manifest_replica_crcs. */
+    const uint32_t *replica_crc;
 } bp_manifest;
 
 /* "stage<s>-tp<t>.<ext>" */
@@ -73,20 +77,33 @@ bp_status bp_checkpoint_write_shard(const char *ckpt_dir, int stage, int tp, con
 void bp_checkpoint_discard_shard(const char *ckpt_dir, int stage, int tp);
 /* "stage<s>-tp<t>-dp<d>.replica" */
 bp_status bp_checkpoint_replica_name(int stage, int tp, int d, char *buf, size_t n);
-/* Write the replica file of rank (d, stage, tp): the buffers of l by name. */
+/* The place of rank (d, stage, tp)'s replica file among a manifest's (stage, then tp,
+ * then dp) on a grid of tps x dps. */
+int bp_checkpoint_replica_index(int stage, int tp, int d, int tps, int dps);
+/* Write the replica file of rank (d, stage, tp): the buffers of l by name; *crc is
+ * the file's CRC-32, for the manifest. */
 bp_status bp_checkpoint_write_replica(const char *ckpt_dir, int stage, int tp, int d,
-                                      int64_t step, const bp_state_list *l, bp_err *err);
+                                      int64_t step, const bp_state_list *l, uint32_t *crc,
+                                      bp_err *err);
 /* After a failed save: remove that file, and the directory when it is left empty. */
 void bp_checkpoint_discard_replica(const char *ckpt_dir, int stage, int tp, int d);
 /* Copy the replica file of rank (d, stage, tp) into l's buffers: it must be of
- * `step`, pass its CRC and hold exactly l's names and sizes, in order
- * (BP_EFORMAT naming the file otherwise). */
-bp_status bp_checkpoint_read_replica(const char *ckpt_dir, int stage, int tp, int d,
-                                     int64_t step, const bp_state_list *l, bp_err *err);
+ * `step`, pass its CRC, be the file the manifest lists for this rank (its CRC the
+ * listed one of `crcs`, the manifest's; NULL for a manifest that lists none), and
+ * hold exactly l's names and sizes, in order (BP_EFORMAT naming the file otherwise:
+ * another rank's file, swapped or copied, or one of another run). */
+bp_status bp_checkpoint_read_replica(const char *ckpt_dir, const bp_manifest *mf, int stage,
+                                     int tp, int d, const uint32_t *crcs, const bp_state_list *l,
+                                     bp_err *err);
 /* Write ckpt_dir/manifest.json (after every shard is written). */
 bp_status bp_manifest_write(const char *ckpt_dir, const bp_manifest *mf, bp_err *err);
 /* Read and verify ckpt_dir/manifest.json. */
 bp_status bp_manifest_read(const char *ckpt_dir, bp_manifest *mf, bp_err *err);
+/* The CRC-32 of each of the manifest's replica files (mf, as read, gives the grid)
+ * into a new array *crcs, in the order of bp_checkpoint_replica_index; NULL when it
+ * lists none (a checkpoint without replica files, or of an older version). */
+bp_status bp_manifest_replica_crcs(const char *ckpt_dir, const bp_manifest *mf, uint32_t **crcs,
+                                   bp_err *err);
 /* Point out_dir/latest at the checkpoint of `step` and remove older ones beyond
  * the newest `keep`. */
 bp_status bp_checkpoint_commit(const char *out_dir, int64_t step, int keep, bp_err *err);

@@ -261,27 +261,30 @@ void bp_train_occ_config(const bp_train_config *c, bp_occ_config *o) {
 /* The grid: --dp x --pp x --tp ranks must be the job's, and each replica's batch
  * must split into the micro-batches (of every pipeline, when they split one). */
 static bp_status check_grid(bp_train_config *c, int world, bp_err *err) {
-    int pp = c->pipeline.stages, pt = pp * c->tp, M = c->pipeline.micro_batches;
+    /* Products in 64 bits: each option is in range, but --dp x --micro-batches (or
+     * --pp x --tp) need not fit an int. */
+    int pp = c->pipeline.stages;
+    int64_t pt = (int64_t)pp * c->tp, M = c->pipeline.micro_batches;
     if (world % pt)
         return bp_fail(err, BP_EUSAGE,
                        "option --pp: %d stages x --tp %d do not divide the %d ranks", pp,
                        c->tp, world);
-    if (c->dp == 0) c->dp = world / pt;
+    if (c->dp == 0) c->dp = (int)(world / pt);
     if (c->dp * pt != world)
         return bp_fail(err, BP_EUSAGE,
-                       "option --dp: %d replicas x %d stages x %d tp ranks need %d ranks, but the "
-                       "job has %d (mpirun -np)",
-                       c->dp, pp, c->tp, c->dp * pt, world);
-    int N = bp_train_replicas(c);
+                       "option --dp: %d replicas x %d stages x %d tp ranks need %lld ranks, but "
+                       "the job has %d (mpirun -np)",
+                       c->dp, pp, c->tp, (long long)(c->dp * pt), world);
+    int64_t N = bp_train_replicas(c);
     if (c->avgpipe.pipelines > 0 && bp_train_batches_per_step(c) == 1 && c->batch % (c->dp * N * M))
         return bp_fail(err, BP_EUSAGE,
                        "option --batch: %d is not divisible by --dp %d x --pipelines %d x "
                        "--micro-batches %d (with --avgpipe-batch split)",
-                       c->batch, c->dp, N, M);
+                       c->batch, c->dp, (int)N, (int)M);
     if (c->batch % (c->dp * M))
         return bp_fail(err, BP_EUSAGE,
                        "option --batch: %d is not divisible by --dp %d x --micro-batches %d",
-                       c->batch, c->dp, M);
+                       c->batch, c->dp, (int)M);
     return BP_OK;
 }
 
@@ -296,6 +299,19 @@ static bp_status check_occ(const bp_train_config *c, const bp_model_config *mc, 
         rc = bp_cb_check_shape(c->occ.cb_rank, cb_rows, (size_t)bp_model_boundary_width(mc, b),
                                err);
     return rc;
+}
+
+bp_status bp_train_grid_ranks(const bp_train_config *c, int dp, int stages, int *world,
+                              bp_err *err) {
+    int64_t w = (int64_t)dp * stages * c->tp;
+    *world = 0;
+    if (w > BP_MAX_RANKS)
+        return bp_fail(err, BP_EUSAGE,
+                       "option --dp: %d replicas x %d stages x %d tp ranks are %lld ranks, more "
+                       "than the %d a job may have",
+                       dp, stages, c->tp, (long long)w, BP_MAX_RANKS);
+    *world = (int)w;
+    return BP_OK;
 }
 
 bp_status bp_train_config_check_world(bp_train_config *c, int world, bp_err *err) {

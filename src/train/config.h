@@ -112,6 +112,12 @@ int bp_train_micro_rows(const bp_train_config *c, int dp);
 void bp_train_dp_config(const bp_train_config *c, bp_dp_config *d);
 void bp_train_occ_config(const bp_train_config *c, bp_occ_config *o);
 
+/* The ranks of a grid of dp replicas x stages x --tp, for the commands that model a
+ * job instead of running in one (simulate, tune); BP_EUSAGE above BP_MAX_RANKS. */
+enum { BP_MAX_RANKS = 1 << 24 };
+bp_status bp_train_grid_ranks(const bp_train_config *c, int dp, int stages, int *world,
+                              bp_err *err);
+
 /* Check the options that depend on the number of ranks (world size W). */
 bp_status bp_train_config_check_world(bp_train_config *c, int world, bp_err *err);
 

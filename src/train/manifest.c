@@ -34,14 +34,27 @@ static uint32_t manifest_crc(const char *text, size_t n, const char *digits) {
     return (uint32_t)crc32_z(c, (const Bytef *)digits + 8, n - (size_t)(digits - text) - 8);
 }
 
-/* The replica files, one per rank of the grid (a manifest grows with the grid). */
+/* The replica files, one per rank of the grid (a manifest grows with the grid): each
+ * with its owner and CRC-32, so that a resume tells a file swapped with another
+ * rank's, a copy of one, or one of another run from the file written there. (Not
+ * "crc32": the manifest's own is found as the first member of that name.) */
 static void put_replica_files(FILE *f, const bp_manifest *mf) {
     if (!mf->replica_key[0]) return;
     fprintf(f, ",\"replica_key\":\"%s\",\"replica_files\":[", mf->replica_key);
     for (int s = 0; s < mf->pp; s++)
         for (int t = 0; t < mf->tp; t++)
-            for (int d = 0; d < mf->dp; d++)
-                fprintf(f, "%s\"stage%d-tp%d-dp%d.replica\"", s || t || d ? "," : "", s, t, d);
+            for (int d = 0; d < mf->dp; d++) {
+                const char *sep = s || t || d ? "," : "";
+                if (!mf->replica_crc) {
+                    fprintf(f, "%s\"stage%d-tp%d-dp%d.replica\"", sep, s, t, d);
+                    continue;
+                }
+                fprintf(f,
+                        "%s{\"file\":\"stage%d-tp%d-dp%d.replica\",\"stage\":%d,\"tp\":%d,"
+                        "\"dp\":%d,\"checksum\":\"%08x\"}",
+                        sep, s, t, d, s, t, d,
+                        (unsigned)mf->replica_crc[bp_checkpoint_replica_index(s, t, d, mf->tp, mf->dp)]);
+            }
     fputc(']', f);
 }
 
@@ -109,10 +122,11 @@ static int manifest_fields(const bp_json *j, bp_manifest *mf) {
     return ok;
 }
 
-bp_status bp_manifest_read(const char *ckpt_dir, bp_manifest *mf, bp_err *err) {
+/* ckpt_dir's manifest, its CRC verified, parsed into j, whose strings point into
+ * *text: free both after use. */
+static bp_status load(const char *ckpt_dir, bp_json *j, char **text_out, bp_err *err) {
     char path[BP_PATH_MAX];
     bp_bytes b = {0};
-    memset(mf, 0, sizeof *mf);
     bp_status rc = bp_path_join(path, sizeof path, ckpt_dir, MANIFEST, err);
     if (rc == BP_OK) rc = bp_read_file(path, &b, err);
     if (rc) return rc;
@@ -127,20 +141,77 @@ bp_status bp_manifest_read(const char *ckpt_dir, bp_manifest *mf, bp_err *err) {
     int ok = digits && (size_t)(digits - text) + strlen(CRC_KEY) + 8 <= b.n &&
              sscanf(digits + strlen(CRC_KEY), "%8x", &stored) == 1 &&
              manifest_crc(text, b.n, digits + strlen(CRC_KEY)) == stored;
-    bp_json j = {0};
     if (!ok)
         rc = bp_fail(err, BP_EFORMAT, MANIFEST " is damaged (checksum mismatch)");
-    else if ((rc = bp_json_parse(text, b.n, &j, err)) == BP_OK && !manifest_fields(&j, mf))
+    else
+        rc = bp_json_parse(text, b.n, j, err);
+    *text_out = text;
+    free(b.data);
+    return rc;
+}
+
+bp_status bp_manifest_read(const char *ckpt_dir, bp_manifest *mf, bp_err *err) {
+    bp_json j = {0};
+    char *text = NULL;
+    memset(mf, 0, sizeof *mf);
+    bp_status rc = load(ckpt_dir, &j, &text, err);
+    if (rc == BP_OK && !manifest_fields(&j, mf))
         rc = bp_fail(err, BP_EFORMAT, MANIFEST " lacks a field or has a bad value");
     bp_json_free(&j);
     free(text);
-    free(b.data);
+    return rc;
+}
+
+/* Replica file entry e (an object naming its owner and checksum) into crcs. */
+static bool replica_entry(const bp_json *j, int e, const bp_manifest *mf, uint32_t *crcs) {
+    unsigned long long s, t, d;
+    char hex[16];
+    unsigned crc;
+    if (!bp_json_uint(j, bp_json_get(j, e, "stage"), &s) || !bp_json_uint(j, bp_json_get(j, e, "tp"), &t) ||
+        !bp_json_uint(j, bp_json_get(j, e, "dp"), &d) || s >= (unsigned)mf->pp || t >= (unsigned)mf->tp ||
+        d >= (unsigned)mf->dp || !bp_json_str_copy(j, bp_json_get(j, e, "checksum"), hex, sizeof hex) ||
+        strlen(hex) != 8 || sscanf(hex, "%8x", &crc) != 1)
+        return false;
+    crcs[bp_checkpoint_replica_index((int)s, (int)t, (int)d, mf->tp, mf->dp)] = crc;
+    return true;
+}
+
+bp_status bp_manifest_replica_crcs(const char *ckpt_dir, const bp_manifest *mf, uint32_t **crcs,
+                                   bp_err *err) {
+    bp_json j = {0};
+    char *text = NULL;
+    *crcs = NULL;
+    bp_status rc = load(ckpt_dir, &j, &text, err);
+    int a = rc == BP_OK ? bp_json_get(&j, 0, "replica_files") : -1;
+    int first = a >= 0 && j.nodes[a].type == BP_JSON_ARRAY ? j.nodes[a].child : -1;
+    /* Names alone (an older version): nothing to check against. */
+    if (rc || first < 0 || j.nodes[first].type != BP_JSON_OBJECT) {
+        bp_json_free(&j);
+        free(text);
+        return rc;
+    }
+    size_t n = (size_t)mf->dp * (size_t)mf->pp * (size_t)mf->tp, seen = 0;
+    *crcs = calloc(n, sizeof **crcs);
+    if (!*crcs) rc = bp_fail(err, BP_ENOMEM, "out of memory for the replica files' checksums");
+    for (int e = first; rc == BP_OK && e >= 0; e = j.nodes[e].next, seen++)
+        if (seen >= n || !replica_entry(&j, e, mf, *crcs))
+            rc = bp_fail(err, BP_EFORMAT, MANIFEST " has a bad replica file entry");
+    if (rc == BP_OK && seen != n)
+        rc = bp_fail(err, BP_EFORMAT, MANIFEST " lists %zu replica files for %zu ranks", seen, n);
+    if (rc) {
+        free(*crcs);
+        *crcs = NULL;
+    }
+    bp_json_free(&j);
+    free(text);
     return rc;
 }
 
 bp_status bp_checkpoint_resolve(const char *dir, char *out, size_t n, bp_err *err) {
     char path[BP_PATH_MAX];
     bp_bytes latest = {0};
+    /* '' would join to /latest and /manifest.json: files at the root. */
+    if (!dir[0]) return bp_fail(err, BP_EUSAGE, "an empty path; give a checkpoint directory");
     bp_status rc = bp_path_join(path, sizeof path, dir, "latest", err);
     if (rc) return rc;
     if (!bp_path_exists(path)) {

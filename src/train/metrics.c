@@ -1,9 +1,11 @@
 #include "train/metrics.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <math.h>
 #include <string.h>
+#include <unistd.h>
 
 /* Each record reaches the file at once; the first failure's errno is kept. */
 static void flush(bp_metrics *m) {
@@ -15,8 +17,20 @@ bp_status bp_metrics_open(bp_metrics *m, const char *path, int append, bp_err *e
     m->path = path;
     m->error = 0;
     if (!path[0]) return BP_OK;
-    m->f = fopen(path, append ? "a" : "w");
-    if (!m->f) return bp_fail(err, BP_EIO, "cannot open metrics log %s: %s", path, strerror(errno));
+    /* Non-blocking, so that a FIFO no process reads fails at once instead of
+     * blocking in open() for good; writes block again once it is open. */
+    int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC | O_NONBLOCK | (append ? O_APPEND : O_TRUNC),
+                  0666);
+    if (fd < 0 && errno == ENXIO)
+        return bp_fail(err, BP_EIO, "cannot open metrics log %s: a FIFO that no process reads "
+                       "(start its reader first)", path);
+    if (fd >= 0 && fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) == 0)
+        m->f = fdopen(fd, append ? "a" : "w");
+    if (!m->f) {
+        int e = errno;
+        if (fd >= 0) close(fd);
+        return bp_fail(err, BP_EIO, "cannot open metrics log %s: %s", path, strerror(e));
+    }
     return BP_OK;
 }
 

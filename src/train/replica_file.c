@@ -19,6 +19,10 @@ bp_status bp_checkpoint_replica_name(int stage, int tp, int d, char *buf, size_t
     return k > 0 && (size_t)k < n ? BP_OK : BP_EINTERNAL;
 }
 
+int bp_checkpoint_replica_index(int stage, int tp, int d, int tps, int dps) {
+    return (stage * tps + tp) * dps + d;
+}
+
 static bp_status replica_path(const char *ckpt_dir, int stage, int tp, int d, char *name, size_t n,
                               char *path, bp_err *err) {
     bp_checkpoint_replica_name(stage, tp, d, name, n);
@@ -28,7 +32,8 @@ static bp_status replica_path(const char *ckpt_dir, int stage, int tp, int d, ch
 /* Written as parts: the header, per buffer its head (name and size) and its
  * floats, the CRC. */
 bp_status bp_checkpoint_write_replica(const char *ckpt_dir, int stage, int tp, int d,
-                                      int64_t step, const bp_state_list *l, bp_err *err) {
+                                      int64_t step, const bp_state_list *l, uint32_t *crc_out,
+                                      bp_err *err) {
     char name[96], path[BP_PATH_MAX];
     bp_status rc = replica_path(ckpt_dir, stage, tp, d, name, sizeof name, path, err);
     if (rc) return rc;
@@ -62,6 +67,7 @@ bp_status bp_checkpoint_write_replica(const char *ckpt_dir, int stage, int tp, i
         crc = crc32_z(crc, (const Bytef *)b->data, b->n * sizeof(float));
     }
     uint32_t crc32v = (uint32_t)crc;
+    *crc_out = crc32v;
     parts[1 + 2 * l->n] = (bp_iovec){&crc32v, 4};
     rc = bp_write_parts_atomic(path, parts, n_parts, err);
     free(parts);
@@ -104,12 +110,32 @@ static bp_status read_buffer(reader *r, const bp_state_buf *want, const char *fi
     return BP_OK;
 }
 
+/* Whether the file whose CRC is `stored` is the one the manifest lists at `own`
+ * (crcs NULL: it lists none); else which rank's it is, or that it is of none. */
+static bp_status check_owner(const bp_manifest *mf, const uint32_t *crcs, int own, uint32_t stored,
+                             const char *file, bp_err *err) {
+    if (!crcs || crcs[own] == stored) return BP_OK;
+    for (int s = 0; s < mf->pp; s++)
+        for (int t = 0; t < mf->tp; t++)
+            for (int d = 0; d < mf->dp; d++) {
+                if (crcs[bp_checkpoint_replica_index(s, t, d, mf->tp, mf->dp)] != stored) continue;
+                char other[96];
+                bp_checkpoint_replica_name(s, t, d, other, sizeof other);
+                return bp_fail(err, BP_EFORMAT,
+                               "%s holds what the manifest lists as %s (files swapped or "
+                               "copied): the run would not continue exactly",
+                               file, other);
+            }
+    return bp_fail(err, BP_EFORMAT,
+                   "%s is not the file this checkpoint wrote (its checksum %08x is not the "
+                   "manifest's %08x: a file of another run?)",
+                   file, (unsigned)stored, (unsigned)crcs[own]);
+}
+
 static bp_status parse(const bp_bytes *f, int64_t step, const bp_state_list *l, const char *file,
                        bp_err *err) {
     uint32_t stored, version = 0, count = 0;
     int64_t at_step = -1;
-    if (f->n < 28 || memcmp(f->data, REPLICA_MAGIC, 8) != 0)
-        return bp_fail(err, BP_EFORMAT, "%s is not a bagpipe replica file", file);
     memcpy(&stored, f->data + f->n - 4, 4);
     if ((uint32_t)crc32_z(0, f->data, f->n - 4) != stored)
         return bp_fail(err, BP_EFORMAT, "%s is damaged (checksum mismatch)", file);
@@ -131,13 +157,21 @@ static bp_status parse(const bp_bytes *f, int64_t step, const bp_state_list *l, 
     return rc;
 }
 
-bp_status bp_checkpoint_read_replica(const char *ckpt_dir, int stage, int tp, int d,
-                                     int64_t step, const bp_state_list *l, bp_err *err) {
+bp_status bp_checkpoint_read_replica(const char *ckpt_dir, const bp_manifest *mf, int stage,
+                                     int tp, int d, const uint32_t *crcs, const bp_state_list *l,
+                                     bp_err *err) {
     char name[96], path[BP_PATH_MAX];
     bp_bytes f = {0};
     bp_status rc = replica_path(ckpt_dir, stage, tp, d, name, sizeof name, path, err);
     if (rc == BP_OK) rc = bp_read_file(path, &f, err);
-    if (rc == BP_OK) rc = parse(&f, step, l, name, err);
+    if (rc == BP_OK && (f.n < 28 || memcmp(f.data, REPLICA_MAGIC, 8) != 0))
+        rc = bp_fail(err, BP_EFORMAT, "%s is not a bagpipe replica file", name);
+    uint32_t stored = 0;
+    if (rc == BP_OK) memcpy(&stored, f.data + f.n - 4, 4);
+    if (rc == BP_OK)
+        rc = check_owner(mf, crcs, bp_checkpoint_replica_index(stage, tp, d, mf->tp, mf->dp), stored,
+                         name, err);
+    if (rc == BP_OK) rc = parse(&f, mf->step, l, name, err);
     free(f.data);
     return rc;
 }

@@ -208,6 +208,8 @@ static void replica_copy(trainer *t, int i, bool to_host) {
 }
 
 void trainer_replica_free(trainer *t) {
+    free(t->replica_crc);
+    t->replica_crc = NULL;
     for (int i = 0; i < t->replica_host.n; i++) free(t->replica_host.bufs[i].data);
     bp_state_list_free(&t->replica_host);
     bp_state_list_free(&t->replica_state);
@@ -217,10 +219,13 @@ bp_status trainer_resume_replica(trainer *t, bp_err *err) {
     const bp_manifest *mf = &t->resume_from;
     if (!t->resuming || (!t->replica_files && !mf->replica_key[0])) return BP_OK;
     if (mf->replica_key[0] && mf->dp == t->grid.dp && strcmp(mf->replica_key, t->replica_key) == 0) {
+        uint32_t *crcs = NULL;
         bp_status rc = host_mirror(t, err);
+        if (rc == BP_OK) rc = bp_manifest_replica_crcs(t->resume_dir, mf, &crcs, err);
         if (rc == BP_OK)
-            rc = bp_checkpoint_read_replica(t->resume_dir, t->grid.p, t->grid.t, t->grid.d,
-                                            mf->step, &t->replica_host, err);
+            rc = bp_checkpoint_read_replica(t->resume_dir, mf, t->grid.p, t->grid.t, t->grid.d,
+                                            crcs, &t->replica_host, err);
+        free(crcs);
         if (rc) return bp_err_context(err, "checkpoint %s", t->resume_dir);
         for (int i = 0; i < t->replica_state.n; i++) replica_copy(t, i, false);
         return BP_OK;
@@ -243,6 +248,7 @@ static void manifest_of(const trainer *t, bp_manifest *mf) {
              bp_dp_replicas_differ(bp_stage_dp(t->stage)) ? "averaged" : "identical");
     snprintf(mf->partition, sizeof mf->partition, "%s", t->partition);
     if (t->replica_files) snprintf(mf->replica_key, sizeof mf->replica_key, "%s", t->replica_key);
+    mf->replica_crc = t->replica_crc;
     mf->bucket_mb = t->bucket_mb_measured;
 }
 
@@ -262,23 +268,42 @@ static bp_status check_finite(const trainer *t, const bp_real *params, bp_err *e
     return BP_OK;
 }
 
+/* Every rank's CRC into t->replica_crc on every rank, in the manifest's order: one
+ * allreduce of 16-bit halves (exact in floats), which also makes the ranks meet. */
+static bp_status share_crc(trainer *t, uint32_t crc, bp_err *err) {
+    size_t n = (size_t)t->size;
+    float *v = calloc(2 * n, sizeof *v);
+    if (!t->replica_crc) t->replica_crc = calloc(n, sizeof *t->replica_crc);
+    if (!v || !t->replica_crc) {
+        free(v);
+        return bp_fail(err, BP_ENOMEM, "out of memory for the replica files' checksums");
+    }
+    int own = bp_checkpoint_replica_index(t->grid.p, t->grid.t, t->grid.d, t->grid.tp, t->grid.dp);
+    v[2 * own] = (float)(crc >> 16), v[2 * own + 1] = (float)(crc & 0xffff);
+    bp_status rc = t->size > 1 ? bp_allreduce_sum(t->meta, v, 2 * n) : BP_OK;
+    for (size_t i = 0; rc == BP_OK && i < n; i++)
+        t->replica_crc[i] = (uint32_t)v[2 * i] << 16 | (uint32_t)v[2 * i + 1];
+    free(v);
+    return rc ? bp_comm_fail(t->meta, rc, err) : BP_OK;
+}
+
 /* Every rank writes its replica file, then all meet, so that the manifest (after
- * replica 0's barriers below) names only files on disk. A rank that failed ends
- * the whole job (cli/), so none waits at the barrier forever. */
+ * replica 0's barriers below) names only files on disk, with their checksums. A
+ * rank that failed ends the whole job (cli/), so none waits forever. */
 static bp_status write_replica(trainer *t, bp_err *err) {
     const char *dir = t->res->checkpoint;
+    uint32_t crc = 0;
     bp_status rc = host_mirror(t, err);
     for (int i = 0; rc == BP_OK && i < t->replica_state.n; i++) replica_copy(t, i, true);
     if (rc == BP_OK) rc = bp_mkdir_p(dir, err);
     if (rc == BP_OK)
         rc = bp_checkpoint_write_replica(dir, t->grid.p, t->grid.t, t->grid.d, t->step,
-                                         &t->replica_host, err);
+                                         &t->replica_host, &crc, err);
     if (rc) {
         bp_checkpoint_discard_replica(dir, t->grid.p, t->grid.t, t->grid.d);
         return bp_err_context(err, "saving checkpoint %s", dir);
     }
-    if (t->size > 1 && (rc = bp_barrier(t->meta))) return bp_comm_fail(t->meta, rc, err);
-    return BP_OK;
+    return share_crc(t, crc, err);
 }
 
 bp_status trainer_checkpoint(trainer *t, bp_err *err) {

@@ -136,6 +136,7 @@ static bp_status write_rank0(trainer *t, MPI_Comm comm, const char *own, size_t 
     const char *path = t->cfg->trace;
     char tmp[BP_PATH_MAX + 32];
     snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+    bp_remove_stale_temps(path);
     unsigned long long *dropped = calloc((size_t)t->size, sizeof *dropped);
     if (!dropped) return bp_fail(err, BP_ENOMEM, "out of memory");
     dropped[0] = bp_trace_dropped(t->trace);

@@ -457,6 +457,7 @@ static bp_status train_steps(trainer *t, int k, bp_step_record *r, int *done, bp
     for (int i = 0; i < k; i++) {
         r[i].grad_norm = out[i].grad_norm;
         r[i].loss = out[i].skipped ? NAN : out[i].loss;
+        t->res->skipped += out[i].skipped;
     }
     return BP_OK;
 }

@@ -13,6 +13,7 @@
 
 typedef struct bp_train_result {
     int64_t steps;        /* completed optimizer steps */
+    int64_t skipped;      /* of them, dropped for a non-finite value (--skip-nonfinite) */
     double final_loss;    /* training loss of the last step (NaN when no step ran) */
     double val_loss;      /* last evaluation (NaN when none ran) */
     double val_acc;       /* mlp only (NaN otherwise) */
@@ -57,5 +58,12 @@ bp_status bp_train_probe_run(const bp_train_config *cfg, bp_comm *world,
  * error is printed once). *together is set when some rank failed: all end here
  * together, and the job needs no abort. */
 bp_status bp_train_agree(bp_comm *c, bp_status rc, bool *together, bp_err *err);
+
+/* Collective, before any other: whether every rank of c was given the same options
+ * (after defaults are filled in; paths apart, which name places on each node), so that ranks launched with different ones (an
+ * MPMD launch) do not meet in collectives of different sizes. When not, the lowest
+ * rank that differs from rank 0 names the first option that does, with both
+ * values, and every rank returns BP_EUSAGE (the others with an empty message). */
+bp_status bp_train_agree_config(bp_comm *c, const bp_train_config *cfg, bp_err *err);
 
 #endif

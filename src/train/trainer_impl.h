@@ -62,6 +62,7 @@ typedef struct trainer {
     bp_state_list replica_host; /* host copies of replica_state's buffers (save.c) */
     bool replica_files;
     char replica_key[512];
+    uint32_t *replica_crc; /* every rank's replica file's CRC-32, for the manifest */
     float *avg_params, *avg_m, *avg_v; /* replicas averaged for a checkpoint (on dev.be) */
     float *eval_saved;                 /* replica 0's weights while it evaluates the average */
     float *host_params, *host_m, *host_v; /* host copies of what a checkpoint writes */

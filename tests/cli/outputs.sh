@@ -78,8 +78,16 @@ cmp -s "$WORK/run/latest" "$WORK/latest.orig" || fail "the run's latest changed"
 # What is allowed: a trace over an earlier trace, a resumed run's own log, another
 # run's log with --overwrite, and a log streamed into a FIFO.
 "$BP" train "${opts[@]}" --out "$WORK/t" --trace "$WORK/t.json" >/dev/null || fail "first trace"
+# A temporary file that a writer killed mid-write left (kill -9) goes with the next
+# write; one of a process still running stays (before: every one stayed for good).
+dead=$(sh -c 'echo $$')
+: >"$WORK/t.json.tmp.$dead"
+: >"$WORK/t.json.tmp.$$"
 "$BP" train "${opts[@]}" --out "$WORK/t" --overwrite --trace "$WORK/t.json" >/dev/null ||
   fail "a trace over an earlier one was refused"
+[ ! -e "$WORK/t.json.tmp.$dead" ] || fail "a dead writer's temporary file stayed"
+[ -e "$WORK/t.json.tmp.$$" ] || fail "a running process's temporary file was removed"
+rm "$WORK/t.json.tmp.$$"
 "$BP" train "${opts[@]}" --steps 3 --resume "$WORK/run" --out "$WORK/run" >/dev/null ||
   fail "a resumed run was refused its own log"
 "$BP" train "${opts[@]}" --out "$WORK/o_other" --metrics "$WORK/run/metrics.jsonl" --overwrite \
@@ -90,6 +98,13 @@ timeout 60 "$BP" train "${opts[@]}" --out "$WORK/o_fifo" --metrics "$WORK/fifo" 
   fail "a metrics log into a FIFO was refused"
 wait "$reader"
 grep -q '"type":"step","step":2' "$WORK/streamed" || fail "nothing streamed: $(cat "$WORK/streamed")"
+# A FIFO that no process reads: one line at once (before: blocked in open() for good).
+rc=0
+timeout 60 "$BP" train "${opts[@]}" --out "$WORK/o_noreader" --metrics "$WORK/fifo" >/dev/null \
+  2>"$WORK/err" || rc=$?
+[ "$rc" -eq 1 ] || fail "a FIFO without a reader: exit $rc: $(cat "$WORK/err")"
+grep -qx "bagpipe: error: cannot open metrics log $WORK/fifo: a FIFO that no process reads (start its reader first)" \
+  "$WORK/err" || fail "a FIFO without a reader said: $(cat "$WORK/err")"
 # Without HOME (cron, some schedulers) the KJV cache goes to the home of the
 # password database, never into the working directory.
 home=$(getent passwd "$(id -u)" | cut -d: -f6)

@@ -38,6 +38,11 @@ mpmd 2 "^bagpipe: \[rank 1\] error: option --data: d.txt does not exist" -- \
 cp "$TEXT" "$WORK/b/d.txt"
 mpmd 2 "^bagpipe: \[rank 1\] error: unknown option '--bogus'" -- \
   "${opts[@]}" --out "$WORK/a/run" -- "${opts[@]}" --out "$WORK/b/run" --bogus
+# Ranks given different options (here a model of another size) end at once, before
+# any collective of the model's size, naming the option and both values; their own
+# --out apart, since a path names a place on each rank's node.
+mpmd 2 "^bagpipe: \[rank 1\] error: the ranks were given different options: --embd 32 on rank 1 but --embd 16 on rank 0\$" -- \
+  "${opts[@]}" --out "$WORK/a/run" -- "${opts[@]}" --out "$WORK/b/run" --embd 32
 # An input error found while loading, on rank 1 alone: its d.txt is empty.
 : >"$WORK/b/d.txt"
 mpmd 1 "^bagpipe: \[rank 1\] error: .*d.txt.*empty" -- \

@@ -7,8 +7,8 @@
 # and lp-decentralized (each dp replica's own weights, the center, the ring's
 # replicas), powersgd, --cb and --sc-stages (error feedback and warm-started Q).
 # On another --dp the consensus model resumes, said in one line; pruning removes
-# checkpoints with replica files; a damaged or missing replica file ends the
-# resume with one line naming it, exit 1.
+# checkpoints with replica files; a damaged or missing replica file, or one of
+# another rank or run, ends the resume with one line naming it, exit 1.
 source "$(dirname "$0")/lib.sh"
 
 S=(--layers 2 --embd 32 --heads 2 --seq-len 32 --batch 8 --data "$TEXT" --progress none
@@ -78,4 +78,33 @@ expect 1 "cannot open .*stage0-tp0-dp0.replica" -- \
   "$BP" train "${S[@]}" "${one[@]}" --resume "$WORK/bad" --out "$WORK/bad-res"
 [ ! -e "$WORK/bad-res/ckpt-00000012" ] || fail "a refused resume trained"
 echo "damaged and missing replica files refused"
+
+# Files of the wrong rank or run (each intact): dp0 and dp1 swapped, dp1 replaced by
+# a copy of dp0, dp1 taken from a run of another --seed. The manifest lists each
+# file's owner and checksum, so the resume ends with a line naming the file (before:
+# it resumed silently and inexactly).
+E=(--dp 2 --dp-algo easgd --ea-period 2 --steps 12)
+ck="$WORK/easgd/ckpt-00000006"
+launch 2 "$BP" train "${S[@]}" "${E[@]}" --seed 7 --steps 6 --out "$WORK/seed7" >/dev/null ||
+  fail "the run of another seed failed"
+refused_2() { # PATTERN: resume $WORK/ids on 2 ranks; exit 1 with a line matching it
+  local rc=0
+  launch 2 "$BP" train "${S[@]}" "${E[@]}" --resume "$WORK/ids" --out "$WORK/ids-res" \
+    >/dev/null 2>"$WORK/err" || rc=$?
+  [ "$rc" -eq 1 ] || fail "resume from $1: exit $rc: $(cat "$WORK/err")"
+  grep -qE "$1" "$WORK/err" || fail "resume said: $(grep '^bagpipe' "$WORK/err")"
+  [ ! -e "$WORK/ids-res/ckpt-00000012" ] || fail "a refused resume trained"
+  rm -rf "$WORK/ids" "$WORK/ids-res"
+}
+cp -r "$ck" "$WORK/ids"
+mv "$WORK/ids/stage0-tp0-dp0.replica" "$WORK/x" && mv "$WORK/ids/stage0-tp0-dp1.replica" "$WORK/ids/stage0-tp0-dp0.replica"
+mv "$WORK/x" "$WORK/ids/stage0-tp0-dp1.replica"
+refused_2 "stage0-tp0-dp[01].replica holds what the manifest lists as stage0-tp0-dp[01].replica \(files swapped or copied\)"
+cp -r "$ck" "$WORK/ids"
+cp "$WORK/ids/stage0-tp0-dp0.replica" "$WORK/ids/stage0-tp0-dp1.replica"
+refused_2 "stage0-tp0-dp1.replica holds what the manifest lists as stage0-tp0-dp0.replica"
+cp -r "$ck" "$WORK/ids"
+cp "$WORK/seed7/ckpt-00000006/stage0-tp0-dp1.replica" "$WORK/ids/"
+refused_2 "stage0-tp0-dp1.replica is not the file this checkpoint wrote \(its checksum [0-9a-f]{8} is not the manifest's [0-9a-f]{8}: a file of another run\?\)"
+echo "swapped, copied and foreign replica files refused"
 echo "ok"

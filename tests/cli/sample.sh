@@ -13,4 +13,7 @@ cmp -s "$WORK/a" "$WORK/b" || fail "same seed, different text"
 ! cmp -s "$WORK/a" "$WORK/c" || fail "different seeds gave the same text"
 "$BP" train --model mlp --steps 2 --hidden 8 --out "$WORK/mlp" --progress none --eval-every 0 >/dev/null
 expect 2 "holds an mlp; sampling needs a model that reads tokens \(gpt\)" -- "$BP" sample --ckpt "$WORK/mlp"
+# '' is no checkpoint (before: /manifest.json, at the root, was read).
+expect 2 "checkpoint : an empty path; give a checkpoint directory" -- "$BP" sample --ckpt ''
+expect 2 "checkpoint : an empty path; give a checkpoint directory" -- "$BP" export --format hf --ckpt '' "$WORK/hf"
 echo "ok"

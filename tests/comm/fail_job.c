@@ -4,13 +4,35 @@
  *     end the job after one line naming the rank, the group and the operation.
  *   fail_job abort <code>: rank 0 ends the whole job with bp_comm_abort(code)
  *     while the others wait in a barrier.
- * Exit code 3 means that neither happened. */
+ *   fail_job mismatch <op>: the ranks pass different counts to one collective
+ *     (allreduce: 1000 floats on rank 0, 100000 on the others; bcast: rank 0 sends
+ *     1000 floats into buffers of 5000), as a job whose ranks disagree on a
+ *     model's size does; each rank that sees it prints its line and ends the job
+ *     with bp_comm_abort(1).
+ * Exit code 3 means that none of this happened. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "bagpipe/comm.h"
 #include "core/timer.h"
+
+static int mismatch(bp_comm *world, const char *op) {
+    bp_comm_set_timeout(world, 30);
+    int rank = bp_comm_rank(world);
+    size_t n = !strcmp(op, "bcast") ? (rank ? 5000 : 1000) : (rank ? 100000 : 1000);
+    float *x = calloc(n, sizeof *x);
+    if (!x) return 2;
+    bp_status rc = !strcmp(op, "bcast") ? bp_bcast(world, x, n, 0) : bp_allreduce_avg(world, x, n);
+    if (rc != BP_OK) {
+        fprintf(stderr, "fail_job: %s\n", bp_comm_errmsg(world));
+        bp_comm_abort(world, 1);
+    }
+    /* The root of a broadcast sends and goes on: it waits here for the abort. */
+    bp_barrier(world);
+    free(x);
+    return 3;
+}
 
 int main(int argc, char **argv) {
     bp_comm *world = NULL, *dp = NULL;
@@ -22,6 +44,7 @@ int main(int argc, char **argv) {
         bp_barrier(world);
         return 3;
     }
+    if (!strcmp(argv[1], "mismatch")) return mismatch(world, argv[2]);
     if (bp_comm_split(world, 0, rank, "dp", &dp) != BP_OK ||
         bp_comm_set_timeout(world, atof(argv[2])) != BP_OK)
         return 2;

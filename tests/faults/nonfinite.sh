@@ -17,7 +17,14 @@ for algo in allreduce bytegrad decentralized async; do
   [ "$rc" -eq 0 ] || fail "$algo: --skip-nonfinite run failed: $(cat "$WORK/out")"
   grep -q '"step":6,"loss":null' "$WORK/skip-$algo/metrics.jsonl" || fail "$algo: step 6 not logged as skipped"
   losses "$WORK/skip-$algo/metrics.jsonl" | awk '$1 > 6 && $2 == "null" { exit 1 }' || fail "$algo: NaN after the skip"
+  grep -q "^done: 12 steps (1 skipped: a non-finite loss or gradient)" "$WORK/out" ||
+    fail "$algo: the done line does not count the skipped step: $(grep '^done' "$WORK/out")"
 done
+# Every step skipped: said on the done line (before: "done: 1 steps" and no count).
+run_np 2 60 "${opts[@]}" --dp-algo bytegrad --skip-nonfinite --steps 1 --fault-at-step 1 --out "$WORK/all"
+[ "$rc" -eq 0 ] || fail "every step skipped: exit $rc: $(cat "$WORK/out")"
+grep -q "^done: 1 steps (all skipped: a non-finite loss or gradient; nothing was trained)" "$WORK/out" ||
+  fail "every step skipped: $(grep '^done' "$WORK/out")"
 
 # decentralized's exchange starts on the communication thread when the step starts.
 # A stop at the step's end used to let a rank whose thread had not taken the exchange

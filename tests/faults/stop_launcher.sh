@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SIGTERM or SIGINT sent to the launcher, not to a rank (and SIGHUP to
-# scripts/mpirun.sh, as a closed terminal sends): every rank stops after the same
+# scripts/mpirun.sh, as a closed terminal sends, and SIGQUIT, as Ctrl-\ sends): every rank stops after the same
 # step with a checkpoint of it, no rank is left running and the --out lock is
 # free. Through scripts/mpirun.sh the job exits 3 as documented; Open MPI's mpirun called directly exits 1 whatever the ranks return
 # (README's fault table says so), MPICH's mpiexec 3 or 0: Hydra 4.0, signalled
@@ -60,4 +60,6 @@ for sig in TERM INT; do
   stop "direct-$sig" "$sig" "$([ "$openmpi" -eq 1 ] && echo 1 || echo '3|0')" "$BP_MPIEXEC" "${flags[@]}"
 done
 MPIEXEC="$BP_MPIEXEC" stop script-HUP HUP 3 "$BP_SOURCE_DIR/scripts/mpirun.sh"
+# SIGQUIT (Ctrl-\) to the script: as SIGTERM (before: the job went on).
+MPIEXEC="$BP_MPIEXEC" stop script-QUIT QUIT 3 "$BP_SOURCE_DIR/scripts/mpirun.sh"
 echo "ok"

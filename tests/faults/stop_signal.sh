@@ -27,6 +27,19 @@ for n in 2 4; do
     || fail "resumed losses differ from the uninterrupted run"
 done
 
+# A SIGTERM that comes before the handlers exist (here: pending, blocked, across
+# the exec, as a launcher may start us) stops the run after its first step like
+# any other (before: exit 143 with no checkpoint, or never acted on when blocked).
+rc=0
+timeout -k 5 60 python3 -c 'import os, signal, sys
+signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGTERM])
+os.kill(os.getpid(), signal.SIGTERM)
+os.execv(sys.argv[1], sys.argv[1:])' "$BP" train "${opts[@]}" --steps 50 --out "$WORK/early" \
+  >"$WORK/out" 2>&1 || rc=$?
+[ "$rc" -eq 3 ] || fail "SIGTERM at the start: exit $rc, expected 3: $(cat "$WORK/out")"
+grep -q "stopped by a signal after step 1;" "$WORK/out" || fail "SIGTERM at the start: $(cat "$WORK/out")"
+[ "$(cat "$WORK/early/latest")" = ckpt-00000001 ] || fail "SIGTERM at the start: no checkpoint of step 1"
+
 # A signal during a long evaluation (a replica of one rank) cuts it short: the run
 # stops after the next step instead of finishing thousands of evaluation batches
 # (10000, the most --eval-batches takes, of 64 sequences).

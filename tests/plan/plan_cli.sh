@@ -7,19 +7,9 @@
 # bandwidth favours low precision and more latency favours decentralization. mlp
 # alike, with only the configurations train takes for it (no tp, no more stages than
 # blocks, no fused embedding sync) and the table's factors said to be gpt's.
-source "$(dirname "$0")/../lib.sh"
-TINY=(--layers 2 --embd 32 --heads 2 --seq-len 16 --batch 8 --steps 20)
+source "$(dirname "$0")/lib.sh"
 MLP=(--model mlp --hidden 32 --batch 16 --steps 20)
 
-bad() {
-  local pattern=$1 rc=0
-  shift
-  "$BP" plan "$@" --json "$WORK/bad.json" >"$WORK/out" 2>"$WORK/err" || rc=$?
-  [ "$rc" -eq 2 ] || fail "plan $* exited $rc, not 2: $(cat "$WORK/err")"
-  [ "$(grep -c '^bagpipe' "$WORK/err")" -eq 1 ] || fail "plan $*: not one line: $(cat "$WORK/err")"
-  grep -qE "$pattern" "$WORK/err" || fail "plan $*: '$(cat "$WORK/err")' does not match '$pattern'"
-  [ ! -e "$WORK/bad.json" ] || fail "plan $*: wrote a JSON"
-}
 bad "option --dp: bagpipe plan chooses it; leave it out" --dp 2
 bad "option --dp-algo: bagpipe plan chooses it" --dp-algo=bytegrad
 bad "option --cluster: 'foo' is not key=value" --cluster foo

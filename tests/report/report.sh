@@ -87,6 +87,21 @@ echo '{"type":"eval","step":9,"val_loss":null}' >>"$WORK/diverged/metrics.jsonl"
 grep -q "set title 'training loss against training time'" "$WORK/rep_div/loss_time.gp" &&
   [ -s "$WORK/rep_div/loss_time.svg" ] || fail "diverged run: no training loss plot"
 
+# A gnuplot that exits 0 but leaves its plots empty, as on a full disk: the report
+# fails in one line and keeps no zero-byte plot (before: exit 0, empty plots).
+mkdir -p "$WORK/fakebin"
+printf '#!/bin/sh\n: >"${1%%.gp}.svg"; : >"${1%%.gp}.png"\n' \
+  >"$WORK/fakebin/gnuplot"
+chmod +x "$WORK/fakebin/gnuplot"
+rc=0
+PATH="$WORK/fakebin:$PATH" "$BP" report "$WORK/pp2" --out "$WORK/full" >/dev/null 2>"$WORK/full.err" || rc=$?
+[ "$rc" -eq 1 ] || fail "report with empty plots exited $rc: $(cat "$WORK/full.err")"
+grep -qE "^bagpipe: error: report: gnuplot left $WORK/full/[a-z_0-9]+.svg empty or missing \(a full disk\?\)" \
+  "$WORK/full.err" || fail "report with empty plots said: $(cat "$WORK/full.err")"
+if find "$WORK/full" \( -name '*.svg' -o -name '*.png' \) -size 0 | grep -q .; then
+  fail "zero-byte plots left: $(ls -l "$WORK/full")"
+fi
+
 # bad input
 PREFIX=(env)
 bad() { # exit-code pattern args...

@@ -133,6 +133,12 @@ rc=0
 "$BP" tune "${TINY[@]}" --micro-batches 3 >/dev/null 2>"$WORK/err" || rc=$?
 [ "$rc" -eq 2 ] && grep -q "option --batch: 8 is not divisible" "$WORK/err" ||
   fail "--micro-batches 3: rc $rc, $(cat "$WORK/err")"
+# Every value in range, but --dp x --micro-batches beyond an int: a usage error (was
+# SIGFPE, exit 136).
+rc=0
+"$BP" tune "${TINY[@]}" --dp 65536 --micro-batches 65536 --batch 1048576 >/dev/null 2>"$WORK/err" || rc=$?
+[ "$rc" -eq 2 ] && grep -q "option --batch: 1048576 is not divisible by --dp 65536 x --micro-batches 65536" "$WORK/err" ||
+  fail "--dp 65536 --micro-batches 65536: rc $rc, $(cat "$WORK/err")"
 # Tensor parallelism is not modelled: refused, rather than a command that fails.
 rc=0
 "$BP" tune "${TINY[@]}" --heads 2 --tp 2 >/dev/null 2>"$WORK/err" || rc=$?
