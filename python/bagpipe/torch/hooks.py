@@ -37,13 +37,20 @@ def _future(submit, tensor, *args):
     fut = torch.futures.Future()
 
     def done(err):
-        if err is None:
-            fut.set_result(tensor)
-        else:
-            fut.set_exception(Error(err))
+        fut.set_result(tensor if err is None else Error(err))
 
     submit(_tensors.buf(tensor, "gradient bucket"), done, *args)
-    return fut
+    return fut.then(_raise_error)
+
+
+def _raise_error(fut):
+    """The tensor, or bagpipe's error raised. A future failed by set_exception holds
+    the exception as its value, which DDP then tries to cast to a tensor ("Unable to
+    cast ... to Tensor"); one raised in a callback fails the future as DDP expects."""
+    value = fut.value()
+    if isinstance(value, Exception):
+        raise value
+    return value
 
 
 def allreduce_hook(state, bucket):
@@ -126,6 +133,19 @@ class QAdamOptimizer(torch.optim.Optimizer):
             for p in group["params"]:
                 self.state[p]["exp_avg"] = torch.zeros_like(p)
                 self.state[p]["exp_avg_sq"] = torch.zeros_like(p)
+
+    def state_dict(self):
+        """torch's, with the step count t (a resume goes on after warm-up)."""
+        return dict(super().state_dict(), qadam_t=self.t)
+
+    def load_state_dict(self, state_dict):
+        state_dict = dict(state_dict)
+        t = state_dict.pop("qadam_t", None)
+        if t is None:
+            raise Error("qadam: the state dict has no step count (qadam_t): it was not "
+                        "saved by QAdamOptimizer.state_dict")
+        super().load_state_dict(state_dict)
+        self.t = int(t)
 
     @torch.no_grad()
     def step(self, closure=None):
