@@ -378,6 +378,25 @@ def test_bad_options_and_misuse_raise():
     a.stop()
 
 
+def test_nan_gradient_raises_bagpipes_line():
+    """A gradient that bytegrad cannot encode (NaN on every rank) fails backward
+    with bagpipe's line, not a failed cast of it to a tensor."""
+    for algorithm in ("bytegrad", "qadam"):
+        base = common.tiny_model()
+        opt = (bpt.QAdamOptimizer(base.parameters(), warmup=1) if algorithm == "qadam" else
+               torch.optim.SGD(base.parameters(), lr=LR))
+        model = bpt.with_bagpipe(base, opt, algorithm)
+        train(model, opt, 2)  # qadam: after warm-up, its momentum goes through bytegrad
+        x, y = common.batch(_C.rank(), 2)
+        x[0, 0] = float("nan")
+        try:
+            torch.nn.functional.cross_entropy(model(x), y).backward()
+        except RuntimeError as e:
+            assert "minmax_u8: input value" in str(e) and "Unable to cast" not in str(e), str(e)
+        else:
+            raise AssertionError(f"{algorithm}: a NaN gradient was averaged")
+
+
 def test_consensus_state_dict_is_the_average():
     base, opt, model = wrap("easgd", tau=2)
     train(model, opt, 3)
@@ -398,7 +417,7 @@ if __name__ == "__main__":
              test_evaluation_on_some_ranks_any_time, test_no_sync_accumulates_gradients,
              test_ddp_keyword_arguments, test_wrapping_twice_is_refused,
              test_exception_in_step_keeps_ranks_in_step, test_bad_options_and_misuse_raise,
-             test_consensus_state_dict_is_the_average]
+             test_nan_gradient_raises_bagpipes_line, test_consensus_state_dict_is_the_average]
     only = sys.argv[1:]
     tests = [t for t in tests if not only or t.__name__ in only]
     rc = common.run(tests)
