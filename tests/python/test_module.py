@@ -181,6 +181,26 @@ def test_state_dict_resumes_bit_exactly():
             f"{algorithm}: resumed run ends {(flat_of(base) - whole).abs().max():g} away"
 
 
+def test_powersgd_state_in_ddp_state_dict():
+    """powersgd's error feedback and Q are in the DDP model's state_dict: a resumed
+    run ends where the run that never stopped does, bit for bit."""
+    def run(seed, steps, first=0, state=None):
+        base = common.tiny_model(seed=seed)
+        opt = torch.optim.SGD(base.parameters(), lr=LR, momentum=0.9)
+        model = bpt.with_bagpipe(base, opt, "powersgd", rank=2, warmup=2)
+        if state is not None:
+            model.load_state_dict(state[0])
+            opt.load_state_dict(state[1])
+        train(model, opt, steps, first)
+        return base, saved(model.state_dict()), saved(opt.state_dict())
+
+    whole = flat_of(run(0, 8)[0])
+    _, state, opt_state = run(0, 4)
+    assert any(k.endswith(".q") for k in state), sorted(state)
+    resumed = flat_of(run(5, 4, first=4, state=(state, opt_state))[0])
+    assert torch.equal(resumed, whole), f"resumed powersgd ends {(resumed - whole).abs().max():g} away"
+
+
 def test_qadam_state_dict_holds_the_step():
     """A QAdamOptimizer resumed from its state_dict goes on after warm-up, as the
     run that never stopped (bit for bit), not from step 0."""
@@ -413,7 +433,8 @@ if __name__ == "__main__":
     bpt.init_process_group()
     tests = [test_process_group_of_other_ranks_is_refused, test_buffers_follow_rank_zero_as_ddp,
              test_load_state_dict_after_wrapping_holds, test_state_dict_resumes_bit_exactly,
-             test_qadam_state_dict_holds_the_step, test_lr_scheduler_after_wrapping,
+             test_powersgd_state_in_ddp_state_dict, test_qadam_state_dict_holds_the_step,
+             test_lr_scheduler_after_wrapping,
              test_evaluation_on_some_ranks_any_time, test_no_sync_accumulates_gradients,
              test_ddp_keyword_arguments, test_wrapping_twice_is_refused,
              test_exception_in_step_keeps_ranks_in_step, test_bad_options_and_misuse_raise,

@@ -22,7 +22,7 @@ from .. import Error, _C, init
 from . import _tensors
 from .hooks import (HookState, PowerSGDState, QAdamOptimizer, QAdamState, allreduce_hook,
                     bytegrad_hook, powersgd_hook, qadam_hook)
-from .weights import (ALGORITHMS as WEIGHT_ALGORITHMS, EASGD, Async, BagpipeModule,
+from .weights import (ALGORITHMS as WEIGHT_ALGORITHMS, EASGD, STATE_KEY, Async, BagpipeModule,
                       Decentralized, LowPrecisionDecentralized, flatten)
 
 GRADIENT_ALGORITHMS = ("allreduce", "bytegrad", "qadam", "powersgd")
@@ -130,6 +130,23 @@ def _weight_module(model, optimizer, algorithm, ddp):
     return options, ddp.get("broadcast_buffers", True)
 
 
+def _keep_hook_state(ddp, state):
+    """The hook's state (PowerSGD's error feedback and Q) in DDP's state_dict, under
+    <prefix>_bagpipe., and restored by its load_state_dict, as BagpipeModule does."""
+    def save(module, sd, prefix, local_metadata):
+        for k, v in state.state_dict().items():
+            sd[f"{prefix}{STATE_KEY}.{k}"] = v
+
+    def load(sd, prefix, local_metadata, strict, missing, unexpected, errors):
+        mine = f"{prefix}{STATE_KEY}."
+        got = {k[len(mine):]: sd.pop(k) for k in list(sd) if k.startswith(mine)}
+        if got:
+            state.load_state_dict(got)
+
+    ddp._register_state_dict_hook(save)
+    ddp._register_load_state_dict_pre_hook(load)
+
+
 def with_bagpipe(model, optimizer, algorithm, **options):
     """The model trained with `algorithm` (one of ALGORITHMS), as Bagua's with_bagua.
 
@@ -157,6 +174,7 @@ def with_bagpipe(model, optimizer, algorithm, **options):
         _check_group(ddp.get("process_group"))
         if algorithm == "powersgd":
             state, hook = PowerSGDState(**options), powersgd_hook
+            state.names = {id(p): n for n, p in model.named_parameters()}
         elif algorithm == "qadam":
             state, hook = QAdamState(optimizer, **options), qadam_hook
         else:
@@ -166,6 +184,7 @@ def with_bagpipe(model, optimizer, algorithm, **options):
             hook = {"allreduce": allreduce_hook, "bytegrad": bytegrad_hook}[algorithm]
         wrapped = DDP(model, **ddp)
         wrapped.register_comm_hook(state, hook)
+        _keep_hook_state(wrapped, state)
     model._bagpipe_wrapped = True
     if optimizer is not None:
         optimizer._bagpipe_wrapped = True
