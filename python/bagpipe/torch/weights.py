@@ -155,8 +155,7 @@ class LowPrecisionDecentralized(WeightAlgorithm):
         super().after()
 
     def _replicas(self):
-        """This rank's w and its neighbours' copies l and r, as tensors over the
-        ring's own memory."""
+        """Copies of this rank's w and of its neighbours' l and r (the ring's)."""
         w, l, r = (torch.empty_like(self.flat) for _ in range(3))
         self.ring.get(*(_tensors.buf(t) for t in (w, l, r)))
         return w, l, r
