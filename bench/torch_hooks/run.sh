@@ -6,7 +6,7 @@
 # Root; needs build/python (scripts/build.sh).
 #   bench/torch_hooks/run.sh [RATE...]        default: 1gbit 100mbit
 # STEPS (default 24), BATCH (16), OUT (bench/results/torch_hooks) and ALGOS (all
-# six) override.
+# twelve of train.py) override.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 export BP_CLUSTER=${BP_CLUSTER:-py}
@@ -20,7 +20,7 @@ mkdir -p "$out"
 trap 'scripts/cluster.sh down' EXIT
 for rate in "${rates[@]}"; do
   scripts/cluster.sh up 2 --rate "$rate"
-  for algo in ${ALGOS:-ddp fp16 torch-powersgd bytegrad powersgd decentralized}; do
+  for algo in ${ALGOS:-ddp fp16 torch-powersgd bytegrad powersgd decentralized allreduce qadam lp-decentralized async easgd local}; do
     echo "torch_hooks: $rate $algo"
     uptime >"$out/$rate-$algo.load"
     scripts/cluster.sh mpirun -np 2 --npernode 1 -x PYTHONPATH="$PWD/build/python" \

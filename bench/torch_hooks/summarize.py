@@ -7,13 +7,18 @@ DDP's final one (the first step whose 5-step mean of the loss is at most that, w
 the time of every step up to it added up). The load averages before and after each
 run are in the last column."""
 import json
+import os
 import statistics
 import sys
 
-ALGOS = ("ddp", "fp16", "torch-powersgd", "bytegrad", "powersgd", "decentralized")
+ALGOS = ("ddp", "fp16", "torch-powersgd", "bytegrad", "powersgd", "decentralized", "allreduce",
+         "qadam", "lp-decentralized", "async", "easgd", "local")
 NAMES = {"ddp": "DDP default (allreduce)", "fp16": "torch fp16_compress_hook",
          "torch-powersgd": "torch PowerSGD hook (r 4)", "bytegrad": "bagpipe bytegrad",
-         "powersgd": "bagpipe powersgd (r 4)", "decentralized": "bagpipe decentralized"}
+         "powersgd": "bagpipe powersgd (r 4)", "decentralized": "bagpipe decentralized",
+         "allreduce": "bagpipe allreduce", "qadam": "bagpipe qadam (Adam, lr 1e-3)",
+         "lp-decentralized": "bagpipe lp-decentralized", "async": "bagpipe async",
+         "easgd": "bagpipe easgd", "local": "local (no communication)"}
 
 
 def read(path):
@@ -36,10 +41,11 @@ def main():
           "s to 1.02 x DDP's loss | load |")
     print("|---|---|---|---|---|---|---|---|")
     for rate in rates:
-        runs = {a: read(f"{out}/{rate}-{a}.jsonl") for a in ALGOS}
+        runs = {a: read(f"{out}/{rate}-{a}.jsonl") for a in ALGOS
+                if os.path.exists(f"{out}/{rate}-{a}.jsonl")}
         ddp_ms = statistics.median(s["ms"] for s in runs["ddp"][0][3:])
         target = 1.02 * smooth([s["loss"] for s in runs["ddp"][0]])[-1]
-        for a in ALGOS:
+        for a in (a for a in ALGOS if a in runs):
             steps, end = runs[a]
             if not steps:
                 print(f"| {rate} | {NAMES[a]} | (no result) | | | | | |")

@@ -9,6 +9,9 @@
   bytegrad        bagpipe.torch's bytegrad hook (MinMaxUInt8, C_LP_S)
   powersgd        bagpipe.torch's PowerSGD hook (rank 4, from step 2)
   decentralized   bagpipe.torch's decentralized (shift_one, Bagua's order)
+  allreduce, qadam, lp-decentralized, async, easgd: bagpipe.torch's others
+                  (qadam: QAdamOptimizer, lr 1e-3, warm-up 2 steps)
+  local           no communication: each rank trains alone (the computation's cost)
 
 SGD with momentum; every rank its own batches. Rank 0 prints one JSON line per
 step ({"step", "ms", "loss"}: milliseconds from the start of the step to the end
@@ -32,7 +35,8 @@ import bagpipe  # noqa: E402
 import bagpipe.torch as bpt  # noqa: E402
 from bagpipe import _C  # noqa: E402
 
-ALGOS = ("ddp", "fp16", "torch-powersgd", "bytegrad", "powersgd", "decentralized")
+ALGOS = ("ddp", "fp16", "torch-powersgd", "bytegrad", "powersgd", "decentralized", "allreduce",
+         "qadam", "lp-decentralized", "async", "easgd", "local")
 
 
 def model():
@@ -45,7 +49,10 @@ def model():
 
 
 def wrap(algo, base, opt):
-    if algo in ("bytegrad", "decentralized"):
+    if algo == "local":
+        return base
+    if algo in ("bytegrad", "decentralized", "allreduce", "qadam", "lp-decentralized", "async",
+                "easgd"):
         return bpt.with_bagpipe(base, opt, algo)
     if algo == "powersgd":
         return bpt.with_bagpipe(base, opt, "powersgd", rank=4, warmup=2)
@@ -73,7 +80,8 @@ def main():
     bpt.init_process_group()
     rank = _C.rank()
     base = model()
-    opt = torch.optim.SGD(base.parameters(), lr=args.lr, momentum=0.9)
+    opt = (bpt.QAdamOptimizer(base.parameters(), lr=1e-3, warmup=2) if args.algo == "qadam" else
+           torch.optim.SGD(base.parameters(), lr=args.lr, momentum=0.9))
     net = wrap(args.algo, base, opt)
     images, labels = data.load_fashion("train")
     g = torch.Generator().manual_seed(1 + rank)
@@ -91,7 +99,7 @@ def main():
                   flush=True)
     if hasattr(net, "finish"):
         net.finish()
-        _C.allreduce_avg(net.algorithm.flat.numpy())
+        base.load_state_dict(net.consensus_state_dict())
     test_x, test_y = data.load_fashion("test")
     with torch.no_grad():
         test = torch.nn.functional.cross_entropy(base(data.to_float(test_x[:2000])), test_y[:2000])

@@ -4,6 +4,7 @@ collectives and codecs on float32 buffers (the C library through bagpipe._C).
 Run under MPI, one process per rank:  mpirun -np 4 python3 train.py
 bagpipe.torch has the DDP communication hooks and the weight algorithms."""
 import atexit as _atexit
+import os as _os
 import sys as _sys
 
 from . import _C
@@ -21,11 +22,22 @@ def init(timeout=DEFAULT_TIMEOUT, net=None):
     if not _C.initialized():
         _C.init()
         _atexit.register(finalize)
+        _check_launcher()
         if _C.size() > 1:
             _sys.excepthook = _aborting_hook(_sys.excepthook)
     _C.set_timeout(float(timeout))
     if net is not None:
         _C.set_net(net)
+
+
+def _check_launcher():
+    """A launcher such as torchrun sets WORLD_SIZE and starts each process alone: MPI
+    then gives each a world of its own, and they would train alone, silently."""
+    want = _os.environ.get("WORLD_SIZE", "")
+    if want.isdigit() and int(want) != _C.size():
+        raise Error(f"bagpipe: WORLD_SIZE is {want} but MPI started {_C.size()} rank(s): "
+                    "bagpipe takes its ranks from MPI; launch with "
+                    f"mpirun -np {want} python3 {_sys.argv[0] or 'train.py'}, not torchrun")
 
 
 def _aborting_hook(print_exception):

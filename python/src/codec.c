@@ -91,6 +91,45 @@ static PyObject *py_encoded_size(PyObject *self, PyObject *arg) {
     return PyLong_FromSize_t(bp_codec_encoded_size(((bpy_codec *)self)->codec, (size_t)n));
 }
 
+/* PowerSGD's state (error feedback E and the warm-started Q), for a checkpoint:
+ * copy_state(e, q, out) copies it out (out true) or in; sizes from state_sizes. */
+static bool powersgd_state(bpy_codec *o, float **e, size_t *en, float **q, size_t *qn) {
+    return !strcmp(bp_codec_name(o->codec), "powersgd") &&
+           bp_powersgd_state(o->codec, e, en, q, qn);
+}
+
+static PyObject *py_state_sizes(PyObject *self, void *closure) {
+    (void)closure;
+    float *e, *q;
+    size_t en = 0, qn = 0;
+    if (!powersgd_state((bpy_codec *)self, &e, &en, &q, &qn)) Py_RETURN_NONE;
+    return Py_BuildValue("nn", (Py_ssize_t)en, (Py_ssize_t)qn);
+}
+
+static PyObject *py_copy_state(PyObject *self, PyObject *args) {
+    PyObject *obj[2];
+    int out;
+    if (!PyArg_ParseTuple(args, "OOp", &obj[0], &obj[1], &out)) return NULL;
+    float *state[2];
+    size_t n[2];
+    if (!powersgd_state((bpy_codec *)self, &state[0], &n[0], &state[1], &n[1]))
+        return bpy_raise("copy_state: this codec keeps no state");
+    for (int i = 0; i < 2; i++) {
+        Py_buffer v;
+        if (bpy_floats(obj[i], &v) < 0) return NULL;
+        size_t got = bpy_count(&v);
+        if (got == n[i]) {
+            if (out) memcpy(bpy_data(&v), state[i], got * sizeof(float));
+            else memcpy(state[i], bpy_data(&v), got * sizeof(float));
+        }
+        PyBuffer_Release(&v);
+        if (got != n[i])
+            return PyErr_Format(bpy_error, "copy_state: %s has %zu floats, the codec's %zu",
+                                i ? "Q" : "the error", got, n[i]);
+    }
+    Py_RETURN_NONE;
+}
+
 static PyObject *py_name(PyObject *self, void *closure) {
     (void)closure;
     return PyUnicode_FromString(bp_codec_name(((bpy_codec *)self)->codec));
@@ -109,11 +148,14 @@ static PyMethodDef codec_methods[] = {
     {"encode", py_encode, METH_O, "encode(buf) -> bytes"},
     {"decode", py_decode, METH_VARARGS, "decode(bytes, out): the floats into out."},
     {"encoded_size", py_encoded_size, METH_O, "Bytes that encoding n floats gives."},
+    {"copy_state", py_copy_state, METH_VARARGS,
+     "copy_state(error, q, out): PowerSGD's state copied out (out true) or in."},
     {NULL, NULL, 0, NULL},
 };
 
 static PyGetSetDef codec_getset[] = {
     {"name", py_name, NULL, "minmax_u8 or powersgd", NULL},
+    {"state_sizes", py_state_sizes, NULL, "(error, Q) floats of PowerSGD's state, or None", NULL},
     {"compresses", py_compresses, NULL, "PowerSGD on a 2-D shape", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };

@@ -58,6 +58,10 @@ static void mpi_symbols_global(void) {
 static PyObject *py_init(PyObject *self, PyObject *args) {
     (void)self, (void)args;
     if (world) Py_RETURN_NONE;
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (finalized)
+        return bpy_raise("bagpipe: init after finalize: MPI cannot start twice in one process");
     mpi_symbols_global();
     bp_err err = {0};
     int rc;

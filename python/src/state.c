@@ -54,6 +54,35 @@ static PyObject *ring_step(PyObject *self, PyObject *obj) {
     return rc ? bpy_raise_comm(w, rc) : Py_NewRef(Py_None);
 }
 
+/* get(w, l, r) copies the replicas out; set(w, l, r) copies them in (a resume,
+ * or new weights that every rank loaded). */
+static PyObject *ring_copy(PyObject *self, PyObject *args, bool out) {
+    bpy_ring *r = (bpy_ring *)self;
+    if (!r->ring) return bpy_raise("Ring: not initialized");
+    float *state[3];
+    bp_ring_lp_state(r->ring, &state[0], &state[1], &state[2]);
+    if (!state[0]) return bpy_raise("Ring: this rank keeps no replicas");
+    PyObject *obj[3];
+    if (!PyArg_ParseTuple(args, "OOO", &obj[0], &obj[1], &obj[2])) return NULL;
+    for (int i = 0; i < 3; i++) {
+        Py_buffer v;
+        if (bpy_floats(obj[i], &v) < 0) return NULL;
+        size_t n = bpy_count(&v);
+        if (n == r->n) {
+            if (out) memcpy(bpy_data(&v), state[i], n * sizeof(float));
+            else memcpy(state[i], bpy_data(&v), n * sizeof(float));
+        }
+        PyBuffer_Release(&v);
+        if (n != r->n)
+            return PyErr_Format(bpy_error, "Ring: replica %d has %zu floats, the ring holds %zu",
+                                i, n, r->n);
+    }
+    Py_RETURN_NONE;
+}
+
+static PyObject *ring_get(PyObject *self, PyObject *args) { return ring_copy(self, args, true); }
+static PyObject *ring_set(PyObject *self, PyObject *args) { return ring_copy(self, args, false); }
+
 static void ring_dealloc(PyObject *self) {
     bpy_ring *r = (bpy_ring *)self;
     bp_ring_lp_destroy(r->ring);
@@ -63,6 +92,8 @@ static void ring_dealloc(PyObject *self) {
 
 static PyMethodDef ring_methods[] = {
     {"step", ring_step, METH_O, "step(x): one exchange after the local step; x becomes w."},
+    {"get", ring_get, METH_VARARGS, "get(w, l, r): copy this rank's replica and its neighbours' out."},
+    {"set", ring_set, METH_VARARGS, "set(w, l, r): replace them (no communication)."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -84,6 +115,7 @@ typedef struct bpy_async {
     bp_async_avg *a;
     Py_buffer x; /* the weights the thread averages */
     bool have_x;
+    bool locked; /* by this object: a second lock() would wait for itself forever */
     struct bpy_async *next_live;
 } bpy_async;
 
@@ -136,9 +168,11 @@ static PyObject *async_lock(PyObject *self, PyObject *args) {
     (void)args;
     bpy_async *s = (bpy_async *)self;
     if (!s->a) return bpy_raise("Async: not running");
+    if (s->locked) return bpy_raise("Async.lock: already locked (unlock() first)");
     Py_BEGIN_ALLOW_THREADS
     bp_async_avg_lock(s->a);
     Py_END_ALLOW_THREADS
+    s->locked = true;
     Py_RETURN_NONE;
 }
 
@@ -146,6 +180,8 @@ static PyObject *async_unlock(PyObject *self, PyObject *args) {
     (void)args;
     bpy_async *s = (bpy_async *)self;
     if (!s->a) return bpy_raise("Async: not running");
+    if (!s->locked) return bpy_raise("Async.unlock: not locked");
+    s->locked = false;
     bp_async_avg_unlock(s->a);
     Py_RETURN_NONE;
 }
@@ -154,6 +190,11 @@ static PyObject *async_stop(PyObject *self, PyObject *args) {
     (void)args;
     bpy_async *s = (bpy_async *)self;
     if (!s->a) Py_RETURN_NONE;
+    /* The thread's last round needs the weights. */
+    if (s->locked) {
+        s->locked = false;
+        bp_async_avg_unlock(s->a);
+    }
     int rc;
     Py_BEGIN_ALLOW_THREADS
     rc = bp_async_avg_stop(s->a);

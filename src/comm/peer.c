@@ -119,8 +119,7 @@ static bp_status absorb(op_ctx *op, bp_ring_lp *s, const unsigned char *enc, flo
 
 static bp_status ring_step(op_ctx *op, bp_comm *g, float *x, size_t n, void *arg) {
     bp_ring_lp *s = arg;
-    for (size_t i = 0; i < n; i++)
-        s->tmp[i] = x[i] + s->l[i] / 3.0f + s->r[i] / 3.0f - 5.0f * s->w[i] / 3.0f;
+    bpc_vec_ring_z(s->tmp, x, s->l, s->r, s->w, n);
     size_t bytes = encoded_bytes(s);
     bp_status rc = encode(op, s, s->tmp, s->enc[0]);
     tx_req req[4];

@@ -22,7 +22,7 @@ from .. import Error, _C, init
 from . import _tensors
 from .hooks import (HookState, PowerSGDState, QAdamOptimizer, QAdamState, allreduce_hook,
                     bytegrad_hook, powersgd_hook, qadam_hook)
-from .weights import (ALGORITHMS as WEIGHT_ALGORITHMS, EASGD, Async, BagpipeModule,
+from .weights import (ALGORITHMS as WEIGHT_ALGORITHMS, EASGD, STATE_KEY, Async, BagpipeModule,
                       Decentralized, LowPrecisionDecentralized, flatten)
 
 GRADIENT_ALGORITHMS = ("allreduce", "bytegrad", "qadam", "powersgd")
@@ -71,37 +71,127 @@ def _check_host(model):
         _tensors.check(p, f"parameter {name}")
 
 
-def with_bagpipe(model, optimizer, algorithm, process_group=None, **options):
+#: DistributedDataParallel's keyword arguments (torch 1.13), passed on to DDP for the
+#: gradient algorithms.
+DDP_OPTIONS = ("device_ids", "output_device", "dim", "broadcast_buffers", "process_group",
+               "bucket_cap_mb", "find_unused_parameters", "check_reduction",
+               "gradient_as_bucket_view", "static_graph")
+#: Those that mean something to the weight algorithms: broadcast_buffers as DDP's;
+#: find_unused_parameters needs nothing (the weights are mixed whole, used or not);
+#: bucket_cap_mb is lp-decentralized's compression chunk.
+WEIGHT_DDP_OPTIONS = ("broadcast_buffers", "process_group", "find_unused_parameters",
+                      "bucket_cap_mb")
+
+
+def _check_group(group):
+    """bagpipe's algorithms run over the whole MPI world: a process_group over other
+    ranks is refused (DDP would keep the groups apart; averaging over the world
+    would mix them silently)."""
+    if group is None or (dist.is_initialized() and group is dist.group.WORLD):
+        return
+    size = dist.get_world_size(group) if dist.is_initialized() else -1
+    if size != _C.size():
+        raise Error(f"bagpipe: process_group over {max(size, 0)} of {_C.size()} ranks: bagpipe's "
+                    "algorithms average over every rank of the job; pass no process_group "
+                    "(or launch only those ranks)")
+
+
+def _check_fresh(model, optimizer):
+    """A model or an optimizer is wrapped once, and the optimizer steps the model's
+    own parameters."""
+    if isinstance(model, (DDP, BagpipeModule)) or getattr(model, "_bagpipe_wrapped", False):
+        raise Error("bagpipe: the model is wrapped already (with_bagpipe or DDP): wrap the "
+                    "plain module once")
+    if optimizer is None:
+        return
+    if getattr(optimizer, "_bagpipe_wrapped", False):
+        raise Error("bagpipe: the optimizer steps a model wrapped already: give each "
+                    "with_bagpipe its own optimizer")
+    own = {id(p) for p in model.parameters()}
+    if any(id(p) not in own for g in optimizer.param_groups for p in g["params"]):
+        raise Error("bagpipe: the optimizer holds parameters that are not the model's: give "
+                    "with_bagpipe the optimizer over model.parameters()")
+
+
+def _weight_module(model, optimizer, algorithm, ddp):
+    bad = [k for k in ddp if k not in WEIGHT_DDP_OPTIONS or
+           (k == "bucket_cap_mb" and algorithm != "lp-decentralized")]
+    if bad:
+        raise Error(f"bagpipe: {algorithm} mixes weights, not gradient buckets: DDP's "
+                    f"{', '.join(bad)} means nothing to it (it takes broadcast_buffers, "
+                    "find_unused_parameters, process_group"
+                    f"{', bucket_cap_mb' if algorithm == 'lp-decentralized' else ''})")
+    if optimizer is None:
+        raise Error(f"bagpipe: {algorithm} wraps the optimizer's step: pass the optimizer")
+    _check_group(ddp.get("process_group"))
+    options = {}
+    if "bucket_cap_mb" in ddp:
+        options["chunk"] = max(1, int(ddp["bucket_cap_mb"] * 2**20 // 4))
+    return options, ddp.get("broadcast_buffers", True)
+
+
+def _keep_hook_state(ddp, state):
+    """The hook's state (PowerSGD's error feedback and Q) in DDP's state_dict, under
+    <prefix>_bagpipe., and restored by its load_state_dict, as BagpipeModule does."""
+    def save(module, sd, prefix, local_metadata):
+        for k, v in state.state_dict().items():
+            sd[f"{prefix}{STATE_KEY}.{k}"] = v
+
+    def load(sd, prefix, local_metadata, strict, missing, unexpected, errors):
+        mine = f"{prefix}{STATE_KEY}."
+        got = {k[len(mine):]: sd.pop(k) for k in list(sd) if k.startswith(mine)}
+        if got:
+            state.load_state_dict(got)
+
+    ddp._register_state_dict_hook(save)
+    ddp._register_load_state_dict_pre_hook(load)
+
+
+def with_bagpipe(model, optimizer, algorithm, **options):
     """The model trained with `algorithm` (one of ALGORITHMS), as Bagua's with_bagua.
 
-    Gradient algorithms: DDP(model) with the algorithm's hook (options: those of
-    PowerSGDState for powersgd; qadam needs a QAdamOptimizer). Weight algorithms: a
-    BagpipeModule (options: those of the algorithm's class), whose optimizer.step
-    does the algorithm's mixing; call .finish() after the last step."""
+    Gradient algorithms: DDP(model) with the algorithm's hook (options: DDP's keyword
+    arguments, and those of PowerSGDState for powersgd; qadam needs a
+    QAdamOptimizer). Weight algorithms: a BagpipeModule (options: those of the
+    algorithm's class and WEIGHT_DDP_OPTIONS), whose optimizer.step does the
+    algorithm's mixing; call .finish() after the last step. A model, or an
+    optimizer, is wrapped once."""
     if algorithm not in ALGORITHMS:
         raise Error(f"bagpipe: algorithm '{algorithm}' is not one of {', '.join(ALGORITHMS)}")
     if not _C.initialized():
         raise Error("bagpipe is not initialized: call bagpipe.torch.init_process_group() first")
     _check_host(model)
+    _check_fresh(model, optimizer)
+    ddp = {k: options.pop(k) for k in DDP_OPTIONS if k in options}
     if algorithm in WEIGHT_ALGORITHMS:
-        return BagpipeModule(model, optimizer, WEIGHT_ALGORITHMS[algorithm](**options))
-    if not dist.is_initialized() and process_group is None:
-        raise Error("bagpipe: gradient algorithms run as DDP hooks and need torch.distributed: "
-                    "call bagpipe.torch.init_process_group() first")
-    if algorithm == "powersgd":
-        state, hook = PowerSGDState(**options), powersgd_hook
-    elif algorithm == "qadam":
-        state, hook = QAdamState(optimizer, **options), qadam_hook
+        extra, broadcast_buffers = _weight_module(model, optimizer, algorithm, ddp)
+        wrapped = BagpipeModule(model, optimizer, WEIGHT_ALGORITHMS[algorithm](**options, **extra),
+                                broadcast_buffers=broadcast_buffers)
     else:
-        if options:
-            raise Error(f"bagpipe: {algorithm} takes no options, not {', '.join(options)}")
-        state, hook = HookState(), {"allreduce": allreduce_hook, "bytegrad": bytegrad_hook}[algorithm]
-    ddp = DDP(model, process_group=process_group)
-    ddp.register_comm_hook(state, hook)
-    return ddp
+        if not dist.is_initialized():
+            raise Error("bagpipe: gradient algorithms run as DDP hooks and need "
+                        "torch.distributed: call bagpipe.torch.init_process_group() first")
+        _check_group(ddp.get("process_group"))
+        if algorithm == "powersgd":
+            state, hook = PowerSGDState(**options), powersgd_hook
+            state.names = {id(p): n for n, p in model.named_parameters()}
+        elif algorithm == "qadam":
+            state, hook = QAdamState(optimizer, **options), qadam_hook
+        else:
+            if options:
+                raise Error(f"bagpipe: {algorithm} takes no options, not {', '.join(options)}")
+            state = HookState()
+            hook = {"allreduce": allreduce_hook, "bytegrad": bytegrad_hook}[algorithm]
+        wrapped = DDP(model, **ddp)
+        wrapped.register_comm_hook(state, hook)
+        _keep_hook_state(wrapped, state)
+    model._bagpipe_wrapped = True
+    if optimizer is not None:
+        optimizer._bagpipe_wrapped = True
+    return wrapped
 
 
 __all__ = ["ALGORITHMS", "GRADIENT_ALGORITHMS", "WEIGHT_ALGORITHMS", "init_process_group",
-           "with_bagpipe", "HookState", "PowerSGDState", "QAdamState", "QAdamOptimizer",
+           "with_bagpipe", "DDP_OPTIONS", "WEIGHT_DDP_OPTIONS", "HookState", "PowerSGDState", "QAdamState", "QAdamOptimizer",
            "allreduce_hook", "bytegrad_hook", "powersgd_hook", "qadam_hook", "BagpipeModule",
            "Decentralized", "LowPrecisionDecentralized", "Async", "EASGD", "flatten", "Error"]

@@ -24,6 +24,13 @@ class HookState:
         _require_init()
         self.worker = worker if worker is not None else _C.Worker("ddp-hook")
 
+    def state_dict(self):
+        """What a resume needs to go on as if never stopped: tensors by name."""
+        return {}
+
+    def load_state_dict(self, state):
+        pass
+
 
 def _require_init():
     if not _C.initialized():
@@ -37,13 +44,20 @@ def _future(submit, tensor, *args):
     fut = torch.futures.Future()
 
     def done(err):
-        if err is None:
-            fut.set_result(tensor)
-        else:
-            fut.set_exception(Error(err))
+        fut.set_result(tensor if err is None else Error(err))
 
     submit(_tensors.buf(tensor, "gradient bucket"), done, *args)
-    return fut
+    return fut.then(_raise_error)
+
+
+def _raise_error(fut):
+    """The tensor, or bagpipe's error raised. A future failed by set_exception holds
+    the exception as its value, which DDP then tries to cast to a tensor ("Unable to
+    cast ... to Tensor"); one raised in a callback fails the future as DDP expects."""
+    value = fut.value()
+    if isinstance(value, Exception):
+        raise value
+    return value
 
 
 def allreduce_hook(state, bucket):
@@ -74,25 +88,65 @@ class PowerSGDState(HookState):
         self.rank, self.warmup, self.min_rate = rank, warmup, min_rate
         self.seed, self.orth_q = seed, orth_q
         self.iter = 0
-        self.parts = {}  # bucket index -> [(offset, length, codec or None)]
+        self.parts = {}  # bucket index -> (parameter ids, [(offset, length, codec or None)])
+        self.codecs = {}  # matrix name -> codec: kept when DDP rebuilds its buckets
+        self.names = {}  # id(parameter) -> its name in the model (with_bagpipe sets it)
+        self.pending = {}  # loaded state of codecs not made yet: "<name>.error", "<name>.q"
+
+    def _name(self, p, index, i):
+        return self.names.get(id(p), f"{index}.{i}")
+
+    def state_dict(self):
+        """The iteration and each compressed matrix's error feedback and Q, by the
+        parameter's name (the buckets of a resumed DDP differ until it rebuilds them)."""
+        out = {"iter": torch.tensor(self.iter)}
+        for name, codec in self.codecs.items():
+            sizes = codec.state_sizes if codec is not None else None
+            if sizes:
+                e, q = torch.empty(sizes[0]), torch.empty(sizes[1])
+                codec.copy_state(e.numpy(), q.numpy(), True)
+                out[f"{name}.error"], out[f"{name}.q"] = e, q
+        return out
+
+    def load_state_dict(self, state):
+        self.iter = int(state["iter"])
+        self.pending = {k: v for k, v in state.items() if k != "iter"}
+        for name, codec in self.codecs.items():
+            self._restore(name, codec)
+
+    def _restore(self, name, codec):
+        e, q = self.pending.pop(f"{name}.error", None), self.pending.pop(f"{name}.q", None)
+        if codec is not None and e is not None and q is not None:
+            codec.copy_state(e.contiguous().numpy(), q.contiguous().numpy(), False)
+
+    def _codec(self, p, index, i):
+        """The codec of matrix p, made when first compressed (seeded by its first
+        bucket index and position) and kept after."""
+        name = self._name(p, index, i)
+        if name not in self.codecs:
+            n = p.numel()
+            rows = p.shape[0] if p.dim() > 1 else 1
+            cols = n // rows if rows else 0
+            r = min(self.rank, rows, cols)
+            codec = None
+            if p.dim() > 1 and (rows + cols) * r * self.min_rate < rows * cols:
+                codec = _C.Codec.powersgd(rows, cols, self.rank, self.seed + 1000003 * index + i)
+            self.codecs[name] = codec
+            self._restore(name, codec)
+        return self.codecs[name]
 
     def parts_of(self, bucket):
-        index = bucket.index()
-        if index not in self.parts:
+        """(offset, length, codec or None) of each parameter in the bucket, made
+        again when DDP has rebuilt the bucket with other parameters."""
+        index, params = bucket.index(), bucket.parameters()
+        ids = tuple(id(p) for p in params)
+        if index not in self.parts or self.parts[index][0] != ids:
             parts, off = [], 0
-            for i, p in enumerate(bucket.parameters()):
-                n = p.numel()
-                rows = p.shape[0] if p.dim() > 1 else 1
-                cols = n // rows if rows else 0
-                r = min(self.rank, rows, cols)
-                codec = None
-                if p.dim() > 1 and (rows + cols) * r * self.min_rate < rows * cols:
-                    codec = _C.Codec.powersgd(rows, cols, self.rank,
-                                              self.seed + 1000003 * index + i)
-                parts.append((off, n, codec))
-                off += n
-            self.parts[index] = parts
-        return self.parts[index]
+            for i, p in enumerate(params):
+                parts.append((off, p.numel(), self._codec(p, index, i)))
+                off += p.numel()
+            self.parts[index] = (ids, parts)
+        return self.parts[index][1]
 
 
 def powersgd_hook(state, bucket):
@@ -126,6 +180,19 @@ class QAdamOptimizer(torch.optim.Optimizer):
             for p in group["params"]:
                 self.state[p]["exp_avg"] = torch.zeros_like(p)
                 self.state[p]["exp_avg_sq"] = torch.zeros_like(p)
+
+    def state_dict(self):
+        """torch's, with the step count t (a resume goes on after warm-up)."""
+        return dict(super().state_dict(), qadam_t=self.t)
+
+    def load_state_dict(self, state_dict):
+        state_dict = dict(state_dict)
+        t = state_dict.pop("qadam_t", None)
+        if t is None:
+            raise Error("qadam: the state dict has no step count (qadam_t): it was not "
+                        "saved by QAdamOptimizer.state_dict")
+        super().load_state_dict(state_dict)
+        self.t = int(t)
 
     @torch.no_grad()
     def step(self, closure=None):

@@ -18,7 +18,18 @@ the replicas at its points of the step:
                     would average only every few dozen steps)
   easgd             every tau steps: D = alpha (x - C); x -= D; C += sum_r D
 
-The rules are those of src/parallel/dp/ (DESIGN.md section 5)."""
+The rules are those of src/parallel/dp/. Each algorithm's state (its step count,
+center, neighbour copies) is part of the BagpipeModule's state_dict, per rank.
+
+BagpipeModule keeps DistributedDataParallel's contract where a training script
+relies on it: rank 0's parameters and buffers go to every rank at wrap time, the
+buffers again at every training forward (broadcast_buffers), exchanges happen only
+in a training forward (module.training and grad enabled) and in optimizer.step,
+so that any subset of ranks may evaluate at any time; load_state_dict restarts
+the algorithm from the loaded weights."""
+import contextlib
+import types
+
 import torch
 
 from .. import Error, _C
@@ -68,6 +79,21 @@ class WeightAlgorithm:
     def finish(self):
         pass
 
+    def quiet(self):
+        """A context in which nothing but the caller writes the weights."""
+        return contextlib.nullcontext()
+
+    def reload(self):
+        """The weights were loaded from a state dict: restart from them (every rank
+        is taken to have loaded the same weights)."""
+
+    def state(self):
+        """This rank's state: tensors by name, for the module's state_dict."""
+        return {"t": torch.tensor(self.t)}
+
+    def load_state(self, state):
+        self.t = int(state["t"])
+
 
 class Decentralized(WeightAlgorithm):
     def __init__(self, peers="shift_one", interval=1):
@@ -104,6 +130,13 @@ class Decentralized(WeightAlgorithm):
     def finish(self):
         self.worker.stop()
 
+    def state(self):
+        return dict(super().state(), rounds=torch.tensor(self.rounds))
+
+    def load_state(self, state):
+        super().load_state(state)
+        self.rounds = int(state["rounds"])
+
 
 class LowPrecisionDecentralized(WeightAlgorithm):
     def __init__(self, interval=1, chunk=BUCKET_FLOATS):
@@ -121,6 +154,28 @@ class LowPrecisionDecentralized(WeightAlgorithm):
             self.ring.step(_tensors.buf(self.flat))
         super().after()
 
+    def _replicas(self):
+        """Copies of this rank's w and of its neighbours' l and r (the ring's)."""
+        w, l, r = (torch.empty_like(self.flat) for _ in range(3))
+        self.ring.get(*(_tensors.buf(t) for t in (w, l, r)))
+        return w, l, r
+
+    def reload(self):
+        if self.ring is not None:
+            x = _tensors.buf(self.flat)
+            self.ring.set(x, x, x)
+
+    def state(self):
+        out = super().state()
+        if self.ring is not None:
+            out.update(zip(("w", "left", "right"), self._replicas()))
+        return out
+
+    def load_state(self, state):
+        super().load_state(state)
+        if self.ring is not None:
+            self.ring.set(*(_tensors.buf(state[k].contiguous()) for k in ("w", "left", "right")))
+
 
 class Async(WeightAlgorithm):
     def __init__(self, sync_ms=20, warmup=0):
@@ -131,33 +186,51 @@ class Async(WeightAlgorithm):
             raise Error(f"async: warmup must be >= 0, not {warmup}")
         self.sync_ms, self.warmup, self.thread, self.locked = sync_ms, warmup, None, False
 
-    def attach(self, flat, params):
-        super().attach(flat, params)
-        self._start_if_due()
-
     def _start_if_due(self):
+        """The thread starts with the first step after warm-up (not at wrap time,
+        so that weights loaded before training are averaged only from then on)."""
         if self.thread is None and self.t >= self.warmup and _C.size() > 1:
             self.thread = _C.Async(_tensors.buf(self.flat), self.sync_ms)
 
     def before(self):
+        self._start_if_due()
         if self.thread is not None:
             self.thread.lock()
             self.locked = True
         if self.t < self.warmup and _C.size() > 1:
-            grads = [p.grad for p in self.params if p.grad is not None]
-            flat = torch.cat([g.reshape(-1) for g in grads])
-            _C.allreduce_avg(_tensors.buf(flat))
-            off = 0
-            for g in grads:
-                g.copy_(flat[off:off + g.numel()].view_as(g))
-                off += g.numel()
+            self._average_gradients()
+
+    @contextlib.contextmanager
+    def quiet(self):
+        if self.thread is None or self.locked:
+            yield
+            return
+        self.thread.lock()
+        try:
+            yield
+        finally:
+            self.thread.unlock()
+
+    def _average_gradients(self):
+        """Every parameter's gradient averaged, zeros for those this rank did not
+        use (so that every rank sends the same count), as DDP does."""
+        flat = torch.cat([(p.grad if p.grad is not None else torch.zeros_like(p)).reshape(-1)
+                          for p in self.params])
+        _C.allreduce_avg(_tensors.buf(flat))
+        off = 0
+        for p in self.params:
+            g = flat[off:off + p.numel()].view_as(p)
+            off += p.numel()
+            if p.grad is not None:
+                p.grad.copy_(g)
+            elif g.any():
+                p.grad = g.clone()
 
     def after(self):
         super().after()
         if self.locked:
             self.thread.unlock()
             self.locked = False
-        self._start_if_due()
 
     def finish(self):
         """Stop averaging (collective: every rank stops after the same round); the
@@ -176,6 +249,8 @@ class EASGD(WeightAlgorithm):
         super().__init__()
         if tau < 1:
             raise Error(f"easgd: tau must be at least 1, not {tau}")
+        if alpha is not None and not alpha > 0:
+            raise Error(f"easgd: alpha must be a number above 0, not {alpha}")
         self.alpha, self.tau = alpha, tau
 
     def attach(self, flat, params):
@@ -198,6 +273,16 @@ class EASGD(WeightAlgorithm):
         _C.allreduce_sum(_tensors.buf(d))
         self.center.add_(d)
 
+    def reload(self):
+        self.center.copy_(self.flat)
+
+    def state(self):
+        return dict(super().state(), center=self.center.clone())
+
+    def load_state(self, state):
+        super().load_state(state)
+        self.center.copy_(state["center"])
+
 
 ALGORITHMS = {
     "decentralized": Decentralized,
@@ -207,40 +292,135 @@ ALGORITHMS = {
 }
 
 
-class BagpipeModule(torch.nn.Module):
-    """The model with a weight algorithm: rank 0's weights go to every rank, and
-    the optimizer's step is wrapped with the algorithm's points. Call finish()
-    after the last step (async stops in a round every rank agrees on)."""
+STATE_KEY = "_bagpipe"  # the algorithm's entries in the state dict: <prefix>_bagpipe.<name>
 
-    def __init__(self, module, optimizer, algorithm):
+
+class BagpipeModule(torch.nn.Module):
+    """The model with a weight algorithm: rank 0's weights and buffers go to every
+    rank, and the optimizer's step is wrapped with the algorithm's points. Call
+    finish() after the last step (async stops in a round every rank agrees on).
+    broadcast_buffers: rank 0's buffers (BatchNorm's running statistics) go to
+    every rank at each training forward, as DDP's option of that name does."""
+
+    def __init__(self, module, optimizer, algorithm, broadcast_buffers=True):
         super().__init__()
         self.module, self.algorithm = module, algorithm
+        self.broadcast_buffers = broadcast_buffers
         params = [p for p in module.parameters()]
         flat = flatten(params)
         if _C.size() > 1:
             _C.bcast(_tensors.buf(flat), 0)
+        self._sync_buffers()
         algorithm.attach(flat, params)
-        self._begun = False
+        self._begun = self._finished = self._no_sync = False
+        self._wrap_step(optimizer)
+        module.register_load_state_dict_post_hook(lambda *_: algorithm.reload())
+        self.register_load_state_dict_post_hook(lambda *_: self._restore_pending())
+        self._pending = None
+
+    def _wrap_step(self, optimizer):
+        """optimizer.step becomes a bound method again (an LR scheduler created
+        later wraps it through __self__ and __func__). The algorithm's points run
+        around the update even when the update raises, so that every rank issues
+        the same collectives and async's lock is released."""
         step = optimizer.step
 
-        def wrapped(*args, **kwargs):
+        def wrapped(opt, *args, **kwargs):
+            if self._finished:
+                raise Error("bagpipe: optimizer.step after finish(): the algorithm has stopped")
             self._begin()
-            algorithm.before()
-            out = step(*args, **kwargs)
-            algorithm.after()
-            self._begun = False
-            return out
+            self.algorithm.before()
+            try:
+                return step(*args, **kwargs)
+            finally:
+                self._begun = False
+                self.algorithm.after()
 
-        optimizer.step = wrapped
+        optimizer.step = types.MethodType(wrapped, optimizer)
 
     def _begin(self):
         if not self._begun:
             self._begun = True
             self.algorithm.begin()
 
+    def _exchanging(self):
+        """Whether this forward is a training one, which may communicate."""
+        return (self.training and torch.is_grad_enabled() and not self._no_sync
+                and not self._finished)
+
+    def _sync_buffers(self):
+        """Rank 0's buffers to every rank, bit for bit (any dtype: as bytes)."""
+        bufs = [b for b in self.module.buffers()]
+        if not bufs or _C.size() == 1:
+            return
+        raw = [b.detach().contiguous().reshape(-1).view(torch.uint8) for b in bufs]
+        n = sum(r.numel() for r in raw)
+        packed = torch.zeros((n + 3) // 4 * 4, dtype=torch.uint8)
+        torch.cat(raw, out=packed[:n])
+        _C.bcast(_tensors.buf(packed.view(torch.float32), "buffers"), 0)
+        off = 0
+        with torch.no_grad():
+            for b, r in zip(bufs, raw):
+                b.copy_(packed[off:off + r.numel()].view(b.dtype).view(b.shape))
+                off += r.numel()
+
     def forward(self, *args, **kwargs):
-        self._begin()
+        if self._exchanging():
+            if self.broadcast_buffers:
+                self._sync_buffers()
+            self._begin()
         return self.module(*args, **kwargs)
 
+    @contextlib.contextmanager
+    def no_sync(self):
+        """As DDP's: the forwards inside start no exchange (gradient accumulation);
+        the mixing happens at the next optimizer.step as always."""
+        before, self._no_sync = self._no_sync, True
+        try:
+            yield
+        finally:
+            self._no_sync = before
+
     def finish(self):
+        """Stop the algorithm (collective); idempotent. Evaluation works after it."""
+        if self._finished:
+            return 0
+        self._finished = True
         return self.algorithm.finish()
+
+    def consensus_state_dict(self):
+        """The module's state dict at the average of the replicas, as the CLI's
+        checkpoints hold it (collective): parameters and float32 buffers averaged
+        over the ranks, other buffers as they are (rank 0's, broadcast)."""
+        sd = self.module.state_dict(keep_vars=True)
+        unique = {id(v): v for v in sd.values() if v.dtype == torch.float32}  # tied: once
+        with self.algorithm.quiet():
+            avg = torch.cat([v.detach().reshape(-1) for v in unique.values()])
+        if _C.size() > 1:
+            _C.allreduce_avg(_tensors.buf(avg))
+        means, off = {}, 0
+        for key, v in unique.items():
+            means[key] = avg[off:off + v.numel()].view_as(v)
+            off += v.numel()
+        return type(sd)((k, means.get(id(v), v.detach()).clone()) for k, v in sd.items())
+
+    def _save_to_state_dict(self, destination, prefix, keep_vars):
+        super()._save_to_state_dict(destination, prefix, keep_vars)
+        for name, value in self.algorithm.state().items():
+            destination[f"{prefix}{STATE_KEY}.{name}"] = value
+
+    def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys,
+                              unexpected_keys, error_msgs):
+        """Take the algorithm's entries out (restored once the module's weights are
+        loaded, by _restore_pending); a state dict without them restarts the
+        algorithm from the loaded weights."""
+        mine = f"{prefix}{STATE_KEY}."
+        state = {k[len(mine):]: state_dict.pop(k) for k in list(state_dict) if k.startswith(mine)}
+        self._pending = state or None
+        super()._load_from_state_dict(state_dict, prefix, local_metadata, strict, missing_keys,
+                                      unexpected_keys, error_msgs)
+
+    def _restore_pending(self):
+        if self._pending is not None:
+            state, self._pending = self._pending, None
+            self.algorithm.load_state(state)
