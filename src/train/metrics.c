@@ -91,9 +91,16 @@ void bp_metrics_config(bp_metrics *m, const bp_config_record *r) {
             "{\"type\":\"config\",\"model\":\"%s\",\"params\":%zu,\"world\":%d,\"dp\":%d,"
             "\"pp\":%d,\"partition\":\"%s\",\"pipelines\":%d,\"micro_batches\":%d,"
             "\"schedule\":\"%s\",\"batch\":%d,\"grad_accum\":%d,\"dp_algo\":\"%s\","
-            "\"net\":\"%s\"}\n",
+            "\"net\":\"%s\"",
             r->model, r->params, r->world, r->dp, r->pp, r->partition, r->pipelines,
             r->micro_batches, r->schedule, r->batch, r->grad_accum, r->dp_algo, r->net);
+    /* Emulated: nothing is computed, and times are the device's (wall / dilation). */
+    if (r->device)
+        fprintf(m->f,
+                ",\"device\":\"%s\",\"dilation\":%.9g,\"times\":\"emulated: wall time / "
+                "dilation\",\"loss\":\"absent: not computed\"",
+                r->device, r->dilation);
+    fputs("}\n", m->f);
     flush(m);
 }
 

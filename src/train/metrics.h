@@ -55,6 +55,9 @@ typedef struct bp_config_record {
     const char *schedule;
     int batch, grad_accum;
     const char *dp_algo, *net;
+    /* An emulated device: its name and dilation (NULL: a device that computes). */
+    const char *device;
+    double dilation;
 } bp_config_record;
 
 /* The per-stage figures of a run, in the order of the stages record's keys. */
