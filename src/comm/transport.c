@@ -59,18 +59,20 @@ bp_status bpc_tx_irecv(op_ctx *op, bp_comm *g, void *buf, size_t bytes, int peer
 /* MPI_Waitall spins in MPI's progress engine; with polling on, the thread tests and
  * sleeps instead, so that a core it shares with computation goes to the computation
  * and the thread, having slept, is scheduled promptly when it wakes. */
-static int wait_pair(const bp_comm *g, MPI_Request req[2]) {
+int bpc_mpi_wait(const bp_comm *g, int n, MPI_Request *req) {
     /* Statuses are not needed, but gcc takes MPICH's MPI_STATUSES_IGNORE for an
      * empty array and warns that MPI writes into it. */
-    MPI_Status st[2];
-    if (g->poll_s <= 0) return MPI_Waitall(2, req, st);
+    MPI_Status st[n];
+    if (g->poll_s <= 0) return MPI_Waitall(n, req, st);
     for (;;) {
         int done = 0;
-        int rc = MPI_Testall(2, req, &done, st);
+        int rc = MPI_Testall(n, req, &done, st);
         if (rc != MPI_SUCCESS || done) return rc;
         bp_sleep_until(bp_now() + g->poll_s);
     }
 }
+
+static int wait_pair(const bp_comm *g, MPI_Request req[2]) { return bpc_mpi_wait(g, 2, req); }
 
 bp_status bpc_tx_wait(op_ctx *op, tx_req *r, int k) {
     double t0 = bp_now(), until = 0;

@@ -27,11 +27,19 @@ static bp_status agree(trainer *t, bp_status rc, bp_err *err) {
     return bp_train_agree(t->meta, rc, &t->res->stopped_together, err);
 }
 
+/* --comm-poll-us in seconds; emulated, dilated (at most 10 ms: the host's own
+ * wake-ups stay prompt). */
+static double poll_s(const trainer *t) {
+    double s = t->cfg->comm.poll_us * 1e-6;
+    return t->dilation > 1 ? fmin(s * t->dilation, 0.01) : s;
+}
+
 void trainer_dp_config(const trainer *t, bp_dp_config *d) {
     const bp_train_config *c = t->cfg;
     bp_occ_config occ;
     bp_model_config mc;
     bp_train_dp_config(c, d);
+    d->poll_s = poll_s(t);
     bp_train_occ_config(c, &occ);
     bp_train_model_config(c, &mc);
     bp_occ_dp_config(&occ, t->grid.p, t->grid.pp, bp_model_tied_tensor(&mc), d);
@@ -288,6 +296,12 @@ static bp_status setup_world(trainer *t, bp_err *err) {
     if (ds.kind == BP_DEVICE_EMU) ds.dilation = t->dilation = emu_dilation(t);
     rc = bp_train_device_open(&ds, node_rank(t->world), &t->dev, err);
     if ((rc = agree(t, rc, err))) return rc;
+    /* Every wait sleeps between tests, so that a waiting rank leaves its core to the
+     * others; the groups split later inherit it. Emulated, the interval is the
+     * device's (dilated) as the rest of the run. */
+    for (int g = 0; g < 2; g++)
+        if ((rc = bp_comm_set_poll(groups[g], poll_s(t))))
+            return bp_comm_fail(groups[g], rc, err);
     bp_comm_memory mem = {.ctx = (void *)t->dev.be,
                           .owns = mem_owns,
                           .to_host = mem_to_host,
