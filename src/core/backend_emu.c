@@ -33,6 +33,7 @@ typedef struct emu {
     size_t used, peak, capacity;
     double kernel_busy;  /* the device's one kernel at a time */
     double copy_busy[2]; /* the host link's copy engines, one per direction */
+    double work_s;       /* modeled seconds issued (bp_backend_emu_work_s) */
     int n_threads;       /* threads with a default stream of their own */
     pthread_t thread[MAX_THREADS];
     bp_dev_stream own[MAX_THREADS];
@@ -75,6 +76,7 @@ double bp_backend_emu_kernel(const bp_backend *be, bp_dev_stream *s, double seco
     double start = max2(max2(now(b), st->busy), b->kernel_busy);
     double end = start + seconds * b->cfg.dilation;
     st->busy = b->kernel_busy = end;
+    b->work_s += seconds;
     pthread_mutex_unlock(&b->lock);
     return end;
 }
@@ -110,8 +112,10 @@ static void host_copy(const bp_backend *be, int dir, size_t bytes) {
     pthread_mutex_lock(&b->lock);
     bp_dev_stream *st = stream_of(b, NULL);
     double start = max2(max2(now(b), st->busy), b->copy_busy[dir]);
-    double end = start + (c->rate.launch_s + (double)bytes / c->sheet->host_Bps) * c->dilation;
+    double s = c->rate.launch_s + (double)bytes / c->sheet->host_Bps;
+    double end = start + s * c->dilation;
     st->busy = b->copy_busy[dir] = end;
+    b->work_s += s;
     pthread_mutex_unlock(&b->lock);
     bp_backend_emu_wait(be, end);
 }
@@ -177,6 +181,14 @@ static void emu_free(const bp_backend *be, void *p) {
     if (!r) return;
     munmap(r->base, r->bytes);
     free(r);
+}
+
+double bp_backend_emu_work_s(const bp_backend *be) {
+    emu *b = self(be);
+    pthread_mutex_lock(&b->lock);
+    double s = b->work_s;
+    pthread_mutex_unlock(&b->lock);
+    return s;
 }
 
 size_t bp_backend_emu_used(const bp_backend *be, size_t *peak) {

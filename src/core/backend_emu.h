@@ -54,6 +54,9 @@ void bp_backend_emu_wait(const bp_backend *be, double t);
 /* The end on the clock of the work issued so far on s (NULL: the calling thread's
  * default stream). */
 double bp_backend_emu_busy(const bp_backend *be, bp_dev_stream *s);
+/* Modeled seconds (before dilation) of every kernel and copy issued so far: what
+ * the device was busy with, however the host kept it fed. */
+double bp_backend_emu_work_s(const bp_backend *be);
 /* Bytes allocated now, and the most at any time. */
 size_t bp_backend_emu_used(const bp_backend *be, size_t *peak);
 

@@ -60,10 +60,10 @@ bp_status bp_train_device_resolve(bp_device_settings *s, bp_err *err) {
     return BP_OK;
 }
 
-double bp_train_dilation_default(double shortest_s, int ranks, int cores) {
+double bp_train_dilation_default(double block_s, int ranks, int cores) {
     double want = BP_EMU_HOST_S * ((double)ranks / (cores > 0 ? cores : 1));
-    double k = 1;
-    while (k * shortest_s < want && k < 1 << 20) k *= 2;
+    double k = BP_EMU_MIN_DILATION;
+    while (k * block_s < want && k < 1 << 20) k *= 2;
     return k;
 }
 

@@ -43,13 +43,15 @@ extern const bp_option_group bp_device_options;
  * there are) when it names none. */
 bp_status bp_train_device_resolve(bp_device_settings *s, bp_err *err);
 
-/* The dilation an emulated run takes unless told: the smallest power of two that
- * makes `shortest_s` (the shortest modeled kernel of the step that matters, a block's
- * forward on one micro-batch) last at least BP_EMU_HOST_S per rank sharing each of
- * this machine's `cores`, so that the host's own work per kernel stays small beside
- * the emulated times. */
+/* The dilation an emulated run takes unless told: the smallest power of two, at
+ * least BP_EMU_MIN_DILATION, that makes `block_s` (the median block's modeled forward
+ * on one micro-batch) last at least BP_EMU_HOST_S per rank sharing each of this
+ * machine's `cores`, so that the host's own work and its wake-ups stay small beside
+ * the emulated times (a single rank's step is within 2% of its modeled work from 32
+ * on, bench/emu). */
 #define BP_EMU_HOST_S 1e-3
-double bp_train_dilation_default(double shortest_s, int ranks, int cores);
+#define BP_EMU_MIN_DILATION 32
+double bp_train_dilation_default(double block_s, int ranks, int cores);
 
 typedef struct bp_train_device {
     const bp_backend *be;

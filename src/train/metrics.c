@@ -80,8 +80,12 @@ void bp_metrics_summary(bp_metrics *m, const bp_memory_record *r) {
     num(m->f, "median_step_ms", r->median_step_ms);
     fprintf(m->f,
             ",\"peak_rss_bytes\":%" PRIu64 ",\"param_bytes\":%" PRIu64 ",\"grad_bytes\":%" PRIu64
-            ",\"optim_bytes\":%" PRIu64 ",\"act_bytes\":%" PRIu64 "}\n",
+            ",\"optim_bytes\":%" PRIu64 ",\"act_bytes\":%" PRIu64,
             r->peak_rss_bytes, r->param_bytes, r->grad_bytes, r->optim_bytes, r->act_bytes);
+    if (isfinite(r->device_work_ms)) /* emulated */
+        fprintf(m->f, ",\"device_work_ms\":%.9g,\"device_peak_bytes\":%" PRIu64,
+                r->device_work_ms, r->device_peak_bytes);
+    fputs("}\n", m->f);
     flush(m);
 }
 

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "bagpipe/comm_mpi.h"
+#include "core/backend_emu.h"
 #include "core/blas.h"
 #include "core/device.h"
 #include "core/log.h"
@@ -177,9 +178,14 @@ static bp_status setup_stage(trainer *t, const bp_model_config *mc, bp_err *err)
     return rc;
 }
 
-/* --dilation, or the default for this configuration (train/device.h): the
- * shortest block forward of the model on one micro-batch, the ranks of this job
- * sharing this machine's cores. */
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* --dilation, or the default for this configuration (train/device.h): the median
+ * block forward of the model on one micro-batch, the ranks of this job sharing this
+ * machine's cores. */
 static double emu_dilation(const trainer *t) {
     const bp_train_config *c = t->cfg;
     if (c->device.dilation >= 1) return c->device.dilation;
@@ -192,10 +198,11 @@ static double emu_dilation(const trainer *t) {
         return 1;
     int dp = c->dp ? c->dp : t->size / (c->pipeline.stages * c->tp);
     int B = bp_train_micro_rows(c, dp > 0 ? dp : 1), T = bp_model_sample_len(&mc);
-    double shortest = INFINITY;
-    for (int b = 0; b < bp_model_num_blocks(&mc); b++)
-        shortest = fmin(shortest, bp_model_block_s(&r, &mc, c->tp, b, B, T, false));
-    return bp_train_dilation_default(shortest, t->size, (int)sysconf(_SC_NPROCESSORS_ONLN));
+    int n = bp_model_num_blocks(&mc);
+    double s[n];
+    for (int b = 0; b < n; b++) s[b] = bp_model_block_s(&r, &mc, c->tp, b, B, T, false);
+    qsort(s, (size_t)n, sizeof *s, cmp_double);
+    return bp_train_dilation_default(s[n / 2], t->size, (int)sysconf(_SC_NPROCESSORS_ONLN));
 }
 
 /* --net with the dilation: bandwidth / K, latency x K. */
@@ -579,6 +586,7 @@ static bp_status stop_now(trainer *t, bp_err *err) {
 static bp_status loop(trainer *t, bp_err *err) {
     const bp_train_config *c = t->cfg;
     t->start_time = bp_now();
+    if (t->dev.emulated) t->work0_s = bp_backend_emu_work_s(t->dev.be);
     bp_status rc = BP_OK;
     int K = bp_train_stream_steps(c);
     while (rc == BP_OK && t->step < t->end_step) {
@@ -605,10 +613,6 @@ static bp_status loop(trainer *t, bp_err *err) {
 
 /* ---- summary -------------------------------------------------------------------- */
 
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
 
 /* Per stage, from replica 0 (its tp rank 0: the tp ranks of a stage run the same
  * schedule, and adding them up would count each stage tp times): time computing,
@@ -654,7 +658,15 @@ static bp_status summary(trainer *t, bp_err *err) {
         .grad_bytes = params,
         .optim_bytes = params * (uint64_t)bp_optim_num_buffers(&bp_stage_optim(t->stage, 0)->cfg),
         .act_bytes = ps.act_bytes * (uint64_t)ps.peak_stash,
+        .device_work_ms = NAN,
     };
+    if (t->dev.emulated && t->step > t->first_step) {
+        m.device_work_ms = (bp_backend_emu_work_s(t->dev.be) - t->work0_s) * 1e3 /
+                           (double)(t->step - t->first_step);
+        size_t peak;
+        bp_backend_emu_used(t->dev.be, &peak);
+        m.device_peak_bytes = peak;
+    }
     bp_status rc = stage_summary(t, &ps, err);
     bp_metrics_summary(&t->metrics, &m);
     return rc ? rc : bp_metrics_check(&t->metrics, err);
