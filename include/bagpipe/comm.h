@@ -162,8 +162,8 @@ bp_trace *bp_comm_trace(const bp_comm *c);
  * host may not touch: each operation copies it to host memory through to_host,
  * communicates, and copies the result back through to_device (staged; NCCL's
  * direct path is the CUDA build's). Groups made from c (split, dup) inherit it.
- * Asynchronous averaging, which reads its buffer from another thread for as long
- * as it runs, refuses device memory. mem == NULL: host memory only. ctx is passed
+ * Asynchronous averaging reads and writes device memory through to_host and
+ * to_device under its lock (bp_async_avg_lock). mem == NULL: host memory only. ctx is passed
  * first to every call (the owner of the memory: a device context, a backend).
  *
  * host_alloc and host_free (optional, both or neither) give the host memory the

@@ -23,6 +23,10 @@ bp_status bp_comm_wrap(MPI_Comm mpi, const char *name, bp_comm **out, bp_err *er
  * its messages do not meet ours). */
 MPI_Comm bp_comm_mpi(const bp_comm *c);
 
+/* MPI_Waitall of req[0..n) (requests on bp_comm_mpi(c)) that sleeps c's poll
+ * interval between tests (bp_comm_set_poll), as c's own waits do; an MPI code. */
+int bp_comm_mpi_wait(const bp_comm *c, int n, MPI_Request *req);
+
 #ifdef __cplusplus
 }
 #endif

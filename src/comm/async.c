@@ -20,6 +20,7 @@ struct bp_async_avg {
     double interval_s;
     float *snap; /* the snapshot s: n floats */
     float *avg;  /* the average a: n + 1 floats, the last one the stop flag */
+    float *cur;  /* x on a device: its host copy while adding a - s (else NULL) */
     pthread_mutex_t x_mu;
     pthread_mutex_t wait_mu;
     pthread_cond_t wake; /* a stop request cuts the wait between rounds short */
@@ -37,11 +38,19 @@ static void wait_interval(bp_async_avg *a, double until) {
     pthread_mutex_unlock(&a->wait_mu);
 }
 
+/* x into host floats: copied, or through the group's memory where x is a device's. */
+static void read_x(const bp_async_avg *a, float *host) {
+    if (a->cur)
+        a->c->mem.to_host(a->c->mem.ctx, host, a->x, a->n * sizeof *a->x);
+    else
+        memcpy(host, a->x, a->n * sizeof *a->x);
+}
+
 /* One round; *stop tells whether some rank asked to end. */
 static bp_status round_once(bp_async_avg *a, bool *stop) {
     size_t n = a->n;
     pthread_mutex_lock(&a->x_mu);
-    memcpy(a->snap, a->x, n * sizeof *a->x);
+    read_x(a, a->snap);
     pthread_mutex_unlock(&a->x_mu);
     memcpy(a->avg, a->snap, n * sizeof *a->x);
     a->avg[n] = atomic_load(&a->stop_asked) ? 1.0f : 0.0f;
@@ -51,7 +60,13 @@ static bp_status round_once(bp_async_avg *a, bool *stop) {
         &op, bpc_run_prim(&op, a->dup, a->avg, n + 1, NODE_SHARE, bpc_flat_allreduce_avg, NULL));
     if (rc != BP_OK) return rc;
     pthread_mutex_lock(&a->x_mu);
-    for (size_t i = 0; i < n; i++) a->x[i] += a->avg[i] - a->snap[i];
+    if (a->cur) { /* on a device: through a host copy, the step held off by the lock */
+        read_x(a, a->cur);
+        for (size_t i = 0; i < n; i++) a->cur[i] += a->avg[i] - a->snap[i];
+        a->c->mem.to_device(a->c->mem.ctx, a->x, a->cur, n * sizeof *a->x);
+    } else {
+        for (size_t i = 0; i < n; i++) a->x[i] += a->avg[i] - a->snap[i];
+    }
     pthread_mutex_unlock(&a->x_mu);
     atomic_fetch_add(&a->rounds, 1);
     *stop = a->avg[n] > 0.0f;
@@ -77,10 +92,6 @@ static bp_status async_new(bp_comm *c, float *x, size_t n, int interval_ms, bp_a
                            bp_err *err) {
     if (interval_ms < 1)
         return bp_fail(err, BP_EUSAGE, "sync interval %d ms must be >= 1", interval_ms);
-    if (bpc_on_device(c, x))
-        return bp_fail(err, BP_EUSAGE,
-                       "asynchronous averaging of device memory is not supported (its thread "
-                       "reads the buffer while the step runs)");
     bp_async_avg *a = calloc(1, sizeof *a);
     if (!a) return bp_fail(err, BP_ENOMEM, "cannot allocate the async state");
     *out = a;
@@ -92,6 +103,8 @@ static bp_status async_new(bp_comm *c, float *x, size_t n, int interval_ms, bp_a
         bp_alloc_checked((void **)&a->snap, (n + 1) * sizeof(float), "async snapshot", err);
     if (rc == BP_OK)
         rc = bp_alloc_checked((void **)&a->avg, (n + 1) * sizeof(float), "async average", err);
+    if (rc == BP_OK && bpc_on_device(c, x))
+        rc = bp_alloc_checked((void **)&a->cur, (n + 1) * sizeof(float), "async host copy", err);
     return rc;
 }
 
@@ -141,6 +154,7 @@ void bp_async_avg_destroy(bp_async_avg *a) {
     bp_comm_destroy(a->dup);
     bp_free(a->snap);
     bp_free(a->avg);
+    bp_free(a->cur);
     pthread_mutex_destroy(&a->x_mu);
     pthread_mutex_destroy(&a->wait_mu);
     pthread_cond_destroy(&a->wake);

@@ -57,7 +57,9 @@ static bp_status mpi_layout(op_ctx *op, const blocks *b, int p, int **counts, in
 bp_status bpc_x_barrier(op_ctx *op, bp_comm *g) {
     if (!bpc_tx_own_path(g)) {
         double t0 = bp_now();
-        int rc = MPI_Barrier(g->mpi);
+        MPI_Request r;
+        int rc = MPI_Ibarrier(g->mpi, &r);
+        if (rc == MPI_SUCCESS) rc = bpc_mpi_wait(g, 1, &r);
         bpc_op_mpi_done(op, t0, 0, 0);
         return rc == MPI_SUCCESS ? BP_OK : bpc_op_mpi_fail(op, rc, "MPI_Barrier");
     }
@@ -74,7 +76,9 @@ bp_status bpc_x_bcast(op_ctx *op, bp_comm *g, void *buf, size_t bytes, int root)
     bp_status rc = fits_int(op, bytes);
     if (rc == BP_OK && !bpc_tx_own_path(g)) {
         double t0 = bp_now();
-        int mpi_rc = MPI_Bcast(buf, (int)bytes, MPI_BYTE, root, g->mpi);
+        MPI_Request r;
+        int mpi_rc = MPI_Ibcast(buf, (int)bytes, MPI_BYTE, root, g->mpi, &r);
+        if (mpi_rc == MPI_SUCCESS) mpi_rc = bpc_mpi_wait(g, 1, &r);
         bpc_op_mpi_done(op, t0, g->rank == root ? bytes : 0, g->rank == root ? 0 : bytes);
         return mpi_rc == MPI_SUCCESS ? BP_OK : bpc_op_mpi_fail(op, mpi_rc, "MPI_Bcast");
     }

@@ -138,6 +138,8 @@ bp_status bp_comm_wrap(MPI_Comm mpi, const char *name, bp_comm **out, bp_err *er
 
 MPI_Comm bp_comm_mpi(const bp_comm *c) { return c->mpi; }
 
+int bp_comm_mpi_wait(const bp_comm *c, int n, MPI_Request *req) { return bpc_mpi_wait(c, n, req); }
+
 bp_status bp_comm_init(int *argc, char ***argv, bp_comm **world, bp_err *err) {
     *world = NULL;
     int started = 0, provided = MPI_THREAD_SINGLE;
@@ -234,7 +236,9 @@ bp_status bp_comm_set_hierarchical(bp_comm *c, bool on, int node_size) {
     /* Every rank learns the number of nodes, so that checks on it (shift_one needs
      * an even number) fail on all ranks alike, before any message. */
     int nodes = c->leaders ? c->leaders->size : 0;
-    rc = MPI_Bcast(&nodes, 1, MPI_INT, 0, c->local->mpi);
+    MPI_Request r;
+    rc = MPI_Ibcast(&nodes, 1, MPI_INT, 0, c->local->mpi, &r);
+    if (rc == MPI_SUCCESS) rc = bpc_mpi_wait(c->local, 1, &r);
     if (rc != MPI_SUCCESS) {
         bp_err err;
         hier_free(c);

@@ -218,6 +218,10 @@ bp_status bpc_tx_irecv(op_ctx *op, bp_comm *g, void *buf, size_t bytes, int peer
  * order they were posted. A stamp that disagrees with the receiver's operation
  * (kind, count or message size) fails the operation with a line naming both. */
 bp_status bpc_tx_wait(op_ctx *op, tx_req *r, int k);
+/* MPI_Waitall of req[0..n), testing and sleeping g's poll interval between tests
+ * when it has one (bp_comm_set_poll), so that a waiting rank leaves its core to
+ * others; an MPI return code. */
+int bpc_mpi_wait(const bp_comm *g, int n, MPI_Request *req);
 bp_status bpc_tx_sendrecv(op_ctx *op, bp_comm *g, const void *sbuf, size_t sbytes, int dst,
                           void *rbuf, size_t rbytes, int src, int tag);
 /* Whether our own algorithms must run (emulation on, or the own path chosen). */

@@ -43,7 +43,9 @@ static bp_status allreduce(op_ctx *op, bp_comm *g, float *x, size_t n, bool avg)
     if (!bpc_tx_own_path(g)) {
         if (n > INT32_MAX) return bpc_op_fail(op, BP_EUSAGE, "%zu floats exceed one MPI call", n);
         double t0 = bp_now();
-        int rc = MPI_Allreduce(MPI_IN_PLACE, x, (int)n, MPI_FLOAT, MPI_SUM, g->mpi);
+        MPI_Request r;
+        int rc = MPI_Iallreduce(MPI_IN_PLACE, x, (int)n, MPI_FLOAT, MPI_SUM, g->mpi, &r);
+        if (rc == MPI_SUCCESS) rc = bpc_mpi_wait(g, 1, &r);
         bpc_op_mpi_done(op, t0, n * sizeof *x, n * sizeof *x);
         if (rc != MPI_SUCCESS) return bpc_op_mpi_fail(op, rc, "MPI_Allreduce");
         if (avg) bpc_vec_scale(x, 1.0f / (float)g->size, n);

@@ -101,14 +101,14 @@ bp_status bpc_tx_irecv(op_ctx *op, bp_comm *g, void *buf, size_t bytes, int peer
 /* MPI_Waitall spins in MPI's progress engine; with polling on, the thread tests and
  * sleeps instead, so that a core it shares with computation goes to the computation
  * and the thread, having slept, is scheduled promptly when it wakes. */
-static int wait_reqs(const bp_comm *g, int k, MPI_Request *req) {
+int bpc_mpi_wait(const bp_comm *g, int n, MPI_Request *req) {
     /* Statuses are not needed, but gcc takes MPICH's MPI_STATUSES_IGNORE for an
      * empty array and warns that MPI writes into it. */
-    MPI_Status st[2];
-    if (g->poll_s <= 0) return MPI_Waitall(k, req, st);
+    MPI_Status st[n];
+    if (g->poll_s <= 0) return MPI_Waitall(n, req, st);
     for (;;) {
         int done = 0;
-        int rc = MPI_Testall(k, req, &done, st);
+        int rc = MPI_Testall(n, req, &done, st);
         if (rc != MPI_SUCCESS || done) return rc;
         bp_sleep_until(bp_now() + g->poll_s);
     }
@@ -151,7 +151,7 @@ static bp_status post_deferred(op_ctx *op, tx_req *r, int k) {
     for (int i = 0; i < k; i++) {
         if (!r[i].deferred) continue;
         atomic_store(&op->waiting_for, r[i].proc);
-        int rc = wait_reqs(op->c, 1, &r[i].req[1]);
+        int rc = bpc_mpi_wait(op->c, 1, &r[i].req[1]);
         if (rc != MPI_SUCCESS) return bpc_op_mpi_fail(op, rc, "waiting for messages");
         memcpy(&r[i].stamp, r[i].box, sizeof r[i].stamp);
         bp_status st = check_stamp(op, &r[i]);
@@ -174,7 +174,7 @@ bp_status bpc_tx_wait(op_ctx *op, tx_req *r, int k) {
     int rc = MPI_SUCCESS;
     for (int i = 0; i < k && st == BP_OK && rc == MPI_SUCCESS; i++) {
         atomic_store(&op->waiting_for, r[i].proc);
-        rc = wait_reqs(op->c, 2, r[i].req);
+        rc = bpc_mpi_wait(op->c, 2, r[i].req);
         if (rc == MPI_SUCCESS) {
             free(r[i].box);
             r[i].box = NULL;

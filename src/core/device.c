@@ -7,7 +7,10 @@
 #endif
 
 const char *bp_device_name(bp_device_kind kind) {
-    return kind == BP_DEVICE_CUDA ? "cuda" : kind == BP_DEVICE_CHECK ? "check" : "cpu";
+    return kind == BP_DEVICE_CUDA    ? "cuda"
+           : kind == BP_DEVICE_CHECK ? "check"
+           : kind == BP_DEVICE_EMU   ? "emu"
+                                     : "cpu";
 }
 
 bool bp_device_cuda_built(void) {

@@ -14,9 +14,16 @@
 /* check: the checking backend (core/backend.h), the cpu's kernels on memory the host
  * cannot touch outside the backend's calls; how tests show that the step reaches
  * device memory only through the backend table. */
-typedef enum bp_device_kind { BP_DEVICE_CPU, BP_DEVICE_CUDA, BP_DEVICE_CHECK } bp_device_kind;
+/* emu: the emulated backend (core/backend_emu.h), a GPU of a data sheet whose kernels
+ * compute nothing and take that GPU's time. */
+typedef enum bp_device_kind {
+    BP_DEVICE_CPU,
+    BP_DEVICE_CUDA,
+    BP_DEVICE_CHECK,
+    BP_DEVICE_EMU
+} bp_device_kind;
 
-/* "cpu|cuda|check", in bp_device_kind order: the choices of --device. */
+/* "cpu|cuda|check", in bp_device_kind order: the devices that compute values. */
 #define BP_DEVICE_CHOICES "cpu|cuda|check"
 
 const char *bp_device_name(bp_device_kind kind);

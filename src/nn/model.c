@@ -408,6 +408,7 @@ static void init_tensor(bp_model *m, int i, uint64_t seed) {
 }
 
 void bp_model_init_weights(bp_model *m, uint64_t seed) {
+    if (m->dev && m->dev->no_values) return;
     if (m->dev) { /* drawn on the host, then copied: the same values on every device */
         bp_real *dev = m->params, *host = calloc(m->nparams ? m->nparams : 1, sizeof *host);
         if (!host) { /* weights the step's finite check stops at, naming them */

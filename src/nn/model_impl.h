@@ -86,6 +86,8 @@ typedef struct bp_model_ops {
  * first, as for the host code. */
 struct bp_model_device_ops {
     const char *name; /* "gpt on cuda" */
+    /* Computes nothing (the emulated device): the weights are not drawn. */
+    bool no_values;
     /* BP_OK when it can run m; else BP_EUSAGE with one line naming what it cannot do. */
     bp_status (*check)(const bp_model *m, bool bf16, bp_err *err);
     /* Its state (m->dev_state), made once m's buffers are on the backend. */

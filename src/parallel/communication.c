@@ -10,8 +10,8 @@ static const bp_option options[] = {
     BP_OPT_SWITCH(S, "no-overlap", no_overlap,
                   "send gradient buckets after backward instead of during it"),
     BP_OPT_NUM(S, "comm-poll-us", BP_OPT_DOUBLE, poll_us, 0, 1e6, "US",
-               "data-parallel waits test every US microseconds and sleep in between, leaving "
-               "the core to backward (0: block in MPI)"),
+               "every wait for a message tests every US microseconds and sleeps in between, "
+               "leaving the core to computation (0: block in MPI)"),
     BP_OPT_STR(S, "net", net, "SPEC",
                "emulate a network, e.g. bw=1Gbit,lat=1ms (off on real clusters)", "off"),
     BP_OPT_NUM(S, "comm-timeout", BP_OPT_DOUBLE, timeout, 0, 1e9, "S",

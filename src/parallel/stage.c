@@ -22,14 +22,16 @@ static bp_status tp_allreduce(void *ctx, bp_real *x, size_t n) {
     return bp_allreduce_sum(tp, x, n);
 }
 
-/* One replica of the stage's blocks, made and initialized on the host, then moved
- * (weights kept) to the run's device, and its optimizer there. */
+/* One replica of the stage's blocks, made on the host and moved to the run's
+ * device, its weights initialized there (drawn on the host and copied: the same
+ * values on every device; none drawn on a device that computes none), and its
+ * optimizer there. */
 static bp_status create_replica(const bp_stage_config *c, bp_stage *s, bp_model **m, bp_optim *o,
                                 bp_err *err) {
     bp_status rc = bp_model_create_tp(c->model, c->block_begin, c->block_end, &s->tp, m, err);
     if (rc) return rc;
-    bp_model_init_weights(*m, c->seed);
     if (c->be != bp_backend_cpu()) rc = bp_model_set_device(*m, c->be, c->device_ops, c->bf16, err);
+    if (rc == BP_OK) bp_model_init_weights(*m, c->seed);
     if (rc == BP_OK) rc = bp_optim_init_on(o, &c->optim, bp_model_num_params(*m), c->be, err);
     return rc;
 }

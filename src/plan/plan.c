@@ -6,6 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/devsheet.h"
 #include "core/timer.h"
 #include "plan/plan_impl.h"
 #include "plan/sim_measure.h"
@@ -16,7 +17,8 @@ static const bp_option plan_options[] = {
     {"cluster", BP_OPT_STRING, OFF(cluster), sizeof(((bp_plan_config *)0)->cluster), NULL, 0, 0,
      "SPEC",
      "a cluster to plan for instead of measuring the job's ranks: nodes=N,per-node=R,"
-     "intra-bw=BW,intra-lat=T,inter-bw=BW,inter-lat=T,flops=X,mem-bw=B/S[,mem=BYTES]",
+     "intra-bw=BW,intra-lat=T,inter-bw=BW,inter-lat=T,flops=X,mem-bw=B/S[,mem=BYTES], or "
+     "gpu=v100|a100|h100 for flops, mem-bw and mem (an emulated GPU's data sheet)",
      "measure"},
     {"json", BP_OPT_STRING, OFF(json), sizeof(((bp_plan_config *)0)->json), NULL, 0, 0, "FILE",
      "write the whole ranking here as JSON", NULL},
@@ -192,6 +194,15 @@ static bp_status level_of(const char *bw, const char *lat, const char *which, bp
     return BP_OK;
 }
 
+/* gpu=NAME: a data sheet's rates and memory, as an emulated run's. */
+static bool sheet_of(const char *name, bp_plan_cluster *c) {
+    const bp_device_sheet *d = bp_device_sheet_find(name);
+    if (!d) return false;
+    c->flops = d->tf32_flops, c->mem_Bps = d->mem_Bps, c->mem_bytes = d->mem_bytes;
+    c->launch_s = d->launch_s;
+    return true;
+}
+
 bp_status bp_plan_cluster_parse(const char *spec, bp_plan_cluster *c, bp_err *err) {
     memset(c, 0, sizeof *c);
     c->mem_bytes = 16e9;
@@ -209,12 +220,15 @@ bp_status bp_plan_cluster_parse(const char *spec, bp_plan_cluster *c, bp_err *er
         else if (!strcmp(k, "flops")) ok = number(v, &c->flops);
         else if (!strcmp(k, "mem-bw")) ok = number(v, &c->mem_Bps);
         else if (!strcmp(k, "mem")) ok = number(v, &c->mem_bytes);
+        else if (!strcmp(k, "gpu")) ok = sheet_of(v, c);
         else if (!strcmp(k, "intra-bw")) snprintf(ibw, sizeof ibw, "%s", v);
         else if (!strcmp(k, "intra-lat")) snprintf(ilat, sizeof ilat, "%s", v);
         else if (!strcmp(k, "inter-bw")) snprintf(obw, sizeof obw, "%s", v);
         else if (!strcmp(k, "inter-lat")) snprintf(olat, sizeof olat, "%s", v);
         else return bp_fail(err, BP_EUSAGE, "option --cluster: unknown key '%s'", k);
-        if (!ok) return bp_fail(err, BP_EUSAGE, "option --cluster: %s=%s is not a positive number", k, v);
+        if (!ok)
+            return bp_fail(err, BP_EUSAGE, "option --cluster: %s=%s is not %s", k, v,
+                           strcmp(k, "gpu") ? "a positive number" : "a GPU of a data sheet (v100, a100, h100)");
     }
     if (nodes < 1 || per < 1 || nodes != floor(nodes) || per != floor(per) || nodes * per > 65536)
         return bp_fail(err, BP_EUSAGE,
@@ -300,7 +314,7 @@ static void cluster_machine(const bp_plan_config *c, bp_plan_result *r, bp_sim_m
     const bp_plan_cluster *cl = &r->cluster;
     r->world = cl->nodes * cl->per_node, r->nodes = cl->nodes, r->per_node = cl->per_node;
     *m = (bp_sim_machine){.flops = cl->flops, .mem_Bps = cl->mem_Bps, .efficiency = c->efficiency,
-                          .ranks_per_node = cl->per_node};
+                          .launch_s = cl->launch_s, .ranks_per_node = cl->per_node};
     m->intra.net = cl->intra, m->inter.net = cl->inter;
     r->mem_cap_bytes = c->mem_cap_mb > 0 ? c->mem_cap_mb * 1048576.0 : cl->mem_bytes;
 }

@@ -68,8 +68,11 @@ typedef struct bp_plan_cluster {
     int nodes, per_node;
     bp_net intra, inter;
     double flops, mem_Bps, mem_bytes;
+    double launch_s; /* gpu=NAME: its data sheet's kernel launch; else 0 */
 } bp_plan_cluster;
-/* "nodes=N,per-node=R,intra-bw=..,intra-lat=..,inter-bw=..,inter-lat=..,flops=X,mem-bw=X[,mem=X]". */
+/* "nodes=N,per-node=R,intra-bw=..,intra-lat=..,inter-bw=..,inter-lat=..,flops=X,mem-bw=X[,mem=X]";
+ * gpu=NAME (v100, a100, h100: core/devsheet.h) instead of flops, mem-bw and mem gives a
+ * data sheet's, the rates of --device emu:NAME (fp32 on TF32 tensor cores). */
 bp_status bp_plan_cluster_parse(const char *spec, bp_plan_cluster *c, bp_err *err);
 
 typedef enum bp_plan_verdict { BP_PLAN_OK, BP_PLAN_REFUSED, BP_PLAN_DIVERGES, BP_PLAN_MEMORY } bp_plan_verdict;

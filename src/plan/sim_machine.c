@@ -7,6 +7,7 @@
 
 #include "core/file.h"
 #include "core/json.h"
+#include "nn/cost.h"
 #include "nn/real.h"
 #include "plan/sim_model.h"
 
@@ -163,8 +164,14 @@ void bp_sim_profile_free(bp_sim_profile *p) {
 
 /* ---- computation ----------------------------------------------------------------- */
 
+/* The data sheet's rates as the shared cost model (core/devsheet.h) takes them. */
+static bp_device_rate rate_of(const bp_sim_machine *m) {
+    return (bp_device_rate){.flops = m->flops, .mem_Bps = m->mem_Bps, .efficiency = m->efficiency,
+                            .launch_s = m->launch_s};
+}
+
 double bp_sim_block_cost(const bp_model_config *mc, int tp, int b, int B, int T) {
-    return bp_sim_block_flops(mc, tp, b, B, T) + BP_SIM_BALANCE * bp_sim_block_traffic(mc, tp, b, B, T);
+    return bp_sim_block_flops(mc, tp, b, B, T) + BP_SIM_BALANCE * bp_model_block_traffic(mc, tp, b, B, T);
 }
 
 /* The profile's block of the same kind as block b of mc (plan/sim_model.h): the mean
@@ -192,15 +199,14 @@ static double profiled_s(const bp_sim_profile *p, const bp_model_config *mc, int
 double bp_sim_block_s(const bp_sim_machine *m, const bp_model_config *mc, int tp, int b, int B,
                       int T, bool backward) {
     if (m->prof) return profiled_s(m->prof, mc, tp, b, B, T, backward);
-    double k = backward ? 2.0 : 1.0, e = m->efficiency;
-    double compute = k * bp_sim_block_flops(mc, tp, b, B, T) / (m->flops * e);
-    double memory = k * bp_sim_block_traffic(mc, tp, b, B, T) / (m->mem_Bps * e);
-    return compute > memory ? compute : memory;
+    bp_device_rate r = rate_of(m);
+    return bp_model_block_s(&r, mc, tp, b, B, T, backward);
 }
 
 /* A memory-bound pass over n floats touching `per` floats per element. */
 static double pass_s(const bp_sim_machine *m, size_t n, double per) {
-    return (double)n * per * sizeof(bp_real) / (m->mem_Bps * m->efficiency);
+    bp_device_rate r = rate_of(m);
+    return bp_device_op_s(&r, 0, (double)n * per * sizeof(bp_real));
 }
 
 double bp_sim_optim_s(const bp_sim_machine *m, size_t params) {
@@ -216,8 +222,8 @@ double bp_sim_minmax_s(const bp_sim_machine *m, size_t n, bool encode) {
 }
 
 double bp_sim_matmul_s(const bp_sim_machine *m, double flops) {
-    return m->prof ? flops * m->prof->slowdown / m->prof->psgd_flops
-                   : flops / (m->flops * m->efficiency);
+    bp_device_rate r = rate_of(m);
+    return m->prof ? flops * m->prof->slowdown / m->prof->psgd_flops : bp_device_op_s(&r, flops, 0);
 }
 
 double bp_sim_vec_s(const bp_sim_machine *m, size_t n) {

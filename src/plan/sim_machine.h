@@ -9,8 +9,10 @@
  *    (embedding, transformer block, head) scaled by the ratio of the two blocks'
  *    costs, FLOPs + BALANCE x bytes of memory traffic;
  *  - a device described by its data sheet: FLOP rate and memory bandwidth, both
- *    reached at `efficiency`. A block takes the longer of its FLOPs and its memory
- *    traffic (a roofline); codecs and optimizer are memory-bound passes.
+ *    reached at `efficiency`, and a kernel's launch. A block takes the longer of its
+ *    FLOPs and its memory traffic (a roofline); codecs and optimizer are memory-bound
+ *    passes. These are the cost model of the emulated device too (core/devsheet.h's
+ *    operation, nn/cost.h's blocks): an emulated run and its prediction share it.
  *
  * The network has two levels, within a node and between nodes, each a link as
  * plan/sim_pipeline.h models it, and ranks_per_node ranks per node, numbered as the
@@ -59,6 +61,7 @@ typedef bp_sim_link (*bp_sim_measured_link)(const void *ctx, int first, int stri
 typedef struct bp_sim_machine {
     const bp_sim_profile *prof; /* NULL: the device below */
     double flops, mem_Bps, efficiency;
+    double launch_s;            /* a kernel's launch (a data sheet's, core/devsheet.h); 0 */
     int ranks_per_node;         /* 0: every rank on one node */
     bp_sim_link intra, inter;
     bp_sim_measured_link measured; /* NULL: the levels alone */

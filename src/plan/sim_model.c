@@ -69,12 +69,6 @@ double bp_sim_block_flops(const bp_model_config *mc, int tp, int b, int B, int T
     return bp_model_block_flops(mc, tp, b, B, T);
 }
 
-double bp_sim_block_traffic(const bp_model_config *mc, int tp, int b, int B, int T) {
-    double params = (double)bp_sim_model_params(mc, tp, b, b + 1);
-    double acts = (double)bp_sim_act_bytes(mc, tp, b, b + 1, B, T);
-    return params * sizeof(bp_real) + 2.0 * acts;
-}
-
 size_t bp_sim_act_bytes(const bp_model_config *mc, int tp, int b0, int b1, int B, int T) {
     return bp_model_act_bytes(mc, tp, b0, b1, B, T);
 }

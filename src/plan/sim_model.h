@@ -2,9 +2,8 @@
  * alone, so that models of billions of parameters are simulated without being
  * allocated. Its tensors come from the model's own layout (nn/model.h's
  * bp_model_block_layout, sharded over tp ranks as bp_model_create_tp shards them);
- * what the layout does not say is written here per kind: each block's forward FLOPs
- * and memory traffic on a micro-batch, and the activations a micro-batch in flight
- * holds (as gpt.c's and mlp.c's slots). */
+ * each block's forward FLOPs and the activations a micro-batch in flight holds come
+ * from nn/ (its memory traffic too: nn/cost.h). */
 #ifndef BP_PLAN_SIM_MODEL_H
 #define BP_PLAN_SIM_MODEL_H
 
@@ -32,9 +31,6 @@ size_t bp_sim_tied_numel(const bp_model_config *mc);
 /* Forward FLOPs of block b on a B x T micro-batch on one of tp ranks (matrix
  * products and attention; backward is twice as many). */
 double bp_sim_block_flops(const bp_model_config *mc, int tp, int b, int B, int T);
-
-/* Bytes forward reads and writes in block b (weights once, activations twice). */
-double bp_sim_block_traffic(const bp_model_config *mc, int tp, int b, int B, int T);
 
 /* Bytes of activations of blocks [b0, b1) one B x T micro-batch holds until its
  * backward. */

@@ -26,7 +26,9 @@ static const bp_option simulate_options[] = {
     {"device-bw", BP_OPT_DOUBLE, OFF(device_bw), 0, NULL, 1, 1e16, "B/S",
      "with --device-flops: its memory bandwidth in bytes per second", NULL},
     {"efficiency", BP_OPT_DOUBLE, OFF(efficiency), 0, NULL, 1e-3, 1, "X",
-     "with --device-flops: the share of peak FLOP rate and bandwidth reached", NULL},
+     "with --device-flops or --device emu:GPU: the share of peak FLOP rate and bandwidth "
+     "reached (an emulated run's is 0.5)",
+     NULL},
     PATH("intra", intra, "SPEC", "network within a node, as --net (bw=...,lat=...)"),
     PATH("inter", inter, "SPEC", "network between nodes, as --net; its bandwidth is per node"),
     {"ranks-per-node", BP_OPT_INT, OFF(ranks_per_node), 0, NULL, 1, 1 << 20, "N",
@@ -68,11 +70,12 @@ static bp_status check_net(const char *spec, const char *option, bp_err *err) {
 
 /* Exactly one source of computation costs, and networks that parse. */
 static bp_status check_own(const bp_simulate_config *c, bp_err *err) {
-    int sources = (c->measure[0] != 0) + (c->profile[0] != 0) + (c->device_flops > 0);
+    bool emu = c->train.device.kind == BP_DEVICE_EMU;
+    int sources = (c->measure[0] != 0) + (c->profile[0] != 0) + (c->device_flops > 0) + emu;
     if (sources != 1)
         return bp_fail(err, BP_EUSAGE,
-                       "option --measure, --profile or --device-flops: give exactly one source of "
-                       "computation costs (%d given)",
+                       "option --measure, --profile, --device-flops or --device emu:GPU: give "
+                       "exactly one source of computation costs (%d given)",
                        sources);
     if ((c->device_flops > 0) != (c->device_bw > 0))
         return bp_fail(err, BP_EUSAGE, "option --device-bw: needed with --device-flops, and only then");
@@ -207,8 +210,10 @@ static void print_header(const bp_simulate_config *c, const bp_sim_job *j, const
         fprintf(out, "computation: profile of %d blocks at micro-batch %d (load %.2fx)\n",
                 m->prof->n_blocks, m->prof->micro_B, m->prof->slowdown);
     else
-        fprintf(out, "computation: device %.4g TFLOP/s, %.4g GB/s at efficiency %.2f\n",
-                c->device_flops / 1e12, c->device_bw / 1e9, c->efficiency);
+        fprintf(out, "computation: %s%s %.4g TFLOP/s, %.4g GB/s at efficiency %.2f\n",
+                t->device.kind == BP_DEVICE_EMU ? "emulated " : "device",
+                t->device.kind == BP_DEVICE_EMU ? t->device.sheet->title : "", m->flops / 1e12,
+                m->mem_Bps / 1e9, c->efficiency);
     fprintf(out, "network: %s\n",
             t->comm.net[0]                       ? t->comm.net
             : c->intra[0] || c->inter[0]    ? "levels"
@@ -248,13 +253,27 @@ bp_status bp_simulate_predict(const bp_simulate_config *c, const bp_sim_machine 
     return rc ? rc : bp_sim_step(&j, m, r, err);
 }
 
+/* --device emu:GPU: the emulated device's data sheet, at --efficiency, the rates an
+ * emulated run of the same options computes at (train/device.c). */
+static bp_status emulated_device(const bp_simulate_config *c, bp_sim_machine *m, bp_err *err) {
+    const bp_device_settings *d = &c->train.device;
+    if (d->kind != BP_DEVICE_EMU) return BP_OK;
+    bp_device_rate r;
+    bp_status rc = bp_device_sheet_rate(d->sheet, d->dtype == BP_DTYPE_BF16, c->efficiency,
+                                        "option --dtype bf16", &r, err);
+    if (rc == BP_OK)
+        *m = (bp_sim_machine){.flops = r.flops, .mem_Bps = r.mem_Bps, .efficiency = r.efficiency,
+                              .launch_s = r.launch_s};
+    return rc;
+}
+
 bp_status bp_simulate_run(const bp_simulate_config *c, FILE *out, bp_err *err) {
     bp_sim_profile prof = {0};
     bp_sim_machine m = {.flops = c->device_flops, .mem_Bps = c->device_bw,
                         .efficiency = c->efficiency};
     bp_sim_job j;
     make_job(c, &j);
-    bp_status rc = BP_OK;
+    bp_status rc = emulated_device(c, &m, err);
     if (c->measure[0]) rc = bp_sim_measure(c, j.micro_B, &prof, err);
     if (rc == BP_OK && c->measure[0]) rc = bp_sim_profile_save(&prof, c->measure, err);
     if (rc == BP_OK && c->profile[0]) rc = bp_sim_profile_load(c->profile, &prof, err);

@@ -187,7 +187,24 @@ static bp_status check_cuda(const bp_train_config *c, bp_err *err) {
     return BP_OK;
 }
 
+/* What an emulated device, which computes no values, cannot do: one line each. */
+static bp_status check_emu(const bp_train_config *c, bp_err *err) {
+    const char *title = c->device.sheet->title;
+    if (c->checkpoint_every > 0 || c->resume[0])
+        return bp_fail(err, BP_EUSAGE,
+                       "option --%s: the emulated %s computes no values, so there are no "
+                       "checkpoints to save or resume",
+                       c->resume[0] ? "resume" : "checkpoint-every", title);
+    if (c->device.gpu_comm == BP_GPU_COMM_NCCL)
+        return bp_fail(err, BP_EUSAGE,
+                       "option --gpu-comm nccl: the emulated %s's buffers travel through host "
+                       "memory",
+                       title);
+    return BP_OK;
+}
+
 bp_status bp_train_config_finalize(bp_train_config *c, bp_err *err) {
+    if (bp_train_device_resolve(&c->device, err)) return BP_EUSAGE;
     fill_defaults(c);
     const bp_model_facts *f = bp_model_kind_facts((bp_model_kind)c->model);
     bp_model_config m;
@@ -200,15 +217,14 @@ bp_status bp_train_config_finalize(bp_train_config *c, bp_err *err) {
     if (strlen(c->metrics) == 0)
         return bp_fail(err, BP_EUSAGE, "option --out: path too long");
     if (c->device.kind == BP_DEVICE_CUDA && check_cuda(c, err)) return BP_EUSAGE;
-    if (c->device.kind != BP_DEVICE_CPU && bp_dp_ops(run_algo(c))->reads_weights_on_host)
-        return bp_fail(err, BP_EUSAGE,
-                       "option --dp-algo: %s does not run on --device %s (a thread of its "
-                       "own reads the weights while the step runs)",
-                       bp_dp_algo_name(run_algo(c)), bp_device_name(c->device.kind));
+    if (c->device.kind == BP_DEVICE_EMU && check_emu(c, err)) return BP_EUSAGE;
     const bp_device_settings *d = &c->device;
-    if (d->kind != BP_DEVICE_CUDA && (d->dtype != BP_DTYPE_FP32 || d->gpu_comm != BP_GPU_COMM_AUTO))
-        return bp_fail(err, BP_EUSAGE, "option --%s: needs --device cuda",
+    bool gpu = d->kind == BP_DEVICE_CUDA || d->kind == BP_DEVICE_EMU;
+    if (!gpu && (d->dtype != BP_DTYPE_FP32 || d->gpu_comm != BP_GPU_COMM_AUTO))
+        return bp_fail(err, BP_EUSAGE, "option --%s: needs --device cuda or emu:GPU",
                        d->dtype != BP_DTYPE_FP32 ? "dtype" : "gpu-comm");
+    if (d->kind != BP_DEVICE_EMU && d->dilation > 0)
+        return bp_fail(err, BP_EUSAGE, "option --dilation: needs --device emu:GPU");
     int rc = bp_data_settings_check(&c->data, err);
     if (rc == BP_OK) rc = bp_model_config_check(&m, err);
     if (rc == BP_OK && (rc = bp_model_tp_check(&m, c->tp, err))) bp_err_context(err, "option --tp");

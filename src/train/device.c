@@ -3,7 +3,14 @@
 
 #include "train/device.h"
 
+#include <math.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "core/backend_emu.h"
 #include "core/denormals.h"
+#include "nn/model_emu.h"
 #ifdef BP_HAVE_CUDA
 #include "core/cuda/backend_cuda.h"
 #include "nn/cuda/model_cuda.h"
@@ -24,6 +31,55 @@ static bp_status open_cuda(bool bf16, int gpu, bp_train_device *out, bp_err *err
     return rc;
 }
 
+/* "v100, a100, h100" */
+static void sheet_names(char *buf, size_t n) {
+    int k;
+    const bp_device_sheet *all = bp_device_sheets(&k);
+    buf[0] = 0;
+    for (int i = 0; i < k; i++)
+        snprintf(buf + strlen(buf), n - strlen(buf), "%s%s", i ? ", " : "", all[i].name);
+}
+
+bp_status bp_train_device_resolve(bp_device_settings *s, bp_err *err) {
+    static const char *const kinds[] = {"cpu", "cuda", "check"};
+    for (int k = 0; k < 3; k++)
+        if (!strcmp(s->spec, kinds[k])) {
+            s->kind = (bp_device_kind)k;
+            return BP_OK;
+        }
+    char names[64];
+    sheet_names(names, sizeof names);
+    if (strncmp(s->spec, "emu:", 4) != 0)
+        return bp_fail(err, BP_EUSAGE,
+                       "option --device: '%s' is not one of cpu|cuda|check|emu:GPU (GPU: %s)",
+                       s->spec, names);
+    s->kind = BP_DEVICE_EMU;
+    if (!(s->sheet = bp_device_sheet_find(s->spec + 4)))
+        return bp_fail(err, BP_EUSAGE, "option --device: no data sheet of a GPU called '%s' (%s)",
+                       s->spec + 4, names);
+    return BP_OK;
+}
+
+double bp_train_dilation_default(double block_s, int ranks, int cores) {
+    double want = BP_EMU_HOST_S * ((double)ranks / (cores > 0 ? cores : 1));
+    double k = BP_EMU_MIN_DILATION;
+    while (k * block_s < want && k < 1 << 20) k *= 2;
+    return k;
+}
+
+static bp_status open_emu(const bp_device_settings *s, bool bf16, bp_train_device *out,
+                          bp_err *err) {
+    bp_emu_config c = {.sheet = s->sheet, .dilation = s->dilation >= 1 ? s->dilation : 1};
+    bp_status rc = bp_device_sheet_rate(s->sheet, bf16, BP_DEVICE_EFFICIENCY, "option --dtype bf16",
+                                        &c.rate, err);
+    bp_backend *be = NULL;
+    if (rc == BP_OK) rc = bp_backend_emu_create(&c, &be, err);
+    if (rc == BP_OK)
+        *out = (bp_train_device){.be = be, .model = &bp_model_emu, .bf16 = bf16, .opened = true,
+                                 .emulated = true};
+    return rc;
+}
+
 void bp_train_denormals(const bp_device_settings *s) {
     bp_denormals_flush(s->denormals == BP_DENORMALS_FLUSH);
 }
@@ -34,14 +90,16 @@ bp_status bp_train_device_open(const bp_device_settings *s, int gpu, bp_train_de
     *out = (bp_train_device){.be = bp_backend_cpu()};
     bp_train_denormals(s);
     if (s->kind == BP_DEVICE_CUDA) return open_cuda(bf16, gpu, out, err);
+    if (s->kind == BP_DEVICE_EMU) return open_emu(s, bf16, out, err);
     if (bf16) return bp_fail(err, BP_EUSAGE, "option --dtype bf16: needs --device cuda");
     if (s->kind == BP_DEVICE_CHECK) out->be = bp_backend_check();
     return BP_OK;
 }
 
 void bp_train_device_close(bp_train_device *d) {
+    if (d->emulated) bp_backend_emu_destroy((bp_backend *)d->be);
 #ifdef BP_HAVE_CUDA
-    if (d->opened) bp_backend_cuda_destroy((bp_backend *)d->be);
+    else if (d->opened) bp_backend_cuda_destroy((bp_backend *)d->be);
 #endif
     *d = (bp_train_device){0};
 }
@@ -55,10 +113,15 @@ bp_status bp_train_device_adopt(const bp_train_device *d, bp_model *m, bp_err *e
 
 #define S bp_device_settings
 static const bp_option options[] = {
-    BP_OPT_CHOOSE(S, "device", kind, BP_DEVICE_CHOICES,
-                  "where to compute: the CPU, or CUDA GPUs (rank r uses GPU r mod the GPUs "
-                  "present)",
-                  NULL),
+    BP_OPT_STR(S, "device", spec, "cpu|cuda|check|emu:GPU",
+               "where to compute: the CPU, CUDA GPUs (rank r uses GPU r mod the GPUs "
+               "present), or an emulated GPU of a data sheet (v100, a100, h100: "
+               "docs/manual/devices.md)",
+               NULL),
+    {"dilation", BP_OPT_DOUBLE, offsetof(S, dilation), 0, NULL, 1, 1e6, "K",
+     "--device emu: every modeled duration K times longer and the emulated network K times "
+     "slower; reported times are divided by K",
+     "chosen from the configuration, stated in the run's header"},
     BP_OPT_CHOOSE(S, "gpu-comm", gpu_comm, "auto|nccl|mpi",
                   "--device cuda: NCCL when every rank has a GPU of its own, else MPI staged "
                   "through pinned host memory (auto), or forced",
@@ -74,6 +137,7 @@ static const bp_option options[] = {
 };
 #undef S
 static const bp_device_settings defaults = {
+    .spec = "cpu",
     .kind = BP_DEVICE_CPU,
     .gpu_comm = BP_GPU_COMM_AUTO,
     .dtype = BP_DTYPE_FP32,

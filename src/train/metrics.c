@@ -94,8 +94,12 @@ void bp_metrics_summary(bp_metrics *m, const bp_memory_record *r) {
     num(m->f, "median_step_ms", r->median_step_ms);
     fprintf(m->f,
             ",\"peak_rss_bytes\":%" PRIu64 ",\"param_bytes\":%" PRIu64 ",\"grad_bytes\":%" PRIu64
-            ",\"optim_bytes\":%" PRIu64 ",\"act_bytes\":%" PRIu64 "}\n",
+            ",\"optim_bytes\":%" PRIu64 ",\"act_bytes\":%" PRIu64,
             r->peak_rss_bytes, r->param_bytes, r->grad_bytes, r->optim_bytes, r->act_bytes);
+    if (isfinite(r->device_work_ms)) /* emulated */
+        fprintf(m->f, ",\"device_work_ms\":%.9g,\"device_peak_bytes\":%" PRIu64,
+                r->device_work_ms, r->device_peak_bytes);
+    fputs("}\n", m->f);
     flush(m);
 }
 
@@ -105,9 +109,16 @@ void bp_metrics_config(bp_metrics *m, const bp_config_record *r) {
             "{\"type\":\"config\",\"model\":\"%s\",\"params\":%zu,\"world\":%d,\"dp\":%d,"
             "\"pp\":%d,\"partition\":\"%s\",\"pipelines\":%d,\"micro_batches\":%d,"
             "\"schedule\":\"%s\",\"batch\":%d,\"grad_accum\":%d,\"dp_algo\":\"%s\","
-            "\"net\":\"%s\"}\n",
+            "\"net\":\"%s\"",
             r->model, r->params, r->world, r->dp, r->pp, r->partition, r->pipelines,
             r->micro_batches, r->schedule, r->batch, r->grad_accum, r->dp_algo, r->net);
+    /* Emulated: nothing is computed, and times are the device's (wall / dilation). */
+    if (r->device)
+        fprintf(m->f,
+                ",\"device\":\"%s\",\"dilation\":%.9g,\"times\":\"emulated: wall time / "
+                "dilation\",\"loss\":\"absent: not computed\"",
+                r->device, r->dilation);
+    fputs("}\n", m->f);
     flush(m);
 }
 

@@ -44,6 +44,10 @@ typedef struct bp_memory_record {
     int64_t steps;
     double median_step_ms;
     uint64_t peak_rss_bytes, param_bytes, grad_bytes, optim_bytes, act_bytes;
+    /* Emulated: the device's modeled work per step, and the most device memory held
+     * (NAN and 0 on a device that computes). */
+    double device_work_ms;
+    uint64_t device_peak_bytes;
 } bp_memory_record;
 
 typedef struct bp_config_record {
@@ -55,6 +59,9 @@ typedef struct bp_config_record {
     const char *schedule;
     int batch, grad_accum;
     const char *dp_algo, *net;
+    /* An emulated device: its name and dilation (NULL: a device that computes). */
+    const char *device;
+    double dilation;
 } bp_config_record;
 
 /* The per-stage figures of a run, in the order of the stages record's keys. */

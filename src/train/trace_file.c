@@ -40,10 +40,13 @@ static bp_status common_origin(trainer *t, bp_err *err) {
     int len = 0;
     MPI_Get_processor_name(mine.host, &len);
     MPI_Comm comm = bp_comm_mpi(t->meta);
-    int rc = MPI_Barrier(comm);
+    MPI_Request r;
+    int rc = MPI_Ibarrier(comm, &r);
+    if (rc == MPI_SUCCESS) rc = bp_comm_mpi_wait(t->meta, 1, &r);
     zero.now = bp_now();
     memcpy(zero.host, mine.host, sizeof zero.host);
-    if (rc == MPI_SUCCESS) rc = MPI_Bcast(&zero, (int)sizeof zero, MPI_BYTE, 0, comm);
+    if (rc == MPI_SUCCESS) rc = MPI_Ibcast(&zero, (int)sizeof zero, MPI_BYTE, 0, comm, &r);
+    if (rc == MPI_SUCCESS) rc = bp_comm_mpi_wait(t->meta, 1, &r);
     if (rc != MPI_SUCCESS) return mpi_fail(rc, "MPI_Bcast", err);
     bp_trace_set_origin(t->trace, strcmp(zero.host, mine.host) == 0 ? zero.now : bp_now());
     return BP_OK;
@@ -79,19 +82,32 @@ bp_status trainer_trace_start(trainer *t, bp_err *err) {
     return common_origin(t, err);
 }
 
-static bp_status send_text(MPI_Comm comm, const char *s, unsigned long long n, bp_err *err) {
+/* A send to rank 0 and a receive, on the bookkeeping group's communicator, whose
+ * waits sleep (bp_comm_mpi_wait): the ranks wait their turn without burning a core. */
+static int send_sleeping(const bp_comm *g, const void *buf, int n, MPI_Datatype type) {
+    MPI_Request r;
+    int rc = MPI_Isend(buf, n, type, 0, TAG_TRACE, bp_comm_mpi(g), &r);
+    return rc == MPI_SUCCESS ? bp_comm_mpi_wait(g, 1, &r) : rc;
+}
+static int recv_sleeping(const bp_comm *g, void *buf, int n, MPI_Datatype type, int from) {
+    MPI_Request r;
+    int rc = MPI_Irecv(buf, n, type, from, TAG_TRACE, bp_comm_mpi(g), &r);
+    return rc == MPI_SUCCESS ? bp_comm_mpi_wait(g, 1, &r) : rc;
+}
+
+static bp_status send_text(const bp_comm *g, const char *s, unsigned long long n, bp_err *err) {
     for (unsigned long long at = 0; at < n; at += CHUNK) {
         int k = (int)(n - at < CHUNK ? n - at : CHUNK);
-        int rc = MPI_Send(s + at, k, MPI_CHAR, 0, TAG_TRACE, comm);
+        int rc = send_sleeping(g, s + at, k, MPI_CHAR);
         if (rc != MPI_SUCCESS) return mpi_fail(rc, "MPI_Send", err);
     }
     return BP_OK;
 }
 
-static bp_status recv_text(MPI_Comm comm, int from, char *s, unsigned long long n, bp_err *err) {
+static bp_status recv_text(const bp_comm *g, int from, char *s, unsigned long long n, bp_err *err) {
     for (unsigned long long at = 0; at < n; at += CHUNK) {
         int k = (int)(n - at < CHUNK ? n - at : CHUNK);
-        int rc = MPI_Recv(s + at, k, MPI_CHAR, from, TAG_TRACE, comm, MPI_STATUS_IGNORE);
+        int rc = recv_sleeping(g, s + at, k, MPI_CHAR, from);
         if (rc != MPI_SUCCESS) return mpi_fail(rc, "MPI_Recv", err);
     }
     return BP_OK;
@@ -99,18 +115,18 @@ static bp_status recv_text(MPI_Comm comm, int from, char *s, unsigned long long 
 
 /* Rank 0: every rank's text into f (NULL after a failure to write: the texts are
  * still received, so that no rank is left blocked in a send). */
-static bp_status gather_into(MPI_Comm comm, int size, FILE *f, const char *own, size_t own_n,
+static bp_status gather_into(const bp_comm *g, int size, FILE *f, const char *own, size_t own_n,
                              unsigned long long *dropped, bp_err *err) {
     if (f) fwrite(own, 1, own_n, f);
     for (int r = 1; r < size; r++) {
         unsigned long long head[2];
-        int rc = MPI_Recv(head, 2, MPI_UNSIGNED_LONG_LONG, r, TAG_TRACE, comm, MPI_STATUS_IGNORE);
+        int rc = recv_sleeping(g, head, 2, MPI_UNSIGNED_LONG_LONG, r);
         if (rc != MPI_SUCCESS) return mpi_fail(rc, "MPI_Recv", err);
         dropped[r] = head[1];
         char *s = malloc(head[0] ? head[0] : 1);
         if (!s)
             return bp_fail(err, BP_ENOMEM, "--trace: cannot hold rank %d's %llu bytes", r, head[0]);
-        rc = recv_text(comm, r, s, head[0], err);
+        rc = recv_text(g, r, s, head[0], err);
         if (rc == BP_OK && f && head[0]) {
             fputs(",\n", f);
             fwrite(s, 1, head[0], f);
@@ -131,7 +147,7 @@ static void write_tail(FILE *f, int size, size_t cap, const unsigned long long *
 
 /* Rank 0: the whole file under a temporary name, then renamed over path. own is
  * NULL when rank 0 could not format its events: the others' are still received. */
-static bp_status write_rank0(trainer *t, MPI_Comm comm, const char *own, size_t own_n,
+static bp_status write_rank0(trainer *t, const bp_comm *g, const char *own, size_t own_n,
                              bp_err *err) {
     const char *path = t->cfg->trace;
     char tmp[BP_PATH_MAX + 32];
@@ -143,7 +159,7 @@ static bp_status write_rank0(trainer *t, MPI_Comm comm, const char *own, size_t 
     FILE *f = own ? fopen(tmp, "w") : NULL;
     int saved = errno;
     if (f) fputs("{\"traceEvents\":[\n", f);
-    bp_status rc = gather_into(comm, t->size, f, own, own_n, dropped, err);
+    bp_status rc = gather_into(g, t->size, f, own, own_n, dropped, err);
     if (f) write_tail(f, t->size, bp_trace_cap(t->trace), dropped);
     free(dropped);
     bool bad = !f;
@@ -170,16 +186,16 @@ static bp_status gather_and_write(trainer *t, bp_err *err) {
     char *text = NULL;
     size_t n = 0;
     bp_status rc = bp_trace_format(t->trace, t->rank, name, &text, &n, err);
-    MPI_Comm comm = bp_comm_mpi(t->meta);
+    const bp_comm *g = t->meta;
     if (t->rank == 0) {
         bp_err werr;
-        bp_status wrc = write_rank0(t, comm, rc ? NULL : text, n, rc ? &werr : err);
+        bp_status wrc = write_rank0(t, g, rc ? NULL : text, n, rc ? &werr : err);
         rc = rc ? rc : wrc;
     } else {
         unsigned long long head[2] = {rc ? 0 : n, bp_trace_dropped(t->trace)};
-        int mrc = MPI_Send(head, 2, MPI_UNSIGNED_LONG_LONG, 0, TAG_TRACE, comm);
+        int mrc = send_sleeping(g, head, 2, MPI_UNSIGNED_LONG_LONG);
         if (mrc != MPI_SUCCESS) rc = mpi_fail(mrc, "MPI_Send", err);
-        else if (text) rc = send_text(comm, text, n, err);
+        else if (text) rc = send_text(g, text, n, err);
     }
     free(text);
     return rc;

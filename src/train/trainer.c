@@ -11,10 +11,12 @@
 #include <unistd.h>
 
 #include "bagpipe/comm_mpi.h"
+#include "core/backend_emu.h"
 #include "core/blas.h"
 #include "core/device.h"
 #include "core/log.h"
 #include "core/timer.h"
+#include "nn/cost.h"
 #include "parallel/avgpipe.h"
 #include "parallel/dp/easgd.h"
 #include "parallel/partition.h"
@@ -26,11 +28,19 @@ static bp_status agree(trainer *t, bp_status rc, bp_err *err) {
     return bp_train_agree(t->meta, rc, &t->res->stopped_together, err);
 }
 
+/* --comm-poll-us in seconds; emulated, dilated (at most 10 ms: the host's own
+ * wake-ups stay prompt). */
+static double poll_s(const trainer *t) {
+    double s = t->cfg->comm.poll_us * 1e-6;
+    return t->dilation > 1 ? fmin(s * t->dilation, 0.01) : s;
+}
+
 void trainer_dp_config(const trainer *t, bp_dp_config *d) {
     const bp_train_config *c = t->cfg;
     bp_occ_config occ;
     bp_model_config mc;
     bp_train_dp_config(c, d);
+    d->poll_s = poll_s(t);
     bp_train_occ_config(c, &occ);
     bp_train_model_config(c, &mc);
     bp_occ_dp_config(&occ, t->grid.p, t->grid.pp, bp_model_tied_tensor(&mc), d);
@@ -52,6 +62,20 @@ static void log_config(trainer *t) {
         .micro_batches = t->cfg->pipeline.micro_batches, .schedule = sched, .batch = t->cfg->batch,
         .grad_accum = t->cfg->grad_accum, .dp_algo = algo,
         .net = t->cfg->comm.net[0] ? t->cfg->comm.net : "off"};
+    const bp_device_settings *dv = &t->cfg->device;
+    char device[96];
+    if (t->dev.emulated) {
+        snprintf(device, sizeof device, "emulated %s", dv->sheet->title);
+        r.device = device;
+        r.dilation = t->dilation;
+        if (t->rank == 0)
+            bp_log_info("device: emulated %s, dilation %g (%s): durations and the network run "
+                        "%g times slower, every time reported is divided by %g; loss and "
+                        "accuracy are not computed (absent)",
+                        dv->sheet->title, t->dilation,
+                        dv->dilation >= 1 ? "--dilation" : "chosen from the configuration",
+                        t->dilation, t->dilation);
+    }
     bp_metrics_config(&t->metrics, &r);
 }
 
@@ -154,6 +178,49 @@ static bp_status setup_stage(trainer *t, const bp_model_config *mc, bp_err *err)
     return rc;
 }
 
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* --dilation, or the default for this configuration (train/device.h): the median
+ * block forward of the model on one micro-batch, the ranks of this job sharing this
+ * machine's cores. */
+static double emu_dilation(const trainer *t) {
+    const bp_train_config *c = t->cfg;
+    if (c->device.dilation >= 1) return c->device.dilation;
+    bp_model_config mc;
+    bp_train_model_config(c, &mc);
+    bp_device_rate r;
+    bp_err ignored; /* bf16 on a GPU without it fails when the device opens */
+    if (bp_device_sheet_rate(c->device.sheet, c->device.dtype == BP_DTYPE_BF16,
+                             BP_DEVICE_EFFICIENCY, "", &r, &ignored))
+        return 1;
+    int dp = c->dp ? c->dp : t->size / (c->pipeline.stages * c->tp);
+    int B = bp_train_micro_rows(c, dp > 0 ? dp : 1), T = bp_model_sample_len(&mc);
+    int n = bp_model_num_blocks(&mc);
+    double s[n];
+    for (int b = 0; b < n; b++) s[b] = bp_model_block_s(&r, &mc, c->tp, b, B, T, false);
+    qsort(s, (size_t)n, sizeof *s, cmp_double);
+    return bp_train_dilation_default(s[n / 2], t->size, (int)sysconf(_SC_NPROCESSORS_ONLN));
+}
+
+/* --net with the dilation: bandwidth / K, latency x K. */
+static bp_status dilate_net(trainer *t, bp_err *err) {
+    const char *spec = t->cfg->comm.net;
+    bp_net n;
+    snprintf(t->net, sizeof t->net, "%s", spec);
+    if (t->dilation <= 1 || !spec[0]) return BP_OK;
+    if (bp_net_parse(spec, &n, err)) return bp_err_context(err, "option --net");
+    if (!n.on) return BP_OK;
+    int len = snprintf(t->net, sizeof t->net, "lat=%.17gs,eager=%.17g", n.lat_s * t->dilation,
+                       n.eager);
+    if (n.bw_bps > 0)
+        snprintf(t->net + len, sizeof t->net - (size_t)len, ",bw=%.17gbit",
+                 n.bw_bps / t->dilation);
+    return BP_OK;
+}
+
 /* The path and the emulated network (--net) of the training groups, and the network
  * of the bookkeeping group too: its per-step agreement crosses the same links, and
  * a network emulated for some messages only would be a faster one than asked for. */
@@ -161,9 +228,10 @@ static bp_status setup_comm(trainer *t, bp_err *err) {
     const bp_train_config *c = t->cfg;
     bp_status rc = bp_comm_set_path(t->world, (bp_path)c->comm.path);
     if (rc) return bp_comm_fail(t->world, rc, err);
+    if ((rc = dilate_net(t, err))) return rc;
     bp_comm *groups[2] = {t->world, t->meta};
     for (int g = 0; g < 2; g++)
-        if ((rc = bp_comm_set_net(groups[g], c->comm.net)))
+        if ((rc = bp_comm_set_net(groups[g], t->net)))
             return bp_fail(err, rc, "option --net: %s", bp_comm_errmsg(groups[g]));
     return BP_OK;
 }
@@ -231,8 +299,16 @@ static bp_status setup_world(trainer *t, bp_err *err) {
             return bp_comm_fail(groups[g], rc, err);
     /* The training groups are split from the world and learn from it where the
      * backend's buffers live. */
-    rc = bp_train_device_open(&c->device, node_rank(t->world), &t->dev, err);
+    bp_device_settings ds = c->device;
+    if (ds.kind == BP_DEVICE_EMU) ds.dilation = t->dilation = emu_dilation(t);
+    rc = bp_train_device_open(&ds, node_rank(t->world), &t->dev, err);
     if ((rc = agree(t, rc, err))) return rc;
+    /* Every wait sleeps between tests, so that a waiting rank leaves its core to the
+     * others; the groups split later inherit it. Emulated, the interval is the
+     * device's (dilated) as the rest of the run. */
+    for (int g = 0; g < 2; g++)
+        if ((rc = bp_comm_set_poll(groups[g], poll_s(t))))
+            return bp_comm_fail(groups[g], rc, err);
     bp_comm_memory mem = {.ctx = (void *)t->dev.be,
                           .owns = mem_owns,
                           .to_host = mem_to_host,
@@ -352,10 +428,12 @@ static void fill_records(trainer *t, bp_step_record *r, int k, double t0, double
     double tp_s, bytes[BP_AXES];
     bp_stage_stats_take(t->stage, &ps);
     axis_bytes(t, bytes, &tp_s);
-    double exposed[BP_AXES] = {[BP_AXIS_DP] = bp_dp_exposed_seconds(bp_stage_dp(t->stage)) * 1e3,
-                               [BP_AXIS_PP] = ps.idle_s * 1e3, [BP_AXIS_TP] = tp_s * 1e3,
-                               [BP_AXIS_EMBED] = embed_s * 1e3};
-    double ms = (bp_now() - t0) * 1e3 / k;
+    double ms_per_s = 1e3 / t->dilation; /* emulated: reported in the device's time */
+    double exposed[BP_AXES] = {
+        [BP_AXIS_DP] = bp_dp_exposed_seconds(bp_stage_dp(t->stage)) * ms_per_s,
+        [BP_AXIS_PP] = ps.idle_s * ms_per_s, [BP_AXIS_TP] = tp_s * ms_per_s,
+        [BP_AXIS_EMBED] = embed_s * ms_per_s};
+    double ms = (bp_now() - t0) * ms_per_s / k;
     for (int i = 0; i < k; i++) {
         r[i].step = t->step - k + 1 + i;
         r[i].step_ms = ms;
@@ -480,7 +558,7 @@ static bp_status flush_steps(trainer *t, bp_err *err) {
     if (rc) return bp_comm_fail(t->meta, rc, err);
     for (int i = 0; i < n; i++) {
         bp_step_record *r = &t->pending[i];
-        r->loss = v[i * W] / t->grid.dp;
+        r->loss = t->dev.emulated ? NAN : v[i * W] / t->grid.dp; /* not computed */
         r->bytes_sent = 0;
         for (int a = 0; a < BP_AXES; a++) r->bytes_sent += r->axis_bytes[a] = v[i * W + 1 + a];
         bp_metrics_step(&t->metrics, r);
@@ -509,6 +587,7 @@ static bp_status stop_now(trainer *t, bp_err *err) {
 static bp_status loop(trainer *t, bp_err *err) {
     const bp_train_config *c = t->cfg;
     t->start_time = bp_now();
+    if (t->dev.emulated) t->work0_s = bp_backend_emu_work_s(t->dev.be);
     bp_status rc = BP_OK;
     int K = bp_train_stream_steps(c);
     while (rc == BP_OK && t->step < t->end_step) {
@@ -520,8 +599,9 @@ static bp_status loop(trainer *t, bp_err *err) {
         t->n_pending += k;
         bool last = t->step == t->end_step || t->stopping;
         /* An abandoned step (k = 0) saves at once: the grace period is short. */
-        bool eval = k > 0 && (every(t->step, c->eval_every) || (c->eval_every > 0 && last));
-        bool save = !t->probe && (every(t->step, c->checkpoint_every) || last);
+        bool eval = k > 0 && !t->dev.emulated &&
+                    (every(t->step, c->eval_every) || (c->eval_every > 0 && last));
+        bool save = !t->probe && !t->dev.emulated && (every(t->step, c->checkpoint_every) || last);
         bool full = t->n_pending >= c->log_every || t->n_pending + K > pending_room(c);
         if (full || eval || save) rc = flush_steps(t, err);
         if (rc == BP_OK && eval) rc = trainer_evaluate(t, err);
@@ -534,10 +614,6 @@ static bp_status loop(trainer *t, bp_err *err) {
 
 /* ---- summary -------------------------------------------------------------------- */
 
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
 
 /* Per stage, from replica 0 (its tp rank 0: the tp ranks of a stage run the same
  * schedule, and adding them up would count each stage tp times): time computing,
@@ -551,8 +627,8 @@ static bp_status stage_summary(trainer *t, const bp_pipe_stats *ps, bp_err *err)
     memset(v, 0, sizeof v);
     if (trainer_in_replica0(t) && t->grid.t == 0) {
         int p = t->grid.p;
-        v[BP_STAGE_BUSY * S + p] = (float)ps->busy_s;
-        v[BP_STAGE_IDLE * S + p] = (float)ps->idle_s;
+        v[BP_STAGE_BUSY * S + p] = (float)(ps->busy_s / t->dilation);
+        v[BP_STAGE_IDLE * S + p] = (float)(ps->idle_s / t->dilation);
         v[BP_STAGE_PEAK_STASH * S + p] = (float)ps->peak_stash;
         v[BP_STAGE_ACT_BYTES * S + p] = (float)ps->act_bytes;
         v[BP_STAGE_BWD_SENDS * S + p] = (float)ps->cb_sends;
@@ -583,7 +659,15 @@ static bp_status summary(trainer *t, bp_err *err) {
         .grad_bytes = params,
         .optim_bytes = params * (uint64_t)bp_optim_num_buffers(&bp_stage_optim(t->stage, 0)->cfg),
         .act_bytes = ps.act_bytes * (uint64_t)ps.peak_stash,
+        .device_work_ms = NAN,
     };
+    if (t->dev.emulated && t->step > t->first_step) {
+        m.device_work_ms = (bp_backend_emu_work_s(t->dev.be) - t->work0_s) * 1e3 /
+                           (double)(t->step - t->first_step);
+        size_t peak;
+        bp_backend_emu_used(t->dev.be, &peak);
+        m.device_peak_bytes = peak;
+    }
     bp_status rc = stage_summary(t, &ps, err);
     bp_metrics_summary(&t->metrics, &m);
     return rc ? rc : bp_metrics_check(&t->metrics, err);
@@ -610,7 +694,7 @@ static bp_status run(trainer *t, bp_err *err) {
 
 bp_status bp_train_run(const bp_train_config *cfg, bp_comm *world,
                        const volatile sig_atomic_t *stop, bp_train_result *res, bp_err *err) {
-    trainer t = {.cfg = cfg, .world = world, .res = res, .stop = stop, .out_fd = -1,
+    trainer t = {.cfg = cfg, .world = world, .res = res, .stop = stop, .out_fd = -1, .dilation = 1,
                  .end_step = cfg->steps};
     return run(&t, err);
 }
@@ -620,7 +704,7 @@ bp_status bp_train_probe_run(const bp_train_config *cfg, bp_comm *world,
     static const volatile sig_atomic_t never = 0;
     if (bp_comm_size(world) != 1 || probe->steps > cfg->steps)
         return bp_fail(err, BP_EINTERNAL, "a probe runs on one rank within --steps");
-    trainer t = {.cfg = cfg, .world = world, .res = res, .stop = &never, .out_fd = -1,
+    trainer t = {.cfg = cfg, .world = world, .res = res, .stop = &never, .out_fd = -1, .dilation = 1,
                  .probe = probe, .end_step = probe->steps};
     return run(&t, err);
 }

@@ -53,6 +53,9 @@ typedef struct trainer {
     bool resuming;
     bp_manifest resume_from; /* when resuming */
     bp_train_device dev;     /* --device, --dtype; the models' memory lives on dev.be */
+    double dilation;         /* emulated: durations this many times longer (1 otherwise) */
+    double work0_s;          /* emulated: the device's modeled work when the steps began */
+    char net[256];           /* --net as the links run it (dilated) */
     char resume_dir[4096];   /* the ckpt-* directory of --resume */
     double bucket_mb_measured; /* --bucket-mb auto: the size chosen (0: not yet) */
     /* What this rank keeps beyond the consensus model (bp_dp_state, bp_pipe_state),

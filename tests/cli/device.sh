@@ -11,8 +11,6 @@ refused 2 "option --device cuda: tensor parallelism \(--tp 2\) does not run on t
   "${TINY[@]}" --data "$TEXT" --tp 2 --device cuda
 refused 2 "option --dtype bf16: runs on one pipeline stage only" -- \
   "${TINY[@]}" --data "$TEXT" --pp 2 --device cuda --dtype bf16
-refused 2 "option --dp-algo: async does not run on --device cuda" -- \
-  "${TINY[@]}" --data "$TEXT" --dp-algo async --device cuda
 refused 1 "option --gpu-comm nccl: device buffers travel through host memory so far" -- \
   "${TINY[@]}" --data "$TEXT" --device cuda --gpu-comm nccl
 

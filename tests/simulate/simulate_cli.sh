@@ -81,9 +81,15 @@ bad() {
   grep -qE -- "^bagpipe: error: $pattern" "$WORK/err" || fail "'$*' said: $(cat "$WORK/err")"
   [ ! -s "$WORK/out" ] || fail "'$*' printed on stdout"
 }
-bad "option --measure, --profile or --device-flops: give exactly one source of computation costs \(0 given\)" "${TINY[@]}"
-bad "option --measure, --profile or --device-flops: give exactly one source .*\(2 given\)" \
+bad "option --measure, --profile, --device-flops or --device emu:GPU: give exactly one source of computation costs \(0 given\)" "${TINY[@]}"
+bad "option --measure, --profile, --device-flops or --device emu:GPU: give exactly one source .*\(2 given\)" \
   "${TINY[@]}" --profile "$WORK/prof.json" --device-flops 1e12 --device-bw 1e11
+bad "option --measure, --profile, --device-flops or --device emu:GPU: give exactly one source .*\(2 given\)" \
+  "${TINY[@]}" --device emu:h100 --device-flops 1e12 --device-bw 1e11
+# An emulated GPU is a target: its data sheet, the rates an emulated run computes at.
+"$BP" simulate "${TINY[@]}" --device emu:h100 >"$WORK/emu.txt" || fail "simulate --device emu:h100 failed"
+grep -q "^computation: emulated H100-SXM5-80GB 494.5 TFLOP/s, 3350 GB/s at efficiency 0.50" "$WORK/emu.txt" ||
+  fail "simulate on emu:h100: $(cat "$WORK/emu.txt")"
 bad "option --device-bw: needed with --device-flops" "${TINY[@]}" --device-flops 1e12
 bad "option --profile: .*/missing.json" "${TINY[@]}" --profile "$WORK/missing.json"
 echo '{"format":"bagpipe-simulate-profile","vocab":256}' >"$WORK/broken.json"

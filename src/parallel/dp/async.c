@@ -132,7 +132,6 @@ const bp_dp_algo_ops bp_dp_async = {
     .lock = lock,
     .unlock = unlock,
     .describe = describe,
-    .reads_weights_on_host = true, /* the averaging thread, on its timer */
     .cost = {.step = step_cost, .warmup = warmup}, /* warm-up: allreduce's buckets */
     .plan = {.variants = variants, .efficiency = efficiency},
 };

@@ -10,8 +10,7 @@
  *  - train and --help: its options and their defaults (`options`, an option group over
  *    its slot of bp_dp_settings; --help lists each under "--dp-algo <name>"), the
  *    defaults that depend on the group (`fill_defaults`), what it refuses (`check`),
- *    AdamW's beta2 where it needs another (`default_beta2`), the device it needs
- *    (`reads_weights_on_host`);
+ *    AdamW's beta2 where it needs another (`default_beta2`);
  *  - simulate, tune and plan: what it sends and computes per bucket and per step
  *    (`cost`, in the operations of parallel/dp/cost.h, which the planner prices), the
  *    settings plan tries and their command-line form (`plan.variants`, with whether

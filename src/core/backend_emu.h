@@ -1,0 +1,63 @@
+/* The emulated backend: a GPU of a data sheet (core/devsheet.h) that computes
+ * nothing but takes the time the GPU would take. Its memory is address space the
+ * host never touches (reserved, inaccessible, no pages behind it), counted against
+ * the GPU's capacity; its operations run on an emulated device timeline:
+ *
+ *  - each stream is busy until a time; an operation issued at host time t on stream
+ *    s starts at max(t, s's busy time) and lasts its modeled duration;
+ *  - kernels also wait for the device: it runs one kernel at a time, whichever
+ *    stream or thread issued it; copies over the host link use the link's copy
+ *    engine of their direction instead, so they overlap kernels;
+ *  - the host returns at once from a kernel; it waits (sleeping) for what it must
+ *    see: event_sync, to_host and to_device (both wait for their copy, as the cuda
+ *    backend's do), and the results of all_finite, sumsq and zero_nonfinite;
+ *  - each thread's default stream (stream NULL) is its own, as with CUDA's
+ *    per-thread default streams: the communication thread's copies wait for the
+ *    kernels it issued, not for the step's later ones.
+ *
+ * Values are not computed: all_finite is true, sumsq 0, to_host writes zeros. Every
+ * modeled duration lasts `dilation` times longer on the host's clock; emulated time
+ * is the clock's time divided by it. */
+#ifndef BP_CORE_BACKEND_EMU_H
+#define BP_CORE_BACKEND_EMU_H
+
+#include "core/backend.h"
+#include "core/devsheet.h"
+
+/* The clock the timeline runs on: the monotonic clock and real sleeps unless a test
+ * gives a virtual one. Times in seconds. */
+typedef struct bp_emu_clock {
+    double (*now)(void *ctx);
+    void (*sleep_until)(void *ctx, double t);
+    void *ctx;
+} bp_emu_clock;
+
+typedef struct bp_emu_config {
+    const bp_device_sheet *sheet;
+    bp_device_rate rate;
+    double dilation;    /* >= 1 */
+    bp_emu_clock clock; /* now == NULL: bp_now and bp_sleep_until */
+} bp_emu_config;
+
+bp_status bp_backend_emu_create(const bp_emu_config *c, bp_backend **out, bp_err *err);
+void bp_backend_emu_destroy(bp_backend *be);
+/* Whether be is an emulated backend. */
+bool bp_backend_is_emu(const bp_backend *be);
+const bp_emu_config *bp_backend_emu_config(const bp_backend *be);
+
+/* A kernel of `seconds` (modeled, before dilation) on stream s (NULL: the calling
+ * thread's default stream): what the models' device operations issue. Returns its
+ * end on the clock. */
+double bp_backend_emu_kernel(const bp_backend *be, bp_dev_stream *s, double seconds);
+/* The host waits (sleeps) until the clock reads t. */
+void bp_backend_emu_wait(const bp_backend *be, double t);
+/* The end on the clock of the work issued so far on s (NULL: the calling thread's
+ * default stream). */
+double bp_backend_emu_busy(const bp_backend *be, bp_dev_stream *s);
+/* Modeled seconds (before dilation) of every kernel and copy issued so far: what
+ * the device was busy with, however the host kept it fed. */
+double bp_backend_emu_work_s(const bp_backend *be);
+/* Bytes allocated now, and the most at any time. */
+size_t bp_backend_emu_used(const bp_backend *be, size_t *peak);
+
+#endif

@@ -1,0 +1,161 @@
+/* core/backend_emu: the emulated device's timeline, checked on a virtual clock (no
+ * test here depends on the machine's speed): an operation starts at the later of
+ * its issue and its stream's busy time, kernels of different streams run one at a
+ * time, copies overlap kernels, the host's waits end exactly when the timeline
+ * reaches them, durations stretch by the dilation; and memory past the device's
+ * capacity is refused with the need and the capacity. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "core/backend_emu.h"
+
+#define GiB 1073741824.0
+
+/* A device of round numbers: 1 GB/s of memory and host link, no launch overhead. */
+static const bp_device_sheet sheet = {.name = "test", .title = "Test-GPU", .fp32_flops = 1e12,
+                                      .tf32_flops = 1e12, .mem_Bps = 1e9,
+                                      .mem_bytes = 2 * GiB, .launch_s = 0, .host_Bps = 1e9};
+
+/* The virtual clock: now is t; sleeping until u sets t to u. */
+typedef struct vclock {
+    double t;
+    int sleeps;
+} vclock;
+static double v_now(void *ctx) { return ((vclock *)ctx)->t; }
+static void v_sleep(void *ctx, double u) {
+    vclock *c = ctx;
+    c->sleeps++;
+    if (u > c->t) c->t = u;
+}
+
+static bp_backend *make(vclock *c, double dilation) {
+    bp_emu_config cfg = {.sheet = &sheet,
+                         .rate = {.flops = 1e12, .mem_Bps = 1e9, .efficiency = 1, .launch_s = 0},
+                         .dilation = dilation,
+                         .clock = {v_now, v_sleep, c}};
+    bp_backend *be = NULL;
+    bp_err err;
+    assert_int_equal(bp_backend_emu_create(&cfg, &be, &err), BP_OK);
+    assert_true(bp_backend_is_emu(be));
+    return be;
+}
+
+static void start_is_issue_or_stream_busy(void **state) {
+    (void)state;
+    vclock c = {0};
+    bp_backend *be = make(&c, 1);
+    assert_true(bp_backend_emu_kernel(be, NULL, 1.0) == 1.0); /* idle: starts at issue */
+    c.t = 0.5;
+    assert_true(bp_backend_emu_kernel(be, NULL, 1.0) == 2.0); /* behind the first */
+    c.t = 5;
+    assert_true(bp_backend_emu_kernel(be, NULL, 1.0) == 6.0); /* idle again */
+    assert_true(c.t == 5); /* the host returned at once every time */
+    bp_backend_emu_destroy(be);
+}
+
+static void one_kernel_at_a_time_across_streams(void **state) {
+    (void)state;
+    vclock c = {0};
+    bp_backend *be = make(&c, 1);
+    bp_dev_stream *a, *b;
+    bp_dev_event *e;
+    bp_err err;
+    assert_int_equal(be->stream_create(be, &a, &err), BP_OK);
+    assert_int_equal(be->stream_create(be, &b, &err), BP_OK);
+    assert_int_equal(be->event_create(be, &e, &err), BP_OK);
+    assert_true(bp_backend_emu_kernel(be, a, 1.0) == 1.0);
+    assert_true(bp_backend_emu_kernel(be, b, 0.25) == 1.25); /* b was idle, the device not */
+    assert_true(bp_backend_emu_busy(be, a) == 1.0);
+    assert_int_equal(be->event_record(be, e, b, &err), BP_OK);
+    assert_true(c.t == 0);
+    assert_int_equal(be->event_sync(be, e, &err), BP_OK);
+    assert_true(c.t == 1.25); /* the host slept until the event */
+    /* a stream that waits for an event starts after it */
+    assert_int_equal(be->stream_wait(be, a, e, &err), BP_OK);
+    c.t = 1.0;
+    assert_true(bp_backend_emu_busy(be, a) == 1.25);
+    be->event_destroy(be, e);
+    be->stream_destroy(be, a);
+    be->stream_destroy(be, b);
+    bp_backend_emu_destroy(be);
+}
+
+static void copies_overlap_kernels(void **state) {
+    (void)state;
+    vclock c = {0};
+    bp_backend *be = make(&c, 1);
+    bp_dev_stream *s;
+    bp_err err;
+    void *d = NULL;
+    float host[4] = {1, 2, 3, 4};
+    assert_int_equal(be->alloc(be, &d, (size_t)1e9, "buffer", &err), BP_OK);
+    assert_int_equal(be->stream_create(be, &s, &err), BP_OK);
+    assert_true(bp_backend_emu_kernel(be, s, 2.0) == 2.0);
+    be->to_device(be, d, host, (size_t)1e9); /* 1 s on the link, beside the kernel */
+    assert_true(c.t == 1.0);
+    be->to_device(be, d, host, (size_t)5e8); /* the link's engine is free again at 1 */
+    assert_true(c.t == 1.5);
+    be->to_host(be, host, d, sizeof host); /* values are not computed: zeros */
+    for (int i = 0; i < 4; i++) assert_true(host[i] == 0);
+    /* a kernel of this thread's default stream waits for its copies, not for s */
+    assert_true(bp_backend_emu_kernel(be, NULL, 1.0) == 3.0); /* the device is busy to 2 */
+    be->stream_destroy(be, s);
+    be->free(be, d);
+    bp_backend_emu_destroy(be);
+}
+
+static void results_wait_and_passes_take_their_bytes(void **state) {
+    (void)state;
+    vclock c = {0};
+    bp_backend *be = make(&c, 4);
+    void *d = NULL;
+    bp_err err;
+    size_t n = 250000000; /* 1e9 bytes of floats */
+    assert_int_equal(be->alloc(be, &d, n * sizeof(float), "buffer", &err), BP_OK);
+    be->scale(be, d, n, 2.0f); /* reads and writes: 2 s, dilated to 8 */
+    assert_true(c.t == 0);
+    assert_true(bp_backend_emu_busy(be, NULL) == 8.0);
+    assert_true(be->all_finite(be, d, n)); /* reads: 1 s more, dilated, and waits */
+    assert_true(c.t == 12.0);
+    assert_true(be->sumsq(be, d, n) == 0);
+    assert_true(c.t == 16.0);
+    be->free(be, d);
+    bp_backend_emu_destroy(be);
+}
+
+static void memory_past_capacity_is_refused(void **state) {
+    (void)state;
+    vclock c = {0};
+    bp_backend *be = make(&c, 1);
+    void *a = NULL, *b = NULL;
+    bp_err err;
+    assert_int_equal(be->alloc(be, &a, (size_t)GiB, "parameters", &err), BP_OK);
+    assert_true(be->owns(be, (char *)a + 100));
+    assert_int_equal(be->alloc(be, &b, (size_t)(1.5 * GiB), "activations", &err), BP_ENOMEM);
+    assert_null(b);
+    assert_string_equal(err.msg,
+                        "emulated Test-GPU: out of memory allocating activations: needs at least "
+                        "2.50 GiB, the device has 2.00 GiB");
+    size_t peak;
+    assert_true(bp_backend_emu_used(be, &peak) == (size_t)GiB && peak == (size_t)GiB);
+    be->free(be, a);
+    assert_int_equal(be->alloc(be, &b, (size_t)(1.5 * GiB), "activations", &err), BP_OK);
+    be->free(be, b);
+    bp_backend_emu_destroy(be);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(start_is_issue_or_stream_busy),
+        cmocka_unit_test(one_kernel_at_a_time_across_streams),
+        cmocka_unit_test(copies_overlap_kernels),
+        cmocka_unit_test(results_wait_and_passes_take_their_bytes),
+        cmocka_unit_test(memory_past_capacity_is_refused),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
