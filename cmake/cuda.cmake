@@ -75,7 +75,8 @@ else()
   message(STATUS "bagpipe: CUDA backend off (BP_CUDA=${BP_CUDA})")
 endif()
 
-# The GPU object libraries of each layer; their objects are added to BP_OBJECTS.
+# The GPU object libraries of each layer; their objects are added to the layer's
+# library and to BP_OBJECTS.
 macro(bp_cuda_targets)
   # The backend table's element-wise kernels round as the cpu code does (no contraction
   # into fused multiply-adds), so they give its bits.
@@ -93,6 +94,8 @@ macro(bp_cuda_targets)
         target_compile_definitions(bp_${layer}_cuda PRIVATE BP_HAVE_NCCL)
       endif()
       list(APPEND BP_OBJECTS $<TARGET_OBJECTS:bp_${layer}_cuda>)
+      target_sources(bp_${layer} PRIVATE $<TARGET_OBJECTS:bp_${layer}_cuda>)
+      target_link_libraries(bp_${layer} PUBLIC ${BP_CUDA_DEPS})
     endif()
   endforeach()
 endmacro()

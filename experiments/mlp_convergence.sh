@@ -3,7 +3,7 @@
 # measured on the default mlp (784-256-256-10, Fashion-MNIST, batch 64, one epoch of
 # 937 steps, SGD with its cosine decay): the steps each configuration takes to reach a
 # validation loss, over its baseline's. The factors plan ships for mlp
-# (src/parallel/sim/plan.c) are this page's. About 5 minutes with 2 cores to itself.
+# (src/plan/plan_inputs.c) are this page's. About 5 minutes with 2 cores to itself.
 # Environment: BAGPIPE (binary), RUNS_DIR (where run folders go).
 source "$(dirname "$0")/lib.sh"
 study_begin mlp_convergence "mlp: steps to a validation loss, each kind of update against its baseline"

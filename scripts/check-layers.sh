@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Every #include of src/ and include/ points down the layers of DESIGN.md section 1:
-#   cli > train > parallel > {comm, nn, data};  comm > compress > core;  nn, data > core
+# Every #include of src/ and include/ points down the layers of DESIGN.md section 1
+# and the planner above the trainer:
+#   cli > plan > train > parallel > {comm, nn, data};  comm > compress > core;  nn, data > core
 # A file of src/<layer>/ (or a subfolder of it) may include its own layer and those
 # below; the public headers include/bagpipe/<x>.h belong to the layer they expose
 # (status.h: core, compress.h: compress, comm.h and comm_mpi.h: comm, bagpipe.h: all).
@@ -19,7 +20,8 @@ declare -A allowed=(
   [data]="data core"
   [parallel]="parallel comm compress nn data core"
   [train]="train parallel comm compress nn data core"
-  [cli]="cli train parallel comm compress nn data core"
+  [plan]="plan train parallel comm compress nn data core"
+  [cli]="cli plan train parallel comm compress nn data core"
   [api]="api comm compress core"
 )
 

@@ -10,17 +10,17 @@
 
 #include "bagpipe/comm.h"
 #include "bagpipe/status.h"
-#include "cli/plan.h"
 #include "cli/export.h"
 #include "cli/report.h"
-#include "cli/tune.h"
 #include "core/device.h"
 #include "core/log.h"
 #include "core/options.h"
+#include "plan/plan.h"
+#include "plan/plan_report.h"
+#include "plan/simulate.h"
+#include "plan/tune_report.h"
 #include "train/config.h"
-#include "train/plan.h"
 #include "train/sample.h"
-#include "train/simulate.h"
 #include "train/trainer.h"
 
 #define BAGPIPE_VERSION "0.1.0"
@@ -185,7 +185,7 @@ static int cmd_tune(int argc, char **argv, const char *prog) {
     if (rc == BP_OK && !help) rc = bp_tune_config_finalize(&cfg, &err);
     if (rc == BP_OK && !help)
         rc = bp_device_require(cfg.train.device.kind, "option --device cuda", &err);
-    if (rc == BP_OK && !help) rc = bp_cli_tune(&cfg, prog, argc, argv, stdout, &err);
+    if (rc == BP_OK && !help) rc = bp_tune_report(&cfg, prog, argc, argv, stdout, &err);
     return rc ? fail(rc, &err) : 0;
 }
 
@@ -236,7 +236,7 @@ static int cmd_plan(int argc, char **argv, const char *prog) {
     bp_plan_result res = {0};
     if (rc == BP_OK && !help) rc = bp_plan_run(&cfg, world, argc, argv, &res, &err);
     if (rc == BP_OK && !help && rank == 0)
-        rc = bp_cli_plan_report(&cfg, &res, prog, argc, argv, stdout, &err);
+        rc = bp_plan_report(&cfg, &res, prog, argc, argv, stdout, &err);
     bp_plan_result_free(&res);
     if (rc && (rank == 0 || rc != BP_EUSAGE)) bp_log_error("%s", err.msg);
     bp_comm_finalize(world);

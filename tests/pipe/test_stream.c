@@ -19,7 +19,7 @@
  *    collective), with sends that complete only when received and the runtime's
  *    slots (peak of them, shared by the pipelines, reused only once their sends
  *    completed);
- *  - the simulator (parallel/sim/pipeline.h) runs the same lists to the end and
+ *  - the simulator (plan/sim_pipeline.h) runs the same lists to the end and
  *    predicts the same peak on every stage; with free updates a stream of K steps
  *    is at most 3% slower per step than a flush every step (the lists are greedy,
  *    not optimal: N > S with a tied tensor loses a little), and 1f1b with S >= 3
@@ -37,7 +37,7 @@
 #include <cmocka.h>
 
 #include "parallel/schedule.h"
-#include "parallel/sim/pipeline.h"
+#include "plan/sim_pipeline.h"
 
 enum { MAX_S = 5, MAX_N = 3, MAX_M = 4, MAX_K = 4, MAX_V = MAX_N * MAX_M * MAX_K,
        MAX_OPS = 2 * MAX_V + MAX_K * MAX_N, MAX_SLOTS = MAX_V };

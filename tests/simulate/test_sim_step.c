@@ -1,5 +1,5 @@
-/* The step simulator (parallel/sim/step.c) and its analytic model
- * (parallel/sim/model.c) on cases with closed forms.
+/* The step simulator (plan/sim_step.c) and its analytic model
+ * (plan/sim_model.c) on cases with closed forms.
  *
  *  - The analytic gpt has the tensors bp_model_create_tp lays out (count, order,
  *    shard sizes, owning block, the head's tied copy) and the activation bytes
@@ -44,9 +44,9 @@
 #include "parallel/dp/easgd.h"
 #include "parallel/dp/powersgd.h"
 #include "parallel/dp/qadam.h"
-#include "parallel/sim/machine.h"
-#include "parallel/sim/model.h"
-#include "parallel/sim/step.h"
+#include "plan/sim_machine.h"
+#include "plan/sim_model.h"
+#include "plan/sim_step.h"
 
 #define assert_near(a, b, tol) assert_near_at((a), (b), (tol), __FILE__, __LINE__)
 static void assert_near_at(double a, double b, double tol, const char *file, int line) {

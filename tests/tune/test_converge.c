@@ -1,4 +1,4 @@
-/* The convergence side of tune (parallel/sim/tune/converge.c).
+/* The convergence side of tune (plan/tune_converge.c).
  *
  *  - Samples to a target on a known curve (2 + 3 exp(-s / 500) evaluated every 100
  *    samples) against a plain computation: the first sample, on a fine grid, where
@@ -18,7 +18,7 @@
 
 #include <cmocka.h>
 
-#include "parallel/sim/tune.h"
+#include "plan/tune_search.h"
 
 enum { POINTS = 10 };
 

@@ -1,4 +1,4 @@
-/* The pipeline step predictor (parallel/sim/pipeline.c) on synthetic stages.
+/* The pipeline step predictor (plan/sim_pipeline.c) on synthetic stages.
  *
  *  - Equal stages, free messages: gpipe, 1f1b and afp:K take (V + S - 1)(F + B)
  *    for a stream of V = N x M micro-batches; the bubble, (S - 1) / (V + S - 1),
@@ -26,7 +26,7 @@
 #include "bagpipe/comm.h"
 #include "core/rng.h"
 #include "parallel/schedule.h"
-#include "parallel/sim/pipeline.h"
+#include "plan/sim_pipeline.h"
 
 enum { MAX_S = 8 };
 

@@ -13,7 +13,7 @@
 #include "core/options.h"
 #include "parallel/buckets.h"
 #include "parallel/dp.h"
-#include "parallel/sim/cost.h"
+#include "parallel/dp/cost.h"
 
 typedef struct bp_dp_tune bp_dp_tune;
 
@@ -93,8 +93,10 @@ struct bp_dp_algo_ops {
     void (*unlock)(bp_dp *dp);
     /* The settings after the name, e.g. " peers=all interval=2" (NULL: none). */
     void (*describe)(const bp_dp_config *cfg, char *buf, size_t n);
-    /* What it sends and computes, for the step simulator (parallel/sim/cost.h). */
+    /* What it sends and computes, for the step simulator (parallel/dp/cost.h). */
     bp_dp_cost cost;
+    /* The settings plan tries and its measured statistical efficiency (cost.h). */
+    bp_dp_plan plan;
 };
 
 /* The table of algorithm `algo` (bp_dp_algo, BP_DP_AVGPIPE included); NULL if none. */

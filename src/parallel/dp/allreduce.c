@@ -12,11 +12,21 @@ bp_status bp_dp_allreduce_bucket(bp_dp *dp, const bp_bucket *b, bp_err *err) {
 /* A ring allreduce of the bucket. */
 double bp_dp_allreduce_bucket_cost(const bp_dp_cost_env *e, const bp_dp_cost_bucket *b,
                                    double *bytes) {
-    return bp_sim_allreduce_cost(e, b->len, bytes);
+    return bp_dp_allreduce_cost(e, b->len, bytes);
 }
+
+/* plan tries three bucket sizes, each also hierarchical across nodes; allreduce is
+ * the baseline of every efficiency. */
+static const bp_dp_variant variants[] = {
+    {.args = "--bucket-mb 2"}, {.args = "--bucket-mb 10"}, {.args = "--bucket-mb 40"}, {0}};
+static const bp_dp_efficiency efficiency[] = {
+    {"gpt", 0, 1.0, BP_DP_STUDY_GPT "728.6"},
+    {"mlp", 0, 1.0, BP_DP_STUDY_MLP "693.4"},
+    {0}};
 
 const bp_dp_algo_ops bp_dp_allreduce = {
     .kind = BP_DP_GRADIENT,
     .bucket = bp_dp_allreduce_bucket,
     .cost = {.bucket = bp_dp_allreduce_bucket_cost},
+    .plan = {.variants = variants, .hierarchical = true, .efficiency = efficiency},
 };

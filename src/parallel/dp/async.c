@@ -94,8 +94,8 @@ static void describe(const bp_dp_config *c, char *buf, size_t n) {
  * allreduce's bytes (with the round counter) per round that fits in a step. */
 static void step_cost(const bp_dp_cost_env *e, size_t n, bp_dp_step_cost *out) {
     double round =
-        settings_of(e->cfg)->sync_ms * 1e-3 + bp_sim_ring_allreduce_s(e->m, e->link, e->p, n + 1);
-    out->bytes = bp_sim_ring_bytes(e->p, n + 1) * e->step_s / round;
+        settings_of(e->cfg)->sync_ms * 1e-3 + e->price->ring_allreduce_s(e, n + 1);
+    out->bytes = bp_dp_ring_bytes(e->p, n + 1) * e->step_s / round;
 }
 
 static int64_t warmup(const bp_dp_config *c) { return settings_of(c)->warmup; }
@@ -113,6 +113,12 @@ static const bp_option options[] = {
 static const bp_async_settings defaults = {.sync_ms = 20, .warmup = 0};
 static const bp_option_group option_group = BP_OPTION_GROUP(options, defaults);
 
+static const bp_dp_variant variants[] = {{.args = ""}, {0}};
+static const bp_dp_efficiency efficiency[] = {
+    {"gpt", 0, 1.156, BP_DP_STUDY_GPT "842.4 (sync-ms 20)"},
+    {"mlp", 0, 1.120, BP_DP_STUDY_MLP "776.7 (moves with the load: 759.4 in an earlier run)"},
+    {0}};
+
 const bp_dp_algo_ops bp_dp_async = {
     .kind = BP_DP_WEIGHT,
     .options = &option_group,
@@ -128,4 +134,5 @@ const bp_dp_algo_ops bp_dp_async = {
     .describe = describe,
     .reads_weights_on_host = true, /* the averaging thread, on its timer */
     .cost = {.step = step_cost, .warmup = warmup}, /* warm-up: allreduce's buckets */
+    .plan = {.variants = variants, .efficiency = efficiency},
 };

@@ -20,8 +20,14 @@ static bp_status bucket(bp_dp *dp, const bp_bucket *b, bp_err *err) {
 }
 
 static double bucket_cost(const bp_dp_cost_env *e, const bp_dp_cost_bucket *b, double *bytes) {
-    return bp_sim_lp_allreduce_cost(e, b->len, bytes);
+    return bp_dp_lp_allreduce_cost(e, b->len, bytes);
 }
+
+static const bp_dp_variant variants[] = {{.args = ""}, {0}};
+static const bp_dp_efficiency efficiency[] = {
+    {"gpt", 0, 1.246, BP_DP_STUDY_GPT "907.7"},
+    {"mlp", 0, 1.093, BP_DP_STUDY_MLP "757.9"},
+    {0}};
 
 const bp_dp_algo_ops bp_dp_bytegrad = {
     .kind = BP_DP_GRADIENT,
@@ -29,4 +35,5 @@ const bp_dp_algo_ops bp_dp_bytegrad = {
     .destroy = bp_dp_minmax_destroy,
     .bucket = bucket,
     .cost = {.bucket = bucket_cost, .state = 0.5}, /* the codec's bytes */
+    .plan = {.variants = variants, .hierarchical = true, .efficiency = efficiency},
 };

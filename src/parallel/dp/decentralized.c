@@ -114,10 +114,10 @@ static void step_cost(const bp_dp_cost_env *e, size_t n, bp_dp_step_cost *out) {
     out->every = (double)settings_of(e->cfg)->interval;
     out->overlapped = !step_first(e->cfg);
     if (settings_of(e->cfg)->peers == BP_PEERS_ALL) {
-        out->s = bp_sim_allreduce_cost(e, n, &out->bytes);
+        out->s = bp_dp_allreduce_cost(e, n, &out->bytes);
         return;
     }
-    out->s = bp_sim_message_s(e->link, n * sizeof(float)) + e->link->wake_s + bp_sim_vec_s(e->m, n);
+    out->s = e->price->message_s(e, n * sizeof(float)) + e->price->wake_s(e) + e->price->vec_s(e, n);
     out->bytes = (double)n * sizeof(float);
 }
 
@@ -140,6 +140,18 @@ static const bp_decentralized_settings defaults = {
     .peers = BP_PEERS_SHIFT_ONE, .interval = 1, .order = BP_DECENTRALIZED_BAGUA};
 static const bp_option_group option_group = BP_OPTION_GROUP(options, defaults);
 
+/* shift_one pairs the ranks: an even group. */
+static bool even(int dp, int pp, bp_optim_kind optim) {
+    (void)pp, (void)optim;
+    return dp % 2 == 0;
+}
+static const bp_dp_variant variants[] = {
+    {.args = "--peers shift_one", .fits = even}, {.args = "--peers all"}, {0}};
+static const bp_dp_efficiency efficiency[] = {
+    {"gpt", 0, 1.083, BP_DP_STUDY_GPT "788.8 (shift_one; other settings taken alike)"},
+    {"mlp", 0, 1.085, BP_DP_STUDY_MLP "752.2 (shift_one; other settings taken alike)"},
+    {0}};
+
 const bp_dp_algo_ops bp_dp_decentralized = {
     .kind = BP_DP_WEIGHT,
     .options = &option_group,
@@ -152,4 +164,5 @@ const bp_dp_algo_ops bp_dp_decentralized = {
     .after_step = after_step,
     .describe = describe,
     .cost = {.step = step_cost},
+    .plan = {.variants = variants, .efficiency = efficiency},
 };

@@ -82,7 +82,7 @@ void bp_dp_easgd_describe(const bp_dp_config *c, char *buf, size_t n) {
 
 /* Every period: the differences to the center and their allreduce. */
 static void step_cost(const bp_dp_cost_env *e, size_t n, bp_dp_step_cost *out) {
-    out->s = bp_sim_vec_s(e->m, 4 * n) + bp_sim_allreduce_cost(e, n, &out->bytes);
+    out->s = e->price->vec_s(e, 4 * n) + bp_dp_allreduce_cost(e, n, &out->bytes);
     out->every = (double)settings_of(e->cfg)->period;
 }
 
@@ -101,6 +101,12 @@ static const bp_option options[] = {
 static const bp_easgd_settings defaults = {.alpha = -1, .period = 4};
 static const bp_option_group option_group = BP_OPTION_GROUP(options, defaults);
 
+static const bp_dp_variant variants[] = {{.args = ""}, {0}};
+static const bp_dp_efficiency efficiency[] = {
+    {"gpt", 0, 1.372, BP_DP_STUDY_GPT "1000 (its final loss; a lower bound)"},
+    {"mlp", 0, 1.274, BP_DP_STUDY_MLP "883.4 (its final loss)"},
+    {0}};
+
 const bp_dp_algo_ops bp_dp_easgd = {
     .kind = BP_DP_WEIGHT,
     .options = &option_group,
@@ -112,4 +118,5 @@ const bp_dp_algo_ops bp_dp_easgd = {
     .state = bp_dp_easgd_state,
     .describe = bp_dp_easgd_describe,
     .cost = {.step = step_cost, .state = 2}, /* the center and the differences */
+    .plan = {.variants = variants, .efficiency = efficiency},
 };

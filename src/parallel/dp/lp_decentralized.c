@@ -71,12 +71,17 @@ static void describe(const bp_dp_config *c, char *buf, size_t n) {
 /* Every step: the difference to encode, its two compressed messages to the ring's
  * neighbours, and the three decodes and updates of the replicas. */
 static void step_cost(const bp_dp_cost_env *e, size_t n, bp_dp_step_cost *out) {
-    const bp_sim_machine *m = e->m;
-    out->s = bp_sim_vec_s(m, 4 * n) + bp_sim_minmax_s(m, n, true) +
-             bp_sim_burst_s(e->link, 2, bp_sim_minmax_bytes(n)) + bp_sim_minmax_s(m, 3 * n, false) +
-             bp_sim_vec_s(m, 3 * n);
-    out->bytes = 2.0 * (double)bp_sim_minmax_bytes(n);
+    out->s = e->price->vec_s(e, 4 * n) + e->price->minmax_s(e, n, true) +
+             e->price->burst_s(e, 2, bp_dp_minmax_bytes(n)) + e->price->minmax_s(e, 3 * n, false) +
+             e->price->vec_s(e, 3 * n);
+    out->bytes = 2.0 * (double)bp_dp_minmax_bytes(n);
 }
+
+static const bp_dp_variant variants[] = {{.args = ""}, {0}};
+static const bp_dp_efficiency efficiency[] = {
+    {"gpt", 0, 1.118, BP_DP_STUDY_GPT "814.8"},
+    {"mlp", 0, 1.009, BP_DP_STUDY_MLP "699.9"},
+    {0}};
 
 const bp_dp_algo_ops bp_dp_lp_decentralized = {
     .kind = BP_DP_WEIGHT,
@@ -86,4 +91,5 @@ const bp_dp_algo_ops bp_dp_lp_decentralized = {
     .state = state,
     .describe = describe,
     .cost = {.step = step_cost, .state = 3.5}, /* x_hat of self and neighbours, codec */
+    .plan = {.variants = variants, .efficiency = efficiency},
 };

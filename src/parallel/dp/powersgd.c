@@ -122,7 +122,7 @@ static double bucket_cost(const bp_dp_cost_env *e, const bp_dp_cost_bucket *b, d
     size_t Pn = 0, Qn = 0, n = 0;
     double flops = 0, min_rate = settings_of(e->cfg)->min_rate;
     for (int i = 0; i < b->n_tensors; i++) {
-        const bp_sim_tensor *t = &b->t[i];
+        const bp_dp_cost_tensor *t = &b->t[i];
         n += t->numel;
         double rows = (double)t->rows, cols = (double)t->cols;
         double want = settings_of(e->cfg)->rank;
@@ -135,8 +135,8 @@ static double bucket_cost(const bp_dp_cost_env *e, const bp_dp_cost_bucket *b, d
             Pn += t->numel;
         }
     }
-    return bp_sim_matmul_s(e->m, flops) + bp_sim_vec_s(e->m, 2 * n) +
-           bp_sim_allreduce_cost(e, Pn, bytes) + (Qn ? bp_sim_allreduce_cost(e, Qn, bytes) : 0);
+    return e->price->matmul_s(e, flops) + e->price->vec_s(e, 2 * n) +
+           bp_dp_allreduce_cost(e, Pn, bytes) + (Qn ? bp_dp_allreduce_cost(e, Qn, bytes) : 0);
 }
 
 static int64_t warmup(const bp_dp_config *c) { return settings_of(c)->warmup; }
@@ -157,6 +157,12 @@ static const bp_powersgd_settings defaults = {
     .rank = 8, .warmup = 0, .min_rate = 2, .orth_q = true};
 static const bp_option_group option_group = BP_OPTION_GROUP(options, defaults);
 
+static const bp_dp_variant variants[] = {{.args = ""}, {0}};
+static const bp_dp_efficiency efficiency[] = {
+    {"gpt", 0, 1.299, BP_DP_STUDY_GPT "946.4 (rank 8; other ranks taken alike)"},
+    {"mlp", 0, 1.009, BP_DP_STUDY_MLP "699.7"},
+    {0}};
+
 const bp_dp_algo_ops bp_dp_powersgd = {
     .kind = BP_DP_GRADIENT,
     .options = &option_group,
@@ -166,4 +172,5 @@ const bp_dp_algo_ops bp_dp_powersgd = {
     .state = state,
     .describe = describe,
     .cost = {.bucket = bucket_cost, .warmup = warmup, .state = 1}, /* the errors */
+    .plan = {.variants = variants, .efficiency = efficiency},
 };

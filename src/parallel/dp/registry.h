@@ -2,7 +2,22 @@
  * --dp-algo's choices: X(ID, "name", ops), ops being the bp_dp_algo_ops defined in
  * parallel/dp/<name>.c. The enum bp_dp_algo, the option's choices, the engine's
  * table and the declarations of the ops all come from these lists, so an algorithm is
- * one file and one line here. */
+ * one file and one line here.
+ *
+ * The file declares, in its bp_dp_algo_ops (parallel/dp/algo.h), everything anyone
+ * needs of the algorithm, and everyone enumerates these lists instead of naming it:
+ *  - the engine: its rule (per bucket, in place of the update, or after it) and state;
+ *  - train and --help: its options and their defaults (`options`, an option group over
+ *    its slot of bp_dp_settings; --help lists each under "--dp-algo <name>"), the
+ *    defaults that depend on the group (`fill_defaults`), what it refuses (`check`),
+ *    AdamW's beta2 where it needs another (`default_beta2`), the device it needs
+ *    (`reads_weights_on_host`);
+ *  - simulate, tune and plan: what it sends and computes per bucket and per step
+ *    (`cost`, in the operations of parallel/dp/cost.h, which the planner prices), the
+ *    settings plan tries and their command-line form (`plan.variants`, with whether
+ *    they also run hierarchically), and its statistical efficiency per model with the
+ *    study it comes from (`plan.efficiency`).
+ * docs/manual/algorithms.md walks through adding one. */
 #ifndef BP_PARALLEL_DP_REGISTRY_H
 #define BP_PARALLEL_DP_REGISTRY_H
 

@@ -1,0 +1,85 @@
+#include "plan/sim_measure.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/blas.h"
+#include "core/timer.h"
+#include "nn/optim.h"
+#include "parallel/partition.h"
+#include "plan/sim_kernels.h"
+#include "plan/sim_standins.h"
+#include "plan/sim_wake.h"
+
+#define MEASURE_S 3.0
+
+/* n threads standing for the job's other ranks, a stage's worth of blocks each. */
+static bp_status busy_start(int n, const bp_model_config *mc, int pp, int micro_B,
+                            bp_sim_standins **out, bp_err *err) {
+    int blocks = (bp_model_num_blocks(mc) + pp - 1) / pp;
+    return bp_sim_standins_start(n, mc, blocks, 1, micro_B, bp_model_sample_len(mc), out, err);
+}
+
+/* The wake delay (plan/sim_wake.h) at the profiled micro-batch size, a stage's blocks. */
+static bp_status time_wake(const bp_model_config *mc, int pp, int micro_B, double *wake,
+                           bp_err *err) {
+    int blocks = (bp_model_num_blocks(mc) + pp - 1) / pp;
+    return bp_measure_wake(mc, blocks, micro_B, bp_model_sample_len(mc), 200, wake, err);
+}
+
+/* Each block's forward and backward: CPU time times the slowdown, over rounds of
+ * every block until MEASURE_S have passed: the load of a shared machine changes
+ * from one second to the next, and a training run lasts many. */
+static bp_status time_blocks(const bp_simulate_config *c, const bp_model_config *mc, int micro_B,
+                             bp_sim_profile *p, bp_err *err) {
+    const bp_train_config *t = &c->train;
+    int W = t->dp * t->pipeline.stages * t->tp, n = bp_model_num_blocks(mc), rounds = 0;
+    bp_block_profile *bp = calloc((size_t)n, sizeof *bp);
+    p->fwd_s = calloc((size_t)n, sizeof(double));
+    p->bwd_s = calloc((size_t)n, sizeof(double));
+    if (!bp || !p->fwd_s || !p->bwd_s) {
+        free(bp);
+        return bp_fail(err, BP_ENOMEM, "out of memory");
+    }
+    bp_sim_standins *b = NULL;
+    int others = c->busy_threads >= 0 ? c->busy_threads : W - 1;
+    bp_status rc = busy_start(others, mc, t->pipeline.stages, micro_B, &b, err);
+    double wall = 0, cpu = 0, t0 = bp_now();
+    while (rc == BP_OK && (rounds == 0 || bp_now() - t0 < MEASURE_S)) {
+        rc = bp_profile_blocks_split(mc, micro_B, bp_model_sample_len(mc), bp, err);
+        for (int i = 0; rc == BP_OK && i < n; i++) {
+            wall += bp[i].wall_s, cpu += bp[i].cpu_s;
+            p->fwd_s[i] += bp[i].fwd_cpu_s, p->bwd_s[i] += bp[i].bwd_cpu_s;
+        }
+        rounds++;
+    }
+    bp_sim_standins_stop(b);
+    b = NULL;
+    p->slowdown = c->load >= 1 ? c->load : cpu > 0 && wall > cpu ? wall / cpu : 1.0;
+    for (int i = 0; rc == BP_OK && i < n; i++) {
+        p->fwd_s[i] *= p->slowdown / rounds;
+        p->bwd_s[i] *= p->slowdown / rounds;
+    }
+    if (rc == BP_OK && W > 1) rc = busy_start(others - 1, mc, t->pipeline.stages, micro_B, &b, err);
+    if (rc == BP_OK && W > 1) rc = time_wake(mc, t->pipeline.stages, micro_B, &p->wake_s, err);
+    bp_sim_standins_stop(b);
+    p->n_blocks = n;
+    free(bp);
+    return rc;
+}
+
+bp_status bp_sim_measure(const bp_simulate_config *c, int micro_B, bp_sim_profile *p, bp_err *err) {
+    memset(p, 0, sizeof *p);
+    bp_train_model_config(&c->train, &p->mc);
+    if (c->vocab > 0 && bp_model_kind_facts(p->mc.kind)->reads_tokens) p->mc.vocab = c->vocab;
+    p->micro_B = micro_B;
+    p->tp = 1; /* whole blocks; the simulator scales them to a tp shard */
+    bp_blas_set_threads(c->train.threads);
+    bp_train_denormals(&c->train.device); /* as the run would compute */
+    bp_status rc = time_blocks(c, &p->mc, micro_B, p, err);
+    bp_optim_config oc;
+    bp_train_optim_config(&c->train, &oc);
+    if (rc == BP_OK) rc = bp_sim_time_kernels(&oc, p, err);
+    if (rc) bp_sim_profile_free(p);
+    return rc;
+}

@@ -1,0 +1,58 @@
+/* The prices of what the dp algorithms declare they do (parallel/dp/cost.h) on a
+ * simulated machine: the environment's machine is a bp_sim_machine, its link a
+ * bp_sim_link. */
+#include <math.h>
+
+#include "plan/sim_machine.h"
+
+static const bp_sim_machine *machine(const bp_dp_cost_env *e) { return e->machine; }
+static const bp_sim_link *link_of(const bp_dp_cost_env *e) { return e->link; }
+
+static double ring_allreduce_s(const bp_dp_cost_env *e, size_t n) {
+    return bp_sim_ring_allreduce_s(machine(e), link_of(e), e->p, n);
+}
+
+static double message_s(const bp_dp_cost_env *e, size_t bytes) {
+    return bp_sim_message_s(link_of(e), bytes);
+}
+
+static double wake_s(const bp_dp_cost_env *e) { return link_of(e)->wake_s; }
+
+static double burst_on(const bp_sim_link *l, int k, size_t bytes) {
+    if (k <= 0) return 0;
+    if (l->net.on) return k * (double)bytes * 8.0 / l->net.bw_bps + l->net.lat_s + l->wake_s;
+    return l->msg_s + (l->copy_Bps > 0 ? k * (double)bytes / l->copy_Bps : 0) + l->wake_s;
+}
+
+static double burst_s(const bp_dp_cost_env *e, int k, size_t bytes) {
+    return burst_on(link_of(e), k, bytes);
+}
+
+static double alltoall_s(const bp_dp_cost_env *e, size_t wire) {
+    int p = e->p, here = e->here;
+    double t = burst_on(link_of(e), p - 1, wire);
+    const bp_sim_link *node = &machine(e)->inter;
+    if (here > 1 && here < p && node->net.on)
+        t = fmax(t, (double)here * (p - here) * (double)wire * 8.0 / node->net.bw_bps +
+                        node->net.lat_s + node->wake_s);
+    return t;
+}
+
+static double minmax_s(const bp_dp_cost_env *e, size_t n, bool encode) {
+    return bp_sim_minmax_s(machine(e), n, encode);
+}
+
+static double matmul_s(const bp_dp_cost_env *e, double flops) { return bp_sim_matmul_s(machine(e), flops); }
+
+static double vec_s(const bp_dp_cost_env *e, size_t n) { return bp_sim_vec_s(machine(e), n); }
+
+const bp_dp_prices bp_sim_prices = {
+    .ring_allreduce_s = ring_allreduce_s,
+    .message_s = message_s,
+    .wake_s = wake_s,
+    .burst_s = burst_s,
+    .alltoall_s = alltoall_s,
+    .minmax_s = minmax_s,
+    .matmul_s = matmul_s,
+    .vec_s = vec_s,
+};

@@ -1,0 +1,66 @@
+/* The wake delay of a rank that waited (plan/sim_wake.h). */
+#include "plan/sim_wake.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+
+#include "core/timer.h"
+#include "parallel/partition.h"
+
+typedef struct relay {
+    atomic_int turn; /* 0: main thread, 1: partner, 2: stop */
+    bp_range_bench *rb[2];
+    double work_s[2]; /* wall time of each side's passes */
+} relay;
+
+static void work(relay *r, int side) {
+    double t[4];
+    bp_err ignored;
+    if (bp_range_bench_pass(r->rb[side], t, &ignored) == BP_OK) r->work_s[side] += t[0] + t[2];
+}
+
+/* Wait for the token; false when told to stop. */
+static bool await_turn(relay *r, int me) {
+    int v;
+    while ((v = atomic_load(&r->turn)) != me && v != 2) sched_yield();
+    return v == me;
+}
+
+static void *partner(void *arg) {
+    relay *r = arg;
+    while (await_turn(r, 1)) {
+        work(r, 1);
+        atomic_store(&r->turn, 0);
+    }
+    return NULL;
+}
+
+bp_status bp_measure_wake(const bp_model_config *mc, int blocks, int micro_B, int T,
+                          int max_rounds, double *wake, bp_err *err) {
+    relay r = {.work_s = {0, 0}};
+    atomic_init(&r.turn, 0);
+    bp_status rc = bp_range_bench_create(mc, 0, blocks, micro_B, T, &r.rb[0], err);
+    if (rc == BP_OK) rc = bp_range_bench_create(mc, 0, blocks, micro_B, T, &r.rb[1], err);
+    pthread_t th;
+    if (rc == BP_OK && pthread_create(&th, NULL, partner, &r))
+        rc = bp_fail(err, BP_ENOMEM, "cannot start a measuring thread");
+    int rounds = 0;
+    double t0 = bp_now();
+    for (; rc == BP_OK && rounds < max_rounds && (rounds < 10 || bp_now() - t0 < 1.0); rounds++) {
+        work(&r, 0);
+        atomic_store(&r.turn, 1);
+        await_turn(&r, 0);
+    }
+    if (rc == BP_OK) {
+        double total = bp_now() - t0;
+        atomic_store(&r.turn, 2);
+        pthread_join(th, NULL);
+        *wake = fmax(0, (total - r.work_s[0] - r.work_s[1]) / (2.0 * rounds));
+    }
+    if (r.rb[0]) bp_range_bench_destroy(r.rb[0]);
+    if (r.rb[1]) bp_range_bench_destroy(r.rb[1]);
+    return rc;
+}
