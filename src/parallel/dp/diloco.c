@@ -265,13 +265,13 @@ double bp_dp_diloco_average_cost(const bp_dp_cost_env *e, size_t n, double *byte
                        : s->compress == BP_OUTER_MINMAX4 ? 0.5
                        : s->compress == BP_OUTER_TOPK2   ? s->topk * (4.0 + 0.25)
                                                          : 0;
-    double vec = bp_sim_vec_s(e->m, 4 * n); /* pseudo-gradient, outer step */
-    if (per_value == 0) return vec + bp_sim_allreduce_cost(e, n, bytes);
+    double vec = e->price->vec_s(e, 4 * n); /* pseudo-gradient, outer step */
+    if (per_value == 0) return vec + bp_dp_allreduce_cost(e, n, bytes);
     size_t msg = (size_t)ceil(per_value * (double)n);
     *bytes += (double)(e->p - 1) * (double)msg;
-    return vec + bp_sim_vec_s(e->m, 2 * n) +
-           bp_sim_minmax_s(e->m, n, true) + bp_sim_minmax_s(e->m, (size_t)e->p * n, false) +
-           (e->p - 1) * bp_sim_message_s(e->link, msg);
+    return vec + e->price->vec_s(e, 2 * n) +
+           e->price->minmax_s(e, n, true) + e->price->minmax_s(e, (size_t)e->p * n, false) +
+           (e->p - 1) * e->price->message_s(e, msg);
 }
 
 /* Every H steps, exposed. */

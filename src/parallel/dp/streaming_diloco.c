@@ -90,7 +90,7 @@ static void describe(const bp_dp_config *c, char *buf, size_t n) {
 
 /* A fragment (1/F of the model) every H/F steps, beside forward and backward. */
 static void step_cost(const bp_dp_cost_env *e, size_t n, bp_dp_step_cost *out) {
-    int F = settings_of(e->cfg)->fragments;
+    int F = settings_of(e->cfg)->fragments > 1 ? settings_of(e->cfg)->fragments : 1;
     out->s = bp_dp_diloco_average_cost(e, (n + (size_t)F - 1) / (size_t)F, &out->bytes);
     out->every = (double)period_of(e->cfg) / F;
     out->overlapped = true;
