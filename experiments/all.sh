@@ -4,7 +4,7 @@
 # study that fails stops the rest and leaves the pages of the earlier ones in place.
 set -euo pipefail
 cd "$(dirname "$0")"
-for study in bagua_convergence mlp_convergence bagua_tradeoff avgpipe occ_ablation occ_slow_network sim_validation plan_validation plan_cluster; do
+for study in bagua_convergence mlp_convergence bagua_tradeoff avgpipe occ_ablation occ_slow_network sim_validation plan_validation plan_cluster diloco; do
   "./$study.sh"
 done
 ../bench/simulate/scale.sh >/dev/null

@@ -17,6 +17,7 @@ STUDIES = [  # (folder, the command that regenerates it)
     ("sim_validation", "experiments/sim_validation.sh"),
     ("plan_validation", "experiments/plan_validation.sh"),
     ("plan_cluster", "experiments/plan_cluster.sh"),
+    ("diloco", "experiments/diloco.sh"),
 ]
 INTRO = """# Results
 

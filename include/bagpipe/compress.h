@@ -5,7 +5,7 @@
  * low-precision primitives. Encoding rejects NaN and infinity with BP_ENONFINITE
  * and never writes such values to the wire. Messages go into the optional bp_err.
  *
- * Two codecs:
+ * Four codecs:
  *
  * MinMaxUInt8 (Bagua's ByteGrad). One encode call is one chunk of any length n:
  *   mn, mx = min and max of the chunk; scale = 255 / (mx - mn + 1e-7);
@@ -18,6 +18,18 @@
  *   large magnitudes (|x * scale| >= 2^24) puts the formula's value outside
  *   [0, 255], where a cast to uint8 is undefined, q is clamped to that range;
  *   chunks whose scaled values overflow float are rejected.
+ *
+ * MinMax with 4 or 2 bits (the outer gradients of DiLoCo, INTELLECT-1's int8
+ *   made narrower): MinMaxUInt8's formula with L = 2^bits - 1 in place of 255
+ *   (scale = L / (mx - mn + 1e-7), lb = ub - L, codes clamped to [0, L]). Wire:
+ *   [mn][mx], then the codes packed low bits first (code i at bit i * bits);
+ *   8 + ceil(n bits / 8) bytes.
+ *
+ * Top-k with 2-bit values (SparseLoCo's): the k = max(1, ceil(fraction n)) values
+ *   of largest magnitude (ties: the lower index), their values MinMax-encoded
+ *   with 2 bits; decode puts them back and zeros the rest. Wire: the k indices as
+ *   uint32 in increasing order, then the 2-bit encoding of their k values. The
+ *   codec keeps scratch memory: one thread encodes at a time.
  *
  * PowerSGD (Vogels et al., rank r, one power iteration, warm-started). Made for a
  * rows x cols matrix G (row-major, n = rows * cols) and stateful:
@@ -48,13 +60,19 @@ typedef struct bp_codec bp_codec;
 /* A MinMaxUInt8 codec (stateless: one may serve many threads). */
 bp_status bp_codec_minmax_u8_create(bp_codec **out, bp_err *err);
 
+/* MinMax with `bits` (4 or 2) per value. */
+bp_status bp_codec_minmax_bits_create(int bits, bp_codec **out, bp_err *err);
+
+/* Top-k of a fraction in (0, 1] of the values, each with 2 bits. */
+bp_status bp_codec_topk_create(double fraction, bp_codec **out, bp_err *err);
+
 /* A PowerSGD codec for a rows x cols matrix with rank r >= 1 and the seed of Q. */
 bp_status bp_codec_powersgd_create(size_t rows, size_t cols, int rank, uint64_t seed,
                                    bp_codec **out, bp_err *err);
 
 void bp_codec_destroy(bp_codec *codec);
 
-/* "minmax_u8" or "powersgd". */
+/* "minmax_u8", "minmax_u4", "minmax_u2", "topk_u2" or "powersgd". */
 const char *bp_codec_name(const bp_codec *codec);
 
 /* Bytes that encoding n floats produces. */

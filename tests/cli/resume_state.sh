@@ -5,7 +5,11 @@
 # without flushes, on dp 2: every replica's weights and optimizer state, the
 # elastic center), easgd, decentralized
 # and lp-decentralized (each dp replica's own weights, the center, the ring's
-# replicas), powersgd, --cb and --sc-stages (error feedback and warm-started Q).
+# replicas), powersgd, --cb and --sc-stages (error feedback and warm-started Q),
+# diloco with each outer codec and streaming-diloco (each replica's inner optimizer,
+# the global weights, the outer momentum, the error feedback, and a fragment's
+# average in flight: with H 4, 2 fragments and tau 3 the fragment synchronized
+# after step 4 merges after step 7).
 # On another --dp the consensus model resumes, said in one line; pruning removes
 # checkpoints with replica files; a damaged or missing replica file, or one of
 # another rank or run, ends the resume with one line naming it, exit 1.
@@ -49,6 +53,14 @@ check decentralized 2 --dp 2 --dp-algo decentralized --peers shift_one
 check lp-decentralized 2 --dp 2 --dp-algo lp-decentralized
 check powersgd 2 --dp 2 --dp-algo powersgd --rank 2 --powersgd-warmup 2
 check cb 2 --pp 2 --partition 2,2 --micro-batches 2 --cb --cb-rank 2
+DL=(--dp 2 --inner-steps 4)
+check diloco 2 "${DL[@]}" --dp-algo diloco
+for codec in minmax8 minmax4 topk2; do
+  check "diloco-$codec" 2 "${DL[@]}" --dp-algo diloco --outer-compress $codec --outer-topk 0.05
+done
+check streaming-diloco 2 "${DL[@]}" --dp-algo streaming-diloco --outer-delay 3 --outer-mix 0.3
+check streaming-diloco-minmax4 2 "${DL[@]}" --dp-algo streaming-diloco --outer-delay 3 \
+  --outer-compress minmax4
 check sc-stages 4 --dp 2 --pp 2 --partition 2,2 --micro-batches 2 --sc-stages 1 --sc-rank 2 \
   --fused-embedding-sync
 

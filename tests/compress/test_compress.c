@@ -346,6 +346,96 @@ static void test_powersgd_1d_clamp_and_errors(void **state) {
     assert_null(c);
 }
 
+/* MinMax with 4 and 2 bits: a range of 2^bits - 1 makes scale exactly 1, so the
+ * codes are the values rounded half to even, packed low bits first. */
+static void test_minmax_bits_hand_made(void **state) {
+    (void)state;
+    bp_codec *c;
+    assert_int_equal(bp_codec_minmax_bits_create(4, &c, NULL), BP_OK);
+    assert_string_equal(bp_codec_name(c), "minmax_u4");
+    const float x[] = {0.0f, 15.0f, 2.5f, 3.5f, 7.0f, 8.0f, 1.0f};
+    const unsigned char want4[] = {0xF0, 0x42, 0x87, 0x01};
+    unsigned char out[16];
+    float back[7];
+    assert_int_equal(bp_codec_encoded_size(c, 7), 8 + 4);
+    assert_int_equal(bp_codec_encode(c, x, 7, out, NULL), BP_OK);
+    assert_memory_equal(out + 8, want4, 4);
+    assert_int_equal(bp_codec_decode(c, out, 7, back, NULL), BP_OK);
+    const float got4[] = {0.0f, 15.0f, 2.0f, 4.0f, 7.0f, 8.0f, 1.0f};
+    assert_memory_equal(back, got4, sizeof got4);
+    bp_codec_destroy(c);
+    assert_int_equal(bp_codec_minmax_bits_create(2, &c, NULL), BP_OK);
+    const float y[] = {0.0f, 3.0f, 1.0f, 2.0f, 1.5f};
+    const unsigned char want2[] = {0x9C, 0x02};
+    assert_int_equal(bp_codec_encoded_size(c, 5), 8 + 2);
+    assert_int_equal(bp_codec_encode(c, y, 5, out, NULL), BP_OK);
+    assert_memory_equal(out + 8, want2, 2);
+    bp_codec_destroy(c);
+    bp_err err;
+    assert_int_equal(bp_codec_minmax_bits_create(3, &c, &err), BP_EUSAGE);
+    assert_null(c);
+}
+
+/* Random chunks: every value within half a level, (mx - mn + 1e-7) / (2 L), of its
+ * decoding (plus float rounding); NaN refused, nothing written. */
+static void test_minmax_bits_random(void **state) {
+    (void)state;
+    enum { N = 1001 };
+    float x[N], back[N];
+    unsigned char out[8 + N];
+    bp_rng r;
+    bp_rng_seed(&r, 7, 0);
+    for (int bits = 2; bits <= 4; bits += 2) {
+        bp_codec *c;
+        assert_int_equal(bp_codec_minmax_bits_create(bits, &c, NULL), BP_OK);
+        float mn = INFINITY, mx = -INFINITY, L = (float)((1 << bits) - 1);
+        for (int i = 0; i < N; i++) {
+            x[i] = (float)(bp_rng_uniform(&r) * 6.0 - 2.0);
+            mn = fminf(mn, x[i]), mx = fmaxf(mx, x[i]);
+        }
+        assert_int_equal(bp_codec_encode(c, x, N, out, NULL), BP_OK);
+        assert_int_equal(bp_codec_decode(c, out, N, back, NULL), BP_OK);
+        for (int i = 0; i < N; i++)
+            assert_true(fabsf(back[i] - x[i]) <= (mx - mn + 1e-7f) / (2 * L) * 1.0001f);
+        x[N / 2] = NAN;
+        memset(out, 0xAB, sizeof out);
+        bp_err err;
+        assert_int_equal(bp_codec_encode(c, x, N, out, &err), BP_ENONFINITE);
+        assert_true(out[0] == 0xAB && out[sizeof out - 1] == 0xAB);
+        bp_codec_destroy(c);
+    }
+}
+
+/* Top-k: the k largest magnitudes (a tie goes to the lower index) come back at
+ * their places within a 2-bit level of their values, the rest as zeros. */
+static void test_topk(void **state) {
+    (void)state;
+    bp_codec *c;
+    assert_int_equal(bp_codec_topk_create(0.25, &c, NULL), BP_OK);
+    assert_string_equal(bp_codec_name(c), "topk_u2");
+    /* k = 3 of 12: -3 (index 2), 3 (index 5), 2.9 (index 6; the 2.9 at 9 loses the tie). */
+    const float x[12] = {0.1f, 1.0f, -3.0f, 0.0f, -0.5f, 3.0f, 2.9f, 0.2f, 1.5f, 2.9f, -1.0f, 0};
+    unsigned char out[64];
+    float back[12];
+    assert_int_equal(bp_codec_encoded_size(c, 12), 3 * 4 + 8 + 1);
+    assert_int_equal(bp_codec_encode(c, x, 12, out, NULL), BP_OK);
+    uint32_t idx[3];
+    memcpy(idx, out, sizeof idx);
+    assert_true(idx[0] == 2 && idx[1] == 5 && idx[2] == 6);
+    assert_int_equal(bp_codec_decode(c, out, 12, back, NULL), BP_OK);
+    for (int i = 0; i < 12; i++) {
+        bool kept = i == 2 || i == 5 || i == 6;
+        if (kept) assert_true(fabsf(back[i] - x[i]) <= 6.0f / 6 * 1.0001f);
+        else assert_true(back[i] == 0.0f);
+    }
+    assert_int_equal(bp_codec_encoded_size(c, 0), 0);
+    assert_int_equal(bp_codec_encoded_size(c, 1), 4 + 8 + 1); /* at least one value */
+    bp_codec_destroy(c);
+    bp_err err;
+    assert_int_equal(bp_codec_topk_create(0, &c, &err), BP_EUSAGE);
+    assert_int_equal(bp_codec_topk_create(1.5, &c, &err), BP_EUSAGE);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
 #define FOR_EACH_ISA(t)                                                                   \
@@ -361,6 +451,9 @@ int main(void) {
         cmocka_unit_test(test_powersgd_warm_start_and_seed),
         cmocka_unit_test(test_powersgd_steps_match_codec),
         cmocka_unit_test(test_powersgd_1d_clamp_and_errors),
+        cmocka_unit_test(test_minmax_bits_hand_made),
+        cmocka_unit_test(test_minmax_bits_random),
+        cmocka_unit_test(test_topk),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -26,4 +26,7 @@ expect 2 --qadam-warmup -- --dp-algo qadam --qadam-warmup 0
 expect 2 --net -- --net bw=fast
 expect 2 --bucket-mb -- --bucket-mb fast
 expect 2 --optim -- --dp-algo qadam --optim sgd
+expect 2 --fragments -- --dp-algo streaming-diloco --inner-steps 2 --fragments 3
+expect 2 --outer-delay -- --dp-algo streaming-diloco --inner-steps 4 --outer-delay 5
+expect 2 --outer-compress -- --dp-algo diloco --outer-compress int3
 echo "ok"

@@ -78,6 +78,7 @@
 #include "parallel/dp.h"
 #include "parallel/dp/async.h"
 #include "parallel/dp/decentralized.h"
+#include "parallel/dp/diloco.h"
 #include "parallel/dp/easgd.h"
 #include "parallel/dp/powersgd.h"
 #include "parallel/dp/qadam.h"
@@ -320,6 +321,9 @@ typedef struct reference {
     float *w, *left, *right, *tmp; /* lp-decentralized: own and neighbours' replicas */
     uint64_t rounds;               /* decentralized: weight averagings so far */
     float *avg;                    /* decentralized in Bagua's order: avg_peers(x_t) */
+    float *global, *outer_m, *ef;  /* diloco: global weights, outer momentum, error feedback */
+    float *pseudo;                 /* diloco: the averaged pseudo-gradients */
+    bp_codec *outer;               /* diloco's codec (NULL: float32) */
 } reference;
 
 static float *floats(size_t n) {
@@ -638,6 +642,103 @@ static void ref_easgd(reference *f, float *w, size_t n) {
     for (size_t i = 0; i < n; i++) f->center[i] += f->diff[i];
 }
 
+/* DiLoCo's fragments: streaming-diloco's F (blocks b mod F), diloco's 1. */
+static int ref_fragments(const reference *f) {
+    return f->d.algo == BP_DP_STREAMING_DILOCO ? bp_streaming_diloco_of(&f->d.settings)->fragments
+                                               : 1;
+}
+
+static bool ref_in_fragment(const reference *f, int t, int frag) {
+    return bp_model_tensor(f->r.m, t)->block % ref_fragments(f) == frag;
+}
+
+/* The fragment synchronized after step s (s steps taken): s mod H = ((f+1) H / F)
+ * mod H, or -1. */
+static int ref_fragment_at(const reference *f, int64_t s) {
+    int64_t H = bp_diloco_of(&f->d.settings)->period;
+    for (int frag = 0; s > 0 && frag < ref_fragments(f); frag++)
+        if (s % H == ((int64_t)(frag + 1) * H / ref_fragments(f)) % H) return frag;
+    return -1;
+}
+
+/* DiLoCo's average of fragment frag's pseudo-gradients G - W into f->pseudo. In
+ * float32: the fragment's tensors in one MPI allreduce, times 1/p. Compressed:
+ * each tensor of G - W + E encoded by the library's codec, E = u - decode, every
+ * rank's bytes gathered, decoded and added in rank order, times 1/p. */
+static void ref_diloco_average(reference *f, const float *w, int frag) {
+    int nt = bp_model_num_tensors(f->r.m);
+    size_t n = f->r.n, len = 0, bytes = 0;
+    float *packed = floats(n);
+    const float inv = 1.0f / (float)np;
+    for (int t = 0; t < nt; t++) {
+        if (!ref_in_fragment(f, t, frag)) continue;
+        const bp_tensor_info *ti = bp_model_tensor(f->r.m, t);
+        for (size_t i = ti->offset; i < ti->offset + ti->numel; i++) {
+            float u = f->global[i] - w[i];
+            packed[len++] = f->outer ? u + f->ef[i] : u;
+        }
+        if (f->outer) bytes += bp_codec_encoded_size(f->outer, ti->numel);
+    }
+    if (!f->outer) {
+        MPI_Allreduce(MPI_IN_PLACE, packed, (int)len, MPI_FLOAT, MPI_SUM, ref_comm);
+        for (size_t i = 0; i < len; i++) packed[i] *= inv;
+    } else {
+        unsigned char *all = calloc((size_t)np * bytes + 1, 1), *mine = malloc(bytes + 1);
+        float *dec = floats(n);
+        size_t at = 0, pos = 0;
+        for (int t = 0; t < nt; t++) {
+            if (!ref_in_fragment(f, t, frag)) continue;
+            const bp_tensor_info *ti = bp_model_tensor(f->r.m, t);
+            ok(bp_codec_encode(f->outer, packed + pos, ti->numel, mine + at, &err), "encode");
+            ok(bp_codec_decode(f->outer, mine + at, ti->numel, dec, &err), "decode");
+            for (size_t i = 0; i < ti->numel; i++) f->ef[ti->offset + i] = packed[pos + i] - dec[i];
+            at += bp_codec_encoded_size(f->outer, ti->numel);
+            pos += ti->numel;
+        }
+        MPI_Allgather(mine, (int)bytes, MPI_BYTE, all, (int)bytes, MPI_BYTE, ref_comm);
+        at = pos = 0;
+        for (int t = 0; t < nt; t++) {
+            if (!ref_in_fragment(f, t, frag)) continue;
+            const bp_tensor_info *ti = bp_model_tensor(f->r.m, t);
+            for (int r = 0; r < np; r++) {
+                ok(bp_codec_decode(f->outer, all + (size_t)r * bytes + at, ti->numel, dec, &err),
+                   "decode");
+                for (size_t i = 0; i < ti->numel; i++)
+                    packed[pos + i] = r ? packed[pos + i] + dec[i] : dec[i];
+            }
+            for (size_t i = 0; i < ti->numel; i++) packed[pos + i] *= inv;
+            at += bp_codec_encoded_size(f->outer, ti->numel);
+            pos += ti->numel;
+        }
+        free(all), free(mine), free(dec);
+    }
+    len = 0;
+    for (int t = 0; t < nt; t++) {
+        if (!ref_in_fragment(f, t, frag)) continue;
+        const bp_tensor_info *ti = bp_model_tensor(f->r.m, t);
+        memcpy(f->pseudo + ti->offset, packed + len, ti->numel * sizeof(float));
+        len += ti->numel;
+    }
+    free(packed);
+}
+
+/* The outer step: Nesterov SGD on G from the average D, then W = mix W + (1 - mix) G
+ * (mix 0: W = G). */
+static void ref_diloco_outer(reference *f, float *w, int frag, float mix) {
+    const float mu = (float)bp_diloco_of(&f->d.settings)->outer_momentum;
+    const float lr = (float)bp_diloco_of(&f->d.settings)->outer_lr;
+    for (int t = 0; t < bp_model_num_tensors(f->r.m); t++) {
+        if (!ref_in_fragment(f, t, frag)) continue;
+        const bp_tensor_info *ti = bp_model_tensor(f->r.m, t);
+        for (size_t i = ti->offset; i < ti->offset + ti->numel; i++) {
+            float d = f->pseudo[i];
+            f->outer_m[i] = mu * f->outer_m[i] + d;
+            f->global[i] = f->global[i] - lr * (d + mu * f->outer_m[i]);
+            w[i] = mix == 0.0f ? f->global[i] : mix * w[i] + (1.0f - mix) * f->global[i];
+        }
+    }
+}
+
 static void ref_init(reference *f, const bp_train_config *c) {
     memset(f, 0, sizeof *f);
     replica_init(&f->r, c);
@@ -678,6 +779,17 @@ static void ref_init(reference *f, const bp_train_config *c) {
         f->center = floats(n), f->diff = floats(n);
         memcpy(f->center, w, n * sizeof *w);
         break;
+    case BP_DP_DILOCO:
+    case BP_DP_STREAMING_DILOCO: {
+        f->global = floats(n), f->outer_m = floats(n), f->ef = floats(n), f->pseudo = floats(n);
+        memcpy(f->global, w, n * sizeof *w);
+        const bp_diloco_settings *o = bp_diloco_of(&f->d.settings);
+        if (o->compress == BP_OUTER_MINMAX8) ok(bp_codec_minmax_u8_create(&f->outer, &err), "codec");
+        if (o->compress == BP_OUTER_MINMAX4)
+            ok(bp_codec_minmax_bits_create(4, &f->outer, &err), "codec");
+        if (o->compress == BP_OUTER_TOPK2) ok(bp_codec_topk_create(o->topk, &f->outer, &err), "codec");
+        break;
+    }
     default: break;
     }
 }
@@ -691,6 +803,8 @@ static void ref_free(reference *f) {
     free(f->psgd), free(f->qprev);
     free(f->center), free(f->diff), free(f->w), free(f->left), free(f->right), free(f->tmp);
     free(f->avg);
+    free(f->global), free(f->outer_m), free(f->ef), free(f->pseudo);
+    bp_codec_destroy(f->outer);
     replica_free(&f->r);
 }
 
@@ -716,6 +830,10 @@ static void ref_step(reference *f) {
         memcpy(f->avg, w, n * sizeof *w);
         ref_peer_avg(f, f->avg, n);
     }
+    /* streaming-diloco: the fragment synchronized after step s - 1 is averaged
+     * while step s computes, from the weights it starts with. */
+    bool streaming = f->d.algo == BP_DP_STREAMING_DILOCO;
+    if (streaming && ref_fragment_at(f, s) >= 0) ref_diloco_average(f, w, ref_fragment_at(f, s));
     bp_model_zero_grad(r->m);
     for (int k = 0; k < accum; k++) micro_batch(r, NULL, k, accum);
     if (bagua_order) memcpy(w, f->avg, n * sizeof *w);
@@ -749,6 +867,18 @@ static void ref_step(reference *f) {
     case BP_DP_EASGD:
         if ((s + 1) % bp_easgd_of(&f->d.settings)->period == 0) ref_easgd(f, w, n);
         break;
+    case BP_DP_DILOCO: /* after every H-th step: average, outer step, W = G */
+        if ((s + 1) % bp_diloco_of(&f->d.settings)->period == 0) {
+            ref_diloco_average(f, w, 0);
+            ref_diloco_outer(f, w, 0, 0.0f);
+        }
+        break;
+    case BP_DP_STREAMING_DILOCO: { /* tau steps after a fragment's sync: its merge */
+        const bp_streaming_diloco_settings *sd = bp_streaming_diloco_of(&f->d.settings);
+        int frag = ref_fragment_at(f, s + 1 - sd->delay);
+        if (frag >= 0) ref_diloco_outer(f, w, frag, (float)sd->mix);
+        break;
+    }
     default: break;
     }
     r->step++;
@@ -1010,6 +1140,50 @@ static void test_easgd(void **state) {
     engine_vs_reference("easgd alpha=0.3 period=3", &c, sum_tol(), false);
 }
 
+/* DiLoCo: H = 4 inner AdamW steps, then the outer Nesterov step, 5 times in 20
+ * steps; in float32 (an allreduce: exact on 2 ranks) and with each codec (an
+ * allgather of the encodings, decoded in rank order: exact on any number). */
+static bp_train_config diloco_config(int algo, bp_outer_compress compress) {
+    bp_train_config c = gpt_config();
+    c.dp_algo = algo;
+    bp_diloco_settings *o = bp_diloco_in(&c.dp_settings);
+    o->period = 4;
+    o->compress = compress;
+    o->topk = 0.05;
+    return c;
+}
+
+static void test_diloco(void **state) {
+    (void)state;
+    bp_train_config c = diloco_config(BP_DP_DILOCO, BP_OUTER_NONE);
+    engine_vs_reference("diloco H=4", &c, sum_tol(), false);
+}
+
+static void test_diloco_compressed(void **state) {
+    (void)state;
+    static const char *const names[] = {"diloco H=4 minmax8", "diloco H=4 minmax4",
+                                        "diloco H=4 topk2 0.05"};
+    for (int k = BP_OUTER_MINMAX8; k <= BP_OUTER_TOPK2; k++) {
+        bp_train_config c = diloco_config(BP_DP_DILOCO, (bp_outer_compress)k);
+        engine_vs_reference(names[k - 1], &c, EXACT, false);
+    }
+}
+
+/* streaming-diloco: 2 fragments of the 3 blocks (embed and head, h.0) at offsets 2
+ * and 0 of H = 4, merged tau = 2 steps later with alpha = 0.3 (asymmetric, so that
+ * the merge's two weights cannot be swapped unseen), and tau = 1, alpha = 0.5 with
+ * 4-bit outer gradients. */
+static void test_streaming_diloco(void **state) {
+    (void)state;
+    bp_train_config c = diloco_config(BP_DP_STREAMING_DILOCO, BP_OUTER_NONE);
+    bp_streaming_diloco_in(&c.dp_settings)->delay = 2;
+    bp_streaming_diloco_in(&c.dp_settings)->mix = 0.3;
+    engine_vs_reference("streaming-diloco F=2 tau=2 alpha=0.3", &c, sum_tol(), false);
+    c = diloco_config(BP_DP_STREAMING_DILOCO, BP_OUTER_MINMAX4);
+    bp_streaming_diloco_in(&c.dp_settings)->delay = 1;
+    engine_vs_reference("streaming-diloco F=2 tau=1 minmax4", &c, EXACT, false);
+}
+
 /* Engine against engine: `a` and `b` differ only in bucketing settings. */
 static void engine_vs_engine(const char *name, const bp_train_config *a, const bp_train_config *b,
                              tol t) {
@@ -1245,6 +1419,9 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_powersgd_mlp),
         cmocka_unit_test(test_powersgd_min_rate),
         cmocka_unit_test(test_easgd),
+        cmocka_unit_test(test_diloco),
+        cmocka_unit_test(test_diloco_compressed),
+        cmocka_unit_test(test_streaming_diloco),
         cmocka_unit_test(test_buckets),
         cmocka_unit_test(test_early_update),
         cmocka_unit_test(test_hierarchical),

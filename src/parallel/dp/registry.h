@@ -29,6 +29,8 @@
     X(ASYNC, "async", bp_dp_async)                           \
     X(POWERSGD, "powersgd", bp_dp_powersgd)                  \
     X(EASGD, "easgd", bp_dp_easgd)                           \
+    X(DILOCO, "diloco", bp_dp_diloco)                        \
+    X(STREAMING_DILOCO, "streaming-diloco", bp_dp_streaming_diloco) \
     /* a new algorithm: one line above this one */
 
 /* Algorithms that a feature's own option selects instead of --dp-algo, listed after

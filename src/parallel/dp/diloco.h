@@ -1,0 +1,56 @@
+/* DiLoCo's settings and the outer step that diloco.c and streaming_diloco.c share
+ * (the rule is written in diloco.c). diloco's slot holds what both read (--inner-steps,
+ * --outer-lr, --outer-momentum, --outer-compress, --outer-topk); streaming-diloco's
+ * its own (--fragments, --outer-delay, --outer-mix). */
+#ifndef BP_PARALLEL_DP_DILOCO_H
+#define BP_PARALLEL_DP_DILOCO_H
+
+#include <stdint.h>
+
+#include "parallel/dp/algo.h"
+#include "parallel/dp/settings.h"
+
+/* How the pseudo-gradients travel, in the order of --outer-compress's choices. */
+typedef enum bp_outer_compress {
+    BP_OUTER_NONE,    /* float32, an allreduce */
+    BP_OUTER_MINMAX8, /* MinMaxUInt8 per tensor, error feedback, an allgather */
+    BP_OUTER_MINMAX4, /* MinMax with 4 bits */
+    BP_OUTER_TOPK2,   /* top-k with 2-bit values */
+} bp_outer_compress;
+
+typedef struct bp_diloco_settings {
+    int64_t period;        /* H, inner steps between outer steps */
+    double outer_lr;       /* the outer SGD's */
+    double outer_momentum; /* its Nesterov momentum */
+    bp_outer_compress compress;
+    double topk; /* BP_OUTER_TOPK2: the fraction of each tensor sent */
+} bp_diloco_settings;
+
+typedef struct bp_streaming_diloco_settings {
+    int fragments; /* F: transformer blocks b go to fragment b mod F */
+    int64_t delay; /* tau: inner steps between a fragment's sync and its merge */
+    double mix;    /* alpha: local = alpha local + (1 - alpha) global at the merge */
+} bp_streaming_diloco_settings;
+
+BP_DP_SETTINGS(diloco, DILOCO, bp_diloco_settings)
+BP_DP_SETTINGS(streaming_diloco, STREAMING_DILOCO, bp_streaming_diloco_settings)
+
+/* The state of both: the global weights, the outer momentum, the error feedback,
+ * the pseudo-gradients in flight and the wire (diloco.c). */
+bp_status bp_dp_diloco_create(bp_dp *dp, int fragments, bp_err *err);
+void bp_dp_diloco_destroy(bp_dp *dp);
+/* The state that lasts: global weights, momentum, error feedback (with a codec)
+ * and, with `in_flight`, the averaged pseudo-gradients not merged yet. */
+bp_status bp_dp_diloco_state(bp_dp *dp, bool in_flight, bp_state_list *l, bp_err *err);
+/* Fragment f's pseudo-gradient (global - local), averaged over the group. */
+bp_status bp_dp_diloco_average(bp_dp *dp, int f, bp_err *err);
+/* The outer step of fragment f from its average, and the merge of the local
+ * weights with the new global ones (mix 0: replaced by them). */
+void bp_dp_diloco_outer_step(bp_dp *dp, int f, float mix);
+bp_status bp_dp_diloco_check(const bp_dp_config *c, int size, bp_optim_kind optim, bp_err *err);
+/* " H=.. outer_lr=.. outer_momentum=.. compress=..". */
+void bp_dp_diloco_describe(const bp_dp_config *c, char *buf, size_t n);
+/* One averaging of n floats (a fragment): seconds and bytes this rank sends. */
+double bp_dp_diloco_average_cost(const bp_dp_cost_env *e, size_t n, double *bytes);
+
+#endif

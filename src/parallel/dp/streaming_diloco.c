@@ -1,0 +1,131 @@
+/* streaming-diloco (Douillard et al. 2025, arXiv 2501.18512): diloco's outer step
+ * (diloco.c has the rule, the codecs and the error feedback) taken by F fragments
+ * of the model at staggered steps, each overlapped with inner steps and merged.
+ * Transformer block b (the embedding and the head are blocks too) belongs to
+ * fragment b mod F (strided, the paper's better split). With H, tau (the delay)
+ * and alpha (the mixing factor), fragment f has the offset
+ *     o_f = ((f + 1) H / F) mod H   (integer division; F <= H keeps them apart)
+ * and at every step s > 0 with s mod H = o_f (s counts the steps taken):
+ *   - during step s + 1, on the communication thread while forward and backward
+ *     run, its pseudo-gradient G_f - W_f (W_f after step s) is averaged over the
+ *     group, compressed or not, as in diloco;
+ *   - after step s + tau (1 <= tau <= H), the outer step updates G_f and M_f from
+ *     that average, and the fragment's local weights merge with the new global ones:
+ *         W_f = alpha W_f + (1 - alpha) G_f   (alpha = 0: replaced, as in diloco)
+ * so each fragment is synchronized once every H steps and the group sends 1/F of
+ * the model every H/F steps. A step skipped for non-finite gradients drops the
+ * merge due after it (the fragment's next round starts from G_f as usual). */
+#include <stdio.h>
+#include <string.h>
+
+#include "parallel/dp/diloco.h"
+
+static const bp_streaming_diloco_settings *settings_of(const bp_dp_config *c) {
+    return bp_streaming_diloco_of(&c->settings);
+}
+
+static int64_t period_of(const bp_dp_config *c) { return bp_diloco_of(&c->settings)->period; }
+
+/* The fragment whose pseudo-gradient is taken after step s (s > 0), or -1. */
+static int fragment_at(const bp_dp_config *c, int64_t s) {
+    int64_t H = period_of(c);
+    int F = settings_of(c)->fragments;
+    for (int f = 0; s > 0 && f < F; f++)
+        if (s % H == ((int64_t)(f + 1) * H / F) % H) return f;
+    return -1;
+}
+
+static bp_status check(const bp_dp_config *c, int size, bp_optim_kind optim, bp_err *err) {
+    const bp_streaming_diloco_settings *s = settings_of(c);
+    long long H = (long long)period_of(c);
+    if (s->fragments > H)
+        return bp_fail(err, BP_EUSAGE,
+                       "option --fragments: %d fragments need --inner-steps of at least %d, not %lld",
+                       s->fragments, s->fragments, H);
+    if (s->delay > H)
+        return bp_fail(err, BP_EUSAGE, "option --outer-delay: %lld exceeds --inner-steps %lld",
+                       (long long)s->delay, H);
+    return bp_dp_diloco_check(c, size, optim, err);
+}
+
+static bp_status create(bp_dp *dp, bp_err *err) {
+    return bp_dp_diloco_create(dp, settings_of(&dp->cfg)->fragments, err);
+}
+
+static bool exchanges_this_step(const bp_dp *dp) { return fragment_at(&dp->cfg, dp->step) >= 0; }
+
+/* During step s + 1: the average of the fragment synchronized after step s. */
+static bp_status exchange(bp_dp *dp, bp_err *err) {
+    return bp_dp_diloco_average(dp, fragment_at(&dp->cfg, dp->step), err);
+}
+
+static bp_status update(bp_dp *dp, double lr, size_t off, size_t len, bp_err *err) {
+    if (dp->exchanging) {
+        bp_status rc = bp_dp_exchange_wait(dp, err);
+        if (rc) return rc;
+    }
+    bp_dp_optim_update(dp, lr, off, len);
+    return BP_OK;
+}
+
+/* dp->step counts this step: the merge of the fragment synchronized tau steps ago. */
+static bp_status after_step(bp_dp *dp, bp_err *err) {
+    (void)err;
+    int f = fragment_at(&dp->cfg, dp->step - settings_of(&dp->cfg)->delay);
+    if (f >= 0) bp_dp_diloco_outer_step(dp, f, (float)settings_of(&dp->cfg)->mix);
+    return BP_OK;
+}
+
+static bp_status state(bp_dp *dp, bp_state_list *l, bp_err *err) {
+    return bp_dp_diloco_state(dp, true, l, err);
+}
+
+static void describe(const bp_dp_config *c, char *buf, size_t n) {
+    bp_dp_diloco_describe(c, buf, n);
+    size_t at = strlen(buf);
+    if (at < n)
+        snprintf(buf + at, n - at, " fragments=%d delay=%lld mix=%g", settings_of(c)->fragments,
+                 (long long)settings_of(c)->delay, settings_of(c)->mix);
+}
+
+/* A fragment (1/F of the model) every H/F steps, beside forward and backward. */
+static void step_cost(const bp_dp_cost_env *e, size_t n, bp_dp_step_cost *out) {
+    int F = settings_of(e->cfg)->fragments > 1 ? settings_of(e->cfg)->fragments : 1;
+    out->s = bp_dp_diloco_average_cost(e, (n + (size_t)F - 1) / (size_t)F, &out->bytes);
+    out->every = (double)period_of(e->cfg) / F;
+    out->overlapped = true;
+}
+
+/* ---- options ------------------------------------------------------------------- */
+
+#define S bp_streaming_diloco_settings
+static const bp_option options[] = {
+    BP_OPT_NUM(S, "fragments", BP_OPT_INT, fragments, 1, 1 << 16, "F",
+               "streaming-diloco: fragments of the model (blocks strided), synchronized at "
+               "staggered steps"),
+    BP_OPT_NUM(S, "outer-delay", BP_OPT_INT64, delay, 1, 1e12, "TAU",
+               "streaming-diloco: inner steps that a fragment's averaging overlaps before its "
+               "merge"),
+    BP_OPT_NUM(S, "outer-mix", BP_OPT_DOUBLE, mix, 0, 1, "ALPHA",
+               "streaming-diloco: merge local = ALPHA local + (1 - ALPHA) global"),
+};
+#undef S
+/* The paper's mixing factor 0.5 and a delay of one step. */
+static const bp_streaming_diloco_settings defaults = {.fragments = 2, .delay = 1, .mix = 0.5};
+static const bp_option_group option_group = BP_OPTION_GROUP(options, defaults);
+
+const bp_dp_algo_ops bp_dp_streaming_diloco = {
+    .kind = BP_DP_WEIGHT,
+    .options = &option_group,
+    .reads_weights_on_host = true,
+    .check = check,
+    .create = create,
+    .destroy = bp_dp_diloco_destroy,
+    .exchanges_this_step = exchanges_this_step,
+    .exchange = exchange,
+    .update = update,
+    .after_step = after_step,
+    .state = state,
+    .describe = describe,
+    .cost = {.step = step_cost, .state = 3}, /* global, momentum, in flight (+1 with a codec) */
+};
