@@ -8,6 +8,7 @@ packages=(
   clang libclang-rt-dev                 # libFuzzer for the fuzz harnesses (scripts/fuzz.sh)
   openmpi-bin libopenmpi-dev            # MPI: every byte between ranks
   libopenblas-dev                       # matrix products
+  libblis-dev libdnnl-dev               # other matrix libraries (--matmul; optional)
   zlib1g-dev                            # gzip'ed IDX files, CRC-32 of checkpoints
   libcmocka-dev                         # C unit tests
   gnuplot-nox                           # bagpipe report: SVG and PNG plots

@@ -6,6 +6,7 @@
 #include "core/backend.h"
 #include "core/buf.h"
 #include "core/finite.h"
+#include "core/update_avx512.h"
 
 static bp_status cpu_alloc(const bp_backend *be, void **out, size_t bytes, const char *what,
                            bp_err *err) {
@@ -100,6 +101,11 @@ static void adamw(const bp_update_args *a, float *p, const float *g, float *m, f
     const float decay = (float)(1.0 - a->lr * a->weight_decay);
     const float step = (float)(a->lr / bc1), inv_sqrt_bc2 = (float)(1.0 / sqrt(bc2));
     const float eps = (float)a->eps;
+    if (bp_update_avx512()) {
+        bp_adamw_consts k = {b1, b2, decay, step, inv_sqrt_bc2, eps};
+        bp_adamw_avx512(&k, p, g, m, v, off, len);
+        return;
+    }
     for (size_t i = off; i < off + len; i++) {
         m[i] = b1 * m[i] + (1 - b1) * g[i];
         v[i] = b2 * v[i] + (1 - b2) * g[i] * g[i];

@@ -1,19 +1,52 @@
-/* The one door to OpenBLAS: every matrix product in bagpipe goes through here.
+/* The one door to the matrix libraries: every matrix product in bagpipe goes through
+ * here.
  *
  * Row-major throughout: C[M,N] = alpha * op(A)[M,K] op(B)[K,N] + beta * C, where
  * op(X) is X or its transpose (trans_a / trans_b) and lda/ldb/ldc are row strides
- * of the matrices as stored. The double version exists for gradient checks. */
+ * of the matrices as stored. The double version exists for gradient checks and is
+ * always OpenBLAS's.
+ *
+ * Which library computes the float products is a setting of the process, like
+ * OpenBLAS's thread count: OpenBLAS unless bp_blas_select names another. BLIS and
+ * oneDNN are compiled in when the build found them (bp_blas_available). Each sums
+ * in its own order, so results differ between libraries within rounding; with
+ * OpenBLAS they are those of every earlier version of bagpipe. */
 #ifndef BP_CORE_BLAS_H
 #define BP_CORE_BLAS_H
 
 #include <stdbool.h>
+#include <stddef.h>
+
+#include "bagpipe/status.h"
 
 void bp_sgemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float *A, int lda,
               const float *B, int ldb, float beta, float *C, int ldc);
 void bp_dgemm(bool trans_a, bool trans_b, int M, int N, int K, double alpha, const double *A,
               int lda, const double *B, int ldb, double beta, double *C, int ldc);
 
-/* Threads OpenBLAS may use in this process (bagpipe uses 1 per rank by default). */
+/* Threads the libraries may use in this process (bagpipe uses 1 per rank by default). */
 void bp_blas_set_threads(int n);
+
+/* The libraries, in the order of BP_BLAS_CHOICES (option --matmul). AUTO: for each
+ * product shape, the library that computed it fastest on this CPU, measured the
+ * first time the shape comes (on copies of its operands) and remembered in a file
+ * of this machine's measurements (blas_auto.c). */
+typedef enum bp_blas_lib { BP_BLAS_OPENBLAS, BP_BLAS_BLIS, BP_BLAS_DNNL, BP_BLAS_AUTO } bp_blas_lib;
+#define BP_BLAS_CHOICES "openblas|blis|dnnl|auto"
+#define BP_BLAS_LIBS 3 /* the real ones, AUTO excluded */
+
+const char *bp_blas_name(bp_blas_lib lib);
+/* Whether this build has the library (AUTO and OpenBLAS: always). */
+bool bp_blas_available(bp_blas_lib lib);
+
+/* Every later bp_sgemm of the process computes with `lib`. For AUTO, cache_dir is
+ * where the measurements of this machine are kept (a file per CPU and OpenBLAS core
+ * type in it; "" keeps none). A library this build lacks is BP_EUSAGE naming
+ * `option`. Call it before products run on other threads. */
+bp_status bp_blas_select(bp_blas_lib lib, const char *cache_dir, const char *option, bp_err *err);
+
+/* For the run's header: the library chosen, and for AUTO the libraries its products
+ * went to so far, e.g. "auto (dnnl 9, openblas 3 shapes)". */
+void bp_blas_describe(char *buf, size_t n);
 
 #endif

@@ -5,40 +5,29 @@
  * Computed through the identity 0.5 (1 + tanh(u)) = sigmoid(2u) = 1 / (1 + exp(-2u)):
  * the same function, but with one exp (vectorized, nn/vec.h) instead of libm's
  * scalar tanh, and without cancellation near u = 0. For large |u| exp saturates and
- * the result goes to 0 (or x), never NaN. */
+ * the result goes to 0 (or x), never NaN. The loops (gelu_kernels.h) run on 64-byte
+ * vectors where the CPU has AVX-512 (gelu_avx512.c), with the same bits. */
+#include "nn/avx512.h"
+#include "nn/gelu_kernels.h"
 #include "nn/layers.h"
-#include "nn/vec.h"
-
-#define GELU_K ((bp_real)0.7978845608028654) /* sqrt(2 / pi) */
-#define GELU_A ((bp_real)0.044715)
-
-/* sigmoid(2u) for one vector of x */
-static inline bp_vec gelu_gate(bp_vec x) {
-    bp_vec u = GELU_K * (x + GELU_A * x * x * x);
-    return 1 / (1 + bp_vexp(-2 * u));
-}
-
-static inline bp_vec gelu_fwd(bp_vec x) { return x * gelu_gate(x); }
-
-/*   dy/dx = s + x s (1 - s) 2 u',  s = sigmoid(2u),  u' = sqrt(2/pi) (1 + 3 * 0.044715 x^2) */
-static inline bp_vec gelu_bwd(bp_vec x, bp_vec dy) {
-    bp_vec s = gelu_gate(x);
-    bp_vec du = GELU_K * (1 + 3 * GELU_A * x * x);
-    return dy * (s + x * s * (1 - s) * 2 * du);
-}
 
 void bp_gelu_forward(bp_real *y, const bp_real *x, size_t n) {
-    size_t i = 0;
-    for (; i + BP_VLEN <= n; i += BP_VLEN) bp_vstore(y + i, gelu_fwd(bp_vload(x + i)));
-    if (i < n) bp_vstore_part(y + i, gelu_fwd(bp_vload_part(x + i, n - i)), n - i);
+#if BP_NN_AVX512
+    if (bp_nn_avx512()) {
+        bp_gelu_forward_avx512(y, x, n);
+        return;
+    }
+#endif
+    gelu_forward_loop(y, x, n);
 }
 
 /* dx may alias dy. */
 void bp_gelu_backward(bp_real *dx, const bp_real *x, const bp_real *dy, size_t n) {
-    size_t i = 0;
-    for (; i + BP_VLEN <= n; i += BP_VLEN)
-        bp_vstore(dx + i, gelu_bwd(bp_vload(x + i), bp_vload(dy + i)));
-    if (i < n)
-        bp_vstore_part(dx + i, gelu_bwd(bp_vload_part(x + i, n - i), bp_vload_part(dy + i, n - i)),
-                       n - i);
+#if BP_NN_AVX512
+    if (bp_nn_avx512()) {
+        bp_gelu_backward_avx512(dx, x, dy, n);
+        return;
+    }
+#endif
+    gelu_backward_loop(dx, x, dy, n);
 }

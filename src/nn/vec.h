@@ -5,7 +5,10 @@
  * libm. GCC/Clang vector extensions make the vector code explicit and portable
  * (SSE2 on x86-64, NEON on arm64) without intrinsics or extra compiler flags.
  * 16-byte vectors: wider ones change the calling convention without AVX and gcc
- * warns about it.
+ * warns about it. A file whose functions are all compiled for AVX-512 (nn/avx512.h)
+ * defines BP_VBYTES 64 before including this: every lane then runs the same
+ * operations in the same order, so the results are bit for bit those of the
+ * 16-byte loops.
  *
  * bp_vexp is a Cephes-style polynomial in the float build (within 1e-7 relative of
  * exp on [-87.3, 88], saturating at e^88 above and 0 below, NaN in NaN out), because
@@ -20,7 +23,9 @@
 
 #include "nn/real.h"
 
+#ifndef BP_VBYTES
 #define BP_VBYTES 16
+#endif
 #define BP_VLEN (BP_VBYTES / sizeof(bp_real))
 
 typedef bp_real bp_vec __attribute__((vector_size(BP_VBYTES)));

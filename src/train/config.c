@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <string.h>
 
+#include "core/blas.h"
 #include "core/device.h"
 #include "parallel/dp/algo.h"
 #include "parallel/dp/easgd.h"
@@ -49,6 +50,11 @@ static const bp_option training_options[] = {
     CHOICE("progress", progress, "auto|bar|lines|none",
            "live bar on a terminal, plain lines otherwise, as in a log under mpirun (auto)", NULL),
     NUM("threads", BP_OPT_INT, threads, 1, 1024, "N", "BLAS threads of this process"),
+    CHOICE("matmul", matmul, BP_BLAS_CHOICES,
+           "matrix library of the CPU products (blis, dnnl: where the build found them); auto: "
+           "per product shape the fastest on this CPU, measured once and kept under --cache-dir "
+           "(results then differ from openblas's within rounding)",
+           NULL),
     {"dp", BP_OPT_INT, OFF(dp), 0, NULL, 1, 1 << 20, "N", "data-parallel replicas",
      "the ranks / (pp x tp)"},
     NUM("tp", BP_OPT_INT, tp, 1, 1 << 16, "T",

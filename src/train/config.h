@@ -57,6 +57,7 @@ typedef struct bp_train_config {
     int64_t log_every;
     bp_progress_mode progress;
     int threads;
+    int matmul; /* bp_blas_lib */
     int dp;          /* data-parallel replicas (0: every rank not used by other axes) */
     int tp;          /* tensor-parallel ranks per stage (gpt) */
     int grad_accum;  /* micro-batches per optimizer step */

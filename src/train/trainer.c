@@ -131,9 +131,11 @@ static bp_status setup_data(trainer *t, bp_err *err) {
     const bp_train_config *c = t->cfg;
     bp_train_lr_schedule(c, &t->lr);
     bp_blas_set_threads(c->threads);
+    bp_status rc = bp_blas_select((bp_blas_lib)c->matmul, c->data.cache_dir, "option --matmul", err);
+    if (rc) return rc;
     bp_progress_init(&t->progress, t->rank == 0 ? c->progress : BP_PROGRESS_NONE, c->steps,
                      bp_model_kind_facts((bp_model_kind)c->model)->unit);
-    bp_status rc = trainer_read_resume_manifest(t, err);
+    rc = trainer_read_resume_manifest(t, err);
     if (rc == BP_OK && !t->probe) rc = trainer_claim_out(t, err);
     if (rc == BP_OK) rc = bp_task_init(&t->task, c, t->grid.d, t->grid.dp, err);
     t->micro_B = bp_train_micro_rows(c, t->grid.dp);
@@ -500,6 +502,15 @@ static void note_bucket_choice(trainer *t) {
                     tune.chosen_mb, (long long)tune.step + 1);
 }
 
+/* --matmul other than openblas: the libraries the first steps' products went to. */
+static void note_matmul_choice(trainer *t) {
+    if (t->matmul_noted || t->cfg->matmul == BP_BLAS_OPENBLAS || t->rank != 0) return;
+    char what[128];
+    bp_blas_describe(what, sizeof what);
+    bp_log_info("matrix products: %s", what);
+    t->matmul_noted = true;
+}
+
 /* The next k steps (one stream of the pipeline); fills their records. A stop
  * request agreed within a long step abandons it: *done is 0, the data drawn for
  * it is put back, and the run stops as after the step before (whose checkpoint
@@ -526,6 +537,7 @@ static bp_status train_steps(trainer *t, int k, bp_step_record *r, int *done, bp
     double embed_s = 0;
     for (int i = 0; i < k; i++) embed_s += out[i].embed_s;
     note_bucket_choice(t);
+    note_matmul_choice(t);
     if (out[k - 1].skipped && t->rank == 0)
         bp_log_warn("step %lld: non-finite loss or gradient on some rank; step skipped",
                     (long long)t->step + k);

@@ -58,6 +58,7 @@ typedef struct trainer {
     char net[256];           /* --net as the links run it (dilated) */
     char resume_dir[4096];   /* the ckpt-* directory of --resume */
     double bucket_mb_measured; /* --bucket-mb auto: the size chosen (0: not yet) */
+    bool matmul_noted;         /* --matmul: the libraries used were logged */
     /* What this rank keeps beyond the consensus model (bp_dp_state, bp_pipe_state),
      * saved in its replica file when some rank keeps anything (replica_files), under
      * the options that shape it (replica_key). */

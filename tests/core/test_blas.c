@@ -1,0 +1,124 @@
+/* core/blas.h: every library the build has computes the same products (within
+ * rounding), and --matmul auto measures a shape once and keeps its choice in the
+ * machine's file. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "core/blas.h"
+#include "core/file.h"
+#include "core/rng.h"
+
+enum { M = 37, N = 29, K = 70, PAD = 3 };
+
+static void fill(float *x, size_t n, uint64_t seed) {
+    bp_rng r;
+    bp_rng_seed(&r, seed, 0);
+    for (size_t i = 0; i < n; i++) x[i] = (float)bp_rng_normal(&r);
+}
+
+/* C = 1.5 op(A) op(B) - 0.5 C on row strides PAD wider than the matrices; the
+ * padding of C must stay as it was. */
+static void check_product(bool ta, bool tb) {
+    int lda = (ta ? M : K) + PAD, ldb = (tb ? K : N) + PAD, ldc = N + PAD;
+    float A[(K + PAD) * (M + PAD)], B[(K + PAD) * (N + PAD)], C[M * (N + PAD)], C0[M * (N + PAD)];
+    fill(A, sizeof A / sizeof *A, 1);
+    fill(B, sizeof B / sizeof *B, 2);
+    fill(C0, sizeof C0 / sizeof *C0, 3);
+    memcpy(C, C0, sizeof C);
+    bp_sgemm(ta, tb, M, N, K, 1.5f, A, lda, B, ldb, -0.5f, C, ldc);
+    for (int i = 0; i < M; i++)
+        for (int j = 0; j < N + PAD; j++) {
+            if (j >= N) {
+                assert_true(C[i * ldc + j] == C0[i * ldc + j]);
+                continue;
+            }
+            double acc = 0;
+            for (int k = 0; k < K; k++)
+                acc += (double)(ta ? A[k * lda + i] : A[i * lda + k]) *
+                       (tb ? B[j * ldb + k] : B[k * ldb + j]);
+            double want = 1.5 * acc - 0.5 * C0[i * ldc + j];
+            assert_true(fabs(C[i * ldc + j] - want) < 1e-4 * (1 + fabs(want)));
+        }
+}
+
+static void test_every_library_every_transpose(void **state) {
+    (void)state;
+    bp_err err;
+    for (int lib = 0; lib < BP_BLAS_LIBS; lib++) {
+        if (!bp_blas_available((bp_blas_lib)lib)) {
+            assert_int_equal(bp_blas_select((bp_blas_lib)lib, "", "option --matmul", &err),
+                             BP_EUSAGE);
+            assert_non_null(strstr(err.msg, bp_blas_name((bp_blas_lib)lib)));
+            continue;
+        }
+        assert_int_equal(bp_blas_select((bp_blas_lib)lib, "", "option --matmul", &err), BP_OK);
+        for (int t = 0; t < 4; t++) check_product(t & 1, t & 2);
+    }
+    assert_int_equal(bp_blas_select(BP_BLAS_OPENBLAS, "", "option --matmul", &err), BP_OK);
+}
+
+static char *only_file(const char *dir) {
+    char cmd[256];
+    snprintf(cmd, sizeof cmd, "ls %s/matmul-*.txt", dir);
+    FILE *p = popen(cmd, "r");
+    static char path[256];
+    assert_non_null(p);
+    assert_non_null(fgets(path, sizeof path, p));
+    pclose(p);
+    path[strcspn(path, "\n")] = '\0';
+    return path;
+}
+
+/* The first product of a shape is measured and written down; the file, edited to
+ * another library, is what the next selection follows. */
+static void test_auto_measures_once_and_keeps_it(void **state) {
+    (void)state;
+    char dir[] = "/tmp/bp_test_blas_XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    bp_err err;
+    assert_int_equal(bp_blas_select(BP_BLAS_AUTO, dir, "option --matmul", &err), BP_OK);
+    check_product(false, true);
+    char *path = only_file(dir);
+    bp_bytes b;
+    assert_int_equal(bp_read_file(path, &b, &err), BP_OK);
+    char line[128];
+    snprintf(line, sizeof line, "0 1 %d %d %d %d %d %d ", M, N, K, K + PAD, K + PAD, N + PAD);
+    assert_true(b.n > strlen(line) && memcmp(b.data, line, strlen(line)) == 0);
+    free(b.data);
+
+    bp_blas_lib other = bp_blas_available(BP_BLAS_DNNL)   ? BP_BLAS_DNNL
+                        : bp_blas_available(BP_BLAS_BLIS) ? BP_BLAS_BLIS
+                                                          : BP_BLAS_OPENBLAS;
+    char text[256];
+    int n = snprintf(text, sizeof text, "%s%s\nnot a shape\n", line, bp_blas_name(other));
+    assert_int_equal(bp_write_file_atomic(path, text, (size_t)n, &err), BP_OK);
+    assert_int_equal(bp_blas_select(BP_BLAS_AUTO, dir, "option --matmul", &err), BP_OK);
+    char what[128], want[128];
+    bp_blas_describe(what, sizeof what);
+    snprintf(want, sizeof want, "auto (%s 1 shapes)", bp_blas_name(other));
+    assert_string_equal(what, want);
+    check_product(false, true); /* known: runs on `other`, measures nothing */
+    bp_blas_describe(what, sizeof what);
+    assert_string_equal(what, want);
+    assert_int_equal(bp_blas_select(BP_BLAS_OPENBLAS, "", "option --matmul", &err), BP_OK);
+    unlink(path);
+    rmdir(dir);
+}
+
+int main(void) {
+    bp_blas_set_threads(1);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_every_library_every_transpose),
+        cmocka_unit_test(test_auto_measures_once_and_keeps_it),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
