@@ -306,7 +306,6 @@ static const bp_option_group option_group = BP_OPTION_GROUP(options, defaults);
 const bp_dp_algo_ops bp_dp_diloco = {
     .kind = BP_DP_WEIGHT,
     .options = &option_group,
-    .reads_weights_on_host = true,
     .check = bp_dp_diloco_check,
     .create = create,
     .destroy = bp_dp_diloco_destroy,
