@@ -181,7 +181,8 @@ int export_main(int argc, char **argv) {
     char **opts = calloc((size_t)argc + 1, sizeof *opts);
     bp_err err = {0};
     int n_opts = 0, help = 0;
-    int rc = opts ? bp_cli_split_args(argc, argv, opts, &n_opts, "export", cfg.out, sizeof cfg.out, &err)
+    int rc = opts ? bp_cli_split_args(argc, argv, opts, &n_opts, "export", cfg.out,
+                                      sizeof cfg.out, &err)
                   : bp_fail(&err, BP_ENOMEM, "out of memory");
     if (!rc) rc = bp_options_parse(export_options, N_OPTIONS, &cfg, n_opts, opts, &help, &err);
     free(opts);

@@ -112,7 +112,8 @@ static bp_status take_tensor(const bp_safetensors *st, const bp_tensor_info *ti,
     int tr = bp_hf_conv1d(ti->name) && ti->ndim == 2;
     int ok = t->ndim == ti->ndim;
     for (int d = 0; ok && d < ti->ndim; d++) ok = t->shape[d] == ti->shape[tr ? 1 - d : d];
-    if (!ok) return bp_fail(err, BP_EFORMAT, "%s: its shape is not the one config.json gives", name);
+    if (!ok)
+        return bp_fail(err, BP_EFORMAT, "%s: its shape is not the one config.json gives", name);
     const unsigned char *src = t->data; /* may be unaligned */
     size_t rows = tr ? (size_t)ti->shape[1] : 1, cols = ti->numel / rows;
     for (size_t r = 0; r < rows; r++)
@@ -165,7 +166,8 @@ static bp_status import_hf(const import_config *cfg, bp_err *err) {
     bp_err ignored;
     bp_status rc = bp_path_join(latest, sizeof latest, cfg->out, "latest", err);
     if (!rc && bp_check_regular(latest, &ignored) == BP_OK)
-        return bp_fail(err, BP_EUSAGE, "import: %s already holds a run; give a new --out", cfg->out);
+        return bp_fail(err, BP_EUSAGE, "import: %s already holds a run; give a new --out",
+                       cfg->out);
     bp_model_config mc;
     bp_model *m = NULL;
     if (!rc) rc = read_config(cfg->dir, &mc, err);
@@ -192,8 +194,8 @@ int import_main(int argc, char **argv) {
         return 0;
     }
     if (!rc && (!cfg.dir[0] || !cfg.out[0]))
-        rc = bp_fail(&err, BP_EUSAGE,
-                     "import: give the folder and the run: bagpipe import --format hf DIR --out RUN");
+        rc = bp_fail(&err, BP_EUSAGE, "import: give the folder and the run: "
+                                      "bagpipe import --format hf DIR --out RUN");
     if (!rc) rc = import_hf(&cfg, &err);
     if (rc) bp_log_error("%s", err.msg);
     return bp_exit_code(rc);
