@@ -10,7 +10,7 @@
   powersgd        bagpipe.torch's PowerSGD hook (rank 4, from step 2)
   decentralized   bagpipe.torch's decentralized (shift_one, Bagua's order)
   allreduce, qadam, lp-decentralized, async, easgd: bagpipe.torch's others
-                  (qadam: QAdamOptimizer, lr 1e-3, warm-up 2 steps)
+                  (qadam: QAdamOptimizer, lr 1e-3, warm-up 5 steps)
   local           no communication: each rank trains alone (the computation's cost)
 
 SGD with momentum; every rank its own batches. Rank 0 prints one JSON line per
@@ -80,7 +80,7 @@ def main():
     bpt.init_process_group()
     rank = _C.rank()
     base = model()
-    opt = (bpt.QAdamOptimizer(base.parameters(), lr=1e-3, warmup=2) if args.algo == "qadam" else
+    opt = (bpt.QAdamOptimizer(base.parameters(), lr=1e-3, warmup=5) if args.algo == "qadam" else
            torch.optim.SGD(base.parameters(), lr=args.lr, momentum=0.9))
     net = wrap(args.algo, base, opt)
     images, labels = data.load_fashion("train")

@@ -39,8 +39,7 @@ static const bp_option export_options[] = {
 };
 #define N_OPTIONS ((int)(sizeof export_options / sizeof export_options[0]))
 
-/* Whether a weight is one of GPT-2's Conv1D projections. */
-static int conv1d(const char *name) {
+int bp_hf_conv1d(const char *name) {
     static const char *suffix[] = {".attn.c_attn.weight", ".attn.c_proj.weight",
                                    ".mlp.c_fc.weight", ".mlp.c_proj.weight"};
     size_t n = strlen(name);
@@ -87,7 +86,7 @@ static bp_status hf_tensors_build(bp_model *m, hf_tensors *h, bp_err *err) {
     for (int i = 0; i < nt; i++) {
         const bp_tensor_info *ti = bp_model_tensor(m, i);
         if (ti->tied_copy) continue;
-        int tr = conv1d(ti->name) && ti->ndim == 2;
+        int tr = bp_hf_conv1d(ti->name) && ti->ndim == 2;
         bp_st_tensor *t = &h->t[h->n];
         snprintf(h->names[h->n], sizeof h->names[h->n], "transformer.%s", ti->name);
         t->name = h->names[h->n];
@@ -155,10 +154,8 @@ static bp_status export_hf(const export_config *cfg, bp_err *err) {
     return rc;
 }
 
-/* The options go to the parser; the one argument that is not an option (nor an
- * option's value) is DIR. */
-static bp_status split_args(int argc, char **argv, char **opts, int *n_opts, export_config *cfg,
-                            bp_err *err) {
+bp_status bp_cli_split_args(int argc, char **argv, char **opts, int *n_opts, const char *cmd,
+                            char *dir, size_t dir_size, bp_err *err) {
     *n_opts = 0;
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
@@ -166,13 +163,12 @@ static bp_status split_args(int argc, char **argv, char **opts, int *n_opts, exp
             opts[(*n_opts)++] = argv[i];
             int takes_value = strcmp(a, "--help") && strcmp(a, "-h") && !strchr(a, '=');
             if (takes_value && i + 1 < argc) opts[(*n_opts)++] = argv[++i];
-        } else if (cfg->out[0]) {
-            return bp_fail(err, BP_EUSAGE, "export: one output directory, not '%s' and '%s'",
-                           cfg->out, a);
-        } else if (strlen(a) >= sizeof cfg->out) {
-            return bp_fail(err, BP_EUSAGE, "export: output directory '%.40s...' is too long", a);
+        } else if (dir[0]) {
+            return bp_fail(err, BP_EUSAGE, "%s: one directory, not '%s' and '%s'", cmd, dir, a);
+        } else if (strlen(a) >= dir_size) {
+            return bp_fail(err, BP_EUSAGE, "%s: directory '%.40s...' is too long", cmd, a);
         } else {
-            snprintf(cfg->out, sizeof cfg->out, "%s", a);
+            snprintf(dir, dir_size, "%s", a);
         }
     }
     return BP_OK;
@@ -185,7 +181,8 @@ int export_main(int argc, char **argv) {
     char **opts = calloc((size_t)argc + 1, sizeof *opts);
     bp_err err = {0};
     int n_opts = 0, help = 0;
-    int rc = opts ? split_args(argc, argv, opts, &n_opts, &cfg, &err)
+    int rc = opts ? bp_cli_split_args(argc, argv, opts, &n_opts, "export", cfg.out,
+                                      sizeof cfg.out, &err)
                   : bp_fail(&err, BP_ENOMEM, "out of memory");
     if (!rc) rc = bp_options_parse(export_options, N_OPTIONS, &cfg, n_opts, opts, &help, &err);
     free(opts);

@@ -11,6 +11,7 @@
 #include "bagpipe/comm.h"
 #include "bagpipe/status.h"
 #include "cli/export.h"
+#include "cli/import.h"
 #include "cli/report.h"
 #include "core/device.h"
 #include "core/log.h"
@@ -46,6 +47,7 @@ static void usage(FILE *f) {
             "  plan     measure the cluster and rank every configuration by time to a loss\n"
             "  report   plots of finished runs (loss, communication, stages, timeline)\n"
             "  export   a gpt checkpoint for Hugging Face transformers (--format hf DIR)\n"
+            "  import   a transformers GPT-2 folder as a checkpoint (--format hf DIR --out RUN)\n"
             "\n"
             "Run 'bagpipe <command> --help' for the options of a command.\n" EXIT_CODES,
             BAGPIPE_VERSION);
@@ -278,7 +280,8 @@ int main(int argc, char **argv) {
     if (strcmp(cmd, "plan") == 0) return cmd_plan(argc - 2, argv + 2, argv[0]);
     if (strcmp(cmd, "report") == 0) return report_main(argc - 2, argv + 2);
     if (strcmp(cmd, "export") == 0) return export_main(argc - 2, argv + 2);
-    bp_log_error("unknown command '%s' (commands: train, sample, tune, simulate, plan, report, export; "
+    if (strcmp(cmd, "import") == 0) return import_main(argc - 2, argv + 2);
+    bp_log_error("unknown command '%s' (commands: train, sample, tune, simulate, plan, report, export, import; "
                  "see bagpipe --help)",
                  cmd);
     return 2;

@@ -7,18 +7,7 @@
 # test is skipped with the reason. Bad input: an mlp checkpoint, no DIR.
 source "$(dirname "$0")/../cli/lib.sh"
 here=$(dirname "$0")
-venv=${BP_HF_VENV:?set by ctest}
-TRANSFORMERS="transformers==4.36.2" # the last line of releases that supports torch 1.13
-
-if ! "$venv/bin/python" -c "import transformers" 2>/dev/null; then
-  rm -rf "$venv"
-  if ! "$BP_PYTHON" -m venv --system-site-packages "$venv" >"$WORK/venv.log" 2>&1 ||
-    ! timeout 600 "$venv/bin/pip" install -q "$TRANSFORMERS" >>"$WORK/venv.log" 2>&1; then
-    echo "skipped: cannot install $TRANSFORMERS from PyPI into $venv: $(tail -1 "$WORK/venv.log")"
-    rm -rf "$venv"
-    exit 77
-  fi
-fi
+source "$here/hf_venv.sh"
 
 TINY=(--layers 2 --embd 32 --heads 2 --seq-len 32 --batch 4 --eval-batches 2 --progress none)
 "$BP" train "${TINY[@]}" --data "$TEXT" --steps 300 --lr 3e-3 --out "$WORK/m" >/dev/null

@@ -143,8 +143,9 @@ def test_load_state_dict_after_wrapping_holds():
             else:
                 base.load_state_dict(loaded)
             lr_zero_steps(model, opt)
+            moved = (flat_of(base) - flat_of(fresh)).abs().max()
             assert torch.equal(flat_of(base), flat_of(fresh)), \
-                f"{algorithm}: loaded weights moved by {(flat_of(base) - flat_of(fresh)).abs().max():g}"
+                f"{algorithm}: loaded weights moved by {moved:g}"
             if algorithm != "lp-decentralized":
                 assert torch.equal(base.a.weight, loaded["a.weight"])
 
@@ -198,7 +199,8 @@ def test_powersgd_state_in_ddp_state_dict():
     _, state, opt_state = run(0, 4)
     assert any(k.endswith(".q") for k in state), sorted(state)
     resumed = flat_of(run(5, 4, first=4, state=(state, opt_state))[0])
-    assert torch.equal(resumed, whole), f"resumed powersgd ends {(resumed - whole).abs().max():g} away"
+    assert torch.equal(resumed, whole), \
+        f"resumed powersgd ends {(resumed - whole).abs().max():g} away"
 
 
 def test_qadam_state_dict_holds_the_step():

@@ -191,7 +191,8 @@ def with_bagpipe(model, optimizer, algorithm, **options):
     return wrapped
 
 
-__all__ = ["ALGORITHMS", "GRADIENT_ALGORITHMS", "WEIGHT_ALGORITHMS", "init_process_group",
-           "with_bagpipe", "DDP_OPTIONS", "WEIGHT_DDP_OPTIONS", "HookState", "PowerSGDState", "QAdamState", "QAdamOptimizer",
-           "allreduce_hook", "bytegrad_hook", "powersgd_hook", "qadam_hook", "BagpipeModule",
-           "Decentralized", "LowPrecisionDecentralized", "Async", "EASGD", "flatten", "Error"]
+__all__ = ["ALGORITHMS", "GRADIENT_ALGORITHMS", "WEIGHT_ALGORITHMS", "DDP_OPTIONS",
+           "WEIGHT_DDP_OPTIONS", "init_process_group", "with_bagpipe", "HookState",
+           "PowerSGDState", "QAdamState", "QAdamOptimizer", "allreduce_hook", "bytegrad_hook",
+           "powersgd_hook", "qadam_hook", "BagpipeModule", "Decentralized",
+           "LowPrecisionDecentralized", "Async", "EASGD", "flatten", "Error"]
