@@ -43,6 +43,22 @@ want="rank 1 of group 'world': bcast: 5000 floats here but 1000 on rank 0: every
 grep -qF "$want" <<<"$out" || fail "missing line: $want"
 echo "ok: bcast into a larger buffer failed after ${elapsed}s"
 
+# Ranks in different collectives (another kind; one collective more on one rank,
+# as ranks given different step counts): ended within seconds, naming both (before:
+# a hang until the watchdog).
+run mismatch kind
+want="rank 1 of group 'world': bcast: 1000 floats here, but rank 0 called allreduce (C_FP_S) of 1000 floats: the ranks must call the same collectives in the same order"
+[ "$rc" -eq 1 ] || fail "mismatched kinds ended with $rc, not 1"
+[ "$elapsed" -lt 20 ] || fail "the mismatched kinds took ${elapsed}s"
+grep -qF "$want" <<<"$out" || fail "missing line: $want"
+echo "ok: allreduce against bcast ended after ${elapsed}s naming both"
+run mismatch steps
+want="rank 1 of group 'world': allreduce (C_FP_S): 1000 floats here, but rank 0 called barrier of 0 floats: the ranks must call the same collectives in the same order"
+[ "$rc" -eq 1 ] || fail "an extra collective ended with $rc, not 1"
+[ "$elapsed" -lt 20 ] || fail "the extra collective took ${elapsed}s"
+grep -qF "$want" <<<"$out" || fail "missing line: $want"
+echo "ok: an extra allreduce against a barrier ended after ${elapsed}s naming both"
+
 run abort 5
 [ "$rc" -eq 5 ] || fail "bp_comm_abort(5) ended the job with $rc"
 echo "ok: abort ended the job with exit 5"
