@@ -2,10 +2,12 @@
  *
  * A message of a collective to another rank carries a stamp (internal.h) as a small
  * second message on the group's stamp communicator, same tag, so the data itself
- * travels untouched. MPI keeps messages of one (source, tag, communicator) in
- * order, so the n-th stamp belongs to the n-th message. The receiver posts its
- * receive only once the stamp has come and agrees with its own operation: a peer
- * that passed another count is named instead of writing past the buffer.
+ * travels untouched; up to TX_INLINE_MAX bytes it travels inside the stamp's
+ * message instead. MPI keeps messages of one (source, tag, communicator) in order,
+ * so the n-th stamp belongs to the n-th message. The receiver posts its receive
+ * only once the stamp has come and agrees with its own operation: a peer that
+ * passed another count is named instead of writing past the buffer, and one whose
+ * stamps show it in another collective is named after a second of waiting.
  *
  * With emulation on, every message to another rank books its serialization on our
  * directed link to that process (bpc_net_reserve) and its stamp carries its
