@@ -18,8 +18,9 @@
  * (and the same codec settings): on our own path each message of a collective
  * carries the sender's operation and count, and a rank that receives from a peer
  * that disagrees fails the operation with a line naming both counts and both
- * ranks, before anything is written to its buffer (MPI's path leaves this check
- * to MPI). Sums and averages are computed
+ * ranks, before anything is written to its buffer; a peer found in another
+ * collective (another kind, or one more) is named so after a second of waiting.
+ * MPI's path leaves these checks to MPI. Sums and averages are computed
  * in float32; on our own path every rank gets the same bits (each part is summed
  * once, by its owner, and copied), as MPI's collectives usually also give.
  *

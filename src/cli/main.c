@@ -254,7 +254,7 @@ static int cmd_plan(int argc, char **argv, const char *prog) {
     if (rc == BP_OK && !help && rank == 0)
         rc = bp_plan_report(&cfg, &res, prog, argc, argv, stdout, &err);
     bp_plan_result_free(&res);
-    if (rc && (rank == 0 || rc != BP_EUSAGE)) bp_log_error("%s", err.msg);
+    if (rc && err.msg[0] && (rank == 0 || rc != BP_EUSAGE)) bp_log_error("%s", err.msg);
     bp_comm_finalize(world);
     return bp_exit_code(rc);
 }

@@ -2,10 +2,12 @@
  *
  * A message of a collective to another rank carries a stamp (internal.h) as a small
  * second message on the group's stamp communicator, same tag, so the data itself
- * travels untouched. MPI keeps messages of one (source, tag, communicator) in
- * order, so the n-th stamp belongs to the n-th message. The receiver posts its
- * receive only once the stamp has come and agrees with its own operation: a peer
- * that passed another count is named instead of writing past the buffer.
+ * travels untouched; up to TX_INLINE_MAX bytes it travels inside the stamp's
+ * message instead. MPI keeps messages of one (source, tag, communicator) in order,
+ * so the n-th stamp belongs to the n-th message. The receiver posts its receive
+ * only once the stamp has come and agrees with its own operation: a peer that
+ * passed another count is named instead of writing past the buffer, and one whose
+ * stamps show it in another collective is named after a second of waiting.
  *
  * With emulation on, every message to another rank books its serialization on our
  * directed link to that process (bpc_net_reserve) and its stamp carries its
@@ -145,17 +147,74 @@ static bp_status check_stamp(op_ctx *op, const tx_req *r) {
                        r->bytes, who, (unsigned long long)s->bytes);
 }
 
+/* How long a stamp is awaited before the peer's other stamps are looked at, and how
+ * often after that. */
+#define FOREIGN_AFTER_S 1.0
+#define FOREIGN_EVERY_S 0.1
+
+/* While r's stamp has not come: a stamp of the same peer with another collective's
+ * tag, which came after anything the peer sent before it (MPI delivers one peer's
+ * messages in order), means that the peer is in another collective: collectives of
+ * a group run one at a time and in one order. Taken into *s. The user's tags (a
+ * stamp of their messages under emulation) are left alone. */
+static bool foreign_stamp(tx_req *r, tx_stamp *s) {
+    int flag = 0, done = 0, count = 0;
+    MPI_Status st;
+    if (MPI_Iprobe(r->peer, MPI_ANY_TAG, r->g->stamps, &flag, &st) != MPI_SUCCESS || !flag ||
+        st.MPI_TAG <= BP_TAG_MAX || st.MPI_TAG == r->tag)
+        return false;
+    /* Ours may have come during the probe, before the other. */
+    if (MPI_Test(&r->req[1], &done, MPI_STATUS_IGNORE) != MPI_SUCCESS || done) return false;
+    MPI_Message m;
+    if (MPI_Mprobe(r->peer, st.MPI_TAG, r->g->stamps, &m, &st) != MPI_SUCCESS) return false;
+    MPI_Get_count(&st, MPI_BYTE, &count);
+    unsigned char *box = malloc(count > 0 ? (size_t)count : 1);
+    bool got = box && MPI_Mrecv(box, count, MPI_BYTE, &m, MPI_STATUS_IGNORE) == MPI_SUCCESS &&
+               (size_t)count >= sizeof *s;
+    if (got) memcpy(s, box, sizeof *s);
+    free(box);
+    return got;
+}
+
+/* A foreign stamp (above) fails the operation: naming what differs, or, when the
+ * peer's operation looks the same, that it runs it another way (another path,
+ * hierarchy or group size: another tag). */
+static bp_status foreign_fail(op_ctx *op, const tx_req *r) {
+    if (check_stamp(op, r) != BP_OK) return op->err.code;
+    char who[BP_GROUP_NAME_MAX + 32];
+    return bpc_op_fail(op, BP_ECOMM, "%s runs %s of %zu floats another way (its message has "
+                       "another tag): the ranks' paths or hierarchy differ",
+                       peer_name(op, r, who, sizeof who), op->name, op->n);
+}
+
+/* r's stamp into r->stamp; a foreign one instead fails op naming both. */
+static bp_status wait_stamp(op_ctx *op, tx_req *r) {
+    double next = bp_now() + FOREIGN_AFTER_S;
+    for (;;) {
+        int done = 0, rc = MPI_Test(&r->req[1], &done, MPI_STATUS_IGNORE);
+        if (rc != MPI_SUCCESS) return bpc_op_mpi_fail(op, rc, "waiting for messages");
+        if (done) break;
+        double now = bp_now();
+        if (now >= next) {
+            if (foreign_stamp(r, &r->stamp)) return foreign_fail(op, r);
+            next = now + FOREIGN_EVERY_S;
+        }
+        if (op->c->poll_s > 0) bp_sleep_until(now + op->c->poll_s);
+    }
+    memcpy(&r->stamp, r->box, sizeof r->stamp);
+    return BP_OK;
+}
+
 /* Wait for the stamps of the batch's collective receives and check them; then take
  * an inline message from its stamp's box, or post the receive of the message. */
 static bp_status post_deferred(op_ctx *op, tx_req *r, int k) {
     for (int i = 0; i < k; i++) {
         if (!r[i].deferred) continue;
         atomic_store(&op->waiting_for, r[i].proc);
-        int rc = bpc_mpi_wait(op->c, 1, &r[i].req[1]);
-        if (rc != MPI_SUCCESS) return bpc_op_mpi_fail(op, rc, "waiting for messages");
-        memcpy(&r[i].stamp, r[i].box, sizeof r[i].stamp);
-        bp_status st = check_stamp(op, &r[i]);
+        bp_status st = wait_stamp(op, &r[i]);
         if (st != BP_OK) return st;
+        int rc;
+        if ((st = check_stamp(op, &r[i])) != BP_OK) return st;
         r[i].deferred = false;
         if (r[i].stamp.inlined) {
             if (r[i].bytes) memcpy(r[i].buf, r[i].box + sizeof r[i].stamp, r[i].bytes);

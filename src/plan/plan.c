@@ -11,6 +11,7 @@
 #include "plan/plan_impl.h"
 #include "plan/sim_measure.h"
 #include "train/task.h"
+#include "train/trainer.h"
 
 #define OFF(f) offsetof(bp_plan_config, f)
 static const bp_option plan_options[] = {
@@ -338,8 +339,11 @@ bp_status bp_plan_run(const bp_plan_config *c, bp_comm *world, int argc, char **
     bp_plan_factors *factors = NULL; /* read before anything is measured */
     bp_status rc = c->factors[0] ? bp_plan_factors_load(c->factors, r->model, &factors, err) : BP_OK;
     if (rc == BP_OK && c->cluster[0]) cluster_machine(c, r, &m);
-    else if (rc == BP_OK && (rc = check_data(c, err)) == BP_OK)
-        rc = measured_machine(c, world, r, &prof, &m, err);
+    else if (rc == BP_OK) {
+        bool together = false; /* a file missing on one rank's node stops every rank */
+        rc = bp_train_agree(world, check_data(c, err), &together, err);
+        if (rc == BP_OK) rc = measured_machine(c, world, r, &prof, &m, err);
+    }
     if (rc == BP_OK) rc = bp_plan_enumerate(c, r, err);
     if (rc == BP_OK) rc = bp_plan_evaluate(c, world, &m, argc, argv, r, err);
     if (rc == BP_OK && factors) bp_plan_factors_apply(factors, r);

@@ -24,24 +24,34 @@ want="bagpipe: watchdog: rank 0 of group 'dp' (world rank 0): allreduce (C_FP_S)
 grep -qxF "$want" <<<"$out" || fail "missing line: $want"
 echo "ok: watchdog fired after ${elapsed}s with exit $rc"
 
-# Ranks that pass different counts: every rank ends within seconds, and a rank
-# that received from a disagreeing peer names both counts (before, the larger
-# message was written past the smaller buffer: a heap overflow under ASan).
-run mismatch allreduce
-[ "$rc" -eq 1 ] || fail "mismatched allreduce ended with $rc, not 1"
-[ "$elapsed" -lt 20 ] || fail "the mismatched job took ${elapsed}s"
-# Both ranks see it; the first to abort may end the other before it prints.
-grep -qF -e "rank 0 of group 'world': allreduce (C_FP_S): 1000 floats here but 100000 on rank 1: every rank must pass the same count" \
-  -e "rank 1 of group 'world': allreduce (C_FP_S): 100000 floats here but 1000 on rank 0: every rank must pass the same count" \
-  <<<"$out" || fail "no line names both counts"
-echo "ok: mismatched allreduce ended after ${elapsed}s naming both counts"
-
-run mismatch bcast
-want="rank 1 of group 'world': bcast: 5000 floats here but 1000 on rank 0: every rank must pass the same count"
-[ "$rc" -eq 1 ] || fail "bcast into a larger buffer ended with $rc, not 1"
-[ "$elapsed" -lt 20 ] || fail "the mismatched bcast took ${elapsed}s"
-grep -qF "$want" <<<"$out" || fail "missing line: $want"
-echo "ok: bcast into a larger buffer failed after ${elapsed}s"
+# mismatched OP LINE...: `fail_job mismatch OP` ends with exit 1 within seconds and
+# prints one of the LINEs (each rank that sees the mismatch prints its own; the first
+# to abort may end the others before they print).
+mismatched() {
+  local op=$1 lines=()
+  shift
+  for l in "$@"; do lines+=(-e "$l"); done
+  run mismatch "$op"
+  [ "$rc" -eq 1 ] || fail "mismatch $op ended with $rc, not 1"
+  [ "$elapsed" -lt 20 ] || fail "mismatch $op took ${elapsed}s"
+  grep -qF "${lines[@]}" <<<"$out" || fail "mismatch $op: no line names both"
+  echo "ok: mismatch $op ended after ${elapsed}s naming both"
+}
+same="every rank must pass the same count"
+order="the ranks must call the same collectives in the same order"
+# Ranks that pass different counts (before: the larger message was written past the
+# smaller buffer, a heap overflow under ASan), a bcast into a larger buffer (before:
+# filled in part, returned normally), ranks in different collectives: another kind,
+# or one collective more on one rank, as ranks given different step counts (before:
+# a hang until the watchdog).
+mismatched allreduce \
+  "rank 0 of group 'world': allreduce (C_FP_S): 1000 floats here but 100000 on rank 1: $same" \
+  "rank 1 of group 'world': allreduce (C_FP_S): 100000 floats here but 1000 on rank 0: $same"
+mismatched bcast "rank 1 of group 'world': bcast: 5000 floats here but 1000 on rank 0: $same"
+mismatched kind \
+  "rank 1 of group 'world': bcast: 1000 floats here, but rank 0 called allreduce (C_FP_S) of 1000 floats: $order"
+mismatched steps \
+  "rank 1 of group 'world': allreduce (C_FP_S): 1000 floats here, but rank 0 called barrier of 0 floats: $order"
 
 run abort 5
 [ "$rc" -eq 5 ] || fail "bp_comm_abort(5) ended the job with $rc"
