@@ -18,7 +18,7 @@ the replicas at its points of the step:
                     would average only every few dozen steps)
   easgd             every tau steps: D = alpha (x - C); x -= D; C += sum_r D
 
-The rules are those of src/parallel/dp/ (DESIGN.md section 5)."""
+The rules are those of src/parallel/dp/ (docs/algorithms.md#data-parallel-algorithms)."""
 import torch
 
 from .. import Error, _C
