@@ -7,7 +7,7 @@
 # Environment: BAGPIPE (binary), RUNS_DIR, STEPS (80).
 source "$(dirname "$0")/lib.sh"
 study_begin avgpipe "AvgPipe against gpipe and 1f1b"
-OUT="$RUNS/own" BAGPIPE=$BP "$ROOT/bench/pipe/avgpipe_own.sh" | tee "$OUT/log.txt"
+OUT="$RUNS/own" BAGPIPE=$BP "$ROOT/bench/pipe/avgpipe_own.sh" | tee "$RUNS/log.txt"
 
 # The timelines: 12 steps of each configuration at 1 Gbit / 1 ms, traced.
 CONFIGS=(
@@ -49,7 +49,7 @@ gpipe and 1f1b.
 
 ```
 TXT
-  grep -v '^load' "$OUT/log.txt"
+  grep -v '^load' "$RUNS/log.txt"
   cat <<'TXT'
 ```
 

@@ -7,7 +7,7 @@ source "$(dirname "$0")/lib.sh"
 study_begin bagua_convergence "Bagua's algorithms: validation loss against allreduce"
 STEPS=${STEPS:-1000}
 /usr/bin/python3 "$ROOT/bench/dp/convergence.py" --bagpipe "$BP" --steps "$STEPS" \
-  --keep "$RUNS" --json "$OUT/convergence.json" | tee "$OUT/log.txt"
+  --keep "$RUNS" --json "$OUT/convergence.json" | tee "$RUNS/log.txt"
 plots plots "$RUNS"/run*
 {
   study_header
@@ -24,7 +24,7 @@ lp-decentralized) is an 8-byte header and a byte per value without padding, wher
 Bagua's aligns header and payload to 32 bytes (24 to 55 bytes more per chunk).
 
 TXT
-  sed -n '/^| algorithm/,/^$/p' "$OUT/log.txt"
+  sed -n '/^| algorithm/,/^$/p' "$RUNS/log.txt"
   cat <<TXT
 
 Plots (\`bagpipe report\` of every run, [index](plots/index.html)):

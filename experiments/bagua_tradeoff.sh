@@ -6,7 +6,7 @@
 source "$(dirname "$0")/lib.sh"
 study_begin bagua_tradeoff "Bagua's trade-off: time to a validation loss per algorithm and network"
 /usr/bin/python3 "$ROOT/bench/dp/tradeoff.py" --bagpipe "$BP" --quick --keep "$RUNS" \
-  --json "$OUT/tradeoff.json" | tee "$OUT/log.txt"
+  --json "$OUT/tradeoff.json" | tee "$RUNS/log.txt"
 declare -A NET=([none]=off [1gbit_0.1ms]=bw=1Gbit,lat=0.1ms [100mbit_0.1ms]=bw=100Mbit,lat=0.1ms
   [1gbit_5ms]=bw=1Gbit,lat=5ms)
 for name in "${!NET[@]}"; do
@@ -27,7 +27,7 @@ step times up to it (evaluation excluded). Bagua's claim in this shape: low prec
 wins where bandwidth is scarce, decentralized where latency is high.
 
 TXT
-  sed -n '/^time to val loss/,$p' "$OUT/log.txt"
+  sed -n '/^time to val loss/,$p' "$RUNS/log.txt"
   cat <<'TXT'
 
 Loss against training time, one line per algorithm, per network:

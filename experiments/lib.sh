@@ -8,8 +8,8 @@ BP=${BAGPIPE:-$ROOT/build/bagpipe}
 export OPENBLAS_NUM_THREADS=1
 [ -x "$BP" ] || { echo "experiments: $BP: not an executable (build first: scripts/build.sh)" >&2; exit 1; }
 
-# study_begin NAME TITLE: sets OUT (the page's folder being written) and RUNS (run folders,
-# kept outside the tree: checkpoints and logs are not results).
+# study_begin NAME TITLE: sets OUT (the page's folder being written) and RUNS (run folders
+# and the study's log, kept outside the tree: checkpoints and logs are not results).
 study_begin() {
   STUDY=$1 TITLE=$2 T0=$(date +%s) LOAD0=$(cut -d' ' -f1 /proc/loadavg)
   OUT=$ROOT/docs/results/$STUDY.new
@@ -50,7 +50,10 @@ plots() {
   local name=$1
   shift
   "$BP" report "$@" --out "$OUT/$name" >/dev/null
-  rm -f "$OUT/$name"/*.png # index.html shows the SVGs; the PNGs would double the pages' size
+  # index.html shows the SVGs; the PNGs would double the pages' size, and the plots' data
+  # and scripts are regenerated from the runs by this command: only the SVGs are kept.
+  rm -f "$OUT/$name"/*.png "$OUT/$name"/*.dat "$OUT/$name"/*.gp
+  sed -i 's| <a href="[^"]*\.png">PNG</a> <a href="[^"]*\.gp">script</a>||' "$OUT/$name/index.html"
 }
 
 # runs_with KEY VALUE RUN_DIR... : the run folders whose config record has KEY = VALUE

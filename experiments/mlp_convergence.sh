@@ -33,7 +33,7 @@ run occ baseline 4 "${OCC[@]}"
 run occ SC 4 "${OCC[@]}" --sc-stages 2 --sc-rank 8
 run occ CB 4 "${OCC[@]}" --cb --cb-epilogue-only
 
-/usr/bin/python3 - "$RUNS" "$OUT" <<'PY' | tee "$OUT/log.txt"
+/usr/bin/python3 - "$RUNS" "$OUT" <<'PY' | tee "$RUNS/log.txt"
 import json, os, sys
 runs, out = sys.argv[1], sys.argv[2]
 
@@ -92,7 +92,7 @@ mlp\` multiplies its predicted step time by these factors. One seed each; every 
 async is deterministic, so only async's row moves with the machine's load.
 
 TXT
-  cat "$OUT/log.txt"
+  cat "$RUNS/log.txt"
   cat <<TXT
 
 Plots (\`bagpipe report\` of every run, [index](plots/index.html)).

@@ -11,7 +11,7 @@ study_begin "${OCC_STUDY:-occ_ablation}" "Optimus-CC's ablation${REGIME:+ on a s
 GRID=${GRID:-dp2xpp4} NET=${NET:-bw=1Gbit,lat=1ms}
 BAGPIPE_BIN=$BP "$ROOT/bench/occ/ablation.sh" --grid "$GRID" --steps "${STEPS:-1000}" --net "$NET" \
   --timed-steps "${TIMED:-0}" --sc-flags "${SC_FLAGS:-}" --cb-flags "${CB_FLAGS:---cb}" --out "$RUNS" 2>&1 |
-  tee "$OUT/log.txt"
+  tee "$RUNS/log.txt"
 cp "$RUNS/table.md" "$RUNS/results.json" "$RUNS/about.txt" "$OUT/"
 mapfile -t runs < <(runs_with net "$NET" "$RUNS"/run*)
 plots plots "${runs[@]}"

@@ -14,7 +14,7 @@ study_begin plan_validation "bagpipe plan: predicted against measured time to a 
 BAGPIPE=$BP /usr/bin/python3 "$ROOT/bench/plan/validate.py" --hosts "${HOSTS:-2,4}" \
   --settings "${SETTINGS:-10gbit:0.1ms,1gbit:1ms,100mbit:5ms,20mbit:20ms}" --top "${TOP:-6}" \
   --spread "${SPREAD:-0}" --timed-steps "${TIMED:-12}" --steps "${STEPS:-300}" --trial-kinds "${TRIAL_KINDS:-16}" --passes "${PASSES:-2}" --out "$RUNS" --json "$OUT/validate.json" --markdown "$OUT/table.md" |
-  tee "$OUT/log.txt"
+  tee "$RUNS/log.txt"
 {
   study_header
   cat <<'TXT'

@@ -7,7 +7,7 @@
 source "$(dirname "$0")/lib.sh"
 study_begin sim_validation "bagpipe simulate: predicted against measured step times"
 BAGPIPE=$BP /usr/bin/python3 "$ROOT/bench/simulate/validate.py" --steps "${STEPS:-30}" \
-  --out "$RUNS" --json "$OUT/validate.json" --markdown "$OUT/table.md" | tee "$OUT/log.txt"
+  --out "$RUNS" --json "$OUT/validate.json" --markdown "$OUT/table.md" | tee "$RUNS/log.txt"
 {
   study_header
   cat <<'TXT'
@@ -25,6 +25,6 @@ overlap and schedule (not a prediction). Columns in detail:
 TXT
   cat "$OUT/table.md"
   echo
-  grep -E '^(largest|at the run)' "$OUT/log.txt" | sed 's/^/- /'
+  grep -E '^(largest|at the run)' "$RUNS/log.txt" | sed 's/^/- /'
 } >"$OUT/README.md"
 study_end

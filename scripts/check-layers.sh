@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Every #include of src/ and include/ points down the layers of DESIGN.md section 1
+# Every #include of src/ and include/ points down the layers of docs/ARCHITECTURE.md#layers
 # and the planner above the trainer:
 #   cli > plan > train > parallel > {comm, nn, data};  comm > compress > core;  nn, data > core
 # A file of src/<layer>/ (or a subfolder of it) may include its own layer and those

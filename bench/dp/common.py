@@ -15,7 +15,7 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 BAGPIPE = os.path.join(ROOT, "build", "bagpipe")
 PYTHON = "/usr/bin/python3"  # Debian's interpreter: the one that has python3-torch
 
-# Every algorithm of --dp-algo, in the order of DESIGN.md section 5.
+# Every algorithm of --dp-algo, in the order of docs/algorithms.md#data-parallel-algorithms.
 ALGOS = ["allreduce", "bytegrad", "qadam", "decentralized", "lp-decentralized", "async", "powersgd", "easgd"]
 
 

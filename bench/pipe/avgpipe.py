@@ -557,7 +557,7 @@ def convergence(part, tres, dres):
         runs.append(dict(N=2, M=n2["M"], sched=n2["sched"], alpha=a, period=p, role="sweep"))
     if ARGS.scaled_lr:
         # In a steady drift the center, a particle without gradient, holds the replicas back
-        # to N/(N+1) of their speed (README): the learning rate scaled by (N+1)/N.
+        # to N/(N+1) of their speed (docs/manual/pipelines.md): the learning rate scaled by (N+1)/N.
         runs.append(dict(N=2, M=n2["M"], sched=n2["sched"], alpha=0.5, period=4, lr=base_lr() * 1.5,
                          role="lr x 3/2"))
         runs.append(dict(base, lr=base_lr() * 1.5, role="1f1b, lr x 3/2"))  # is it the lr alone?

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""PyTorch peers of bagpipe's `gpt` and `mlp` (DESIGN.md section 3).
+"""PyTorch peers of bagpipe's `gpt` and `mlp` (docs/ARCHITECTURE.md#models).
 
 Parameter names and layouts equal bagpipe's safetensors tensor names, so a bagpipe
 checkpoint loads with load_state_dict. Initialization follows the same rules as

@@ -158,7 +158,7 @@ typedef struct bp_trace bp_trace;
 bp_status bp_comm_set_trace(bp_comm *c, bp_trace *trace);
 bp_trace *bp_comm_trace(const bp_comm *c);
 
-/* Where buffers live (DESIGN.md section 10). Without this every buffer is host
+/* Where buffers live (docs/ARCHITECTURE.md#adding-a-backend). Without this every buffer is host
  * memory, sent as it is. With it, a buffer that `owns` claims is device memory the
  * host may not touch: each operation copies it to host memory through to_host,
  * communicates, and copies the result back through to_device (staged; NCCL's
@@ -225,7 +225,7 @@ bp_status bp_allgather(bp_comm *c, float *x, size_t n);
 /* Block j (count floats) of send goes to rank j; block j of recv comes from it. */
 bp_status bp_alltoall(bp_comm *c, const float *send, float *recv, size_t count);
 
-/* --- Bagua's primitives (DESIGN.md section 5) ------------------------------------ */
+/* --- Bagua's primitives (docs/algorithms.md#primitives) ----------------------- */
 
 /* x = the sum of x over the group. Our own path runs a ring reduce-scatter and
  * allgather: 2 (p - 1) messages of n / p floats in a row, the bandwidth-optimal

@@ -1,5 +1,5 @@
 /* Decentralized primitives: D_FP_S (peer averaging) and D_LP_S (ring with
- * compressed differences), DESIGN.md section 5. */
+ * compressed differences), docs/algorithms.md#primitives. */
 #include <stdlib.h>
 #include <string.h>
 

@@ -1,5 +1,5 @@
-/* The backend table: where the step's memory lives and what runs on it (DESIGN.md
- * section 10), as NCCL keeps its transports and UCX its memory types: one table of
+/* The backend table: where the step's memory lives and what runs on it (docs/ARCHITECTURE.md,
+ * "Adding a backend"), as NCCL keeps its transports and UCX its memory types: one table of
  * operations, one implementation per place where memory lives, callers that never
  * branch on it.
  *

@@ -1,4 +1,4 @@
-/* gpt: GPT-2 over bytes (DESIGN.md section 3), in the style of llm.c.
+/* gpt: GPT-2 over bytes (docs/ARCHITECTURE.md#models), in the style of llm.c.
  *
  * Blocks: 0 = embed (wte [V,C], wpe [maxT,C]); 1..L = transformer block h.{block-1};
  * L+1 = head (ln_f, LM head tied to wte, cross-entropy). A transformer block is

@@ -1,6 +1,6 @@
 /* Models as ordered lists of blocks over one flat parameter buffer.
  *
- * gpt (DESIGN.md section 3): blocks are [embed] [transformer block x L] [final LN +
+ * gpt (docs/ARCHITECTURE.md#models): blocks are [embed] [transformer block x L] [final LN +
  *   tied LM head], so num_blocks = L + 2.
  * mlp: blocks are [fc1+ReLU] ... [fcN+ReLU] [fc_out + softmax cross-entropy].
  *
@@ -19,7 +19,7 @@
  * of the tensor in the full model), so a stage is initialized exactly like the same
  * blocks of the full model, whatever the range.
  *
- * Tensor parallelism (gpt only; DESIGN.md section 4, Megatron-style): a model created
+ * Tensor parallelism (gpt only; docs/ARCHITECTURE.md#models, Megatron-style): a model created
  * with bp_model_create_tp is the shard of tp rank r out of T of its block range. In
  * every transformer block the attention heads and the MLP's hidden units are divided
  * among the T ranks: attn.c_attn is column-split (rank r holds the q, k and v rows

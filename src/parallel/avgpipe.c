@@ -1,4 +1,4 @@
-/* AvgPipe (DESIGN.md section 6; the parts are described in avgpipe.h). Elastic
+/* AvgPipe (docs/algorithms.md#avgpipe; the parts are described in avgpipe.h). Elastic
  * averaging: every tau (easgd.period) steps, with coefficient alpha and a center C on
  * this rank (starting at the common weights), the N replicas of a stage do
  *     D_j = alpha (W_j - C);  W_j -= D_j;  C += sum_j D_j

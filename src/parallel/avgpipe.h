@@ -1,4 +1,4 @@
-/* AvgPipe (DESIGN.md section 6): N parallel pipelines joined by elastic averaging,
+/* AvgPipe (docs/algorithms.md#avgpipe): N parallel pipelines joined by elastic averaging,
  * all of it in parallel/avgpipe.c.
  *
  * - Replicas: each stage rank holds N replicas of its blocks, one per pipeline,

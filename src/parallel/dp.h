@@ -1,5 +1,5 @@
 /* Data parallelism: how the replicas of one model on the ranks of a dp group agree
- * (DESIGN.md section 5). One bp_dp per replica; the trainer calls, per step:
+ * (docs/algorithms.md). One bp_dp per replica; the trainer calls, per step:
  *
  *   bp_dp_step_begin    before the first forward of the step (with its lr)
  *   bp_dp_backward_begin before the backward whose gradients are synchronized

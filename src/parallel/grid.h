@@ -1,4 +1,4 @@
-/* The 3D grid (DESIGN.md section 4): world = dp x pp x tp ranks. Every rank has
+/* The 3D grid (docs/ARCHITECTURE.md#the-grid): world = dp x pp x tp ranks. Every rank has
  * coordinates (d, p, t); tensor-parallel neighbours are adjacent ranks (they talk
  * most), then data-parallel replicas, then pipeline stages:
  *   rank = p * (dp * tp) + d * tp + t

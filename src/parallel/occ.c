@@ -1,4 +1,4 @@
-/* Optimus-CC (DESIGN.md section 7; the three techniques are described in occ.h). */
+/* Optimus-CC (docs/algorithms.md#optimus-cc; the three techniques are described in occ.h). */
 #include "parallel/occ.h"
 
 #include <math.h>

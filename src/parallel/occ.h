@@ -1,4 +1,4 @@
-/* Optimus-CC (DESIGN.md section 7): compression aware of 3D parallelism, all of it
+/* Optimus-CC (docs/algorithms.md#optimus-cc): compression aware of 3D parallelism, all of it
  * in parallel/occ.c.
  *
  * - Compressed backpropagation (CB): the gradient a stage sends to the previous

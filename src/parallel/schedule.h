@@ -1,4 +1,4 @@
-/* Pipeline schedules (DESIGN.md section 4): the order in which one stage runs the
+/* Pipeline schedules (docs/algorithms.md#pipeline-schedules): the order in which a stage runs the
  * forward (F) and backward (B) passes of the M micro-batches of an iteration.
  *
  * Every schedule here is "w warm-up forwards, then one forward and one backward in

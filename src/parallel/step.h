@@ -1,5 +1,5 @@
-/* One training step on this rank's place in the dp x pp x tp grid (DESIGN.md
- * section 4), the same on every rank of the job:
+/* One training step on this rank's place in the dp x pp x tp grid
+ * (docs/ARCHITECTURE.md#the-step), the same on every rank of the job:
  *
  *   1. the pipeline schedule over the step's micro-batches (forward, backward);
  *      the data-parallel algorithm starts its buckets during the last backward

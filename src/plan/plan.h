@@ -1,5 +1,5 @@
 /* `bagpipe plan`: which configuration reaches a validation loss soonest on this
- * cluster (DESIGN.md section 1's planner; its parts below the trainer are
+ * cluster (docs/ARCHITECTURE.md#the-planner; its parts below the trainer are
  * plan/plan_inputs.h).
  *
  * Run under mpirun on the ranks that will train, it measures the network between

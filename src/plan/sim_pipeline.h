@@ -1,4 +1,4 @@
-/* A predictor of one training step of a pipeline (DESIGN.md sections 4 and 6).
+/* A predictor of one training step of a pipeline (docs/algorithms.md#avgpipe).
  *
  * A discrete-event simulation of exactly what the runtime (parallel/pipe.c) does:
  * every stage runs its operations of bp_schedule_stream over the K x N x M

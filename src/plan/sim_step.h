@@ -1,4 +1,4 @@
-/* A predictor of one training step on a dp x pp x tp grid (DESIGN.md sections 4-7):
+/* A predictor of one training step on a dp x pp x tp grid (docs/ARCHITECTURE.md#the-step):
  * a simulation of the operations the runtime executes, in their order and on
  * their threads, on a described machine (plan/sim_machine.h).
  *

@@ -1,5 +1,5 @@
 /* Choosing pipelines N, micro-batches M and schedule (afp advance K) for a pipeline
- * training run (DESIGN.md section 6), in three parts of plan/:
+ * training run (docs/algorithms.md#avgpipe), in three parts of plan/:
  *
  * - tune_profile.c: in one process, every block's forward and backward time for each
  *   candidate micro-batch size (batch / (dp x N x M)), the stages cut as the trainer

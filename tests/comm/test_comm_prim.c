@@ -135,7 +135,7 @@ static void test_allreduce_lp(void **state) {
 
 /* --- D_FP_S ---------------------------------------------------------------------- */
 
-/* The formula of DESIGN.md section 5, written out again for the check. */
+/* The formula of docs/algorithms.md#primitives, written out again for the check. */
 static int expected_peer(int r, int n, int k) {
     int h = n / 2;
     if (r < h) return (k + r) % ((n + 1) / 2) + h;

@@ -1,4 +1,4 @@
-/* compress/: MinMaxUInt8 bit for bit against the DESIGN.md formula (hand-made
+/* compress/: MinMaxUInt8 bit for bit against docs/algorithms.md#minmaxuint8 (hand-made
  * vectors, a constant chunk, a chunk of length 1, the slow rint path), its error
  * bound and rejection of non-finite input; PowerSGD's exact reconstruction of a
  * rank-r matrix, M = P Q^T + E across calls, warm start and its 1-D pass-through. */
@@ -16,7 +16,7 @@
 #include "compress/codec.h"
 #include "core/rng.h"
 
-/* The formula of DESIGN.md section 5 written plainly, as the reference, with the
+/* The formula of docs/algorithms.md#minmaxuint8 written plainly, as the reference, with the
  * clamp to [0, 255] that compress.h documents for where float rounding takes the
  * formula's value out of the byte's range (a cast would be undefined there). */
 static void ref_encode(const float *x, size_t n, unsigned char *out) {

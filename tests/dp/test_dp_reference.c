@@ -1,5 +1,5 @@
 /* The data-parallel engine (parallel/dp.h) against plain references of each
- * algorithm's rule (DESIGN.md section 5), on 2, 3 and 4 ranks.
+ * algorithm's rule (docs/algorithms.md#data-parallel-algorithms), on 2, 3 and 4 ranks.
  *
  * Every case trains a tiny model two ways on every rank, step by step, from the
  * same seeds and on the same batches:
@@ -20,7 +20,7 @@
  *     order, and times 1/2 equals divided by 2), C_LP_S on any number of ranks
  *     (the owner adds the decoded chunks in rank order, then multiplies by 1/p:
  *     the reference does the same), peer averaging with shift_one ((a + b) / 2 is
- *     the same on both ranks), D_LP_S (the formula of z as DESIGN.md writes it),
+ *     the same on both ranks), D_LP_S (the formula of z as docs/algorithms.md writes it),
  *     and any comparison of the engine with itself that changes only timing.
  *   - TOL_SUM when an average of 3 or 4 ranks is taken by MPI_Allreduce in the
  *     reference and by the engine's ring: the ring adds an element's p values in an
@@ -350,7 +350,7 @@ static void ref_avg(float *x, size_t n) {
     for (size_t i = 0; i < n; i++) x[i] *= inv;
 }
 
-/* C_LP_S, DESIGN.md section 5: split x into p chunks, compress each, all-to-all;
+/* C_LP_S, docs/algorithms.md#primitives: split x into p chunks, compress each, all-to-all;
  * rank r decompresses the p versions of chunk r, averages them (in rank order,
  * times 1/p), compresses the average again; allgather; everyone decompresses every
  * chunk, its own included. Encode and decode are the library's MinMaxUInt8. */

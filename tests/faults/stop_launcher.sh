@@ -3,7 +3,7 @@
 # scripts/mpirun.sh, as a closed terminal sends, and SIGQUIT, as Ctrl-\ sends): every rank stops after the same
 # step with a checkpoint of it, no rank is left running and the --out lock is
 # free. Through scripts/mpirun.sh the job exits 3 as documented; Open MPI's mpirun called directly exits 1 whatever the ranks return
-# (README's fault table says so), MPICH's mpiexec 3 or 0: Hydra 4.0, signalled
+# (docs/manual/errors.md's table says so), MPICH's mpiexec 3 or 0: Hydra 4.0, signalled
 # itself, now and then exits 0 although every rank exited 3 (seen in about 1 run of
 # 8 with ranks that are plain shells trapping SIGTERM with "exit 3", so it is the
 # launcher's, not ours). Everything else (the stop line, the checkpoint, no rank

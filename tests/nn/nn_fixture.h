@@ -16,7 +16,7 @@ static inline bp_model_config fx_gpt_small(void) {
     return (bp_model_config){
         .kind = BP_MODEL_GPT, .vocab = 32, .n_layer = 2, .n_embd = 16, .n_head = 2, .seq_len = 8};
 }
-/* The trainer's default gpt (DESIGN.md section 3, issue 2). */
+/* The trainer's default gpt (docs/ARCHITECTURE.md#models, issue 2). */
 static inline bp_model_config fx_gpt_default(void) {
     return (bp_model_config){.kind = BP_MODEL_GPT,
                              .vocab = 256,

@@ -1,4 +1,4 @@
-/* Compressed backpropagation (Optimus-CC, DESIGN.md section 7) as the pipeline
+/* Compressed backpropagation (Optimus-CC, docs/algorithms.md#optimus-cc) as the pipeline
  * runs it: bp_pipe on S ranks (one stage each, S = 2 to 4) against a reference
  * computed here.
  *

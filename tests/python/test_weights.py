@@ -1,5 +1,5 @@
 """The weight algorithms of bagpipe.torch against their reference rules (those of
-src/parallel/dp/, DESIGN.md section 5), under mpirun -np N, without
+src/parallel/dp/, docs/algorithms.md#data-parallel-algorithms), under mpirun -np N, without
 torch.distributed: every rank's weights are gathered over bagpipe and the rule is
 applied here to the same numbers."""
 import sys

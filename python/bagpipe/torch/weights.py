@@ -18,8 +18,9 @@ the replicas at its points of the step:
                     would average only every few dozen steps)
   easgd             every tau steps: D = alpha (x - C); x -= D; C += sum_r D
 
-The rules are those of src/parallel/dp/. Each algorithm's state (its step count,
-center, neighbour copies) is part of the BagpipeModule's state_dict, per rank.
+The rules are those of src/parallel/dp/ (docs/algorithms.md#data-parallel-algorithms).
+Each algorithm's state (its step count, center, neighbour copies) is part of the
+BagpipeModule's state_dict, per rank.
 
 BagpipeModule keeps DistributedDataParallel's contract where a training script
 relies on it: rank 0's parameters and buffers go to every rank at wrap time, the

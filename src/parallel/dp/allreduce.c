@@ -1,4 +1,4 @@
-/* allreduce (C_FP_S, DESIGN.md section 5): every step, the gradients are averaged
+/* allreduce (C_FP_S, docs/algorithms.md#allreduce): every step, the gradients are averaged
  * over the group, g <- (1/n) sum_r g_r, in buckets that start while backward still
  * runs (ring reduce-scatter + allgather, or MPI's); then every replica takes the
  * same optimizer step, so the replicas stay identical. */

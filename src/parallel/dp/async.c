@@ -1,4 +1,4 @@
-/* async (C_FP_A, DESIGN.md section 5): every replica steps on its local gradients
+/* async (C_FP_A, docs/algorithms.md#async): every replica steps on its local gradients
  * without waiting; a background thread averages the weights every `sync_ms`
  * milliseconds: snapshot s = x; a = allreduce(s) / n; under a lock x += a - s, which
  * keeps the local progress made meanwhile. Stopping ends in a round every rank

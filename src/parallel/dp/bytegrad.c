@@ -1,4 +1,4 @@
-/* bytegrad (C_LP_S, DESIGN.md section 5): allreduce's rule, g <- (1/n) sum_r g_r per
+/* bytegrad (C_LP_S, docs/algorithms.md#bytegrad): allreduce's rule, g <- (1/n) sum_r g_r per
  * bucket, with compressed traffic: the bucket is split into n chunks, each
  * compressed with MinMaxUInt8 and sent all-to-all; rank r decompresses and averages
  * chunk r, compresses it again and all-gathers it; every rank decompresses the same

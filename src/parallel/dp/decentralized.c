@@ -1,4 +1,4 @@
-/* decentralized (D_FP_S, DESIGN.md section 5), in Bagua's order: at steps 0, k, 2k,
+/* decentralized (D_FP_S, docs/algorithms.md#decentralized), in Bagua's order: at steps 0, k, 2k,
  * ... (k = `interval`) the exchange of the weights x_t with the peers starts when
  * the step starts, on the communication thread, and runs while forward and
  * backward compute the local gradient g(x_t) at the same x_t; after backward the

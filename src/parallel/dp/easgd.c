@@ -1,4 +1,4 @@
-/* easgd (DESIGN.md sections 5 and 6): elastic averaging. Every replica steps on its
+/* easgd (docs/algorithms.md#easgd): elastic averaging. Every replica steps on its
  * local gradients; every `easgd.period` (tau) steps, with coefficient alpha and a
  * center C that every rank keeps alike (starting at the common weights):
  *     D_r = alpha (W_r - C);  W_r -= D_r;  C += sum_r D_r   (an allreduce of the D_r)

@@ -1,4 +1,4 @@
-/* lp-decentralized (D_LP_S, DESIGN.md section 5), Bagua's low-precision
+/* lp-decentralized (D_LP_S, docs/algorithms.md#lp-decentralized), Bagua's low-precision
  * decentralized SGD: a ring exchanging compressed differences. Each rank keeps
  * replicas w (its own), l and r (its neighbours'), all starting equal. After the
  * local step x, at steps 0, k, 2k, ... (0-based, k = --interval, Bagua's

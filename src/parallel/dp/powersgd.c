@@ -1,4 +1,4 @@
-/* powersgd (DESIGN.md sections 5 and 7): gradients averaged as rank-r
+/* powersgd (docs/algorithms.md#powersgd): gradients averaged as rank-r
  * approximations with error feedback, by the rules of PyTorch's PowerSGD hook.
  * After `powersgd.warmup` steps of allreduce, each matrix G (n x m, a tensor's
  * first dimension by the rest) of a bucket worth compressing becomes, with its own

@@ -1,4 +1,4 @@
-/* qadam (DESIGN.md section 5): Bagua's QAdam (QAdamOptimizer with QAdamAlgorithm),
+/* qadam (docs/algorithms.md#qadam): Bagua's QAdam (QAdamOptimizer with QAdamAlgorithm),
  * Adam whose momentum is averaged compressed after a warm-up. With t the 1-based
  * step, w = --qadam-warmup, g this rank's gradient:
  *   t <= w:  g <- C_FP_S(g) (averaged in buckets, as allreduce);  g <- g + wd p (L2)

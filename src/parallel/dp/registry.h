@@ -1,4 +1,4 @@
-/* The data-parallel algorithms (DESIGN.md section 5), one line each, in the order of
+/* The data-parallel algorithms (docs/algorithms.md), one line each, in the order of
  * --dp-algo's choices: X(ID, "name", ops), ops being the bp_dp_algo_ops defined in
  * parallel/dp/<name>.c. The enum bp_dp_algo, the option's choices, the engine's
  * table and the declarations of the ops all come from these lists, so an algorithm is
