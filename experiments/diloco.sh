@@ -37,6 +37,31 @@ links; the losses do not depend on the load (every run is deterministic).
 
 TXT
   sed -n '/^| variant/,/^$/p' "$OUT/log.txt"
+  cat <<'TXT'
+What it shows, at this scale:
+- No variant meets both targets. The closest: streaming-diloco (H 100, 2 fragments,
+  4-bit outer gradients) at +3.8% with 837x fewer bytes, and streaming-diloco (H 50,
+  float32) within 2% (+1.75%) with only 51x fewer.
+- Streaming beats plain diloco at equal H and bytes (H 50: +1.75% against +4.12%; H 100:
+  +3.84% against +5.12%): half the model merges with alpha 0.5 every H/2 steps instead
+  of the whole model being replaced every H.
+- 4-bit and 8-bit outer gradients with error feedback cost no loss (H 50: +3.90% and
+  +4.31% against float32's +4.12%) for 8x and 4x fewer bytes.
+- Top-k with 2-bit values fails here (+46% to +68%): after each outer step the replicas
+  restart from global weights that moved by the sent 1% (or 5%) only, and the rest of
+  their progress waits in the error feedback. Keeping it (a merge like streaming's, or
+  not resetting the replicas) is left as work.
+- H 500 synchronizes twice in 1000 steps: +26%. DiLoCo's 500x at allreduce's loss was
+  measured with 8 workers over tens of thousands of steps of far larger models; with a
+  batch of 8 per replica and 1000 steps, each outer step weighs more.
+- Beside Bagua's algorithms on the same model, batch, ranks and steps
+  ([bagua_convergence](../bagua_convergence/README.md), evaluated every 100 steps; its
+  allreduce ended at 1.7939): they end closer to allreduce (qadam +0.3%, decentralized
+  +2.0%, powersgd +4.0%, easgd +4.9%) but send 0.31 MB/step/rank or more, 40 to 80 times
+  what the compressed DiLoCo variants send (0.004 to 0.008). Bagua's family wins on loss
+  at equal steps, DiLoCo's on bytes; where the link, not the loss, limits (a slow WAN),
+  the DiLoCo variants are the ones that fit.
+TXT
   cat <<TXT
 
 Plots (\`bagpipe report\` of every run, [index](plots/index.html)).
