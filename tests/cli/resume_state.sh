@@ -7,9 +7,10 @@
 # and lp-decentralized (each dp replica's own weights, the center, the ring's
 # replicas), powersgd, --cb and --sc-stages (error feedback and warm-started Q),
 # diloco with each outer codec and streaming-diloco (each replica's inner optimizer,
-# the global weights, the outer momentum, the error feedback, and a fragment's
-# average in flight: with H 4, 2 fragments and tau 3 the fragment synchronized
-# after step 4 merges after step 7).
+# the global weights, the outer momentum, the error feedback, and a fragment in
+# flight: with H 8, 2 fragments and tau 3 the fragment synchronized after step 4
+# is averaged during steps 5 to 7 and merges after step 7; with H 6 and tau 2 the
+# checkpoint holds the pseudo-gradient taken after step 6, not yet averaged).
 # On another --dp the consensus model resumes, said in one line; pruning removes
 # checkpoints with replica files; a damaged or missing replica file, or one of
 # another rank or run, ends the resume with one line naming it, exit 1.
@@ -58,9 +59,10 @@ check diloco 2 "${DL[@]}" --dp-algo diloco
 for codec in minmax8 minmax4 topk2; do
   check "diloco-$codec" 2 "${DL[@]}" --dp-algo diloco --outer-compress $codec --outer-topk 0.05
 done
-check streaming-diloco 2 "${DL[@]}" --dp-algo streaming-diloco --outer-delay 3 --outer-mix 0.3
-check streaming-diloco-minmax4 2 "${DL[@]}" --dp-algo streaming-diloco --outer-delay 3 \
-  --outer-compress minmax4
+check streaming-diloco 2 --dp 2 --inner-steps 8 --dp-algo streaming-diloco --outer-delay 3 \
+  --outer-mix 0.3
+check streaming-diloco-minmax4 2 --dp 2 --inner-steps 6 --dp-algo streaming-diloco \
+  --outer-delay 2 --outer-compress minmax4
 check sc-stages 4 --dp 2 --pp 2 --partition 2,2 --micro-batches 2 --sc-stages 1 --sc-rank 2 \
   --fused-embedding-sync
 

@@ -32,7 +32,7 @@ struct bp_dp {
     bool use_buckets; /* gradients of this step go through the bucketer */
     bp_bucketer bk;   /* algorithms with ops->bucket on more than one rank; n == 0 otherwise */
     bp_bucketer xchg; /* algorithms with ops->exchange on more than one rank: one bucket */
-    bool exchanging;  /* this step's exchange runs (from bp_dp_step_begin to its wait) */
+    bool exchanging;  /* an exchange runs (from bp_dp_step_begin to its wait) */
     double lr;        /* this step's learning rate */
     bool early;       /* this step updates each bucket as soon as its average arrived */
     int nonfinite;    /* lowest tensor a bucket found non-finite in this step, -1: none */
@@ -69,7 +69,10 @@ struct bp_dp_algo_ops {
      * (decentralized in Bagua's order): whether this step does (NULL: every step).
      * The engine starts ops->exchange on a communication thread in
      * bp_dp_step_begin; ops->update waits for it with bp_dp_exchange_wait. Forward
-     * and backward only read the weights, so the thread may read them meanwhile. */
+     * and backward only read the weights, so the thread may read them meanwhile.
+     * An exchange that touches only the algorithm's own buffers may run on through
+     * later steps until ops->after_step waits for it (streaming-diloco); meanwhile
+     * no other starts, and evaluation, checkpoints and skipped steps wait for it. */
     bool (*exchanges_this_step)(const bp_dp *dp);
     bp_status (*exchange)(bp_dp *dp, bp_err *err);
     /* The update of elements [off, off + len) from this step's gradients (the
@@ -116,7 +119,7 @@ size_t bp_dp_bucket_floats(const bp_dp_config *cfg);
 void bp_dp_optim_update(bp_dp *dp, double lr, size_t off, size_t len);
 /* Replica 0's flat weights and their count. */
 float *bp_dp_weights(bp_dp *dp, size_t *n);
-/* Wait for this step's exchange (the wait counts as exposed time); its status.
+/* Wait for the running exchange (the wait counts as exposed time); its status.
  * Only when dp->exchanging. */
 bp_status bp_dp_exchange_wait(bp_dp *dp, bp_err *err);
 /* Allocate state of `size` zeroed bytes into dp->state (freed by the engine). */

@@ -32,15 +32,6 @@ static const bp_diloco_settings *settings_of(const bp_dp_config *c) {
     return bp_diloco_of(&c->settings);
 }
 
-typedef struct diloco {
-    int fragments;
-    float *global, *momentum;
-    float *error;   /* with a codec: each replica's error feedback */
-    float *delta;   /* the pseudo-gradients, then their averages, in the model's layout */
-    float *wire;    /* an allreduce's packed floats, or every rank's encoding */
-    float *decoded; /* one tensor decoded */
-    bp_codec *codec;
-} diloco;
 
 /* Whether tensor t of dp's model belongs to fragment f (blocks strided over the
  * fragments, as Streaming DiLoCo's best split). */
@@ -125,8 +116,7 @@ bp_status bp_dp_diloco_state(bp_dp *dp, bool in_flight, bp_state_list *l, bp_err
     return rc;
 }
 
-/* delta = G - W over fragment f. */
-static void pseudo_gradient(bp_dp *dp, int f) {
+void bp_dp_diloco_pseudo_gradient(bp_dp *dp, int f) {
     diloco *s = dp->state;
     const float *w = bp_model_params(dp->model);
     for (int t = 0; t < bp_model_num_tensors(dp->model); t++) {
@@ -204,7 +194,6 @@ static bp_status average_encoded(bp_dp *dp, int f, bp_err *err) {
 }
 
 bp_status bp_dp_diloco_average(bp_dp *dp, int f, bp_err *err) {
-    pseudo_gradient(dp, f);
     return ((diloco *)dp->state)->codec ? average_encoded(dp, f, err) : average_full(dp, f, err);
 }
 
@@ -228,6 +217,7 @@ void bp_dp_diloco_outer_step(bp_dp *dp, int f, float mix) {
 /* After every H-th step: the whole model's outer step. */
 static bp_status after_step(bp_dp *dp, bp_err *err) {
     if (dp->step % settings_of(&dp->cfg)->period) return BP_OK;
+    bp_dp_diloco_pseudo_gradient(dp, 0);
     bp_status rc = bp_dp_diloco_average(dp, 0, err);
     if (rc == BP_OK) bp_dp_diloco_outer_step(dp, 0, 0.0f);
     return rc;

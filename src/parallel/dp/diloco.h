@@ -35,14 +35,30 @@ typedef struct bp_streaming_diloco_settings {
 BP_DP_SETTINGS(diloco, DILOCO, bp_diloco_settings)
 BP_DP_SETTINGS(streaming_diloco, STREAMING_DILOCO, bp_streaming_diloco_settings)
 
-/* The state of both: the global weights, the outer momentum, the error feedback,
- * the pseudo-gradients in flight and the wire (diloco.c). */
+/* The state of both (dp->state): the global weights, the outer momentum, the error
+ * feedback, the pseudo-gradients in flight and the wire (diloco.c), and
+ * streaming-diloco's schedule. */
+typedef struct diloco {
+    int64_t merge_at; /* streaming: the step after which the fragment in flight merges; -1 */
+    int merging;      /* streaming: that fragment */
+    int fragments;
+    float *global, *momentum;
+    float *error;   /* with a codec: each replica's error feedback */
+    float *delta;   /* the pseudo-gradients, then their averages, in the model's layout */
+    float *wire;    /* an allreduce's packed floats, or every rank's encoding */
+    float *decoded; /* one tensor decoded */
+    bp_codec *codec;
+} diloco;
+
 bp_status bp_dp_diloco_create(bp_dp *dp, int fragments, bp_err *err);
 void bp_dp_diloco_destroy(bp_dp *dp);
 /* The state that lasts: global weights, momentum, error feedback (with a codec)
  * and, with `in_flight`, the averaged pseudo-gradients not merged yet. */
 bp_status bp_dp_diloco_state(bp_dp *dp, bool in_flight, bp_state_list *l, bp_err *err);
-/* Fragment f's pseudo-gradient (global - local), averaged over the group. */
+/* Fragment f's pseudo-gradient (global - local) into the buffer of those in flight. */
+void bp_dp_diloco_pseudo_gradient(bp_dp *dp, int f);
+/* Fragment f's pseudo-gradient, averaged over the group in place (reads and writes
+ * only the state's buffers: it may run beside steps). */
 bp_status bp_dp_diloco_average(bp_dp *dp, int f, bp_err *err);
 /* The outer step of fragment f from its average, and the merge of the local
  * weights with the new global ones (mix 0: replaced by them). */

@@ -223,6 +223,9 @@ void bp_dp_step_begin(bp_dp *dp, double lr) {
     bp_dp_tune_step_begin(dp);
     lock(dp);
     dp->step_locked = dp->ops->lock != NULL;
+    /* An exchange that the algorithm waits for in a later step (streaming-diloco's)
+     * runs on through this one; no second one starts beside it. */
+    if (dp->exchanging) return;
     dp->exchanging = dp->xchg.n > 0 &&
                      (!dp->ops->exchanges_this_step || dp->ops->exchanges_this_step(dp));
     if (!dp->exchanging) return;

@@ -5,16 +5,18 @@
  * fragment b mod F (strided, the paper's better split). With H, tau (the delay)
  * and alpha (the mixing factor), fragment f has the offset
  *     o_f = ((f + 1) H / F) mod H   (integer division; F <= H keeps them apart)
- * and at every step s > 0 with s mod H = o_f (s counts the steps taken):
- *   - during step s + 1, on the communication thread while forward and backward
- *     run, its pseudo-gradient G_f - W_f (W_f after step s) is averaged over the
- *     group, compressed or not, as in diloco;
- *   - after step s + tau (1 <= tau <= H), the outer step updates G_f and M_f from
- *     that average, and the fragment's local weights merge with the new global ones:
+ * and after every step s > 0 with s mod H = o_f (s counts the steps taken):
+ *   - its pseudo-gradient G_f - W_f (W_f after step s) is taken, and averaged over
+ *     the group (compressed or not, as in diloco) on the communication thread from
+ *     the start of step s + 1, beside the inner steps s + 1, ..., s + tau;
+ *   - after step s + tau (1 <= tau <= H / F, so that one fragment is in flight at a
+ *     time), the outer step updates G_f and M_f from that average, and the
+ *     fragment's local weights merge with the new global ones:
  *         W_f = alpha W_f + (1 - alpha) G_f   (alpha = 0: replaced, as in diloco)
  * so each fragment is synchronized once every H steps and the group sends 1/F of
- * the model every H/F steps. A step skipped for non-finite gradients drops the
- * merge due after it (the fragment's next round starts from G_f as usual). */
+ * the model every H/F steps. A step skipped for non-finite gradients takes no
+ * pseudo-gradient (that fragment skips a round) and delays a merge due after it to
+ * the next step. */
 #include <stdio.h>
 #include <string.h>
 
@@ -42,37 +44,62 @@ static bp_status check(const bp_dp_config *c, int size, bp_optim_kind optim, bp_
         return bp_fail(err, BP_EUSAGE,
                        "option --fragments: %d fragments need --inner-steps of at least %d, not %lld",
                        s->fragments, s->fragments, H);
-    if (s->delay > H)
-        return bp_fail(err, BP_EUSAGE, "option --outer-delay: %lld exceeds --inner-steps %lld",
-                       (long long)s->delay, H);
+    if (s->fragments <= H && s->delay > H / s->fragments)
+        return bp_fail(err, BP_EUSAGE,
+                       "option --outer-delay: %lld exceeds the %lld steps between two fragments' "
+                       "synchronizations (--inner-steps %lld / --fragments %d)",
+                       (long long)s->delay, H / s->fragments, H, s->fragments);
     return bp_dp_diloco_check(c, size, optim, err);
 }
 
+/* Resuming after step t: a fragment synchronized after step t - d, d < tau, is in
+ * flight (its pseudo-gradient, or its average once its exchange ran before the
+ * checkpoint, is in the state). */
 static bp_status create(bp_dp *dp, bp_err *err) {
-    return bp_dp_diloco_create(dp, settings_of(&dp->cfg)->fragments, err);
+    bp_status rc = bp_dp_diloco_create(dp, settings_of(&dp->cfg)->fragments, err);
+    if (rc) return rc;
+    diloco *s = dp->state;
+    s->merge_at = -1;
+    int64_t tau = settings_of(&dp->cfg)->delay;
+    for (int64_t d = 0; d < tau && s->merge_at < 0; d++)
+        if ((s->merging = fragment_at(&dp->cfg, dp->step - d)) >= 0) s->merge_at = dp->step - d + tau;
+    return BP_OK;
 }
 
-static bool exchanges_this_step(const bp_dp *dp) { return fragment_at(&dp->cfg, dp->step) >= 0; }
+/* From the step after a fragment's pseudo-gradient was taken. */
+static bool exchanges_this_step(const bp_dp *dp) {
+    const diloco *s = dp->state;
+    return s->merge_at == dp->step + settings_of(&dp->cfg)->delay;
+}
 
-/* During step s + 1: the average of the fragment synchronized after step s. */
 static bp_status exchange(bp_dp *dp, bp_err *err) {
-    return bp_dp_diloco_average(dp, fragment_at(&dp->cfg, dp->step), err);
+    return bp_dp_diloco_average(dp, ((diloco *)dp->state)->merging, err);
 }
 
-static bp_status update(bp_dp *dp, double lr, size_t off, size_t len, bp_err *err) {
+/* The fragment in flight: its exchange waited for, its outer step and merge. */
+static bp_status merge(bp_dp *dp, bp_err *err) {
+    diloco *s = dp->state;
     if (dp->exchanging) {
         bp_status rc = bp_dp_exchange_wait(dp, err);
         if (rc) return rc;
     }
-    bp_dp_optim_update(dp, lr, off, len);
+    bp_dp_diloco_outer_step(dp, s->merging, (float)settings_of(&dp->cfg)->mix);
+    s->merge_at = -1;
     return BP_OK;
 }
 
-/* dp->step counts this step: the merge of the fragment synchronized tau steps ago. */
+/* dp->step counts this step: the merge due, then the pseudo-gradient of the
+ * fragment synchronized now (after any merge still pending). */
 static bp_status after_step(bp_dp *dp, bp_err *err) {
-    (void)err;
-    int f = fragment_at(&dp->cfg, dp->step - settings_of(&dp->cfg)->delay);
-    if (f >= 0) bp_dp_diloco_outer_step(dp, f, (float)settings_of(&dp->cfg)->mix);
+    diloco *s = dp->state;
+    bp_status rc = BP_OK;
+    if (s->merge_at >= 0 && dp->step >= s->merge_at) rc = merge(dp, err);
+    int f = fragment_at(&dp->cfg, dp->step);
+    if (rc || f < 0) return rc;
+    if (s->merge_at >= 0 && (rc = merge(dp, err))) return rc;
+    bp_dp_diloco_pseudo_gradient(dp, f);
+    s->merging = f;
+    s->merge_at = dp->step + settings_of(&dp->cfg)->delay;
     return BP_OK;
 }
 
@@ -88,7 +115,8 @@ static void describe(const bp_dp_config *c, char *buf, size_t n) {
                  (long long)settings_of(c)->delay, settings_of(c)->mix);
 }
 
-/* A fragment (1/F of the model) every H/F steps, beside forward and backward. */
+/* A fragment (1/F of the model) every H/F steps, beside forward and backward (the
+ * step simulator overlaps it with one step; the run, with tau). */
 static void step_cost(const bp_dp_cost_env *e, size_t n, bp_dp_step_cost *out) {
     int F = settings_of(e->cfg)->fragments > 1 ? settings_of(e->cfg)->fragments : 1;
     out->s = bp_dp_diloco_average_cost(e, (n + (size_t)F - 1) / (size_t)F, &out->bytes);
@@ -122,7 +150,6 @@ const bp_dp_algo_ops bp_dp_streaming_diloco = {
     .destroy = bp_dp_diloco_destroy,
     .exchanges_this_step = exchanges_this_step,
     .exchange = exchange,
-    .update = update,
     .after_step = after_step,
     .state = state,
     .describe = describe,
