@@ -20,7 +20,7 @@
  *
  * streaming_diloco.c runs the same outer step per fragment of the model; the code
  * of both is here, its per-fragment form with fragment 0 of 1 for diloco. The
- * loops run on the host (ops' reads_weights_on_host). */
+ * loops run on the host (ops' host_weights). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -296,6 +296,7 @@ static const bp_option_group option_group = BP_OPTION_GROUP(options, defaults);
 const bp_dp_algo_ops bp_dp_diloco = {
     .kind = BP_DP_WEIGHT,
     .options = &option_group,
+    .host_weights = true,
     .check = bp_dp_diloco_check,
     .create = create,
     .destroy = bp_dp_diloco_destroy,

@@ -145,6 +145,7 @@ static const bp_option_group option_group = BP_OPTION_GROUP(options, defaults);
 const bp_dp_algo_ops bp_dp_streaming_diloco = {
     .kind = BP_DP_WEIGHT,
     .options = &option_group,
+    .host_weights = true,
     .check = check,
     .create = create,
     .destroy = bp_dp_diloco_destroy,
