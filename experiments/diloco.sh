@@ -15,12 +15,12 @@ V+=(--variant "diloco --inner-steps 10 --outer-compress topk2")
 V+=(--variant "diloco --inner-steps 50 --outer-compress topk2 --outer-topk 0.05")
 V+=(--variant "streaming-diloco --inner-steps 100 --fragments 2 --outer-compress minmax4")
 /usr/bin/python3 "$ROOT/bench/dp/diloco.py" --bagpipe "$BP" --steps "$STEPS" "${V[@]}" \
-  --keep "$RUNS" --json "$OUT/diloco.json" | tee "$OUT/log.txt"
+  --keep "$RUNS" --json "$OUT/diloco.json" | tee "$RUNS/log.txt"
 # 4 ranks (the same global batch, 4 rows each), the variants closest to the target.
 /usr/bin/python3 "$ROOT/bench/dp/diloco.py" --bagpipe "$BP" --ranks 4 --steps "$STEPS" \
   --variant "diloco --inner-steps 50" --variant "streaming-diloco --inner-steps 50 --fragments 2" \
   --variant "streaming-diloco --inner-steps 100 --fragments 2 --outer-compress minmax4" \
-  --keep "$RUNS/4ranks" --json "$OUT/diloco4.json" | tee "$OUT/log4.txt"
+  --keep "$RUNS/4ranks" --json "$OUT/diloco4.json" | tee "$RUNS/log4.txt"
 plots plots "$RUNS"/run*
 {
   study_header
@@ -42,9 +42,9 @@ $STEPS steps (not 3000; H = 500 synchronizes only twice), no time-to-loss on emu
 links; the losses do not depend on the load (every run is deterministic).
 
 TXT
-  sed -n '/^| variant/,/^$/p' "$OUT/log.txt"
+  sed -n '/^| variant/,/^$/p' "$RUNS/log.txt"
   printf '\nOn 4 ranks (the same global batch of 16, 4 rows per rank), the variants closest\nto the target:\n\n'
-  sed -n '/^| variant/,/^$/p' "$OUT/log4.txt"
+  sed -n '/^| variant/,/^$/p' "$RUNS/log4.txt"
   cat <<'TXT'
 What it shows, at this scale:
 - No variant meets both targets. The closest: streaming-diloco (H 100, 2 fragments,
