@@ -3,7 +3,7 @@
  * bagpipe.torch enumerates the registry instead of a list of its own. An option
  * is a dict: name (as on the command line), type (int, float, str, choice, flag),
  * default (None where it depends on the group: default_text says how), min, max,
- * choices (a tuple, or None) and help. */
+ * choices (a tuple, or None), metavar and help, as --help shows them. */
 #include <math.h>
 #include <stdint.h>
 
@@ -57,9 +57,10 @@ static PyObject *option_of(const bp_option *o, const void *defaults) {
     PyObject *choices = o->type == BP_OPT_CHOICE ? split_choices(o->choices) : Py_NewRef(Py_None);
     PyObject *d = NULL;
     if (def && choices)
-        d = Py_BuildValue("{s:s,s:s,s:O,s:d,s:d,s:O,s:s,s:z}", "name", o->name, "type",
+        d = Py_BuildValue("{s:s,s:s,s:O,s:d,s:d,s:O,s:z,s:s,s:z}", "name", o->name, "type",
                           type_names[o->type], "default", def, "min", o->min, "max", o->max,
-                          "choices", choices, "help", o->help, "default_text", o->default_text);
+                          "choices", choices, "metavar", o->metavar, "help", o->help,
+                          "default_text", o->default_text);
     Py_XDECREF(def), Py_XDECREF(choices);
     return d;
 }

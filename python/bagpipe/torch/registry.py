@@ -10,7 +10,8 @@ import math
 
 from .. import Error, _C
 
-Option = collections.namedtuple("Option", "name type default min max choices help default_text")
+Option = collections.namedtuple("Option",
+                                "name type default min max choices metavar help default_text")
 Algorithm = collections.namedtuple("Algorithm", "name kind options")
 
 
@@ -36,7 +37,7 @@ def option(spec):
 
 
 def _flag(o):
-    meta = "" if o.type == "flag" else " " + ("|".join(o.choices) if o.choices else o.type.upper())
+    meta = "" if o.type == "flag" else " " + ("|".join(o.choices) if o.choices else o.metavar)
     return f"--{o.name}{meta}"
 
 
