@@ -166,6 +166,28 @@ def test_qadam_optimizer_is_the_c_update():
             f"step {t}: {(w.detach() - torch.from_numpy(p)).abs().max()}"
 
 
+def test_qadam_leaves_the_weights_of_dead_inputs():
+    """The weights of an input that is always zero have zero gradients, moments and
+    (v frozen at 0 after warm-up) must still not move: MinMaxUInt8 gives 0 back
+    exactly, so the compressed momentum there is 0, not a quantization error that
+    eps alone would divide. (An input zero only during the warm-up does diverge,
+    as in the C runtime and Bagua: python/README.md.)"""
+    torch.manual_seed(0)
+    base = torch.nn.Sequential(torch.nn.Linear(20, 32), torch.nn.ReLU(), torch.nn.Linear(32, 3))
+    opt = bpt.QAdamOptimizer(base.parameters(), lr=1e-3, warmup=3)
+    model = bpt.with_bagpipe(base, opt, "qadam")
+    dead = base[0].weight.detach()[:, :8].clone()
+    gen = torch.Generator().manual_seed(1 + _C.rank())
+    for _ in range(8):
+        x, y = torch.randn(32, 20, generator=gen), torch.randint(0, 3, (32,), generator=gen)
+        x[:, :8] = 0
+        opt.zero_grad()
+        torch.nn.functional.cross_entropy(model(x), y).backward()
+        opt.step()
+    assert torch.equal(base[0].weight.detach()[:, :8], dead), "dead inputs' weights moved"
+    assert opt.state[base[0].weight]["exp_avg_sq"][:, :8].eq(0).all()
+
+
 def test_cuda_tensors_refused_with_one_line():
     t = torch.zeros(4, device="meta")
     try:
@@ -182,6 +204,7 @@ if __name__ == "__main__":
                      test_powersgd_hook_keeps_replicas_identical,
                      test_qadam_averages_the_momentum_compressed,
                      test_qadam_optimizer_is_the_c_update,
+                     test_qadam_leaves_the_weights_of_dead_inputs,
                      test_cuda_tensors_refused_with_one_line])
     dist.destroy_process_group()
     sys.exit(1 if rc else 0)
