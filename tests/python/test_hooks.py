@@ -3,8 +3,10 @@ allreduce gives DDP's default gradients; bytegrad gives, bit for bit, C_LP_S
 computed here with the C codec from every rank's bucket, and qadam the same of
 each rank's momentum after warm-up; powersgd compresses and keeps the replicas
 identical."""
+import math
 import sys
 
+import numpy as np
 import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
@@ -114,8 +116,8 @@ def test_qadam_averages_the_momentum_compressed():
     seen = []
 
     def recording(state, bucket):
-        m = torch.cat([opt.state[p]["exp_avg"].reshape(-1) for p in bucket.parameters()])
-        local = m.mul_(0.9).add_(bucket.buffer(), alpha=1 - 0.9)  # the hook's arithmetic
+        local = torch.cat([opt.state[p]["exp_avg"].reshape(-1) for p in bucket.parameters()])
+        _C.momentum(bucket.buffer().numpy(), local.numpy(), 0.9)  # the C runtime's kernel
         fut = bpt.qadam_hook(state, bucket)
         return fut.then(lambda f: (seen.append((opt.t + 1, local, f.value().clone())),
                                    f.value())[1])
@@ -132,6 +134,60 @@ def test_qadam_averages_the_momentum_compressed():
         assert torch.equal(out, expect), (out - expect).abs().max()
 
 
+def qadam_kernel(p, g, m, v, lr, b1, b2, eps, wd, t, moments):
+    """The cpu backend's BP_UPDATE_QADAM (src/core/backend_cpu.c) in float32, its
+    constants rounded where the C code rounds them."""
+    f = np.float32
+    if moments:
+        gi = g + f(wd) * p
+        m[:] = f(b1) * m + (f(1) - f(b1)) * gi
+        v[:] = f(b2) * v + (f(1) - f(b2)) * gi * gi
+    step, sqrt_bc2 = f(lr / (1.0 - math.pow(b1, t))), f(math.sqrt(1.0 - math.pow(b2, t)))
+    p -= step * m / (np.sqrt(v) / sqrt_bc2 + f(eps))
+
+
+def test_qadam_optimizer_is_the_c_update():
+    """QAdamOptimizer's steps give the bits of the C runtime's QAdam update on the
+    same gradients: AdamW's moments on g + wd p while t < warmup, none at t =
+    warmup, then the momentum the hook left as the gradient, v frozen."""
+    gen = torch.Generator().manual_seed(3)
+    w = torch.nn.Parameter(torch.randn(257, generator=gen))
+    lr, betas, eps, wd, warmup = 0.01, (0.9, 0.999), 1e-8, 0.01, 3
+    opt = bpt.QAdamOptimizer([w], lr=lr, betas=betas, eps=eps, weight_decay=wd, warmup=warmup)
+    p, m, v = (x.detach().numpy().copy() for x in (w, w * 0, w * 0))
+    for t in range(1, 7):
+        g = torch.randn(257, generator=gen)
+        w.grad = g.clone()
+        opt.step()
+        if t > warmup:
+            m[:] = g.numpy()
+        qadam_kernel(p, g.numpy(), m, v, lr, *betas, eps, wd, t, t < warmup)
+        assert torch.equal(w.detach(), torch.from_numpy(p)), \
+            f"step {t}: {(w.detach() - torch.from_numpy(p)).abs().max()}"
+
+
+def test_qadam_leaves_the_weights_of_dead_inputs():
+    """The weights of an input that is always zero have zero gradients, moments and
+    (v frozen at 0 after warm-up) must still not move: MinMaxUInt8 gives 0 back
+    exactly, so the compressed momentum there is 0, not a quantization error that
+    eps alone would divide. (An input zero only during the warm-up does diverge,
+    as in the C runtime and Bagua: python/README.md.)"""
+    torch.manual_seed(0)
+    base = torch.nn.Sequential(torch.nn.Linear(20, 32), torch.nn.ReLU(), torch.nn.Linear(32, 3))
+    opt = bpt.QAdamOptimizer(base.parameters(), lr=1e-3, warmup=3)
+    model = bpt.with_bagpipe(base, opt, "qadam")
+    dead = base[0].weight.detach()[:, :8].clone()
+    gen = torch.Generator().manual_seed(1 + _C.rank())
+    for _ in range(8):
+        x, y = torch.randn(32, 20, generator=gen), torch.randint(0, 3, (32,), generator=gen)
+        x[:, :8] = 0
+        opt.zero_grad()
+        torch.nn.functional.cross_entropy(model(x), y).backward()
+        opt.step()
+    assert torch.equal(base[0].weight.detach()[:, :8], dead), "dead inputs' weights moved"
+    assert opt.state[base[0].weight]["exp_avg_sq"][:, :8].eq(0).all()
+
+
 def test_cuda_tensors_refused_with_one_line():
     t = torch.zeros(4, device="meta")
     try:
@@ -146,6 +202,9 @@ if __name__ == "__main__":
     bpt.init_process_group()
     rc = common.run([test_allreduce_hook_is_ddp_default, test_bytegrad_hook_gives_the_codec_bytes,
                      test_powersgd_hook_keeps_replicas_identical,
-                     test_qadam_averages_the_momentum_compressed, test_cuda_tensors_refused_with_one_line])
+                     test_qadam_averages_the_momentum_compressed,
+                     test_qadam_optimizer_is_the_c_update,
+                     test_qadam_leaves_the_weights_of_dead_inputs,
+                     test_cuda_tensors_refused_with_one_line])
     dist.destroy_process_group()
     sys.exit(1 if rc else 0)

@@ -2,8 +2,10 @@
 src/parallel/dp/, docs/algorithms.md#data-parallel-algorithms), under mpirun -np N, without
 torch.distributed: every rank's weights are gathered over bagpipe and the rule is
 applied here to the same numbers."""
+import inspect
 import sys
 
+import numpy as np
 import torch
 
 import common
@@ -118,6 +120,83 @@ def test_easgd_elastic_rule():
             close(stepped[j], expect[j], f"easgd step {t} rank {j}")
 
 
+def test_easgd_is_the_c_rule_bit_for_bit():
+    """EASGD's averaging is the runtime's (bp_dp_easgd_average): on the same weights
+    and center, the bits of the rule as src/parallel/dp/easgd.c computes it in
+    float32 (alpha as a float; the weights exactly; the center's sum of the D's
+    exactly on 2 ranks, where any order gives the same sum: the ring adds more ranks'
+    in an order of its own)."""
+    n = _C.size()
+    g = torch.Generator().manual_seed(7 + _C.rank())
+    flat = torch.randn(1000, generator=g)
+    algo = bpt.EASGD(alpha=0.9 / n, tau=2)
+    algo.attach(flat, [flat])
+    algo.center.copy_(torch.randn(1000, generator=torch.Generator().manual_seed(99)))
+    x, c, alpha = flat.numpy().copy(), algo.center.numpy().copy(), np.float32(0.9 / n)
+    algo.after()
+    assert torch.equal(flat, torch.from_numpy(x)), "easgd averaged at t = 1 of tau 2"
+    algo.after()
+    d = alpha * (x - c)
+    total = sum(common.gather(torch.from_numpy(d))).numpy()
+    expect_x, expect_c = x - d, c + total
+    near = (lambda a, b: torch.allclose(a, b, rtol=0, atol=1e-6))
+    for got, want, what, same in ((flat, expect_x, "weights", torch.equal),
+                                  (algo.center, expect_c, "center",
+                                   torch.equal if n == 2 else near)):
+        want = torch.from_numpy(want)
+        assert same(got, want), f"easgd: the {what} differ from the C rule's by " \
+            f"{(got - want).abs().max()}"
+
+
+def test_registry_gives_the_choices_and_checks():
+    """The algorithms, their kinds and their options are the C registry's; a binding's
+    keywords are checked by the registry's ranges and choices; an algorithm of the
+    registry without a binding is refused with one line."""
+    names = [a[0] for a in _C.algorithms()]
+    assert list(bpt.ALGORITHMS) == names, (bpt.ALGORITHMS, names)
+    assert set(bpt.GRADIENT_ALGORITHMS) | set(bpt.WEIGHT_ALGORITHMS) == set(names)
+    assert {"allreduce", "bytegrad", "qadam", "powersgd"} <= set(bpt.GRADIENT_ALGORITHMS)
+    # The bindings' defaults are the CLI's, but for PowerSGD's warm-up (DDP rebuilds
+    # its buckets after the first step: at least 2).
+    differ = {("powersgd", "warmup")}
+    for name, binding in bpt.BINDINGS.items():
+        assert name in names, f"binding {name} is not in the registry"
+        made = binding.state if hasattr(binding, "hook") else binding
+        params = inspect.signature(made).parameters
+        for keyword, value in bpt.registry.defaults(name, binding).items():
+            if value is not None and (name, keyword) not in differ:
+                assert params[keyword].default == value, (name, keyword, value)
+    assert bpt.registry.defaults("decentralized", bpt.Decentralized) == {
+        "peers": "shift_one", "interval": 1}
+    refused = {
+        ("easgd", "tau", 0): "easgd: tau must be within [1, 1e+12] (--ea-period), not 0",
+        ("decentralized", "peers", "ring"): "decentralized: peers 'ring' is not one of "
+                                            "shift_one, all",
+        ("decentralized", "order", "bagua"): "bagpipe: decentralized takes no option 'order' "
+                                             "(it takes interval, peers; --decentralized-order "
+                                             "only in bagpipe train)",
+        ("async", "sync_ms", 2.5): "async: sync_ms must be an integer, not 2.5",
+    }
+    for (algorithm, keyword, value), message in refused.items():
+        base = common.tiny_model()
+        try:
+            bpt.with_bagpipe(base, torch.optim.SGD(base.parameters(), lr=LR), algorithm,
+                             **{keyword: value})
+        except bagpipe.Error as e:
+            assert str(e) == message, str(e)
+        else:
+            raise AssertionError(f"{algorithm} took {keyword}={value!r}")
+    unbound = [n for n in names if n not in bpt.BINDINGS]
+    for name in unbound:
+        try:
+            bpt.with_bagpipe(common.tiny_model(), None, name)
+        except bagpipe.Error as e:
+            assert str(e).startswith(f"bagpipe: algorithm '{name}' ("), str(e)
+            assert "has no PyTorch binding: it runs in bagpipe train --dp-algo" in str(e), str(e)
+        else:
+            raise AssertionError(f"{name} without a binding was accepted")
+
+
 def test_async_keeps_the_sum_and_averages():
     """x += avg(s) - s changes no sum over the ranks: after the thread stops, the
     ranks' weights add up to their start plus every local step -lr g; the warm-up
@@ -168,6 +247,7 @@ if __name__ == "__main__":
     bagpipe.init()
     tests = [test_broadcast_gives_rank_zero_weights, test_decentralized_all_interval_2,
              test_lp_decentralized_ring, test_easgd_elastic_rule,
+             test_easgd_is_the_c_rule_bit_for_bit, test_registry_gives_the_choices_and_checks,
              test_async_keeps_the_sum_and_averages, test_errors_are_exceptions]
     if _C.size() % 2 == 0:
         tests.insert(1, test_decentralized_shift_one)

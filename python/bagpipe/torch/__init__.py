@@ -4,9 +4,10 @@
     bpt.init_process_group()                    # bagpipe's MPI world and a gloo group
     model = bpt.with_bagpipe(model, optimizer, "bytegrad")   # or "decentralized", ...
 
-Gradient algorithms (allreduce, bytegrad, qadam, powersgd) return DDP with one of
-bagpipe's communication hooks; weight algorithms (decentralized, lp-decentralized,
-async, easgd) return a BagpipeModule over the parameters flattened into one buffer.
+The algorithms are those of bagpipe's C registry (bagpipe.torch.registry). Gradient
+algorithms (allreduce, bytegrad, qadam, powersgd) return DDP with one of bagpipe's
+communication hooks; weight algorithms (decentralized, lp-decentralized, async,
+easgd) return a BagpipeModule over the parameters flattened into one buffer.
 Run under MPI: mpirun -np N python3 train.py."""
 import datetime
 import os
@@ -22,11 +23,32 @@ from .. import Error, _C, init
 from . import _tensors
 from .hooks import (HookState, PowerSGDState, QAdamOptimizer, QAdamState, allreduce_hook,
                     bytegrad_hook, powersgd_hook, qadam_hook)
-from .weights import (ALGORITHMS as WEIGHT_ALGORITHMS, EASGD, STATE_KEY, Async, BagpipeModule,
+from . import registry
+from .registry import ALGORITHMS, GRADIENT_ALGORITHMS, WEIGHT_ALGORITHMS
+from .weights import (BINDINGS as WEIGHT_BINDINGS, EASGD, STATE_KEY, Async, BagpipeModule,
                       Decentralized, LowPrecisionDecentralized, flatten)
 
-GRADIENT_ALGORITHMS = ("allreduce", "bytegrad", "qadam", "powersgd")
-ALGORITHMS = GRADIENT_ALGORITHMS + tuple(WEIGHT_ALGORITHMS)
+
+class _Hook:
+    """A gradient algorithm's binding: its DDP hook and the state it holds, with
+    the registry's options it takes (keyword -> option) and keywords of its own."""
+
+    def __init__(self, hook, state, options=None, extras=(), optimizer=False):
+        self.hook, self.state, self.OPTIONS, self.EXTRAS = hook, state, options or {}, extras
+        self.optimizer = optimizer  # the state holds the optimizer (qadam)
+
+    def make(self, optimizer, options):
+        return self.state(optimizer, **options) if self.optimizer else self.state(**options)
+
+
+#: The algorithms of the registry that bagpipe.torch drives, by name.
+BINDINGS = dict({
+    "allreduce": _Hook(allreduce_hook, HookState),
+    "bytegrad": _Hook(bytegrad_hook, HookState),
+    "qadam": _Hook(qadam_hook, QAdamState, optimizer=True),  # its warm-up: QAdamOptimizer's
+    "powersgd": _Hook(powersgd_hook, PowerSGDState, {"rank": "rank", "warmup": "powersgd-warmup"},
+                      ("min_rate", "seed", "orth_q")),
+}, **WEIGHT_BINDINGS)
 
 
 def _bcast_text(text, root=0):
@@ -148,7 +170,8 @@ def _keep_hook_state(ddp, state):
 
 
 def with_bagpipe(model, optimizer, algorithm, **options):
-    """The model trained with `algorithm` (one of ALGORITHMS), as Bagua's with_bagua.
+    """The model trained with `algorithm` (one of ALGORITHMS, the C registry's; those
+    of BINDINGS run here), as Bagua's with_bagua.
 
     Gradient algorithms: DDP(model) with the algorithm's hook (options: DDP's keyword
     arguments, and those of PowerSGDState for powersgd; qadam needs a
@@ -158,32 +181,29 @@ def with_bagpipe(model, optimizer, algorithm, **options):
     optimizer, is wrapped once."""
     if algorithm not in ALGORITHMS:
         raise Error(f"bagpipe: algorithm '{algorithm}' is not one of {', '.join(ALGORITHMS)}")
+    binding = BINDINGS.get(algorithm)
+    if binding is None:
+        raise Error(registry.no_binding(algorithm))
     if not _C.initialized():
         raise Error("bagpipe is not initialized: call bagpipe.torch.init_process_group() first")
     _check_host(model)
     _check_fresh(model, optimizer)
     ddp = {k: options.pop(k) for k in DDP_OPTIONS if k in options}
+    registry.check_options(algorithm, binding, options)
     if algorithm in WEIGHT_ALGORITHMS:
         extra, broadcast_buffers = _weight_module(model, optimizer, algorithm, ddp)
-        wrapped = BagpipeModule(model, optimizer, WEIGHT_ALGORITHMS[algorithm](**options, **extra),
+        wrapped = BagpipeModule(model, optimizer, binding(**options, **extra),
                                 broadcast_buffers=broadcast_buffers)
     else:
         if not dist.is_initialized():
             raise Error("bagpipe: gradient algorithms run as DDP hooks and need "
                         "torch.distributed: call bagpipe.torch.init_process_group() first")
         _check_group(ddp.get("process_group"))
+        state = binding.make(optimizer, options)
         if algorithm == "powersgd":
-            state, hook = PowerSGDState(**options), powersgd_hook
             state.names = {id(p): n for n, p in model.named_parameters()}
-        elif algorithm == "qadam":
-            state, hook = QAdamState(optimizer, **options), qadam_hook
-        else:
-            if options:
-                raise Error(f"bagpipe: {algorithm} takes no options, not {', '.join(options)}")
-            state = HookState()
-            hook = {"allreduce": allreduce_hook, "bytegrad": bytegrad_hook}[algorithm]
         wrapped = DDP(model, **ddp)
-        wrapped.register_comm_hook(state, hook)
+        wrapped.register_comm_hook(state, binding.hook)
         _keep_hook_state(wrapped, state)
     model._bagpipe_wrapped = True
     if optimizer is not None:
@@ -191,7 +211,7 @@ def with_bagpipe(model, optimizer, algorithm, **options):
     return wrapped
 
 
-__all__ = ["ALGORITHMS", "GRADIENT_ALGORITHMS", "WEIGHT_ALGORITHMS", "DDP_OPTIONS",
+__all__ = ["ALGORITHMS", "GRADIENT_ALGORITHMS", "WEIGHT_ALGORITHMS", "BINDINGS", "DDP_OPTIONS",
            "WEIGHT_DDP_OPTIONS", "init_process_group", "with_bagpipe", "HookState",
            "PowerSGDState", "QAdamState", "QAdamOptimizer", "allreduce_hook", "bytegrad_hook",
            "powersgd_hook", "qadam_hook", "BagpipeModule", "Decentralized",

@@ -167,7 +167,8 @@ class QAdamOptimizer(torch.optim.Optimizer):
       t < warmup:  g += wd p; m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g^2
       t > warmup:  m = g (the hook averaged the momentum and left it as the gradient)
       every step:  p -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps)
-    Use with qadam_hook, whose state holds this optimizer."""
+    by the C runtime's kernel (bagpipe._C.qadam_update). Use with qadam_hook, whose
+    state holds this optimizer."""
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0,
                  warmup=100):
@@ -201,19 +202,15 @@ class QAdamOptimizer(torch.optim.Optimizer):
         t = self.t
         for group in self.param_groups:
             b1, b2 = group["betas"]
-            step = group["lr"] / (1 - b1 ** t)
-            bc2 = (1 - b2 ** t) ** 0.5
             for p in group["params"]:
                 if p.grad is None:
                     continue
                 m, v = self.state[p]["exp_avg"], self.state[p]["exp_avg_sq"]
-                if t < self.warmup:
-                    g = p.grad + group["weight_decay"] * p
-                    m.mul_(b1).add_(g, alpha=1 - b1)
-                    v.mul_(b2).addcmul_(g, g, value=1 - b2)
-                elif t > self.warmup:
+                if t > self.warmup:
                     m.copy_(p.grad)
-                p.sub_(step * m / (v.sqrt() / bc2 + group["eps"]))
+                _C.qadam_update(*(_tensors.buf(x) for x in (p.data, p.grad, m, v)),
+                                group["lr"], b1, b2, group["eps"], group["weight_decay"], t,
+                                t < self.warmup)
         return loss
 
 
@@ -233,7 +230,7 @@ def qadam_hook(state, bucket):
         return allreduce_hook(state, bucket)
     b1 = opt.param_groups[0]["betas"][0]
     m = torch.cat([opt.state[p]["exp_avg"].reshape(-1) for p in bucket.parameters()])
-    m.mul_(b1).add_(bucket.buffer(), alpha=1 - b1)
+    _C.momentum(_tensors.buf(bucket.buffer(), "gradient bucket"), _tensors.buf(m), b1)
     return _future(state.worker.bytegrad, m)
 
 

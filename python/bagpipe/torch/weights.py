@@ -18,9 +18,11 @@ the replicas at its points of the step:
                     would average only every few dozen steps)
   easgd             every tau steps: D = alpha (x - C); x -= D; C += sum_r D
 
-The rules are those of src/parallel/dp/ (docs/algorithms.md#data-parallel-algorithms).
-Each algorithm's state (its step count, center, neighbour copies) is part of the
-BagpipeModule's state_dict, per rank.
+The rules are those of src/parallel/dp/ (docs/algorithms.md#data-parallel-algorithms),
+run by its C code through bagpipe._C (peer averaging, the ring, the averaging thread,
+the elastic averaging), so that the replicas get the CLI's bits. Each algorithm's state
+(its step count, center, neighbour copies) is part of the BagpipeModule's state_dict,
+per rank.
 
 BagpipeModule keeps DistributedDataParallel's contract where a training script
 relies on it: rank 0's parameters and buffers go to every rank at wrap time, the
@@ -97,6 +99,8 @@ class WeightAlgorithm:
 
 
 class Decentralized(WeightAlgorithm):
+    OPTIONS = {"peers": "peers", "interval": "interval"}  # keyword -> the registry's option
+
     def __init__(self, peers="shift_one", interval=1):
         super().__init__()
         if interval < 1:
@@ -140,6 +144,9 @@ class Decentralized(WeightAlgorithm):
 
 
 class LowPrecisionDecentralized(WeightAlgorithm):
+    OPTIONS = {"interval": "decentralized:interval"}
+    EXTRAS = ("chunk",)
+
     def __init__(self, interval=1, chunk=BUCKET_FLOATS):
         super().__init__()
         if interval < 1:
@@ -179,6 +186,8 @@ class LowPrecisionDecentralized(WeightAlgorithm):
 
 
 class Async(WeightAlgorithm):
+    OPTIONS = {"sync_ms": "sync-ms", "warmup": "async-warmup"}
+
     def __init__(self, sync_ms=20, warmup=0):
         super().__init__()
         if sync_ms < 1:
@@ -246,6 +255,8 @@ class Async(WeightAlgorithm):
 
 
 class EASGD(WeightAlgorithm):
+    OPTIONS = {"alpha": "ea-alpha", "tau": "ea-period"}
+
     def __init__(self, alpha=None, tau=4):
         super().__init__()
         if tau < 1:
@@ -263,16 +274,15 @@ class EASGD(WeightAlgorithm):
             raise Error(f"easgd: alpha {self.alpha:g} makes the elastic averaging of {n} ranks "
                         f"diverge; alpha must be below 2 / (N + 1) = {2 / (n + 1):g}")
         self.center = flat.detach().clone()
+        self.diff = torch.empty_like(flat)
 
     @torch.no_grad()
     def after(self):
         super().after()
         if self.t % self.tau or _C.size() == 1:
             return
-        d = (self.flat - self.center) * self.alpha
-        self.flat.sub_(d)
-        _C.allreduce_sum(_tensors.buf(d))
-        self.center.add_(d)
+        _C.easgd_average(*(_tensors.buf(x) for x in (self.flat, self.center, self.diff)),
+                         self.alpha)
 
     def reload(self):
         self.center.copy_(self.flat)
@@ -285,7 +295,8 @@ class EASGD(WeightAlgorithm):
         self.center.copy_(state["center"])
 
 
-ALGORITHMS = {
+#: The weight algorithms of the registry that this module drives.
+BINDINGS = {
     "decentralized": Decentralized,
     "lp-decentralized": LowPrecisionDecentralized,
     "async": Async,

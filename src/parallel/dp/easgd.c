@@ -40,16 +40,21 @@ bp_status bp_dp_easgd_state(bp_dp *dp, bp_state_list *l, bp_err *err) {
     return bp_state_add(l, ((easgd *)dp->state)->center, n, err, "elastic_center");
 }
 
+bp_status bp_dp_easgd_average(const bp_backend *be, bp_comm *comm, float *w, float *center,
+                              float *diff, size_t n, double alpha, bp_err *err) {
+    be->elastic_pull(be, w, center, diff, n, (float)alpha, false);
+    int rc = bp_allreduce_sum(comm, diff, n);
+    if (rc == BP_OK) be->axpy(be, center, n, 1.0f, diff);
+    return bp_comm_fail(comm, rc, err);
+}
+
 static bp_status after_step(bp_dp *dp, bp_err *err) {
     if (dp->step % settings_of(&dp->cfg)->period) return BP_OK;
     easgd *s = dp->state;
     size_t n;
     float *w = bp_dp_weights(dp, &n);
-    const float alpha = (float)settings_of(&dp->cfg)->alpha;
-    dp->be->elastic_pull(dp->be, w, s->center, s->diff, n, alpha, false);
-    int rc = bp_allreduce_sum(dp->comm, s->diff, n);
-    if (rc == BP_OK) dp->be->axpy(dp->be, s->center, n, 1.0f, s->diff);
-    return bp_comm_fail(dp->comm, rc, err);
+    return bp_dp_easgd_average(dp->be, dp->comm, w, s->center, s->diff, n,
+                               settings_of(&dp->cfg)->alpha, err);
 }
 
 double bp_dp_ea_default_alpha(int n) { return 0.9 / (n > 0 ? n : 1); }
