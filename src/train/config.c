@@ -212,9 +212,12 @@ bp_status bp_train_config_finalize(bp_train_config *c, bp_err *err) {
                        "own reads the weights while the step runs)",
                        bp_dp_algo_name(run_algo(c)), bp_device_name(c->device.kind));
     const bp_device_settings *d = &c->device;
-    if (d->kind != BP_DEVICE_CUDA && (d->dtype != BP_DTYPE_FP32 || d->gpu_comm != BP_GPU_COMM_AUTO))
-        return bp_fail(err, BP_EUSAGE, "option --%s: needs --device cuda",
-                       d->dtype != BP_DTYPE_FP32 ? "dtype" : "gpu-comm");
+    if (d->kind != BP_DEVICE_CUDA && d->gpu_comm != BP_GPU_COMM_AUTO)
+        return bp_fail(err, BP_EUSAGE, "option --gpu-comm: needs --device cuda");
+    if (d->dtype == BP_DTYPE_BF16 && d->kind == BP_DEVICE_CHECK)
+        return bp_fail(err, BP_EUSAGE, "option --dtype bf16: runs on --device cpu or cuda");
+    if (d->dtype == BP_DTYPE_BF16 && c->model != BP_MODEL_GPT)
+        return bp_fail(err, BP_EUSAGE, "option --dtype bf16: trains gpt only");
     int rc = bp_data_settings_check(&c->data, err);
     if (rc == BP_OK) rc = bp_model_config_check(&m, err);
     if (rc == BP_OK && (rc = bp_model_tp_check(&m, c->tp, err))) bp_err_context(err, "option --tp");
