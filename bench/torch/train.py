@@ -75,6 +75,8 @@ def parse_args(argv=None):
     p.add_argument("--eval-batches", type=int, default=20)
     p.add_argument("--log-every", type=int, default=10)
     p.add_argument("--metrics", help="also write a JSONL metrics log here (bagpipe's schema)")
+    p.add_argument("--dtype", choices=["fp32", "bf16"], default="fp32",
+                   help="bf16: autocast on the CPU, as bagpipe's --dtype bf16 (default fp32)")
     p.add_argument("--threads", type=int, default=1, help="torch intra-op threads (default 1)")
     p.add_argument("--time-steps", type=int, metavar="N", help="time N training steps, print JSON lines, exit")
     p.add_argument("--time-warmup", type=int, default=3, help="untimed steps before --time-steps (default 3)")
@@ -172,7 +174,9 @@ def train_step(a, model, opt, task, lr):
     for g in opt.param_groups:
         g["lr"] = lr
     x, y = task.next_batch()
-    _, loss = model(x, y)
+    # --dtype bf16: PyTorch's CPU mixed precision (bf16 autocast over fp32 weights).
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=a.dtype == "bf16"):
+        _, loss = model(x, y)
     opt.zero_grad(set_to_none=True)
     loss.backward()
     if a.clip > 0:

@@ -105,7 +105,7 @@ static bp_blas_lib lib_named(const char *name) {
 /* Lines "ta tb M N K lda ldb ldc library"; a line that is not one, or names a
  * library this build lacks, is measured again. */
 static void load(const char *text) {
-    for (const char *p = text; *p && tab.n < AUTO_MAX; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : "") {
+    for (const char *p = text; p && *p && tab.n < AUTO_MAX; p = strchr(p, '\n'), p = p ? p + 1 : p) {
         int ta, tb;
         char name[16];
         bp_gemm_shape s;

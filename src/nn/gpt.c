@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "nn/bf16.h"
 #include "nn/gpt_layout.h"
 #include "nn/layers.h"
 #include "nn/model_impl.h"
@@ -240,12 +241,25 @@ static bp_real *stream_in(const bp_acts *a, int block) {
 static const bp_real *gpt_output(const bp_acts *a) { return stream_in(a, a->m->end); }
 static const bp_real *gpt_logits(const bp_acts *a) { return head_slot(a, S_LOGITS); }
 
+/* ---- bf16 (nn/bf16.h; m->wcopy set) ---- */
+
+/* The weight as the layers read it: its bf16 copy, or the parameter itself in fp32. */
+static bp_real *wread(bp_model *m, int block, int j) {
+    bp_real *p = bp_model_param(m, block, j);
+    return m->wcopy ? m->wcopy + (p - m->params) : p;
+}
+
+/* x [n] as stored: an activation or an activation's gradient, rounded in bf16. */
+static void stored(const bp_model *m, bp_real *x, size_t n) {
+    if (m->wcopy) bp_bf16_round(x, n);
+}
+
 /* The tied embedding as the head sees it: the embed block's own when the range holds
  * it (both uses then add into one gradient), else the head's copy. */
 static bp_real *head_wte(bp_model *m, bool grad) {
     int block = bp_model_has_first(m) ? 0 : m->end - 1,
         j = bp_model_has_first(m) ? E_WTE : H_WTE_COPY;
-    return grad ? bp_model_grad(m, block, j) : bp_model_param(m, block, j);
+    return grad ? bp_model_grad(m, block, j) : wread(m, block, j);
 }
 
 /* ---- forward ---- */
@@ -273,23 +287,35 @@ static bp_status layer_forward(bp_model *m, bp_acts *a, int block, bp_err *err) 
     int B = a->B, T = a->T, N = B * T;
     gpt_dims d = dims_of(m);
     size_t NC = (size_t)N * d.C;
+    size_t NA = (size_t)N * d.A, NF = (size_t)N * d.F;
     const bp_real *x = stream_in(a, block);
-#define P(j) bp_model_param(m, block, j)
+#define P(j) wread(m, block, j)
 #define S(k) layer_slot(a, block, k)
     bp_layernorm_forward(S(S_LN1), S(S_MEAN1), S(S_RSTD1), x, P(LN1_W), P(LN1_B), N, d.C);
+    stored(m, S(S_LN1), NC);
     bp_linear_forward(S(S_QKV), S(S_LN1), P(ATTN_W), P(ATTN_B), N, d.C, 3 * d.A);
+    stored(m, S(S_QKV), 3 * NA);
     bp_attention_forward(S(S_ATTY), S(S_ATT), S(S_QKV), B, T, d.A, d.NH);
+    stored(m, S(S_ATT), (size_t)B * d.NH * T * T);
+    stored(m, S(S_ATTY), NA);
     bp_status rc = row_linear_forward(m, block, "attn.c_proj forward", S(S_RES2), S(S_ATTY),
                                       P(APROJ_W), P(APROJ_B), N, d.A, d.C, err);
     if (rc) return rc;
+    stored(m, S(S_RES2), NC);
     bp_residual_forward(S(S_RES2), S(S_RES2), x, NC);
+    stored(m, S(S_RES2), NC);
     bp_layernorm_forward(S(S_LN2), S(S_MEAN2), S(S_RSTD2), S(S_RES2), P(LN2_W), P(LN2_B), N, d.C);
+    stored(m, S(S_LN2), NC);
     bp_linear_forward(S(S_FCH), S(S_LN2), P(FC_W), P(FC_B), N, d.C, d.F);
-    bp_gelu_forward(S(S_FCHG), S(S_FCH), (size_t)N * d.F);
+    stored(m, S(S_FCH), NF);
+    bp_gelu_forward(S(S_FCHG), S(S_FCH), NF);
+    stored(m, S(S_FCHG), NF);
     rc = row_linear_forward(m, block, "mlp.c_proj forward", S(S_OUT), S(S_FCHG), P(MPROJ_W),
                             P(MPROJ_B), N, d.F, d.C, err);
     if (rc) return rc;
+    stored(m, S(S_OUT), NC);
     bp_residual_forward(S(S_OUT), S(S_OUT), S(S_RES2), NC);
+    stored(m, S(S_OUT), NC);
     return BP_OK;
 #undef P
 #undef S
@@ -300,16 +326,23 @@ static double head_forward(bp_model *m, bp_acts *a, const int32_t *targets) {
     const bp_real *x = stream_in(a, head);
     bp_real *lnf = head_slot(a, S_LNF), *logits = head_slot(a, S_LOGITS);
     bp_layernorm_forward(lnf, head_slot(a, S_MEANF), head_slot(a, S_RSTDF), x,
-                         bp_model_param(m, head, H_LNF_W), bp_model_param(m, head, H_LNF_B), N, C);
+                         wread(m, head, H_LNF_W), wread(m, head, H_LNF_B), N, C);
+    stored(m, lnf, (size_t)N * C);
     bp_linear_forward(logits, lnf, head_wte(m, false), NULL, N, C, V);
+    stored(m, logits, (size_t)N * V);
     return targets ? bp_crossentropy_forward(head_slot(a, S_LSE), logits, targets, N, V) : 0;
 }
 
 static bp_status gpt_forward(bp_model *m, bp_acts *a, const bp_batch *b, double *loss,
                              bp_err *err) {
+    if (m->wcopy) { /* the layers' bf16 weights, from this step's fp32 ones */
+        memcpy(m->wcopy, m->params, m->nparams * sizeof *m->wcopy);
+        bp_bf16_round(m->wcopy, m->nparams);
+    }
     if (bp_model_has_first(m))
-        bp_embedding_forward(a->slot[0], b->tokens, bp_model_param(m, 0, E_WTE),
-                             bp_model_param(m, 0, E_WPE), b->B, b->T, m->cfg.n_embd);
+        bp_embedding_forward(a->slot[0], b->tokens, wread(m, 0, E_WTE), wread(m, 0, E_WPE), b->B,
+                             b->T, m->cfg.n_embd);
+    stored(m, a->slot[0], (size_t)b->B * b->T * m->cfg.n_embd);
     for (int l = first_layer(m); l < end_layer(m); l++) {
         bp_status rc = layer_forward(m, a, l, err);
         if (rc) return rc;
@@ -357,26 +390,35 @@ static bp_status layer_backward(bp_model *m, bp_acts *a, int block, const gpt_wo
     gpt_dims d = dims_of(m);
     size_t NC = (size_t)N * d.C;
     const bp_real *x = stream_in(a, block);
-#define P(j) bp_model_param(m, block, j)
+    size_t NA = (size_t)N * d.A, NF = (size_t)N * d.F;
+#define P(j) wread(m, block, j)
 #define G(j) bp_model_grad(m, block, j)
 #define S(k) layer_slot(a, block, k)
     /* MLP branch: dres is d out, which is also d res2 through the residual. */
     bp_linear_backward(w->dwide, G(MPROJ_W), G(MPROJ_B), w->dres, S(S_FCHG), P(MPROJ_W), N, d.F,
                        d.C);
-    bp_gelu_backward(w->dwide, S(S_FCH), w->dwide, (size_t)N * d.F);
+    stored(m, w->dwide, NF);
+    bp_gelu_backward(w->dwide, S(S_FCH), w->dwide, NF);
+    stored(m, w->dwide, NF);
     bp_linear_backward(w->dC, G(FC_W), G(FC_B), w->dwide, S(S_LN2), P(FC_W), N, d.C, d.F);
     bp_status rc = bp_model_tp_allreduce(m, w->dC, NC, block, "mlp.c_fc backward", err);
     if (rc) return rc;
+    stored(m, w->dC, NC);
     bp_layernorm_backward(w->dres, G(LN2_W), G(LN2_B), w->dC, S(S_RES2), P(LN2_W), S(S_MEAN2),
                           S(S_RSTD2), N, d.C);
+    stored(m, w->dres, NC);
     /* Attention branch: dres is now d res2, which is also d x through the residual. */
     bp_linear_backward(w->dC, G(APROJ_W), G(APROJ_B), w->dres, S(S_ATTY), P(APROJ_W), N, d.A, d.C);
+    stored(m, w->dC, NA);
     bp_attention_backward(w->dwide, w->datt, w->dC, S(S_QKV), S(S_ATT), B, T, d.A, d.NH);
+    stored(m, w->dwide, 3 * NA);
     bp_linear_backward(w->dC, G(ATTN_W), G(ATTN_B), w->dwide, S(S_LN1), P(ATTN_W), N, d.C, 3 * d.A);
     rc = bp_model_tp_allreduce(m, w->dC, NC, block, "attn.c_attn backward", err);
     if (rc) return rc;
+    stored(m, w->dC, NC);
     bp_layernorm_backward(w->dres, G(LN1_W), G(LN1_B), w->dC, x, P(LN1_W), S(S_MEAN1), S(S_RSTD1),
                           N, d.C);
+    stored(m, w->dres, NC);
     return BP_OK;
 #undef P
 #undef G
@@ -389,12 +431,15 @@ static void head_backward(bp_model *m, bp_acts *a, const int32_t *targets, bp_re
     bp_real *dlogits = w->dwide;
     bp_crossentropy_backward(dlogits, head_slot(a, S_LOGITS), head_slot(a, S_LSE), targets, N, V,
                              scale);
+    stored(m, dlogits, (size_t)N * V);
     bp_linear_backward(w->dC, head_wte(m, true), NULL, dlogits, head_slot(a, S_LNF),
                        head_wte(m, false), N, C, V);
+    stored(m, w->dC, (size_t)N * C);
     memset(w->dres, 0, (size_t)N * C * sizeof *w->dres);
     bp_layernorm_backward(w->dres, bp_model_grad(m, head, H_LNF_W), bp_model_grad(m, head, H_LNF_B),
-                          w->dC, stream_in(a, head), bp_model_param(m, head, H_LNF_W),
+                          w->dC, stream_in(a, head), wread(m, head, H_LNF_W),
                           head_slot(a, S_MEANF), head_slot(a, S_RSTDF), N, C);
+    stored(m, w->dres, (size_t)N * C);
 }
 
 static bp_status gpt_backward(bp_model *m, bp_acts *a, const bp_batch *b, const bp_real *dy,

@@ -286,7 +286,17 @@ void bp_model_destroy(bp_model *m) {
     m->be->free(m->be, m->params);
     m->be->free(m->be, m->grads);
     m->be->free(m->be, m->scratch);
+    bp_free(m->wcopy);
     free(m);
+}
+
+bp_status bp_model_set_bf16(bp_model *m, bp_err *err) {
+    if (m->cfg.kind != BP_MODEL_GPT || m->be != bp_backend_cpu() || m->dev)
+        return bp_fail(err, BP_EUSAGE,
+                       "--dtype bf16 on the cpu: gpt on the cpu backend only (this is %s on %s)",
+                       m->ops->facts.name, m->be->name);
+    if (m->wcopy || !m->nparams) return BP_OK;
+    return bp_alloc_checked((void **)&m->wcopy, m->nparams * sizeof(bp_real), "bf16 weights", err);
 }
 
 bp_status bp_model_set_backend(bp_model *m, const bp_backend *be, bp_err *err) {
@@ -309,7 +319,7 @@ static bp_status check_device(const bp_model *m, const bp_backend *be,
 
 bp_status bp_model_set_device(bp_model *m, const bp_backend *be, const bp_model_device_ops *dev,
                               bool bf16, bp_err *err) {
-    if (be == m->be && !dev && !bf16) return BP_OK;
+    if (be == m->be && !dev) return bf16 ? bp_model_set_bf16(m, err) : BP_OK;
     bp_status rc = check_device(m, be, dev, bf16, err);
     if (rc) return rc;
     size_t bytes = m->nparams * sizeof(bp_real);

@@ -252,6 +252,12 @@ bool bp_model_has_last(const bp_model *m);  /* holds the head (computes the loss
 const bp_backend *bp_model_backend(const bp_model *m);
 bp_status bp_model_set_backend(bp_model *m, const bp_backend *be, bp_err *err);
 
+/* bf16 mixed precision on the cpu backend, by the rules of nn/bf16.h (bf16
+ * activations and weight copies, fp32 weights, gradients and optimizer state), the
+ * rounding done in software on fp32 storage. gpt only, on the cpu backend; refused
+ * with one line otherwise. */
+bp_status bp_model_set_bf16(bp_model *m, bp_err *err);
+
 /* A model kind's forward and backward as kernels of a device (nn/model_impl.h), for a
  * backend whose memory the host cannot reach (cuda: nn/cuda/model_cuda.h's
  * bp_gpt_cuda). */
@@ -260,7 +266,8 @@ typedef struct bp_model_device_ops bp_model_device_ops;
  * layout and checks, and runs forward and backward through dev. bf16: activations and
  * the weights the layers read in bf16 (gradients, weights and optimizer state stay
  * fp32). What dev cannot do yet for this model is refused here, before any work, with
- * one line naming it. dev == NULL is bp_model_set_backend. */
+ * one line naming it. dev == NULL is bp_model_set_backend; with bf16 on the model's
+ * own (cpu) backend, bp_model_set_bf16. */
 bp_status bp_model_set_device(bp_model *m, const bp_backend *be, const bp_model_device_ops *dev,
                               bool bf16, bp_err *err);
 

@@ -121,6 +121,9 @@ struct bp_model {
     int *block_first;     /* per block of the range: index of its first tensor */
     size_t nparams;
     bp_real *params, *grads;
+    /* bf16 on the cpu (bp_model_set_bf16): the weights as the layers read them, the
+     * parameters rounded to bf16 at every forward (nn/bf16.h); NULL in fp32. */
+    bp_real *wcopy;
     bp_real *scratch; /* backward workspace shared by all micro-batches, grown on demand */
     size_t scratch_len;
     bp_grad_ready_fn grad_hook; /* see bp_model_set_grad_hook */

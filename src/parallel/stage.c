@@ -30,7 +30,8 @@ static bp_status create_replica(const bp_stage_config *c, bp_stage *s, bp_model 
                                 bp_err *err) {
     bp_status rc = bp_model_create_tp(c->model, c->block_begin, c->block_end, &s->tp, m, err);
     if (rc) return rc;
-    if (c->be != bp_backend_cpu()) rc = bp_model_set_device(*m, c->be, c->device_ops, c->bf16, err);
+    if (c->be != bp_backend_cpu() || c->bf16)
+        rc = bp_model_set_device(*m, c->be, c->device_ops, c->bf16, err);
     if (rc == BP_OK) bp_model_init_weights(*m, c->seed);
     if (rc == BP_OK) rc = bp_optim_init_on(o, &c->optim, bp_model_num_params(*m), c->be, err);
     return rc;

@@ -231,9 +231,13 @@ bp_status bp_train_config_finalize(bp_train_config *c, bp_err *err) {
                        bp_dp_algo_name(run_algo(c)), bp_device_name(c->device.kind));
     const bp_device_settings *d = &c->device;
     bool gpu = d->kind == BP_DEVICE_CUDA || d->kind == BP_DEVICE_EMU;
-    if (!gpu && (d->dtype != BP_DTYPE_FP32 || d->gpu_comm != BP_GPU_COMM_AUTO))
-        return bp_fail(err, BP_EUSAGE, "option --%s: needs --device cuda or emu:GPU",
-                       d->dtype != BP_DTYPE_FP32 ? "dtype" : "gpu-comm");
+    if (!gpu && d->gpu_comm != BP_GPU_COMM_AUTO)
+        return bp_fail(err, BP_EUSAGE, "option --gpu-comm: needs --device cuda or emu:GPU");
+    if (d->dtype == BP_DTYPE_BF16 && d->kind == BP_DEVICE_CHECK)
+        return bp_fail(err, BP_EUSAGE,
+                       "option --dtype bf16: runs on --device cpu or cuda, or an emulated emu:GPU");
+    if (d->dtype == BP_DTYPE_BF16 && d->kind == BP_DEVICE_CPU && c->model != BP_MODEL_GPT)
+        return bp_fail(err, BP_EUSAGE, "option --dtype bf16: trains gpt only");
     if (d->kind != BP_DEVICE_EMU && d->dilation > 0)
         return bp_fail(err, BP_EUSAGE, "option --dilation: needs --device emu:GPU");
     int rc = bp_data_settings_check(&c->data, err);

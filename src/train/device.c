@@ -91,7 +91,7 @@ bp_status bp_train_device_open(const bp_device_settings *s, int gpu, bp_train_de
     bp_train_denormals(s);
     if (s->kind == BP_DEVICE_CUDA) return open_cuda(bf16, gpu, out, err);
     if (s->kind == BP_DEVICE_EMU) return open_emu(s, bf16, out, err);
-    if (bf16) return bp_fail(err, BP_EUSAGE, "option --dtype bf16: needs --device cuda");
+    out->bf16 = bf16; /* on the cpu: nn/bf16.h's rules by software rounding */
     if (s->kind == BP_DEVICE_CHECK) out->be = bp_backend_check();
     return BP_OK;
 }
@@ -105,7 +105,7 @@ void bp_train_device_close(bp_train_device *d) {
 }
 
 bp_status bp_train_device_adopt(const bp_train_device *d, bp_model *m, bp_err *err) {
-    if (d->be == bp_backend_cpu()) return BP_OK;
+    if (d->be == bp_backend_cpu() && !d->bf16) return BP_OK;
     return bp_model_set_device(m, d->be, d->model, d->bf16, err);
 }
 
@@ -127,8 +127,8 @@ static const bp_option options[] = {
                   "through pinned host memory (auto), or forced",
                   NULL),
     BP_OPT_CHOOSE(S, "dtype", dtype, "fp32|bf16",
-                  "--device cuda: fp32 (TF32 matrix products), or bf16 mixed precision over "
-                  "fp32 master weights",
+                  "fp32 (on cuda: TF32 matrix products), or bf16 mixed precision over fp32 "
+                  "master weights (cuda, and gpt on the cpu by software rounding)",
                   NULL),
     BP_OPT_CHOOSE(S, "denormals", denormals, "flush|keep",
                   "CPU arithmetic on denormal floats (below 1.2e-38): flush them to zero as "

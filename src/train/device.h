@@ -18,7 +18,7 @@
 /* How device buffers travel between ranks (--gpu-comm): NCCL when every rank has a GPU
  * of its own, MPI through pinned host memory otherwise (auto), or forced. */
 typedef enum bp_gpu_comm { BP_GPU_COMM_AUTO, BP_GPU_COMM_NCCL, BP_GPU_COMM_MPI } bp_gpu_comm;
-/* Precision of the GPU's computation (--dtype): fp32, or bf16 activations and weight
+/* Precision of the computation (--dtype): fp32, or bf16 activations and weight
  * copies over fp32 master weights, gradients and optimizer state. */
 typedef enum bp_dtype { BP_DTYPE_FP32, BP_DTYPE_BF16 } bp_dtype;
 /* The CPU's arithmetic on denormal floats (--denormals, core/denormals.h). */
@@ -63,7 +63,7 @@ typedef struct bp_train_device {
 
 /* The device s->kind; on cuda, GPU `gpu` of this machine's (a rank's index among the
  * ranks of its node, modulo the GPUs: each rank its own GPU where there are enough,
- * several ranks sharing one otherwise). bf16 only on cuda. Refused with one line
+ * several ranks sharing one otherwise). bf16 on cuda and cpu (nn/bf16.h). Refused with one line
  * naming the option where the device cannot be used. Sets the calling thread's
  * arithmetic on denormals (bp_train_denormals), which the threads it starts later
  * inherit. */

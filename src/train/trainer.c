@@ -502,13 +502,19 @@ static void note_bucket_choice(trainer *t) {
                     tune.chosen_mb, (long long)tune.step + 1);
 }
 
-/* --matmul other than openblas: the libraries the first steps' products went to. */
+/* --matmul other than openblas: the libraries the first steps' products went to;
+ * --dtype bf16 on the CPU: how it rounds. */
 static void note_matmul_choice(trainer *t) {
-    if (t->matmul_noted || t->cfg->matmul == BP_BLAS_OPENBLAS || t->rank != 0) return;
+    const bp_train_config *c = t->cfg;
+    if (t->matmul_noted || t->rank != 0) return;
+    t->matmul_noted = true;
+    if (c->device.kind == BP_DEVICE_CPU && c->device.dtype == BP_DTYPE_BF16)
+        bp_log_info("--dtype bf16 on the CPU: bf16 activations and weight copies by software "
+                    "rounding, fp32 products and master weights");
+    if (c->matmul == BP_BLAS_OPENBLAS) return;
     char what[128];
     bp_blas_describe(what, sizeof what);
     bp_log_info("matrix products: %s", what);
-    t->matmul_noted = true;
 }
 
 /* The next k steps (one stream of the pipeline); fills their records. A stop

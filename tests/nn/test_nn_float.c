@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "nn/avx512.h"
+#include "nn/bf16.h"
 #include "nn/gelu_kernels.h"
 #include "nn/layers.h"
 #include "nn/vec.h"
@@ -122,12 +123,32 @@ static void test_gelu_wide_vectors_same_bits(void **state) {
     assert_memory_equal(y, want, sizeof y);
 }
 
+/* nn/bf16.h's rounding: to nearest, ties to even, overflow to infinity, NaN kept;
+ * the array version gives the scalar's bits on every lane and the tail. */
+static void test_bf16_round(void **state) {
+    (void)state;
+    const float tie_down = 1.0f + 0x1p-8f, tie_up = 1.0f + 3 * 0x1p-8f, above = 1.0f + 0x1.2p-8f;
+    assert_true(bp_bf16_round1(tie_down) == 1.0f);
+    assert_true(bp_bf16_round1(tie_up) == 1.0f + 0x1p-6f);
+    assert_true(bp_bf16_round1(above) == 1.0f + 0x1p-7f);
+    assert_true(bp_bf16_round1(-above) == -(1.0f + 0x1p-7f));
+    assert_true(isinf(bp_bf16_round1(3.4e38f)));
+    assert_true(isnan(bp_bf16_round1(NAN)));
+    enum { n = 4 * 9 + 3 };
+    float x[n], want[n];
+    for (int i = 0; i < n; i++) x[i] = (i % 7 == 3) ? NAN : (float)(i - 17) * 1.0371f * (1 + 0x1p-9f);
+    for (int i = 0; i < n; i++) want[i] = bp_bf16_round1(x[i]);
+    bp_bf16_round(x, n);
+    assert_memory_equal(x, want, sizeof x);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_float_matches_double),
         cmocka_unit_test(test_vexp),
         cmocka_unit_test(test_kernels_partial_vectors),
         cmocka_unit_test(test_gelu_wide_vectors_same_bits),
+        cmocka_unit_test(test_bf16_round),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

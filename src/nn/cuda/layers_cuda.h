@@ -3,7 +3,8 @@
  * Every layer has the shapes, the accumulate/overwrite rules and the formulas of its
  * CPU twin in nn/layers.h; pointers are device pointers. Activations and the weight
  * copies the layers read have the type `dt` (fp32, or bf16 for mixed precision as
- * llm.c's train_gpt2.cu does); statistics saved for backward (LayerNorm mean and rstd,
+ * llm.c's train_gpt2.cu does, by the rules of nn/bf16.h, which the CPU follows too);
+ * statistics saved for backward (LayerNorm mean and rstd,
  * the cross-entropy's log-sum-exp) and every parameter gradient are fp32. Launches
  * are asynchronous on the context's stream (core/cuda/cuda.h). */
 #ifndef BP_NN_CUDA_LAYERS_H

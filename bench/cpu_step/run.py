@@ -1,0 +1,96 @@
+#!/usr/bin/python3
+"""bagpipe's CPU training against PyTorch's, side by side: each case runs the two
+commands in turn (A B A B ...), times each whole process (user + system CPU seconds,
+start-up and data loading included) and prints the median of the per-pair ratios
+bagpipe / PyTorch, so that a machine whose speed drifts still gives a fair ratio.
+One thread each (OPENBLAS_NUM_THREADS=1, --threads 1 for both).
+
+  bench/cpu_step/run.py [--pairs 5] [--cases gpt,gpt-openblas,gpt-bf16,gpt2s,gpt2s-bf16]
+                        [--steps N] [--gpt2s-steps N] [--bin build/bagpipe]
+
+Cases: gpt (the default gpt, 4 layers, 128 channels, T 64, B 16, with --matmul auto),
+gpt-openblas (the same on OpenBLAS, the default library), gpt-bf16 (--dtype bf16
+against PyTorch's bf16 autocast), gpt2s and gpt2s-bf16 (GPT-2 small's shape: 12 layers,
+768 channels, 12 heads, T 256, B 4). Both evaluate once at the end on one batch. The
+first pair is a warm-up, not counted (--matmul auto measures its shapes there once
+per machine). Prints the CPU model and the library each bagpipe run reported.
+"""
+import argparse
+import os
+import re
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+TORCH = [sys.executable, os.path.join(ROOT, "bench", "torch", "train.py")]
+
+SHAPES = {
+    "gpt": [],
+    "gpt2s": ["--layers", "12", "--embd", "768", "--heads", "12", "--seq-len", "256", "--batch", "4"],
+}
+CASES = {  # name: (shape, dtype, bagpipe's extra options)
+    "gpt": ("gpt", "fp32", ["--matmul", "auto"]),
+    "gpt-openblas": ("gpt", "fp32", ["--matmul", "openblas"]),
+    "gpt-bf16": ("gpt", "bf16", ["--matmul", "auto"]),
+    "gpt2s": ("gpt2s", "fp32", ["--matmul", "auto"]),
+    "gpt2s-bf16": ("gpt2s", "bf16", ["--matmul", "auto"]),
+}
+
+
+def cpu_seconds(cmd, log):
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    with open(log, "w") as out:
+        subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, check=True, cwd=ROOT)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+def cpu_model():
+    with open("/proc/cpuinfo") as f:
+        text = f.read()
+    name = re.search(r"model name\s*:\s*(.*)", text)
+    fam, mod = re.search(r"cpu family\s*:\s*(\d+)", text), re.search(r"\nmodel\s*:\s*(\d+)", text)
+    flags = re.search(r"flags\s*:\s*(.*)", text).group(1).split()
+    has = [f for f in ("avx512f", "avx512_bf16", "amx_bf16") if f in flags]
+    return f"{name.group(1) if name else '?'} (family {fam.group(1)}, model {mod.group(1)}; {' '.join(has)})"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--pairs", type=int, default=5)
+    ap.add_argument("--cases", default="gpt,gpt-openblas,gpt-bf16,gpt2s,gpt2s-bf16")
+    ap.add_argument("--steps", type=int, default=150, help="default gpt's steps (default 150)")
+    ap.add_argument("--gpt2s-steps", type=int, default=20, help="GPT-2 small's steps (default 20)")
+    ap.add_argument("--bin", default=os.path.join(ROOT, "build", "bagpipe"))
+    a = ap.parse_args()
+    os.environ["OPENBLAS_NUM_THREADS"] = "1"
+    print(f"cpu: {cpu_model()}; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+    work = tempfile.mkdtemp(prefix="bp_cpu_step_")
+    for name in a.cases.split(","):
+        shape, dtype, extra = CASES[name]
+        steps = str(a.steps if shape == "gpt" else a.gpt2s_steps)
+        common = SHAPES[shape] + ["--steps", steps, "--eval-batches", "1", "--threads", "1"]
+        ours = [a.bin, "train", "--model", "gpt", *common, "--eval-every", steps, "--dtype", dtype,
+                "--progress", "none", "--out", os.path.join(work, name), "--overwrite", *extra]
+        theirs = [*TORCH, "--model", "gpt", *common, "--eval-every", "0", "--dtype", dtype]
+        ratios, logs = [], (os.path.join(work, name + ".ours"), os.path.join(work, name + ".torch"))
+        for pair in range(a.pairs + 1):
+            t_ours, t_theirs = cpu_seconds(ours, logs[0]), cpu_seconds(theirs, logs[1])
+            if pair > 0:
+                ratios.append(t_ours / t_theirs)
+        with open(logs[0]) as f:
+            text = f.read()
+        lib = re.search(r"matrix products: (.*)", text)
+        val = re.search(r"validation loss ([0-9.]+)", text)
+        print(f"{name:13s} {dtype} steps {steps:>4s}: bagpipe/pytorch CPU time median {statistics.median(ratios):.3f} "
+              f"(min {min(ratios):.3f}, max {max(ratios):.3f}, {len(ratios)} pairs); "
+              f"products {lib.group(1) if lib else 'openblas'}; bagpipe val loss {val.group(1) if val else '?'}",
+              flush=True)
+
+
+if __name__ == "__main__":
+    main()
