@@ -261,7 +261,7 @@ static bp_status emulated_device(const bp_simulate_config *c, bp_sim_machine *m,
                                         "option --dtype bf16", &r, err);
     if (rc == BP_OK)
         *m = (bp_sim_machine){.flops = r.flops, .mem_Bps = r.mem_Bps, .efficiency = r.efficiency,
-                              .launch_s = r.launch_s};
+                              .launch_s = r.launch_s, .host_Bps = d->sheet->host_Bps};
     return rc;
 }
 

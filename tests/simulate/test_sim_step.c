@@ -231,6 +231,24 @@ static void test_ring_allreduce_closed_form(void **state) {
     }
 }
 
+/* On a device with a host link (an emulated GPU), comm/ stages every collective's
+ * buffer through the host: a copy there and one back, each a launch plus its bytes
+ * at the link's rate, on top of the ring. */
+static void test_device_collective_staged_through_host(void **state) {
+    (void)state;
+    const double bw = 1e9, lat = 1e-3, host = 4e9, launch = 5e-6;
+    bp_model_config mc = gpt(2, 64, 4, 16, 64);
+    job_parts p;
+    make_job(&p, mc, 2, 1, 1, 1);
+    bp_sim_machine m = fast_machine(bw, lat);
+    m.launch_s = launch;
+    double plain = simulate(&p.j, &m).exposed_s[BP_SIM_DP];
+    m.host_Bps = host;
+    double staged = simulate(&p.j, &m).exposed_s[BP_SIM_DP];
+    double bytes = (double)bp_sim_model_params(&mc, 1, 0, 4) * sizeof(float);
+    assert_near(staged - plain, 2.0 * (launch + bytes / host), 1e-9);
+}
+
 /* AvgPipe's local steps (parallel/step.h) leave the agreement (2 floats over all
  * ranks) and the gradient norm (N floats over the stages) to one step in
  * --ea-period: the mean step is shorter by (1 - 1/tau) of those two ring
@@ -446,6 +464,7 @@ int main(void) {
         cmocka_unit_test(test_measured_stages),
         cmocka_unit_test(test_links_per_axis),
         cmocka_unit_test(test_ring_allreduce_closed_form),
+        cmocka_unit_test(test_device_collective_staged_through_host),
         cmocka_unit_test(test_avgpipe_local_steps),
         cmocka_unit_test(test_overlap_hides_all_but_the_last_bucket),
         cmocka_unit_test(test_bytegrad_sends_a_quarter),
