@@ -122,7 +122,10 @@ static void set_network(const bp_simulate_config *c, const bp_sim_profile *p, bp
     double copy = p ? p->copy_Bps / 2 : 0, wake = p ? p->wake_s : 0;
     if (c->train.comm.net[0]) {
         m->intra = m->inter = level(c, c->train.comm.net, copy, wake);
-        m->ranks_per_node = 1;
+        /* One network for every link; hierarchical's nodes are still the runtime's
+         * groups of --node-size ranks, which it reduces within first. */
+        const bp_communication_settings *cs = &c->train.comm;
+        m->ranks_per_node = cs->hierarchical && cs->node_size > 0 ? cs->node_size : 1;
         return;
     }
     m->intra = level(c, c->intra, copy, wake);
