@@ -17,7 +17,8 @@
  *    a header per chunk).
  *  - gpipe on equal stages with free messages idles (S-1)/(M+S-1) of the time.
  *  - Each transformer block's 4 tp allreduces are rank 0's exposed tp time.
- *  - Hierarchical: a reduction within the node plus a ring among the node leaders;
+ *  - Hierarchical: a binomial reduction within the node and broadcast back, plus a
+ *    ring among the node leaders;
  *    flat over two nodes, a ring that waits on the slow link.
  *  - Links measured per group: on a dp 2 x pp 2 grid whose dp pairs are slow and
  *    whose pipeline pairs are fast, the dp buckets' ring is charged at the dp
@@ -378,9 +379,9 @@ static void test_tp_allreduces(void **state) {
     assert_near(r.compute_s, 2 * (4.0 * 8 / bw + lat) + 2 * (2.0 * 8 / bw + lat), 1e-12);
 }
 
-/* Hierarchical over 2 nodes of 4: one bucket is an allreduce within the node
- * (standing for the reduction to the leader and the broadcast back) plus the
- * ring among the 2 leaders on the link between nodes. */
+/* Hierarchical over 2 nodes of 4: one bucket is the reduction to the node's leader
+ * and the broadcast back, binomial trees of 2 levels of whole messages (comm/prim.c),
+ * plus the ring among the 2 leaders on the link between nodes. */
 static void test_hierarchical_closed_form(void **state) {
     (void)state;
     const double bw_in = 1e11, lat_in = 1e-6, bw_out = 1e9, lat_out = 1e-4;
@@ -392,7 +393,7 @@ static void test_hierarchical_closed_form(void **state) {
     m.inter.net = (bp_net){.on = true, .bw_bps = bw_out, .lat_s = lat_out};
     m.ranks_per_node = 4;
     double bytes = (double)bp_sim_model_params(&mc, 1, 0, 4) * sizeof(float);
-    double local = 2.0 * 3 / 4 * bytes * 8 / bw_in + 2.0 * 3 * lat_in;
+    double local = 2.0 * 2 * (bytes * 8 / bw_in + lat_in);
     double leaders = 2.0 * 1 / 2 * bytes * 8 / bw_out + 2.0 * lat_out;
     assert_near(simulate(&p.j, &m).exposed_s[BP_SIM_DP], local + leaders, 1e-9);
     p.j.dpc.hierarchical = false; /* a flat ring waits on the slow link at every exchange */
