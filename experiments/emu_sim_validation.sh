@@ -22,5 +22,6 @@ BAGPIPE=$BP /usr/bin/python3 "$ROOT/bench/simulate/emu_validate.py" --steps "${S
   cat "$OUT/table.md"
   echo
   grep -E '^(within|largest|repeats)' "$OUT/log.txt" | sed 's/^/- /'
+  cat "$ROOT/bench/simulate/emu_validation_misses.md"
 } >"$OUT/README.md"
 study_end

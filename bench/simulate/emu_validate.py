@@ -11,8 +11,7 @@ step time of steps 3.. (reported times are the device's: wall time / dilation).
 
 Options: --only NAME,NAME, --repeat NAME,NAME (run these rows REPEATS times),
 --repeats N (3), --steps N (12), --dilation K (32), --out DIR, --json FILE,
---markdown FILE, --tbf (the cluster's links are shaped by the kernel to the rows'
-bandwidth / dilation, all alike: the runs' --net keeps only the latency), --rescore FILE (recompute predictions of a --json FILE, e.g. after
+--markdown FILE, --rescore FILE (recompute predictions of a --json FILE, e.g. after
 changing the simulator). Environment: BAGPIPE (build/bagpipe), BP_CLUSTER (up with
 enough hosts: scripts/cluster.sh up 16).
 """
@@ -24,7 +23,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from validate import ROOT, BP, value, exposed  # noqa: E402
+from validate import ROOT, BP, ALGOS, value, exposed  # noqa: E402
 
 CLUSTER = os.path.join(ROOT, "scripts", "cluster.sh")
 GPU = "a100"
@@ -32,9 +31,7 @@ MODEL = ["--layers", "8", "--embd", "256", "--heads", "8", "--seq-len", "512", "
 FAST = ["--net", "bw=10Gbit,lat=50us"]
 SLOW = ["--net", "bw=2500Mbit,lat=100us"]
 NVLINK = ["--net", "bw=100Gbit,lat=5us"]
-ALGOS = ["allreduce", "bytegrad", "qadam", "decentralized", "lp-decentralized", "async",
-         "powersgd", "easgd"]
-ALGO_OPTS = {"qadam": ["--qadam-warmup", "1"], "powersgd": ["--powersgd-warmup", "0"],
+ALGO_OPTS = {"qadam": ["--qadam-warmup", "2"], "powersgd": ["--powersgd-warmup", "2"],
              "easgd": ["--ea-period", "2"], "decentralized": ["--interval", "2"]}
 
 
@@ -74,17 +71,20 @@ def configs():
     rows.append(("occ cb pp2 dp2", 4, 1, occ + ["--cb"]))
     rows.append(("occ cb-epilogue pp2 dp2", 4, 1, occ + ["--cb", "--cb-epilogue-only"]))
     rows.append(("occ fused-embed pp2 dp2", 4, 1, occ + ["--fused-embedding-sync"]))
-    rows.append(("occ sc1 pp2 dp2", 4, 1, occ + ["--sc-stages", "1", "--sc-warmup", "0"]))
+    rows.append(("occ sc1 pp2 dp2", 4, 1, occ + ["--sc-stages", "1", "--sc-warmup", "0.1"]))
     rows.append(("1f1b pp4 dp4", 16, 1, ["--pp", "4", "--dp", "4", "--micro-batches", "8",
                                         "--bucket-mb", "4"] + FAST))
     return rows
 
 
 def predict(common):
-    """The steady state: a run long enough that warm-ups (qadam's first step) weigh
-    nothing, as the measured steps 3.. are all after them."""
+    """The steady state: warm-ups weigh nothing (a run of many steps, --sc-warmup 0),
+    as the timed steps 3.. all follow them (qadam's and powersgd's 2 steps, sc's 10%
+    of 12 steps)."""
     steady = list(common)
     steady[steady.index("--steps") + 1] = "100000"
+    if "--sc-warmup" in steady:
+        steady[steady.index("--sc-warmup") + 1] = "0"
     sim = subprocess.run([BP, "simulate"] + steady, capture_output=True, text=True)
     if sim.returncode:
         sys.exit(f"simulate failed: {' '.join(common)}\n{sim.stderr}")
@@ -111,10 +111,6 @@ def run(name, w, per_host, opts, a):
     steps = max(6, min(a.steps, int(a.budget_s * 1e3 / (pred * a.dilation))))
     common[common.index("--steps") + 1] = str(steps)
     run_opts = list(common)
-    if a.tbf:  # the hosts' links carry the bandwidth (tbf at bw / dilation): --net keeps the latency
-        i = run_opts.index("--net") + 1
-        run_opts[i] = ",".join(f for f in run_opts[i].split(",") if not f.startswith("bw="))
-        name += " tbf"
     rundir = os.path.join(a.out, name.replace(" ", "_").replace("#", "r"))
     t0 = time.time()
     train = subprocess.run([CLUSTER, "mpirun", "-np", str(w), "--npernode", str(per_host), BP, "train"]
@@ -180,7 +176,6 @@ def main():
     ap.add_argument("--steps", type=int, default=12)
     ap.add_argument("--dilation", type=int, default=32)
     ap.add_argument("--budget-s", type=float, default=15)
-    ap.add_argument("--tbf", action="store_true")
     ap.add_argument("--out", default="/tmp/bagpipe_emu_validate")
     ap.add_argument("--json", default="")
     ap.add_argument("--markdown", default="")
