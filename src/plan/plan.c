@@ -290,6 +290,7 @@ static void cluster_machine(const bp_plan_config *c, bp_plan_result *r, bp_sim_m
                           .launch_s = cl->launch_s, .host_Bps = cl->host_Bps,
                           .ranks_per_node = cl->per_node};
     m->intra.net = cl->intra, m->inter.net = cl->inter;
+    m->intra.host_Bps = m->inter.host_Bps = cl->host_Bps;
     r->mem_cap_bytes = c->mem_cap_mb > 0 ? c->mem_cap_mb * 1048576.0 : cl->mem_bytes;
 }
 

@@ -287,6 +287,7 @@ bp_status bp_simulate_run(const bp_simulate_config *c, FILE *out, bp_err *err) {
     }
     if (prof.fwd_s) m.prof = &prof;
     set_network(c, m.prof, &m);
+    m.intra.host_Bps = m.inter.host_Bps = m.host_Bps;
     int *first = calloc((size_t)j.pp + 1, sizeof *first);
     if (rc == BP_OK && !first) rc = bp_fail(err, BP_ENOMEM, "out of memory");
     bp_sim_step_result r;

@@ -250,6 +250,23 @@ static void test_device_collective_staged_through_host(void **state) {
     assert_near(staged - plain, 2.0 * (launch + bytes / host), 1e-9);
 }
 
+/* On a device with a host link, a pipeline's message is copied to the host before
+ * it is sent and to the device after it arrived: gpipe on 2 stages of one
+ * micro-batch waits for the activation and the gradient, each two copies longer. */
+static void test_pipeline_message_staged_through_host(void **state) {
+    (void)state;
+    const double host = 1e9;
+    job_parts p;
+    make_job(&p, gpt(2, 64, 4, 16, 64), 1, 2, 1, 1);
+    p.j.sched = (bp_schedule){BP_SCHED_GPIPE, 0};
+    bp_sim_machine m = fast_machine(1e9, 1e-4);
+    double plain = simulate(&p.j, &m).step_s;
+    m.intra.host_Bps = m.inter.host_Bps = host;
+    double staged = simulate(&p.j, &m).step_s;
+    double act = p.j.micro_B * 16.0 * 64 * sizeof(float); /* micro_B samples of T 16, C 64 */
+    assert_near(staged - plain, 2.0 * 2.0 * act / host, 1e-12);
+}
+
 /* AvgPipe's local steps (parallel/step.h) leave the agreement (2 floats over all
  * ranks) and the gradient norm (N floats over the stages) to one step in
  * --ea-period: the mean step is shorter by (1 - 1/tau) of those two ring
@@ -466,6 +483,7 @@ int main(void) {
         cmocka_unit_test(test_links_per_axis),
         cmocka_unit_test(test_ring_allreduce_closed_form),
         cmocka_unit_test(test_device_collective_staged_through_host),
+        cmocka_unit_test(test_pipeline_message_staged_through_host),
         cmocka_unit_test(test_avgpipe_local_steps),
         cmocka_unit_test(test_overlap_hides_all_but_the_last_bucket),
         cmocka_unit_test(test_bytegrad_sends_a_quarter),
