@@ -200,7 +200,7 @@ static bool sheet_of(const char *name, bp_plan_cluster *c) {
     const bp_device_sheet *d = bp_device_sheet_find(name);
     if (!d) return false;
     c->flops = d->tf32_flops, c->mem_Bps = d->mem_Bps, c->mem_bytes = d->mem_bytes;
-    c->launch_s = d->launch_s;
+    c->launch_s = d->launch_s, c->host_Bps = d->host_Bps;
     return true;
 }
 
@@ -315,8 +315,10 @@ static void cluster_machine(const bp_plan_config *c, bp_plan_result *r, bp_sim_m
     const bp_plan_cluster *cl = &r->cluster;
     r->world = cl->nodes * cl->per_node, r->nodes = cl->nodes, r->per_node = cl->per_node;
     *m = (bp_sim_machine){.flops = cl->flops, .mem_Bps = cl->mem_Bps, .efficiency = c->efficiency,
-                          .launch_s = cl->launch_s, .ranks_per_node = cl->per_node};
+                          .launch_s = cl->launch_s, .host_Bps = cl->host_Bps,
+                          .ranks_per_node = cl->per_node};
     m->intra.net = cl->intra, m->inter.net = cl->inter;
+    m->intra.host_Bps = m->inter.host_Bps = cl->host_Bps;
     r->mem_cap_bytes = c->mem_cap_mb > 0 ? c->mem_cap_mb * 1048576.0 : cl->mem_bytes;
 }
 

@@ -69,6 +69,7 @@ typedef struct bp_plan_cluster {
     bp_net intra, inter;
     double flops, mem_Bps, mem_bytes;
     double launch_s; /* gpu=NAME: its data sheet's kernel launch; else 0 */
+    double host_Bps; /* gpu=NAME: its host link, where collectives stage; else 0 */
 } bp_plan_cluster;
 /* "nodes=N,per-node=R,intra-bw=..,intra-lat=..,inter-bw=..,inter-lat=..,flops=X,mem-bw=X[,mem=X]";
  * gpu=NAME (v100, a100, h100: core/devsheet.h) instead of flops, mem-bw and mem gives a

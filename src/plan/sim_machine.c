@@ -268,5 +268,10 @@ double bp_sim_ring_allreduce_s(const bp_sim_machine *m, const bp_sim_link *l, in
     quick.wake_s = 0;
     size_t part = (n + (size_t)ranks - 1) / (size_t)ranks;
     return bp_sim_allreduce_s(&quick, ranks, n * sizeof(bp_real)) + l->wake_s +
-           (double)(ranks - 1) * bp_sim_vec_s(m, part);
+           (double)(ranks - 1) * bp_sim_vec_s(m, part) + bp_sim_staging_s(m, n);
+}
+
+double bp_sim_staging_s(const bp_sim_machine *m, size_t n) {
+    if (m->host_Bps <= 0) return 0.0;
+    return 2.0 * (m->launch_s + (double)(n * sizeof(bp_real)) / m->host_Bps);
 }

@@ -62,6 +62,9 @@ typedef struct bp_sim_machine {
     const bp_sim_profile *prof; /* NULL: the device below */
     double flops, mem_Bps, efficiency;
     double launch_s;            /* a kernel's launch (a data sheet's, core/devsheet.h); 0 */
+    double host_Bps;            /* the device's host link, each direction (a data sheet's):
+                                 * a collective on device memory stages its buffer through
+                                 * host copies there and back (comm/memory.c); 0: none */
     int ranks_per_node;         /* 0: every rank on one node */
     bp_sim_link intra, inter;
     bp_sim_measured_link measured; /* NULL: the levels alone */
@@ -100,6 +103,9 @@ bp_sim_link bp_sim_group_link(const bp_sim_machine *m, int first, int stride, in
 /* Seconds of a ring allreduce of n floats over `ranks` on link l, with the
  * additions of the reduce-scatter; the link's wake-up delay once. */
 double bp_sim_ring_allreduce_s(const bp_sim_machine *m, const bp_sim_link *l, int ranks, size_t n);
+/* Copying n floats of device memory to the host and back, as comm/ stages every
+ * collective on a device's buffers (0 where the machine has no host link). */
+double bp_sim_staging_s(const bp_sim_machine *m, size_t n);
 
 /* The prices of the operations the dp algorithms declare (parallel/dp/cost.h) on a
  * machine (sim_prices.c): an environment's machine is a bp_sim_machine, its link a

@@ -41,11 +41,13 @@ double bp_sim_allreduce_s(const bp_sim_link *l, int ranks, size_t bytes) {
 /* When a message sent at `t` arrives. The emulated link serializes one message
  * after another, like comm/ does; without emulation, messages do not queue. */
 static double deliver(const bp_sim_link *l, double *link_free, double t, size_t bytes) {
-    if (!l->net.on) return t + bp_sim_message_s(l, bytes);
+    double copy = l->host_Bps > 0 ? (double)bytes / l->host_Bps : 0.0; /* each way */
+    if (!l->net.on) return t + 2.0 * copy + bp_sim_message_s(l, bytes);
+    t += copy;
     double start = *link_free > t ? *link_free : t;
     double ser = l->net.bw_bps > 0 ? (double)bytes * 8.0 / l->net.bw_bps : 0.0;
     *link_free = start + ser;
-    return *link_free + l->net.lat_s;
+    return *link_free + l->net.lat_s + copy;
 }
 
 static void sim_free(sim *m) {

@@ -56,6 +56,9 @@ typedef struct bp_sim_link {
     double msg_s;    /* otherwise: fixed cost of a message */
     double copy_Bps; /* otherwise: bytes per second (0: free) */
     double wake_s;   /* a receiver that waited resumes this long after arrival */
+    double host_Bps; /* device memory: a message is copied to the host before it is
+                      * sent and to the device after it arrived, each direction at
+                      * this rate (comm/memory.c); 0: host memory */
 } bp_sim_link;
 
 typedef struct bp_sim_config {

@@ -103,15 +103,19 @@ static void dp_links(const ctx *c, int s, stage_info *si) {
     if (groups > 1 && si->dp_link.copy_Bps > 0) si->dp_link.copy_Bps /= groups;
 }
 
-/* Hierarchical: the reduction to the node's leader and the broadcast back, about
- * one allreduce within the node. *bytes, counted per rank as the mean over the
+/* Hierarchical: the reduction to the node's leader and the broadcast back, each a
+ * binomial tree of whole messages as comm/ runs them (comm/prim.c), the reduction
+ * adding at every level. *bytes, counted per rank as the mean over the
  * node's ranks, gets that and takes the leader's share of `leader_bytes` (what the
  * algorithm among the leaders sent). */
 static double local_s(const ctx *c, const stage_info *si, size_t n, double leader_bytes,
                       double *bytes) {
     if (si->dp_p == c->j->dp) return 0;
     *bytes += bp_dp_ring_bytes(si->dp_m, n) - leader_bytes * (1.0 - 1.0 / si->dp_m);
-    return bp_sim_ring_allreduce_s(c->m, &si->dp_local, si->dp_m, n);
+    double levels = ceil(log2(si->dp_m));
+    return levels * (2.0 * (bp_sim_message_s(&si->dp_local, n * sizeof(bp_real)) +
+                            si->dp_local.wake_s) +
+                     bp_sim_vec_s(c->m, n));
 }
 
 static bp_status stage_init(ctx *c, int s) {

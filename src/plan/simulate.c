@@ -124,7 +124,10 @@ static void set_network(const bp_simulate_config *c, const bp_sim_profile *p, bp
     double copy = p ? p->copy_Bps / 2 : 0, wake = p ? p->wake_s : 0;
     if (c->train.comm.net[0]) {
         m->intra = m->inter = level(c, c->train.comm.net, copy, wake);
-        m->ranks_per_node = 1;
+        /* One network for every link; hierarchical's nodes are still the runtime's
+         * groups of --node-size ranks, which it reduces within first. */
+        const bp_communication_settings *cs = &c->train.comm;
+        m->ranks_per_node = cs->hierarchical && cs->node_size > 0 ? cs->node_size : 1;
         return;
     }
     m->intra = level(c, c->intra, copy, wake);
@@ -263,7 +266,7 @@ static bp_status emulated_device(const bp_simulate_config *c, bp_sim_machine *m,
                                         "option --dtype bf16", &r, err);
     if (rc == BP_OK)
         *m = (bp_sim_machine){.flops = r.flops, .mem_Bps = r.mem_Bps, .efficiency = r.efficiency,
-                              .launch_s = r.launch_s};
+                              .launch_s = r.launch_s, .host_Bps = d->sheet->host_Bps};
     return rc;
 }
 
@@ -286,6 +289,7 @@ bp_status bp_simulate_run(const bp_simulate_config *c, FILE *out, bp_err *err) {
     }
     if (prof.fwd_s) m.prof = &prof;
     set_network(c, m.prof, &m);
+    m.intra.host_Bps = m.inter.host_Bps = m.host_Bps;
     int *first = calloc((size_t)j.pp + 1, sizeof *first);
     if (rc == BP_OK && !first) rc = bp_fail(err, BP_ENOMEM, "out of memory");
     bp_sim_step_result r;

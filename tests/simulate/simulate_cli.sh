@@ -121,4 +121,17 @@ bad "option --device: simulate measures on the CPU only; for a GPU give its --de
 bad "option --measure: cannot write .*nodir/p.json: its folder .*nodir: No such file or directory" \
   "${TINY[@]}" --measure "$WORK/nodir/p.json"
 [ ! -e "$WORK/nodir" ] || fail "half-written profile"
+# --net with --hierarchical --node-size N: the runtime reduces within groups of N ranks
+# first, every link alike, so the prediction is not plain allreduce's; the hierarchical
+# one is what --intra and --inter with that network predict.
+H=(--device emu:a100 --dp 4 --bucket-mb 4 --steps 12)
+"$BP" simulate "${H[@]}" --net bw=10Gbit,lat=50us >"$WORK/flat" || fail "flat exited $?"
+"$BP" simulate "${H[@]}" --net bw=10Gbit,lat=50us --hierarchical --node-size 2 >"$WORK/hier" || fail "hier exited $?"
+"$BP" simulate "${H[@]}" --intra bw=10Gbit,lat=50us --inter bw=10Gbit,lat=50us --ranks-per-node 2 \
+  --hierarchical --node-size 2 >"$WORK/levels" || fail "levels exited $?"
+[ "$(key "$WORK/hier" step_ms)" != "$(key "$WORK/flat" step_ms)" ] || fail "hierarchical ignored with --net: $(key "$WORK/hier" step_ms) ms"
+[ "$(key "$WORK/hier" step_ms)" = "$(key "$WORK/levels" step_ms)" ] ||
+  fail "--net hierarchical $(key "$WORK/hier" step_ms) ms, levels $(key "$WORK/levels" step_ms) ms"
+
 echo "simulate_cli: ok"
+

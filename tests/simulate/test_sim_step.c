@@ -17,7 +17,8 @@
  *    a header per chunk).
  *  - gpipe on equal stages with free messages idles (S-1)/(M+S-1) of the time.
  *  - Each transformer block's 4 tp allreduces are rank 0's exposed tp time.
- *  - Hierarchical: a reduction within the node plus a ring among the node leaders;
+ *  - Hierarchical: a binomial reduction within the node and broadcast back, plus a
+ *    ring among the node leaders;
  *    flat over two nodes, a ring that waits on the slow link.
  *  - Links measured per group: on a dp 2 x pp 2 grid whose dp pairs are slow and
  *    whose pipeline pairs are fast, the dp buckets' ring is charged at the dp
@@ -231,6 +232,41 @@ static void test_ring_allreduce_closed_form(void **state) {
     }
 }
 
+/* On a device with a host link (an emulated GPU), comm/ stages every collective's
+ * buffer through the host: a copy there and one back, each a launch plus its bytes
+ * at the link's rate, on top of the ring. */
+static void test_device_collective_staged_through_host(void **state) {
+    (void)state;
+    const double bw = 1e9, lat = 1e-3, host = 4e9, launch = 5e-6;
+    bp_model_config mc = gpt(2, 64, 4, 16, 64);
+    job_parts p;
+    make_job(&p, mc, 2, 1, 1, 1);
+    bp_sim_machine m = fast_machine(bw, lat);
+    m.launch_s = launch;
+    double plain = simulate(&p.j, &m).exposed_s[BP_SIM_DP];
+    m.host_Bps = host;
+    double staged = simulate(&p.j, &m).exposed_s[BP_SIM_DP];
+    double bytes = (double)bp_sim_model_params(&mc, 1, 0, 4) * sizeof(float);
+    assert_near(staged - plain, 2.0 * (launch + bytes / host), 1e-9);
+}
+
+/* On a device with a host link, a pipeline's message is copied to the host before
+ * it is sent and to the device after it arrived: gpipe on 2 stages of one
+ * micro-batch waits for the activation and the gradient, each two copies longer. */
+static void test_pipeline_message_staged_through_host(void **state) {
+    (void)state;
+    const double host = 1e9;
+    job_parts p;
+    make_job(&p, gpt(2, 64, 4, 16, 64), 1, 2, 1, 1);
+    p.j.sched = (bp_schedule){BP_SCHED_GPIPE, 0};
+    bp_sim_machine m = fast_machine(1e9, 1e-4);
+    double plain = simulate(&p.j, &m).step_s;
+    m.intra.host_Bps = m.inter.host_Bps = host;
+    double staged = simulate(&p.j, &m).step_s;
+    double act = p.j.micro_B * 16.0 * 64 * sizeof(float); /* micro_B samples of T 16, C 64 */
+    assert_near(staged - plain, 2.0 * 2.0 * act / host, 1e-12);
+}
+
 /* AvgPipe's local steps (parallel/step.h) leave the agreement (2 floats over all
  * ranks) and the gradient norm (N floats over the stages) to one step in
  * --ea-period: the mean step is shorter by (1 - 1/tau) of those two ring
@@ -360,9 +396,9 @@ static void test_tp_allreduces(void **state) {
     assert_near(r.compute_s, 2 * (4.0 * 8 / bw + lat) + 2 * (2.0 * 8 / bw + lat), 1e-12);
 }
 
-/* Hierarchical over 2 nodes of 4: one bucket is an allreduce within the node
- * (standing for the reduction to the leader and the broadcast back) plus the
- * ring among the 2 leaders on the link between nodes. */
+/* Hierarchical over 2 nodes of 4: one bucket is the reduction to the node's leader
+ * and the broadcast back, binomial trees of 2 levels of whole messages (comm/prim.c),
+ * plus the ring among the 2 leaders on the link between nodes. */
 static void test_hierarchical_closed_form(void **state) {
     (void)state;
     const double bw_in = 1e11, lat_in = 1e-6, bw_out = 1e9, lat_out = 1e-4;
@@ -374,7 +410,7 @@ static void test_hierarchical_closed_form(void **state) {
     m.inter.net = (bp_net){.on = true, .bw_bps = bw_out, .lat_s = lat_out};
     m.ranks_per_node = 4;
     double bytes = (double)bp_sim_model_params(&mc, 1, 0, 4) * sizeof(float);
-    double local = 2.0 * 3 / 4 * bytes * 8 / bw_in + 2.0 * 3 * lat_in;
+    double local = 2.0 * 2 * (bytes * 8 / bw_in + lat_in);
     double leaders = 2.0 * 1 / 2 * bytes * 8 / bw_out + 2.0 * lat_out;
     assert_near(simulate(&p.j, &m).exposed_s[BP_SIM_DP], local + leaders, 1e-9);
     p.j.dpc.hierarchical = false; /* a flat ring waits on the slow link at every exchange */
@@ -446,6 +482,8 @@ int main(void) {
         cmocka_unit_test(test_measured_stages),
         cmocka_unit_test(test_links_per_axis),
         cmocka_unit_test(test_ring_allreduce_closed_form),
+        cmocka_unit_test(test_device_collective_staged_through_host),
+        cmocka_unit_test(test_pipeline_message_staged_through_host),
         cmocka_unit_test(test_avgpipe_local_steps),
         cmocka_unit_test(test_overlap_hides_all_but_the_last_bucket),
         cmocka_unit_test(test_bytegrad_sends_a_quarter),
