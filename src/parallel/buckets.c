@@ -142,22 +142,34 @@ void bp_bucketer_block_done(void *bucketer, int block) {
     pthread_mutex_unlock(&bk->mu);
 }
 
-bp_status bp_bucketer_finish(bp_bucketer *bk, bp_bucket_fn done, void *ctx, bp_err *err) {
-    pthread_mutex_lock(&bk->mu);
+/* Every block done (under bk->mu): the buckets left may all start. */
+static void all_done(bp_bucketer *bk) {
     bk->lowest_done = INT_MIN;
     pthread_cond_broadcast(&bk->cv);
-    for (int i = 0; i < bk->n; i++) {
-        while (bk->next <= i) pthread_cond_wait(&bk->cv, &bk->mu);
-        if (!done || bk->status != BP_OK) continue;
-        pthread_mutex_unlock(&bk->mu); /* the thread goes on with the next buckets */
-        bp_err e;
-        bp_status rc = done(ctx, &bk->buckets[i], &e);
-        pthread_mutex_lock(&bk->mu);
-        if (rc != BP_OK && bk->status == BP_OK) {
-            bk->status = rc;
-            bk->err = e;
-        }
+}
+
+const bp_bucket *bp_bucketer_next(bp_bucketer *bk, int i) {
+    pthread_mutex_lock(&bk->mu);
+    all_done(bk);
+    while (i < bk->n && bk->next <= i) pthread_cond_wait(&bk->cv, &bk->mu);
+    const bp_bucket *b = i < bk->n && bk->status == BP_OK ? &bk->buckets[i] : NULL;
+    pthread_mutex_unlock(&bk->mu);
+    return b;
+}
+
+void bp_bucketer_fail(bp_bucketer *bk, bp_status rc, const bp_err *err) {
+    pthread_mutex_lock(&bk->mu);
+    if (rc != BP_OK && bk->status == BP_OK) {
+        bk->status = rc;
+        bk->err = *err;
     }
+    pthread_mutex_unlock(&bk->mu);
+}
+
+bp_status bp_bucketer_finish(bp_bucketer *bk, bp_err *err) {
+    pthread_mutex_lock(&bk->mu);
+    all_done(bk);
+    while (bk->next < bk->n) pthread_cond_wait(&bk->cv, &bk->mu);
     bk->round_open = false;
     bp_status rc = bk->status;
     if (rc && err) *err = bk->err;

@@ -8,7 +8,8 @@
  * One thread per bucketer runs the buckets strictly in order 0, 1, 2, ... on every
  * rank (collectives must be issued in the same order everywhere), each as soon as
  * it is ready, by calling the `run` function given at creation. The thread that
- * runs backward only marks blocks done and, at the end, waits for all buckets. */
+ * runs backward only marks blocks done and, at the end, waits for all buckets (or
+ * takes each as it ran, bp_bucketer_next). */
 #ifndef BP_PARALLEL_BUCKETS_H
 #define BP_PARALLEL_BUCKETS_H
 
@@ -67,10 +68,13 @@ void bp_bucketer_free(bp_bucketer *bk);
 void bp_bucketer_begin(bp_bucketer *bk);
 /* Backward finished `block` (as a bp_grad_ready_fn). */
 void bp_bucketer_block_done(void *bucketer, int block);
-/* Mark every block done, wait until every bucket ran; the first failure's status.
- * With `done` (NULL: none), call it on this thread for each bucket in order as soon
- * as that bucket ran, while the thread goes on with the later ones; after a
- * failure it is called no more. */
-bp_status bp_bucketer_finish(bp_bucketer *bk, bp_bucket_fn done, void *ctx, bp_err *err);
+/* Every block marked done, then bucket i of the round (i = 0, 1, ... in turn) as soon
+ * as it ran, while the thread goes on with the later ones; NULL after the last or
+ * after a failure. The caller uses each (an early update) and says when it failed. */
+const bp_bucket *bp_bucketer_next(bp_bucketer *bk, int i);
+void bp_bucketer_fail(bp_bucketer *bk, bp_status rc, const bp_err *err);
+/* Every block marked done, the round waited for to its end; the first failure's
+ * status (the thread's or the caller's). */
+bp_status bp_bucketer_finish(bp_bucketer *bk, bp_err *err);
 
 #endif

@@ -5,7 +5,9 @@
  *   bp_dp_backward_begin before the backward whose gradients are synchronized
  *                       (the last micro-batch with gradient accumulation)
  *   bp_dp_backward_end  after it: gradient algorithms wait for their buckets here
- *   bp_dp_step          optimizer step and whatever the algorithm does to weights
+ *   bp_dp_update        the optimizer's step (already done with early updates)
+ *   bp_dp_average       whatever the algorithm does to the weights after it (mixing,
+ *                       elastic averaging, an outer step)
  *
  * Gradient algorithms average gradients in buckets on a communication thread that
  * starts each bucket as soon as backward has written it; weight algorithms step on
@@ -106,12 +108,18 @@ void bp_dp_destroy(bp_dp *dp);
 void bp_dp_step_begin(bp_dp *dp, double lr);
 void bp_dp_backward_begin(bp_dp *dp);
 bp_status bp_dp_backward_end(bp_dp *dp, bp_err *err);
-bp_status bp_dp_step(bp_dp *dp, bp_err *err);
+/* The optimizer's step over every replica (nothing left to do when the buckets
+ * updated early); the step counts. */
+bp_status bp_dp_update(bp_dp *dp, bp_err *err);
+/* After bp_dp_update: what the algorithm does to the weights (its after_step:
+ * decentralized mixing, elastic averaging, DiLoCo's outer step), then the end of the
+ * step (the bucket tuner's measure, the weights' lock released). */
+bp_status bp_dp_average(bp_dp *dp, bp_err *err);
 
 /* A stream of steps without a flush (AvgPipe's local steps, parallel/step.h): its
  * steps but the last update each replica inline, as soon as its gradients are
- * complete (with that step's lr), instead of bp_dp_step; after the stream, and
- * before the last step's bp_dp_step, bp_dp_count_steps counts them, each followed
+ * complete (with that step's lr), instead of bp_dp_update; after the stream, and
+ * before the last step's bp_dp_update, bp_dp_count_steps counts them, each followed
  * by the algorithm's after-step work (for AvgPipe's local steps: none). Only for
  * algorithms without buckets and without an update of their own (avgpipe). */
 void bp_dp_replica_update(bp_dp *dp, int j, double lr);
@@ -142,12 +150,12 @@ void bp_dp_swap_back(bp_dp *dp, const float *saved);
  * that compressed collectives (which refuse them) stay in step on every rank; the
  * caller must then agree with the other ranks to skip the step or stop. */
 int bp_dp_nonfinite_tensor(const bp_dp *dp);
-/* Instead of bp_dp_step: this step's update is dropped (on every rank alike). */
+/* Instead of bp_dp_update and bp_dp_average: this step's update is dropped (on every rank alike). */
 void bp_dp_skip_step(bp_dp *dp);
 /* Whether this step exchanges weights during forward and backward (decentralized,
  * started by bp_dp_step_begin): such a step is not abandoned half-way. */
 bool bp_dp_exchanging(const bp_dp *dp);
-/* Instead of bp_dp_step, before backward ended and while nothing is exchanging:
+/* Instead of bp_dp_update, before backward ended and while nothing is exchanging:
  * the step never happened (its step count and state stay as they were). */
 void bp_dp_abandon_step(bp_dp *dp);
 

@@ -175,7 +175,7 @@ static slot *find_slot(bp_pipe *p, int v) {
     return NULL;
 }
 
-static bp_status forward(bp_pipe *p, const bp_batch *b, int micro, double *loss, bp_err *err) {
+bp_status bp_pipe_forward(bp_pipe *p, const bp_batch *b, int micro, double *loss, bp_err *err) {
     slot *sl = take_slot(p, micro);
     if (!sl) return bp_fail(err, BP_EINTERNAL, "stage %d: no free activation slot", p->s);
     size_t rows = (size_t)b->B * (size_t)b->T;
@@ -229,7 +229,7 @@ static bp_status send_dx(bp_pipe *p, slot *sl, int micro, int b, bp_err *err) {
     return bp_comm_fail(p->pp, rc, err);
 }
 
-static bp_status backward(bp_pipe *p, const bp_batch *b, int micro, bp_err *err) {
+bp_status bp_pipe_backward(bp_pipe *p, const bp_batch *b, int micro, bp_err *err) {
     slot *sl = find_slot(p, micro);
     if (!sl) return bp_fail(err, BP_EINTERNAL, "stage %d: micro-batch %d has no activations", p->s, micro);
     int k = micro % (p->N * p->M); /* backwards go in order: the step's k-th */
@@ -246,14 +246,6 @@ static bp_status backward(bp_pipe *p, const bp_batch *b, int micro, bp_err *err)
     sl->micro = -1;
     p->in_use--;
     return rc == BP_OK && p->s > 0 ? send_dx(p, sl, micro, k, err) : rc;
-}
-
-static bp_status update(bp_pipe *p, const bp_pipe_op *op, const bp_pipe_hooks *h, bp_err *err) {
-    if (!h || !h->update) return BP_OK;
-    double t0 = bp_now();
-    bp_status rc = h->update(h->ctx, op->micro / p->N, op->micro % p->N, err);
-    p->stats.busy_s += bp_now() - t0;
-    return rc;
 }
 
 /* Forwards among the first n ops of a stage's stream. */
@@ -273,7 +265,7 @@ static int through_backward(const bp_pipe_op *ops, int n, int v) {
 /* The stream of one step stopped after the backward of position v (op index i):
  * the previous stage sent forwards that this one has not received yet; receive
  * and drop them so that its sends finish, then wait for this stage's own. */
-static bp_status abandon(bp_pipe *p, const bp_batch *micro, int v, int i, bp_err *err) {
+bp_status bp_pipe_abandon(bp_pipe *p, const bp_batch *micro, int v, int i, bp_err *err) {
     bp_status rc = BP_OK;
     if (p->s > 0) {
         bp_stream st = {.S = p->S, .s = p->s - 1, .N = p->N, .M = p->M, .stream_len = 1,
@@ -298,47 +290,27 @@ static bp_status abandon(bp_pipe *p, const bp_batch *micro, int v, int i, bp_err
     return rc ? bp_comm_fail(p->pp, rc, err) : BP_EINTERRUPTED;
 }
 
-/* Whether to ask h->stop after op i, the backward of position v, of a V-position step. */
-static bool asks_stop(const bp_pipe_hooks *h, int k, const bp_pipe_op *op, int V) {
-    if (!h || !h->stop || h->stop_every <= 0 || k != 1 || op->forward || op->update) return false;
-    return (op->micro + 1) % h->stop_every == 0 && op->micro + 1 < V;
-}
-
-bp_status bp_pipe_stream(bp_pipe *p, int k, const bp_batch *micro, const bp_pipe_hooks *h,
-                         double *loss, bp_err *err) {
-    int V = p->N * p->M, n_ops;
-    bp_status rc = BP_OK;
+bp_status bp_pipe_begin(bp_pipe *p, int k, int64_t step, const bp_pipe_op **ops, int *n,
+                        bp_err *err) {
     if (k < 1 || k > p->stream_len)
         return bp_fail(err, BP_EINTERNAL, "stage %d: a stream of %d steps (at most %d)", p->s, k,
                        p->stream_len);
-    stream_ops(p, &p->sched, k, &n_ops);
-    for (int t = 0; t < k; t++) loss[t] = 0;
-    for (int i = 0; rc == BP_OK && i < n_ops; i++) {
-        const bp_pipe_op *op = &p->ops[i];
-        if (op->update) {
-            rc = update(p, op, h, err);
-        } else if (op->forward) {
-            double l = 0;
-            rc = forward(p, &micro[op->micro], op->micro, &l, err);
-            loss[op->micro / V] += l;
-        } else {
-            if (i == n_ops - 1 && h && h->last_backward) h->last_backward(h->ctx);
-            rc = backward(p, &micro[op->micro], op->micro, err);
-            if (rc == BP_OK && asks_stop(h, k, op, V) &&
-                (rc = h->stop(h->ctx, err)) == BP_EINTERRUPTED)
-                rc = abandon(p, micro, op->micro, i + 1, err);
-        }
-    }
-    for (int t = 0; t < k; t++) loss[t] = p->s == p->S - 1 ? loss[t] / V : NAN;
-    return rc;
+    p->step = step;
+    stream_ops(p, &p->sched, k, n);
+    *ops = p->ops;
+    return BP_OK;
 }
+
+int bp_pipe_positions(const bp_pipe *p) { return p->N * p->M; }
+
+void bp_pipe_add_busy(bp_pipe *p, double secs) { p->stats.busy_s += secs; }
 
 bp_status bp_pipe_eval(bp_pipe *p, int j, const bp_batch *b, double *loss, const bp_real **logits,
                        bp_err *err) {
     *loss = NAN;
     *logits = NULL;
     double l = NAN;
-    bp_status rc = forward(p, b, j, &l, err); /* position j belongs to replica j */
+    bp_status rc = bp_pipe_forward(p, b, j, &l, err); /* position j belongs to replica j */
     slot *sl = find_slot(p, j);
     if (sl) {
         sl->micro = -1;
@@ -350,8 +322,6 @@ bp_status bp_pipe_eval(bp_pipe *p, int j, const bp_batch *b, double *loss, const
     }
     return rc;
 }
-
-void bp_pipe_set_step(bp_pipe *p, int64_t step) { p->step = step; }
 
 bool bp_pipe_compresses(const bp_pipe *p) { return p->cb != NULL; }
 

@@ -35,23 +35,6 @@ typedef struct bp_pipe_stats {
     double cb_rel_err;  /* sum over those of |M - P Q^T| / |M| (occ.h) */
 } bp_pipe_stats;
 
-/* What the caller does inside a stream (both may be NULL): right before its last
- * backward, and pipeline j's update of step t (t < stream_len - 1), which must leave
- * replica j's gradients zeroed for the next step. */
-typedef struct bp_pipe_hooks {
-    void (*last_backward)(void *ctx);
-    bp_status (*update)(void *ctx, int t, int j, bp_err *err);
-    /* A stream of one step may be abandoned between micro-batches: with stop_every
-     * > 0, after the backward of every position v with (v + 1) % stop_every == 0
-     * but the last, stop(ctx) says whether to abandon it (BP_EINTERRUPTED: yes,
-     * BP_OK: go on, or another failure). Every stage asks at the same positions and
-     * must get the same answer: "after backward v" on every stage is a consistent
-     * cut of the schedule (each message received before it was sent before it). */
-    bp_status (*stop)(void *ctx, bp_err *err);
-    int stop_every;
-    void *ctx;
-} bp_pipe_hooks;
-
 /* models[0..N): this stage's blocks, one replica per pipeline; M: micro-batches per
  * pipeline and step, each of micro_B x T; stream_len: the most steps of one stream (1: a
  * flush every step), tied: the updates sync a tied tensor between the first and last
@@ -62,22 +45,37 @@ bp_status bp_pipe_create(bp_comm *pp, bp_model **models, int N, const bp_schedul
                          bp_pipe **out, bp_err *err);
 void bp_pipe_destroy(bp_pipe *p);
 
-/* k <= stream_len steps as one stream (schedule.h) over the k x N x M micro-batches
- * micro[0..k N M), step t's micro-batch i of pipeline j at t N M + i N + j (inputs
- * are used by the first stage, targets by the last). Gradients accumulate into each
- * replica (the caller zeroes them before), each micro-batch's loss scaled by 1/M so
- * they sum to the pipeline's mean; the updates of the first k - 1 steps run inline
- * through h->update, the last step's gradients are left to the caller. On the last
- * stage loss[t] is step t's mean loss over its micro-batches; NaN elsewhere.
- * Abandoned by h->stop: BP_EINTERRUPTED, the activations still on their way to
- * this stage received and dropped and every send finished, so the pipeline is
- * ready for another stream (the gradients are partial: the caller drops them). */
-bp_status bp_pipe_stream(bp_pipe *p, int k, const bp_batch *micro, const bp_pipe_hooks *h,
-                         double *loss, bp_err *err);
-
-/* The optimizer step (0-based) of the next stream's first step (compressed
- * backpropagation's warm-up counts it). */
-void bp_pipe_set_step(bp_pipe *p, int64_t step);
+/* A stream of k <= stream_len steps (schedule.h) over the k x N x M micro-batches
+ * micro[0..k N M), step t's micro-batch i of pipeline j at position t N M + i N + j
+ * (inputs are used by the first stage, targets by the last), its first step being
+ * optimizer step `step` (0-based: compressed backpropagation's warm-up counts it).
+ * *ops: this stage's operations in order, *n of them, valid until the next stream.
+ * The caller runs them: a forward and a backward with the two calls below, an
+ * update (pipeline j's of step t, op->micro = t N + j, t < k - 1) itself, leaving
+ * replica j's gradients zeroed for the next step; the last step's gradients are
+ * its own to use. */
+bp_status bp_pipe_begin(bp_pipe *p, int k, int64_t step, const bp_pipe_op **ops, int *n,
+                        bp_err *err);
+/* Positions per step (N M). */
+int bp_pipe_positions(const bp_pipe *p);
+/* The forward of position v over its micro-batch b: the input received from the
+ * previous stage, replica v % N's blocks, the output sent on (non-blocking). On the
+ * last stage *loss is b's mean loss; elsewhere it is left as it was. */
+bp_status bp_pipe_forward(bp_pipe *p, const bp_batch *b, int v, double *loss, bp_err *err);
+/* The backward of position v: the gradient of the output received from the next
+ * stage, the gradients accumulated into its replica (the caller zeroes them before
+ * the stream), each micro-batch's loss scaled by 1/M so they sum to the pipeline's
+ * mean, the gradient of the input sent back (compressed when CB says). */
+bp_status bp_pipe_backward(bp_pipe *p, const bp_batch *b, int v, bp_err *err);
+/* The caller's work between operations (the updates) counted as computation. */
+void bp_pipe_add_busy(bp_pipe *p, double secs);
+/* A stream of one step abandoned after the backward of position v (op index i,
+ * the same cut on every stage: "after backward v" is a consistent cut of the
+ * schedule, each message received before it was sent before it): the
+ * activations still on their way to this stage received and dropped and every send
+ * finished, so the pipeline is ready for another stream (the gradients are
+ * partial: the caller drops them). BP_EINTERRUPTED, or a failure. */
+bp_status bp_pipe_abandon(bp_pipe *p, const bp_batch *micro, int v, int i, bp_err *err);
 /* Whether the backward sends are compressed (CB): its codecs' state changes with
  * every send, so a stream of it is never abandoned half-way. */
 bool bp_pipe_compresses(const bp_pipe *p);

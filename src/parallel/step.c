@@ -120,7 +120,7 @@ static bp_status clip_gradients(const bp_grid_step_ctx *c, double *norm, bp_err 
     return BP_OK;
 }
 
-/* ---- a stream of steps ------------------------------------------------------------- */
+/* ---- the parts of a step -------------------------------------------------------- */
 
 /* The tied tensor of n replicas in sync between the first and last stages (where the
  * model has one), its time added to *secs where it is a collective of its own. */
@@ -133,24 +133,17 @@ static bp_status sync_tied(const bp_grid_step_ctx *c, bp_model **models, int n, 
     return rc;
 }
 
-typedef struct stream_ctx {
-    const bp_grid_step_ctx *c;
-    const bp_grid_step_in *in;
-    double embed_s;
-} stream_ctx;
-
-static void before_last_backward(void *p) { bp_dp_backward_begin(((stream_ctx *)p)->c->dp); }
-
-/* Between micro-batches of a long step: every rank learns, at the same position,
- * whether any was asked to stop. */
-static bp_status stop_between(void *p, bp_err *err) {
-    const bp_grid_step_ctx *c = ((stream_ctx *)p)->c;
-    float asked = *c->stop != 0;
-    if (bp_comm_size(c->meta) > 1) {
-        bp_status rc = bp_comm_fail(c->meta, bp_allreduce_sum(c->meta, &asked, 1), err);
-        if (rc) return rc;
-    }
-    return asked > 0 ? BP_EINTERRUPTED : BP_OK;
+/* Before the first forward: the outputs cleared, the gradients zeroed, the step's
+ * losses at 0, and the algorithm's step begun (with the last step's lr; a weight
+ * exchange, decentralized's or streaming DiLoCo's, starts on its thread). */
+static void begin(const bp_grid_step_ctx *c, int k, const bp_grid_step_in *in,
+                  bp_grid_step_out *out, double *loss) {
+    for (int t = 0; t < k; t++) out[t] = (bp_grid_step_out){.grad_norm = NAN};
+    for (int t = 0; t < k; t++) loss[t] = 0;
+    for (int j = 0; j < c->n_replicas; j++) bp_model_zero_grad(c->models[j]);
+    bp_dp_step_begin(c->dp, in[k - 1].lr);
+    const bp_backend *be = bp_model_backend(c->models[0]);
+    if (in[0].poison) be->fill(be, bp_model_grads(c->models[0]), 1, NAN);
 }
 
 /* Positions between stop checks in a step of k; 0: none (a stream of several
@@ -164,68 +157,114 @@ static int stop_every(const bp_grid_step_ctx *c, int k, const bp_grid_step_in *i
     return c->grid->pp == 1 ? 1 : BP_GRID_STOP_EVERY;
 }
 
-/* Pipeline j's update of step t inside a stream (a local step): the tied embedding
- * in sync, a non-finite gradient remembered for the next agreement, the optimizer
- * step, and the gradients zeroed for the next step. */
-static bp_status inline_update(void *p, int t, int j, bp_err *err) {
-    stream_ctx *x = p;
-    const bp_grid_step_ctx *c = x->c;
-    bp_model *m = c->models[j];
-    bp_status rc = sync_tied(c, c->models + j, 1, &x->embed_s, err);
-    if (rc) return rc;
-    int bad = nonfinite_in(m);
-    if (bad >= 0)
-        note(c, (struct bp_grid_pending){.step = x->in[t].step + 1,
-                                         .tensor = bp_model_tensor(m, bad)->name});
-    bp_dp_replica_update(c->dp, j, x->in[t].lr);
-    bp_model_zero_grad(m);
-    return BP_OK;
+/* After the backward of position v (op i) of a long step, every `every` positions
+ * but the last: every rank learns, at the same position, whether any was asked to
+ * stop, and if so the pipeline abandons the step there (BP_EINTERRUPTED). */
+static bp_status stop_after(const bp_grid_step_ctx *c, int every, const bp_batch *micro, int v,
+                            int i, bp_err *err) {
+    if (every <= 0 || (v + 1) % every != 0 || v + 1 >= bp_pipe_positions(c->pipe)) return BP_OK;
+    float asked = *c->stop != 0;
+    if (bp_comm_size(c->meta) > 1) {
+        bp_status rc = bp_comm_fail(c->meta, bp_allreduce_sum(c->meta, &asked, 1), err);
+        if (rc) return rc;
+    }
+    return asked > 0 ? bp_pipe_abandon(c->pipe, micro, v, i + 1, err) : BP_OK;
 }
 
-/* The last step of a stream, once its backwards are done: as a step of its own. */
-static bp_status end_step(const bp_grid_step_ctx *c, const bp_grid_step_in *in,
-                          bp_grid_step_out *out, bp_err *err) {
-    bp_status rc = bp_dp_backward_end(c->dp, err);
-    if (rc == BP_OK) rc = sync_tied(c, c->models, c->n_replicas, &out->embed_s, err);
-    if (rc == BP_OK && in->local) {
-        note(c, finding(c, in, out));
-        return bp_dp_step(c->dp, err);
+/* Pipeline j's update of a local step inside a stream (AvgPipe): the tied embedding
+ * in sync, a non-finite gradient remembered for the next agreement, the optimizer
+ * step, and the gradients zeroed for the next step; its time is the stage's work. */
+static bp_status local_update(const bp_grid_step_ctx *c, const bp_grid_step_in *in, int j,
+                              double *embed_s, bp_err *err) {
+    double t0 = bp_now();
+    bp_model *m = c->models[j];
+    bp_status rc = sync_tied(c, c->models + j, 1, embed_s, err);
+    if (rc == BP_OK) {
+        int bad = nonfinite_in(m);
+        if (bad >= 0)
+            note(c, (struct bp_grid_pending){.step = in->step + 1,
+                                             .tensor = bp_model_tensor(m, bad)->name});
+        bp_dp_replica_update(c->dp, j, in->lr);
+        bp_model_zero_grad(m);
     }
-    if (rc == BP_OK) rc = agree(c, in, out, err);
-    if (rc) return rc;
-    if (out->skipped) {
-        bp_dp_skip_step(c->dp);
-        return BP_OK;
-    }
-    rc = clip_gradients(c, &out->grad_norm, err);
-    return rc ? rc : bp_dp_step(c->dp, err);
+    bp_pipe_add_busy(c->pipe, bp_now() - t0);
+    return rc;
 }
+
+/* The steps' mean losses (the last stage's; NaN elsewhere) and tied-sync times into
+ * out; a local step's non-finite loss remembered for the next agreement. */
+static void losses(const bp_grid_step_ctx *c, int k, const bp_grid_step_in *in,
+                   bp_grid_step_out *out, const double *sum, double embed_s) {
+    bool last_stage = c->grid->p == c->grid->pp - 1;
+    for (int t = 0; t < k; t++) {
+        out[t].loss = last_stage ? sum[t] / bp_pipe_positions(c->pipe) : NAN;
+        out[t].embed_s = embed_s / k;
+        if (t < k - 1 && bp_grid_reports_loss(c->grid) && !isfinite(out[t].loss))
+            note(c, (struct bp_grid_pending){.step = in[t].step + 1});
+    }
+}
+
+/* A step abandoned between micro-batches: on every rank, before any update. */
+static bp_status abandoned(const bp_grid_step_ctx *c, bp_grid_step_out *out, bp_err *err) {
+    bp_dp_abandon_step(c->dp);
+    out->stop = out->together = true;
+    bp_err_clear(err);
+    return BP_EINTERRUPTED;
+}
+
+/* ---- the step ----------------------------------------------------------------------- */
 
 bp_status bp_grid_steps(const bp_grid_step_ctx *c, int k, const bp_grid_step_in *in,
                         bp_grid_step_out *out, bp_err *err) {
-    for (int t = 0; t < k; t++) out[t] = (bp_grid_step_out){.grad_norm = NAN};
-    for (int j = 0; j < c->n_replicas; j++) bp_model_zero_grad(c->models[j]);
-    bp_dp_step_begin(c->dp, in[k - 1].lr);
-    const bp_backend *be = bp_model_backend(c->models[0]);
-    if (in[0].poison) be->fill(be, bp_model_grads(c->models[0]), 1, NAN);
-    stream_ctx x = {.c = c, .in = in};
-    bp_pipe_hooks h = {.last_backward = before_last_backward, .update = inline_update,
-                       .stop = stop_between, .stop_every = stop_every(c, k, in), .ctx = &x};
-    double loss[k];
-    bp_pipe_set_step(c->pipe, in[0].step);
-    bp_status rc = bp_pipe_stream(c->pipe, k, in[0].micro, &h, loss, err);
-    if (rc == BP_EINTERRUPTED) {
-        bp_dp_abandon_step(c->dp);
-        out[k - 1].stop = out[k - 1].together = true;
-        bp_err_clear(err);
-        return rc;
+    const bp_grid_step_in *last = &in[k - 1];
+    bp_grid_step_out *end = &out[k - 1];
+    int N = c->n_replicas, V = bp_pipe_positions(c->pipe), n;
+    double loss[k], embed_s = 0;
+    const bp_pipe_op *op;
+    begin(c, k, in, out, loss);
+    int every = stop_every(c, k, in);
+
+    /* 1. Forward and backward of the micro-batches, in the schedule's order (AvgPipe:
+     *    its pipelines' local steps updated as they end). The dp algorithm's buckets
+     *    start as the last backward writes them and travel while it goes on. */
+    bp_status rc = bp_pipe_begin(c->pipe, k, in[0].step, &op, &n, err);
+    for (int i = 0; rc == BP_OK && i < n; i++) {
+        int v = op[i].micro;
+        if (op[i].update) {
+            rc = local_update(c, &in[v / N], v % N, &embed_s, err);
+        } else if (op[i].forward) {
+            double l = 0;
+            rc = bp_pipe_forward(c->pipe, &in[0].micro[v], v, &l, err);
+            loss[v / V] += l;
+        } else {
+            if (i == n - 1) bp_dp_backward_begin(c->dp);
+            rc = bp_pipe_backward(c->pipe, &in[0].micro[v], v, err);
+            if (rc == BP_OK) rc = stop_after(c, every, in[0].micro, v, i, err);
+        }
     }
-    for (int t = 0; t < k; t++) {
-        out[t].loss = loss[t];
-        out[t].embed_s = x.embed_s / k;
-        if (t < k - 1 && bp_grid_reports_loss(c->grid) && !isfinite(loss[t]))
-            note(c, (struct bp_grid_pending){.step = in[t].step + 1});
+    if (rc == BP_EINTERRUPTED) return abandoned(c, end, err);
+    losses(c, k, in, out, loss, embed_s);
+    if (rc == BP_OK) rc = bp_dp_count_steps(c->dp, k - 1, err); /* the local steps' */
+
+    /* 2. The gradient exchange: the buckets waited for (with early updates, each one's
+     *    optimizer step taken as it arrived). */
+    if (rc == BP_OK) rc = bp_dp_backward_end(c->dp, err);
+    /* 3. The tied embedding in sync between the first and last stages. */
+    if (rc == BP_OK) rc = sync_tied(c, c->models, N, &end->embed_s, err);
+    /* 4. Agreement of every rank on non-finite values and stop requests (a local
+     *    step remembers its own for the next agreement); every rank skips alike. */
+    if (rc == BP_OK && last->local) note(c, finding(c, last, end));
+    else if (rc == BP_OK) rc = agree(c, last, end, err);
+    if (rc) return rc;
+    if (end->skipped) {
+        bp_dp_skip_step(c->dp);
+        return BP_OK;
     }
-    if (rc == BP_OK) rc = bp_dp_count_steps(c->dp, k - 1, err);
-    return rc ? rc : end_step(c, &in[k - 1], &out[k - 1], err);
+    /* 5. Clipping by the gradient norm over every stage and tp rank. */
+    if (!last->local) rc = clip_gradients(c, &end->grad_norm, err);
+    /* 6. The optimizer's step. */
+    if (rc == BP_OK) rc = bp_dp_update(c->dp, err);
+    /* 7. The averaging: what the algorithm does to the weights after it (decentralized
+     *    mixing, elastic averaging of easgd and AvgPipe, DiLoCo's outer step). */
+    return rc ? rc : bp_dp_average(c->dp, err);
 }

@@ -1,9 +1,11 @@
 /* One training step on this rank's place in the dp x pp x tp grid
- * (docs/ARCHITECTURE.md#the-step), the same on every rank of the job:
+ * (docs/ARCHITECTURE.md#the-step), the same on every rank of the job. bp_grid_steps
+ * in step.c reads in this order:
  *
- *   1. the pipeline schedule over the step's micro-batches (forward, backward);
- *      the data-parallel algorithm starts its buckets during the last backward
- *   2. the end of backward on the dp axis (waiting for the buckets)
+ *   1. forward and backward of the step's micro-batches in the pipeline schedule's
+ *      order (bp_pipe_forward, bp_pipe_backward); the data-parallel algorithm starts
+ *      its buckets during the last backward (bp_dp_backward_begin)
+ *   2. the gradient exchange: waiting for the buckets (bp_dp_backward_end)
  *   3. the tied embedding's sync between first and last stages (Optimus-CC's fused
  *      variant included)
  *   4. agreement of every rank on non-finite values and on stop requests, so that
@@ -13,11 +15,13 @@
  *   pipeline. A `local` step (AvgPipe between its averagings, without clipping or
  *   skipping, bp_grid_step_in) leaves them out: it remembers a non-finite value in
  *   the ctx's pending record, and the next agreeing step reports it.
- *   6. the update (optimizer and the algorithm's weight mixing), or its skip;
- *      in a stream of local steps without a flush (AvgPipe, bp_grid_steps) each
- *      pipeline's update of 3 and 6 runs inline at each stage instead;
- *      with the dp config's early_update (no clipping, no skipping, one stage) the
- *      gradient algorithms already updated each bucket in 2, as it arrived.
+ *   6. the optimizer's step (bp_dp_update), or the step's skip
+ *   7. the averaging: what the algorithm does to the weights after it (mixing,
+ *      elastic averaging, DiLoCo's outer step; bp_dp_average)
+ *   In a stream of local steps without a flush (AvgPipe, bp_grid_steps) each
+ *   pipeline's 3 and 6 run inside 1, at each stage, as the schedule's update
+ *   operations; with the dp config's early_update (no clipping, no skipping, one
+ *   stage) the gradient algorithms already updated each bucket in 2, as it arrived.
  *
  * It speaks only to the pipeline, the data-parallel engine and the groups of the
  * grid; what computes (the models' forward and backward) is behind bp_pipe and
@@ -90,7 +94,7 @@ bool bp_grid_reports_loss(const bp_grid *g);
 /* k >= 1 steps (collective over every rank of the grid) as one stream of the
  * pipeline (parallel/schedule.h): steps in[0..k-1) must be local, their updates
  * run inline per pipeline as soon as its backwards are done (no flush before the
- * next step); the last step ends as a step of its own (2-6 above). in[0].micro
+ * next step); the last step ends as a step of its own (2-7 above). in[0].micro
  * holds the micro-batches of all k steps (step t's at t N M). Gradients are zeroed
  * first. k = 1 is the plain step with a flush. BP_EINTERRUPTED (err cleared): a
  * stop request agreed between micro-batches (ctx's stop), the step abandoned on

@@ -296,7 +296,8 @@ static void engine_step_snapshot(engine *e, float *snapshot) {
     for (int k = 0; k < accum; k++) micro_batch(r, e->dp, k, accum);
     ok(bp_dp_backward_end(e->dp, &err), "bp_dp_backward_end");
     bp_clip_grad_norm(grads(r), r->n, r->cfg.clip);
-    ok(bp_dp_step(e->dp, &err), "bp_dp_step");
+    ok(bp_dp_update(e->dp, &err), "bp_dp_update");
+    ok(bp_dp_average(e->dp, &err), "bp_dp_average");
     r->step++;
 }
 

@@ -2,7 +2,7 @@
  * for its buckets, on the training steps themselves. The candidate sizes whose
  * buckets differ (sizes above the model's size all give one bucket: measured once)
  * take turns, one step each, for WARM + TIMED rounds; a step is timed from
- * bp_dp_step_begin to the end of bp_dp_step (forward, backward, the buckets, the
+ * bp_dp_step_begin to the end of bp_dp_average (forward, backward, the buckets, the
  * update), the first round not. Taking turns spreads a change in the machine's
  * load over all sizes alike, where measuring one size after the other would
  * charge it to whichever size ran then. Then every rank's median per size is

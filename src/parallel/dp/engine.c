@@ -235,7 +235,7 @@ void bp_dp_step_begin(bp_dp *dp, double lr) {
 
 bp_status bp_dp_exchange_wait(bp_dp *dp, bp_err *err) {
     double t0 = bp_now();
-    bp_status rc = bp_bucketer_finish(&dp->xchg, NULL, NULL, err);
+    bp_status rc = bp_bucketer_finish(&dp->xchg, err);
     dp->exposed_s += bp_now() - t0;
     dp->exchanging = false;
     return rc;
@@ -268,35 +268,37 @@ static void update_begin(bp_dp *dp) {
     for (int j = 0; j < dp->n_replicas; j++) dp->optims[j].t++;
 }
 
-typedef struct early_ctx {
-    bp_dp *dp;
-    double busy_s; /* computing updates: not communication */
-} early_ctx;
-
-static bp_status update_bucket(void *ctx, const bp_bucket *b, bp_err *err) {
-    early_ctx *e = ctx;
-    double t0 = bp_now();
-    bp_status rc = update_range(e->dp, b->offset, b->len, err);
-    e->busy_s += bp_now() - t0;
-    bp_trace_span(bp_comm_trace(e->dp->comm), "compute", "optimizer", t0);
-    return rc;
+/* The early updates: each bucket's optimizer step as soon as its average arrived,
+ * so that it overlaps the communication of the later buckets; the time they took
+ * (computation, not communication). */
+static double update_early(bp_dp *dp) {
+    double busy_s = 0;
+    const bp_bucket *b;
+    update_begin(dp);
+    for (int i = 0; (b = bp_bucketer_next(&dp->bk, i)); i++) {
+        double t0 = bp_now();
+        bp_err e;
+        bp_status rc = update_range(dp, b->offset, b->len, &e);
+        busy_s += bp_now() - t0;
+        bp_trace_span(bp_comm_trace(dp->comm), "compute", "optimizer", t0);
+        if (rc) bp_bucketer_fail(&dp->bk, rc, &e);
+    }
+    return busy_s;
 }
 
-/* Waits for the buckets; with early updates, updates each as it arrives, so that
- * the optimizer's work overlaps the communication of the later buckets. */
+/* Waits for the buckets; with early updates, updates each as it arrives. */
 bp_status bp_dp_backward_end(bp_dp *dp, bp_err *err) {
     if (!dp->use_buckets) return BP_OK;
     bp_model_set_grad_hook(dp->model, NULL, NULL);
-    early_ctx e = {.dp = dp};
-    if (dp->early) update_begin(dp);
     double t0 = bp_now();
-    bp_status rc = bp_bucketer_finish(&dp->bk, dp->early ? update_bucket : NULL, &e, err);
-    dp->exposed_s += bp_now() - t0 - e.busy_s;
+    double busy_s = dp->early ? update_early(dp) : 0;
+    bp_status rc = bp_bucketer_finish(&dp->bk, err);
+    dp->exposed_s += bp_now() - t0 - busy_s;
     bp_trace_span(bp_comm_trace(dp->comm), "comm", "wait dp buckets", t0);
     return rc;
 }
 
-bp_status bp_dp_step(bp_dp *dp, bp_err *err) {
+bp_status bp_dp_update(bp_dp *dp, bp_err *err) {
     bp_status rc = BP_OK;
     double t0 = bp_now();
     if (!dp->early) {
@@ -305,9 +307,15 @@ bp_status bp_dp_step(bp_dp *dp, bp_err *err) {
         bp_trace_span(bp_comm_trace(dp->comm), "compute", "optimizer", t0);
     }
     dp->step++;
+    if (rc) release_step_lock(dp);
+    return rc;
+}
+
+bp_status bp_dp_average(bp_dp *dp, bp_err *err) {
+    bp_status rc = BP_OK;
     bool mixes = bp_comm_size(dp->comm) > 1 || dp->ops->local_replicas;
-    if (rc == BP_OK && mixes && dp->ops->after_step) {
-        t0 = bp_now();
+    if (mixes && dp->ops->after_step) {
+        double t0 = bp_now();
         rc = dp->ops->after_step(dp, err);
         dp->exposed_s += bp_now() - t0;
     }
