@@ -33,7 +33,7 @@
 #include "nn/model.h"
 #include "nn/optim.h"
 #include "data/sampler.h"
-#include "train/checkpoint.h"
+#include "formats/checkpoint.h"
 
 #define CKPT_NAME "ckpt-00000001"
 #define CRC_KEY "\"crc32\":\""

@@ -14,7 +14,7 @@
 
 #include "fuzz.h"
 #include "core/file.h"
-#include "train/checkpoint.h"
+#include "formats/checkpoint.h"
 
 #define DIR_NAME "ckpt-00000001"
 

@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "fuzz.h"
-#include "train/runlog.h"
+#include "cli/runlog.h"
 
 #define STEP_MAX 9007199254740992LL /* 2^53, runlog.h */
 

@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "fuzz.h"
-#include "train/checkpoint.h"
+#include "formats/checkpoint.h"
 
 /* Read every byte of every tensor, so that AddressSanitizer checks the bounds
  * the parser promised. */

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Every #include of src/ and include/ points down the layers of docs/ARCHITECTURE.md#layers
 # and the planner above the trainer:
-#   cli > plan > train > parallel > {comm, nn, data};  comm > compress > core;  nn, data > core
+#   cli > plan > train > formats > parallel > {comm, nn, data};  comm > compress > core;
+#   nn, data > core
 # A file of src/<layer>/ (or a subfolder of it) may include its own layer and those
 # below; the public headers include/bagpipe/<x>.h belong to the layer they expose
 # (status.h: core, compress.h: compress, comm.h and comm_mpi.h: comm, bagpipe.h: all).
@@ -19,9 +20,10 @@ declare -A allowed=(
   [nn]="nn core"
   [data]="data core"
   [parallel]="parallel comm compress nn data core"
-  [train]="train parallel comm compress nn data core"
-  [plan]="plan train parallel comm compress nn data core"
-  [cli]="cli plan train parallel comm compress nn data core"
+  [formats]="formats parallel comm compress nn data core"
+  [train]="train formats parallel comm compress nn data core"
+  [plan]="plan train formats parallel comm compress nn data core"
+  [cli]="cli plan train formats parallel comm compress nn data core"
   [api]="api comm compress core"
 )
 

@@ -21,8 +21,8 @@
 #include "core/log.h"
 #include "core/options.h"
 #include "nn/model.h"
-#include "train/checkpoint.h"
-#include "train/safetensors.h"
+#include "formats/checkpoint.h"
+#include "formats/safetensors.h"
 
 typedef struct export_config {
     int format; /* 0: hf */

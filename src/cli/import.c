@@ -19,8 +19,8 @@
 #include "nn/model.h"
 #include "nn/optim.h"
 #include "parallel/partition.h"
-#include "train/checkpoint.h"
-#include "train/safetensors.h"
+#include "formats/checkpoint.h"
+#include "formats/safetensors.h"
 
 /* The stream train/task.c seeds the text sampler with. */
 #define DATA_STREAM 0x64617461ull

@@ -12,7 +12,7 @@
 #include <stdio.h>
 
 #include "bagpipe/status.h"
-#include "train/runlog.h"
+#include "cli/runlog.h"
 
 typedef struct report_run {
     const char *dir;   /* as given */

@@ -8,7 +8,6 @@
 #include "train/trainer_impl.h"
 
 const bp_output_kind trainer_metrics_kind = {"metrics log", "{\"type\":", true};
-const bp_output_kind trainer_trace_kind = {"trace", "{\"traceEvents\":", false};
 
 static bool holds_data(const char *path) {
     struct stat st;
@@ -37,7 +36,7 @@ static bp_status check_metrics(const trainer *t, const char *latest, bp_err *err
 static bp_status check_trace(const trainer *t, const char *latest, bp_err *err) {
     const bp_train_config *c = t->cfg;
     if (!c->trace[0]) return BP_OK;
-    bp_status rc = bp_check_output(c->trace, &trainer_trace_kind, err);
+    bp_status rc = bp_check_output(c->trace, &bp_trace_file_kind, err);
     if (rc) return bp_err_context(err, "option --trace");
     bool on_latest = bp_same_path(c->trace, latest);
     if (on_latest || bp_same_path(c->trace, c->metrics))

@@ -8,7 +8,7 @@
 #include "core/device.h"
 #include "core/rng.h"
 #include "nn/model.h"
-#include "train/checkpoint.h"
+#include "formats/checkpoint.h"
 #include "train/device.h"
 
 #define OFF(f) offsetof(bp_sample_config, f)

@@ -15,7 +15,7 @@
 #include "data/sampler.h"
 #include "data/text.h"
 #include "nn/model.h"
-#include "train/checkpoint.h"
+#include "formats/checkpoint.h"
 #include "train/config.h"
 
 typedef struct bp_task {

@@ -322,6 +322,12 @@ static bp_status setup_world(trainer *t, bp_err *err) {
     return BP_OK;
 }
 
+/* This rank's job as the --trace file sees it (formats/trace_file.h). */
+static bp_trace_job trace_job(const trainer *t) {
+    return (bp_trace_job){.meta = t->meta, .grid = &t->grid, .rank = t->rank, .size = t->size,
+                          .path = t->cfg->trace};
+}
+
 static bp_status setup(trainer *t, bp_err *err) {
     const bp_train_config *c = t->cfg;
     t->rank = bp_comm_rank(t->world);
@@ -332,7 +338,9 @@ static bp_status setup(trainer *t, bp_err *err) {
     if (rc) return rc;
     rc = bp_grid_init(t->world, c->dp, c->pipeline.stages, c->tp,
                       bp_model_tied_tensor(&mc) != NULL, c->occ.fused_embedding_sync, &t->grid, err);
-    if (rc == BP_OK) rc = agree(t, trainer_trace_start(t, err), err);
+    bp_trace_job tj = trace_job(t);
+    if (rc == BP_OK)
+        rc = agree(t, bp_trace_file_start(&tj, (size_t)c->trace_events, &t->trace, err), err);
     if (rc == BP_OK) rc = agree(t, setup_data(t, err), err);
     if (rc == BP_OK) rc = agree(t, choose_partition(t, &mc, err), err);
     if (rc == BP_OK) rc = agree(t, setup_stage(t, &mc, err), err);
@@ -702,7 +710,8 @@ static bp_status run(trainer *t, bp_err *err) {
     bp_progress_finish(&t->progress);
     if (rc == BP_OK) rc = summary(t, err);
     /* A run refused at set-up (every rank agreeing) trained nothing to trace. */
-    if (set_up) rc = trainer_trace_write(t, rc, err);
+    bp_trace_job tj = trace_job(t);
+    if (set_up) rc = bp_trace_file_write(&tj, t->trace, rc, &res->stopped_together, err);
     res->steps = t->step;
     /* After a failure with several ranks, others may be inside collectives that
      * will never finish: leave everything as it is for the caller to abort the job. */

@@ -11,9 +11,10 @@
 #include "parallel/dp.h"
 #include "parallel/grid.h"
 #include "parallel/stage.h"
-#include "train/checkpoint.h"
+#include "formats/checkpoint.h"
 #include "train/device.h"
-#include "train/metrics.h"
+#include "formats/metrics.h"
+#include "formats/trace_file.h"
 #include "train/progress.h"
 #include "train/task.h"
 #include "train/trainer.h"
@@ -102,15 +103,8 @@ bp_status trainer_resume_replica(trainer *t, bp_err *err);
  * may be written where they point (bp_check_output), not onto each other or onto
  * `latest`, and a new run truncates another run's metrics log only with
  * --overwrite. BP_EUSAGE naming the option otherwise. */
-extern const bp_output_kind trainer_metrics_kind, trainer_trace_kind;
+extern const bp_output_kind trainer_metrics_kind;
 bp_status trainer_check_outputs(const trainer *t, bp_err *err);
-
-/* trace_file.c: --trace. Start: every rank's trace, set on the grid's groups, with
- * a common time origin (collective). Write: rank 0 gathers every rank's events and
- * writes the file, after a run that ended on every rank alike (also when stopped);
- * returns rc, or the write's failure when rc was BP_OK. */
-bp_status trainer_trace_start(trainer *t, bp_err *err);
-bp_status trainer_trace_write(trainer *t, bp_status rc, bp_err *err);
 
 /* evaluate.c */
 bp_status trainer_evaluate(trainer *t, bp_err *err);

@@ -10,7 +10,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
-#include "train/checkpoint.h"
+#include "formats/checkpoint.h"
 
 #define REPLICA_MAGIC "BPREPLC1"
 

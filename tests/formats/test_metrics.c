@@ -14,7 +14,7 @@
 
 #include "core/file.h"
 #include "core/json.h"
-#include "train/metrics.h"
+#include "formats/metrics.h"
 
 static void test_non_finite_numbers_are_null(void **state) {
     (void)state;

@@ -4,8 +4,8 @@
  * "data_offsets": [begin, end]}, ...} padded with spaces to a multiple of 8, then
  * the raw little-endian data. The reader validates every field: dtype, shape
  * against offsets, offsets inside the data and not overlapping. */
-#ifndef BP_TRAIN_SAFETENSORS_H
-#define BP_TRAIN_SAFETENSORS_H
+#ifndef BP_FORMATS_SAFETENSORS_H
+#define BP_FORMATS_SAFETENSORS_H
 
 #include <stddef.h>
 #include <stdint.h>

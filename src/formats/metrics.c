@@ -1,4 +1,4 @@
-#include "train/metrics.h"
+#include "formats/metrics.h"
 
 #include <errno.h>
 #include <fcntl.h>

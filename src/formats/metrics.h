@@ -18,8 +18,8 @@
  * and last pipeline stage); times are rank 0's: compute_ms is the step time not
  * spent waiting for communication, comm_exposed_ms the time spent waiting, also
  * split by axis (pp's exposed time is the pipeline bubble). */
-#ifndef BP_TRAIN_METRICS_H
-#define BP_TRAIN_METRICS_H
+#ifndef BP_FORMATS_METRICS_H
+#define BP_FORMATS_METRICS_H
 
 #include <stdint.h>
 #include <stdio.h>

@@ -1,4 +1,4 @@
-#include "train/checkpoint.h"
+#include "formats/checkpoint.h"
 
 #include <errno.h>
 #include <stdbool.h>

@@ -7,8 +7,9 @@
  *   {"traceEvents":[...],"displayTimeUnit":"ms",
  *    "otherData":{"producer":"bagpipe","ranks":W,"events_per_rank":cap,
  *                 "dropped_events":[per rank]}}
- * to a temporary name, flushed and renamed, as checkpoints are, where outputs.c
- * allows: never over a device, a directory or a file of another kind. */
+ * to a temporary name, flushed and renamed, as checkpoints are, where the trainer's
+ * check of its outputs allows: never over a device, a directory or a file of
+ * another kind. */
 #include <errno.h>
 #include <mpi.h>
 #include <stdio.h>
@@ -16,8 +17,12 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "formats/trace_file.h"
+
 #include "bagpipe/comm_mpi.h"
-#include "train/trainer_impl.h"
+#include "core/timer.h"
+
+const bp_output_kind bp_trace_file_kind = {"trace", "{\"traceEvents\":", false};
 
 enum { TAG_TRACE = 7 };
 #define CHUNK (1 << 30) /* MPI counts are ints */
@@ -32,23 +37,23 @@ static bp_status mpi_fail(int mpi_rc, const char *call, bp_err *err) {
 /* Every rank's times count from the same instant: rank 0's clock reading, on the
  * ranks of its host (whose monotonic clock is the same); elsewhere the moment that
  * reading arrives, which leaving a barrier together makes nearly the same. */
-static bp_status common_origin(trainer *t, bp_err *err) {
+static bp_status common_origin(const bp_trace_job *j, bp_trace *trace, bp_err *err) {
     struct {
         double now;
         char host[MPI_MAX_PROCESSOR_NAME + 1];
     } zero = {0}, mine = {0};
     int len = 0;
     MPI_Get_processor_name(mine.host, &len);
-    MPI_Comm comm = bp_comm_mpi(t->meta);
+    MPI_Comm comm = bp_comm_mpi(j->meta);
     MPI_Request r;
     int rc = MPI_Ibarrier(comm, &r);
-    if (rc == MPI_SUCCESS) rc = bp_comm_mpi_wait(t->meta, 1, &r);
+    if (rc == MPI_SUCCESS) rc = bp_comm_mpi_wait(j->meta, 1, &r);
     zero.now = bp_now();
     memcpy(zero.host, mine.host, sizeof zero.host);
     if (rc == MPI_SUCCESS) rc = MPI_Ibcast(&zero, (int)sizeof zero, MPI_BYTE, 0, comm, &r);
-    if (rc == MPI_SUCCESS) rc = bp_comm_mpi_wait(t->meta, 1, &r);
+    if (rc == MPI_SUCCESS) rc = bp_comm_mpi_wait(j->meta, 1, &r);
     if (rc != MPI_SUCCESS) return mpi_fail(rc, "MPI_Bcast", err);
-    bp_trace_set_origin(t->trace, strcmp(zero.host, mine.host) == 0 ? zero.now : bp_now());
+    bp_trace_set_origin(trace, strcmp(zero.host, mine.host) == 0 ? zero.now : bp_now());
     return BP_OK;
 }
 
@@ -63,23 +68,25 @@ static bp_status make_folder(const char *path, bp_err *err) {
 }
 
 /* The trace exists on every rank or on none: the ranks agree before using it. */
-bp_status trainer_trace_start(trainer *t, bp_err *err) {
-    const bp_train_config *c = t->cfg;
-    if (!c->trace[0]) return BP_OK;
-    bp_status rc = bp_trace_create((size_t)c->trace_events, &t->trace, err);
-    if (rc == BP_OK && t->rank == 0) rc = make_folder(c->trace, err);
+bp_status bp_trace_file_start(const bp_trace_job *j, size_t events, bp_trace **out, bp_err *err) {
+    *out = NULL;
+    if (!j->path[0]) return BP_OK;
+    bp_trace *trace = NULL;
+    bp_status rc = bp_trace_create(events, &trace, err);
+    if (rc == BP_OK && j->rank == 0) rc = make_folder(j->path, err);
     float bad = rc ? 1.0f : 0.0f;
-    bp_status mrc = t->size > 1 ? bp_allreduce_sum(t->meta, &bad, 1) : BP_OK;
+    bp_status mrc = j->size > 1 ? bp_allreduce_sum(j->meta, &bad, 1) : BP_OK;
     if (mrc || bad) {
-        bp_trace_destroy(t->trace);
-        t->trace = NULL;
+        bp_trace_destroy(trace);
         if (rc) return rc;
-        return bp_comm_fail(t->meta, mrc, err); /* BP_OK when another rank failed: agree() tells */
+        return bp_comm_fail(j->meta, mrc, err); /* BP_OK when another rank failed: the caller's agreement tells */
     }
-    bp_comm *groups[] = {t->grid.dp_comm, t->grid.pp_comm, t->grid.tp_comm, t->grid.embed_comm};
+    const bp_grid *g = j->grid;
+    bp_comm *groups[] = {g->dp_comm, g->pp_comm, g->tp_comm, g->embed_comm};
     for (size_t i = 0; i < sizeof groups / sizeof groups[0]; i++)
-        if (groups[i]) bp_comm_set_trace(groups[i], t->trace);
-    return common_origin(t, err);
+        if (groups[i]) bp_comm_set_trace(groups[i], trace);
+    *out = trace;
+    return common_origin(j, trace, err);
 }
 
 /* A send to rank 0 and a receive, on the bookkeeping group's communicator, whose
@@ -147,29 +154,30 @@ static void write_tail(FILE *f, int size, size_t cap, const unsigned long long *
 
 /* Rank 0: the whole file under a temporary name, then renamed over path. own is
  * NULL when rank 0 could not format its events: the others' are still received. */
-static bp_status write_rank0(trainer *t, const bp_comm *g, const char *own, size_t own_n,
-                             bp_err *err) {
-    const char *path = t->cfg->trace;
+static bp_status write_rank0(const bp_trace_job *j, bp_trace *trace, const char *own,
+                             size_t own_n, bp_err *err) {
+    const char *path = j->path;
+    const bp_comm *g = j->meta;
     char tmp[BP_PATH_MAX + 32];
     snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
     bp_remove_stale_temps(path);
-    unsigned long long *dropped = calloc((size_t)t->size, sizeof *dropped);
+    unsigned long long *dropped = calloc((size_t)j->size, sizeof *dropped);
     if (!dropped) return bp_fail(err, BP_ENOMEM, "out of memory");
-    dropped[0] = bp_trace_dropped(t->trace);
+    dropped[0] = bp_trace_dropped(trace);
     FILE *f = own ? fopen(tmp, "w") : NULL;
     int saved = errno;
     if (f) fputs("{\"traceEvents\":[\n", f);
-    bp_status rc = gather_into(g, t->size, f, own, own_n, dropped, err);
-    if (f) write_tail(f, t->size, bp_trace_cap(t->trace), dropped);
+    bp_status rc = gather_into(g, j->size, f, own, own_n, dropped, err);
+    if (f) write_tail(f, j->size, bp_trace_cap(trace), dropped);
     free(dropped);
     bool bad = !f;
     if (f) {
         bad = fflush(f) != 0 || fsync(fileno(f)) != 0;
         if (bad) saved = errno;
         if (fclose(f) != 0 && !bad) bad = true, saved = errno;
-        /* Checked before training (outputs.c) and again now: what took the name
+        /* Checked before training and again now: what took the name
          * meanwhile is not replaced either. */
-        if (!bad && rc == BP_OK && bp_check_output(path, &trainer_trace_kind, err))
+        if (!bad && rc == BP_OK && bp_check_output(path, &bp_trace_file_kind, err))
             rc = bp_err_context(err, "option --trace");
         if (!bad && rc == BP_OK && rename(tmp, path) != 0) bad = true, saved = errno;
         if (bad || rc) unlink(tmp);
@@ -179,40 +187,40 @@ static bp_status write_rank0(trainer *t, const bp_comm *g, const char *own, size
     return rc;
 }
 
-static bp_status gather_and_write(trainer *t, bp_err *err) {
+static bp_status gather_and_write(const bp_trace_job *j, bp_trace *trace, bp_err *err) {
     char name[160];
-    snprintf(name, sizeof name, "rank %d (stage %d, replica %d, tp %d)", t->rank, t->grid.p,
-             t->grid.d, t->grid.t);
+    snprintf(name, sizeof name, "rank %d (stage %d, replica %d, tp %d)", j->rank, j->grid->p,
+             j->grid->d, j->grid->t);
     char *text = NULL;
     size_t n = 0;
-    bp_status rc = bp_trace_format(t->trace, t->rank, name, &text, &n, err);
-    const bp_comm *g = t->meta;
-    if (t->rank == 0) {
+    bp_status rc = bp_trace_format(trace, j->rank, name, &text, &n, err);
+    if (j->rank == 0) {
         bp_err werr;
-        bp_status wrc = write_rank0(t, g, rc ? NULL : text, n, rc ? &werr : err);
+        bp_status wrc = write_rank0(j, trace, rc ? NULL : text, n, rc ? &werr : err);
         rc = rc ? rc : wrc;
     } else {
-        unsigned long long head[2] = {rc ? 0 : n, bp_trace_dropped(t->trace)};
-        int mrc = send_sleeping(g, head, 2, MPI_UNSIGNED_LONG_LONG);
+        unsigned long long head[2] = {rc ? 0 : n, bp_trace_dropped(trace)};
+        int mrc = send_sleeping(j->meta, head, 2, MPI_UNSIGNED_LONG_LONG);
         if (mrc != MPI_SUCCESS) rc = mpi_fail(mrc, "MPI_Send", err);
-        else if (text) rc = send_text(g, text, n, err);
+        else if (text) rc = send_text(j->meta, text, n, err);
     }
     free(text);
     return rc;
 }
 
-bp_status trainer_trace_write(trainer *t, bp_status rc, bp_err *err) {
-    if (!t->trace || !(rc == BP_OK || t->res->stopped_together)) return rc;
+bp_status bp_trace_file_write(const bp_trace_job *j, bp_trace *trace, bp_status rc,
+                              bool *stopped_together, bp_err *err) {
+    if (!trace || !(rc == BP_OK || *stopped_together)) return rc;
     bp_err own = {0};
-    bp_status wrc = gather_and_write(t, &own);
+    bp_status wrc = gather_and_write(j, trace, &own);
     /* Every rank learns whether the file was written, so that all end alike. */
     float bad = wrc ? 1.0f : 0.0f;
-    bp_status mrc = t->size > 1 ? bp_allreduce_sum(t->meta, &bad, 1) : BP_OK;
+    bp_status mrc = j->size > 1 ? bp_allreduce_sum(j->meta, &bad, 1) : BP_OK;
     if (mrc && rc) return rc;
-    if (mrc) return bp_comm_fail(t->meta, mrc, err);
+    if (mrc) return bp_comm_fail(j->meta, mrc, err);
     if (rc) return rc; /* the reason the run stopped comes first */
     if (bad == 0) return BP_OK;
-    t->res->stopped_together = true;
+    *stopped_together = true;
     if (wrc) {
         *err = own;
         return wrc;

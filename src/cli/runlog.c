@@ -1,4 +1,4 @@
-#include "train/runlog.h"
+#include "cli/runlog.h"
 
 #include <math.h>
 #include <stdio.h>

@@ -15,7 +15,7 @@
 #include <cmocka.h>
 
 #include "core/file.h"
-#include "train/checkpoint.h"
+#include "formats/checkpoint.h"
 #include "train/config.h"
 
 static char out_dir[64];

@@ -15,7 +15,7 @@
 
 #include "core/file.h"
 #include "core/json.h"
-#include "train/checkpoint.h"
+#include "formats/checkpoint.h"
 
 #define CKPT_PREFIX "ckpt-"
 #define MANIFEST "manifest.json"

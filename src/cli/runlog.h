@@ -7,13 +7,13 @@
  * records (step, val_loss) and the `stages` record (busy_s, idle_s, peak_stash).
  * Lines that are not JSON objects, or of another type, are skipped, so a log cut
  * short by a crash still reads. */
-#ifndef BP_TRAIN_RUNLOG_H
-#define BP_TRAIN_RUNLOG_H
+#ifndef BP_CLI_RUNLOG_H
+#define BP_CLI_RUNLOG_H
 
 #include <stdint.h>
 
 #include "bagpipe/status.h"
-#include "train/metrics.h"
+#include "formats/metrics.h"
 
 typedef struct bp_runlog_step {
     int64_t step;

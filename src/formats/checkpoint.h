@@ -21,8 +21,8 @@
  * file is written atomically (core/file.h); `latest` is switched only after every
  * shard and the manifest are on disk, so an interrupted save leaves the previous
  * checkpoint intact and pointed to. A flipped byte anywhere fails a CRC on load. */
-#ifndef BP_TRAIN_CHECKPOINT_H
-#define BP_TRAIN_CHECKPOINT_H
+#ifndef BP_FORMATS_CHECKPOINT_H
+#define BP_FORMATS_CHECKPOINT_H
 
 #include <stdint.h>
 
@@ -31,7 +31,7 @@
 #include "core/state.h"
 #include "nn/model.h"
 #include "nn/optim.h"
-#include "train/safetensors.h"
+#include "formats/safetensors.h"
 
 /* Training progress besides weights and optimizer moments. */
 /* Bounds of the sampler state accepted from a checkpoint: epochs a run could
