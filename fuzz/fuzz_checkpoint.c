@@ -1,4 +1,4 @@
-/* Opening a checkpoint (train/checkpoint.c, train/manifest.c) the way a resume
+/* Opening a checkpoint (formats/checkpoint.c, formats/manifest.c) the way a resume
  * does: `latest`, the manifest, the shard's state file and its safetensors file
  * are written to a directory, then bp_checkpoint_open reads them back and, when it
  * accepts them, the model configuration, weights and optimizer state are loaded
@@ -20,7 +20,7 @@
  *   bit 1  open the output directory through `latest` (else the ckpt directory).
  *   bit 2  ask for stage 1 instead of 0; bit 3: tp rank 1 instead of 0.
  *
- * The state layout fixed up here mirrors save_state in train/checkpoint.c; the
+ * The state layout fixed up here mirrors save_state in formats/checkpoint.c; the
  * corpus replay in tests/fuzz fails when no seed is accepted any more, which is
  * what a change of that layout (or of the manifest) without new seeds causes. */
 #include <stdio.h>

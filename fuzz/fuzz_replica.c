@@ -1,4 +1,4 @@
-/* Reading a rank's replica file of a checkpoint (train/replica_file.c) the way a
+/* Reading a rank's replica file of a checkpoint (formats/replica_file.c) the way a
  * resume does: into a state list of two buffers, "replica0.weights" of 4 floats
  * and "elastic_center" of 2, at step 1.
  *

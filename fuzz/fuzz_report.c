@@ -1,4 +1,4 @@
-/* The readers behind `bagpipe report` (train/runlog.c): a metrics log and a trace,
+/* The readers behind `bagpipe report` (cli/runlog.c): a metrics log and a trace,
  * through files as the report reads them.
  *
  * Input: the metrics log and the trace file separated by BP_FUZZ_SEP (an input

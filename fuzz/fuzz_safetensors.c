@@ -1,4 +1,4 @@
-/* The safetensors parser (train/safetensors.c) on bytes in memory, then what a
+/* The safetensors parser (formats/safetensors.c) on bytes in memory, then what a
  * resume reads from it: every tensor's data, the metadata and the model
  * configuration (bp_checkpoint_model_config). */
 #include <stdlib.h>

@@ -1,5 +1,5 @@
 /* Reading back what a run wrote, for `bagpipe report`: the metrics log
- * (train/metrics.h) and a --trace file (train/trace_file.c).
+ * (formats/metrics.h) and a --trace file (formats/trace_file.c).
  *
  * Fields of the metrics log relied on: the last `config` record (every key, shown
  * as the run's configuration; batch and grad_accum give samples per step), `step`

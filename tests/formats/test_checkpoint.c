@@ -1,4 +1,4 @@
-/* train/safetensors.c and train/checkpoint.c: weights and state round-trip
+/* formats/safetensors.c and formats/checkpoint.c: weights and state round-trip
  * exactly, a flipped byte anywhere in a checkpoint is detected on load, and a
  * checkpoint of another configuration, or of a model kind this build does not know, is
  * refused with a message naming it. */

@@ -1,4 +1,4 @@
-/* train/metrics.c: every record is valid JSON whatever the numbers: a NaN or an
+/* formats/metrics.c: every record is valid JSON whatever the numbers: a NaN or an
  * infinity (a skipped step, a run with no step to time) is written as null. */
 #include <math.h>
 #include <setjmp.h>
