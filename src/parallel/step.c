@@ -221,7 +221,7 @@ bp_status bp_grid_steps(const bp_grid_step_ctx *c, int k, const bp_grid_step_in 
     int N = c->n_replicas, V = bp_pipe_positions(c->pipe), n;
     double loss[k], embed_s = 0;
     const bp_pipe_op *op;
-    begin(c, k, in, out, loss);
+    begin(c, k, in, out, loss); /* gradients zeroed, the dp algorithm's step begun */
     int every = stop_every(c, k, in);
 
     /* 1. Forward and backward of the micro-batches, in the schedule's order (AvgPipe:
@@ -237,14 +237,14 @@ bp_status bp_grid_steps(const bp_grid_step_ctx *c, int k, const bp_grid_step_in 
             rc = bp_pipe_forward(c->pipe, &in[0].micro[v], v, &l, err);
             loss[v / V] += l;
         } else {
-            if (i == n - 1) bp_dp_backward_begin(c->dp);
+            if (i == n - 1) bp_dp_backward_begin(c->dp); /* the buckets may start */
             rc = bp_pipe_backward(c->pipe, &in[0].micro[v], v, err);
             if (rc == BP_OK) rc = stop_after(c, every, in[0].micro, v, i, err);
         }
     }
     if (rc == BP_EINTERRUPTED) return abandoned(c, end, err);
     losses(c, k, in, out, loss, embed_s);
-    if (rc == BP_OK) rc = bp_dp_count_steps(c->dp, k - 1, err); /* the local steps' */
+    if (rc == BP_OK) rc = bp_dp_count_steps(c->dp, k - 1, err); /* the local steps counted */
 
     /* 2. The gradient exchange: the buckets waited for (with early updates, each one's
      *    optimizer step taken as it arrived). */
