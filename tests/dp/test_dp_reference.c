@@ -322,6 +322,7 @@ typedef struct reference {
     uint64_t rounds;               /* decentralized: weight averagings so far */
     float *avg;                    /* decentralized in Bagua's order: avg_peers(x_t) */
     float *global, *outer_m, *ef;  /* diloco: global weights, outer momentum, error feedback */
+    float *ef_rs;                  /* diloco by reduce-scatter: the owner's error feedback */
     float *pseudo;                 /* diloco: the averaged pseudo-gradients */
     bp_codec *outer;               /* diloco's codec (NULL: float32) */
 } reference;
@@ -661,11 +662,73 @@ static int ref_fragment_at(const reference *f, int64_t s) {
     return -1;
 }
 
+/* u[0..n) coded: its bytes into out, e[0..n) = u - decode. */
+static void ref_code(bp_codec *c, const float *u, float *e, size_t n, unsigned char *out,
+                     float *dec) {
+    ok(bp_codec_encode(c, u, n, out, &err), "encode");
+    ok(bp_codec_decode(c, out, n, dec, &err), "decode");
+    for (size_t i = 0; i < n; i++) e[i] = u[i] - dec[i];
+}
+
+/* The same by reduce-scatter, tensor by tensor in MPI's v-collectives of exact
+ * sizes: chunk j (bp_chunk's split) of u = G - W + E, coded with E, to rank j;
+ * there the p chunks decoded, summed in rank order, times 1/p, plus the owner's
+ * F, coded again with F; every owner's bytes to every rank, decoded. */
+static void ref_diloco_average_rs(reference *f, const float *w, int frag) {
+    const float inv = 1.0f / (float)np;
+    int me;
+    MPI_Comm_rank(ref_comm, &me);
+    int *cnt = calloc((size_t)np, sizeof *cnt), *at = calloc((size_t)np, sizeof *at),
+        *rcnt = calloc((size_t)np, sizeof *rcnt), *rat = calloc((size_t)np, sizeof *rat);
+    for (int t = 0; t < bp_model_num_tensors(f->r.m); t++) {
+        if (!ref_in_fragment(f, t, frag)) continue;
+        const bp_tensor_info *ti = bp_model_tensor(f->r.m, t);
+        float *u = floats(ti->numel), *dec = floats(ti->numel);
+        for (size_t i = 0; i < ti->numel; i++)
+            u[i] = f->global[ti->offset + i] - w[ti->offset + i] + f->ef[ti->offset + i];
+        size_t off, len, total = 0;
+        for (int j = 0; j < np; j++) {
+            chunk(ti->numel, np, j, &off, &len);
+            at[j] = (int)total, cnt[j] = len ? (int)bp_codec_encoded_size(f->outer, len) : 0;
+            total += (size_t)cnt[j];
+        }
+        unsigned char *sent = calloc(total + 1, 1), *got = calloc((size_t)np * (size_t)cnt[me] + 1, 1);
+        for (int j = 0; j < np; j++) {
+            chunk(ti->numel, np, j, &off, &len);
+            if (len) ref_code(f->outer, u + off, f->ef + ti->offset + off, len, sent + at[j], dec);
+            rcnt[j] = cnt[me], rat[j] = j * cnt[me];
+        }
+        MPI_Alltoallv(sent, cnt, at, MPI_BYTE, got, rcnt, rat, MPI_BYTE, ref_comm);
+        chunk(ti->numel, np, me, &off, &len);
+        float *v = floats(len);
+        for (int r = 0; len && r < np; r++) {
+            ok(bp_codec_decode(f->outer, got + rat[r], len, dec, &err), "decode");
+            for (size_t i = 0; i < len; i++) v[i] = r ? v[i] + dec[i] : dec[i];
+        }
+        for (size_t i = 0; i < len; i++) v[i] = v[i] * inv + f->ef_rs[ti->offset + off + i];
+        unsigned char *mine = malloc((size_t)cnt[me] + 1);
+        if (len) ref_code(f->outer, v, f->ef_rs + ti->offset + off, len, mine, dec);
+        MPI_Allgatherv(mine, cnt[me], MPI_BYTE, sent, cnt, at, MPI_BYTE, ref_comm);
+        for (int j = 0; j < np; j++) {
+            chunk(ti->numel, np, j, &off, &len);
+            if (len)
+                ok(bp_codec_decode(f->outer, sent + at[j], len, f->pseudo + ti->offset + off, &err),
+                   "decode");
+        }
+        free(u), free(dec), free(sent), free(got), free(v), free(mine);
+    }
+    free(cnt), free(at), free(rcnt), free(rat);
+}
+
 /* DiLoCo's average of fragment frag's pseudo-gradients G - W into f->pseudo. In
  * float32: the fragment's tensors in one MPI allreduce, times 1/p. Compressed:
  * each tensor of G - W + E encoded by the library's codec, E = u - decode, every
  * rank's bytes gathered, decoded and added in rank order, times 1/p. */
 static void ref_diloco_average(reference *f, const float *w, int frag) {
+    if (f->outer && bp_diloco_of(&f->d.settings)->exchange == BP_OUTER_REDUCE_SCATTER) {
+        ref_diloco_average_rs(f, w, frag);
+        return;
+    }
     int nt = bp_model_num_tensors(f->r.m);
     size_t n = f->r.n, len = 0, bytes = 0;
     float *packed = floats(n);
@@ -782,6 +845,7 @@ static void ref_init(reference *f, const bp_train_config *c) {
     case BP_DP_DILOCO:
     case BP_DP_STREAMING_DILOCO: {
         f->global = floats(n), f->outer_m = floats(n), f->ef = floats(n), f->pseudo = floats(n);
+        f->ef_rs = floats(n);
         memcpy(f->global, w, n * sizeof *w);
         const bp_diloco_settings *o = bp_diloco_of(&f->d.settings);
         if (o->compress == BP_OUTER_MINMAX8) ok(bp_codec_minmax_u8_create(&f->outer, &err), "codec");
@@ -803,7 +867,7 @@ static void ref_free(reference *f) {
     free(f->psgd), free(f->qprev);
     free(f->center), free(f->diff), free(f->w), free(f->left), free(f->right), free(f->tmp);
     free(f->avg);
-    free(f->global), free(f->outer_m), free(f->ef), free(f->pseudo);
+    free(f->global), free(f->outer_m), free(f->ef), free(f->pseudo), free(f->ef_rs);
     bp_codec_destroy(f->outer);
     replica_free(&f->r);
 }
@@ -1169,6 +1233,25 @@ static void test_diloco_compressed(void **state) {
     }
 }
 
+/* Compressed outer gradients by reduce-scatter: each chunk to its owner, reduced
+ * and coded again with the owner's error feedback, allgathered (exact on any
+ * number of ranks: every sum is in rank order). */
+static void test_diloco_reduce_scatter(void **state) {
+    (void)state;
+    static const char *const names[] = {"diloco H=4 minmax8 reduce-scatter",
+                                        "diloco H=4 minmax4 reduce-scatter",
+                                        "diloco H=4 topk2 0.05 reduce-scatter"};
+    for (int k = BP_OUTER_MINMAX8; k <= BP_OUTER_TOPK2; k++) {
+        bp_train_config c = diloco_config(BP_DP_DILOCO, (bp_outer_compress)k);
+        bp_diloco_in(&c.dp_settings)->exchange = BP_OUTER_REDUCE_SCATTER;
+        engine_vs_reference(names[k - 1], &c, EXACT, false);
+    }
+    bp_train_config c = diloco_config(BP_DP_STREAMING_DILOCO, BP_OUTER_MINMAX4);
+    bp_diloco_in(&c.dp_settings)->exchange = BP_OUTER_REDUCE_SCATTER;
+    bp_streaming_diloco_in(&c.dp_settings)->delay = 2;
+    engine_vs_reference("streaming-diloco F=2 tau=2 minmax4 reduce-scatter", &c, EXACT, false);
+}
+
 /* streaming-diloco: 2 fragments of the 3 blocks (embed and head, h.0) at offsets 2
  * and 0 of H = 4, merged tau = 2 steps later with alpha = 0.3 (asymmetric, so that
  * the merge's two weights cannot be swapped unseen), and tau = 1, alpha = 0.5 with
@@ -1421,6 +1504,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_easgd),
         cmocka_unit_test(test_diloco),
         cmocka_unit_test(test_diloco_compressed),
+        cmocka_unit_test(test_diloco_reduce_scatter),
         cmocka_unit_test(test_streaming_diloco),
         cmocka_unit_test(test_buckets),
         cmocka_unit_test(test_early_update),
