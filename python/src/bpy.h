@@ -5,7 +5,7 @@
  * worker.c the communication thread that runs DDP's buckets and completes their
  * futures; codec.c and state.c the codecs and the state of the weight algorithms;
  * registry.c the registry of the data-parallel algorithms (parallel/dp/registry.h)
- * and rules.c their rules, as the runtime runs them, on tensors.
+ * and rules.c and diloco.c their rules, as the runtime runs them, on tensors.
  * Every blocking call releases the GIL, so that Python threads (and the
  * communication thread, which takes the GIL only to call back) go on meanwhile. */
 #ifndef BAGPIPE_PYTHON_BPY_H
@@ -57,6 +57,7 @@ extern int bpy_groups;
 extern PyMethodDef bpy_ops_methods[];      /* ops.c */
 extern PyMethodDef bpy_registry_methods[]; /* registry.c: the algorithms */
 extern PyMethodDef bpy_rules_methods[];    /* rules.c: their rules on tensors */
+extern PyMethodDef bpy_diloco_methods[];   /* diloco.c: DiLoCo's outer step */
 /* "all" or "shift_one"; 0, or -1 with bagpipe.Error set. */
 int bpy_peers(const char *name, bp_peers *out);
 
