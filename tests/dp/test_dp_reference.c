@@ -897,7 +897,10 @@ static void ref_step(reference *f) {
     /* streaming-diloco: the fragment synchronized after step s - 1 is averaged
      * while step s computes, from the weights it starts with. */
     bool streaming = f->d.algo == BP_DP_STREAMING_DILOCO;
-    if (streaming && ref_fragment_at(f, s) >= 0) ref_diloco_average(f, w, ref_fragment_at(f, s));
+    bool diloco = streaming || f->d.algo == BP_DP_DILOCO;
+    int64_t warm = diloco ? bp_diloco_of(&f->d.settings)->warmup : 0; /* steps of allreduce */
+    if (streaming && ref_fragment_at(f, s - warm) >= 0)
+        ref_diloco_average(f, w, ref_fragment_at(f, s - warm));
     bp_model_zero_grad(r->m);
     for (int k = 0; k < accum; k++) micro_batch(r, NULL, k, accum);
     if (bagua_order) memcpy(w, f->avg, n * sizeof *w);
@@ -914,13 +917,20 @@ static void ref_step(reference *f) {
     case BP_DP_QADAM:
         if (s + 1 <= bp_qadam_of(&f->d.settings)->warmup) ref_avg(g, n);
         break;
-    default: break;
+    default:
+        if (s < warm) ref_avg(g, n); /* diloco's warm-up */
+        break;
     }
     bp_clip_grad_norm(g, n, r->cfg.clip);
     if (qadam)
         ref_qadam(f, lr, s + 1);
     else
         bp_optim_step(&r->o, w, g, lr);
+    if (s + 1 <= warm) { /* the warm-up: G = W (alike on every rank) */
+        memcpy(f->global, w, n * sizeof *w);
+        r->step++;
+        return;
+    }
     switch (f->d.algo) {
     case BP_DP_DECENTRALIZED: /* --decentralized-order step-first */
         if (decentralized_round && step_first) ref_peer_avg(f, w, n);
@@ -931,15 +941,15 @@ static void ref_step(reference *f) {
     case BP_DP_EASGD:
         if ((s + 1) % bp_easgd_of(&f->d.settings)->period == 0) ref_easgd(f, w, n);
         break;
-    case BP_DP_DILOCO: /* after every H-th step: average, outer step, W = G */
-        if ((s + 1) % bp_diloco_of(&f->d.settings)->period == 0) {
+    case BP_DP_DILOCO: /* after every H-th step past the warm-up: average, outer step, W = G */
+        if ((s + 1 - warm) % bp_diloco_of(&f->d.settings)->period == 0) {
             ref_diloco_average(f, w, 0);
             ref_diloco_outer(f, w, 0, 0.0f);
         }
         break;
     case BP_DP_STREAMING_DILOCO: { /* tau steps after a fragment's sync: its merge */
         const bp_streaming_diloco_settings *sd = bp_streaming_diloco_of(&f->d.settings);
-        int frag = ref_fragment_at(f, s + 1 - sd->delay);
+        int frag = ref_fragment_at(f, s + 1 - sd->delay - warm);
         if (frag >= 0) ref_diloco_outer(f, w, frag, (float)sd->mix);
         break;
     }
@@ -1252,6 +1262,21 @@ static void test_diloco_reduce_scatter(void **state) {
     engine_vs_reference("streaming-diloco F=2 tau=2 minmax4 reduce-scatter", &c, EXACT, false);
 }
 
+/* A warm-up of 3 steps of gradient allreduce, then H = 4 from the replicas'
+ * (alike) weights: diloco, and streaming with tau 2 (in float32: a codec would
+ * turn the warm-up's summation order, on more than 2 ranks, into a step of its
+ * grid). */
+static void test_diloco_warmup(void **state) {
+    (void)state;
+    bp_train_config c = diloco_config(BP_DP_DILOCO, BP_OUTER_NONE);
+    bp_diloco_in(&c.dp_settings)->warmup = 3;
+    engine_vs_reference("diloco H=4 warmup=3", &c, sum_tol(), false);
+    c = diloco_config(BP_DP_STREAMING_DILOCO, BP_OUTER_NONE);
+    bp_diloco_in(&c.dp_settings)->warmup = 3;
+    bp_streaming_diloco_in(&c.dp_settings)->delay = 2;
+    engine_vs_reference("streaming-diloco F=2 tau=2 warmup=3", &c, sum_tol(), false);
+}
+
 /* streaming-diloco: 2 fragments of the 3 blocks (embed and head, h.0) at offsets 2
  * and 0 of H = 4, merged tau = 2 steps later with alpha = 0.3 (asymmetric, so that
  * the merge's two weights cannot be swapped unseen), and tau = 1, alpha = 0.5 with
@@ -1505,6 +1530,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_diloco),
         cmocka_unit_test(test_diloco_compressed),
         cmocka_unit_test(test_diloco_reduce_scatter),
+        cmocka_unit_test(test_diloco_warmup),
         cmocka_unit_test(test_streaming_diloco),
         cmocka_unit_test(test_buckets),
         cmocka_unit_test(test_early_update),

@@ -41,7 +41,7 @@ class Ref:
     """The rule on a copy of the model: G, M, E (and F for reduce-scatter) here."""
 
     def __init__(self, H, compress="none", exchange="allgather", F=1, delay=1, mix=0.0,
-                 lr=0.7, mu=0.9):
+                 lr=0.7, mu=0.9, warmup=0):
         self.model = model_of()
         self.opt = torch.optim.SGD(self.model.parameters(), lr=LR)
         w = flat_of(self.model)
@@ -53,6 +53,7 @@ class Ref:
         self.lr, self.mu = torch.tensor(lr, dtype=torch.float32), torch.tensor(mu)
         self.codec = _C.Codec.minmax_u8() if compress == "minmax8" else None
         self.exchange, self.t, self.merge_at, self.merging = exchange, 0, -1, 0
+        self.warmup = warmup
         spans, off = [[] for _ in range(F)], 0
         for i, p in enumerate(self.model.parameters()):  # Linear layer i // 2 is block i // 2
             spans[(i // 2) % F].append((off, p.numel()))
@@ -118,10 +119,21 @@ class Ref:
         set_flat(self.model, w)
 
     def step(self):
+        if self.t < self.warmup:  # gradients averaged: the replicas stay alike
+            x, y = common.batch(_C.rank(), self.t)
+            self.opt.zero_grad()
+            torch.nn.functional.cross_entropy(self.model(x), y).backward()
+            for p in self.model.parameters():
+                p.grad.copy_(sum(common.gather(p.grad)) / _C.size())
+            self.opt.step()
+            self.t += 1
+            self.G = flat_of(self.model)
+            return
         inner_step(self.model, self.opt, self.t)
         self.t += 1
+        s = self.t - self.warmup
         if self.F == 1 and self.mix == 0:
-            if self.t % self.H == 0:
+            if s % self.H == 0:
                 self.average(0)
                 self.outer(0, 0.0)
             return
@@ -129,7 +141,7 @@ class Ref:
             self.outer(self.merging, self.mix)
             self.merge_at = -1
         for f in range(self.F):
-            if self.t % self.H == (f + 1) * self.H // self.F % self.H:
+            if s > 0 and s % self.H == (f + 1) * self.H // self.F % self.H:
                 self.average(f)
                 self.merging, self.merge_at = f, self.t + self.delay
 
@@ -168,6 +180,13 @@ def test_diloco_minmax8_allgather():
 def test_diloco_minmax8_reduce_scatter():
     check("diloco", Ref(2, "minmax8", "reduce-scatter"), H=2, compress="minmax8",
           exchange="reduce-scatter")
+
+
+def test_warmup():
+    """3 steps of averaged gradients, then H 2 (diloco) or 4 (streaming) from there."""
+    check("diloco", Ref(2, warmup=3), H=2, warmup=3)
+    check("streaming-diloco", Ref(4, F=2, delay=2, mix=0.3, warmup=3), H=4, fragments=2, delay=2,
+          mix=0.3, warmup=3)
 
 
 def test_streaming_diloco():
@@ -233,6 +252,6 @@ def test_options_are_the_registry_checks():
 if __name__ == "__main__":
     bagpipe.init()
     sys.exit(1 if common.run([test_diloco_float32, test_diloco_minmax8_allgather,
-                              test_diloco_minmax8_reduce_scatter, test_streaming_diloco,
+                              test_diloco_minmax8_reduce_scatter, test_streaming_diloco, test_warmup,
                               test_state_dict_resumes_bit_exactly,
                               test_options_are_the_registry_checks]) else 0)

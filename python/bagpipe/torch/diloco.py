@@ -30,14 +30,15 @@ class DiLoCo(WeightAlgorithm):
 
     OPTIONS = {"H": "diloco:inner-steps", "outer_lr": "diloco:outer-lr",
                "outer_momentum": "diloco:outer-momentum", "compress": "diloco:outer-compress",
-               "topk": "diloco:outer-topk", "exchange": "diloco:outer-exchange"}
+               "topk": "diloco:outer-topk", "exchange": "diloco:outer-exchange",
+               "warmup": "diloco:outer-warmup"}
     NAME = "diloco"
 
     def __init__(self, H=100, outer_lr=0.7, outer_momentum=0.9, compress="none", topk=0.01,
-                 exchange="allgather"):
+                 exchange="allgather", warmup=0):
         super().__init__()
         given = dict(H=H, outer_lr=outer_lr, outer_momentum=outer_momentum, compress=compress,
-                     topk=topk, exchange=exchange)
+                     topk=topk, exchange=exchange, warmup=warmup)
         for keyword, spec in DiLoCo.OPTIONS.items():
             algo, name = registry.option(spec)
             registry.check_value(self.NAME, keyword, registry.REGISTRY[algo].options[name],
@@ -80,9 +81,35 @@ class DiLoCo(WeightAlgorithm):
                              self.fragments[f], float(self.outer_lr), float(self.outer_momentum),
                              float(mix))
 
+    def before(self):
+        """During the warm-up, every gradient averaged (zeros for those unused)."""
+        if self.t >= self.warmup or _C.size() == 1:
+            return
+        flat = torch.cat([(p.grad if p.grad is not None else torch.zeros_like(p)).reshape(-1)
+                          for p in self.params])
+        _C.allreduce_avg(_tensors.buf(flat))
+        off = 0
+        for p in self.params:
+            g = flat[off:off + p.numel()].view_as(p)
+            off += p.numel()
+            if p.grad is not None:
+                p.grad.copy_(g)
+            elif g.any():
+                p.grad = g.clone()
+
+    @torch.no_grad()
+    def warming_up(self):
+        """After a step: whether it was one of the warm-up's (G then follows the
+        weights, alike on every rank)."""
+        if self.t > self.warmup:
+            return False
+        self.global_.copy_(self.flat)
+        return True
+
     def after(self):
         super().after()
-        if self.t % self.H or _C.size() == 1:  # on one rank nothing is averaged (the CLI's)
+        # on one rank nothing is averaged (the CLI's)
+        if _C.size() == 1 or self.warming_up() or (self.t - self.warmup) % self.H:
             return
         self.average(0)
         self.outer_step(0, 0.0)
@@ -124,8 +151,8 @@ class StreamingDiLoCo(DiLoCo):
     TAKES_NAMES = True  # with_bagpipe passes the parameters' names (their blocks)
 
     def __init__(self, fragments=2, delay=1, mix=0.5, H=100, outer_lr=0.7, outer_momentum=0.9,
-                 compress="none", topk=0.01, exchange="allgather", names=None):
-        super().__init__(H, outer_lr, outer_momentum, compress, topk, exchange)
+                 compress="none", topk=0.01, exchange="allgather", warmup=0, names=None):
+        super().__init__(H, outer_lr, outer_momentum, compress, topk, exchange, warmup)
         mine = registry.REGISTRY["streaming-diloco"].options
         for keyword, name, value in (("fragments", "fragments", fragments),
                                      ("delay", "outer-delay", delay), ("mix", "outer-mix", mix)):
@@ -161,11 +188,11 @@ class StreamingDiLoCo(DiLoCo):
 
     def after(self):
         WeightAlgorithm.after(self)
-        if _C.size() == 1:
+        if _C.size() == 1 or self.warming_up():
             return
         if self.merge_at >= 0 and self.t >= self.merge_at:
             self._merge()
-        f = self.fragment_at(self.t)
+        f = self.fragment_at(self.t - self.warmup)
         if f < 0:
             return
         self.average(f)
@@ -175,7 +202,7 @@ class StreamingDiLoCo(DiLoCo):
         """The fragment in flight after step t (taken after step t - d, d < delay)."""
         self.merge_at = -1
         for d in range(self.delay):
-            f = self.fragment_at(self.t - d)
+            f = self.fragment_at(self.t - self.warmup - d)
             if f >= 0:
                 self.merging, self.merge_at = f, self.t - d + self.delay
                 return

@@ -25,6 +25,11 @@
  * DiLoCo's 4 bits, as integers), top-k with 2-bit values (SparseLoCo).
  * The inner optimizers are not reset at an outer step. On one rank nothing is
  * averaged (the engine mixes weights on more than one rank only).
+ * With a warm-up of N steps (--outer-warmup, as the DiLoCo papers start from a
+ * synchronously trained model), the first N steps average the gradients
+ * (allreduce's buckets, so every replica's weights and optimizer stay alike), G
+ * is the replicas' weights after step N, and the outer steps come after steps
+ * N + H, N + 2 H, ... (streaming's offsets count from N too).
  *
  * streaming_diloco.c runs the same outer step per fragment of the model; the code
  * of both is here, its per-fragment form with fragment 0 of 1 for diloco. The
@@ -323,9 +328,26 @@ void bp_dp_diloco_outer_step(bp_dp *dp, int f, float mix) {
                          (float)c->outer_lr, (float)c->outer_momentum, mix);
 }
 
-/* After every H-th step: the whole model's outer step. */
+int64_t bp_dp_diloco_warmup(const bp_dp_config *c) { return settings_of(c)->warmup; }
+
+bool bp_dp_diloco_warming_up(const bp_dp *dp) { return dp->step < settings_of(&dp->cfg)->warmup; }
+
+int64_t bp_dp_diloco_steps(const bp_dp *dp) { return dp->step - settings_of(&dp->cfg)->warmup; }
+
+/* G follows the weights through the warm-up (a skipped last step leaves them as
+ * they were), so that it is theirs after step N. */
+bool bp_dp_diloco_after_warmup(bp_dp *dp) {
+    if (bp_dp_diloco_steps(dp) > 0) return false;
+    size_t n;
+    const float *w = bp_dp_weights(dp, &n);
+    memcpy(((diloco *)dp->state)->global, w, n * sizeof *w);
+    return true;
+}
+
+/* After every H-th step past the warm-up: the whole model's outer step. */
 static bp_status after_step(bp_dp *dp, bp_err *err) {
-    if (dp->step % settings_of(&dp->cfg)->period) return BP_OK;
+    if (bp_dp_diloco_after_warmup(dp) || bp_dp_diloco_steps(dp) % settings_of(&dp->cfg)->period)
+        return BP_OK;
     bp_dp_diloco_pseudo_gradient(dp, 0);
     bp_status rc = bp_dp_diloco_average(dp, 0, err);
     if (rc == BP_OK) bp_dp_diloco_outer_step(dp, 0, 0.0f);
@@ -359,7 +381,9 @@ void bp_dp_diloco_describe(const bp_dp_config *c, char *buf, size_t n) {
     if (s->compress == BP_OUTER_TOPK2 && at > 0 && (size_t)at < n)
         at += snprintf(buf + at, n - (size_t)at, " topk=%g", s->topk);
     if (s->exchange == BP_OUTER_REDUCE_SCATTER && at > 0 && (size_t)at < n)
-        snprintf(buf + at, n - (size_t)at, " exchange=reduce-scatter");
+        at += snprintf(buf + at, n - (size_t)at, " exchange=reduce-scatter");
+    if (s->warmup && at > 0 && (size_t)at < n)
+        snprintf(buf + at, n - (size_t)at, " warmup=%lld", (long long)s->warmup);
 }
 
 /* Float32: a ring allreduce. Compressed: encode and decode with error feedback,
@@ -409,6 +433,9 @@ static const bp_option options[] = {
                   NULL),
     BP_OPT_NUM(S, "outer-topk", BP_OPT_DOUBLE, topk, 1e-6, 1, "X",
                "diloco, streaming-diloco: fraction of each tensor that topk2 sends"),
+    BP_OPT_NUM(S, "outer-warmup", BP_OPT_INT64, warmup, 0, 1e12, "N",
+               "diloco, streaming-diloco: steps of synchronous gradient allreduce before the "
+               "first inner step"),
     BP_OPT_CHOOSE(S, "outer-exchange", exchange, "allgather|reduce-scatter",
                   "diloco, streaming-diloco: compressed outer gradients to every rank, or each "
                   "chunk to its owner, reduced and re-encoded with error feedback, then "
@@ -429,8 +456,11 @@ const bp_dp_algo_ops bp_dp_diloco = {
     .check = bp_dp_diloco_check,
     .create = create,
     .destroy = bp_dp_diloco_destroy,
+    .buckets_this_step = bp_dp_diloco_warming_up,
+    .bucket = bp_dp_allreduce_bucket, /* during the warm-up */
     .after_step = after_step,
     .state = state,
     .describe = bp_dp_diloco_describe,
-    .cost = {.step = step_cost, .state = 2}, /* global weights, momentum (+1 with a codec) */
+    /* global weights, momentum (+1 with a codec); the warm-up: allreduce's buckets */
+    .cost = {.step = step_cost, .state = 2, .warmup = bp_dp_diloco_warmup},
 };

@@ -36,6 +36,7 @@ typedef struct bp_diloco_settings {
     bp_outer_compress compress;
     double topk; /* BP_OUTER_TOPK2: the fraction of each tensor sent */
     bp_outer_exchange exchange; /* with a codec */
+    int64_t warmup;             /* steps of gradient allreduce before the first inner step */
 } bp_diloco_settings;
 
 typedef struct bp_streaming_diloco_settings {
@@ -88,6 +89,15 @@ bp_status bp_diloco_average(diloco *s, bp_comm *comm, bp_diloco_frag fr, bp_err 
 /* The outer step of fr from the average in delta, and the merge of the weights w
  * with the new global ones (mix 0: replaced by them). */
 void bp_diloco_outer_step(diloco *s, bp_diloco_frag fr, float *w, float lr, float mu, float mix);
+
+/* The warm-up (--outer-warmup N): whether this step's gradients are averaged (the
+ * first N steps), and, after a step, whether it was one of them, in which case the
+ * global weights become the replicas' (alike) and nothing else is due. */
+bool bp_dp_diloco_warming_up(const bp_dp *dp);
+bool bp_dp_diloco_after_warmup(bp_dp *dp);
+/* Steps taken since the warm-up (dp->step - N). */
+int64_t bp_dp_diloco_steps(const bp_dp *dp);
+int64_t bp_dp_diloco_warmup(const bp_dp_config *c);
 
 bp_status bp_dp_diloco_create(bp_dp *dp, int fragments, bp_err *err);
 void bp_dp_diloco_destroy(bp_dp *dp);
