@@ -20,7 +20,7 @@ The state (the step count, the global weights, the outer momentum, the error
 feedback and the average in flight) is in the BagpipeModule's state_dict."""
 from .. import Error, _C
 from . import _tensors, registry
-from .weights import WeightAlgorithm
+from .weights import WeightAlgorithm, average_gradients
 
 import torch
 
@@ -83,19 +83,8 @@ class DiLoCo(WeightAlgorithm):
 
     def before(self):
         """During the warm-up, every gradient averaged (zeros for those unused)."""
-        if self.t >= self.warmup or _C.size() == 1:
-            return
-        flat = torch.cat([(p.grad if p.grad is not None else torch.zeros_like(p)).reshape(-1)
-                          for p in self.params])
-        _C.allreduce_avg(_tensors.buf(flat))
-        off = 0
-        for p in self.params:
-            g = flat[off:off + p.numel()].view_as(p)
-            off += p.numel()
-            if p.grad is not None:
-                p.grad.copy_(g)
-            elif g.any():
-                p.grad = g.clone()
+        if self.t < self.warmup and _C.size() > 1:
+            average_gradients(self.params)
 
     @torch.no_grad()
     def warming_up(self):
