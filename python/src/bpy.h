@@ -34,6 +34,12 @@ int bpy_floats(PyObject *obj, Py_buffer *view);
 static inline float *bpy_data(const Py_buffer *v) { return (float *)v->buf; }
 static inline size_t bpy_count(const Py_buffer *v) { return (size_t)v->len / sizeof(float); }
 
+/* Float32 views of objs[0..n), each of the first's length, the last `optional` of
+ * them left empty (obj NULL) where None; 0, or -1 with an exception set and nothing
+ * held (rules.c). bpy_release releases n of them, empty ones too. */
+int bpy_views(const char *what, PyObject **objs, Py_buffer *v, int n, int optional);
+void bpy_release(Py_buffer *v, int n);
+
 /* A codec as a Python object (codec.c). */
 typedef struct bpy_codec {
     PyObject_HEAD

@@ -14,31 +14,6 @@
 #include "bpy.h"
 #include "parallel/dp/diloco.h"
 
-static void release(Py_buffer *v, int n) {
-    for (int i = 0; i < n; i++)
-        if (v[i].obj) PyBuffer_Release(&v[i]);
-}
-
-/* Float32 views of objs[0..n) (None left empty where `optional`), each of the
- * first's length; 0, or -1 with an exception set (nothing held). */
-static int views(const char *what, PyObject **objs, Py_buffer *v, int n, int optional) {
-    memset(v, 0, (size_t)n * sizeof *v);
-    for (int i = 0; i < n; i++) {
-        if (objs[i] == Py_None && i >= n - optional) continue;
-        if (bpy_floats(objs[i], &v[i]) < 0) {
-            release(v, i);
-            return -1;
-        }
-        if (bpy_count(&v[i]) != bpy_count(&v[0])) {
-            PyErr_Format(bpy_error, "%s: argument %d has %zu floats, the first %zu", what, i + 1,
-                         bpy_count(&v[i]), bpy_count(&v[0]));
-            release(v, i + 1);
-            return -1;
-        }
-    }
-    return 0;
-}
-
 /* spans as a fragment within n floats (free its spans), or NULL with an exception. */
 static bp_diloco_span *spans_of(PyObject *obj, size_t n, int *count) {
     PyObject *seq = PySequence_Fast(obj, "diloco: spans must be a sequence of (offset, numel)");
@@ -85,7 +60,7 @@ static PyObject *py_average(PyObject *self, PyObject *args) {
     int x = c < 0 ? -1 : choice("exchange", "allgather|reduce-scatter", exchange);
     bp_comm *world = x < 0 ? NULL : bpy_world();
     Py_buffer v[5];
-    if (!world || views("diloco_average", obj, v, 5, 2) < 0) return NULL;
+    if (!world || bpy_views("diloco_average", obj, v, 5, 2) < 0) return NULL;
     set.compress = (bp_outer_compress)c, set.exchange = (bp_outer_exchange)x;
     diloco s = {.global = bpy_data(&v[1]), .delta = bpy_data(&v[2]), .exchange = set.exchange,
                 .error = v[3].obj ? bpy_data(&v[3]) : NULL,
@@ -114,7 +89,7 @@ static PyObject *py_average(PyObject *self, PyObject *args) {
     }
     free(s.wire), free(s.decoded), free(sp);
     bp_codec_destroy(s.codec);
-    release(v, 5);
+    bpy_release(v, 5);
     if (!sp) return NULL;
     if (missing) return PyErr_Format(bpy_error, "diloco_average: %s", missing);
     return rc ? bpy_raise(err.msg) : Py_NewRef(Py_None);
@@ -128,7 +103,7 @@ static PyObject *py_outer_step(PyObject *self, PyObject *args) {
                           &mix))
         return NULL;
     Py_buffer v[4];
-    if (views("diloco_outer_step", obj, v, 4, 0) < 0) return NULL;
+    if (bpy_views("diloco_outer_step", obj, v, 4, 0) < 0) return NULL;
     int count = 0;
     bp_diloco_span *sp = spans_of(spans, bpy_count(&v[0]), &count);
     if (sp) {
@@ -137,7 +112,7 @@ static PyObject *py_outer_step(PyObject *self, PyObject *args) {
                              (float)mix);
     }
     free(sp);
-    release(v, 4);
+    bpy_release(v, 4);
     return sp ? Py_NewRef(Py_None) : NULL;
 }
 
