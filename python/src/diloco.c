@@ -56,7 +56,7 @@ static PyObject *py_average(PyObject *self, PyObject *args) {
     if (!PyArg_ParseTuple(args, "OOOOOOsds", &obj[0], &obj[1], &obj[2], &obj[3], &obj[4], &spans,
                           &compress, &set.topk, &exchange))
         return NULL;
-    int c = choice("compress", "none|minmax8|minmax4|topk2", compress);
+    int c = choice("compress", "none|minmax8|minmax4|topk2|minmax2", compress);
     int x = c < 0 ? -1 : choice("exchange", "allgather|reduce-scatter", exchange);
     bp_comm *world = x < 0 ? NULL : bpy_world();
     Py_buffer v[5];

@@ -57,7 +57,7 @@ check powersgd 2 --dp 2 --dp-algo powersgd --rank 2 --powersgd-warmup 2
 check cb 2 --pp 2 --partition 2,2 --micro-batches 2 --cb --cb-rank 2
 DL=(--dp 2 --inner-steps 4)
 check diloco 2 "${DL[@]}" --dp-algo diloco
-for codec in minmax8 minmax4 topk2; do
+for codec in minmax8 minmax4 topk2 minmax2; do
   check "diloco-$codec" 2 "${DL[@]}" --dp-algo diloco --outer-compress $codec --outer-topk 0.05
 done
 check streaming-diloco 2 --dp 2 --inner-steps 8 --dp-algo streaming-diloco --outer-delay 3 \

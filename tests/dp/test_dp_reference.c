@@ -852,6 +852,8 @@ static void ref_init(reference *f, const bp_train_config *c) {
         if (o->compress == BP_OUTER_MINMAX4)
             ok(bp_codec_minmax_bits_create(4, &f->outer, &err), "codec");
         if (o->compress == BP_OUTER_TOPK2) ok(bp_codec_topk_create(o->topk, &f->outer, &err), "codec");
+        if (o->compress == BP_OUTER_MINMAX2)
+            ok(bp_codec_minmax_bits_create(2, &f->outer, &err), "codec");
         break;
     }
     default: break;
@@ -1236,8 +1238,8 @@ static void test_diloco(void **state) {
 static void test_diloco_compressed(void **state) {
     (void)state;
     static const char *const names[] = {"diloco H=4 minmax8", "diloco H=4 minmax4",
-                                        "diloco H=4 topk2 0.05"};
-    for (int k = BP_OUTER_MINMAX8; k <= BP_OUTER_TOPK2; k++) {
+                                        "diloco H=4 topk2 0.05", "diloco H=4 minmax2"};
+    for (int k = BP_OUTER_MINMAX8; k <= BP_OUTER_MINMAX2; k++) {
         bp_train_config c = diloco_config(BP_DP_DILOCO, (bp_outer_compress)k);
         engine_vs_reference(names[k - 1], &c, EXACT, false);
     }

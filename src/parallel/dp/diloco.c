@@ -21,7 +21,7 @@
  *     chunk j of D = decode(encode(v));   F_j = v - chunk j of D
  * by an allgather of the encodings, so each rank sends 2 (p - 1) / p of the
  * encoded model instead of p - 1 times it.
- * Codecs: MinMaxUInt8, MinMax with 4 bits (INTELLECT-1's int8 and Streaming
+ * Codecs: MinMaxUInt8, MinMax with 4 or 2 bits (INTELLECT-1's int8 and Streaming
  * DiLoCo's 4 bits, as integers), top-k with 2-bit values (SparseLoCo).
  * The inner optimizers are not reset at an outer step. On one rank nothing is
  * averaged (the engine mixes weights on more than one rank only).
@@ -56,6 +56,7 @@ bp_status bp_diloco_codec_create(const bp_diloco_settings *c, bp_codec **out, bp
     case BP_OUTER_MINMAX8: return bp_codec_minmax_u8_create(out, err);
     case BP_OUTER_MINMAX4: return bp_codec_minmax_bits_create(4, out, err);
     case BP_OUTER_TOPK2: return bp_codec_topk_create(c->topk, out, err);
+    case BP_OUTER_MINMAX2: return bp_codec_minmax_bits_create(2, out, err);
     default: return BP_OK;
     }
 }
@@ -371,7 +372,7 @@ bp_status bp_dp_diloco_check(const bp_dp_config *c, int size, bp_optim_kind opti
     return BP_OK;
 }
 
-static const char *const compress_names[] = {"none", "minmax8", "minmax4", "topk2"};
+static const char *const compress_names[] = {"none", "minmax8", "minmax4", "topk2", "minmax2"};
 
 void bp_dp_diloco_describe(const bp_dp_config *c, char *buf, size_t n) {
     const bp_diloco_settings *s = settings_of(c);
@@ -393,6 +394,7 @@ double bp_dp_diloco_average_cost(const bp_dp_cost_env *e, size_t n, double *byte
     const bp_diloco_settings *s = settings_of(e->cfg);
     double per_value = s->compress == BP_OUTER_MINMAX8   ? 1.0
                        : s->compress == BP_OUTER_MINMAX4 ? 0.5
+                       : s->compress == BP_OUTER_MINMAX2 ? 0.25
                        : s->compress == BP_OUTER_TOPK2   ? s->topk * (4.0 + 0.25)
                                                          : 0;
     double vec = e->price->vec_s(e, 4 * n); /* pseudo-gradient, outer step */
@@ -427,9 +429,9 @@ static const bp_option options[] = {
                "diloco, streaming-diloco: the outer SGD's learning rate"),
     BP_OPT_NUM(S, "outer-momentum", BP_OPT_DOUBLE, outer_momentum, 0, 0.9999, "X",
                "diloco, streaming-diloco: the outer SGD's Nesterov momentum"),
-    BP_OPT_CHOOSE(S, "outer-compress", compress, "none|minmax8|minmax4|topk2",
-                  "diloco, streaming-diloco: outer gradients in float32, MinMax 8 or 4 bits, or "
-                  "top-k with 2-bit values, with error feedback",
+    BP_OPT_CHOOSE(S, "outer-compress", compress, "none|minmax8|minmax4|topk2|minmax2",
+                  "diloco, streaming-diloco: outer gradients in float32, MinMax 8, 4 or 2 bits, "
+                  "or top-k with 2-bit values, with error feedback",
                   NULL),
     BP_OPT_NUM(S, "outer-topk", BP_OPT_DOUBLE, topk, 1e-6, 1, "X",
                "diloco, streaming-diloco: fraction of each tensor that topk2 sends"),

@@ -21,6 +21,7 @@ typedef enum bp_outer_compress {
     BP_OUTER_MINMAX8, /* MinMaxUInt8 per tensor, error feedback, an allgather */
     BP_OUTER_MINMAX4, /* MinMax with 4 bits */
     BP_OUTER_TOPK2,   /* top-k with 2-bit values */
+    BP_OUTER_MINMAX2, /* MinMax with 2 bits */
 } bp_outer_compress;
 
 /* How compressed pseudo-gradients travel (--outer-exchange). */
