@@ -144,6 +144,14 @@ static const bp_option options[] = {
 static const bp_streaming_diloco_settings defaults = {.fragments = 2, .delay = 1, .mix = 0.5};
 static const bp_option_group option_group = BP_OPTION_GROUP(options, defaults);
 
+/* The defaults (H 100 from diloco's), and with 4-bit outer gradients (its factor
+ * taken alike, as diloco's). */
+static const bp_dp_variant variants[] = {{.args = ""}, {.args = "--outer-compress minmax4"}, {0}};
+static const bp_dp_efficiency efficiency[] = {
+    {"gpt", 0, 1.222, BP_DILOCO_STUDY_GPT "896.8 (H 100, 2 fragments, float32)"},
+    {"mlp", 0, 1.232, BP_DILOCO_STUDY_MLP "854.2"},
+    {0}};
+
 const bp_dp_algo_ops bp_dp_streaming_diloco = {
     .kind = BP_DP_WEIGHT,
     .options = &option_group,
@@ -160,4 +168,5 @@ const bp_dp_algo_ops bp_dp_streaming_diloco = {
     .describe = describe,
     /* global, momentum, in flight (+1 with a codec); the warm-up: allreduce's buckets */
     .cost = {.step = step_cost, .state = 3, .warmup = bp_dp_diloco_warmup},
+    .plan = {.variants = variants, .efficiency = efficiency},
 };
