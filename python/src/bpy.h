@@ -5,7 +5,7 @@
  * worker.c the communication thread that runs DDP's buckets and completes their
  * futures; codec.c and state.c the codecs and the state of the weight algorithms;
  * registry.c the registry of the data-parallel algorithms (parallel/dp/registry.h)
- * and rules.c their rules, as the runtime runs them, on tensors.
+ * and rules.c and diloco.c their rules, as the runtime runs them, on tensors.
  * Every blocking call releases the GIL, so that Python threads (and the
  * communication thread, which takes the GIL only to call back) go on meanwhile. */
 #ifndef BAGPIPE_PYTHON_BPY_H
@@ -34,6 +34,12 @@ int bpy_floats(PyObject *obj, Py_buffer *view);
 static inline float *bpy_data(const Py_buffer *v) { return (float *)v->buf; }
 static inline size_t bpy_count(const Py_buffer *v) { return (size_t)v->len / sizeof(float); }
 
+/* Float32 views of objs[0..n), each of the first's length, the last `optional` of
+ * them left empty (obj NULL) where None; 0, or -1 with an exception set and nothing
+ * held (rules.c). bpy_release releases n of them, empty ones too. */
+int bpy_views(const char *what, PyObject **objs, Py_buffer *v, int n, int optional);
+void bpy_release(Py_buffer *v, int n);
+
 /* A codec as a Python object (codec.c). */
 typedef struct bpy_codec {
     PyObject_HEAD
@@ -57,6 +63,7 @@ extern int bpy_groups;
 extern PyMethodDef bpy_ops_methods[];      /* ops.c */
 extern PyMethodDef bpy_registry_methods[]; /* registry.c: the algorithms */
 extern PyMethodDef bpy_rules_methods[];    /* rules.c: their rules on tensors */
+extern PyMethodDef bpy_diloco_methods[];   /* diloco.c: DiLoCo's outer step */
 /* "all" or "shift_one"; 0, or -1 with bagpipe.Error set. */
 int bpy_peers(const char *name, bp_peers *out);
 

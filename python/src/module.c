@@ -186,6 +186,7 @@ PyMODINIT_FUNC PyInit__C(void) {
         PyModule_AddFunctions(m, bpy_ops_methods) < 0 ||
         PyModule_AddFunctions(m, bpy_registry_methods) < 0 ||
         PyModule_AddFunctions(m, bpy_rules_methods) < 0 ||
+        PyModule_AddFunctions(m, bpy_diloco_methods) < 0 ||
         add_type(m, &bpy_codec_type, "Codec") < 0 || add_type(m, &bpy_worker_type, "Worker") < 0 ||
         add_type(m, &bpy_ring_type, "Ring") < 0 || add_type(m, &bpy_async_type, "Async") < 0) {
         Py_DECREF(m);

@@ -4,26 +4,28 @@
  *   easgd_average(w, center, diff, alpha)  easgd's elastic averaging (collective);
  *   qadam_update(p, g, m, v, ...)           QAdam's update of one tensor;
  *   momentum(g, m, beta1)                   QAdam's momentum m = b1 m + (1 - b1) g. */
+#include <string.h>
+
 #include "bpy.h"
 #include "core/backend.h"
 #include "parallel/dp/easgd.h"
 
-static void release(Py_buffer *v, int n) {
-    for (int i = 0; i < n; i++) PyBuffer_Release(&v[i]);
+void bpy_release(Py_buffer *v, int n) {
+    for (int i = 0; i < n; i++) PyBuffer_Release(&v[i]); /* one of obj NULL: nothing */
 }
 
-/* Writable float32 views of objs[0..n), all of one length; 0, or -1 with an
- * exception set (nothing held). */
-static int views(const char *what, PyObject **objs, Py_buffer *v, int n) {
+int bpy_views(const char *what, PyObject **objs, Py_buffer *v, int n, int optional) {
+    memset(v, 0, (size_t)n * sizeof *v);
     for (int i = 0; i < n; i++) {
+        if (objs[i] == Py_None && i >= n - optional) continue;
         if (bpy_floats(objs[i], &v[i]) < 0) {
-            release(v, i);
+            bpy_release(v, i);
             return -1;
         }
         if (bpy_count(&v[i]) != bpy_count(&v[0])) {
             PyErr_Format(bpy_error, "%s: argument %d has %zu floats, the first %zu", what, i + 1,
                          bpy_count(&v[i]), bpy_count(&v[0]));
-            release(v, i + 1);
+            bpy_release(v, i + 1);
             return -1;
         }
     }
@@ -37,14 +39,14 @@ static PyObject *py_easgd_average(PyObject *self, PyObject *args) {
     if (!PyArg_ParseTuple(args, "OOOd", &obj[0], &obj[1], &obj[2], &alpha)) return NULL;
     bp_comm *w = bpy_world();
     Py_buffer v[3];
-    if (!w || views("easgd_average", obj, v, 3) < 0) return NULL;
+    if (!w || bpy_views("easgd_average", obj, v, 3, 0) < 0) return NULL;
     bp_err err = {0};
     int rc;
     Py_BEGIN_ALLOW_THREADS
     rc = bp_dp_easgd_average(bp_backend_cpu(), w, bpy_data(&v[0]), bpy_data(&v[1]),
                              bpy_data(&v[2]), bpy_count(&v[0]), alpha, &err);
     Py_END_ALLOW_THREADS
-    release(v, 3);
+    bpy_release(v, 3);
     return rc ? bpy_raise(err.msg) : Py_NewRef(Py_None);
 }
 
@@ -63,10 +65,10 @@ static PyObject *py_qadam_update(PyObject *self, PyObject *args, PyObject *kw) {
     if (t < 1) return bpy_raise("qadam_update: t counts this step, from 1");
     a.t = t, a.moments = moments;
     Py_buffer v[4];
-    if (views("qadam_update", obj, v, 4) < 0) return NULL;
+    if (bpy_views("qadam_update", obj, v, 4, 0) < 0) return NULL;
     bp_backend_cpu()->update(bp_backend_cpu(), &a, bpy_data(&v[0]), bpy_data(&v[1]),
                              bpy_data(&v[2]), bpy_data(&v[3]), 0, bpy_count(&v[0]));
-    release(v, 4);
+    bpy_release(v, 4);
     Py_RETURN_NONE;
 }
 
@@ -76,10 +78,10 @@ static PyObject *py_momentum(PyObject *self, PyObject *args) {
     bp_update_args a = {.kind = BP_UPDATE_MOMENTUM};
     if (!PyArg_ParseTuple(args, "OOd", &obj[0], &obj[1], &a.beta1)) return NULL;
     Py_buffer v[2];
-    if (views("momentum", obj, v, 2) < 0) return NULL;
+    if (bpy_views("momentum", obj, v, 2, 0) < 0) return NULL;
     bp_backend_cpu()->update(bp_backend_cpu(), &a, NULL, bpy_data(&v[0]), bpy_data(&v[1]), NULL, 0,
                              bpy_count(&v[0]));
-    release(v, 2);
+    bpy_release(v, 2);
     Py_RETURN_NONE;
 }
 

@@ -323,6 +323,7 @@ typedef struct reference {
     uint64_t rounds;               /* decentralized: weight averagings so far */
     float *avg;                    /* decentralized in Bagua's order: avg_peers(x_t) */
     float *global, *outer_m, *ef;  /* diloco: global weights, outer momentum, error feedback */
+    float *ef_rs;                  /* diloco by reduce-scatter: the owner's error feedback */
     float *pseudo;                 /* diloco: the averaged pseudo-gradients */
     bp_codec *outer;               /* diloco's codec (NULL: float32) */
 } reference;
@@ -662,11 +663,73 @@ static int ref_fragment_at(const reference *f, int64_t s) {
     return -1;
 }
 
+/* u[0..n) coded: its bytes into out, e[0..n) = u - decode. */
+static void ref_code(bp_codec *c, const float *u, float *e, size_t n, unsigned char *out,
+                     float *dec) {
+    ok(bp_codec_encode(c, u, n, out, &err), "encode");
+    ok(bp_codec_decode(c, out, n, dec, &err), "decode");
+    for (size_t i = 0; i < n; i++) e[i] = u[i] - dec[i];
+}
+
+/* The same by reduce-scatter, tensor by tensor in MPI's v-collectives of exact
+ * sizes: chunk j (bp_chunk's split) of u = G - W + E, coded with E, to rank j;
+ * there the p chunks decoded, summed in rank order, times 1/p, plus the owner's
+ * F, coded again with F; every owner's bytes to every rank, decoded. */
+static void ref_diloco_average_rs(reference *f, const float *w, int frag) {
+    const float inv = 1.0f / (float)np;
+    int me;
+    MPI_Comm_rank(ref_comm, &me);
+    int *cnt = calloc((size_t)np, sizeof *cnt), *at = calloc((size_t)np, sizeof *at),
+        *rcnt = calloc((size_t)np, sizeof *rcnt), *rat = calloc((size_t)np, sizeof *rat);
+    for (int t = 0; t < bp_model_num_tensors(f->r.m); t++) {
+        if (!ref_in_fragment(f, t, frag)) continue;
+        const bp_tensor_info *ti = bp_model_tensor(f->r.m, t);
+        float *u = floats(ti->numel), *dec = floats(ti->numel);
+        for (size_t i = 0; i < ti->numel; i++)
+            u[i] = f->global[ti->offset + i] - w[ti->offset + i] + f->ef[ti->offset + i];
+        size_t off, len, total = 0;
+        for (int j = 0; j < np; j++) {
+            chunk(ti->numel, np, j, &off, &len);
+            at[j] = (int)total, cnt[j] = len ? (int)bp_codec_encoded_size(f->outer, len) : 0;
+            total += (size_t)cnt[j];
+        }
+        unsigned char *sent = calloc(total + 1, 1), *got = calloc((size_t)np * (size_t)cnt[me] + 1, 1);
+        for (int j = 0; j < np; j++) {
+            chunk(ti->numel, np, j, &off, &len);
+            if (len) ref_code(f->outer, u + off, f->ef + ti->offset + off, len, sent + at[j], dec);
+            rcnt[j] = cnt[me], rat[j] = j * cnt[me];
+        }
+        MPI_Alltoallv(sent, cnt, at, MPI_BYTE, got, rcnt, rat, MPI_BYTE, ref_comm);
+        chunk(ti->numel, np, me, &off, &len);
+        float *v = floats(len);
+        for (int r = 0; len && r < np; r++) {
+            ok(bp_codec_decode(f->outer, got + rat[r], len, dec, &err), "decode");
+            for (size_t i = 0; i < len; i++) v[i] = r ? v[i] + dec[i] : dec[i];
+        }
+        for (size_t i = 0; i < len; i++) v[i] = v[i] * inv + f->ef_rs[ti->offset + off + i];
+        unsigned char *mine = malloc((size_t)cnt[me] + 1);
+        if (len) ref_code(f->outer, v, f->ef_rs + ti->offset + off, len, mine, dec);
+        MPI_Allgatherv(mine, cnt[me], MPI_BYTE, sent, cnt, at, MPI_BYTE, ref_comm);
+        for (int j = 0; j < np; j++) {
+            chunk(ti->numel, np, j, &off, &len);
+            if (len)
+                ok(bp_codec_decode(f->outer, sent + at[j], len, f->pseudo + ti->offset + off, &err),
+                   "decode");
+        }
+        free(u), free(dec), free(sent), free(got), free(v), free(mine);
+    }
+    free(cnt), free(at), free(rcnt), free(rat);
+}
+
 /* DiLoCo's average of fragment frag's pseudo-gradients G - W into f->pseudo. In
  * float32: the fragment's tensors in one MPI allreduce, times 1/p. Compressed:
  * each tensor of G - W + E encoded by the library's codec, E = u - decode, every
  * rank's bytes gathered, decoded and added in rank order, times 1/p. */
 static void ref_diloco_average(reference *f, const float *w, int frag) {
+    if (f->outer && bp_diloco_of(&f->d.settings)->exchange == BP_OUTER_REDUCE_SCATTER) {
+        ref_diloco_average_rs(f, w, frag);
+        return;
+    }
     int nt = bp_model_num_tensors(f->r.m);
     size_t n = f->r.n, len = 0, bytes = 0;
     float *packed = floats(n);
@@ -783,12 +846,15 @@ static void ref_init(reference *f, const bp_train_config *c) {
     case BP_DP_DILOCO:
     case BP_DP_STREAMING_DILOCO: {
         f->global = floats(n), f->outer_m = floats(n), f->ef = floats(n), f->pseudo = floats(n);
+        f->ef_rs = floats(n);
         memcpy(f->global, w, n * sizeof *w);
         const bp_diloco_settings *o = bp_diloco_of(&f->d.settings);
         if (o->compress == BP_OUTER_MINMAX8) ok(bp_codec_minmax_u8_create(&f->outer, &err), "codec");
         if (o->compress == BP_OUTER_MINMAX4)
             ok(bp_codec_minmax_bits_create(4, &f->outer, &err), "codec");
         if (o->compress == BP_OUTER_TOPK2) ok(bp_codec_topk_create(o->topk, &f->outer, &err), "codec");
+        if (o->compress == BP_OUTER_MINMAX2)
+            ok(bp_codec_minmax_bits_create(2, &f->outer, &err), "codec");
         break;
     }
     default: break;
@@ -804,7 +870,7 @@ static void ref_free(reference *f) {
     free(f->psgd), free(f->qprev);
     free(f->center), free(f->diff), free(f->w), free(f->left), free(f->right), free(f->tmp);
     free(f->avg);
-    free(f->global), free(f->outer_m), free(f->ef), free(f->pseudo);
+    free(f->global), free(f->outer_m), free(f->ef), free(f->pseudo), free(f->ef_rs);
     bp_codec_destroy(f->outer);
     replica_free(&f->r);
 }
@@ -834,7 +900,10 @@ static void ref_step(reference *f) {
     /* streaming-diloco: the fragment synchronized after step s - 1 is averaged
      * while step s computes, from the weights it starts with. */
     bool streaming = f->d.algo == BP_DP_STREAMING_DILOCO;
-    if (streaming && ref_fragment_at(f, s) >= 0) ref_diloco_average(f, w, ref_fragment_at(f, s));
+    bool diloco = streaming || f->d.algo == BP_DP_DILOCO;
+    int64_t warm = diloco ? bp_diloco_of(&f->d.settings)->warmup : 0; /* steps of allreduce */
+    if (streaming && ref_fragment_at(f, s - warm) >= 0)
+        ref_diloco_average(f, w, ref_fragment_at(f, s - warm));
     bp_model_zero_grad(r->m);
     for (int k = 0; k < accum; k++) micro_batch(r, NULL, k, accum);
     if (bagua_order) memcpy(w, f->avg, n * sizeof *w);
@@ -851,13 +920,20 @@ static void ref_step(reference *f) {
     case BP_DP_QADAM:
         if (s + 1 <= bp_qadam_of(&f->d.settings)->warmup) ref_avg(g, n);
         break;
-    default: break;
+    default:
+        if (s < warm) ref_avg(g, n); /* diloco's warm-up */
+        break;
     }
     bp_clip_grad_norm(g, n, r->cfg.clip);
     if (qadam)
         ref_qadam(f, lr, s + 1);
     else
         bp_optim_step(&r->o, w, g, lr);
+    if (s + 1 <= warm) { /* the warm-up: G = W (alike on every rank) */
+        memcpy(f->global, w, n * sizeof *w);
+        r->step++;
+        return;
+    }
     switch (f->d.algo) {
     case BP_DP_DECENTRALIZED: /* --decentralized-order step-first */
         if (decentralized_round && step_first) ref_peer_avg(f, w, n);
@@ -868,15 +944,15 @@ static void ref_step(reference *f) {
     case BP_DP_EASGD:
         if ((s + 1) % bp_easgd_of(&f->d.settings)->period == 0) ref_easgd(f, w, n);
         break;
-    case BP_DP_DILOCO: /* after every H-th step: average, outer step, W = G */
-        if ((s + 1) % bp_diloco_of(&f->d.settings)->period == 0) {
+    case BP_DP_DILOCO: /* after every H-th step past the warm-up: average, outer step, W = G */
+        if ((s + 1 - warm) % bp_diloco_of(&f->d.settings)->period == 0) {
             ref_diloco_average(f, w, 0);
             ref_diloco_outer(f, w, 0, 0.0f);
         }
         break;
     case BP_DP_STREAMING_DILOCO: { /* tau steps after a fragment's sync: its merge */
         const bp_streaming_diloco_settings *sd = bp_streaming_diloco_of(&f->d.settings);
-        int frag = ref_fragment_at(f, s + 1 - sd->delay);
+        int frag = ref_fragment_at(f, s + 1 - sd->delay - warm);
         if (frag >= 0) ref_diloco_outer(f, w, frag, (float)sd->mix);
         break;
     }
@@ -1163,11 +1239,45 @@ static void test_diloco(void **state) {
 static void test_diloco_compressed(void **state) {
     (void)state;
     static const char *const names[] = {"diloco H=4 minmax8", "diloco H=4 minmax4",
-                                        "diloco H=4 topk2 0.05"};
-    for (int k = BP_OUTER_MINMAX8; k <= BP_OUTER_TOPK2; k++) {
+                                        "diloco H=4 topk2 0.05", "diloco H=4 minmax2"};
+    for (int k = BP_OUTER_MINMAX8; k <= BP_OUTER_MINMAX2; k++) {
         bp_train_config c = diloco_config(BP_DP_DILOCO, (bp_outer_compress)k);
         engine_vs_reference(names[k - 1], &c, EXACT, false);
     }
+}
+
+/* Compressed outer gradients by reduce-scatter: each chunk to its owner, reduced
+ * and coded again with the owner's error feedback, allgathered (exact on any
+ * number of ranks: every sum is in rank order). */
+static void test_diloco_reduce_scatter(void **state) {
+    (void)state;
+    static const char *const names[] = {"diloco H=4 minmax8 reduce-scatter",
+                                        "diloco H=4 minmax4 reduce-scatter",
+                                        "diloco H=4 topk2 0.05 reduce-scatter"};
+    for (int k = BP_OUTER_MINMAX8; k <= BP_OUTER_TOPK2; k++) {
+        bp_train_config c = diloco_config(BP_DP_DILOCO, (bp_outer_compress)k);
+        bp_diloco_in(&c.dp_settings)->exchange = BP_OUTER_REDUCE_SCATTER;
+        engine_vs_reference(names[k - 1], &c, EXACT, false);
+    }
+    bp_train_config c = diloco_config(BP_DP_STREAMING_DILOCO, BP_OUTER_MINMAX4);
+    bp_diloco_in(&c.dp_settings)->exchange = BP_OUTER_REDUCE_SCATTER;
+    bp_streaming_diloco_in(&c.dp_settings)->delay = 2;
+    engine_vs_reference("streaming-diloco F=2 tau=2 minmax4 reduce-scatter", &c, EXACT, false);
+}
+
+/* A warm-up of 3 steps of gradient allreduce, then H = 4 from the replicas'
+ * (alike) weights: diloco, and streaming with tau 2 (in float32: a codec would
+ * turn the warm-up's summation order, on more than 2 ranks, into a step of its
+ * grid). */
+static void test_diloco_warmup(void **state) {
+    (void)state;
+    bp_train_config c = diloco_config(BP_DP_DILOCO, BP_OUTER_NONE);
+    bp_diloco_in(&c.dp_settings)->warmup = 3;
+    engine_vs_reference("diloco H=4 warmup=3", &c, sum_tol(), false);
+    c = diloco_config(BP_DP_STREAMING_DILOCO, BP_OUTER_NONE);
+    bp_diloco_in(&c.dp_settings)->warmup = 3;
+    bp_streaming_diloco_in(&c.dp_settings)->delay = 2;
+    engine_vs_reference("streaming-diloco F=2 tau=2 warmup=3", &c, sum_tol(), false);
 }
 
 /* streaming-diloco: 2 fragments of the 3 blocks (embed and head, h.0) at offsets 2
@@ -1422,6 +1532,8 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_easgd),
         cmocka_unit_test(test_diloco),
         cmocka_unit_test(test_diloco_compressed),
+        cmocka_unit_test(test_diloco_reduce_scatter),
+        cmocka_unit_test(test_diloco_warmup),
         cmocka_unit_test(test_streaming_diloco),
         cmocka_unit_test(test_buckets),
         cmocka_unit_test(test_early_update),

@@ -27,6 +27,7 @@ from . import registry
 from .registry import ALGORITHMS, GRADIENT_ALGORITHMS, WEIGHT_ALGORITHMS
 from .weights import (BINDINGS as WEIGHT_BINDINGS, EASGD, STATE_KEY, Async, BagpipeModule,
                       Decentralized, LowPrecisionDecentralized, flatten)
+from .diloco import BINDINGS as DILOCO_BINDINGS, DiLoCo, StreamingDiLoCo
 
 
 class _Hook:
@@ -48,7 +49,7 @@ BINDINGS = dict({
     "qadam": _Hook(qadam_hook, QAdamState, optimizer=True),  # its warm-up: QAdamOptimizer's
     "powersgd": _Hook(powersgd_hook, PowerSGDState, {"rank": "rank", "warmup": "powersgd-warmup"},
                       ("min_rate", "seed", "orth_q")),
-}, **WEIGHT_BINDINGS)
+}, **WEIGHT_BINDINGS, **DILOCO_BINDINGS)
 
 
 def _bcast_text(text, root=0):
@@ -192,6 +193,8 @@ def with_bagpipe(model, optimizer, algorithm, **options):
     registry.check_options(algorithm, binding, options)
     if algorithm in WEIGHT_ALGORITHMS:
         extra, broadcast_buffers = _weight_module(model, optimizer, algorithm, ddp)
+        if getattr(binding, "TAKES_NAMES", False):  # its blocks (streaming-diloco's fragments)
+            extra["names"] = [name for name, _ in model.named_parameters()]
         wrapped = BagpipeModule(model, optimizer, binding(**options, **extra),
                                 broadcast_buffers=broadcast_buffers)
     else:
@@ -215,4 +218,5 @@ __all__ = ["ALGORITHMS", "GRADIENT_ALGORITHMS", "WEIGHT_ALGORITHMS", "BINDINGS",
            "WEIGHT_DDP_OPTIONS", "init_process_group", "with_bagpipe", "HookState",
            "PowerSGDState", "QAdamState", "QAdamOptimizer", "allreduce_hook", "bytegrad_hook",
            "powersgd_hook", "qadam_hook", "BagpipeModule", "Decentralized",
-           "LowPrecisionDecentralized", "Async", "EASGD", "flatten", "Error"]
+           "LowPrecisionDecentralized", "Async", "EASGD", "DiLoCo", "StreamingDiLoCo", "flatten",
+           "Error"]

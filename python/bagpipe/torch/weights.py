@@ -59,6 +59,23 @@ def flatten(params):
     return flat
 
 
+def average_gradients(params):
+    """Every parameter's gradient averaged, zeros for those this rank did not use
+    (so that every rank sends the same count), as DDP does (async's and diloco's
+    warm-ups)."""
+    flat = torch.cat([(p.grad if p.grad is not None else torch.zeros_like(p)).reshape(-1)
+                      for p in params])
+    _C.allreduce_avg(_tensors.buf(flat))
+    off = 0
+    for p in params:
+        g = flat[off:off + p.numel()].view_as(p)
+        off += p.numel()
+        if p.grad is not None:
+            p.grad.copy_(g)
+        elif g.any():
+            p.grad = g.clone()
+
+
 class WeightAlgorithm:
     """The hooks of a weight algorithm into a step: begin (first forward), before
     (the optimizer's update), after (once it stepped). `t` counts steps taken."""
@@ -222,19 +239,7 @@ class Async(WeightAlgorithm):
             self.thread.unlock()
 
     def _average_gradients(self):
-        """Every parameter's gradient averaged, zeros for those this rank did not
-        use (so that every rank sends the same count), as DDP does."""
-        flat = torch.cat([(p.grad if p.grad is not None else torch.zeros_like(p)).reshape(-1)
-                          for p in self.params])
-        _C.allreduce_avg(_tensors.buf(flat))
-        off = 0
-        for p in self.params:
-            g = flat[off:off + p.numel()].view_as(p)
-            off += p.numel()
-            if p.grad is not None:
-                p.grad.copy_(g)
-            elif g.any():
-                p.grad = g.clone()
+        average_gradients(self.params)
 
     def after(self):
         super().after()
