@@ -285,6 +285,15 @@ typedef struct bp_ring_lp bp_ring_lp;
 bp_status bp_ring_lp_create(bp_comm *c, const float *x0, size_t n, size_t chunk, bp_codec *codec,
                             bp_ring_lp **out);
 bp_status bp_ring_lp_step(bp_ring_lp *s, float *x);
+/* The step in two halves, for a caller that overlaps the exchange with the next
+ * step's forward and backward: bp_ring_lp_begin(s, x) is the part that needs no
+ * neighbour (z, C(z), w += D(C(z)), x = w), bp_ring_lp_exchange(s, c) the rest
+ * (C(z) to both neighbours, l and r updated), on c, the ring's group or a
+ * duplicate of it that another thread uses; every begin is followed by one
+ * exchange before the next begin or any look at the replicas. Together they give
+ * bp_ring_lp_step's bits. Flat groups and host memory only (else BP_EUSAGE). */
+bp_status bp_ring_lp_begin(bp_ring_lp *s, float *x);
+bp_status bp_ring_lp_exchange(bp_ring_lp *s, bp_comm *c);
 /* The replicas (n floats each); NULL on ranks that are not in the ring (not
  * node leaders when hierarchical). */
 void bp_ring_lp_replicas(const bp_ring_lp *s, const float **w, const float **l, const float **r);

@@ -48,6 +48,8 @@ typedef struct bpy_codec {
 extern PyTypeObject bpy_codec_type;
 /* The codec of obj, or NULL with TypeError set. */
 bp_codec *bpy_codec_of(PyObject *obj);
+/* The ring of a bagpipe._C.Ring, or NULL with an exception set. */
+bp_ring_lp *bpy_ring_of(PyObject *obj);
 
 extern PyTypeObject bpy_worker_type; /* worker.c */
 extern PyTypeObject bpy_ring_type;   /* state.c: lp-decentralized's ring */

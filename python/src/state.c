@@ -34,7 +34,8 @@ static int ring_init(PyObject *self, PyObject *args, PyObject *kw) {
     return rc ? (bpy_raise_comm(w, rc), -1) : 0;
 }
 
-static PyObject *ring_step(PyObject *self, PyObject *obj) {
+/* step(x), or begin(x) when a Worker runs the exchange (ring_exchange). */
+static PyObject *ring_run(PyObject *self, PyObject *obj, bool whole) {
     bpy_ring *r = (bpy_ring *)self;
     bp_comm *w = bpy_world();
     if (!w) return NULL;
@@ -43,15 +44,27 @@ static PyObject *ring_step(PyObject *self, PyObject *obj) {
     if (bpy_floats(obj, &v) < 0) return NULL;
     if (bpy_count(&v) != r->n) {
         PyBuffer_Release(&v);
-        return PyErr_Format(bpy_error, "Ring.step: %zu floats, the ring holds %zu",
-                            bpy_count(&v), r->n);
+        return PyErr_Format(bpy_error, "Ring.%s: %zu floats, the ring holds %zu",
+                            whole ? "step" : "begin", bpy_count(&v), r->n);
     }
     int rc;
     Py_BEGIN_ALLOW_THREADS
-    rc = bp_ring_lp_step(r->ring, bpy_data(&v));
+    rc = whole ? bp_ring_lp_step(r->ring, bpy_data(&v)) : bp_ring_lp_begin(r->ring, bpy_data(&v));
     Py_END_ALLOW_THREADS
     PyBuffer_Release(&v);
     return rc ? bpy_raise_comm(w, rc) : Py_NewRef(Py_None);
+}
+
+static PyObject *ring_step(PyObject *self, PyObject *obj) { return ring_run(self, obj, true); }
+static PyObject *ring_begin(PyObject *self, PyObject *obj) { return ring_run(self, obj, false); }
+
+bp_ring_lp *bpy_ring_of(PyObject *obj) {
+    if (!PyObject_TypeCheck(obj, &bpy_ring_type)) {
+        PyErr_SetString(PyExc_TypeError, "expected a bagpipe._C.Ring");
+        return NULL;
+    }
+    bp_ring_lp *ring = ((bpy_ring *)obj)->ring;
+    return ring ? ring : (bpy_raise("Ring: not initialized"), NULL);
 }
 
 /* get(w, l, r) copies the replicas out; set(w, l, r) copies them in (a resume,
@@ -92,6 +105,9 @@ static void ring_dealloc(PyObject *self) {
 
 static PyMethodDef ring_methods[] = {
     {"step", ring_step, METH_O, "step(x): one exchange after the local step; x becomes w."},
+    {"begin", ring_begin, METH_O,
+     "begin(x): step's part that needs no neighbour (x becomes w); a Worker's "
+     "ring_exchange must follow before the next begin, get or set."},
     {"get", ring_get, METH_VARARGS, "get(w, l, r): copy this rank's replica and its neighbours' out."},
     {"set", ring_set, METH_VARARGS, "set(w, l, r): replace them (no communication)."},
     {NULL, NULL, 0, NULL},

@@ -4,13 +4,25 @@
  * ran: done(None), or done(message) with the group's one-line error. DDP's hooks
  * submit a bucket and return a future that `done` completes, so backward goes on
  * while the bucket travels. A job keeps its buffer (and so the tensor under it)
- * alive until done has been called. */
+ * alive until done has been called.
+ *
+ * A ring exchange (lp-decentralized) has no `done`: its completion is counted under
+ * the worker's lock and settle() waits for it with the GIL released, so that the
+ * thread never takes the GIL (taking it would cost the training thread, which holds
+ * it through forward and backward, up to a switch interval of 5 ms per step). Its
+ * job waits on the `ran` list until settle() or stop() frees it with the GIL. */
 #include <pthread.h>
 #include <stdlib.h>
 
 #include "bpy.h"
 
-typedef enum job_kind { JOB_ALLREDUCE, JOB_BYTEGRAD, JOB_POWERSGD, JOB_PEER_AVG } job_kind;
+typedef enum job_kind {
+    JOB_ALLREDUCE,
+    JOB_BYTEGRAD,
+    JOB_POWERSGD,
+    JOB_PEER_AVG,
+    JOB_RING
+} job_kind;
 
 typedef struct job {
     struct job *next;
@@ -28,6 +40,7 @@ typedef struct job {
     /* peer_avg */
     bp_peers peers;
     uint64_t round;
+    bp_ring_lp *ring; /* ring_exchange; `keep` holds its Ring; no `done` */
 } job;
 
 typedef struct bpy_worker {
@@ -39,6 +52,10 @@ typedef struct bpy_worker {
     pthread_cond_t cv;
     job *head, *tail;
     bool started, quit;
+    pthread_cond_t settled;        /* signalled when a job without done has run */
+    unsigned long long owed, paid; /* jobs without done submitted, run */
+    job *ran;                      /* those run, for settle() to free with the GIL */
+    bp_err failed;                 /* the first of their errors (code 0: none) */
     struct bpy_worker *next_live; /* the workers alive, for bpy_workers_stop */
 } bpy_worker;
 
@@ -74,6 +91,7 @@ static int run_job(bpy_worker *w, job *j, bp_err *err) {
     case JOB_PEER_AVG:
         return bp_comm_fail(w->comm, bp_peer_avg(w->comm, x, n, j->peers, j->round), err);
     case JOB_POWERSGD: return run_powersgd(w, j, err);
+    case JOB_RING: return bp_comm_fail(w->comm, bp_ring_lp_exchange(j->ring, w->comm), err);
     }
     return bp_fail(err, BP_EINTERNAL, "unknown job kind %d", (int)j->kind);
 }
@@ -103,7 +121,16 @@ static void *worker_main(void *arg) {
         if (!j) break; /* quit, and every job ran */
         bp_err err = {0};
         int rc = run_job(w, j, &err);
-        call_done(j, rc, &err);
+        if (j->done) {
+            call_done(j, rc, &err);
+            continue;
+        }
+        pthread_mutex_lock(&w->mu);
+        if (rc && !w->failed.code) w->failed = err, w->failed.code = rc;
+        j->next = w->ran, w->ran = j;
+        w->paid++;
+        pthread_cond_broadcast(&w->settled);
+        pthread_mutex_unlock(&w->mu);
     }
     return NULL;
 }
@@ -120,6 +147,8 @@ static void stop(bpy_worker *w) {
         Py_END_ALLOW_THREADS
         w->started = false;
     }
+    for (job *j = w->ran, *next; j; j = next) next = j->next, job_free(j);
+    w->ran = NULL;
     if (w->comm) {
         bp_comm_destroy(w->comm);
         w->comm = NULL;
@@ -169,6 +198,7 @@ static int worker_init(PyObject *self, PyObject *args, PyObject *kw) {
     }
     pthread_mutex_init(&w->mu, NULL);
     pthread_cond_init(&w->cv, NULL);
+    pthread_cond_init(&w->settled, NULL);
     if (pthread_create(&w->thread, NULL, worker_main, w)) {
         bpy_raise("Worker: cannot start the communication thread");
         return -1;
@@ -243,6 +273,39 @@ static PyObject *py_peer_avg(PyObject *self, PyObject *args) {
     return enqueue((bpy_worker *)self, j);
 }
 
+/* The exchange after ring.begin(x), on this thread's group (bp_ring_lp_exchange);
+ * settle() waits for it. */
+static PyObject *py_ring_exchange(PyObject *self, PyObject *ring) {
+    bpy_worker *w = (bpy_worker *)self;
+    bp_ring_lp *r = bpy_ring_of(ring);
+    if (!r) return NULL;
+    if (!w->started) return bpy_raise("Worker: stopped (bagpipe.finalize ran)");
+    job *j = calloc(1, sizeof *j);
+    if (!j) return PyErr_NoMemory();
+    j->kind = JOB_RING, j->ring = r, j->keep = Py_NewRef(ring);
+    pthread_mutex_lock(&w->mu);
+    w->owed++;
+    pthread_mutex_unlock(&w->mu);
+    return enqueue(w, j);
+}
+
+/* Wait until every ring exchange submitted has run; raise the first one's error. */
+static PyObject *py_settle(PyObject *self, PyObject *args) {
+    (void)args;
+    bpy_worker *w = (bpy_worker *)self;
+    job *ran = NULL;
+    bp_err failed = {0};
+    Py_BEGIN_ALLOW_THREADS
+    pthread_mutex_lock(&w->mu);
+    while (w->paid < w->owed && w->started) pthread_cond_wait(&w->settled, &w->mu);
+    ran = w->ran, w->ran = NULL;
+    failed = w->failed, w->failed.code = 0;
+    pthread_mutex_unlock(&w->mu);
+    Py_END_ALLOW_THREADS
+    for (job *next; ran; ran = next) next = ran->next, job_free(ran);
+    return failed.code ? bpy_raise(failed.msg) : Py_NewRef(Py_None);
+}
+
 /* parts: a sequence of (offset, length, codec or None) within the buffer. */
 static int powersgd_parts(job *j, PyObject *parts) {
     PyObject *seq = PySequence_Fast(parts, "parts must be a sequence of (offset, length, codec)");
@@ -298,6 +361,10 @@ static PyMethodDef worker_methods[] = {
      "powersgd(buf, done, parts, orth_q=True): PowerSGD's average of the parts of buf."},
     {"peer_avg", py_peer_avg, METH_VARARGS,
      "peer_avg(buf, done, peers, round): average with this round's peers (D_FP_S)."},
+    {"ring_exchange", py_ring_exchange, METH_O,
+     "ring_exchange(ring): the exchange after ring.begin(x) (D_LP_S); settle() waits for it."},
+    {"settle", py_settle, METH_NOARGS,
+     "Wait for the ring exchanges submitted; raise the first one's error."},
     {"stop", py_stop, METH_NOARGS, "Run what was submitted, end the thread, free the group."},
     {NULL, NULL, 0, NULL},
 };

@@ -117,15 +117,23 @@ static bp_status absorb(op_ctx *op, bp_ring_lp *s, const unsigned char *enc, flo
     return rc;
 }
 
-static bp_status ring_step(op_ctx *op, bp_comm *g, float *x, size_t n, void *arg) {
-    bp_ring_lp *s = arg;
-    bpc_vec_ring_z(s->tmp, x, s->l, s->r, s->w, n);
-    size_t bytes = encoded_bytes(s);
+/* The half of a step that needs no neighbour: z, C(z), w += D(C(z)), x = w. The
+ * neighbours' messages only change l and r, which the next step reads, so the
+ * exchange may run meanwhile: the same operations on the same values. */
+static bp_status ring_local(op_ctx *op, bp_ring_lp *s, float *x) {
+    bpc_vec_ring_z(s->tmp, x, s->l, s->r, s->w, s->n);
     bp_status rc = encode(op, s, s->tmp, s->enc[0]);
+    if (rc == BP_OK) rc = absorb(op, s, s->enc[0], s->w);
+    if (rc == BP_OK) memcpy(x, s->w, s->n * sizeof *x);
+    return rc;
+}
+
+/* The other half, on g: C(z) to both neighbours; l += D(C(z_left)), r += D(C(z_right)). */
+static bp_status ring_trade(op_ctx *op, bp_comm *g, bp_ring_lp *s) {
+    size_t bytes = encoded_bytes(s);
     tx_req req[4];
     int k = 0;
-    if (rc == BP_OK)
-        rc = bpc_tx_irecv(op, g, s->enc[1], bytes, left_of(g), TAG_TO_RIGHT, &req[k++]);
+    bp_status rc = bpc_tx_irecv(op, g, s->enc[1], bytes, left_of(g), TAG_TO_RIGHT, &req[k++]);
     if (rc == BP_OK)
         rc = bpc_tx_irecv(op, g, s->enc[2], bytes, right_of(g), TAG_TO_LEFT, &req[k++]);
     if (rc == BP_OK)
@@ -133,10 +141,14 @@ static bp_status ring_step(op_ctx *op, bp_comm *g, float *x, size_t n, void *arg
     if (rc == BP_OK) rc = bpc_tx_isend(op, g, s->enc[0], bytes, left_of(g), TAG_TO_LEFT, &req[k++]);
     if (rc == BP_OK) rc = bpc_tx_wait(op, req, k);
     if (rc == BP_OK) rc = absorb(op, s, s->enc[1], s->l);
-    if (rc == BP_OK) rc = absorb(op, s, s->enc[2], s->r);
-    if (rc == BP_OK) rc = absorb(op, s, s->enc[0], s->w);
-    if (rc == BP_OK) memcpy(x, s->w, n * sizeof *x);
-    return rc;
+    return rc == BP_OK ? absorb(op, s, s->enc[2], s->r) : rc;
+}
+
+static bp_status ring_step(op_ctx *op, bp_comm *g, float *x, size_t n, void *arg) {
+    (void)n;
+    bp_ring_lp *s = arg;
+    bp_status rc = ring_local(op, s, x);
+    return rc == BP_OK ? ring_trade(op, g, s) : rc;
 }
 
 static bp_status ring_alloc(bp_ring_lp *s, bp_err *err) {
@@ -193,6 +205,35 @@ bp_status bp_ring_lp_step(bp_ring_lp *s, float *x) {
     bp_status rc = bpc_stage(s->c, &x, s->n, true, &st);
     if (rc == BP_OK) rc = bpc_run_op(s->c, BP_OP_RING_LP, x, s->n, NODE_MEAN, ring_step, s);
     return bpc_unstage(s->c, &st, true, rc);
+}
+
+/* The split step: flat groups and host memory only (a hierarchical group's step
+ * averages the node first, a device's weights are staged: both take the whole
+ * step). */
+static bp_status split_usable(op_ctx *op, const bp_ring_lp *s, bp_comm *c, const float *x) {
+    if (s->c->hier || c->hier)
+        return bpc_op_fail(op, BP_EUSAGE, "the ring's split step needs a flat group");
+    if (c->size != s->c->size || c->rank != s->c->rank)
+        return bpc_op_fail(op, BP_EUSAGE, "the ring's exchange needs its group or a copy of it");
+    if (x && bpc_on_device(s->c, x))
+        return bpc_op_fail(op, BP_EUSAGE, "the ring's split step takes host memory");
+    return BP_OK;
+}
+
+bp_status bp_ring_lp_begin(bp_ring_lp *s, float *x) {
+    op_ctx op;
+    bpc_op_begin(&op, s->c, BP_OP_RING_LP, s->n);
+    bp_status rc = split_usable(&op, s, s->c, x);
+    if (rc == BP_OK) rc = ring_local(&op, s, x);
+    return bpc_op_end(&op, rc);
+}
+
+bp_status bp_ring_lp_exchange(bp_ring_lp *s, bp_comm *c) {
+    op_ctx op;
+    bpc_op_begin(&op, c, BP_OP_RING_LP, s->n);
+    bp_status rc = split_usable(&op, s, c, NULL);
+    if (rc == BP_OK) rc = ring_trade(&op, c, s);
+    return bpc_op_end(&op, rc);
 }
 
 void bp_ring_lp_replicas(const bp_ring_lp *s, const float **w, const float **l, const float **r) {

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "core/device.h"
+#include "core/file.h"
 #include "core/rng.h"
 #include "nn/model.h"
 #include "formats/checkpoint.h"
@@ -26,6 +27,8 @@ static const bp_option sample_options[] = {
     {"seed", BP_OPT_INT64, OFF(seed), 0, NULL, 0, 9.2e18, "N", "seed of the sampler", NULL},
     {"device", BP_OPT_CHOICE, OFF(device), 0, BP_DEVICE_CHOICES, 0, 0, NULL,
      "where to compute: the CPU, or a CUDA GPU", NULL},
+    {"logits", BP_OPT_STRING, OFF(logits), sizeof(((bp_sample_config *)0)->logits), NULL, 0, 0,
+     "FILE", "generate nothing: write the logits at each byte of the prompt to FILE", NULL},
 };
 
 const bp_option *bp_sample_options(int *n) {
@@ -106,6 +109,38 @@ static bp_status generate(bp_model *m, const bp_sample_config *c, FILE *out, bp_
     return rc;
 }
 
+/* The logits of one forward over the prompt (at most seq_len bytes): a line per
+ * position, the vocabulary's values in %.9g (which gives float32's bits back), so that
+ * another implementation's logits on the same bytes can be compared. */
+static bp_status write_logits(bp_model *m, const bp_sample_config *c, bp_err *err) {
+    const bp_model_config *mc = bp_model_get_config(m);
+    size_t t = strlen(c->prompt), V = (size_t)mc->vocab;
+    if (t == 0 || t > (size_t)mc->seq_len)
+        return bp_fail(err, BP_EUSAGE, "sample --logits: the prompt must have 1 to %d bytes "
+                       "(the model's seq_len), not %zu", mc->seq_len, t);
+    int32_t tokens[1024]; /* seq_len <= sizeof prompt */
+    for (size_t i = 0; i < t; i++) tokens[i] = (unsigned char)c->prompt[i];
+    size_t cap = t * V * 17 + 1, len = 0;
+    float *row = malloc(t * V * sizeof *row);
+    char *text = malloc(cap);
+    bp_acts *a = NULL;
+    bp_status rc = row && text ? bp_acts_create(m, 1, (int)t, &a, err)
+                               : bp_fail(err, BP_ENOMEM, "out of memory");
+    bp_batch b = {.B = 1, .T = (int)t, .tokens = tokens};
+    if (rc == BP_OK) rc = bp_model_forward(m, a, &b, NULL, NULL, err);
+    if (rc == BP_OK) {
+        bp_backend_get(bp_model_backend(m), row, bp_acts_logits(a), t * V);
+        for (size_t i = 0; i < t * V; i++)
+            len += (size_t)snprintf(text + len, cap - len, "%.9g%c", (double)row[i],
+                                    (i + 1) % V ? ' ' : '\n');
+        rc = bp_write_file_atomic(c->logits, text, len, err);
+    }
+    bp_acts_destroy(a);
+    free(text);
+    free(row);
+    return rc;
+}
+
 bp_status bp_sample_run(const bp_sample_config *c, FILE *out, bp_err *err) {
     bp_model *m = NULL;
     bp_status rc = bp_checkpoint_load_whole(c->ckpt, &m, err);
@@ -124,7 +159,7 @@ bp_status bp_sample_run(const bp_sample_config *c, FILE *out, bp_err *err) {
     ds.kind = (bp_device_kind)c->device;
     if (rc == BP_OK) rc = bp_train_device_open(&ds, 0, &dev, err);
     if (rc == BP_OK) rc = bp_train_device_adopt(&dev, m, err);
-    if (rc == BP_OK) rc = generate(m, c, out, err);
+    if (rc == BP_OK) rc = c->logits[0] ? write_logits(m, c, err) : generate(m, c, out, err);
     bp_model_destroy(m);
     if (dev.be) bp_train_device_close(&dev);
     return rc;

@@ -322,6 +322,53 @@ static void test_ring_lp_chunks(void **state) {
     bp_codec_destroy(codec);
 }
 
+/* The split step (begin, then the exchange on a duplicate group, as another
+ * thread runs it) gives bp_ring_lp_step's bits: x and the three replicas, over
+ * steps that take the ranks apart, with chunks. A hierarchical group is refused. */
+static void test_ring_lp_split(void **state) {
+    (void)state;
+    enum { N = 2 * 1000 + 17 };
+    for (size_t c = 0; c < 2; c++) {
+        bp_comm *g = group_for(&CONFIGS[c]), *d = group_for(&CONFIGS[c]);
+        bp_codec *ca = NULL, *cb = NULL;
+        assert_int_equal(bp_codec_minmax_u8_create(&ca, NULL), BP_OK);
+        assert_int_equal(bp_codec_minmax_u8_create(&cb, NULL), BP_OK);
+        float *xa = floats(N), *xb = floats(N);
+        for (size_t i = 0; i < N; i++) xa[i] = xb[i] = value_of(me, i, 27);
+        bp_ring_lp *a = NULL, *b = NULL;
+        assert_int_equal(bp_ring_lp_create(g, xa, N, 1000, ca, &a), BP_OK);
+        assert_int_equal(bp_ring_lp_create(g, xb, N, 1000, cb, &b), BP_OK);
+        for (int step = 0; step < 12; step++) {
+            for (size_t i = 0; i < N; i++) {
+                float pull = 0.1f * (xa[i] - value_of(me, i, 28 + (uint64_t)step));
+                xa[i] -= pull, xb[i] -= pull;
+            }
+            assert_int_equal(bp_ring_lp_step(a, xa), BP_OK);
+            assert_int_equal(bp_ring_lp_begin(b, xb), BP_OK);
+            assert_memory_equal(xa, xb, N * sizeof *xa); /* x = w before the exchange */
+            assert_int_equal(bp_ring_lp_exchange(b, d), BP_OK);
+            const float *ra[3], *rb[3];
+            bp_ring_lp_replicas(a, &ra[0], &ra[1], &ra[2]);
+            bp_ring_lp_replicas(b, &rb[0], &rb[1], &rb[2]);
+            for (int k = 0; k < 3; k++) assert_memory_equal(ra[k], rb[k], N * sizeof *xa);
+        }
+        bp_ring_lp_destroy(a), bp_ring_lp_destroy(b);
+        bp_codec_destroy(ca), bp_codec_destroy(cb);
+        free(xa), free(xb);
+        group_done(d), group_done(g);
+    }
+    bp_comm *h = group_for(&CONFIGS[3]);
+    bp_codec *codec = NULL;
+    assert_int_equal(bp_codec_minmax_u8_create(&codec, NULL), BP_OK);
+    float x[4] = {1, 2, 3, 4};
+    bp_ring_lp *s = NULL;
+    assert_int_equal(bp_ring_lp_create(h, x, 4, 0, codec, &s), BP_OK);
+    assert_int_equal(bp_ring_lp_begin(s, x), BP_EUSAGE);
+    bp_ring_lp_destroy(s);
+    bp_codec_destroy(codec);
+    group_done(h);
+}
+
 /* --- PowerSGD ------------------------------------------------------------------- */
 
 /* G_r = A_r B^T with B shared: the average (mean A) B^T has rank k and comes back
@@ -449,6 +496,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_shift_one_hierarchical),
         cmocka_unit_test(test_ring_lp_invariant),
         cmocka_unit_test(test_ring_lp_chunks),
+        cmocka_unit_test(test_ring_lp_split),
         cmocka_unit_test(test_powersgd_allreduce),
         cmocka_unit_test(test_powersgd_batch),
         cmocka_unit_test(test_lp_rejects_nonfinite_and_counts_less),

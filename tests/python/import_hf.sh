@@ -3,7 +3,8 @@
 # export wrote comes back as a checkpoint whose export is the same bytes, which
 # `train --resume` continues, and which samples what the model it came from does;
 # a folder that transformers itself saved (save_pretrained) is imported to the
-# same weights, bit for bit, and generates greedily what transformers generates. transformers comes from
+# same weights, bit for bit, generates greedily what transformers generates, and
+# computes its logits (sample --logits) within float32's rounding of transformers'. transformers comes from
 # PyPI into this test's own venv ($BP_HF_VENV, shared with export_hf.sh). Bad input:
 # another vocabulary, a missing tensor, a run that exists, no --out.
 source "$(dirname "$0")/../cli/lib.sh"
@@ -42,6 +43,20 @@ OMP_NUM_THREADS=1 "$venv/bin/python" "$here/export_hf.py" "$WORK/saved" "$prompt
 cmp -s "$WORK/ours" "$WORK/theirs" ||
   fail "greedy bytes differ: bagpipe '$(cat "$WORK/ours")' transformers '$(cat "$WORK/theirs")'"
 echo "ok: transformers' own folder imported: both generate '$(tr -d '\n' <"$WORK/theirs")'"
+
+# The logits themselves, at every position of a prompt as long as the context.
+long="In the beginning God created the"
+"$BP" sample --ckpt "$WORK/run3" --prompt "$long" --logits "$WORK/logits" >"$WORK/out" ||
+  fail "sample --logits failed"
+[ ! -s "$WORK/out" ] || fail "sample --logits also generated: $(cat "$WORK/out")"
+OMP_NUM_THREADS=1 "$venv/bin/python" "$here/logits_hf.py" "$WORK/saved" "$long" "$WORK/logits" \
+  2>"$WORK/hf.log" || fail "logits: $(tail -1 "$WORK/hf.log")"
+expect 2 "sample --logits: the prompt must have 1 to 32 bytes \\(the model's seq_len\\), not 33" -- \
+  "$BP" sample --ckpt "$WORK/run3" --prompt "${long}m" --logits "$WORK/l2"
+expect 2 "sample --logits: the prompt must have 1 to 32 bytes" -- \
+  "$BP" sample --ckpt "$WORK/run3" --prompt "" --logits "$WORK/l2"
+[ ! -e "$WORK/l2" ] || fail "a refused --logits left a file"
+expect 1 "$WORK/none/l" -- "$BP" sample --ckpt "$WORK/run3" --prompt "$long" --logits "$WORK/none/l"
 
 expect 2 "already holds a run; give a new --out" -- \
   "$BP" import --format hf "$WORK/hf" --out "$WORK/run"

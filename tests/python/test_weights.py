@@ -148,6 +148,31 @@ def test_easgd_is_the_c_rule_bit_for_bit():
             f"{(got - want).abs().max()}"
 
 
+def test_lp_decentralized_overlap_is_the_whole_step():
+    """The ring's step split as optimizer.step takes it (the part that needs no
+    neighbour at once, the exchange on the communication thread while the next
+    step computes) gives the bits of the whole step, bp_ring_lp_step: the weights
+    after every step and the three replicas, with chunks."""
+    g = torch.Generator().manual_seed(11 + _C.rank())
+    flat = torch.randn(2500, generator=g)
+    ref = flat.clone()
+    algo = bpt.LowPrecisionDecentralized(chunk=1000)
+    algo.attach(flat, [flat])
+    ring = _C.Ring(ref.numpy(), 1000)
+    for t in range(6):
+        d = 0.1 * torch.randn(2500, generator=g)
+        flat -= d  # while the last exchange may still run
+        ref -= d
+        algo.after()
+        ring.step(ref.numpy())
+        assert torch.equal(flat, ref), f"lp-decentralized step {t}: {(flat - ref).abs().max()}"
+    want = [torch.empty_like(ref) for _ in range(3)]
+    ring.get(*(x.numpy() for x in want))
+    for got, x, what in zip(algo._replicas(), want, ("w", "l", "r")):
+        assert torch.equal(got, x), f"lp-decentralized: replica {what} differs"
+    algo.finish()
+
+
 def test_registry_gives_the_choices_and_checks():
     """The algorithms, their kinds and their options are the C registry's; a binding's
     keywords are checked by the registry's ranges and choices; an algorithm of the
@@ -246,7 +271,8 @@ def test_errors_are_exceptions():
 if __name__ == "__main__":
     bagpipe.init()
     tests = [test_broadcast_gives_rank_zero_weights, test_decentralized_all_interval_2,
-             test_lp_decentralized_ring, test_easgd_elastic_rule,
+             test_lp_decentralized_ring, test_lp_decentralized_overlap_is_the_whole_step,
+             test_easgd_elastic_rule,
              test_easgd_is_the_c_rule_bit_for_bit, test_registry_gives_the_choices_and_checks,
              test_async_keeps_the_sum_and_averages, test_errors_are_exceptions]
     if _C.size() % 2 == 0:

@@ -8,7 +8,9 @@ the replicas at its points of the step:
                     communication thread; before the optimizer steps, the average
                     replaces the weights: x_{t+1} = avg_peers(x_t) - lr g(x_t)
   lp-decentralized  (D_LP_S) after the local step, at steps 0, k, ...: the ring of
-                    MinMaxUInt8-compressed differences (bp_ring_lp)
+                    MinMaxUInt8-compressed differences (bp_ring_lp); x = w at once,
+                    the neighbours' messages travel on the communication thread
+                    during the next forward and backward
   async             (C_FP_A) the first `warmup` steps average gradients; then a
                     background thread averages the weights every sync_ms
                     (x += avg(s) - s); the optimizer's update holds its lock, so
@@ -172,21 +174,41 @@ class LowPrecisionDecentralized(WeightAlgorithm):
 
     def attach(self, flat, params):
         super().attach(flat, params)
-        self.ring = _C.Ring(_tensors.buf(flat), self.chunk) if _C.size() > 1 else None
+        self.ring = self.worker = None
+        if _C.size() > 1:
+            self.ring = _C.Ring(_tensors.buf(flat), self.chunk)
+            self.worker = _C.Worker("lp-decentralized")
 
     def after(self):
+        """The part of the ring's step that needs no neighbour here (x = w at once);
+        the exchange, which changes only the neighbours' copies l and r, on the
+        communication thread during the next forward and backward: the rule's bits."""
         if self.ring is not None and self.t % self.interval == 0:
-            self.ring.step(_tensors.buf(self.flat))
+            self.worker.settle()
+            self.ring.begin(_tensors.buf(self.flat))
+            self.worker.ring_exchange(self.ring)
         super().after()
+
+    def _settle(self):
+        """Wait for the last exchange: l and r hold the neighbours' updates again."""
+        if self.worker is not None:
+            self.worker.settle()
+
+    def finish(self):
+        self._settle()
+        if self.worker is not None:
+            self.worker.stop()
 
     def _replicas(self):
         """Copies of this rank's w and of its neighbours' l and r (the ring's)."""
+        self._settle()
         w, l, r = (torch.empty_like(self.flat) for _ in range(3))
         self.ring.get(*(_tensors.buf(t) for t in (w, l, r)))
         return w, l, r
 
     def reload(self):
         if self.ring is not None:
+            self._settle()
             x = _tensors.buf(self.flat)
             self.ring.set(x, x, x)
 
@@ -199,6 +221,7 @@ class LowPrecisionDecentralized(WeightAlgorithm):
     def load_state(self, state):
         super().load_state(state)
         if self.ring is not None:
+            self._settle()
             self.ring.set(*(_tensors.buf(state[k].contiguous()) for k in ("w", "left", "right")))
 
 

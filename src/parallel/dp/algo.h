@@ -125,6 +125,10 @@ float *bp_dp_weights(bp_dp *dp, size_t *n);
 /* Wait for the running exchange (the wait counts as exposed time); its status.
  * Only when dp->exchanging. */
 bp_status bp_dp_exchange_wait(bp_dp *dp, bp_err *err);
+/* Start ops->exchange on the communication thread now, from ops->after_step, to
+ * run through the next step (lp-decentralized's ring); nothing when one runs
+ * already. */
+void bp_dp_exchange_start(bp_dp *dp);
 /* Allocate state of `size` zeroed bytes into dp->state (freed by the engine). */
 bp_status bp_dp_state_alloc(bp_dp *dp, size_t size, bp_err *err);
 

@@ -225,10 +225,13 @@ void bp_dp_step_begin(bp_dp *dp, double lr) {
     dp->step_locked = dp->ops->lock != NULL;
     /* An exchange that the algorithm waits for in a later step (streaming-diloco's)
      * runs on through this one; no second one starts beside it. */
-    if (dp->exchanging) return;
-    dp->exchanging = dp->xchg.n > 0 &&
-                     (!dp->ops->exchanges_this_step || dp->ops->exchanges_this_step(dp));
-    if (!dp->exchanging) return;
+    if (!dp->ops->exchanges_this_step || dp->ops->exchanges_this_step(dp))
+        bp_dp_exchange_start(dp);
+}
+
+void bp_dp_exchange_start(bp_dp *dp) {
+    if (dp->exchanging || dp->xchg.n == 0) return;
+    dp->exchanging = true;
     bp_bucketer_begin(&dp->xchg);
     bp_bucketer_block_done(&dp->xchg, INT_MIN); /* ready now: it needs no gradient */
 }

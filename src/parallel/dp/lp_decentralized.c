@@ -8,7 +8,15 @@
  * with C, D MinMaxUInt8's encode and decode, applied to chunks of at most
  * --bucket-mb (Bagua compresses each bucket on its own: one min/max over a large
  * model would give the small tensors no precision). On 2 ranks both neighbours are
- * the one peer, as in Bagua's ring. */
+ * the one peer, as in Bagua's ring.
+ *
+ * The neighbours' messages change only l and r, which the next step reads first:
+ * after_step takes the half of the step that needs no neighbour (bp_ring_lp_begin:
+ * x = w at once) and starts the other (bp_ring_lp_exchange) on the communication
+ * thread, where it runs through the next step's forward, backward and update; the
+ * next mixing step, a checkpoint, an evaluation or the end waits for it. The same
+ * bits as the whole step. Hierarchical groups and device weights take it whole. */
+#include <stdbool.h>
 #include <stdio.h>
 
 #include "parallel/dp/algo.h"
@@ -22,6 +30,7 @@ static const bp_decentralized_settings *settings_of(const bp_dp_config *c) {
 typedef struct lp_decentralized {
     bp_codec *codec;
     bp_ring_lp *ring;
+    bool split; /* the exchange on the communication thread (flat, host weights) */
 } lp_decentralized;
 
 static bp_status create(bp_dp *dp, bp_err *err) {
@@ -30,6 +39,7 @@ static bp_status create(bp_dp *dp, bp_err *err) {
     lp_decentralized *s = dp->state;
     size_t n;
     float *w = bp_dp_weights(dp, &n);
+    s->split = !dp->cfg.hierarchical && dp->be->host_memory && bp_comm_size(dp->comm) > 1;
     if ((rc = bp_codec_minmax_u8_create(&s->codec, err))) return rc;
     return bp_comm_fail(dp->comm,
                         bp_ring_lp_create(dp->comm, w, n, bp_dp_bucket_floats(&dp->cfg), s->codec,
@@ -43,12 +53,28 @@ static void destroy(bp_dp *dp) {
     bp_codec_destroy(s->codec);
 }
 
+/* Never at a step's start: after_step starts it. */
+static bool exchanges_this_step(const bp_dp *dp) {
+    (void)dp;
+    return false;
+}
+
+static bp_status exchange(bp_dp *dp, bp_err *err) {
+    lp_decentralized *s = dp->state;
+    return bp_comm_fail(dp->comm, bp_ring_lp_exchange(s->ring, dp->comm), err);
+}
+
 static bp_status after_step(bp_dp *dp, bp_err *err) {
     /* dp->step counts this step */
     if ((dp->step - 1) % settings_of(&dp->cfg)->interval) return BP_OK;
     lp_decentralized *s = dp->state;
     size_t n;
-    return bp_comm_fail(dp->comm, bp_ring_lp_step(s->ring, bp_dp_weights(dp, &n)), err);
+    float *w = bp_dp_weights(dp, &n);
+    if (!s->split) return bp_comm_fail(dp->comm, bp_ring_lp_step(s->ring, w), err);
+    bp_status rc = dp->exchanging ? bp_dp_exchange_wait(dp, err) : BP_OK;
+    if (rc == BP_OK) rc = bp_comm_fail(dp->comm, bp_ring_lp_begin(s->ring, w), err);
+    if (rc == BP_OK) bp_dp_exchange_start(dp);
+    return rc;
 }
 
 /* The three replicas of the ring (none on ranks outside it). */
@@ -87,6 +113,8 @@ const bp_dp_algo_ops bp_dp_lp_decentralized = {
     .kind = BP_DP_WEIGHT,
     .create = create,
     .destroy = destroy,
+    .exchanges_this_step = exchanges_this_step,
+    .exchange = exchange,
     .after_step = after_step,
     .state = state,
     .describe = describe,
