@@ -7,6 +7,11 @@
 /* The process's library (bp_blas_select); OpenBLAS until one is selected. */
 static bp_blas_lib selected = BP_BLAS_OPENBLAS;
 
+/* This thread's factors hold bf16 values (bp_blas_bf16_inputs). */
+static _Thread_local bool bf16_inputs;
+
+void bp_blas_bf16_inputs(bool on) { bf16_inputs = on; }
+
 static const char *const names[] = {"openblas", "blis", "dnnl", "auto"};
 
 const char *bp_blas_name(bp_blas_lib lib) { return names[lib]; }
@@ -51,6 +56,7 @@ void bp_blas_describe(char *buf, size_t n) {
 void bp_sgemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float *A, int lda,
               const float *B, int ldb, float beta, float *C, int ldc) {
     bp_gemm_args g = {{trans_a, trans_b, M, N, K, lda, ldb, ldc}, alpha, beta, A, B, C};
+    if (bf16_inputs && bp_blas_dnnl_bf16(&g)) return;
     bp_blas_run(selected == BP_BLAS_AUTO ? bp_blas_auto_pick(&g) : selected, &g);
 }
 

@@ -24,6 +24,16 @@ void bp_sgemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, cons
 void bp_dgemm(bool trans_a, bool trans_b, int M, int N, int K, double alpha, const double *A,
               int lda, const double *B, int ldb, double beta, double *C, int ldc);
 
+/* bf16 products. bp_blas_bf16_inputs(true) says that the factors of this thread's
+ * later bp_sgemm calls hold bf16 values (floats whose low 16 bits are zero) until it
+ * is called with false: where bp_blas_bf16_native, they then run on the CPU's bf16
+ * instructions (oneDNN's bf16 matmul on AVX512-BF16 or AMX: exact products, fp32
+ * sums), whatever library was selected; elsewhere, on the selected library in fp32,
+ * which computes the same exact products. Either way only the order of the sums
+ * differs. */
+void bp_blas_bf16_inputs(bool on);
+bool bp_blas_bf16_native(void);
+
 /* Threads the libraries may use in this process (bagpipe uses 1 per rank by default). */
 void bp_blas_set_threads(int n);
 

@@ -26,6 +26,9 @@ void bp_blas_blis(const bp_gemm_args *g);
 void bp_blas_blis_threads(int n);
 void bp_blas_dnnl(const bp_gemm_args *g);
 void bp_blas_dnnl_threads(int n);
+/* g on the CPU's bf16 instructions (blas_dnnl.c; bp_blas_bf16_inputs): false, with C
+ * untouched, where they or oneDNN are missing or oneDNN refused the product. */
+bool bp_blas_dnnl_bf16(const bp_gemm_args *g);
 
 /* AUTO (blas_auto.c): the library for g's shape, measured on copies of g's operands
  * the first time the shape comes. */

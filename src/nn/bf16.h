@@ -8,14 +8,17 @@
  *     activation in backward: a layer computes in fp32 from its bf16 inputs and
  *     rounds each output once, to nearest, ties to even (__float2bfloat16_rn):
  *     overflow goes to infinity, NaN stays NaN.
- *   - Matrix products multiply bf16 inputs and accumulate in fp32; a weight's
- *     gradient accumulates in fp32 and is never rounded.
+ *   - The linear layers' matrix products multiply bf16 inputs and accumulate in fp32;
+ *     a weight's gradient accumulates in fp32 and is never rounded.
  *   - Statistics saved for backward (LayerNorm's mean and rstd, the cross-entropy's
  *     log-sum-exp) and the loss are fp32.
  *
  * On the CPU a bf16 value is kept in a float (a float whose low 16 bits are zero is
  * exactly a bf16), so the layers of nn/ run unchanged and bp_bf16_round applies the
- * rounding where the rules store bf16. Private to nn/. */
+ * rounding where the rules store bf16. The linear layers' products run on the CPU's
+ * bf16 instructions where it has them (core/blas.h, bp_blas_bf16_inputs), else in
+ * fp32 on the same exact factors: the same products, summed in another order.
+ * Private to nn/. */
 #ifndef BP_NN_BF16_H
 #define BP_NN_BF16_H
 

@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "core/blas.h"
 #include "nn/bf16.h"
 #include "nn/gpt_layout.h"
 #include "nn/layers.h"
@@ -254,6 +255,24 @@ static void stored(const bp_model *m, bp_real *x, size_t n) {
     if (m->wcopy) bp_bf16_round(x, n);
 }
 
+/* The linear layers, whose products take bf16 factors under the rules (core/blas.h:
+ * on the CPU's bf16 instructions where it has them). Attention's products stay inside
+ * its layer, in fp32 from its bf16 inputs. */
+static void linear_forward(const bp_model *m, bp_real *y, const bp_real *x, const bp_real *w,
+                           const bp_real *b, int N, int IC, int OC) {
+    bp_blas_bf16_inputs(m->wcopy != NULL);
+    bp_linear_forward(y, x, w, b, N, IC, OC);
+    bp_blas_bf16_inputs(false);
+}
+
+static void linear_backward(const bp_model *m, bp_real *dx, bp_real *dw, bp_real *db,
+                            const bp_real *dy, const bp_real *x, const bp_real *w, int N, int IC,
+                            int OC) {
+    bp_blas_bf16_inputs(m->wcopy != NULL);
+    bp_linear_backward(dx, dw, db, dy, x, w, N, IC, OC);
+    bp_blas_bf16_inputs(false);
+}
+
 /* The tied embedding as the head sees it: the embed block's own when the range holds
  * it (both uses then add into one gradient), else the head's copy. */
 static bp_real *head_wte(bp_model *m, bool grad) {
@@ -272,10 +291,10 @@ static bp_status row_linear_forward(bp_model *m, int block, const char *what, bp
                                     const bp_real *x, const bp_real *w, const bp_real *b, int N,
                                     int IC, int OC, bp_err *err) {
     if (m->tp.size == 1) {
-        bp_linear_forward(y, x, w, b, N, IC, OC);
+        linear_forward(m, y, x, w, b, N, IC, OC);
         return BP_OK;
     }
-    bp_linear_forward(y, x, w, NULL, N, IC, OC);
+    linear_forward(m, y, x, w, NULL, N, IC, OC);
     bp_status rc = bp_model_tp_allreduce(m, y, (size_t)N * OC, block, what, err);
     for (int n = 0; !rc && n < N; n++) bp_vacc(y + (size_t)n * OC, b, (size_t)OC);
     return rc;
@@ -293,7 +312,7 @@ static bp_status layer_forward(bp_model *m, bp_acts *a, int block, bp_err *err) 
 #define S(k) layer_slot(a, block, k)
     bp_layernorm_forward(S(S_LN1), S(S_MEAN1), S(S_RSTD1), x, P(LN1_W), P(LN1_B), N, d.C);
     stored(m, S(S_LN1), NC);
-    bp_linear_forward(S(S_QKV), S(S_LN1), P(ATTN_W), P(ATTN_B), N, d.C, 3 * d.A);
+    linear_forward(m, S(S_QKV), S(S_LN1), P(ATTN_W), P(ATTN_B), N, d.C, 3 * d.A);
     stored(m, S(S_QKV), 3 * NA);
     bp_attention_forward(S(S_ATTY), S(S_ATT), S(S_QKV), B, T, d.A, d.NH);
     stored(m, S(S_ATT), (size_t)B * d.NH * T * T);
@@ -306,7 +325,7 @@ static bp_status layer_forward(bp_model *m, bp_acts *a, int block, bp_err *err) 
     stored(m, S(S_RES2), NC);
     bp_layernorm_forward(S(S_LN2), S(S_MEAN2), S(S_RSTD2), S(S_RES2), P(LN2_W), P(LN2_B), N, d.C);
     stored(m, S(S_LN2), NC);
-    bp_linear_forward(S(S_FCH), S(S_LN2), P(FC_W), P(FC_B), N, d.C, d.F);
+    linear_forward(m, S(S_FCH), S(S_LN2), P(FC_W), P(FC_B), N, d.C, d.F);
     stored(m, S(S_FCH), NF);
     bp_gelu_forward(S(S_FCHG), S(S_FCH), NF);
     stored(m, S(S_FCHG), NF);
@@ -328,7 +347,7 @@ static double head_forward(bp_model *m, bp_acts *a, const int32_t *targets) {
     bp_layernorm_forward(lnf, head_slot(a, S_MEANF), head_slot(a, S_RSTDF), x,
                          wread(m, head, H_LNF_W), wread(m, head, H_LNF_B), N, C);
     stored(m, lnf, (size_t)N * C);
-    bp_linear_forward(logits, lnf, head_wte(m, false), NULL, N, C, V);
+    linear_forward(m, logits, lnf, head_wte(m, false), NULL, N, C, V);
     stored(m, logits, (size_t)N * V);
     return targets ? bp_crossentropy_forward(head_slot(a, S_LSE), logits, targets, N, V) : 0;
 }
@@ -395,12 +414,12 @@ static bp_status layer_backward(bp_model *m, bp_acts *a, int block, const gpt_wo
 #define G(j) bp_model_grad(m, block, j)
 #define S(k) layer_slot(a, block, k)
     /* MLP branch: dres is d out, which is also d res2 through the residual. */
-    bp_linear_backward(w->dwide, G(MPROJ_W), G(MPROJ_B), w->dres, S(S_FCHG), P(MPROJ_W), N, d.F,
+    linear_backward(m, w->dwide, G(MPROJ_W), G(MPROJ_B), w->dres, S(S_FCHG), P(MPROJ_W), N, d.F,
                        d.C);
     stored(m, w->dwide, NF);
     bp_gelu_backward(w->dwide, S(S_FCH), w->dwide, NF);
     stored(m, w->dwide, NF);
-    bp_linear_backward(w->dC, G(FC_W), G(FC_B), w->dwide, S(S_LN2), P(FC_W), N, d.C, d.F);
+    linear_backward(m, w->dC, G(FC_W), G(FC_B), w->dwide, S(S_LN2), P(FC_W), N, d.C, d.F);
     bp_status rc = bp_model_tp_allreduce(m, w->dC, NC, block, "mlp.c_fc backward", err);
     if (rc) return rc;
     stored(m, w->dC, NC);
@@ -408,11 +427,11 @@ static bp_status layer_backward(bp_model *m, bp_acts *a, int block, const gpt_wo
                           S(S_RSTD2), N, d.C);
     stored(m, w->dres, NC);
     /* Attention branch: dres is now d res2, which is also d x through the residual. */
-    bp_linear_backward(w->dC, G(APROJ_W), G(APROJ_B), w->dres, S(S_ATTY), P(APROJ_W), N, d.A, d.C);
+    linear_backward(m, w->dC, G(APROJ_W), G(APROJ_B), w->dres, S(S_ATTY), P(APROJ_W), N, d.A, d.C);
     stored(m, w->dC, NA);
     bp_attention_backward(w->dwide, w->datt, w->dC, S(S_QKV), S(S_ATT), B, T, d.A, d.NH);
     stored(m, w->dwide, 3 * NA);
-    bp_linear_backward(w->dC, G(ATTN_W), G(ATTN_B), w->dwide, S(S_LN1), P(ATTN_W), N, d.C, 3 * d.A);
+    linear_backward(m, w->dC, G(ATTN_W), G(ATTN_B), w->dwide, S(S_LN1), P(ATTN_W), N, d.C, 3 * d.A);
     rc = bp_model_tp_allreduce(m, w->dC, NC, block, "attn.c_attn backward", err);
     if (rc) return rc;
     stored(m, w->dC, NC);
@@ -432,7 +451,7 @@ static void head_backward(bp_model *m, bp_acts *a, const int32_t *targets, bp_re
     bp_crossentropy_backward(dlogits, head_slot(a, S_LOGITS), head_slot(a, S_LSE), targets, N, V,
                              scale);
     stored(m, dlogits, (size_t)N * V);
-    bp_linear_backward(w->dC, head_wte(m, true), NULL, dlogits, head_slot(a, S_LNF),
+    linear_backward(m, w->dC, head_wte(m, true), NULL, dlogits, head_slot(a, S_LNF),
                        head_wte(m, false), N, C, V);
     stored(m, w->dC, (size_t)N * C);
     memset(w->dres, 0, (size_t)N * C * sizeof *w->dres);

@@ -518,7 +518,10 @@ static void note_matmul_choice(trainer *t) {
     t->matmul_noted = true;
     if (c->device.kind == BP_DEVICE_CPU && c->device.dtype == BP_DTYPE_BF16)
         bp_log_info("--dtype bf16 on the CPU: bf16 activations and weight copies by software "
-                    "rounding, fp32 products and master weights");
+                    "rounding, %s, fp32 master weights",
+                    bp_blas_bf16_native() ? "the linear layers' products on the CPU's bf16 "
+                                            "instructions (oneDNN)"
+                                          : "products in fp32 (no bf16 instructions found)");
     if (c->matmul == BP_BLAS_OPENBLAS) return;
     char what[128];
     bp_blas_describe(what, sizeof what);

@@ -19,22 +19,32 @@
 
 enum { M = 37, N = 29, K = 70, PAD = 3 };
 
-static void fill(float *x, size_t n, uint64_t seed) {
+/* Normal values; bf16 ones (the low 16 bits cleared) when bf16 is set. */
+static void fill(float *x, size_t n, uint64_t seed, bool bf16) {
     bp_rng r;
     bp_rng_seed(&r, seed, 0);
-    for (size_t i = 0; i < n; i++) x[i] = (float)bp_rng_normal(&r);
+    for (size_t i = 0; i < n; i++) {
+        x[i] = (float)bp_rng_normal(&r);
+        uint32_t u;
+        memcpy(&u, &x[i], sizeof u);
+        u &= bf16 ? 0xffff0000u : 0xffffffffu;
+        memcpy(&x[i], &u, sizeof u);
+    }
 }
 
 /* C = 1.5 op(A) op(B) - 0.5 C on row strides PAD wider than the matrices; the
- * padding of C must stay as it was. */
-static void check_product(bool ta, bool tb) {
+ * padding of C must stay as it was. bf16: the factors hold bf16 values and the
+ * product is told so (bp_blas_bf16_inputs). */
+static void check_product(bool ta, bool tb, bool bf16) {
     int lda = (ta ? M : K) + PAD, ldb = (tb ? K : N) + PAD, ldc = N + PAD;
     float A[(K + PAD) * (M + PAD)], B[(K + PAD) * (N + PAD)], C[M * (N + PAD)], C0[M * (N + PAD)];
-    fill(A, sizeof A / sizeof *A, 1);
-    fill(B, sizeof B / sizeof *B, 2);
-    fill(C0, sizeof C0 / sizeof *C0, 3);
+    fill(A, sizeof A / sizeof *A, 1, bf16);
+    fill(B, sizeof B / sizeof *B, 2, bf16);
+    fill(C0, sizeof C0 / sizeof *C0, 3, false);
     memcpy(C, C0, sizeof C);
+    bp_blas_bf16_inputs(bf16);
     bp_sgemm(ta, tb, M, N, K, 1.5f, A, lda, B, ldb, -0.5f, C, ldc);
+    bp_blas_bf16_inputs(false);
     for (int i = 0; i < M; i++)
         for (int j = 0; j < N + PAD; j++) {
             if (j >= N) {
@@ -61,9 +71,21 @@ static void test_every_library_every_transpose(void **state) {
             continue;
         }
         assert_int_equal(bp_blas_select((bp_blas_lib)lib, "", "option --matmul", &err), BP_OK);
-        for (int t = 0; t < 4; t++) check_product(t & 1, t & 2);
+        for (int t = 0; t < 4; t++) check_product(t & 1, t & 2, false);
     }
     assert_int_equal(bp_blas_select(BP_BLAS_OPENBLAS, "", "option --matmul", &err), BP_OK);
+}
+
+/* Products on bf16 factors: on the CPU's bf16 instructions where it has them (exact
+ * products, fp32 sums), else in fp32; the same values either way, within the sums'
+ * rounding, whatever the transposes, strides and alpha, beta; a later product on
+ * fp32 factors is an fp32 one again. */
+static void test_bf16_factors(void **state) {
+    (void)state;
+    print_message("bf16 products on this CPU's bf16 instructions: %s\n",
+                  bp_blas_bf16_native() ? "yes" : "no");
+    for (int t = 0; t < 4; t++) check_product(t & 1, t & 2, true);
+    check_product(false, true, false);
 }
 
 static char *only_file(const char *dir) {
@@ -86,7 +108,7 @@ static void test_auto_measures_once_and_keeps_it(void **state) {
     assert_non_null(mkdtemp(dir));
     bp_err err;
     assert_int_equal(bp_blas_select(BP_BLAS_AUTO, dir, "option --matmul", &err), BP_OK);
-    check_product(false, true);
+    check_product(false, true, false);
     char *path = only_file(dir);
     bp_bytes b;
     assert_int_equal(bp_read_file(path, &b, &err), BP_OK);
@@ -106,7 +128,7 @@ static void test_auto_measures_once_and_keeps_it(void **state) {
     bp_blas_describe(what, sizeof what);
     snprintf(want, sizeof want, "auto (%s 1 shapes)", bp_blas_name(other));
     assert_string_equal(what, want);
-    check_product(false, true); /* known: runs on `other`, measures nothing */
+    check_product(false, true, false); /* known: runs on `other`, measures nothing */
     bp_blas_describe(what, sizeof what);
     assert_string_equal(what, want);
     assert_int_equal(bp_blas_select(BP_BLAS_OPENBLAS, "", "option --matmul", &err), BP_OK);
@@ -119,6 +141,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_every_library_every_transpose),
         cmocka_unit_test(test_auto_measures_once_and_keeps_it),
+        cmocka_unit_test(test_bf16_factors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
