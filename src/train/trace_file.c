@@ -7,6 +7,8 @@
  *   {"traceEvents":[...],"displayTimeUnit":"ms",
  *    "otherData":{"producer":"bagpipe","ranks":W,"events_per_rank":cap,
  *                 "dropped_events":[per rank]}}
+ * and, on an emulated device, "dilation":K,"times":"emulated device: wall time /
+ * dilation" in otherData: every time is the device's, the host's divided by K.
  * to a temporary name, flushed and renamed, as checkpoints are, where outputs.c
  * allows: never over a device, a directory or a file of another kind. */
 #include <errno.h>
@@ -76,6 +78,7 @@ bp_status trainer_trace_start(trainer *t, bp_err *err) {
         if (rc) return rc;
         return bp_comm_fail(t->meta, mrc, err); /* BP_OK when another rank failed: agree() tells */
     }
+    bp_trace_set_dilation(t->trace, t->dilation);
     bp_comm *groups[] = {t->grid.dp_comm, t->grid.pp_comm, t->grid.tp_comm, t->grid.embed_comm};
     for (size_t i = 0; i < sizeof groups / sizeof groups[0]; i++)
         if (groups[i]) bp_comm_set_trace(groups[i], t->trace);
@@ -137,12 +140,17 @@ static bp_status gather_into(const bp_comm *g, int size, FILE *f, const char *ow
     return BP_OK;
 }
 
-static void write_tail(FILE *f, int size, size_t cap, const unsigned long long *dropped) {
+static void write_tail(FILE *f, int size, size_t cap, const unsigned long long *dropped,
+                       double dilation) {
     fprintf(f, "\n],\n\"displayTimeUnit\":\"ms\",\n\"otherData\":{\"producer\":\"bagpipe\","
                "\"ranks\":%d,\"events_per_rank\":%zu,\"dropped_events\":[",
             size, cap);
     for (int r = 0; r < size; r++) fprintf(f, "%s%llu", r ? "," : "", dropped[r]);
-    fprintf(f, "]}}\n");
+    fprintf(f, "]");
+    if (dilation > 1)
+        fprintf(f, ",\"dilation\":%.9g,\"times\":\"emulated device: wall time / dilation\"",
+                dilation);
+    fprintf(f, "}}\n");
 }
 
 /* Rank 0: the whole file under a temporary name, then renamed over path. own is
@@ -160,7 +168,7 @@ static bp_status write_rank0(trainer *t, const bp_comm *g, const char *own, size
     int saved = errno;
     if (f) fputs("{\"traceEvents\":[\n", f);
     bp_status rc = gather_into(g, t->size, f, own, own_n, dropped, err);
-    if (f) write_tail(f, t->size, bp_trace_cap(t->trace), dropped);
+    if (f) write_tail(f, t->size, bp_trace_cap(t->trace), dropped, t->dilation);
     free(dropped);
     bool bad = !f;
     if (f) {

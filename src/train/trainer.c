@@ -41,6 +41,7 @@ void trainer_dp_config(const trainer *t, bp_dp_config *d) {
     bp_model_config mc;
     bp_train_dp_config(c, d);
     d->poll_s = poll_s(t);
+    d->dilation = t->dilation;
     bp_train_occ_config(c, &occ);
     bp_train_model_config(c, &mc);
     bp_occ_dp_config(&occ, t->grid.p, t->grid.pp, bp_model_tied_tensor(&mc), d);
