@@ -4,9 +4,17 @@
 # ranks on those hosts as it would over ssh and every byte between hosts crosses a
 # real TCP connection through the kernel, shaped to a link rate by tbf.
 #
-#   scripts/cluster.sh up N [--rate R]    N hosts (N >= 1), every link shaped to R
+#   scripts/cluster.sh up N [--rate R] [--latency L] [--dilation K]
+#                                         N hosts (N >= 1), every link shaped to R
 #                                         in both directions (tc rate, e.g. 100mbit,
-#                                         1gbit; default: not shaped)
+#                                         1gbit; default: not shaped), and L of
+#                                         one-way latency between hosts (50us, 2ms;
+#                                         a netem delay where each host sends);
+#                                         --dilation K (an integer, the emulated
+#                                         device's --dilation): the links K times
+#                                         slower, rate / K and latency x K, so that
+#                                         they keep their ratio to the device's
+#                                         dilated time (docs/manual/devices.md)
 #   scripts/cluster.sh mpirun ARGS...     mpirun with the hostfile, the launcher and
 #                                         the interface flags filled in; ARGS are
 #                                         mpirun's (-np W [--npernode K] CMD...)
@@ -71,6 +79,29 @@ shape() {
   tc -n "$ns" qdisc replace dev "$dev" root tbf rate "$rate" burst "$burst" latency 20ms
 }
 
+# What a host sends: tbf at the rate, or netem with the delay (and the rate) where
+# there is a latency. netem's queue holds about 20 ms at the rate, as tbf's does.
+shape_host() {
+  local ns=$1 bps=$2 lat_us=$3
+  if [ "$lat_us" -eq 0 ]; then
+    shape "$ns" eth0 "${bps}bit"
+    return
+  fi
+  local rate_args=() limit=1000
+  if [ "$bps" -gt 0 ]; then
+    rate_args=(rate "${bps}bit")
+    limit=$((bps / 8 / 50 / 1500 + 100))
+  fi
+  tc -n "$ns" qdisc replace dev eth0 root netem delay "${lat_us}us" "${rate_args[@]}" limit "$limit"
+}
+
+# A latency (number with us or ms) in microseconds.
+latency_us() {
+  local l=${1,,}
+  [[ $l =~ ^([0-9]+)(us|ms)$ ]] || die "bad --latency '$1' (expected e.g. 50us or 2ms)" 2
+  if [ "${BASH_REMATCH[2]}" = ms ]; then echo $((BASH_REMATCH[1] * 1000)); else echo "${BASH_REMATCH[1]}"; fi
+}
+
 # tc's rate syntax (number with kbit, mbit, gbit or bit) in bits per second.
 rate_bps() {
   local r=${1,,}
@@ -100,15 +131,28 @@ EOF
 }
 
 up() {
-  local n=${1:-} rate=""
+  local n=${1:-} rate="" lat="" k=1
   [[ $n =~ ^[0-9]+$ ]] && [ "$n" -ge 1 ] && [ "$n" -le $MAX_HOSTS ] || die "up: expected a number of hosts 1..$MAX_HOSTS, got '${1:-}'" 2
   shift
   while [ $# -gt 0 ]; do
+    [ $# -ge 2 ] || die "up: $1 needs a value" 2
     case $1 in
-      --rate) [ $# -ge 2 ] || die "up: --rate needs a value" 2; rate=$2; rate_bps "$rate" >/dev/null; shift 2 ;;
+      --rate) rate=$2; rate_bps "$rate" >/dev/null ;;
+      --latency) lat=$2; latency_us "$lat" >/dev/null ;;
+      --dilation) k=$2; [[ $k =~ ^[1-9][0-9]*$ ]] || die "up: --dilation expects an integer >= 1, got '$k'" 2 ;;
       *) die "up: unknown option '$1'" 2 ;;
     esac
+    shift 2
   done
+  # Dilated: bits per second / K (at least 1), microseconds x K.
+  local bps=0 lat_us=0
+  [ -z "$rate" ] || bps=$(($(rate_bps "$rate") / k))
+  [ -n "$rate" ] && [ "$bps" -lt 1 ] && bps=1
+  [ -z "$lat" ] || lat_us=$(($(latency_us "$lat") * k))
+  local links="unshaped"
+  [ -z "$rate" ] || links="${bps}bit"
+  [ -z "$lat" ] || links="$links, ${lat_us}us one way"
+  [ "$k" -eq 1 ] || links="$links (${rate:-unshaped} ${lat:+$lat }dilated by $k)"
   [ "$(id -u)" -eq 0 ] || die "up: network namespaces need root" 3
   command -v ip >/dev/null && command -v tc >/dev/null || die "up: needs iproute2 (ip, tc)" 3
   down
@@ -134,14 +178,14 @@ up() {
     # by a full tbf queue must get through on a retry (with 1 retry, connections
     # between busy hosts failed at start-up).
     ip netns exec "$ns" sysctl -qw net.ipv4.tcp_retries2=5 net.ipv4.tcp_syn_retries=3
-    if [ -n "$rate" ]; then
-      shape "$ns" eth0 "$rate" || { down; die "up: tc cannot shape with tbf at '$rate'" 3; }
-      shape "$SW" "h$i" "$rate"
+    if [ -n "$rate" ] || [ -n "$lat" ]; then
+      shape_host "$ns" "$bps" "$lat_us" || { down; die "up: tc cannot shape links to $links (a latency needs the kernel's netem)" 3; }
     fi
+    [ -z "$rate" ] || shape "$SW" "h$i" "${bps}bit"
   done
   for ((i = 0; i < n; i++)); do echo "$(host_ns $i) slots=1"; done >"$STATE/hostfile"
   write_agent "$n"
-  echo "${rate:-unshaped}" >"$STATE/rate"
+  echo "$links" >"$STATE/rate"
   echo "$n" >"$STATE/hosts" # last: the cluster exists once this file does
   trap - ERR
   # The hosts answer each other before anyone starts a job on them.
@@ -151,7 +195,7 @@ up() {
     ip netns exec "$(host_ns 0)" ping -c 1 -W 1 "$last" >/dev/null 2>&1 && break
     sleep 0.1
   done
-  echo "cluster '$NAME': $n hosts $(host_addr 0)..$last, links ${rate:-unshaped}; hostfile $STATE/hostfile"
+  echo "cluster '$NAME': $n hosts $(host_addr 0)..$last, links $links; hostfile $STATE/hostfile"
 }
 
 # The flags that make mpirun use these hosts; the command runs in host 0.
@@ -224,5 +268,5 @@ case $cmd in
   bytes) bytes ;;
   link) link "$@" ;;
   status) status ;;
-  *) die "usage: scripts/cluster.sh up N [--rate R] | mpirun ARGS... | exec H CMD... | bytes | link H up|down | status | down" 2 ;;
+  *) die "usage: scripts/cluster.sh up N [--rate R] [--latency L] [--dilation K] | mpirun ARGS... | exec H CMD... | bytes | link H up|down | status | down" 2 ;;
 esac

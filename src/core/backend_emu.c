@@ -8,13 +8,11 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "core/backend_emu_timeline.h"
 #include "core/timer.h"
 
-struct bp_dev_stream {
-    double busy; /* on the clock: when the work issued so far on it ends */
-};
 struct bp_dev_event {
-    double at; /* on the clock: when it completes */
+    uint64_t op; /* the operation it completes with (0: none) */
 };
 
 typedef struct region {
@@ -23,7 +21,7 @@ typedef struct region {
     struct region *next;
 } region;
 
-enum { MAX_THREADS = 64, TO_DEVICE = 0, TO_HOST = 1 };
+enum { MAX_THREADS = 64 };
 
 typedef struct emu {
     bp_backend table; /* first: the table's address is the instance's */
@@ -31,9 +29,8 @@ typedef struct emu {
     pthread_mutex_t lock;
     region *regions;
     size_t used, peak, capacity;
-    double kernel_busy;  /* the device's one kernel at a time */
-    double copy_busy[2]; /* the host link's copy engines, one per direction */
-    double work_s;       /* modeled seconds issued (bp_backend_emu_work_s) */
+    bp_emu_timeline tl;
+    double work_s; /* modeled seconds issued (bp_backend_emu_work_s) */
     int n_threads;       /* threads with a default stream of their own */
     pthread_t thread[MAX_THREADS];
     bp_dev_stream own[MAX_THREADS];
@@ -52,8 +49,6 @@ static void real_sleep(void *ctx, double t) {
 
 static double now(const emu *b) { return b->cfg.clock.now(b->cfg.clock.ctx); }
 
-static double max2(double a, double b) { return a > b ? a : b; }
-
 /* The calling thread's default stream (under the lock); threads beyond MAX_THREADS
  * share the last. */
 static bp_dev_stream *stream_of(emu *b, bp_dev_stream *s) {
@@ -69,55 +64,70 @@ static bp_dev_stream *stream_of(emu *b, bp_dev_stream *s) {
 
 /* ---- the timeline ---- */
 
-double bp_backend_emu_kernel(const bp_backend *be, bp_dev_stream *s, double seconds) {
+/* Issues an operation of `seconds` (modeled) on `engine` and stream s, or s's wait
+ * for operation `after`; waits first while the launch queue is full. */
+static uint64_t issue(const bp_backend *be, bp_dev_stream *s, int engine, double seconds,
+                      uint64_t after) {
     emu *b = self(be);
-    pthread_mutex_lock(&b->lock);
-    bp_dev_stream *st = stream_of(b, s);
-    double start = max2(max2(now(b), st->busy), b->kernel_busy);
-    double end = start + seconds * b->cfg.dilation;
-    st->busy = b->kernel_busy = end;
+    double t, until;
+    for (;;) {
+        pthread_mutex_lock(&b->lock);
+        bp_emu_tl_advance(&b->tl, t = now(b));
+        if (bp_emu_tl_room(&b->tl, &until)) break;
+        pthread_mutex_unlock(&b->lock);
+        b->cfg.clock.sleep_until(b->cfg.clock.ctx, until);
+    }
+    uint64_t op =
+        bp_emu_tl_issue(&b->tl, stream_of(b, s), engine, t, seconds * b->cfg.dilation, after);
     b->work_s += seconds;
     pthread_mutex_unlock(&b->lock);
-    return end;
+    return op;
 }
 
-void bp_backend_emu_wait(const bp_backend *be, double t) {
-    const emu *b = self(be);
-    if (now(b) < t) b->cfg.clock.sleep_until(b->cfg.clock.ctx, t);
+uint64_t bp_backend_emu_kernel(const bp_backend *be, bp_dev_stream *s, double seconds) {
+    return issue(be, s, BP_EMU_KERNEL, seconds, 0);
+}
+
+/* Sleeps until the end of op as placed when it wakes: an operation issued meanwhile
+ * on another stream may have moved it. */
+void bp_backend_emu_sync(const bp_backend *be, uint64_t op) {
+    emu *b = self(be);
+    for (;;) {
+        pthread_mutex_lock(&b->lock);
+        double t = now(b);
+        bp_emu_tl_advance(&b->tl, t);
+        double end = bp_emu_tl_end(&b->tl, op);
+        pthread_mutex_unlock(&b->lock);
+        if (end <= t) return;
+        b->cfg.clock.sleep_until(b->cfg.clock.ctx, end);
+    }
 }
 
 double bp_backend_emu_busy(const bp_backend *be, bp_dev_stream *s) {
     emu *b = self(be);
     pthread_mutex_lock(&b->lock);
-    double t = stream_of(b, s)->busy;
+    double t = bp_emu_tl_stream_end(&b->tl, stream_of(b, s));
     pthread_mutex_unlock(&b->lock);
     return t;
 }
 
 /* A memory-bound kernel over `bytes`. */
-static double pass(const bp_backend *be, double bytes) {
+static uint64_t pass(const bp_backend *be, double bytes) {
     return bp_backend_emu_kernel(be, NULL, bp_device_op_s(&self(be)->cfg.rate, 0, bytes));
 }
 
 /* A pass over n floats touching `per` floats per element, whose result the host
  * waits for. */
 static void pass_wait(const bp_backend *be, size_t n, double per) {
-    bp_backend_emu_wait(be, pass(be, (double)n * per * sizeof(float)));
+    bp_backend_emu_sync(be, pass(be, (double)n * per * sizeof(float)));
 }
 
-/* A copy over the host link in direction `dir`, which the host waits for. */
-static void host_copy(const bp_backend *be, int dir, size_t bytes) {
-    emu *b = self(be);
-    const bp_emu_config *c = &b->cfg;
-    pthread_mutex_lock(&b->lock);
-    bp_dev_stream *st = stream_of(b, NULL);
-    double start = max2(max2(now(b), st->busy), b->copy_busy[dir]);
+/* A copy over the host link on the engine of its direction, which the host waits
+ * for. */
+static void host_copy(const bp_backend *be, int engine, size_t bytes) {
+    const bp_emu_config *c = &self(be)->cfg;
     double s = c->rate.launch_s + (double)bytes / c->sheet->host_Bps;
-    double end = start + s * c->dilation;
-    st->busy = b->copy_busy[dir] = end;
-    b->work_s += s;
-    pthread_mutex_unlock(&b->lock);
-    bp_backend_emu_wait(be, end);
+    bp_backend_emu_sync(be, issue(be, NULL, engine, s, 0));
 }
 
 /* ---- memory ---- */
@@ -222,13 +232,13 @@ static void emu_host_free(const bp_backend *be, void *p) {
 
 static void emu_to_device(const bp_backend *be, void *dst, const void *src, size_t bytes) {
     (void)dst, (void)src;
-    host_copy(be, TO_DEVICE, bytes);
+    host_copy(be, BP_EMU_TO_DEVICE, bytes);
 }
 
 /* Zeros: deterministic and finite wherever the host reads them (codecs, messages). */
 static void emu_to_host(const bp_backend *be, void *dst, const void *src, size_t bytes) {
     (void)src;
-    host_copy(be, TO_HOST, bytes);
+    host_copy(be, BP_EMU_TO_HOST, bytes);
     memset(dst, 0, bytes);
 }
 
@@ -294,8 +304,10 @@ static bp_status emu_stream_create(const bp_backend *be, bp_dev_stream **out, bp
     *out = calloc(1, sizeof **out);
     return *out ? BP_OK : bp_fail(err, BP_ENOMEM, "emulated device: cannot allocate a stream");
 }
+/* Once its work is over: no operation on the timeline refers to it then. */
 static void emu_stream_destroy(const bp_backend *be, bp_dev_stream *s) {
-    (void)be;
+    if (!s) return;
+    bp_backend_emu_sync(be, s->last);
     free(s);
 }
 static bp_status emu_event_create(const bp_backend *be, bp_dev_event **out, bp_err *err) {
@@ -310,22 +322,21 @@ static void emu_event_destroy(const bp_backend *be, bp_dev_event *e) {
 static bp_status emu_event_record(const bp_backend *be, bp_dev_event *e, bp_dev_stream *s,
                                   bp_err *err) {
     (void)err;
-    e->at = bp_backend_emu_busy(be, s);
+    emu *b = self(be);
+    pthread_mutex_lock(&b->lock);
+    e->op = stream_of(b, s)->last;
+    pthread_mutex_unlock(&b->lock);
     return BP_OK;
 }
 static bp_status emu_stream_wait(const bp_backend *be, bp_dev_stream *s, bp_dev_event *e,
                                  bp_err *err) {
     (void)err;
-    emu *b = self(be);
-    pthread_mutex_lock(&b->lock);
-    bp_dev_stream *st = stream_of(b, s);
-    st->busy = max2(st->busy, e->at);
-    pthread_mutex_unlock(&b->lock);
+    issue(be, s, BP_EMU_WAIT, 0, e->op);
     return BP_OK;
 }
 static bp_status emu_event_sync(const bp_backend *be, bp_dev_event *e, bp_err *err) {
     (void)err;
-    bp_backend_emu_wait(be, e->at);
+    bp_backend_emu_sync(be, e->op);
     return BP_OK;
 }
 
@@ -364,6 +375,10 @@ bp_status bp_backend_emu_create(const bp_emu_config *c, bp_backend **out, bp_err
     if (!c->sheet || !(c->dilation >= 1))
         return bp_fail(err, BP_EUSAGE, "emulated device: a data sheet and a dilation >= 1");
     emu *b = calloc(1, sizeof *b);
+    if (b && !bp_emu_tl_init(&b->tl)) {
+        free(b);
+        b = NULL;
+    }
     if (!b) return bp_fail(err, BP_ENOMEM, "emulated device: cannot allocate the backend");
     b->table = emu_table;
     b->table.ctx = b;
@@ -379,6 +394,7 @@ void bp_backend_emu_destroy(bp_backend *be) {
     if (!be) return;
     emu *b = self(be);
     while (b->regions) emu_free(be, b->regions->base);
+    bp_emu_tl_free(&b->tl);
     pthread_mutex_destroy(&b->lock);
     free(b);
 }

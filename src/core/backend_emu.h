@@ -3,14 +3,21 @@
  * host never touches (reserved, inaccessible, no pages behind it), counted against
  * the GPU's capacity; its operations run on an emulated device timeline:
  *
- *  - each stream is busy until a time; an operation issued at host time t on stream
- *    s starts at max(t, s's busy time) and lasts its modeled duration;
- *  - kernels also wait for the device: it runs one kernel at a time, whichever
- *    stream or thread issued it; copies over the host link use the link's copy
- *    engine of their direction instead, so they overlap kernels;
+ *  - each stream runs its operations in issue order, each lasting its modeled
+ *    duration;
+ *  - the device runs one kernel at a time, whichever stream or thread issued it;
+ *    copies over the host link use the link's copy engine of their direction
+ *    instead, so they overlap kernels;
+ *  - streams interleave: when the device finishes a kernel it starts, of the
+ *    streams' next kernels, the one ready longest (ready: issued, and its stream's
+ *    previous work done; ties by issue order), so a kernel that the communication
+ *    thread issues during a queued backward runs at the next kernel boundary, not
+ *    after the backward (core/backend_emu_timeline.h);
  *  - the host returns at once from a kernel; it waits (sleeping) for what it must
  *    see: event_sync, to_host and to_device (both wait for their copy, as the cuda
- *    backend's do), and the results of all_finite, sumsq and zero_nonfinite;
+ *    backend's do), and the results of all_finite, sumsq and zero_nonfinite; a wait
+ *    reads the end again when it wakes, since work issued meanwhile on another
+ *    stream may have moved it;
  *  - each thread's default stream (stream NULL) is its own, as with CUDA's
  *    per-thread default streams: the communication thread's copies wait for the
  *    kernels it issued, not for the step's later ones.
@@ -20,6 +27,8 @@
  * is the clock's time divided by it. */
 #ifndef BP_CORE_BACKEND_EMU_H
 #define BP_CORE_BACKEND_EMU_H
+
+#include <stdint.h>
 
 #include "core/backend.h"
 #include "core/devsheet.h"
@@ -46,13 +55,13 @@ bool bp_backend_is_emu(const bp_backend *be);
 const bp_emu_config *bp_backend_emu_config(const bp_backend *be);
 
 /* A kernel of `seconds` (modeled, before dilation) on stream s (NULL: the calling
- * thread's default stream): what the models' device operations issue. Returns its
- * end on the clock. */
-double bp_backend_emu_kernel(const bp_backend *be, bp_dev_stream *s, double seconds);
-/* The host waits (sleeps) until the clock reads t. */
-void bp_backend_emu_wait(const bp_backend *be, double t);
+ * thread's default stream): what the models' device operations issue. Returns the
+ * kernel's number, for bp_backend_emu_sync. */
+uint64_t bp_backend_emu_kernel(const bp_backend *be, bp_dev_stream *s, double seconds);
+/* The host waits (sleeps) until the kernel numbered `op` has run. */
+void bp_backend_emu_sync(const bp_backend *be, uint64_t op);
 /* The end on the clock of the work issued so far on s (NULL: the calling thread's
- * default stream). */
+ * default stream), as the timeline stands now. */
 double bp_backend_emu_busy(const bp_backend *be, bp_dev_stream *s);
 /* Modeled seconds (before dilation) of every kernel and copy issued so far: what
  * the device was busy with, however the host kept it fed. */

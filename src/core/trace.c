@@ -26,6 +26,7 @@ typedef struct thread_slot {
 struct bp_trace {
     pthread_mutex_t mu; /* guards everything below */
     double origin;
+    double dilation; /* times are divided by it */
     int64_t step;
     event *ring;
     size_t cap, head, count; /* oldest event at head */
@@ -48,6 +49,7 @@ bp_status bp_trace_create(size_t cap, bp_trace **out, bp_err *err) {
     pthread_mutex_init(&t->mu, NULL);
     t->cap = cap;
     t->origin = bp_now();
+    t->dilation = 1;
     t->threads[0] = (thread_slot){pthread_self(), "main"};
     t->n_threads = 1;
     *out = t;
@@ -65,6 +67,12 @@ void bp_trace_destroy(bp_trace *t) {
 void bp_trace_set_origin(bp_trace *t, double origin) {
     pthread_mutex_lock(&t->mu);
     t->origin = origin;
+    pthread_mutex_unlock(&t->mu);
+}
+
+void bp_trace_set_dilation(bp_trace *t, double k) {
+    pthread_mutex_lock(&t->mu);
+    t->dilation = k >= 1 ? k : 1;
     pthread_mutex_unlock(&t->mu);
 }
 
@@ -113,7 +121,8 @@ void bp_trace_add_(bp_trace *t, const char *cat, const char *name, double t0,
     } else {
         t->count++;
     }
-    *e = (event){.ts = (t0 - t->origin) * 1e6, .dur = (t1 - t0) * 1e6, .cat = cat, .name = name,
+    double us = 1e6 / t->dilation;
+    *e = (event){.ts = (t0 - t->origin) * us, .dur = (t1 - t0) * us, .cat = cat, .name = name,
                  .step = t->step, .tid = thread_index(t), .a = *a};
     pthread_mutex_unlock(&t->mu);
 }

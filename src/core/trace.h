@@ -45,6 +45,9 @@ void bp_trace_destroy(bp_trace *t);
 /* Times of events are microseconds since `origin` (seconds of bp_now()). Processes
  * that agree on an instant (leaving a barrier) and set it as origin share an axis. */
 void bp_trace_set_origin(bp_trace *t, double origin);
+/* Times of events recorded from now on are divided by k (>= 1): an emulated
+ * device's dilation, so that the trace shows the device's time, not the host's. */
+void bp_trace_set_dilation(bp_trace *t, double k);
 /* The optimizer step that events recorded from now on belong to (shown as "step"). */
 void bp_trace_set_step_(bp_trace *t, int64_t step);
 /* Name the calling thread's track. */

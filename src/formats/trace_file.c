@@ -7,6 +7,8 @@
  *   {"traceEvents":[...],"displayTimeUnit":"ms",
  *    "otherData":{"producer":"bagpipe","ranks":W,"events_per_rank":cap,
  *                 "dropped_events":[per rank]}}
+ * and, on an emulated device, "dilation":K,"times":"emulated device: wall time /
+ * dilation" in otherData: every time is the device's, the host's divided by K.
  * to a temporary name, flushed and renamed, as checkpoints are, where the trainer's
  * check of its outputs allows: never over a device, a directory or a file of
  * another kind. */
@@ -81,6 +83,7 @@ bp_status bp_trace_file_start(const bp_trace_job *j, size_t events, bp_trace **o
         if (rc) return rc;
         return bp_comm_fail(j->meta, mrc, err); /* BP_OK when another rank failed: the caller's agreement tells */
     }
+    bp_trace_set_dilation(trace, j->dilation);
     const bp_grid *g = j->grid;
     bp_comm *groups[] = {g->dp_comm, g->pp_comm, g->tp_comm, g->embed_comm};
     for (size_t i = 0; i < sizeof groups / sizeof groups[0]; i++)
@@ -144,12 +147,17 @@ static bp_status gather_into(const bp_comm *g, int size, FILE *f, const char *ow
     return BP_OK;
 }
 
-static void write_tail(FILE *f, int size, size_t cap, const unsigned long long *dropped) {
+static void write_tail(FILE *f, int size, size_t cap, const unsigned long long *dropped,
+                       double dilation) {
     fprintf(f, "\n],\n\"displayTimeUnit\":\"ms\",\n\"otherData\":{\"producer\":\"bagpipe\","
                "\"ranks\":%d,\"events_per_rank\":%zu,\"dropped_events\":[",
             size, cap);
     for (int r = 0; r < size; r++) fprintf(f, "%s%llu", r ? "," : "", dropped[r]);
-    fprintf(f, "]}}\n");
+    fprintf(f, "]");
+    if (dilation > 1)
+        fprintf(f, ",\"dilation\":%.9g,\"times\":\"emulated device: wall time / dilation\"",
+                dilation);
+    fprintf(f, "}}\n");
 }
 
 /* Rank 0: the whole file under a temporary name, then renamed over path. own is
@@ -168,7 +176,7 @@ static bp_status write_rank0(const bp_trace_job *j, bp_trace *trace, const char 
     int saved = errno;
     if (f) fputs("{\"traceEvents\":[\n", f);
     bp_status rc = gather_into(g, j->size, f, own, own_n, dropped, err);
-    if (f) write_tail(f, j->size, bp_trace_cap(trace), dropped);
+    if (f) write_tail(f, j->size, bp_trace_cap(trace), dropped, j->dilation);
     free(dropped);
     bool bad = !f;
     if (f) {

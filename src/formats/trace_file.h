@@ -18,6 +18,7 @@ typedef struct bp_trace_job {
     const bp_grid *grid; /* this rank's place: its groups record, its name in the events */
     int rank, size;      /* in meta */
     const char *path;    /* the file; "": no trace */
+    double dilation;     /* emulated device: times divided by it; 1 otherwise */
 } bp_trace_job;
 
 /* What a trace file begins with, for bp_check_output. */

@@ -48,9 +48,8 @@ static bool tp_layer(const bp_model *m, int b) {
 }
 
 /* Block b's forward or backward: its time, in two halves around two allreduces of
- * the residual stream in a tensor-parallel layer. Returns the end of its last
- * kernel. */
-static bp_status run_block(bp_model *m, bp_acts *a, int b, bool backward, double *end,
+ * the residual stream in a tensor-parallel layer. *end: its last kernel. */
+static bp_status run_block(bp_model *m, bp_acts *a, int b, bool backward, uint64_t *end,
                            bp_err *err) {
     double s = bp_model_block_s(rate_of(m), &m->cfg, m->tp.size, b, a->B, a->T, backward);
     if (!tp_layer(m, b)) {
@@ -71,7 +70,7 @@ static bp_status run_block(bp_model *m, bp_acts *a, int b, bool backward, double
 static bp_status emu_forward(bp_model *m, bp_acts *a, const bp_batch *b, const bp_real *x_in,
                              double *loss, bp_err *err) {
     (void)b, (void)x_in;
-    double end;
+    uint64_t end;
     for (int blk = m->begin; blk < m->end; blk++) {
         bp_status rc = run_block(m, a, blk, false, &end, err);
         if (rc) return rc;
@@ -84,11 +83,11 @@ static bp_status emu_backward(bp_model *m, bp_acts *a, const bp_batch *b, const 
                               bp_real *dx_in, bp_real loss_scale, bp_err *err) {
     (void)b, (void)dy, (void)dx_in, (void)loss_scale;
     for (int blk = m->end - 1; blk >= m->begin; blk--) {
-        double end;
+        uint64_t end;
         bp_status rc = run_block(m, a, blk, true, &end, err);
         if (rc) return rc;
         if (!m->grad_hook) continue;
-        bp_backend_emu_wait(m->be, end);
+        bp_backend_emu_sync(m->be, end);
         bp_model_block_done(m, blk);
     }
     return BP_OK;

@@ -61,6 +61,9 @@ typedef struct bp_dp_config {
      * (with overlap on). */
     bool early_update;
     double poll_s;         /* bp_comm_set_poll of the dp group (its waits share cores) */
+    /* An emulated device's dilation: host intervals (async's --sync-ms) this many
+     * times longer, as every modeled duration is (0 or 1: as given). */
+    double dilation;
     uint64_t seed;         /* PowerSGD's Q */
     /* A tensor (by name) the gradient algorithms leave out of their reduction because
      * the caller reduces it otherwise (Optimus-CC's fused embedding sync); NULL: none. */

@@ -265,9 +265,9 @@ double bp_sim_ring_allreduce_s(const bp_sim_machine *m, const bp_sim_link *l, in
      * exchange (a ring where every exchange waits for a wake-up is as slow as the
      * slowest rank's scheduling, which the machine's load already stands for). */
     bp_sim_link quick = *l;
-    quick.wake_s = 0;
+    if (!m->polls) quick.wake_s = 0;
     size_t part = (n + (size_t)ranks - 1) / (size_t)ranks;
-    return bp_sim_allreduce_s(&quick, ranks, n * sizeof(bp_real)) + l->wake_s +
+    return bp_sim_allreduce_s(&quick, ranks, n * sizeof(bp_real)) + (m->polls ? 0 : l->wake_s) +
            (double)(ranks - 1) * bp_sim_vec_s(m, part) + bp_sim_staging_s(m, n);
 }
 

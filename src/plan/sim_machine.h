@@ -66,6 +66,10 @@ typedef struct bp_sim_machine {
                                  * a collective on device memory stages its buffer through
                                  * host copies there and back (comm/memory.c); 0: none */
     int ranks_per_node;         /* 0: every rank on one node */
+    /* Waiting ranks test and sleep, each exchange on its own (an emulated device's
+     * run: the links' wake_s is half its poll interval): a ring pays wake_s at
+     * every exchange, not once per collective. */
+    bool polls;
     bp_sim_link intra, inter;
     bp_sim_measured_link measured; /* NULL: the levels alone */
     const void *measured_ctx;

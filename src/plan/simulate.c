@@ -118,10 +118,19 @@ static bp_sim_link level(const bp_simulate_config *c, const char *spec, double c
     return l;
 }
 
+/* An emulated run's waiting ranks test for their message and sleep the poll
+ * interval (--comm-poll-us of the device's time: dilated, at most 10 ms of the
+ * host's, train/trainer.c), so each message waited for is seen half an interval
+ * late on average. */
+static double emulated_wake_s(const bp_simulate_config *c) {
+    double k = c->train.device.dilation >= 1 ? c->train.device.dilation : 1;
+    return 0.5 * fmin(c->train.comm.poll_us * 1e-6, 0.01 / k);
+}
+
 /* Links: --net on every link, as comm/ emulates it per process; else the levels;
  * what is not given is this machine's shared memory (a message is copied twice). */
 static void set_network(const bp_simulate_config *c, const bp_sim_profile *p, bp_sim_machine *m) {
-    double copy = p ? p->copy_Bps / 2 : 0, wake = p ? p->wake_s : 0;
+    double copy = p ? p->copy_Bps / 2 : 0, wake = p ? p->wake_s : m->polls ? emulated_wake_s(c) : 0;
     if (c->train.comm.net[0]) {
         m->intra = m->inter = level(c, c->train.comm.net, copy, wake);
         /* One network for every link; hierarchical's nodes are still the runtime's
@@ -266,7 +275,8 @@ static bp_status emulated_device(const bp_simulate_config *c, bp_sim_machine *m,
                                         "option --dtype bf16", &r, err);
     if (rc == BP_OK)
         *m = (bp_sim_machine){.flops = r.flops, .mem_Bps = r.mem_Bps, .efficiency = r.efficiency,
-                              .launch_s = r.launch_s, .host_Bps = d->sheet->host_Bps};
+                              .launch_s = r.launch_s, .host_Bps = d->sheet->host_Bps,
+                              .polls = true};
     return rc;
 }
 

@@ -41,6 +41,7 @@ void trainer_dp_config(const trainer *t, bp_dp_config *d) {
     bp_model_config mc;
     bp_train_dp_config(c, d);
     d->poll_s = poll_s(t);
+    d->dilation = t->dilation;
     bp_train_occ_config(c, &occ);
     bp_train_model_config(c, &mc);
     bp_occ_dp_config(&occ, t->grid.p, t->grid.pp, bp_model_tied_tensor(&mc), d);
@@ -325,7 +326,7 @@ static bp_status setup_world(trainer *t, bp_err *err) {
 /* This rank's job as the --trace file sees it (formats/trace_file.h). */
 static bp_trace_job trace_job(const trainer *t) {
     return (bp_trace_job){.meta = t->meta, .grid = &t->grid, .rank = t->rank, .size = t->size,
-                          .path = t->cfg->trace};
+                          .path = t->cfg->trace, .dilation = t->dilation};
 }
 
 static bp_status setup(trainer *t, bp_err *err) {

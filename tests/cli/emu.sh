@@ -25,8 +25,10 @@ expect 1 "emulated V100-SXM2-32GB: out of memory allocating activations: needs a
   "$BP" train --device emu:v100 --layers 1 --embd 64 --heads 2 --seq-len 256 --batch 60000 \
   --data "$TEXT" --steps 2 --progress none --out "$WORK/oom"
 
-# The metrics: emulated, its dilation, the loss absent; no checkpoint written.
-"$BP" train "${E[@]}" --steps 4 --log-every 1 --dilation 8 --out "$WORK/m" >/dev/null 2>"$WORK/err" ||
+# The metrics: emulated, its dilation, the loss absent; no checkpoint written; the
+# trace's times divided by the dilation.
+"$BP" train "${E[@]}" --steps 4 --log-every 1 --dilation 8 --out "$WORK/m" --trace "$WORK/m/trace.json" \
+  >/dev/null 2>"$WORK/err" ||
   fail "a run on emu:a100 failed: $(cat "$WORK/err")"
 M="$WORK/m/metrics.jsonl"
 grep -q '"type":"config",.*"device":"emulated A100-SXM4-40GB","dilation":8,.*"loss":"absent' "$M" ||
@@ -35,6 +37,9 @@ grep -q '"type":"config",.*"device":"emulated A100-SXM4-40GB","dilation":8,.*"lo
 grep -q 'device: emulated A100-SXM4-40GB, dilation 8 (--dilation)' "$WORK/err" ||
   fail "the header does not state the device and dilation: $(cat "$WORK/err")"
 if ls -d "$WORK/m"/ckpt-* >/dev/null 2>&1; then fail "a checkpoint was written on an emulated device"; fi
+# The trace is in the device's time, and says so.
+grep -q '"dilation":8,"times":"emulated device: wall time / dilation"' "$WORK/m/trace.json" ||
+  fail "the trace does not say its times are the device's: $(tail -2 "$WORK/m/trace.json")"
 # Without --dilation the header states the one chosen.
 "$BP" train "${E[@]}" --steps 1 --out "$WORK/d" >/dev/null 2>"$WORK/err" || fail "emu run failed"
 grep -qE 'dilation [0-9]+ \(chosen from the configuration\)' "$WORK/err" ||

@@ -1,9 +1,11 @@
 /* core/backend_emu: the emulated device's timeline, checked on a virtual clock (no
  * test here depends on the machine's speed): an operation starts at the later of
  * its issue and its stream's busy time, kernels of different streams run one at a
- * time, copies overlap kernels, the host's waits end exactly when the timeline
- * reaches them, durations stretch by the dilation; and memory past the device's
- * capacity is refused with the need and the capacity. */
+ * time and interleave at kernel boundaries, copies overlap kernels, the host's
+ * waits end exactly when the timeline reaches them (read again when they wake),
+ * durations stretch by the dilation; and memory past the device's capacity is
+ * refused with the need and the capacity. */
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -21,17 +23,31 @@ static const bp_device_sheet sheet = {.name = "test", .title = "Test-GPU", .fp32
                                       .tf32_flops = 1e12, .mem_Bps = 1e9,
                                       .mem_bytes = 2 * GiB, .launch_s = 0, .host_Bps = 1e9};
 
-/* The virtual clock: now is t; sleeping until u sets t to u. */
+/* The virtual clock: now is t; sleeping until u sets t to u. A sleep that passes
+ * `at` first runs `then` at that time (once): what another thread does while the
+ * host sleeps. */
 typedef struct vclock {
     double t;
     int sleeps;
+    double at;
+    void (*then)(struct vclock *c);
+    void *arg, *arg2;
 } vclock;
 static double v_now(void *ctx) { return ((vclock *)ctx)->t; }
 static void v_sleep(void *ctx, double u) {
     vclock *c = ctx;
     c->sleeps++;
+    if (c->then && c->t <= c->at && u > c->at) {
+        void (*then)(vclock *) = c->then;
+        c->then = NULL;
+        c->t = c->at;
+        then(c);
+    }
     if (u > c->t) c->t = u;
 }
+
+/* Times that sums of durations reach, to rounding. */
+static void assert_near(double x, double y) { assert_true(fabs(x - y) < 1e-9); }
 
 static bp_backend *make(vclock *c, double dilation) {
     bp_emu_config cfg = {.sheet = &sheet,
@@ -49,12 +65,20 @@ static void start_is_issue_or_stream_busy(void **state) {
     (void)state;
     vclock c = {0};
     bp_backend *be = make(&c, 1);
-    assert_true(bp_backend_emu_kernel(be, NULL, 1.0) == 1.0); /* idle: starts at issue */
+    bp_backend_emu_kernel(be, NULL, 1.0);
+    assert_true(bp_backend_emu_busy(be, NULL) == 1.0); /* idle: starts at issue */
     c.t = 0.5;
-    assert_true(bp_backend_emu_kernel(be, NULL, 1.0) == 2.0); /* behind the first */
+    bp_backend_emu_kernel(be, NULL, 1.0);
+    assert_true(bp_backend_emu_busy(be, NULL) == 2.0); /* behind the first */
     c.t = 5;
-    assert_true(bp_backend_emu_kernel(be, NULL, 1.0) == 6.0); /* idle again */
+    bp_backend_emu_kernel(be, NULL, 1.0);
+    assert_true(bp_backend_emu_busy(be, NULL) == 6.0); /* idle again */
     assert_true(c.t == 5); /* the host returned at once every time */
+    uint64_t k = bp_backend_emu_kernel(be, NULL, 0.5);
+    bp_backend_emu_sync(be, k); /* sleeps until it has run */
+    assert_true(c.t == 6.5);
+    bp_backend_emu_sync(be, k); /* over: returns at once */
+    assert_true(c.sleeps == 1);
     bp_backend_emu_destroy(be);
 }
 
@@ -68,8 +92,10 @@ static void one_kernel_at_a_time_across_streams(void **state) {
     assert_int_equal(be->stream_create(be, &a, &err), BP_OK);
     assert_int_equal(be->stream_create(be, &b, &err), BP_OK);
     assert_int_equal(be->event_create(be, &e, &err), BP_OK);
-    assert_true(bp_backend_emu_kernel(be, a, 1.0) == 1.0);
-    assert_true(bp_backend_emu_kernel(be, b, 0.25) == 1.25); /* b was idle, the device not */
+    bp_backend_emu_kernel(be, a, 1.0);
+    assert_true(bp_backend_emu_busy(be, a) == 1.0);
+    bp_backend_emu_kernel(be, b, 0.25);
+    assert_true(bp_backend_emu_busy(be, b) == 1.25); /* b was idle, the device not */
     assert_true(bp_backend_emu_busy(be, a) == 1.0);
     assert_int_equal(be->event_record(be, e, b, &err), BP_OK);
     assert_true(c.t == 0);
@@ -85,6 +111,82 @@ static void one_kernel_at_a_time_across_streams(void **state) {
     bp_backend_emu_destroy(be);
 }
 
+/* The step's stream queues ten kernels of 1 s at 0 (a backward issued at once);
+ * at 2.5 another stream (the communication thread's) issues one of 0.1 s. The
+ * device runs it at the next kernel boundary, 3, not after the ten: among the
+ * streams' next kernels it starts the one ready longest. */
+static void other_stream_runs_at_next_kernel_boundary(void **state) {
+    (void)state;
+    vclock c = {0};
+    bp_backend *be = make(&c, 1);
+    bp_dev_stream *a, *b;
+    bp_dev_event *e;
+    bp_err err;
+    assert_int_equal(be->stream_create(be, &a, &err), BP_OK);
+    assert_int_equal(be->stream_create(be, &b, &err), BP_OK);
+    assert_int_equal(be->event_create(be, &e, &err), BP_OK);
+    for (int k = 0; k < 10; k++) bp_backend_emu_kernel(be, a, 1.0);
+    assert_near(bp_backend_emu_busy(be, a), 10.0);
+    c.t = 2.5;
+    bp_backend_emu_kernel(be, b, 0.1);
+    assert_near(bp_backend_emu_busy(be, b), 3.1);
+    assert_near(bp_backend_emu_busy(be, a), 10.1); /* a's fourth kernel ran after it */
+    assert_int_equal(be->event_record(be, e, b, &err), BP_OK);
+    assert_int_equal(be->event_sync(be, e, &err), BP_OK);
+    assert_near(c.t, 3.1);
+    /* two kernels at once on b alternate with a's: b, a, b */
+    bp_backend_emu_kernel(be, b, 0.1);
+    bp_backend_emu_kernel(be, b, 0.1);
+    assert_near(bp_backend_emu_busy(be, b), 5.3);
+    assert_near(bp_backend_emu_busy(be, a), 10.3);
+    be->event_destroy(be, e);
+    be->stream_destroy(be, a);
+    be->stream_destroy(be, b);
+    bp_backend_emu_destroy(be);
+}
+
+/* Issued while the host sleeps for a's fourth kernel (due at 4), b's kernel runs
+ * before it: the host wakes at 4, finds it moved to 4.1, and sleeps again. */
+static void issue_b(vclock *c) { bp_backend_emu_kernel(c->arg, c->arg2, 0.1); }
+
+static void a_wait_rechecks_a_moved_completion(void **state) {
+    (void)state;
+    vclock c = {0};
+    bp_backend *be = make(&c, 1);
+    bp_dev_stream *a, *b;
+    bp_dev_event *e;
+    bp_err err;
+    assert_int_equal(be->stream_create(be, &a, &err), BP_OK);
+    assert_int_equal(be->stream_create(be, &b, &err), BP_OK);
+    assert_int_equal(be->event_create(be, &e, &err), BP_OK);
+    for (int k = 0; k < 4; k++) bp_backend_emu_kernel(be, a, 1.0);
+    assert_int_equal(be->event_record(be, e, a, &err), BP_OK);
+    for (int k = 0; k < 6; k++) bp_backend_emu_kernel(be, a, 1.0);
+    c.at = 2.5, c.then = issue_b, c.arg = be, c.arg2 = b;
+    assert_int_equal(be->event_sync(be, e, &err), BP_OK);
+    assert_near(c.t, 4.1);
+    assert_true(c.sleeps == 2);
+    assert_near(bp_backend_emu_busy(be, b), 3.1);
+    be->event_destroy(be, e);
+    be->stream_destroy(be, a);
+    be->stream_destroy(be, b);
+    bp_backend_emu_destroy(be);
+}
+
+/* 1024 kernels queued fill the launch queue: the next issue waits for the first to
+ * end, as a GPU's host blocks on a full queue. */
+static void a_full_launch_queue_blocks_the_host(void **state) {
+    (void)state;
+    vclock c = {0};
+    bp_backend *be = make(&c, 1);
+    for (int k = 0; k < 1024; k++) bp_backend_emu_kernel(be, NULL, 1.0);
+    assert_true(c.t == 0);
+    bp_backend_emu_kernel(be, NULL, 1.0);
+    assert_true(c.t == 1.0);
+    assert_true(bp_backend_emu_busy(be, NULL) == 1025.0);
+    bp_backend_emu_destroy(be);
+}
+
 static void copies_overlap_kernels(void **state) {
     (void)state;
     vclock c = {0};
@@ -95,7 +197,8 @@ static void copies_overlap_kernels(void **state) {
     float host[4] = {1, 2, 3, 4};
     assert_int_equal(be->alloc(be, &d, (size_t)1e9, "buffer", &err), BP_OK);
     assert_int_equal(be->stream_create(be, &s, &err), BP_OK);
-    assert_true(bp_backend_emu_kernel(be, s, 2.0) == 2.0);
+    bp_backend_emu_kernel(be, s, 2.0);
+    assert_true(bp_backend_emu_busy(be, s) == 2.0);
     be->to_device(be, d, host, (size_t)1e9); /* 1 s on the link, beside the kernel */
     assert_true(c.t == 1.0);
     be->to_device(be, d, host, (size_t)5e8); /* the link's engine is free again at 1 */
@@ -103,7 +206,8 @@ static void copies_overlap_kernels(void **state) {
     be->to_host(be, host, d, sizeof host); /* values are not computed: zeros */
     for (int i = 0; i < 4; i++) assert_true(host[i] == 0);
     /* a kernel of this thread's default stream waits for its copies, not for s */
-    assert_true(bp_backend_emu_kernel(be, NULL, 1.0) == 3.0); /* the device is busy to 2 */
+    bp_backend_emu_kernel(be, NULL, 1.0);
+    assert_true(bp_backend_emu_busy(be, NULL) == 3.0); /* the device is busy to 2 */
     be->stream_destroy(be, s);
     be->free(be, d);
     bp_backend_emu_destroy(be);
@@ -153,6 +257,9 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(start_is_issue_or_stream_busy),
         cmocka_unit_test(one_kernel_at_a_time_across_streams),
+        cmocka_unit_test(other_stream_runs_at_next_kernel_boundary),
+        cmocka_unit_test(a_wait_rechecks_a_moved_completion),
+        cmocka_unit_test(a_full_launch_queue_blocks_the_host),
         cmocka_unit_test(copies_overlap_kernels),
         cmocka_unit_test(results_wait_and_passes_take_their_bytes),
         cmocka_unit_test(memory_past_capacity_is_refused),

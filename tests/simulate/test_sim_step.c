@@ -10,7 +10,8 @@
  *    backward, the two boundary messages of the mlp's width, the optimizer and
  *    the two agreements, and no tied tensor's allreduce.
  *  - One bucket's allreduce over a ring of n ranks on an emulated link is exposed
- *    for exactly 2 (n-1)/n x bytes / bw + 2 (n-1) lat, and sends that many bytes.
+ *    for exactly 2 (n-1)/n x bytes / bw + 2 (n-1) lat, and sends that many bytes;
+ *    where ranks poll (an emulated device), 2 (n-1) wake-ups more, else one.
  *  - With a fast link buckets hide behind backward: only those ready when backward
  *    ends are exposed; without overlap all are.
  *  - bytegrad sends about 4x fewer bytes than allreduce (one byte per float plus
@@ -229,6 +230,24 @@ static void test_ring_allreduce_closed_form(void **state) {
         assert_near(r.exposed_s[BP_SIM_DP], want, 1e-9);
         assert_near(r.max_bytes[BP_SIM_DP], 2.0 * (n - 1) / n * bytes, 0.5);
         assert_near(r.bytes[BP_SIM_DP], n * 2.0 * (n - 1) / n * bytes, 0.5 * n);
+    }
+}
+
+/* Where waiting ranks poll (an emulated device's run), each of the ring's 2 (n-1)
+ * exchanges is seen wake_s late; elsewhere a collective pays it once. */
+static void test_polling_ring_waits_at_every_exchange(void **state) {
+    (void)state;
+    const double bw = 1e9, lat = 1e-3, wake = 25e-6;
+    bp_model_config mc = gpt(2, 64, 4, 16, 64);
+    for (int n = 2; n <= 8; n *= 2) {
+        job_parts p;
+        make_job(&p, mc, n, 1, 1, 1);
+        bp_sim_machine m = fast_machine(bw, lat);
+        double none = simulate(&p.j, &m).exposed_s[BP_SIM_DP];
+        m.intra.wake_s = m.inter.wake_s = wake;
+        assert_near(simulate(&p.j, &m).exposed_s[BP_SIM_DP] - none, wake, 1e-9);
+        m.polls = true;
+        assert_near(simulate(&p.j, &m).exposed_s[BP_SIM_DP] - none, 2.0 * (n - 1) * wake, 1e-9);
     }
 }
 
@@ -482,6 +501,7 @@ int main(void) {
         cmocka_unit_test(test_measured_stages),
         cmocka_unit_test(test_links_per_axis),
         cmocka_unit_test(test_ring_allreduce_closed_form),
+        cmocka_unit_test(test_polling_ring_waits_at_every_exchange),
         cmocka_unit_test(test_device_collective_staged_through_host),
         cmocka_unit_test(test_pipeline_message_staged_through_host),
         cmocka_unit_test(test_avgpipe_local_steps),

@@ -21,6 +21,8 @@
  * about 8 steps apart and average only about 120 times in 1000 steps, where 20 ms
  * averages after every step (the thread's round waits for the step's lock), which
  * keeps 1000 steps within 10% of allreduce's loss (bench/dp/README.md). */
+#include <limits.h>
+#include <math.h>
 #include <stdio.h>
 
 #include "parallel/dp/algo.h"
@@ -42,14 +44,14 @@ static bp_async_avg *thread_of(bp_dp *dp) { return *(bp_async_avg **)dp->state; 
 
 static bool warming_up(const bp_dp *dp) { return dp->step < settings_of(&dp->cfg)->warmup; }
 
-/* Collective: every rank starts its thread at the same step. */
+/* Collective: every rank starts its thread at the same step. The interval is the
+ * device's: dilated on an emulated one. */
 static bp_status start(bp_dp *dp, bp_err *err) {
     size_t n;
     float *w = bp_dp_weights(dp, &n);
-    return bp_comm_fail(dp->comm,
-                        bp_async_avg_start(dp->comm, w, n, settings_of(&dp->cfg)->sync_ms,
-                                           dp->state),
-                        err);
+    double k = dp->cfg.dilation > 1 ? dp->cfg.dilation : 1;
+    int ms = (int)fmin(round(settings_of(&dp->cfg)->sync_ms * k), INT_MAX);
+    return bp_comm_fail(dp->comm, bp_async_avg_start(dp->comm, w, n, ms, dp->state), err);
 }
 
 static bp_status create(bp_dp *dp, bp_err *err) {
