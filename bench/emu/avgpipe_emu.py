@@ -14,13 +14,12 @@ Options: --steps N (6), --dilation K (32), --jobs J (runs at once, 3), --hosts H
 --out DIR, --json FILE, --markdown FILE, --table FILE (the markdown of an earlier --json).
 """
 import argparse
-import json
 import os
 import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from cluster_runs import BP, Pool, spread  # noqa: E402
+from cluster_runs import BP, Pool, add_output_args, save, spread, table_only  # noqa: E402
 
 MODEL = ["--layers", "24", "--embd", "1024", "--heads", "16", "--seq-len", "128", "--batch", "8"]
 NET = ["--net", "bw=10Gbit,lat=50us"]
@@ -102,21 +101,19 @@ def markdown(rows, picks, path):
         f.write("\n".join(lines) + "\n")
 
 
+def page(data, path):
+    markdown(data["rows"], data["picks"], path)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--steps", type=int, default=6)
     ap.add_argument("--dilation", type=int, default=32)
     ap.add_argument("--jobs", type=int, default=3)
     ap.add_argument("--hosts", type=int, default=16)
-    ap.add_argument("--out", default="/tmp/bagpipe_avgpipe_emu")
-    ap.add_argument("--json", default="")
-    ap.add_argument("--markdown", default="")
-    ap.add_argument("--table", default="")
+    add_output_args(ap, "/tmp/bagpipe_avgpipe_emu")
     a = ap.parse_args()
-    if a.table:
-        with open(a.table) as f:
-            j = json.load(f)
-        markdown(j["rows"], j["picks"], a.markdown)
+    if table_only(a, page):
         return
     pool = Pool(a.hosts, a.jobs)
     runs = {}  # (S, N, M, sched, repeat) -> (future, prediction)
@@ -156,13 +153,8 @@ def main():
               f"samples/s (predicted {m['pred_samples_per_s'] or 0:6.2f}), rank 0 peak "
               f"{m['device_peak_bytes'] / 2**30:5.2f} GiB", flush=True)
     picks = {f"{S},{N}": p for (S, N), p in picks.items()}
-    if a.json:
-        with open(a.json, "w") as f:
-            json.dump({"rows": rows, "picks": picks,
-                       "spread": spread([r["step_ms"] for r in rows if (r["S"], r["N"], r["M"], r["sched"])
-                                         == (4, 1, 8, "1f1b")])}, f, indent=1)
-    if a.markdown:
-        markdown(rows, picks, a.markdown)
+    repeated = [r["step_ms"] for r in rows if (r["S"], r["N"], r["M"], r["sched"]) == (4, 1, 8, "1f1b")]
+    save(a, {"rows": rows, "picks": picks, "spread": spread(repeated)}, page)
 
 
 if __name__ == "__main__":

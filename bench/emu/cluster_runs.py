@@ -84,3 +84,30 @@ class Pool:
 def spread(values):
     """(max - min) / mean."""
     return (max(values) - min(values)) / (sum(values) / len(values))
+
+
+def add_output_args(ap, out):
+    """--out (the runs' folders), --json, --markdown and --table (the markdown of an
+    earlier --json, without running), which every study takes."""
+    ap.add_argument("--out", default=out)
+    ap.add_argument("--json", default="")
+    ap.add_argument("--markdown", default="")
+    ap.add_argument("--table", default="")
+
+
+def table_only(a, markdown):
+    """With --table: markdown(data of that --json, --markdown) and True."""
+    if not a.table:
+        return False
+    with open(a.table) as f:
+        markdown(json.load(f), a.markdown)
+    return True
+
+
+def save(a, data, markdown):
+    """data into --json and markdown(data, --markdown), where given."""
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(data, f, indent=1)
+    if a.markdown:
+        markdown(data, a.markdown)

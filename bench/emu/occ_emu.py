@@ -15,13 +15,12 @@ Options: --steps N (5), --dilation K (64), --inter BW (the slow link's rate befo
 dilation, 50Gbit), --out DIR, --json FILE, --markdown FILE, --table FILE (the markdown of an earlier --json).
 """
 import argparse
-import json
 import os
 import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from cluster_runs import BP, Pool, spread  # noqa: E402
+from cluster_runs import BP, Pool, add_output_args, save, spread, table_only  # noqa: E402
 
 MODEL = ["--layers", "8", "--embd", "960", "--heads", "24", "--seq-len", "512", "--batch", "32"]
 GRID = ["--dp", "2", "--pp", "4", "--tp", "2", "--partition", "3,2,2,3", "--micro-batches", "8",
@@ -79,14 +78,9 @@ def main():
     ap.add_argument("--steps", type=int, default=5)
     ap.add_argument("--dilation", type=int, default=64)
     ap.add_argument("--inter", default="bw=50Gbit")
-    ap.add_argument("--out", default="/tmp/bagpipe_occ_emu")
-    ap.add_argument("--json", default="")
-    ap.add_argument("--markdown", default="")
-    ap.add_argument("--table", default="")
+    add_output_args(ap, "/tmp/bagpipe_occ_emu")
     a = ap.parse_args()
-    if a.table:
-        with open(a.table) as f:
-            markdown(json.load(f), a.markdown)
+    if table_only(a, markdown):
         return
     pool = Pool(8, 1)
     rows = []
@@ -101,11 +95,7 @@ def main():
             rows.append(m)
             print(f"{name:9s} r{rep}: {m['step_ms']:8.1f} ms (predicted {m['pred_ms']:.1f}); MB dp/pp/tp/embed "
                   f"{fmt(m['bytes'], 1e-6, 2)}; exposed {fmt(m['exposed_ms'])}", flush=True)
-    if a.json:
-        with open(a.json, "w") as f:
-            json.dump(rows, f, indent=1)
-    if a.markdown:
-        markdown(rows, a.markdown)
+    save(a, rows, markdown)
 
 
 if __name__ == "__main__":
