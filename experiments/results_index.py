@@ -18,6 +18,9 @@ STUDIES = [  # (folder, the command that regenerates it)
     ("plan_validation", "experiments/plan_validation.sh"),
     ("plan_cluster", "experiments/plan_cluster.sh"),
     ("diloco", "experiments/diloco.sh"),
+    ("avgpipe_emu", "experiments/avgpipe_emu.sh"),
+    ("occ_emu", "experiments/occ_emu.sh"),
+    ("bagua_emu", "experiments/bagua_emu.sh"),
 ]
 INTRO = """# Results
 
