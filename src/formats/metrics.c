@@ -7,6 +7,8 @@
 #include <string.h>
 #include <unistd.h>
 
+const bp_output_kind bp_metrics_file_kind = {"metrics log", "{\"type\":", true};
+
 /* Each record reaches the file at once; the first failure's errno is kept. */
 static void flush(bp_metrics *m) {
     if (fflush(m->f) != 0 && !m->error) m->error = errno ? errno : EIO;

@@ -25,6 +25,10 @@
 #include <stdio.h>
 
 #include "bagpipe/status.h"
+#include "core/file.h"
+
+/* What a metrics log begins with, for bp_check_output. */
+extern const bp_output_kind bp_metrics_file_kind;
 
 typedef struct bp_metrics {
     FILE *f;          /* NULL: logging off */

@@ -5,9 +5,10 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "train/trainer_impl.h"
+#include "train/outputs.h"
 
-const bp_output_kind trainer_metrics_kind = {"metrics log", "{\"type\":", true};
+#include "formats/metrics.h"
+#include "formats/trace_file.h"
 
 static bool holds_data(const char *path) {
     struct stat st;
@@ -16,16 +17,16 @@ static bool holds_data(const char *path) {
 
 /* A new run truncates a metrics log that is not its --out's own (whose run the
  * claim of --out already protects) only when told to: it is another run's. */
-static bp_status check_metrics(const trainer *t, const char *latest, bp_err *err) {
-    const bp_train_config *c = t->cfg;
+static bp_status check_metrics(const bp_train_config *c, bool resuming, const char *latest,
+                               bp_err *err) {
     char own[BP_PATH_MAX];
-    bp_status rc = bp_check_output(c->metrics, &trainer_metrics_kind, err);
+    bp_status rc = bp_check_output(c->metrics, &bp_metrics_file_kind, err);
     if (rc) return bp_err_context(err, "option --metrics");
     if (bp_same_path(c->metrics, latest))
         return bp_fail(err, BP_EUSAGE, "option --metrics: %s is the run's `latest` pointer",
                        c->metrics);
     if ((rc = bp_path_join(own, sizeof own, c->out, "metrics.jsonl", err))) return rc;
-    if (!t->resuming && !c->overwrite && holds_data(c->metrics) && !bp_same_path(c->metrics, own))
+    if (!resuming && !c->overwrite && holds_data(c->metrics) && !bp_same_path(c->metrics, own))
         return bp_fail(err, BP_EUSAGE,
                        "option --metrics: %s holds another run's metrics log, which a new run "
                        "would truncate; give a new name, or --overwrite to replace it",
@@ -33,8 +34,7 @@ static bp_status check_metrics(const trainer *t, const char *latest, bp_err *err
     return BP_OK;
 }
 
-static bp_status check_trace(const trainer *t, const char *latest, bp_err *err) {
-    const bp_train_config *c = t->cfg;
+static bp_status check_trace(const bp_train_config *c, const char *latest, bp_err *err) {
     if (!c->trace[0]) return BP_OK;
     bp_status rc = bp_check_output(c->trace, &bp_trace_file_kind, err);
     if (rc) return bp_err_context(err, "option --trace");
@@ -45,10 +45,10 @@ static bp_status check_trace(const trainer *t, const char *latest, bp_err *err) 
     return BP_OK;
 }
 
-bp_status trainer_check_outputs(const trainer *t, bp_err *err) {
+bp_status bp_train_check_outputs(const bp_train_config *c, bool resuming, bp_err *err) {
     char latest[BP_PATH_MAX];
-    bp_status rc = bp_path_join(latest, sizeof latest, t->cfg->out, "latest", err);
-    if (rc == BP_OK) rc = check_metrics(t, latest, err);
-    if (rc == BP_OK) rc = check_trace(t, latest, err);
+    bp_status rc = bp_path_join(latest, sizeof latest, c->out, "latest", err);
+    if (rc == BP_OK) rc = check_metrics(c, resuming, latest, err);
+    if (rc == BP_OK) rc = check_trace(c, latest, err);
     return rc;
 }

@@ -64,7 +64,7 @@ bp_status trainer_claim_out(trainer *t, bp_err *err) {
                      "option --out: %s already holds a run; continue it with --resume %s, or "
                      "give --overwrite to start over",
                      c->out, c->out);
-    return rc ? rc : trainer_check_outputs(t, err);
+    return rc ? rc : bp_train_check_outputs(t->cfg, t->resuming, err);
 }
 
 void trainer_release_out(trainer *t) {

@@ -13,6 +13,7 @@
 #include "parallel/stage.h"
 #include "formats/checkpoint.h"
 #include "train/device.h"
+#include "train/outputs.h"
 #include "formats/metrics.h"
 #include "formats/trace_file.h"
 #include "train/progress.h"
@@ -98,13 +99,6 @@ bp_status trainer_replica_agree(trainer *t, bp_err *err);
 /* When resuming: the replica file copied back on the grid and options that wrote
  * it; else the consensus model stays, said in one line when state is lost. */
 bp_status trainer_resume_replica(trainer *t, bp_err *err);
-
-/* outputs.c: rank 0, before training, once --out is claimed: --metrics and --trace
- * may be written where they point (bp_check_output), not onto each other or onto
- * `latest`, and a new run truncates another run's metrics log only with
- * --overwrite. BP_EUSAGE naming the option otherwise. */
-extern const bp_output_kind trainer_metrics_kind;
-bp_status trainer_check_outputs(const trainer *t, bp_err *err);
 
 /* evaluate.c */
 bp_status trainer_evaluate(trainer *t, bp_err *err);
