@@ -234,7 +234,7 @@ def test_options_are_the_registry_checks():
     for algorithm, options, line in [
             ("diloco", {"H": 0}, "diloco: H must be within [1, 1e+12] (--inner-steps), not 0"),
             ("diloco", {"compress": "int3"},
-             "diloco: compress 'int3' is not one of none, minmax8, minmax4, topk2"),
+             "diloco: compress 'int3' is not one of none, minmax8, minmax4, topk2, minmax2"),
             ("diloco", {"exchange": "reduce-scatter"},
              "diloco: exchange 'reduce-scatter' needs compress (float32 outer gradients go by an "
              "allreduce)"),
