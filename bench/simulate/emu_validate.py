@@ -12,7 +12,8 @@ step time of steps 3.. (reported times are the device's: wall time / dilation).
 Options: --only NAME,NAME, --repeat NAME,NAME (run these rows REPEATS times),
 --repeats N (3), --steps N (12), --dilation K (32), --out DIR, --json FILE,
 --markdown FILE, --rescore FILE (recompute predictions of a --json FILE, e.g. after
-changing the simulator). Environment: BAGPIPE (build/bagpipe), BP_CLUSTER (up with
+changing the simulator), --keep FILE (with --only: the other rows from an earlier
+--json FILE, rescored, in the table's order, so that a few rows run again). Environment: BAGPIPE (build/bagpipe), BP_CLUSTER (up with
 enough hosts: scripts/cluster.sh up 16).
 """
 import argparse
@@ -134,6 +135,16 @@ def rescore(r):
     return r
 
 
+def keep_others(results, path):
+    """results, and the rows of the earlier run at path whose configuration did not
+    run now (rescored), in the order of configs()."""
+    ran = {r["name"].split(" #")[0] for r in results}
+    with open(path) as f:
+        kept = [rescore(r) for r in json.load(f)["rows"] if r["name"].split(" #")[0] not in ran]
+    order = {c[0]: i for i, c in enumerate(configs())}
+    return sorted(results + kept, key=lambda r: order.get(r["name"].split(" #")[0], len(order)))
+
+
 def fmt_exp(e):
     return "/".join(f"{e[k]:.1f}" for k in ("dp", "pp", "tp"))
 
@@ -143,11 +154,16 @@ def row(r):
             f"{fmt_exp(r['pred_exposed']):>16s} {fmt_exp(r['meas_exposed']):>16s}")
 
 
+def dilation_of(r):
+    o = r["options"]
+    return o[len(o) - 1 - o[::-1].index("--dilation") + 1]
+
+
 def markdown(results, path):
-    lines = ["| configuration | ranks | per host | predicted ms | measured ms | measured / predicted | "
+    lines = ["| configuration | ranks | per host | dilation | predicted ms | measured ms | measured / predicted | "
              "before the run: predicted, ratio | exposed dp/pp/tp predicted | exposed dp/pp/tp measured |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
-    lines += [f"| {r['name']} | {r['ranks']} | {r['per_host']} | {r['pred_ms']:.2f} | {r['meas_ms']:.2f} | "
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    lines += [f"| {r['name']} | {r['ranks']} | {r['per_host']} | {dilation_of(r)} | {r['pred_ms']:.2f} | {r['meas_ms']:.2f} | "
               f"{r['ratio']:.3f} | {r.get('pred_at_run_ms', r['pred_ms']):.2f}, "
               f"{r['meas_ms'] / r.get('pred_at_run_ms', r['pred_ms']):.3f} | "
               f"{fmt_exp(r['pred_exposed'])} | {fmt_exp(r['meas_exposed'])} |" for r in results]
@@ -182,6 +198,7 @@ def main():
     ap.add_argument("--json", default="")
     ap.add_argument("--markdown", default="")
     ap.add_argument("--rescore", default="")
+    ap.add_argument("--keep", default="")
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
     if a.rescore:
@@ -198,6 +215,8 @@ def main():
             for k in range(n):
                 results.append(run(name + (f" #{k + 1}" if n > 1 else ""), w, per_host, opts, a))
                 print(row(results[-1]), flush=True)
+    if a.keep:
+        results = keep_others(results, a.keep)
     summary(results)
     if a.markdown:
         markdown(results, a.markdown)

@@ -131,13 +131,28 @@ bool bp_emu_tl_room(const bp_emu_timeline *tl, double *until) {
     return false;
 }
 
+/* Whether every operation not started is o's stream's: then o, issued last, moves
+ * none of them, and goes after them (the common case: the host's stream alone). */
+static bool place_alone(bp_emu_timeline *tl, bp_emu_op *o) {
+    if (o->engine == BP_EMU_WAIT) return false;
+    double at = o->s->done, engine = tl->engine[o->engine];
+    for (bp_emu_op *p = tl->ops; p < o; p++) {
+        if (!p->started && p->s != o->s) return false;
+        if (p->s == o->s && p->end > at) at = p->end;
+        if (p->engine == o->engine && p->end > engine) engine = p->end;
+    }
+    o->start = max2(max2(o->issue, at), engine);
+    o->end = o->start + o->dur;
+    return true;
+}
+
 uint64_t bp_emu_tl_issue(bp_emu_timeline *tl, bp_dev_stream *s, int engine, double now, double dur,
                          uint64_t after) {
     bp_emu_op *o = &tl->ops[tl->n++];
     *o = (bp_emu_op){.seq = ++tl->seq, .after = after, .s = s, .engine = engine, .issue = now,
                      .dur = dur};
     s->last = o->seq;
-    place_all(tl);
+    if (!place_alone(tl, o)) place_all(tl);
     return o->seq;
 }
 

@@ -82,33 +82,50 @@ static void start_is_issue_or_stream_busy(void **state) {
     bp_backend_emu_destroy(be);
 }
 
-static void one_kernel_at_a_time_across_streams(void **state) {
-    (void)state;
-    vclock c = {0};
-    bp_backend *be = make(&c, 1);
+/* A device of the virtual clock c with two streams a and b and an event e. */
+typedef struct two_streams {
+    vclock c;
+    bp_backend *be;
     bp_dev_stream *a, *b;
     bp_dev_event *e;
+} two_streams;
+
+static bp_backend *two_streams_open(two_streams *t) {
     bp_err err;
-    assert_int_equal(be->stream_create(be, &a, &err), BP_OK);
-    assert_int_equal(be->stream_create(be, &b, &err), BP_OK);
-    assert_int_equal(be->event_create(be, &e, &err), BP_OK);
-    bp_backend_emu_kernel(be, a, 1.0);
-    assert_true(bp_backend_emu_busy(be, a) == 1.0);
-    bp_backend_emu_kernel(be, b, 0.25);
-    assert_true(bp_backend_emu_busy(be, b) == 1.25); /* b was idle, the device not */
-    assert_true(bp_backend_emu_busy(be, a) == 1.0);
-    assert_int_equal(be->event_record(be, e, b, &err), BP_OK);
-    assert_true(c.t == 0);
-    assert_int_equal(be->event_sync(be, e, &err), BP_OK);
-    assert_true(c.t == 1.25); /* the host slept until the event */
+    *t = (two_streams){0};
+    t->be = make(&t->c, 1);
+    assert_int_equal(t->be->stream_create(t->be, &t->a, &err), BP_OK);
+    assert_int_equal(t->be->stream_create(t->be, &t->b, &err), BP_OK);
+    assert_int_equal(t->be->event_create(t->be, &t->e, &err), BP_OK);
+    return t->be;
+}
+
+static void two_streams_close(two_streams *t) {
+    t->be->event_destroy(t->be, t->e);
+    t->be->stream_destroy(t->be, t->a);
+    t->be->stream_destroy(t->be, t->b);
+    bp_backend_emu_destroy(t->be);
+}
+
+static void one_kernel_at_a_time_across_streams(void **state) {
+    (void)state;
+    two_streams t;
+    bp_backend *be = two_streams_open(&t);
+    bp_err err;
+    bp_backend_emu_kernel(be, t.a, 1.0);
+    assert_true(bp_backend_emu_busy(be, t.a) == 1.0);
+    bp_backend_emu_kernel(be, t.b, 0.25);
+    assert_true(bp_backend_emu_busy(be, t.b) == 1.25); /* b was idle, the device not */
+    assert_true(bp_backend_emu_busy(be, t.a) == 1.0);
+    assert_int_equal(be->event_record(be, t.e, t.b, &err), BP_OK);
+    assert_true(t.c.t == 0);
+    assert_int_equal(be->event_sync(be, t.e, &err), BP_OK);
+    assert_true(t.c.t == 1.25); /* the host slept until the event */
     /* a stream that waits for an event starts after it */
-    assert_int_equal(be->stream_wait(be, a, e, &err), BP_OK);
-    c.t = 1.0;
-    assert_true(bp_backend_emu_busy(be, a) == 1.25);
-    be->event_destroy(be, e);
-    be->stream_destroy(be, a);
-    be->stream_destroy(be, b);
-    bp_backend_emu_destroy(be);
+    assert_int_equal(be->stream_wait(be, t.a, t.e, &err), BP_OK);
+    t.c.t = 1.0;
+    assert_true(bp_backend_emu_busy(be, t.a) == 1.25);
+    two_streams_close(&t);
 }
 
 /* The step's stream queues ten kernels of 1 s at 0 (a backward issued at once);
@@ -117,32 +134,24 @@ static void one_kernel_at_a_time_across_streams(void **state) {
  * streams' next kernels it starts the one ready longest. */
 static void other_stream_runs_at_next_kernel_boundary(void **state) {
     (void)state;
-    vclock c = {0};
-    bp_backend *be = make(&c, 1);
-    bp_dev_stream *a, *b;
-    bp_dev_event *e;
+    two_streams t;
+    bp_backend *be = two_streams_open(&t);
     bp_err err;
-    assert_int_equal(be->stream_create(be, &a, &err), BP_OK);
-    assert_int_equal(be->stream_create(be, &b, &err), BP_OK);
-    assert_int_equal(be->event_create(be, &e, &err), BP_OK);
-    for (int k = 0; k < 10; k++) bp_backend_emu_kernel(be, a, 1.0);
-    assert_near(bp_backend_emu_busy(be, a), 10.0);
-    c.t = 2.5;
-    bp_backend_emu_kernel(be, b, 0.1);
-    assert_near(bp_backend_emu_busy(be, b), 3.1);
-    assert_near(bp_backend_emu_busy(be, a), 10.1); /* a's fourth kernel ran after it */
-    assert_int_equal(be->event_record(be, e, b, &err), BP_OK);
-    assert_int_equal(be->event_sync(be, e, &err), BP_OK);
-    assert_near(c.t, 3.1);
+    for (int k = 0; k < 10; k++) bp_backend_emu_kernel(be, t.a, 1.0);
+    assert_near(bp_backend_emu_busy(be, t.a), 10.0);
+    t.c.t = 2.5;
+    bp_backend_emu_kernel(be, t.b, 0.1);
+    assert_near(bp_backend_emu_busy(be, t.b), 3.1);
+    assert_near(bp_backend_emu_busy(be, t.a), 10.1); /* a's fourth kernel ran after it */
+    assert_int_equal(be->event_record(be, t.e, t.b, &err), BP_OK);
+    assert_int_equal(be->event_sync(be, t.e, &err), BP_OK);
+    assert_near(t.c.t, 3.1);
     /* two kernels at once on b alternate with a's: b, a, b */
-    bp_backend_emu_kernel(be, b, 0.1);
-    bp_backend_emu_kernel(be, b, 0.1);
-    assert_near(bp_backend_emu_busy(be, b), 5.3);
-    assert_near(bp_backend_emu_busy(be, a), 10.3);
-    be->event_destroy(be, e);
-    be->stream_destroy(be, a);
-    be->stream_destroy(be, b);
-    bp_backend_emu_destroy(be);
+    bp_backend_emu_kernel(be, t.b, 0.1);
+    bp_backend_emu_kernel(be, t.b, 0.1);
+    assert_near(bp_backend_emu_busy(be, t.b), 5.3);
+    assert_near(bp_backend_emu_busy(be, t.a), 10.3);
+    two_streams_close(&t);
 }
 
 /* Issued while the host sleeps for a's fourth kernel (due at 4), b's kernel runs
@@ -151,26 +160,18 @@ static void issue_b(vclock *c) { bp_backend_emu_kernel(c->arg, c->arg2, 0.1); }
 
 static void a_wait_rechecks_a_moved_completion(void **state) {
     (void)state;
-    vclock c = {0};
-    bp_backend *be = make(&c, 1);
-    bp_dev_stream *a, *b;
-    bp_dev_event *e;
+    two_streams t;
+    bp_backend *be = two_streams_open(&t);
     bp_err err;
-    assert_int_equal(be->stream_create(be, &a, &err), BP_OK);
-    assert_int_equal(be->stream_create(be, &b, &err), BP_OK);
-    assert_int_equal(be->event_create(be, &e, &err), BP_OK);
-    for (int k = 0; k < 4; k++) bp_backend_emu_kernel(be, a, 1.0);
-    assert_int_equal(be->event_record(be, e, a, &err), BP_OK);
-    for (int k = 0; k < 6; k++) bp_backend_emu_kernel(be, a, 1.0);
-    c.at = 2.5, c.then = issue_b, c.arg = be, c.arg2 = b;
-    assert_int_equal(be->event_sync(be, e, &err), BP_OK);
-    assert_near(c.t, 4.1);
-    assert_true(c.sleeps == 2);
-    assert_near(bp_backend_emu_busy(be, b), 3.1);
-    be->event_destroy(be, e);
-    be->stream_destroy(be, a);
-    be->stream_destroy(be, b);
-    bp_backend_emu_destroy(be);
+    for (int k = 0; k < 4; k++) bp_backend_emu_kernel(be, t.a, 1.0);
+    assert_int_equal(be->event_record(be, t.e, t.a, &err), BP_OK);
+    for (int k = 0; k < 6; k++) bp_backend_emu_kernel(be, t.a, 1.0);
+    t.c.at = 2.5, t.c.then = issue_b, t.c.arg = be, t.c.arg2 = t.b;
+    assert_int_equal(be->event_sync(be, t.e, &err), BP_OK);
+    assert_near(t.c.t, 4.1);
+    assert_true(t.c.sleeps == 2);
+    assert_near(bp_backend_emu_busy(be, t.b), 3.1);
+    two_streams_close(&t);
 }
 
 /* 1024 kernels queued fill the launch queue: the next issue waits for the first to
