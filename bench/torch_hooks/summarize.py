@@ -5,7 +5,8 @@ of each repeat's steps 3 on: DDP rebuilds its buckets at step 1 and the PowerSGD
 hooks start at step 2; then the median of the repeats and their range), the
 speed-up over DDP's default (medians), the training loss (rank 0's mean of the
 last 5 steps, averaged over the repeats), the test loss (averaged), and the load
-average (1 minute) before the runs, lowest to highest.
+average (1 minute) before the runs, lowest to highest; under each table, DDP's
+step over bytegrad's in each repeat.
 
   summarize.py OUT RATE..."""
 import glob
@@ -76,6 +77,16 @@ def main():
                 print(f"| {NAMES[a]} | {med:.0f} ({min(ms):.0f}-{max(ms):.0f}) | {ddp / med:.2f}x | "
                       f"{statistics.mean(r[1] for r in rs):.3f} | "
                       f"{statistics.mean(r[2] for r in rs):.3f} | {loads[0]:.1f}-{loads[-1]:.1f} |")
+            paired(table)
+
+
+def paired(table):
+    """DDP's step over bytegrad's, repeat by repeat (the two ran a minute apart, under
+    about the same load)."""
+    pairs = [d[0] / b[0] for d, b in zip(table["ddp"], table["bytegrad"])]
+    if pairs:
+        print(f"\nDDP's step over bytegrad's, repeat by repeat: "
+              f"{', '.join(f'{x:.2f}x' for x in pairs)}")
 
 
 if __name__ == "__main__":
