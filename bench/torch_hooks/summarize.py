@@ -1,13 +1,18 @@
 #!/usr/bin/python3
-"""The table of bench/torch_hooks from run.sh's files: per rate and algorithm the
-median step time (steps 3 on: DDP rebuilds its buckets at step 1 and the PowerSGD
-hooks start at step 2), the speed-up over DDP's default, the training loss (mean
-of the last 5 steps of rank 0), the test loss, and the time to a loss 2% above
-DDP's final one (the first step whose 5-step mean of the loss is at most that, with
-the time of every step up to it added up). The load averages before and after each
-run are in the last column."""
+"""The tables of bench/torch_hooks from run.sh's files (OUT/RATE-MODEL-ALGO.REP.jsonl):
+per rate, model and algorithm, over the repeats, the median step time (the median
+of each repeat's steps 3 on: DDP rebuilds its buckets at step 1 and the PowerSGD
+hooks start at step 2; then the median of the repeats and their range), the
+speed-up over DDP's default (medians), the training loss (rank 0's mean of the
+last 5 steps, averaged over the repeats), the test loss (averaged), and the load
+average (1 minute) before the runs, lowest to highest; under each table, DDP's
+step over bytegrad's in each repeat.
+
+  summarize.py OUT RATE..."""
+import glob
 import json
 import os
+import re
 import statistics
 import sys
 
@@ -16,7 +21,7 @@ ALGOS = ("ddp", "fp16", "torch-powersgd", "bytegrad", "powersgd", "decentralized
 NAMES = {"ddp": "DDP default (allreduce)", "fp16": "torch fp16_compress_hook",
          "torch-powersgd": "torch PowerSGD hook (r 4)", "bytegrad": "bagpipe bytegrad",
          "powersgd": "bagpipe powersgd (r 4)", "decentralized": "bagpipe decentralized",
-         "allreduce": "bagpipe allreduce", "qadam": "bagpipe qadam (Adam, lr 1e-3)",
+         "allreduce": "bagpipe allreduce", "qadam": "bagpipe qadam (lr 1e-3, warm-up 5)",
          "lp-decentralized": "bagpipe lp-decentralized", "async": "bagpipe async",
          "easgd": "bagpipe easgd", "local": "local (no communication)"}
 
@@ -31,33 +36,57 @@ def read(path):
     return steps, end
 
 
-def smooth(losses, k=5):
-    return [statistics.mean(losses[max(0, i - k + 1):i + 1]) for i in range(len(losses))]
+def load_of(path):
+    with open(path) as f:
+        return float(f.readline().split("load average:")[1].split(",")[0])
+
+
+def runs(out, rate, model, algo):
+    """Per repeat: (median step ms, train loss, test loss, load before)."""
+    got = []
+    for path in sorted(glob.glob(f"{out}/{rate}-{model}-{algo}.*.jsonl")):
+        steps, end = read(path)
+        if len(steps) < 4:
+            continue
+        got.append((statistics.median(s["ms"] for s in steps[3:]),
+                    statistics.mean(s["loss"] for s in steps[-5:]),
+                    end.get("test_loss", float("nan")), load_of(path[:-len("jsonl")] + "load")))
+    return got
 
 
 def main():
     out, rates = sys.argv[1], sys.argv[2:]
-    print("| rate | algorithm | step ms (median) | vs DDP | train loss | test loss | "
-          "s to 1.02 x DDP's loss | load |")
-    print("|---|---|---|---|---|---|---|---|")
+    models = sorted({re.match(r".*?-(\w+)-", os.path.basename(p)).group(1)
+                     for p in glob.glob(f"{out}/*.jsonl")})
     for rate in rates:
-        runs = {a: read(f"{out}/{rate}-{a}.jsonl") for a in ALGOS
-                if os.path.exists(f"{out}/{rate}-{a}.jsonl")}
-        ddp_ms = statistics.median(s["ms"] for s in runs["ddp"][0][3:])
-        target = 1.02 * smooth([s["loss"] for s in runs["ddp"][0]])[-1]
-        for a in (a for a in ALGOS if a in runs):
-            steps, end = runs[a]
-            if not steps:
-                print(f"| {rate} | {NAMES[a]} | (no result) | | | | | |")
+        for model in models:
+            table = {a: runs(out, rate, model, a) for a in ALGOS}
+            if not table["ddp"]:
                 continue
-            ms = statistics.median(s["ms"] for s in steps[3:])
-            sm = smooth([s["loss"] for s in steps])
-            hit = next((i for i, v in enumerate(sm) if v <= target), None)
-            tto = f"{sum(s['ms'] for s in steps[:hit + 1]) / 1000:.1f}" if hit is not None else "not reached"
-            with open(f"{out}/{rate}-{a}.load") as f:
-                load = "; ".join(line.split("load average:")[1].split(",")[0].strip() for line in f)
-            print(f"| {rate} | {NAMES[a]} | {ms:.0f} | {ddp_ms / ms:.2f}x | {sm[-1]:.3f} | "
-                  f"{end.get('test_loss', float('nan')):.3f} | {tto} | {load} |")
+            ddp = statistics.median(r[0] for r in table["ddp"])
+            print(f"\n{rate}, {model} ({len(table['ddp'])} repeats)\n")
+            print("| algorithm | step ms: median (range) | vs DDP | train loss | test loss | load |")
+            print("|---|---|---|---|---|---|")
+            for a, rs in table.items():
+                if not rs:
+                    print(f"| {NAMES[a]} | (no result) | | | | |")
+                    continue
+                ms = [r[0] for r in rs]
+                med = statistics.median(ms)
+                loads = sorted(r[3] for r in rs)
+                print(f"| {NAMES[a]} | {med:.0f} ({min(ms):.0f}-{max(ms):.0f}) | {ddp / med:.2f}x | "
+                      f"{statistics.mean(r[1] for r in rs):.3f} | "
+                      f"{statistics.mean(r[2] for r in rs):.3f} | {loads[0]:.1f}-{loads[-1]:.1f} |")
+            paired(table)
+
+
+def paired(table):
+    """DDP's step over bytegrad's, repeat by repeat (the two ran a minute apart, under
+    about the same load)."""
+    pairs = [d[0] / b[0] for d, b in zip(table["ddp"], table["bytegrad"])]
+    if pairs:
+        print(f"\nDDP's step over bytegrad's, repeat by repeat: "
+              f"{', '.join(f'{x:.2f}x' for x in pairs)}")
 
 
 if __name__ == "__main__":
