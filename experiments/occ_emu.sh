@@ -14,7 +14,7 @@ trap '"$ROOT/scripts/cluster.sh" down' EXIT
 BAGPIPE=$BP /usr/bin/python3 "$ROOT/bench/emu/occ_emu.py" --steps "${STEPS:-5}" --dilation "$K" \
   --inter "bw=${INTER}Mbit" --out "$RUNS" --json "$OUT/results.json" --markdown "$OUT/table.md" |
   tee "$OUT/log.txt"
-plots plots $(LC_ALL=C ls -d "$RUNS"/* | grep -v '_r[12]$')
+plots plots "$RUNS"/CB "$RUNS"/CB_FE "$RUNS"/CB_FE_SC "$RUNS"/baseline
 {
   study_header
   echo
