@@ -7,6 +7,13 @@ One thread each (OPENBLAS_NUM_THREADS=1, --threads 1 for both).
 
   bench/cpu_step/run.py [--pairs 5] [--cases gpt,gpt-openblas,gpt-bf16,gpt2s,gpt2s-bf16]
                         [--steps N] [--gpt2s-steps N] [--bin build/bagpipe]
+  LLMC_DIR=/path/to/llm.c bench/cpu_step/run.py ...
+
+With LLMC_DIR naming a checkout of karpathy/llm.c, the fp32 cases run llm.c's CPU
+trainer (train_gpt2.c, built here with -Ofast -march=native as its Makefile does,
+through llmc.c: same shape, vocabulary 256, AdamW at lr 1e-3, one forward at the end)
+as a third process of each pair, and print bagpipe / llm.c beside bagpipe / PyTorch;
+without it that column says "-". llm.c's code is never part of bagpipe.
 
 Cases: gpt (the default gpt, 4 layers, 128 channels, T 64, B 16, with --matmul auto),
 gpt-openblas (the same on OpenBLAS, the default library), gpt-bf16 (--dtype bf16
@@ -32,6 +39,8 @@ SHAPES = {
     "gpt": [],
     "gpt2s": ["--layers", "12", "--embd", "768", "--heads", "12", "--seq-len", "256", "--batch", "4"],
 }
+# The shapes for llm.c, which has no defaults of bagpipe's: layers, channels, heads, T, B.
+DIMS = {"gpt": (4, 128, 4, 64, 16), "gpt2s": (12, 768, 12, 256, 4)}
 CASES = {  # name: (shape, dtype, bagpipe's extra options)
     "gpt": ("gpt", "fp32", ["--matmul", "auto"]),
     "gpt-openblas": ("gpt", "fp32", ["--matmul", "openblas"]),
@@ -47,6 +56,21 @@ def cpu_seconds(cmd, log):
         subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, check=True, cwd=ROOT)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+def build_llmc(work):
+    """llmc.c against $LLMC_DIR's train_gpt2.c, and the text it trains on; None without."""
+    src = os.environ.get("LLMC_DIR")
+    if not src:
+        return None
+    exe, text = os.path.join(work, "llmc"), os.path.join(work, "kjv.txt")
+    subprocess.run(["cc", "-Ofast", "-march=native", "-fopenmp", "-DOMP", "-w", "-I", src,
+                    os.path.join(HERE, "llmc.c"), "-lm", "-o", exe], check=True)
+    sys.path.insert(0, os.path.join(ROOT, "bench", "torch"))
+    import data  # noqa: E402  (the bible's range PyTorch's script trains on)
+    with open(text, "wb") as f:
+        subprocess.run(["bible", data.KJV_RANGE], check=True, stdout=f)
+    return exe, text
 
 
 def cpu_model():
@@ -70,26 +94,34 @@ def main():
     os.environ["OPENBLAS_NUM_THREADS"] = "1"
     print(f"cpu: {cpu_model()}; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
     work = tempfile.mkdtemp(prefix="bp_cpu_step_")
+    llmc = build_llmc(work)
+    print(f"{'case':13s} {'dtype':5s} {'steps':>5s}  {'/pytorch (min-max)':>22s}  "
+          f"{'/llm.c (min-max)':>22s}  products; bagpipe val loss")
     for name in a.cases.split(","):
         shape, dtype, extra = CASES[name]
         steps = str(a.steps if shape == "gpt" else a.gpt2s_steps)
         common = SHAPES[shape] + ["--steps", steps, "--eval-batches", "1", "--threads", "1"]
         ours = [a.bin, "train", "--model", "gpt", *common, "--eval-every", steps, "--dtype", dtype,
                 "--progress", "none", "--out", os.path.join(work, name), "--overwrite", *extra]
-        theirs = [*TORCH, "--model", "gpt", *common, "--eval-every", "0", "--dtype", dtype]
-        ratios, logs = [], (os.path.join(work, name + ".ours"), os.path.join(work, name + ".torch"))
+        cmds = [ours, [*TORCH, "--model", "gpt", *common, "--eval-every", "0", "--dtype", dtype]]
+        if llmc and dtype == "fp32":
+            cmds.append([llmc[0], *map(str, DIMS[shape]), steps, llmc[1]])
+        logs = [os.path.join(work, f"{name}.{i}") for i in range(len(cmds))]
+        ratios = [[] for _ in cmds[1:]]
         for pair in range(a.pairs + 1):
-            t_ours, t_theirs = cpu_seconds(ours, logs[0]), cpu_seconds(theirs, logs[1])
-            if pair > 0:
-                ratios.append(t_ours / t_theirs)
+            t = [cpu_seconds(cmd, log) for cmd, log in zip(cmds, logs)]
+            for i in range(1, len(cmds)):
+                if pair > 0:
+                    ratios[i - 1].append(t[0] / t[i])
         with open(logs[0]) as f:
             text = f.read()
         lib = re.search(r"matrix products: (.*)", text)
         val = re.search(r"validation loss ([0-9.]+)", text)
-        print(f"{name:13s} {dtype} steps {steps:>4s}: bagpipe/pytorch CPU time median {statistics.median(ratios):.3f} "
-              f"(min {min(ratios):.3f}, max {max(ratios):.3f}, {len(ratios)} pairs); "
-              f"products {lib.group(1) if lib else 'openblas'}; bagpipe val loss {val.group(1) if val else '?'}",
-              flush=True)
+        cols = [f"{statistics.median(r):.3f} ({min(r):.3f}-{max(r):.3f})" for r in ratios] + ["-"]
+        print(f"{name:13s} {dtype:5s} {steps:>5s}  {cols[0]:>22s}  {cols[1]:>22s}  "
+              f"{lib.group(1) if lib else 'openblas'}; {val.group(1) if val else '?'}", flush=True)
+    print(f"{a.pairs} pairs each (a warm-up pair first, not counted); load average at the end "
+          f"{os.getloadavg()[0]:.1f}")
 
 
 if __name__ == "__main__":
