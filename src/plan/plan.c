@@ -108,6 +108,8 @@ static bp_status check_given(const bp_plan_config *c, int argc, char **argv, bp_
     return BP_OK;
 }
 
+static bp_status emulated_cluster(const bp_plan_config *c, bp_plan_cluster *cl, bp_err *err);
+
 bp_status bp_plan_config_finalize(bp_plan_config *c, int argc, char **argv, bp_err *err) {
     bp_status rc = check_given(c, argc, argv, err);
     if (rc) return rc;
@@ -130,10 +132,10 @@ bp_status bp_plan_config_finalize(bp_plan_config *c, int argc, char **argv, bp_e
                        "the trial's steps; give at least 2");
     if (c->factors[0] && c->trials > 0)
         return bp_fail(err, BP_EUSAGE, "option --factors: takes an earlier --trials' factors; not with --trials");
-    if (c->cluster[0]) {
-        bp_plan_cluster cl;
-        rc = bp_plan_cluster_parse(c->cluster, &cl, err);
-    }
+    if (c->cluster[0]) rc = emulated_cluster(c, &(bp_plan_cluster){0}, err);
+    else if (t->device.kind == BP_DEVICE_EMU) /* the probes would time this CPU, not the GPU */
+        return bp_fail(err, BP_EUSAGE, "option --device %s: plan an emulated device with --cluster "
+                       "(its nodes and links); it computes at its data sheet's rates", t->device.spec);
     return rc;
 }
 
@@ -244,6 +246,26 @@ bp_status bp_plan_cluster_parse(const char *spec, bp_plan_cluster *c, bp_err *er
     return rc ? rc : level_of(obw, olat, "inter", &c->inter, err);
 }
 
+/* --cluster, with --device emu:GPU: that GPU's data sheet at --efficiency in the dtype
+ * the run computes in (as simulate --device emu:GPU), the rest as described. */
+static bp_status emulated_cluster(const bp_plan_config *c, bp_plan_cluster *cl, bp_err *err) {
+    const bp_device_settings *d = &c->train.device;
+    if (d->kind != BP_DEVICE_EMU) return bp_plan_cluster_parse(c->cluster, cl, err);
+    static const char *const sheet_keys[] = {"gpu=", "flops=", "mem-bw=", "mem="};
+    for (size_t i = 0; i < sizeof sheet_keys / sizeof sheet_keys[0]; i++)
+        if (strstr(c->cluster, sheet_keys[i]))
+            return bp_fail(err, BP_EUSAGE, "option --cluster: %.*s comes from --device %s's data "
+                           "sheet; leave it out", (int)strlen(sheet_keys[i]) - 1, sheet_keys[i], d->spec);
+    char spec[sizeof c->cluster + 64];
+    snprintf(spec, sizeof spec, "gpu=%s,%s", d->sheet->name, c->cluster);
+    bp_device_rate r;
+    bp_status rc = bp_plan_cluster_parse(spec, cl, err);
+    if (rc == BP_OK) rc = bp_device_sheet_rate(d->sheet, d->dtype == BP_DTYPE_BF16, c->efficiency,
+                                               "option --dtype bf16", &r, err);
+    if (rc == BP_OK) cl->flops = r.flops, cl->mem_Bps = r.mem_Bps, cl->launch_s = r.launch_s;
+    return rc;
+}
+
 /* ---- the machine -------------------------------------------------------------------- */
 
 static double node_memory(int ranks_here) {
@@ -309,9 +331,22 @@ static bp_status measured_machine(const bp_plan_config *c, bp_comm *world, bp_pl
     return BP_OK;
 }
 
+/* An emulated run's ranks as simulate --device emu:GPU charges them: each message
+ * its fixed cost, and a waiting rank tests and sleeps the poll interval (the device's
+ * time, dilated, at most 10 ms of the host's: train/trainer.c), so it sees a message
+ * half an interval late on average. */
+static void emulated_waits(const bp_train_config *t, bp_sim_machine *m) {
+    bp_simulate_config sc;
+    bp_simulate_config_defaults(&sc);
+    double k = t->device.dilation >= 1 ? t->device.dilation : 1;
+    m->polls = true;
+    m->intra.msg_s = m->inter.msg_s = sc.msg_us * 1e-6;
+    m->intra.wake_s = m->inter.wake_s = 0.5 * fmin(t->comm.poll_us * 1e-6, 0.01 / k);
+}
+
 static void cluster_machine(const bp_plan_config *c, bp_plan_result *r, bp_sim_machine *m) {
     bp_err ignored;
-    bp_plan_cluster_parse(c->cluster, &r->cluster, &ignored); /* checked by finalize */
+    emulated_cluster(c, &r->cluster, &ignored); /* checked by finalize */
     const bp_plan_cluster *cl = &r->cluster;
     r->world = cl->nodes * cl->per_node, r->nodes = cl->nodes, r->per_node = cl->per_node;
     *m = (bp_sim_machine){.flops = cl->flops, .mem_Bps = cl->mem_Bps, .efficiency = c->efficiency,
@@ -319,6 +354,7 @@ static void cluster_machine(const bp_plan_config *c, bp_plan_result *r, bp_sim_m
                           .ranks_per_node = cl->per_node};
     m->intra.net = cl->intra, m->inter.net = cl->inter;
     m->intra.host_Bps = m->inter.host_Bps = cl->host_Bps;
+    if (c->train.device.kind == BP_DEVICE_EMU) emulated_waits(&c->train, m);
     r->mem_cap_bytes = c->mem_cap_mb > 0 ? c->mem_cap_mb * 1048576.0 : cl->mem_bytes;
 }
 

@@ -65,11 +65,12 @@ static void print_header(const bp_plan_config *c, const bp_plan_result *r, FILE 
                 r->profile_s, r->slowdown);
     } else {
         fprintf(out, "network: --cluster, within a node lat %.4g ms bw %.4g Gbit/s; between nodes lat "
-                     "%.4g ms bw %.4g Gbit/s\ncomputation: --cluster, %.4g TFLOP/s, %.4g GB/s at "
+                     "%.4g ms bw %.4g Gbit/s\ncomputation: %s%s, %.4g TFLOP/s, %.4g GB/s at "
                      "efficiency %.2f\n",
                 r->cluster.intra.lat_s * 1e3, r->cluster.intra.bw_bps / 1e9, r->cluster.inter.lat_s * 1e3,
-                r->cluster.inter.bw_bps / 1e9, r->cluster.flops / 1e12, r->cluster.mem_Bps / 1e9,
-                c->efficiency);
+                r->cluster.inter.bw_bps / 1e9, t->device.kind == BP_DEVICE_EMU ? "emulated " : "--cluster",
+                t->device.kind == BP_DEVICE_EMU ? t->device.sheet->title : "", r->cluster.flops / 1e12,
+                r->cluster.mem_Bps / 1e9, c->efficiency);
     }
     if (c->trials > 0)
         fprintf(out, "statistical efficiency: --trials, %d steps of the leading kinds here; steps to "
