@@ -21,6 +21,7 @@ STUDIES = [  # (folder, the command that regenerates it)
     ("avgpipe_emu", "experiments/avgpipe_emu.sh"),
     ("occ_emu", "experiments/occ_emu.sh"),
     ("bagua_emu", "experiments/bagua_emu.sh"),
+    ("plan_emu", "experiments/plan_emu.sh"),
 ]
 INTRO = """# Results
 
