@@ -13,12 +13,19 @@ from ._C import Error
 #: The watchdog's default, as the CLI's --comm-timeout: an operation that has not
 #: finished after this many seconds ends the whole job with one line.
 DEFAULT_TIMEOUT = 600.0
+#: How often a wait for messages tests for them, sleeping in between, in seconds (the
+#: CLI's --comm-poll-us): blocking in MPI spins, and a spinning wait takes the core
+#: from the computation that shares it (the other ranks', or this rank's forward and
+#: backward when a communication thread waits).
+DEFAULT_POLL = 50e-6
 
 
-def init(timeout=DEFAULT_TIMEOUT, net=None):
+def init(timeout=DEFAULT_TIMEOUT, net=None, poll=DEFAULT_POLL):
     """Start MPI through bagpipe (MPI_Init_thread, MPI_THREAD_MULTIPLE) unless it
     is started; idempotent. timeout: the watchdog in seconds (0: off); net: a
-    network emulation spec such as "bw=100Mbit,lat=1ms" (comm.h)."""
+    network emulation spec such as "bw=100Mbit,lat=1ms" (comm.h); poll: the
+    interval of every wait, this thread's and the communication threads' made
+    after (0: block in MPI)."""
     if not _C.initialized():
         _C.init()
         _atexit.register(finalize)
@@ -26,6 +33,7 @@ def init(timeout=DEFAULT_TIMEOUT, net=None):
         if _C.size() > 1:
             _sys.excepthook = _aborting_hook(_sys.excepthook)
     _C.set_timeout(float(timeout))
+    _C.set_poll(float(poll))
     if net is not None:
         _C.set_net(net)
 

@@ -118,6 +118,16 @@ static PyObject *py_set_timeout(PyObject *self, PyObject *args) {
     return rc ? bpy_raise_comm(w, rc) : Py_NewRef(Py_None);
 }
 
+static PyObject *py_set_poll(PyObject *self, PyObject *args) {
+    (void)self;
+    double s;
+    if (!PyArg_ParseTuple(args, "d", &s)) return NULL;
+    bp_comm *w = bpy_world();
+    if (!w) return NULL;
+    int rc = bp_comm_set_poll(w, s);
+    return rc ? bpy_raise_comm(w, rc) : Py_NewRef(Py_None);
+}
+
 static PyObject *py_set_net(PyObject *self, PyObject *args) {
     (void)self;
     const char *spec;
@@ -161,6 +171,9 @@ static PyMethodDef world_methods[] = {
     {"rank", py_rank, METH_NOARGS, "This process's rank in the world."},
     {"size", py_size, METH_NOARGS, "The number of ranks."},
     {"set_timeout", py_set_timeout, METH_VARARGS, "Watchdog timeout in seconds (0: off)."},
+    {"set_poll", py_set_poll, METH_VARARGS,
+     "Waits test every s seconds and sleep between (0: block in MPI, which spins); "
+     "Workers made after it poll alike."},
     {"set_net", py_set_net, METH_VARARGS, "Network emulation spec (comm.h), '' or 'off'."},
     {"set_path", py_set_path, METH_VARARGS, "'own' (our algorithms) or 'mpi' (MPI's)."},
     {"abort", py_abort, METH_VARARGS, "End the whole job with the exit code."},
