@@ -7,8 +7,9 @@ same load (run.sh's runs, a minute apart on a shared machine, do not):
 Every rank holds copies of train.py's model, each with its own optimizer: one
 trained alone (local: the computation's cost), one under DDP's default (gloo
 allreduce), one under bagpipe's bytegrad (its buckets: bytegrad_bucket_mb), one
-under bytegrad with DDP's buckets (1 MB, then 25 MB), and one under bytegrad with
-its waits blocking in MPI (spinning: bagpipe.init's poll 0). They take their
+under bytegrad with DDP's buckets (1 MB, then 25 MB), and one under bytegrad whose
+waits test every 50 us and sleep in between (bagpipe.init's poll; 0, the default,
+blocks in MPI). They take their
 steps in turn on the same batches; rank 0 prints, per round and over all rounds,
 the median step (zero_grad to the end of optimizer.step, steps 2 on) of each,
 DDP's step over it, and the training loss of each at the last step."""
@@ -23,16 +24,15 @@ import torch.distributed as dist
 
 sys.path.insert(0, os.path.dirname(__file__))
 import train  # noqa: E402  (train.py of this folder)
-import bagpipe  # noqa: E402
 import bagpipe.torch as bpt  # noqa: E402
 from bagpipe import _C  # noqa: E402
 
 #: name: (train.py's algorithm, poll interval of its waits, DDP's bucket_cap_mb and
 #: first bucket in MB; None: the wrapper's)
 VARIANTS = {"local": ("local", 0, None, None), "DDP default": ("ddp", 0, None, None),
-            "bytegrad": ("bytegrad", bagpipe.DEFAULT_POLL, None, None),
-            "bytegrad, DDP's buckets": ("bytegrad", bagpipe.DEFAULT_POLL, 25, 1),
-            "bytegrad, spinning waits": ("bytegrad", 0, None, None)}
+            "bytegrad": ("bytegrad", 0, None, None),
+            "bytegrad, DDP's buckets": ("bytegrad", 0, 25, 1),
+            "bytegrad, polling waits": ("bytegrad", 50e-6, None, None)}
 
 
 def main():

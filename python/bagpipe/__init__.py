@@ -14,18 +14,19 @@ from ._C import Error
 #: finished after this many seconds ends the whole job with one line.
 DEFAULT_TIMEOUT = 600.0
 #: How often a wait for messages tests for them, sleeping in between, in seconds (the
-#: CLI's --comm-poll-us): blocking in MPI spins, and a spinning wait takes the core
-#: from the computation that shares it (the other ranks', or this rank's forward and
-#: backward when a communication thread waits).
-DEFAULT_POLL = 50e-6
+#: CLI's --comm-poll-us); 0 blocks in MPI, which spins. Spinning takes the core from
+#: computation that shares it, but a sleeping wait wakes late on a loaded machine: on
+#: 2 shared cores, 50 us made bytegrad's and lp-decentralized's steps no faster
+#: (bench/torch_hooks/README.md), so the default stays 0.
+DEFAULT_POLL = 0.0
 
 
 def init(timeout=DEFAULT_TIMEOUT, net=None, poll=DEFAULT_POLL):
     """Start MPI through bagpipe (MPI_Init_thread, MPI_THREAD_MULTIPLE) unless it
     is started; idempotent. timeout: the watchdog in seconds (0: off); net: a
     network emulation spec such as "bw=100Mbit,lat=1ms" (comm.h); poll: the
-    interval of every wait, this thread's and the communication threads' made
-    after (0: block in MPI)."""
+    interval in seconds of every wait, this thread's and the communication
+    threads' made after (0: block in MPI)."""
     if not _C.initialized():
         _C.init()
         _atexit.register(finalize)
