@@ -107,25 +107,27 @@ static PyObject *py_size(PyObject *self, PyObject *args) {
     return w ? PyLong_FromLong(bp_comm_size(w)) : NULL;
 }
 
-static PyObject *py_set_timeout(PyObject *self, PyObject *args) {
-    (void)self;
+/* One number of seconds, at least 0, given to `set` on the world. */
+static PyObject *set_world_seconds(PyObject *args, bp_status (*set)(bp_comm *, double),
+                                   const char *what, const char *zero) {
     double s;
     if (!PyArg_ParseTuple(args, "d", &s)) return NULL;
     bp_comm *w = bpy_world();
     if (!w) return NULL;
-    if (!(s >= 0)) return bpy_raise("timeout: must be a number of seconds >= 0 (0 is off)");
-    int rc = bp_comm_set_timeout(w, s);
+    if (!(s >= 0))
+        return PyErr_Format(bpy_error, "%s: must be a number of seconds >= 0 (0 %s)", what, zero);
+    int rc = set(w, s);
     return rc ? bpy_raise_comm(w, rc) : Py_NewRef(Py_None);
+}
+
+static PyObject *py_set_timeout(PyObject *self, PyObject *args) {
+    (void)self;
+    return set_world_seconds(args, bp_comm_set_timeout, "timeout", "is off");
 }
 
 static PyObject *py_set_poll(PyObject *self, PyObject *args) {
     (void)self;
-    double s;
-    if (!PyArg_ParseTuple(args, "d", &s)) return NULL;
-    bp_comm *w = bpy_world();
-    if (!w) return NULL;
-    int rc = bp_comm_set_poll(w, s);
-    return rc ? bpy_raise_comm(w, rc) : Py_NewRef(Py_None);
+    return set_world_seconds(args, bp_comm_set_poll, "poll", "blocks in MPI");
 }
 
 static PyObject *py_set_net(PyObject *self, PyObject *args) {
