@@ -6,13 +6,14 @@ same load (run.sh's runs, a minute apart on a shared machine, do not):
 
 Every rank holds copies of train.py's model, each with its own optimizer: one
 trained alone (local: the computation's cost), one under DDP's default (gloo
-allreduce), one under bagpipe's bytegrad (its buckets: bytegrad_bucket_mb), one
-under bytegrad with DDP's buckets (1 MB, then 25 MB), and one under bytegrad whose
+allreduce), one under bagpipe's bytegrad (DDP's buckets: 1 MB, then 25 MB), one
+under bytegrad with buckets of 0.25 MB, the first too, and one under bytegrad whose
 waits test every 50 us and sleep in between (bagpipe.init's poll; 0, the default,
-blocks in MPI). They take their
-steps in turn on the same batches; rank 0 prints, per round and over all rounds,
-the median step (zero_grad to the end of optimizer.step, steps 2 on) of each,
-DDP's step over it, and the training loss of each at the last step."""
+blocks in MPI). They take their steps in turn on the same batches, each step's turn
+starting one further along (so that none always follows DDP's or the local step);
+rank 0 prints, per round and over all rounds, the median step (zero_grad to the end
+of optimizer.step, steps 2 on) of each, DDP's step over it, and the training loss
+of each at the last step."""
 import argparse
 import os
 import statistics
@@ -28,10 +29,10 @@ import bagpipe.torch as bpt  # noqa: E402
 from bagpipe import _C  # noqa: E402
 
 #: name: (train.py's algorithm, poll interval of its waits, DDP's bucket_cap_mb and
-#: first bucket in MB; None: the wrapper's)
+#: first bucket in MB; None: DDP's, 25 and 1)
 VARIANTS = {"local": ("local", 0, None, None), "DDP default": ("ddp", 0, None, None),
             "bytegrad": ("bytegrad", 0, None, None),
-            "bytegrad, DDP's buckets": ("bytegrad", 0, 25, 1),
+            "bytegrad, 0.25 MB buckets": ("bytegrad", 0, 0.25, 0.25),
             "bytegrad, polling waits": ("bytegrad", 50e-6, None, None)}
 
 
@@ -62,9 +63,10 @@ def main():
     for _ in range(args.rounds):
         for name in VARIANTS:
             times[name].append([])
-        for _ in range(args.steps):
+        for i in range(args.steps):
             x, y = task.batch(batch)
-            for name, (net, opt, poll) in runs.items():
+            order = list(runs.items())
+            for name, (net, opt, poll) in order[i % len(order):] + order[:i % len(order)]:
                 _C.set_poll(poll)
                 t0 = time.perf_counter()
                 opt.zero_grad()

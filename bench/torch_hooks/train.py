@@ -165,7 +165,7 @@ def main():
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--bucket-mb", type=float, default=None,
                     help="DDP's bucket_cap_mb for ddp, fp16, bytegrad, allreduce, qadam "
-                    "(default: 25; bytegrad: bagpipe.torch.bytegrad_bucket_mb)")
+                    "(default: DDP's, 25)")
     args = ap.parse_args()
     torch.set_num_threads(1)
     bpt.init_process_group()

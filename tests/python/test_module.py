@@ -339,32 +339,6 @@ def test_ddp_keyword_arguments():
                      lambda: bpt.with_bagpipe(base, opt, algorithm, gradient_as_bucket_view=True))
 
 
-def test_bytegrad_buckets():
-    """bytegrad's DDP cuts the gradient into buckets of an eighth of it (0.25 MB at
-    least), so that little waits for the end of backward; bucket_cap_mb overrides
-    it, and DDP's first-bucket size is left as it was for other DDPs."""
-    first = dist._DEFAULT_FIRST_BUCKET_BYTES
-    torch.manual_seed(0)
-    base = torch.nn.Sequential(*(torch.nn.Linear(128, 128) for _ in range(48)))  # 3.2 MB
-    opt = torch.optim.SGD(base.parameters(), lr=LR)
-    model = bpt.with_bagpipe(base, opt, "bytegrad")
-    assert bpt.bytegrad_bucket_mb(base) == 48 * 129 * 128 * 4 / 2**20 / 8
-    assert model.bucket_bytes_cap == int(bpt.bytegrad_bucket_mb(base) * 2**20)
-    assert dist._DEFAULT_FIRST_BUCKET_BYTES == first
-    for _ in range(3):
-        opt.zero_grad()
-        model(torch.randn(4, 128)).sum().backward()
-        opt.step()
-    sizes = [b.buffer().numel() * 4 for b in model.reducer._get_zeros_like_grad_buckets()]
-    assert len(sizes) >= 6 and max(sizes) <= model.bucket_bytes_cap, \
-        f"bytegrad's buckets: {sizes} bytes"
-    assert bpt.bytegrad_bucket_mb(Net()) == 0.25
-    base = Net()
-    model = bpt.with_bagpipe(base, torch.optim.SGD(base.parameters(), lr=LR), "bytegrad",
-                             bucket_cap_mb=2)
-    assert model.bucket_bytes_cap == 2 * 2**20
-
-
 def test_wrapping_twice_is_refused():
     base, opt, model = wrap("easgd")
     other = torch.optim.SGD(Net().parameters(), lr=LR)
@@ -464,7 +438,7 @@ if __name__ == "__main__":
              test_powersgd_state_in_ddp_state_dict, test_qadam_state_dict_holds_the_step,
              test_lr_scheduler_after_wrapping,
              test_evaluation_on_some_ranks_any_time, test_no_sync_accumulates_gradients,
-             test_ddp_keyword_arguments, test_bytegrad_buckets, test_wrapping_twice_is_refused,
+             test_ddp_keyword_arguments, test_wrapping_twice_is_refused,
              test_exception_in_step_keeps_ranks_in_step, test_bad_options_and_misuse_raise,
              test_nan_gradient_raises_bagpipes_line, test_consensus_state_dict_is_the_average]
     only = sys.argv[1:]

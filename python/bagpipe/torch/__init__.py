@@ -154,29 +154,6 @@ def _weight_module(model, optimizer, algorithm, ddp):
     return options, ddp.get("broadcast_buffers", True)
 
 
-def bytegrad_bucket_mb(model):
-    """bytegrad's buckets when DDP's bucket_cap_mb is not given: an eighth of the
-    gradient, between 0.25 and 25 MB, the first bucket too (DDP's: 1 MB, then 25).
-    Its compressed buckets cross the link 4x faster than DDP's, so that the last
-    one, sent only once backward has ended, is what a step waits for: on a 438k-
-    parameter transformer at 100 Mbit (bench/torch_hooks/README.md), DDP's buckets
-    (1 MB, 0.75) made bytegrad's step 1.66x faster than DDP's, 0.25 MB ones 2.05x."""
-    grad_mb = sum(p.numel() * p.element_size() for p in model.parameters()) / 2**20
-    return min(25.0, max(0.25, grad_mb / 8))
-
-
-def _ddp(model, options, first_mb=None):
-    """DDP(model, **options) whose first bucket holds first_mb (DDP reads its size
-    from a module global while it is made)."""
-    saved = dist._DEFAULT_FIRST_BUCKET_BYTES
-    if first_mb is not None:
-        dist._DEFAULT_FIRST_BUCKET_BYTES = int(first_mb * 2**20)
-    try:
-        return DDP(model, **options)
-    finally:
-        dist._DEFAULT_FIRST_BUCKET_BYTES = saved
-
-
 def _keep_hook_state(ddp, state):
     """The hook's state (PowerSGD's error feedback and Q) in DDP's state_dict, under
     <prefix>_bagpipe., and restored by its load_state_dict, as BagpipeModule does."""
@@ -200,8 +177,7 @@ def with_bagpipe(model, optimizer, algorithm, **options):
 
     Gradient algorithms: DDP(model) with the algorithm's hook (options: DDP's keyword
     arguments, and those of PowerSGDState for powersgd; qadam needs a
-    QAdamOptimizer; bytegrad's buckets: bytegrad_bucket_mb unless bucket_cap_mb is
-    given). Weight algorithms: a BagpipeModule (options: those of the
+    QAdamOptimizer). Weight algorithms: a BagpipeModule (options: those of the
     algorithm's class and WEIGHT_DDP_OPTIONS), whose optimizer.step does the
     algorithm's mixing; call .finish() after the last step. A model, or an
     optimizer, is wrapped once."""
@@ -230,10 +206,7 @@ def with_bagpipe(model, optimizer, algorithm, **options):
         state = binding.make(optimizer, options)
         if algorithm == "powersgd":
             state.names = {id(p): n for n, p in model.named_parameters()}
-        first = None
-        if algorithm == "bytegrad" and "bucket_cap_mb" not in ddp:
-            ddp["bucket_cap_mb"] = first = bytegrad_bucket_mb(model)
-        wrapped = _ddp(model, ddp, first)
+        wrapped = DDP(model, **ddp)
         wrapped.register_comm_hook(state, binding.hook)
         _keep_hook_state(wrapped, state)
     model._bagpipe_wrapped = True
@@ -245,7 +218,6 @@ def with_bagpipe(model, optimizer, algorithm, **options):
 __all__ = ["ALGORITHMS", "GRADIENT_ALGORITHMS", "WEIGHT_ALGORITHMS", "BINDINGS", "DDP_OPTIONS",
            "WEIGHT_DDP_OPTIONS", "init_process_group", "with_bagpipe", "HookState",
            "PowerSGDState", "QAdamState", "QAdamOptimizer", "allreduce_hook", "bytegrad_hook",
-           "bytegrad_bucket_mb",
            "powersgd_hook", "qadam_hook", "BagpipeModule", "Decentralized",
            "LowPrecisionDecentralized", "Async", "EASGD", "DiLoCo", "StreamingDiLoCo", "flatten",
            "Error"]
