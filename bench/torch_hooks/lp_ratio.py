@@ -3,15 +3,18 @@
 
   mpirun -np 2 python3 bench/torch_hooks/lp_ratio.py [--rounds 3] [--steps 40]
 
-Every rank holds three copies of a small CNN with BatchNorm (20k parameters) on
-Fashion-MNIST: one trained alone (a local step: forward, backward, SGD), one
-wrapped with bagpipe.torch's lp-decentralized (the ring's exchange on the
-communication thread during the next forward and backward), and one with the
-ring's whole step inside optimizer.step (`ring.step`, as before the exchange was
-overlapped). They take their steps in turn, one each, so that all three see the
-same load; rank 0 prints, per round and over all of them, the median time of a
-whole step (zero_grad to the end of optimizer.step) and of optimizer.step alone,
-and the ratios to the local step (the target: within 1.2x)."""
+Every rank holds copies of a small CNN with BatchNorm (20k parameters) on
+Fashion-MNIST (VARIANTS): one trained alone (a local step: forward, backward, SGD),
+one wrapped with bagpipe.torch's lp-decentralized (the ring's exchange on the
+communication thread during the next forward and backward), the same with waits
+that test every 50 us and sleep between (bagpipe.init's poll) and without the
+buffers' broadcast at each training forward (broadcast_buffers=False), and one
+with the ring's whole step inside optimizer.step (`ring.step`, as before the
+exchange was overlapped).
+They take their steps in turn, one each, so that all see the same load; rank 0
+prints, per round and over all of them, the median time of a whole step
+(zero_grad to the end of optimizer.step) and of optimizer.step alone, and the
+ratios to the local step (the target: within 1.2x)."""
 import argparse
 import json
 import os
@@ -27,7 +30,15 @@ import bagpipe.torch as bpt  # noqa: E402
 from bagpipe import _C  # noqa: E402
 from bagpipe.torch import _tensors, weights  # noqa: E402
 
-NAMES = ("local", "lp-decentralized", "whole ring step")
+#: name: (algorithm, poll interval of its waits, broadcast_buffers)
+VARIANTS = {
+    "local": (None, 0, False),
+    "lp-decentralized": ("lp", 0, True),
+    "lp, polling waits": ("lp", 50e-6, True),
+    "lp, no buffer broadcast": ("lp", 0, False),
+    "whole ring step": ("whole", 0, True),
+}
+NAMES = tuple(VARIANTS)
 
 
 class WholeStep(weights.LowPrecisionDecentralized):
@@ -39,8 +50,9 @@ class WholeStep(weights.LowPrecisionDecentralized):
         weights.WeightAlgorithm.after(self)
 
 
-def step(net, opt, x, y):
+def step(net, opt, x, y, poll):
     """(whole step s, optimizer.step s)"""
+    _C.set_poll(poll)  # this thread's waits (the buffers' broadcast)
     t0 = time.perf_counter()
     opt.zero_grad()
     torch.nn.functional.cross_entropy(net(x), y).backward()
@@ -74,23 +86,25 @@ def main():
     images, labels = data.load_fashion("train")
     g = torch.Generator().manual_seed(1 + rank)
     nets = {}
-    for name in NAMES:
+    for name, (algo, poll, bcast) in VARIANTS.items():
         base = cnn(8, 24)
         opt = torch.optim.SGD(base.parameters(), lr=0.05, momentum=0.9)
-        if name == "local":
-            nets[name] = (base, opt)
-        elif name == "lp-decentralized":
-            nets[name] = (bpt.with_bagpipe(base, opt, name), opt)
+        _C.set_poll(poll)  # its communication thread's, made now
+        if algo is None:
+            nets[name] = (base, opt, poll)
+        elif algo == "lp":
+            nets[name] = (bpt.with_bagpipe(base, opt, "lp-decentralized", broadcast_buffers=bcast),
+                          opt, poll)
         else:
-            nets[name] = (weights.BagpipeModule(base, opt, WholeStep()), opt)
+            nets[name] = (weights.BagpipeModule(base, opt, WholeStep()), opt, poll)
     rounds = []
     for _ in range(args.rounds):
         idx = torch.randint(0, len(images), (args.steps, args.batch), generator=g)
         times = {name: [] for name in NAMES}
         for i in idx:
             x, y = data.to_float(images[i]), labels[i]
-            for name, (net, opt) in nets.items():
-                times[name].append(step(net, opt, x, y))
+            for name, (net, opt, poll) in nets.items():
+                times[name].append(step(net, opt, x, y, poll))
         rounds.append(times)
     for name in NAMES[1:]:
         nets[name][0].finish()

@@ -21,7 +21,7 @@ ALGOS = ("ddp", "fp16", "torch-powersgd", "bytegrad", "powersgd", "decentralized
 NAMES = {"ddp": "DDP default (allreduce)", "fp16": "torch fp16_compress_hook",
          "torch-powersgd": "torch PowerSGD hook (r 4)", "bytegrad": "bagpipe bytegrad",
          "powersgd": "bagpipe powersgd (r 4)", "decentralized": "bagpipe decentralized",
-         "allreduce": "bagpipe allreduce", "qadam": "bagpipe qadam (lr 1e-3, warm-up 5)",
+         "allreduce": "bagpipe allreduce", "qadam": "bagpipe qadam (warm-up 5)",
          "lp-decentralized": "bagpipe lp-decentralized", "async": "bagpipe async",
          "easgd": "bagpipe easgd", "local": "local (no communication)"}
 

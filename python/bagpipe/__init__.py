@@ -13,12 +13,20 @@ from ._C import Error
 #: The watchdog's default, as the CLI's --comm-timeout: an operation that has not
 #: finished after this many seconds ends the whole job with one line.
 DEFAULT_TIMEOUT = 600.0
+#: How often a wait for messages tests for them, sleeping in between, in seconds (the
+#: CLI's --comm-poll-us); 0 blocks in MPI, which spins. Spinning takes the core from
+#: computation that shares it, but a sleeping wait wakes late on a loaded machine: on
+#: 2 shared cores, 50 us made bytegrad's and lp-decentralized's steps no faster
+#: (bench/torch_hooks/README.md), so the default stays 0.
+DEFAULT_POLL = 0.0
 
 
-def init(timeout=DEFAULT_TIMEOUT, net=None):
+def init(timeout=DEFAULT_TIMEOUT, net=None, poll=DEFAULT_POLL):
     """Start MPI through bagpipe (MPI_Init_thread, MPI_THREAD_MULTIPLE) unless it
     is started; idempotent. timeout: the watchdog in seconds (0: off); net: a
-    network emulation spec such as "bw=100Mbit,lat=1ms" (comm.h)."""
+    network emulation spec such as "bw=100Mbit,lat=1ms" (comm.h); poll: the
+    interval in seconds of every wait, this thread's and the communication
+    threads' made after (0: block in MPI)."""
     if not _C.initialized():
         _C.init()
         _atexit.register(finalize)
@@ -26,6 +34,7 @@ def init(timeout=DEFAULT_TIMEOUT, net=None):
         if _C.size() > 1:
             _sys.excepthook = _aborting_hook(_sys.excepthook)
     _C.set_timeout(float(timeout))
+    _C.set_poll(float(poll))
     if net is not None:
         _C.set_net(net)
 

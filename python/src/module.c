@@ -107,15 +107,27 @@ static PyObject *py_size(PyObject *self, PyObject *args) {
     return w ? PyLong_FromLong(bp_comm_size(w)) : NULL;
 }
 
-static PyObject *py_set_timeout(PyObject *self, PyObject *args) {
-    (void)self;
+/* One number of seconds, at least 0, given to `set` on the world. */
+static PyObject *set_world_seconds(PyObject *args, bp_status (*set)(bp_comm *, double),
+                                   const char *what, const char *zero) {
     double s;
     if (!PyArg_ParseTuple(args, "d", &s)) return NULL;
     bp_comm *w = bpy_world();
     if (!w) return NULL;
-    if (!(s >= 0)) return bpy_raise("timeout: must be a number of seconds >= 0 (0 is off)");
-    int rc = bp_comm_set_timeout(w, s);
+    if (!(s >= 0))
+        return PyErr_Format(bpy_error, "%s: must be a number of seconds >= 0 (0 %s)", what, zero);
+    int rc = set(w, s);
     return rc ? bpy_raise_comm(w, rc) : Py_NewRef(Py_None);
+}
+
+static PyObject *py_set_timeout(PyObject *self, PyObject *args) {
+    (void)self;
+    return set_world_seconds(args, bp_comm_set_timeout, "timeout", "is off");
+}
+
+static PyObject *py_set_poll(PyObject *self, PyObject *args) {
+    (void)self;
+    return set_world_seconds(args, bp_comm_set_poll, "poll", "blocks in MPI");
 }
 
 static PyObject *py_set_net(PyObject *self, PyObject *args) {
@@ -161,6 +173,9 @@ static PyMethodDef world_methods[] = {
     {"rank", py_rank, METH_NOARGS, "This process's rank in the world."},
     {"size", py_size, METH_NOARGS, "The number of ranks."},
     {"set_timeout", py_set_timeout, METH_VARARGS, "Watchdog timeout in seconds (0: off)."},
+    {"set_poll", py_set_poll, METH_VARARGS,
+     "Waits test every s seconds and sleep between (0: block in MPI, which spins); "
+     "Workers made after it poll alike."},
     {"set_net", py_set_net, METH_VARARGS, "Network emulation spec (comm.h), '' or 'off'."},
     {"set_path", py_set_path, METH_VARARGS, "'own' (our algorithms) or 'mpi' (MPI's)."},
     {"abort", py_abort, METH_VARARGS, "End the whole job with the exit code."},

@@ -389,6 +389,28 @@ def test_exception_in_step_keeps_ranks_in_step():
         _C.set_timeout(bagpipe.DEFAULT_TIMEOUT)
 
 
+def test_polling_waits():
+    """bagpipe.init(poll=s): the world's waits and those of communication threads
+    made after test and sleep, with the bits of blocking waits; an interval outside
+    0..1 s is refused with one line."""
+    def run(poll):
+        bagpipe.init(poll=poll)
+        base, opt, model = wrap("lp-decentralized", seed=0)
+        train(model, opt, 3)
+        model.finish()
+        return flat_of(base), buffers_of(base)
+
+    try:
+        blocking, polling = run(0), run(50e-6)
+        assert all(torch.equal(a, b) for a, b in zip(blocking, polling))
+        expect_error(f"rank {_C.rank()} of group 'world': poll interval 2 s: expected 0 to 1 s",
+                     lambda: bagpipe.init(poll=2))
+        expect_error("poll: must be a number of seconds >= 0 (0 blocks in MPI)",
+                     lambda: _C.set_poll(-1))
+    finally:
+        bagpipe.init()
+
+
 def test_bad_options_and_misuse_raise():
     for alpha in (float("nan"), -1.0, 0.0):
         expect_error("easgd: alpha must be a number above 0", lambda: bpt.EASGD(alpha=alpha))
@@ -440,7 +462,8 @@ if __name__ == "__main__":
              test_evaluation_on_some_ranks_any_time, test_no_sync_accumulates_gradients,
              test_ddp_keyword_arguments, test_wrapping_twice_is_refused,
              test_exception_in_step_keeps_ranks_in_step, test_bad_options_and_misuse_raise,
-             test_nan_gradient_raises_bagpipes_line, test_consensus_state_dict_is_the_average]
+             test_nan_gradient_raises_bagpipes_line, test_consensus_state_dict_is_the_average,
+             test_polling_waits]
     only = sys.argv[1:]
     tests = [t for t in tests if not only or t.__name__ in only]
     rc = common.run(tests)

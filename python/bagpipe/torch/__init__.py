@@ -63,14 +63,15 @@ def _bcast_text(text, root=0):
     return bytes(int(v) for v in data[1:1 + int(data[0])]).decode()
 
 
-def init_process_group(timeout=None, net=None):
+def init_process_group(timeout=None, net=None, poll=None):
     """Start bagpipe (MPI) and, unless there is one, torch.distributed's gloo group
     over the same ranks: rank 0 listens on MASTER_ADDR (default 127.0.0.1) at
     MASTER_PORT (default: a free port, told to the others over bagpipe). timeout
     (default bagpipe.DEFAULT_TIMEOUT) bounds bagpipe's operations (the watchdog) and
-    gloo's alike, so that a rank lost in DDP's own collectives is noticed too."""
+    gloo's alike, so that a rank lost in DDP's own collectives is noticed too. poll
+    (default bagpipe.DEFAULT_POLL): as bagpipe.init's."""
     timeout = bagpipe.DEFAULT_TIMEOUT if timeout is None else timeout
-    init(timeout=timeout, net=net)
+    init(timeout=timeout, net=net, poll=bagpipe.DEFAULT_POLL if poll is None else poll)
     if dist.is_initialized():
         if dist.get_world_size() != _C.size() or dist.get_rank() != _C.rank():
             raise Error(f"bagpipe: torch.distributed has rank {dist.get_rank()} of "
