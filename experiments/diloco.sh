@@ -136,6 +136,16 @@ TXT
 the bytes per step count the evaluations' averaging too, so the bytes are the first
 table's, not these runs'.)
 
+TXT
+  # experiments/diloco_emu.sh's section, kept from the page this replaces.
+  if [ -f "$ROOT/docs/results/diloco/time_to_loss.md" ]; then
+    cp "$ROOT/docs/results/diloco/time_to_loss."{md,json} "$OUT/"
+    printf '<!-- time to loss -->\n'
+    cat "$OUT/time_to_loss.md"
+    printf '<!-- /time to loss -->\n'
+  fi
+  cat <<'TXT'
+
 ## What it shows, at this scale
 
 - **One setting meets the target on 2 ranks**: streaming-diloco with H 40, 2
