@@ -10,8 +10,9 @@ the run as the device is). Every algorithm of Bagua's family at its defaults but
 warm-up (2 steps) and async's --sync-ms (20 ms of the device's time), easgd, diloco and
 streaming-diloco at their defaults, and DiLoCo's best setting of the CPU study.
 
-Per run: the mean step over whole periods of the algorithm (Bagua's: steps 3..6, where
-easgd averages once; DiLoCo's: one H from step 4). Time to loss = mean step x steps to
+Per run: the mean step
+over whole periods of the algorithm (Bagua's: steps 3..6, where easgd averages once;
+DiLoCo's: one H from step 4). Time to loss = mean step x steps to
 the loss, the steps from the real CPU studies on the same model and batch: allreduce's
 733.9 steps to 1.882 nats (docs/results/diloco's efficiency, bagua_convergence's target)
 times each algorithm's factor (Bagua's: bagua_convergence's, as bench/emu/bagua_emu.py;
