@@ -27,7 +27,7 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bagua_emu import STEPS_FACTOR as BAGUA_FACTOR  # noqa: E402
+from bagua_emu import STEPS_FACTOR as BAGUA_FACTOR, algo_opts  # noqa: E402
 from cluster_runs import CLUSTER, Pool, add_output_args, save, table_only  # noqa: E402
 
 # (name, Mbit/s, one-way latency ms)
@@ -46,14 +46,6 @@ def runs():
             ("streaming-diloco (H 100, 2 fragments)", ["--dp-algo", "streaming-diloco"], 1.222, 103, 4),
             (BEST, ["--dp-algo"] + BEST.split(), None, 43, 4)]
     return out
-
-
-def extra(label, K):
-    if label == "qadam":
-        return ["--qadam-warmup", "2"]
-    if label == "async":
-        return ["--sync-ms", str(20 * K)]
-    return []
 
 
 def markdown(rows, path):
@@ -105,7 +97,7 @@ def main():
         pool = Pool(2, 1)
         for label, opts, factor, steps, first in runs():
             o = ["--device", "emu:v100", "--dilation", str(K), "--steps", str(steps),
-                 "--net", f"lat={lat}ms"] + opts + extra(label, K)
+                 "--net", f"lat={lat}ms"] + opts + algo_opts(label, K)
             d = os.path.join(a.out, f"{mbit}mbit_" + label.split()[0] + ("_best" if label == BEST else ""))
             m = pool.train(d, 2, 1, o, first).result()
             m.update(net=net, label=label, factor=factor, dilation=K)
