@@ -62,7 +62,8 @@ static PyObject *py_average(PyObject *self, PyObject *args) {
     Py_buffer v[5];
     if (!world || bpy_views("diloco_average", obj, v, 5, 2) < 0) return NULL;
     set.compress = (bp_outer_compress)c, set.exchange = (bp_outer_exchange)x;
-    diloco s = {.global = bpy_data(&v[1]), .delta = bpy_data(&v[2]), .exchange = set.exchange,
+    diloco s = {.be = bp_backend_cpu(), .global = bpy_data(&v[1]), .delta = bpy_data(&v[2]),
+                .exchange = set.exchange,
                 .error = v[3].obj ? bpy_data(&v[3]) : NULL,
                 .error_rs = v[4].obj ? bpy_data(&v[4]) : NULL};
     int count = 0;
@@ -78,8 +79,9 @@ static PyObject *py_average(PyObject *self, PyObject *args) {
     for (int t = 0; t < count; t++) largest = sp[t].numel > largest ? sp[t].numel : largest;
     if (sp && rc == BP_OK && !missing) {
         s.wire = malloc((bp_diloco_wire_floats(&s, fr, bp_comm_size(world)) + 1) * sizeof(float));
-        s.decoded = malloc((largest + 1) * sizeof(float));
-        if (!s.wire || !s.decoded) rc = bp_fail(&err, BP_ENOMEM, "diloco: out of memory");
+        s.stage = malloc((3 * largest + 1) * sizeof(float));
+        s.largest = largest;
+        if (!s.wire || !s.stage) rc = bp_fail(&err, BP_ENOMEM, "diloco: out of memory");
         else {
             Py_BEGIN_ALLOW_THREADS
             bp_diloco_pseudo_gradient(&s, fr, bpy_data(&v[0]));
@@ -87,7 +89,7 @@ static PyObject *py_average(PyObject *self, PyObject *args) {
             Py_END_ALLOW_THREADS
         }
     }
-    free(s.wire), free(s.decoded), free(sp);
+    free(s.wire), free(s.stage), free(sp);
     bp_codec_destroy(s.codec);
     bpy_release(v, 5);
     if (!sp) return NULL;
@@ -107,7 +109,8 @@ static PyObject *py_outer_step(PyObject *self, PyObject *args) {
     int count = 0;
     bp_diloco_span *sp = spans_of(spans, bpy_count(&v[0]), &count);
     if (sp) {
-        diloco s = {.global = bpy_data(&v[1]), .momentum = bpy_data(&v[2]), .delta = bpy_data(&v[3])};
+        diloco s = {.be = bp_backend_cpu(), .global = bpy_data(&v[1]), .momentum = bpy_data(&v[2]),
+                    .delta = bpy_data(&v[3])};
         bp_diloco_outer_step(&s, (bp_diloco_frag){sp, count}, bpy_data(&v[0]), (float)lr, (float)mu,
                              (float)mix);
     }

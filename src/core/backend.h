@@ -104,6 +104,10 @@ struct bp_backend {
      * d = alpha (w - c); w -= d; diff = d, or diff += d when accumulate. */
     void (*elastic_pull)(const bp_backend *be, float *w, const float *c, float *diff, size_t n,
                          float alpha, bool accumulate);
+    /* DiLoCo's outer step (parallel/dp/diloco.c) from the averaged pseudo-gradient d:
+     * m = mu m + d; g -= lr (d + mu m); then w = g (mix 0) or mix w + (1 - mix) g. */
+    void (*outer_step)(const bp_backend *be, float *g, float *m, const float *d, float *w,
+                       size_t n, float lr, float mu, float mix);
 
     /* ---- the optimizer update of elements [off, off + len) ---- */
     void (*update)(const bp_backend *be, const bp_update_args *a, float *params, const float *grads,

@@ -216,6 +216,17 @@ static void check_elastic_pull(const bp_backend *be, float *w, const float *c, f
     close_buf(mw);
 }
 
+static void check_outer_step(const bp_backend *be, float *g, float *m, const float *d, float *w,
+                             size_t n, float lr, float mu, float mix) {
+    (void)be;
+    mapping *mg = open_buf(g, n), *mm = open_buf(m, n), *md = open_buf(d, n), *mw = open_buf(w, n);
+    cpu()->outer_step(cpu(), g, m, d, w, n, lr, mu, mix);
+    close_buf(mw);
+    close_buf(md);
+    close_buf(mm);
+    close_buf(mg);
+}
+
 static void check_update(const bp_backend *be, const bp_update_args *a, float *params,
                          const float *grads, float *m, float *v, size_t off, size_t len) {
     (void)be;
@@ -280,6 +291,7 @@ static const bp_backend check = {
     .fill = check_fill,
     .zero_nonfinite = check_zero_nonfinite,
     .elastic_pull = check_elastic_pull,
+    .outer_step = check_outer_step,
     .update = check_update,
     .stream_create = check_stream_create,
     .stream_destroy = check_stream_destroy,

@@ -82,6 +82,16 @@ static void cpu_elastic_pull(const bp_backend *be, float *w, const float *c, flo
     }
 }
 
+static void cpu_outer_step(const bp_backend *be, float *g, float *m, const float *d, float *w,
+                           size_t n, float lr, float mu, float mix) {
+    (void)be;
+    for (size_t i = 0; i < n; i++) {
+        m[i] = mu * m[i] + d[i];
+        g[i] -= lr * (d[i] + mu * m[i]);
+        w[i] = mix == 0.0f ? g[i] : mix * w[i] + (1.0f - mix) * g[i];
+    }
+}
+
 static void sgd(const bp_update_args *a, float *p, const float *g, float *buf, size_t off,
                 size_t len) {
     const float mu = (float)a->momentum, wd = (float)a->weight_decay;
@@ -209,6 +219,7 @@ static const bp_backend cpu = {
     .fill = cpu_fill,
     .zero_nonfinite = cpu_zero_nonfinite,
     .elastic_pull = cpu_elastic_pull,
+    .outer_step = cpu_outer_step,
     .update = cpu_update,
     .stream_create = cpu_stream_create,
     .stream_destroy = cpu_stream_destroy,

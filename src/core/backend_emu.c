@@ -288,6 +288,14 @@ static void emu_elastic_pull(const bp_backend *be, float *w, const float *c, flo
     pass(be, (accumulate ? 5.0 : 4.0) * (double)n * sizeof(float));
 }
 
+/* Global weights, momentum and average in, both out, and the weights (read too
+ * when mixed) out. */
+static void emu_outer_step(const bp_backend *be, float *g, float *m, const float *d, float *w,
+                           size_t n, float lr, float mu, float mix) {
+    (void)g, (void)m, (void)d, (void)w, (void)lr, (void)mu;
+    pass(be, (mix == 0.0f ? 6.0 : 7.0) * (double)n * sizeof(float));
+}
+
 /* Floats read and written per element: weight, gradient and state in, weight and
  * state out (the momentum alone for BP_UPDATE_MOMENTUM). */
 static void emu_update(const bp_backend *be, const bp_update_args *a, float *params,
@@ -360,6 +368,7 @@ static const bp_backend emu_table = {
     .fill = emu_fill,
     .zero_nonfinite = emu_zero_nonfinite,
     .elastic_pull = emu_elastic_pull,
+    .outer_step = emu_outer_step,
     .update = emu_update,
     .stream_create = emu_stream_create,
     .stream_destroy = emu_stream_destroy,

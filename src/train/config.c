@@ -224,11 +224,6 @@ bp_status bp_train_config_finalize(bp_train_config *c, bp_err *err) {
         return bp_fail(err, BP_EUSAGE, "option --out: path too long");
     if (c->device.kind == BP_DEVICE_CUDA && check_cuda(c, err)) return BP_EUSAGE;
     if (c->device.kind == BP_DEVICE_EMU && check_emu(c, err)) return BP_EUSAGE;
-    if (c->device.kind != BP_DEVICE_CPU && bp_dp_ops(run_algo(c))->host_weights)
-        return bp_fail(err, BP_EUSAGE,
-                       "option --dp-algo: %s does not run on --device %s (its rule runs on "
-                       "the host's copy of the weights)",
-                       bp_dp_algo_name(run_algo(c)), bp_device_name(c->device.kind));
     const bp_device_settings *d = &c->device;
     bool gpu = d->kind == BP_DEVICE_CUDA || d->kind == BP_DEVICE_EMU;
     if (!gpu && d->gpu_comm != BP_GPU_COMM_AUTO)

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The checking backend (--device check: the cpu's kernels on memory the host cannot
 # touch outside the backend's calls) gives the cpu's bits on the equivalence
-# configurations of scripts/compare-losses.sh: dp with every synchronous algorithm,
+# configurations of scripts/compare-losses.sh: dp with every synchronous algorithm
+# (diloco and streaming-diloco with their outer codecs among them),
 # every schedule, tp, AvgPipe, each Optimus-CC flag, mlp across stages; and a run
 # resumed on it from a checkpoint continues bit for bit. A host access to device
 # memory anywhere in the step would crash these runs (tests/core/test_backend.c
@@ -11,12 +12,12 @@ export OPENBLAS_NUM_THREADS=1
 CL="$BP_SOURCE_DIR/scripts/compare-losses.sh"
 # async averages on a timer (compare-losses checks it converges): its thread reads
 # and writes the weights through the table under its lock.
-export ONLY='^(async|allreduce-buckets|bytegrad|qadam|decentralized-all|lp-decentralized|powersgd|easgd|hierarchical|1f1b|afp1|tp2|avgpipe-dp2|cb|cb-no-lep|sc-stages|fused-embedding-sync|clip-accum|mlp-pp2)$'
+export ONLY='^(async|diloco|diloco-minmax4-rs|streaming-diloco|allreduce-buckets|bytegrad|qadam|decentralized-all|lp-decentralized|powersgd|easgd|hierarchical|1f1b|afp1|tp2|avgpipe-dp2|cb|cb-no-lep|sc-stages|fused-embedding-sync|clip-accum|mlp-pp2)$'
 "$CL" record "$BP" "$WORK/cpu" >"$WORK/cpu.txt" 2>&1 || fail "recording on the cpu: $(cat "$WORK/cpu.txt")"
 EXTRA="--device check" "$CL" record "$BP" "$WORK/check" >"$WORK/check.txt" 2>&1 ||
   fail "recording on check: $(cat "$WORK/check.txt")"
 "$CL" compare "$WORK/cpu" "$WORK/check" >"$WORK/cmp.txt" 2>&1 || fail "check differs from cpu: $(cat "$WORK/cmp.txt")"
-[ "$(grep -cE '^(SAME|RUNS)' "$WORK/cmp.txt")" -eq 19 ] || fail "not every configuration compared: $(cat "$WORK/cmp.txt")"
+[ "$(grep -cE '^(SAME|RUNS)' "$WORK/cmp.txt")" -eq 22 ] || fail "not every configuration compared: $(cat "$WORK/cmp.txt")"
 
 losses() { grep '"type":"step"' "$1" | sed -E 's/.*"step":([0-9]+),"loss":([^,]+),.*/\1 \2/'; }
 # Resumed on check from a checkpoint the cpu wrote, against the cpu's whole run.
@@ -48,6 +49,12 @@ state_resume() { # name ranks options...
 }
 state_resume easgd 2 --dp-algo easgd --ea-period 2
 state_resume avgpipe 1 --pipelines 2 --micro-batches 2
+# DiLoCo's global weights, outer momentum, error feedback of both exchanges and, for
+# streaming, the fragment in flight at step 6 (synchronized after step 5, tau 2).
+state_resume diloco 3 --batch 12 --dp-algo diloco --inner-steps 4 --outer-compress minmax2 \
+  --outer-exchange reduce-scatter
+state_resume streaming-diloco 2 --dp-algo streaming-diloco --inner-steps 4 --outer-delay 2 \
+  --outer-compress minmax8
 
 # sample's model on the check backend (its logits copied through the table) writes the
 # cpu's bytes.

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # --device emu:GPU, the emulated device (core/backend_emu.h): every configuration of
-# scripts/compare-losses.sh (every dp algorithm, async included, every schedule, tp, a 3D
-# grid, AvgPipe, each Optimus-CC flag, hierarchical, mlp) runs on it to the end; its
-# metrics say that it is emulated, at which dilation, and that the loss is absent
-# (null, while the finite checks pass); what it cannot do is refused with one line:
-# checkpoints, a model whose memory exceeds the device's (the need and the capacity).
+# scripts/compare-losses.sh (every dp algorithm, async and diloco included, every
+# schedule, tp, a 3D grid, AvgPipe, each Optimus-CC flag, hierarchical, mlp) runs on
+# it to the end; its metrics say that it is emulated, at which dilation, and that
+# the loss is absent (null, while the finite checks pass); what it cannot do is
+# refused with one line: checkpoints, a model whose memory exceeds the device's
+# (the need and the capacity).
 # Nothing here depends on the machine's speed: the timeline's arithmetic is
 # tests/core/test_backend_emu.c's.
 source "$(dirname "$0")/lib.sh"
@@ -46,9 +47,9 @@ grep -qE 'dilation [0-9]+ \(chosen from the configuration\)' "$WORK/err" ||
   fail "no chosen dilation in the header: $(cat "$WORK/err")"
 
 # Every configuration of compare-losses runs to its last step.
-export ONLY='^(async|allreduce|allreduce-buckets|bytegrad|qadam|decentralized-shift_one|decentralized-all|lp-decentralized|powersgd|easgd|hierarchical|gpipe|1f1b|afp1|tp2|grid-dp2-pp2-tp2|avgpipe|avgpipe-dp2|cb|cb-no-lep|cb-epilogue-only|fused-embedding-sync|sc-stages|clip-accum|mlp|mlp-pp2)$'
+export ONLY='^(async|diloco|diloco-minmax4-rs|streaming-diloco|allreduce|allreduce-buckets|bytegrad|qadam|decentralized-shift_one|decentralized-all|lp-decentralized|powersgd|easgd|hierarchical|gpipe|1f1b|afp1|tp2|grid-dp2-pp2-tp2|avgpipe|avgpipe-dp2|cb|cb-no-lep|cb-epilogue-only|fused-embedding-sync|sc-stages|clip-accum|mlp|mlp-pp2)$'
 EXTRA="--device emu:a100 --dilation 4" "$BP_SOURCE_DIR/scripts/compare-losses.sh" record "$BP" "$WORK/emu" \
   >"$WORK/emu.txt" 2>&1 || fail "recording on emu: $(cat "$WORK/emu.txt")"
 if grep -q FAILED "$WORK/emu.txt"; then fail "on emu:a100: $(grep FAILED "$WORK/emu.txt")"; fi
-[ "$(grep -c ': 20 steps, 0 evals' "$WORK/emu.txt")" -eq 26 ] ||
+[ "$(grep -c ': 20 steps, 0 evals' "$WORK/emu.txt")" -eq 29 ] ||
   fail "not every configuration ran its 20 steps on emu: $(cat "$WORK/emu.txt")"

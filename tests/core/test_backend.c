@@ -115,16 +115,44 @@ static void adamw_follows_rule(const bp_backend *be) {
     be->free(be, dp), be->free(be, dg), be->free(be, dm), be->free(be, dv);
 }
 
+/* DiLoCo's outer step, replacing the weights (mix 0) and mixing them (mix 0.3), on
+ * a range inside the buffers. */
+static void outer_step_follows_rule(const bp_backend *be) {
+    float g[N], m[N], d[N], w[N], wg[N], wm[N], ww[N], got[N];
+    random_fill(g, N, 8), random_fill(m, N, 9), random_fill(d, N, 10), random_fill(w, N, 11);
+    float *dg = upload(be, g, N), *dm = upload(be, m, N), *dd = upload(be, d, N);
+    float *dw = upload(be, w, N);
+    memcpy(wg, g, sizeof g), memcpy(wm, m, sizeof m), memcpy(ww, w, sizeof w);
+    const float mix[2] = {0.0f, 0.3f};
+    for (int k = 0; k < 2; k++) {
+        be->outer_step(be, dg + 3, dm + 3, dd + 3, dw + 3, N - 3, 0.7f, 0.9f, mix[k]);
+        for (size_t i = 3; i < N; i++) {
+            wm[i] = 0.9f * wm[i] + d[i];
+            wg[i] -= 0.7f * (d[i] + 0.9f * wm[i]);
+            ww[i] = k == 0 ? wg[i] : 0.3f * ww[i] + (1.0f - 0.3f) * wg[i];
+        }
+    }
+    download(be, got, dg, N);
+    assert_same_bits(got, wg, N);
+    download(be, got, dm, N);
+    assert_same_bits(got, wm, N);
+    download(be, got, dw, N);
+    assert_same_bits(got, ww, N);
+    be->free(be, dg), be->free(be, dm), be->free(be, dd), be->free(be, dw);
+}
+
 static void test_cpu_ops(void **state) {
     (void)state;
     vector_ops_follow_rules(bp_backend_cpu());
     adamw_follows_rule(bp_backend_cpu());
+    outer_step_follows_rule(bp_backend_cpu());
 }
 
 static void test_check_ops(void **state) {
     (void)state;
     vector_ops_follow_rules(bp_backend_check());
     adamw_follows_rule(bp_backend_check());
+    outer_step_follows_rule(bp_backend_check());
 }
 
 static void test_events(void **state) {

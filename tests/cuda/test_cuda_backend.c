@@ -1,9 +1,10 @@
 /* The cuda backend of the table (core/cuda/backend_cuda.h) against the cpu backend on
- * the same inputs: every vector operation, the finite checks, the sum of squares
- * (within 1e-4 relative, and the same bits on a second run: it is deterministic) and
- * each optimizer update (SGD, AdamW, QAdam's momentum, QAdam with and without its
- * moments) over two ranges of one buffer, three steps each, within 1e-4 relative in
- * fp32; streams and events order a copy after a kernel. Skipped (77) without a GPU. */
+ * the same inputs: every vector operation (DiLoCo's outer step too), the finite
+ * checks, the sum of squares (within 1e-4 relative, and the same bits on a second
+ * run: it is deterministic) and each optimizer update (SGD, AdamW, QAdam's momentum,
+ * QAdam with and without its moments) over two ranges of one buffer, three steps
+ * each, within 1e-4 relative in fp32; streams and events order a copy after a
+ * kernel. Skipped (77) without a GPU. */
 #include "core/backend.h"
 #include "core/cuda/backend_cuda.h"
 #include "cuda_test.h"
@@ -60,6 +61,16 @@ static void vectors(const bp_backend *be) {
     cpu->elastic_pull(cpu, x, c, diff, N, 0.1f, false);
     be->elastic_pull(be, dx, dc, ddiff, N, 0.1f, false);
     same(be, "elastic pull: difference", ddiff, diff, N);
+    /* DiLoCo's outer step (x the global weights, c the momentum, diff the average,
+     * y the weights), replacing and mixing. */
+    for (int k = 0; k < 2; k++) {
+        float mix = k ? 0.3f : 0.0f;
+        cpu->outer_step(cpu, x, c, diff, y, N, 0.7f, 0.9f, mix);
+        be->outer_step(be, dx, dc, ddiff, dy, N, 0.7f, 0.9f, mix);
+        same(be, "outer step: global weights", dx, x, N);
+        same(be, "outer step: momentum", dc, c, N);
+        same(be, "outer step: weights", dy, y, N);
+    }
 
     failures += !be->all_finite(be, dx, N);
     x[3] = NAN, x[N - 1] = INFINITY;

@@ -133,6 +133,11 @@ static void cuda_elastic_pull(const bp_backend *be, float *w, const float *c, fl
     bp_cu_elastic_pull(ctx(be), w, c, diff, n, alpha, accumulate);
 }
 
+static void cuda_outer_step(const bp_backend *be, float *g, float *m, const float *d, float *w,
+                            size_t n, float lr, float mu, float mix) {
+    bp_cu_outer_step(ctx(be), g, m, d, w, n, lr, mu, mix);
+}
+
 static void cuda_update(const bp_backend *be, const bp_update_args *a, float *params,
                         const float *grads, float *m, float *v, size_t off, size_t len) {
     bp_cu_update(ctx(be), a, params, grads, m, v, off, len);
@@ -213,6 +218,7 @@ static const bp_backend cuda_table = {
     .fill = cuda_fill,
     .zero_nonfinite = cuda_zero_nonfinite,
     .elastic_pull = cuda_elastic_pull,
+    .outer_step = cuda_outer_step,
     .update = cuda_update,
     .stream_create = cuda_stream_create,
     .stream_destroy = cuda_stream_destroy,

@@ -98,6 +98,25 @@ void bp_cu_elastic_pull(bp_cuda *c, float *w, const float *center, float *diff, 
     BP_LAUNCHED(c, "elastic pull");
 }
 
+/* Without contraction into fused multiply-adds, as the cpu's loop. */
+__global__ void outer_step_kernel(float *g, float *m, const float *d, float *w, size_t n, float lr,
+                                  float mu, float mix) {
+    BP_FOR_N(i, n) {
+        float mi = __fadd_rn(__fmul_rn(mu, m[i]), d[i]);
+        float gi = __fsub_rn(g[i], __fmul_rn(lr, __fadd_rn(d[i], __fmul_rn(mu, mi))));
+        m[i] = mi;
+        g[i] = gi;
+        w[i] = mix == 0.0f ? gi : __fadd_rn(__fmul_rn(mix, w[i]), __fmul_rn(1.0f - mix, gi));
+    }
+}
+
+void bp_cu_outer_step(bp_cuda *c, float *g, float *m, const float *d, float *w, size_t n, float lr,
+                      float mu, float mix) {
+    if (n == 0) return;
+    outer_step_kernel<<<bp_blocks(n, 256), 256, 0, c->stream>>>(g, m, d, w, n, lr, mu, mix);
+    BP_LAUNCHED(c, "outer step");
+}
+
 /* ---- the optimizer updates: the constants come from the host (see bp_cu_update) -- */
 
 __global__ void sgd_kernel(float *p, const float *g, float *buf, size_t n, float mu, float wd,

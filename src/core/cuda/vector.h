@@ -28,6 +28,9 @@ void bp_cu_axpy(bp_cuda *c, float *y, size_t n, float a, const float *x);
 void bp_cu_fill(bp_cuda *c, float *x, size_t n, float v);
 void bp_cu_elastic_pull(bp_cuda *c, float *w, const float *center, float *diff, size_t n,
                         float alpha, bool accumulate);
+/* DiLoCo's outer step with the cpu backend's rule (core/backend.h). */
+void bp_cu_outer_step(bp_cuda *c, float *g, float *m, const float *d, float *w, size_t n, float lr,
+                      float mu, float mix);
 /* The optimizer update of elements [off, off + len) with the cpu backend's rules. */
 void bp_cu_update(bp_cuda *c, const bp_update_args *a, float *p, const float *g, float *m, float *v,
                   size_t off, size_t len);

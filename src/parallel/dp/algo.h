@@ -50,9 +50,6 @@ struct bp_dp_algo_ops {
     const bp_option_group *options;
     /* AdamW's beta2 where --beta2 is not given (0: the common 0.95). */
     double default_beta2;
-    /* Its rule reads and writes the weights with the host's loops, not through the
-     * backend: it needs a backend whose memory the host reads (the cpu's). */
-    bool host_weights;
     /* Fill the settings left at their "depends on the group" value for a group of
      * `size` ranks, before check (NULL: none). */
     void (*fill_defaults)(bp_dp_config *cfg, int size);

@@ -32,8 +32,12 @@
  * N + H, N + 2 H, ... (streaming's offsets count from N too).
  *
  * streaming_diloco.c runs the same outer step per fragment of the model; the code
- * of both is here, its per-fragment form with fragment 0 of 1 for diloco. The
- * loops run on the host (ops' host_weights). */
+ * of both is here, its per-fragment form with fragment 0 of 1 for diloco. It runs
+ * on any backend: G, M, the E's and the d's live in the replicas' memory, the
+ * arithmetic is the table's (a copy and an axpy for d_r, outer_step for M, G and
+ * W_r), and the codecs run on the host, as comm/'s compressed collectives do, on
+ * one tensor (or chunk) at a time copied out with its error and the error copied
+ * back. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -94,10 +98,15 @@ size_t bp_diloco_wire_floats(const diloco *s, bp_diloco_frag fr, int p) {
     return s->exchange == BP_OUTER_ALLGATHER ? k : 2 * k;
 }
 
-static bp_status alloc_floats(float **x, size_t n, const char *what, bp_err *err) {
-    if (!(*x = calloc(n ? n : 1, sizeof **x)))
-        return bp_fail(err, BP_ENOMEM, "%s: out of memory for %zu floats", what, n);
-    return BP_OK;
+/* Zeroed floats of the backend's memory. */
+static bp_status alloc_floats(const bp_backend *be, float **x, size_t n, const char *what,
+                              bp_err *err) {
+    return be->alloc(be, (void **)x, (n ? n : 1) * sizeof **x, what, err);
+}
+
+static bp_status alloc_host(const bp_backend *be, float **x, size_t n, const char *what,
+                            bp_err *err) {
+    return be->host_alloc(be, (void **)x, (n ? n : 1) * sizeof **x, what, err);
 }
 
 /* The model's tensors as spans grouped by fragment (block b mod F, the blocks
@@ -123,6 +132,7 @@ bp_status bp_dp_diloco_create(bp_dp *dp, int fragments, bp_err *err) {
     bp_status rc = bp_dp_state_alloc(dp, sizeof(diloco), err);
     if (rc) return rc;
     diloco *s = dp->state;
+    const bp_backend *be = s->be = dp->be;
     s->fragments = fragments;
     s->exchange = settings_of(&dp->cfg)->exchange;
     size_t n, largest = 0, wire = 0;
@@ -136,23 +146,35 @@ bp_status bp_dp_diloco_create(bp_dp *dp, int fragments, bp_err *err) {
         wire = k > wire ? k : wire;
     }
     bool rs = s->codec && s->exchange == BP_OUTER_REDUCE_SCATTER;
-    if ((rc = alloc_floats(&s->global, n, "diloco global weights", err)) ||
-        (rc = alloc_floats(&s->momentum, n, "diloco outer momentum", err)) ||
-        (rc = alloc_floats(&s->delta, n, "diloco pseudo-gradient", err)) ||
-        (rc = alloc_floats(&s->wire, wire, "diloco wire", err)) ||
-        (rc = alloc_floats(&s->decoded, largest, "diloco decode buffer", err)) ||
-        (s->codec && (rc = alloc_floats(&s->error, n, "diloco error feedback", err))) ||
-        (rs && (rc = alloc_floats(&s->error_rs, n, "diloco error feedback", err))))
+    s->largest = largest;
+    if ((rc = alloc_floats(be, &s->global, n, "diloco global weights", err)) ||
+        (rc = alloc_floats(be, &s->momentum, n, "diloco outer momentum", err)) ||
+        (rc = alloc_floats(be, &s->delta, n, "diloco pseudo-gradient", err)) ||
+        (rc = s->codec ? alloc_host(be, &s->wire, wire, "diloco wire", err)
+                       : alloc_floats(be, &s->wire, wire, "diloco wire", err)) ||
+        (rc = alloc_host(be, &s->stage, 3 * largest, "diloco staging buffer", err)) ||
+        (s->codec && (rc = alloc_floats(be, &s->error, n, "diloco error feedback", err))) ||
+        (rs && (rc = alloc_floats(be, &s->error_rs, n, "diloco error feedback", err))) ||
+        (rc = be->event_create(be, &s->taken, err)) ||
+        (rc = be->event_create(be, &s->averaged, err)))
         return rc;
-    memcpy(s->global, w, n * sizeof *w);
+    be->copy(be, s->global, w, n * sizeof *w);
     return BP_OK;
 }
 
 void bp_dp_diloco_destroy(bp_dp *dp) {
     diloco *s = dp->state;
+    const bp_backend *be = s->be;
+    if (!be) return; /* create failed before it chose one */
+    float *dev[] = {s->global, s->momentum, s->error, s->error_rs, s->delta};
+    for (size_t i = 0; i < sizeof dev / sizeof *dev; i++) be->free(be, dev[i]);
+    if (s->codec) be->host_free(be, s->wire);
+    else be->free(be, s->wire);
+    be->host_free(be, s->stage);
+    if (s->taken) be->event_destroy(be, s->taken);
+    if (s->averaged) be->event_destroy(be, s->averaged);
     bp_codec_destroy(s->codec);
-    free(s->global), free(s->momentum), free(s->error), free(s->error_rs), free(s->delta);
-    free(s->wire), free(s->decoded), free(s->spans), free(s->first);
+    free(s->spans), free(s->first);
 }
 
 bp_status bp_dp_diloco_state(bp_dp *dp, bool in_flight, bp_state_list *l, bp_err *err) {
@@ -168,14 +190,19 @@ bp_status bp_dp_diloco_state(bp_dp *dp, bool in_flight, bp_state_list *l, bp_err
     return rc;
 }
 
+/* delta = global + (-1) w: the same bits as global - w. */
 void bp_diloco_pseudo_gradient(diloco *s, bp_diloco_frag fr, const float *w) {
-    for (int t = 0; t < fr.count; t++)
-        for (size_t i = fr.spans[t].offset; i < fr.spans[t].offset + fr.spans[t].numel; i++)
-            s->delta[i] = s->global[i] - w[i];
+    for (int t = 0; t < fr.count; t++) {
+        const size_t o = fr.spans[t].offset, k = fr.spans[t].numel;
+        s->be->copy(s->be, s->delta + o, s->global + o, k * sizeof(float));
+        s->be->axpy(s->be, s->delta + o, k, -1.0f, w + o);
+    }
 }
 
-void bp_dp_diloco_pseudo_gradient(bp_dp *dp, int f) {
-    bp_diloco_pseudo_gradient(dp->state, frag_of(dp, f), bp_model_params(dp->model));
+bp_status bp_dp_diloco_pseudo_gradient(bp_dp *dp, int f, bp_err *err) {
+    diloco *s = dp->state;
+    bp_diloco_pseudo_gradient(s, frag_of(dp, f), bp_model_params(dp->model));
+    return dp->be->event_record(dp->be, s->taken, NULL, err);
 }
 
 /* Copy fr's tensors between delta (the weights' layout) and the packed wire: to
@@ -184,7 +211,8 @@ static size_t pack(diloco *s, bp_diloco_frag fr, bool to_wire) {
     size_t at = 0;
     for (int t = 0; t < fr.count; t++) {
         float *model = s->delta + fr.spans[t].offset, *wire = s->wire + at;
-        memcpy(to_wire ? wire : model, to_wire ? model : wire, fr.spans[t].numel * sizeof(float));
+        s->be->copy(s->be, to_wire ? wire : model, to_wire ? model : wire,
+                    fr.spans[t].numel * sizeof(float));
         at += fr.spans[t].numel;
     }
     return at;
@@ -200,26 +228,37 @@ static bp_status average_full(diloco *s, bp_comm *comm, bp_diloco_frag fr, bp_er
     return BP_OK;
 }
 
-/* u[0..n) += e, encoded into out, decoded into dec; e = u - dec. */
-static bp_status encode_with_error(bp_codec *c, float *u, float *e, size_t n, unsigned char *out,
-                                   float *dec, bp_err *err) {
+/* The host's u[0..n) += e (the backend's), encoded into out; e = u - decode(out).
+ * u is not stage's second or third part, which this uses. */
+static bp_status encode_with_error(diloco *s, float *u, float *e, size_t n, unsigned char *out,
+                                   bp_err *err) {
     if (n == 0) return BP_OK;
-    for (size_t i = 0; i < n; i++) u[i] += e[i];
-    bp_status rc = bp_codec_encode(c, u, n, out, err);
-    if (rc == BP_OK) rc = bp_codec_decode(c, out, n, dec, err);
-    for (size_t i = 0; rc == BP_OK && i < n; i++) e[i] = u[i] - dec[i];
+    float *eh = s->stage + s->largest, *dec = eh + s->largest;
+    bp_backend_get(s->be, eh, e, n);
+    for (size_t i = 0; i < n; i++) u[i] += eh[i];
+    bp_status rc = bp_codec_encode(s->codec, u, n, out, err);
+    if (rc == BP_OK) rc = bp_codec_decode(s->codec, out, n, dec, err);
+    for (size_t i = 0; rc == BP_OK && i < n; i++) eh[i] = u[i] - dec[i];
+    if (rc == BP_OK) bp_backend_put(s->be, e, eh, n);
     return rc;
 }
 
-/* x[0..n) = (sum over r in rank order of decode(msg(r))) * (1/p), where msg(r)
- * is at `at` bytes into block r (`stride` floats apart) of `blocks`. */
+/* Tensor x[0..n) of the backend's memory into stage's first part. */
+static float *staged(diloco *s, const float *x, size_t n) {
+    if (n) bp_backend_get(s->be, s->stage, x, n);
+    return s->stage;
+}
+
+/* The host's x[0..n) = (sum over r in rank order of decode(msg(r))) * (1/p), where
+ * msg(r) is at `at` bytes into block r (`stride` floats apart) of `blocks`. */
 static bp_status decode_sum(diloco *s, const float *blocks, size_t stride, size_t at, int p,
                             float *x, size_t n, bp_err *err) {
     bp_status rc = BP_OK;
     for (int r = 0; rc == BP_OK && r < p; r++) {
         const unsigned char *from = (const unsigned char *)(blocks + (size_t)r * stride) + at;
-        rc = bp_codec_decode(s->codec, from, n, r ? s->decoded : x, err);
-        for (size_t i = 0; r && rc == BP_OK && i < n; i++) x[i] += s->decoded[i];
+        float *dec = s->stage + 2 * s->largest;
+        rc = bp_codec_decode(s->codec, from, n, r ? dec : x, err);
+        for (size_t i = 0; r && rc == BP_OK && i < n; i++) x[i] += dec[i];
     }
     const float inv = 1.0f / (float)p;
     for (size_t i = 0; i < n; i++) x[i] *= inv;
@@ -238,8 +277,8 @@ static bp_status average_gathered(diloco *s, bp_comm *comm, bp_diloco_frag fr, b
     bp_status rc = BP_OK;
     for (int t = 0; rc == BP_OK && t < fr.count; t++) {
         const bp_diloco_span sp = fr.spans[t];
-        rc = encode_with_error(s->codec, s->delta + sp.offset, s->error + sp.offset, sp.numel,
-                               mine + at, s->decoded, err);
+        rc = encode_with_error(s, staged(s, s->delta + sp.offset, sp.numel), s->error + sp.offset,
+                               sp.numel, mine + at, err);
         at += enc_size(s->codec, sp.numel);
     }
     if (rc) return rc;
@@ -248,7 +287,8 @@ static bp_status average_gathered(diloco *s, bp_comm *comm, bp_diloco_frag fr, b
     at = 0;
     for (int t = 0; rc == BP_OK && t < fr.count; t++) {
         const bp_diloco_span sp = fr.spans[t];
-        if (sp.numel) rc = decode_sum(s, s->wire, k, at, p, s->delta + sp.offset, sp.numel, err);
+        if (sp.numel) rc = decode_sum(s, s->wire, k, at, p, s->stage, sp.numel, err);
+        if (sp.numel && rc == BP_OK) bp_backend_put(s->be, s->delta + sp.offset, s->stage, sp.numel);
         at += enc_size(s->codec, sp.numel);
     }
     return rc;
@@ -271,8 +311,8 @@ static bp_status average_scattered(diloco *s, bp_comm *comm, bp_diloco_frag fr, 
         for (int t = 0; rc == BP_OK && t < fr.count; t++) {
             bp_chunk(fr.spans[t].numel, p, j, &off, &len);
             size_t o = fr.spans[t].offset + off;
-            rc = encode_with_error(s->codec, s->delta + o, s->error + o, len, block + at,
-                                   s->decoded, err);
+            rc = encode_with_error(s, staged(s, s->delta + o, len), s->error + o, len, block + at,
+                                   err);
             at += enc_size(s->codec, len);
         }
     }
@@ -284,10 +324,8 @@ static bp_status average_scattered(diloco *s, bp_comm *comm, bp_diloco_frag fr, 
     for (int t = 0; rc == BP_OK && t < fr.count; t++) {
         bp_chunk(fr.spans[t].numel, p, me, &off, &len);
         size_t o = fr.spans[t].offset + off;
-        if (len) rc = decode_sum(s, recv, k, at, p, s->delta + o, len, err);
-        if (rc == BP_OK)
-            rc = encode_with_error(s->codec, s->delta + o, s->error_rs + o, len, mine + at,
-                                   s->decoded, err);
+        if (len) rc = decode_sum(s, recv, k, at, p, s->stage, len, err);
+        if (rc == BP_OK) rc = encode_with_error(s, s->stage, s->error_rs + o, len, mine + at, err);
         at += enc_size(s->codec, len);
     }
     if (rc == BP_OK && (crc = bp_allgather(comm, send, (size_t)p * k))) return bp_comm_fail(comm, crc, err);
@@ -296,7 +334,8 @@ static bp_status average_scattered(diloco *s, bp_comm *comm, bp_diloco_frag fr, 
         at = 0;
         for (int t = 0; rc == BP_OK && t < fr.count; t++) {
             bp_chunk(fr.spans[t].numel, p, j, &off, &len);
-            if (len) rc = bp_codec_decode(s->codec, block + at, len, s->delta + fr.spans[t].offset + off, err);
+            if (len) rc = bp_codec_decode(s->codec, block + at, len, s->stage, err);
+            if (len && rc == BP_OK) bp_backend_put(s->be, s->delta + fr.spans[t].offset + off, s->stage, len);
             at += enc_size(s->codec, len);
         }
     }
@@ -309,24 +348,31 @@ bp_status bp_diloco_average(diloco *s, bp_comm *comm, bp_diloco_frag fr, bp_err 
                                              : average_scattered(s, comm, fr, err);
 }
 
+/* On the stream of the calling thread: after the pseudo-gradient's, before the
+ * outer step's. */
 bp_status bp_dp_diloco_average(bp_dp *dp, int f, bp_err *err) {
-    return bp_diloco_average(dp->state, dp->comm, frag_of(dp, f), err);
+    diloco *s = dp->state;
+    bp_status rc = dp->be->stream_wait(dp->be, NULL, s->taken, err);
+    if (rc == BP_OK) rc = bp_diloco_average(s, dp->comm, frag_of(dp, f), err);
+    return rc ? rc : dp->be->event_record(dp->be, s->averaged, NULL, err);
 }
 
 void bp_diloco_outer_step(diloco *s, bp_diloco_frag fr, float *w, float lr, float mu, float mix) {
-    for (int t = 0; t < fr.count; t++)
-        for (size_t i = fr.spans[t].offset; i < fr.spans[t].offset + fr.spans[t].numel; i++) {
-            const float d = s->delta[i];
-            s->momentum[i] = mu * s->momentum[i] + d;
-            s->global[i] -= lr * (d + mu * s->momentum[i]);
-            w[i] = mix == 0.0f ? s->global[i] : mix * w[i] + (1.0f - mix) * s->global[i];
-        }
+    for (int t = 0; t < fr.count; t++) {
+        const size_t o = fr.spans[t].offset;
+        s->be->outer_step(s->be, s->global + o, s->momentum + o, s->delta + o, w + o,
+                          fr.spans[t].numel, lr, mu, mix);
+    }
 }
 
-void bp_dp_diloco_outer_step(bp_dp *dp, int f, float mix) {
+bp_status bp_dp_diloco_outer_step(bp_dp *dp, int f, float mix, bp_err *err) {
     const bp_diloco_settings *c = settings_of(&dp->cfg);
-    bp_diloco_outer_step(dp->state, frag_of(dp, f), bp_model_params(dp->model),
-                         (float)c->outer_lr, (float)c->outer_momentum, mix);
+    diloco *s = dp->state;
+    bp_status rc = dp->be->stream_wait(dp->be, NULL, s->averaged, err);
+    if (rc == BP_OK)
+        bp_diloco_outer_step(s, frag_of(dp, f), bp_model_params(dp->model), (float)c->outer_lr,
+                             (float)c->outer_momentum, mix);
+    return rc;
 }
 
 int64_t bp_dp_diloco_warmup(const bp_dp_config *c) { return settings_of(c)->warmup; }
@@ -341,7 +387,7 @@ bool bp_dp_diloco_after_warmup(bp_dp *dp) {
     if (bp_dp_diloco_steps(dp) > 0) return false;
     size_t n;
     const float *w = bp_dp_weights(dp, &n);
-    memcpy(((diloco *)dp->state)->global, w, n * sizeof *w);
+    dp->be->copy(dp->be, ((diloco *)dp->state)->global, w, n * sizeof *w);
     return true;
 }
 
@@ -349,10 +395,9 @@ bool bp_dp_diloco_after_warmup(bp_dp *dp) {
 static bp_status after_step(bp_dp *dp, bp_err *err) {
     if (bp_dp_diloco_after_warmup(dp) || bp_dp_diloco_steps(dp) % settings_of(&dp->cfg)->period)
         return BP_OK;
-    bp_dp_diloco_pseudo_gradient(dp, 0);
-    bp_status rc = bp_dp_diloco_average(dp, 0, err);
-    if (rc == BP_OK) bp_dp_diloco_outer_step(dp, 0, 0.0f);
-    return rc;
+    bp_status rc = bp_dp_diloco_pseudo_gradient(dp, 0, err);
+    if (rc == BP_OK) rc = bp_dp_diloco_average(dp, 0, err);
+    return rc ? rc : bp_dp_diloco_outer_step(dp, 0, 0.0f, err);
 }
 
 static bp_status create(bp_dp *dp, bp_err *err) { return bp_dp_diloco_create(dp, 1, err); }
@@ -387,9 +432,11 @@ void bp_dp_diloco_describe(const bp_dp_config *c, char *buf, size_t n) {
         snprintf(buf + at, n - (size_t)at, " warmup=%lld", (long long)s->warmup);
 }
 
-/* Float32: a ring allreduce. Compressed: encode and decode with error feedback,
- * an allgather of p - 1 messages, p decodes and sums; by a reduce-scatter, p - 1
- * messages of a chunk each way, the owner's decodes, sum and second encoding. */
+/* The backend's passes (vec_s: 3 floats per element): the pseudo-gradient (a copy
+ * and an axpy, 5 floats) and the outer step (7). Float32: packing and unpacking
+ * (2 copies, 4 floats) and a ring allreduce. Compressed: encode and decode with error feedback, an allgather of
+ * p - 1 messages, p decodes and sums; by a reduce-scatter, p - 1 messages of a
+ * chunk each way, the owner's decodes, sum and second encoding. */
 double bp_dp_diloco_average_cost(const bp_dp_cost_env *e, size_t n, double *bytes) {
     const bp_diloco_settings *s = settings_of(e->cfg);
     double per_value = s->compress == BP_OUTER_MINMAX8   ? 1.0
@@ -397,8 +444,8 @@ double bp_dp_diloco_average_cost(const bp_dp_cost_env *e, size_t n, double *byte
                        : s->compress == BP_OUTER_MINMAX2 ? 0.25
                        : s->compress == BP_OUTER_TOPK2   ? s->topk * (4.0 + 0.25)
                                                          : 0;
-    double vec = e->price->vec_s(e, 4 * n); /* pseudo-gradient, outer step */
-    if (per_value == 0) return vec + bp_dp_allreduce_cost(e, n, bytes);
+    double vec = e->price->vec_s(e, 4 * n);
+    if (per_value == 0) return vec + e->price->vec_s(e, 4 * n / 3) + bp_dp_allreduce_cost(e, n, bytes);
     size_t msg = (size_t)ceil(per_value * (double)n);
     if (s->exchange == BP_OUTER_REDUCE_SCATTER && e->p > 1) {
         size_t chunk = (msg + (size_t)e->p - 1) / (size_t)e->p, mine = (n + (size_t)e->p - 1) / (size_t)e->p;
@@ -463,7 +510,6 @@ static const bp_dp_efficiency efficiency[] = {
 const bp_dp_algo_ops bp_dp_diloco = {
     .kind = BP_DP_WEIGHT,
     .options = &option_group,
-    .host_weights = true,
     .check = bp_dp_diloco_check,
     .create = create,
     .destroy = bp_dp_diloco_destroy,

@@ -12,6 +12,8 @@
 #include "bagpipe/comm.h"
 #include "bagpipe/compress.h"
 
+#include "core/backend.h"
+
 #include "parallel/dp/algo.h"
 #include "parallel/dp/settings.h"
 
@@ -60,10 +62,13 @@ typedef struct bp_diloco_frag {
     int count;
 } bp_diloco_frag;
 
-/* What an outer step reads and writes: the arrays hold n floats in the weights'
- * layout (of which a fragment's spans are read and written). dp->state of both
- * algorithms; bagpipe.torch fills one over its own tensors. */
+/* What an outer step reads and writes: the arrays of the weights' layout hold n
+ * floats in the backend's memory (of which a fragment's spans are read and
+ * written); the codecs run on the host, on copies of one tensor at a time in
+ * `stage`. dp->state of both algorithms; bagpipe.torch fills one over its own
+ * tensors (on the cpu backend). */
 typedef struct diloco {
+    const bp_backend *be;
     int64_t merge_at; /* streaming: the step after which the fragment in flight merges; -1 */
     int merging;      /* streaming: that fragment */
     int fragments;
@@ -73,10 +78,15 @@ typedef struct diloco {
     float *error;    /* with a codec: each replica's error feedback on what it sends */
     float *error_rs; /* reduce-scatter: on the reduced shard it sends again */
     float *delta;    /* the pseudo-gradients, then their averages */
-    float *wire;     /* bp_diloco_wire_floats: packed floats, or the encodings */
-    float *decoded;  /* one tensor decoded (the largest's numel) */
+    float *wire;     /* bp_diloco_wire_floats: float32 packed (backend memory), or the
+                        encodings (host memory) */
+    float *stage;    /* host: 3 x `largest` floats (a tensor's values, error, decoding) */
+    size_t largest;  /* the largest tensor's numel */
     bp_codec *codec; /* NULL: float32 */
     bp_outer_exchange exchange;
+    /* The engine's: the pseudo-gradient taken, and its average done (the averaging
+     * may run on the communication thread, whose stream is another). */
+    bp_dev_event *taken, *averaged;
 } diloco;
 
 /* The sources of the efficiencies both declare: docs/results/diloco measured the
@@ -116,13 +126,13 @@ void bp_dp_diloco_destroy(bp_dp *dp);
  * and, with `in_flight`, the averaged pseudo-gradients not merged yet. */
 bp_status bp_dp_diloco_state(bp_dp *dp, bool in_flight, bp_state_list *l, bp_err *err);
 /* Fragment f's pseudo-gradient (global - local) into the buffer of those in flight. */
-void bp_dp_diloco_pseudo_gradient(bp_dp *dp, int f);
+bp_status bp_dp_diloco_pseudo_gradient(bp_dp *dp, int f, bp_err *err);
 /* Fragment f's pseudo-gradient, averaged over the group in place (reads and writes
  * only the state's buffers: it may run beside steps). */
 bp_status bp_dp_diloco_average(bp_dp *dp, int f, bp_err *err);
 /* The outer step of fragment f from its average, and the merge of the local
  * weights with the new global ones (mix 0: replaced by them). */
-void bp_dp_diloco_outer_step(bp_dp *dp, int f, float mix);
+bp_status bp_dp_diloco_outer_step(bp_dp *dp, int f, float mix, bp_err *err);
 bp_status bp_dp_diloco_check(const bp_dp_config *c, int size, bp_optim_kind optim, bp_err *err);
 /* " H=.. outer_lr=.. outer_momentum=.. compress=..". */
 void bp_dp_diloco_describe(const bp_dp_config *c, char *buf, size_t n);

@@ -84,9 +84,8 @@ static bp_status merge(bp_dp *dp, bp_err *err) {
         bp_status rc = bp_dp_exchange_wait(dp, err);
         if (rc) return rc;
     }
-    bp_dp_diloco_outer_step(dp, s->merging, (float)settings_of(&dp->cfg)->mix);
     s->merge_at = -1;
-    return BP_OK;
+    return bp_dp_diloco_outer_step(dp, s->merging, (float)settings_of(&dp->cfg)->mix, err);
 }
 
 /* dp->step counts this step: the merge due, then the pseudo-gradient of the
@@ -99,10 +98,9 @@ static bp_status after_step(bp_dp *dp, bp_err *err) {
     int f = fragment_at(&dp->cfg, bp_dp_diloco_steps(dp));
     if (rc || f < 0) return rc;
     if (s->merge_at >= 0 && (rc = merge(dp, err))) return rc;
-    bp_dp_diloco_pseudo_gradient(dp, f);
     s->merging = f;
     s->merge_at = dp->step + settings_of(&dp->cfg)->delay;
-    return BP_OK;
+    return bp_dp_diloco_pseudo_gradient(dp, f, err);
 }
 
 static bp_status state(bp_dp *dp, bp_state_list *l, bp_err *err) {
@@ -155,7 +153,6 @@ static const bp_dp_efficiency efficiency[] = {
 const bp_dp_algo_ops bp_dp_streaming_diloco = {
     .kind = BP_DP_WEIGHT,
     .options = &option_group,
-    .host_weights = true,
     .check = check,
     .create = create,
     .destroy = bp_dp_diloco_destroy,
