@@ -13,7 +13,9 @@ Options: --only NAME,NAME, --repeat NAME,NAME (run these rows REPEATS times),
 --repeats N (3), --steps N (12), --dilation K (32), --out DIR, --json FILE,
 --markdown FILE, --rescore FILE (recompute predictions of a --json FILE, e.g. after
 changing the simulator), --keep FILE (with --only: the other rows from an earlier
---json FILE, rescored, in the table's order, so that a few rows run again). Environment: BAGPIPE (build/bagpipe), BP_CLUSTER (up with
+--json FILE, rescored, in the table's order, so that a few rows run again), --merge
+FILE,FILE (with --keep: rows measured by other passes' --json FILEs, rescored, take
+the place of the kept rows of the same configuration: passes run side by side). Environment: BAGPIPE (build/bagpipe), BP_CLUSTER (up with
 enough hosts: scripts/cluster.sh up 16).
 """
 import argparse
@@ -199,6 +201,7 @@ def main():
     ap.add_argument("--markdown", default="")
     ap.add_argument("--rescore", default="")
     ap.add_argument("--keep", default="")
+    ap.add_argument("--merge", default="")
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
     if a.rescore:
@@ -215,6 +218,10 @@ def main():
             for k in range(n):
                 results.append(run(name + (f" #{k + 1}" if n > 1 else ""), w, per_host, opts, a))
                 print(row(results[-1]), flush=True)
+    for path in [s for s in a.merge.split(",") if s]:
+        ran = {r["name"].split(" #")[0] for r in results}
+        with open(path) as f:
+            results += [rescore(r) for r in json.load(f)["rows"] if r["name"].split(" #")[0] not in ran]
     if a.keep:
         results = keep_others(results, a.keep)
     summary(results)

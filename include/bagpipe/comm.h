@@ -142,6 +142,16 @@ bp_status bp_comm_set_hierarchical(bp_comm *c, bool on, int node_size);
  * that sleeps is scheduled promptly when it wakes. Set it before communicating. */
 bp_status bp_comm_set_poll(bp_comm *c, double seconds);
 
+/* Moves this process's messages in flight on, once, without waiting: for a thread
+ * that waits outside the library while requests of bp_isend / bp_irecv are
+ * outstanding (an emulated device's wait, core/backend_emu.h). MPI may move a
+ * message only while a rank is inside MPI: Open MPI's TCP transport sends a message
+ * over its eager limit (64 KiB) by a request, a reply and fragments that each side's
+ * calls push on, so a rank that sleeps elsewhere stalls its send. Returns whether
+ * any such request is outstanding (none: nothing was done). Any thread may call it
+ * (MPI_THREAD_MULTIPLE). */
+bool bp_comm_progress(const bp_comm *c);
+
 /* Network emulation for every group that shares c's world (see the top of this
  * file). Set it on every rank, before communicating. BP_EUSAGE names a bad field. */
 bp_status bp_comm_set_net(bp_comm *c, const char *spec);

@@ -57,6 +57,9 @@ typedef struct op_ctx {
 
 /* State shared by all groups that come from one bp_comm_init or bp_comm_wrap. */
 typedef struct bp_world {
+    /* Point-to-point requests posted (bp_isend, bp_irecv) and not yet waited for,
+     * by every thread: bp_comm_progress has work only while there are any. */
+    atomic_int requests;
     pthread_mutex_t mu; /* guards everything below */
     int refs;           /* groups alive */
     bool owns_mpi;      /* bp_comm_init started MPI */

@@ -95,6 +95,7 @@ static bp_status nonblocking(bp_comm *c, bp_op kind, float *x, size_t n, int pee
     **req = (bp_request){.c = c, .kind = kind, .n = n, .peer = peer};
     bp_status rc = bpc_stage(c, &x, n, kind == BP_OP_SEND, &(*req)->staged);
     if (rc == BP_OK) rc = post(c, kind, x, n, peer, tag, &(*req)->tx, 1);
+    if (rc == BP_OK) atomic_fetch_add(&c->world->requests, 1);
     if (rc != BP_OK) {
         bpc_unstage(c, &(*req)->staged, false, rc);
         free(*req);
@@ -115,6 +116,7 @@ bp_status bp_wait(bp_request **req) {
     if (!*req) return BP_OK;
     bp_request *r = *req;
     bp_status rc = complete(r->c, r->kind, r->n, r->peer, &r->tx, 2);
+    atomic_fetch_sub(&r->c->world->requests, 1);
     rc = bpc_unstage(r->c, &r->staged, r->kind == BP_OP_RECV, rc);
     free(r);
     *req = NULL;

@@ -116,6 +116,15 @@ int bpc_mpi_wait(const bp_comm *g, int n, MPI_Request *req) {
     }
 }
 
+/* A probe that finds nothing still runs MPI's progress engine, for every
+ * communicator of the process (Open MPI and MPICH alike), and consumes no message. */
+bool bp_comm_progress(const bp_comm *c) {
+    if (atomic_load(&c->world->requests) == 0) return false;
+    int flag = 0;
+    MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, c->mpi, &flag, MPI_STATUS_IGNORE);
+    return true;
+}
+
 /* The peer as the line names it: its rank in the group called, or in the subgroup
  * (node-local, leaders) that carries a hierarchical operation. */
 static const char *peer_name(const op_ctx *op, const tx_req *r, char *buf, size_t size) {

@@ -34,6 +34,7 @@ typedef struct emu {
     int n_threads;       /* threads with a default stream of their own */
     pthread_t thread[MAX_THREADS];
     bp_dev_stream own[MAX_THREADS];
+    bp_emu_progress progress;
 } emu;
 
 static emu *self(const bp_backend *be) { return (emu *)be->ctx; }
@@ -48,6 +49,29 @@ static void real_sleep(void *ctx, double t) {
 }
 
 static double now(const emu *b) { return b->cfg.clock.now(b->cfg.clock.ctx); }
+
+/* Sleeps until t on the clock, running the progress hook when it begins and every
+ * every_s until then while it has messages in flight, which move on meanwhile. */
+static void wait_until(emu *b, double t) {
+    pthread_mutex_lock(&b->lock);
+    bp_emu_progress p = b->progress;
+    pthread_mutex_unlock(&b->lock);
+    if (!p.fn) {
+        b->cfg.clock.sleep_until(b->cfg.clock.ctx, t);
+        return;
+    }
+    for (double at = now(b); at < t; at = now(b)) {
+        bool more = p.fn(p.ctx);
+        b->cfg.clock.sleep_until(b->cfg.clock.ctx, more && at + p.every_s < t ? at + p.every_s : t);
+    }
+}
+
+void bp_backend_emu_set_progress(const bp_backend *be, const bp_emu_progress *p) {
+    emu *b = self(be);
+    pthread_mutex_lock(&b->lock);
+    b->progress = p && p->fn && p->every_s > 0 ? *p : (bp_emu_progress){0};
+    pthread_mutex_unlock(&b->lock);
+}
 
 /* The calling thread's default stream (under the lock); threads beyond MAX_THREADS
  * share the last. */
@@ -75,7 +99,7 @@ static uint64_t issue(const bp_backend *be, bp_dev_stream *s, int engine, double
         bp_emu_tl_advance(&b->tl, t = now(b));
         if (bp_emu_tl_room(&b->tl, &until)) break;
         pthread_mutex_unlock(&b->lock);
-        b->cfg.clock.sleep_until(b->cfg.clock.ctx, until);
+        wait_until(b, until);
     }
     uint64_t op =
         bp_emu_tl_issue(&b->tl, stream_of(b, s), engine, t, seconds * b->cfg.dilation, after);
@@ -99,7 +123,7 @@ void bp_backend_emu_sync(const bp_backend *be, uint64_t op) {
         double end = bp_emu_tl_end(&b->tl, op);
         pthread_mutex_unlock(&b->lock);
         if (end <= t) return;
-        b->cfg.clock.sleep_until(b->cfg.clock.ctx, end);
+        wait_until(b, end);
     }
 }
 

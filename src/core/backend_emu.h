@@ -17,7 +17,8 @@
  *    see: event_sync, to_host and to_device (both wait for their copy, as the cuda
  *    backend's do), and the results of all_finite, sumsq and zero_nonfinite; a wait
  *    reads the end again when it wakes, since work issued meanwhile on another
- *    stream may have moved it;
+ *    stream may have moved it, and drives the progress hook meanwhile
+ *    (bp_backend_emu_set_progress), as a GPU's host thread stays free to;
  *  - each thread's default stream (stream NULL) is its own, as with CUDA's
  *    per-thread default streams: the communication thread's copies wait for the
  *    kernels it issued, not for the step's later ones.
@@ -50,6 +51,20 @@ typedef struct bp_emu_config {
 
 bp_status bp_backend_emu_create(const bp_emu_config *c, bp_backend **out, bp_err *err);
 void bp_backend_emu_destroy(bp_backend *be);
+/* What a thread does while it waits on the device. An emulated wait lasts the
+ * device's time on the host's clock, and messages the rank has in flight may move
+ * only while it calls its communication library (comm/: bp_comm_progress), which
+ * lives above this layer and hands this down: fn(ctx) runs when a wait begins and
+ * every `every_s` (> 0, the host's clock) until it ends or fn returns false (no
+ * message in flight: the wait sleeps to its end). fn NULL: none (the default). */
+typedef struct bp_emu_progress {
+    bool (*fn)(void *ctx);
+    void *ctx;
+    double every_s;
+} bp_emu_progress;
+/* Set before the threads that wait on be start; the hook outlives be's waits. */
+void bp_backend_emu_set_progress(const bp_backend *be, const bp_emu_progress *p);
+
 /* Whether be is an emulated backend. */
 bool bp_backend_is_emu(const bp_backend *be);
 const bp_emu_config *bp_backend_emu_config(const bp_backend *be);

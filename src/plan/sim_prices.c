@@ -46,6 +46,12 @@ static double matmul_s(const bp_dp_cost_env *e, double flops) { return bp_sim_ma
 
 static double vec_s(const bp_dp_cost_env *e, size_t n) { return bp_sim_vec_s(machine(e), n); }
 
+/* As the emulated backend's and cuda's copies: a launch, then the link's rate. */
+static double host_copy_s(const bp_dp_cost_env *e, size_t bytes) {
+    const bp_sim_machine *m = machine(e);
+    return m->host_Bps > 0 ? m->launch_s + (double)bytes / m->host_Bps : 0;
+}
+
 const bp_dp_prices bp_sim_prices = {
     .ring_allreduce_s = ring_allreduce_s,
     .message_s = message_s,
@@ -55,4 +61,5 @@ const bp_dp_prices bp_sim_prices = {
     .minmax_s = minmax_s,
     .matmul_s = matmul_s,
     .vec_s = vec_s,
+    .host_copy_s = host_copy_s,
 };

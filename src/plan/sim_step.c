@@ -374,10 +374,16 @@ static bp_status one_step(const ctx *c, bool warm, step_out *o) {
          * counted per step by mix_s) */
         int K = stream_steps(j);
         double embed_end, sync = end_of_backward(c, ready, &embed_end, o), last = 0, mix0 = 0;
-        for (int s = 0; s < S; s++) {
-            double unused = 0, mix = K * mix_s(c, s, warm, 0, per[s].end_s, &unused);
-            last = fmax(last, optim_s(c, s) + mix);
-            if (s == 0) mix0 = mix;
+        /* async's cost depends on the step's length (rounds per step): the step
+         * without it first, then with it at that length */
+        for (int pass = 0; pass < 2; pass++) {
+            double len = pass ? (sync + last) / K : 0;
+            last = 0;
+            for (int s = 0; s < S; s++) {
+                double unused = 0, mix = K * mix_s(c, s, warm, len, per[s].end_s, &unused);
+                last = fmax(last, optim_s(c, s) + mix);
+                if (s == 0) mix0 = mix;
+            }
         }
         o->step_s = (sync + last) / K;
         for (int s = 0; s < S; s++) { /* async's bytes depend on the step's length */

@@ -3,7 +3,8 @@
  * its issue and its stream's busy time, kernels of different streams run one at a
  * time and interleave at kernel boundaries, copies overlap kernels, the host's
  * waits end exactly when the timeline reaches them (read again when they wake),
- * durations stretch by the dilation; and memory past the device's capacity is
+ * durations stretch by the dilation, a wait runs the progress hook while it says
+ * messages are in flight; and memory past the device's capacity is
  * refused with the need and the capacity. */
 #include <math.h>
 #include <setjmp.h>
@@ -233,6 +234,40 @@ static void results_wait_and_passes_take_their_bytes(void **state) {
     bp_backend_emu_destroy(be);
 }
 
+/* A progress hook with messages in flight until its `calls` reach `busy`, noting
+ * the clock's time at each call. */
+typedef struct hook {
+    vclock *c;
+    int calls, busy;
+    double at[16];
+} hook;
+static bool note(void *ctx) {
+    hook *h = ctx;
+    if (h->calls < 16) h->at[h->calls] = h->c->t;
+    return ++h->calls < h->busy;
+}
+
+static void a_wait_drives_progress_while_messages_are_in_flight(void **state) {
+    (void)state;
+    vclock c = {0};
+    bp_backend *be = make(&c, 1);
+    hook h = {.c = &c, .busy = 3};
+    bp_backend_emu_set_progress(be, &(bp_emu_progress){note, &h, 0.25});
+    /* in flight for 3 calls (at 0, 0.25, 0.5); then no more calls: one sleep to 2 */
+    bp_backend_emu_sync(be, bp_backend_emu_kernel(be, NULL, 2.0));
+    assert_true(c.t == 2.0);
+    assert_int_equal(h.calls, 3);
+    assert_true(h.at[0] == 0 && h.at[1] == 0.25 && h.at[2] == 0.5);
+    assert_int_equal(c.sleeps, 3);
+    /* a wait that is over calls nothing; a hook taken away is not called */
+    bp_backend_emu_sync(be, bp_backend_emu_kernel(be, NULL, 0));
+    bp_backend_emu_set_progress(be, NULL);
+    bp_backend_emu_sync(be, bp_backend_emu_kernel(be, NULL, 1.0));
+    assert_int_equal(h.calls, 3);
+    assert_true(c.t == 3.0);
+    bp_backend_emu_destroy(be);
+}
+
 static void memory_past_capacity_is_refused(void **state) {
     (void)state;
     vclock c = {0};
@@ -263,6 +298,7 @@ int main(void) {
         cmocka_unit_test(a_full_launch_queue_blocks_the_host),
         cmocka_unit_test(copies_overlap_kernels),
         cmocka_unit_test(results_wait_and_passes_take_their_bytes),
+        cmocka_unit_test(a_wait_drives_progress_while_messages_are_in_flight),
         cmocka_unit_test(memory_past_capacity_is_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

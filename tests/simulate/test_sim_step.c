@@ -438,8 +438,7 @@ static void test_hierarchical_closed_form(void **state) {
 }
 
 /* decentralized in Bagua's order runs its exchange beside forward and backward:
- * shorter than them, it costs the step nothing (as async, whose thread costs the
- * step nothing); longer, only the rest is exposed; step-first exposes all of it. */
+ * shorter than them, it costs the step nothing (as async's thread on host memory); longer, only the rest is exposed; step-first exposes all of it. */
 static void test_decentralized_hides_its_exchange(void **state) {
     (void)state;
     for (int slow = 0; slow < 2; slow++) {
@@ -460,6 +459,30 @@ static void test_decentralized_hides_its_exchange(void **state) {
             assert_true(bagua > none * (1 + 1e-9));
         else
             assert_near(bagua, none, 1e-12);
+    }
+}
+
+/* async's round, on a device, holds the step off by three copies of the weights over
+ * the host link (comm/async.c): once per step when rounds come faster than steps,
+ * else in proportion; on host memory, not at all. */
+static void test_async_holds_the_step_for_its_host_copies(void **state) {
+    (void)state;
+    job_parts p;
+    make_job(&p, gpt(4, 128, 4, 64, 256), 2, 1, 1, 1);
+    p.j.dpc.algo = BP_DP_ASYNC;
+    bp_async_in(&p.j.dpc.settings)->warmup = 0;
+    bp_sim_machine m = fast_machine(1e12, 1e-6);
+    m.flops = 1e10; /* a step of tens of milliseconds */
+    double n = (double)bp_sim_model_params(&p.j.mc, 1, 0, p.j.mc.n_layer + 2);
+    double held = 3 * n * sizeof(float) / 1e9;
+    for (int slow = 0; slow < 2; slow++) {
+        bp_async_in(&p.j.dpc.settings)->sync_ms = slow ? 10000 : 1;
+        m.host_Bps = 0;
+        double base = simulate(&p.j, &m).step_s;
+        m.host_Bps = 1e9;
+        double t = simulate(&p.j, &m).step_s;
+        assert_true(held < base); /* the fast rounds come every step */
+        assert_near(t, base + held * (slow ? base / 10.0 : 1.0), 1e-7);
     }
 }
 
@@ -510,6 +533,7 @@ int main(void) {
         cmocka_unit_test(test_gpipe_bubble),
         cmocka_unit_test(test_tp_allreduces),
         cmocka_unit_test(test_hierarchical_closed_form),
+        cmocka_unit_test(test_async_holds_the_step_for_its_host_copies),
         cmocka_unit_test(test_more_bandwidth_never_slower),
         cmocka_unit_test(test_decentralized_hides_its_exchange),
         cmocka_unit_test(test_every_algorithm_declares_its_cost),

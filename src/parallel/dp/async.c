@@ -92,12 +92,22 @@ static void describe(const bp_dp_config *c, char *buf, size_t n) {
     snprintf(buf, n, " sync_ms=%d warmup=%lld", s->sync_ms, (long long)s->warmup);
 }
 
-/* Its own thread averages every sync_ms: the step waits for nothing, and sends an
- * allreduce's bytes (with the round counter) per round that fits in a step. */
+/* Its own thread starts a round every sync_ms, or at once when the last ran longer
+ * (comm/async.c), and sends an allreduce's bytes (with the round counter) per round.
+ * The step waits only for what a round does under the step's lock, between steps:
+ * its snapshot of the weights and, after the allreduce, their update. On a device
+ * (comm/async.c works on host copies) that is a copy to the host, then another and
+ * one back; the host's addition is left out (on an emulated device it is divided by
+ * the dilation). On host memory (host_copy_s 0) the copy and the addition are
+ * passes of the host's, not priced yet. A round at most per step: the thread takes
+ * the lock between steps only. */
 static void step_cost(const bp_dp_cost_env *e, size_t n, bp_dp_step_cost *out) {
-    double round =
-        settings_of(e->cfg)->sync_ms * 1e-3 + e->price->ring_allreduce_s(e, n + 1);
-    out->bytes = bp_dp_ring_bytes(e->p, n + 1) * e->step_s / round;
+    const bp_dp_prices *c = e->price;
+    double held = 3 * c->host_copy_s(e, n * sizeof(float));
+    double round = fmax(settings_of(e->cfg)->sync_ms * 1e-3, c->ring_allreduce_s(e, n + 1) + held);
+    double per_step = e->step_s > 0 ? fmin(1.0, e->step_s / round) : 0;
+    out->bytes = bp_dp_ring_bytes(e->p, n + 1) * per_step;
+    out->s = held * per_step;
 }
 
 static int64_t warmup(const bp_dp_config *c) { return settings_of(c)->warmup; }

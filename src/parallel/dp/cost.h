@@ -47,6 +47,9 @@ typedef struct bp_dp_prices {
     double (*matmul_s)(const bp_dp_cost_env *e, double flops);
     /* A pass over n floats that adds, scales or copies them. */
     double (*vec_s)(const bp_dp_cost_env *e, size_t n);
+    /* A copy of `bytes` between the device's memory and the host, over the device's
+     * host link, which the host waits for; 0 where the memory is the host's. */
+    double (*host_copy_s)(const bp_dp_cost_env *e, size_t bytes);
 } bp_dp_prices;
 
 /* Where the algorithm runs: p ranks (here of them on each node) on the machine and
