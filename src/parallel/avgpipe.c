@@ -80,6 +80,7 @@ const bp_dp_algo_ops bp_avgpipe_ops = {
     .create = bp_dp_easgd_create,
     .destroy = bp_dp_easgd_destroy,
     .after_step = after_step,
+    .meets = bp_dp_ea_meets,
     .state = bp_dp_easgd_state,
     .describe = bp_dp_easgd_describe,
     .cost = {.step = step_cost, .state = 2}, /* the center and the differences */

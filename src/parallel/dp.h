@@ -91,6 +91,16 @@ const char *bp_dp_algo_name(int algo);
 bp_dp_kind bp_dp_algo_kind(int algo);
 /* The names of the --dp-algo choices of this kind, "allreduce, bytegrad, ...". */
 void bp_dp_algo_list(bp_dp_kind kind, char *buf, size_t n);
+/* Whether step n (from 1) needs no agreement of the dp group: the algorithm's
+ * replicas meet only at some steps (easgd's and AvgPipe's averaging, DiLoCo's outer
+ * steps and fragments) and n is neither one of them nor a warm-up step. Whether a
+ * run takes such steps local is the caller's choice (train/config.c). */
+bool bp_dp_local_step(const bp_dp_config *cfg, int64_t n);
+/* Whether the algorithm has local steps at all (bp_dp_local_step true for some n). */
+bool bp_dp_has_local_steps(const bp_dp_config *cfg);
+/* The mean number of steps per meeting past the warm-up (1: every step), for the
+ * simulator's price of the agreement. */
+double bp_dp_steps_per_meeting(const bp_dp_config *cfg);
 /* The algorithm and its settings in one line, e.g. "decentralized peers=shift_one interval=1". */
 void bp_dp_describe(const bp_dp_config *cfg, char *buf, size_t n);
 

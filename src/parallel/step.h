@@ -12,8 +12,9 @@
  *      all take the same path
  *   5. clipping by the gradient norm over all axes (every stage and tp rank)
  *   Steps 4 and 5 are collectives over every stage, a barrier that flushes the
- *   pipeline. A `local` step (AvgPipe between its averagings, without clipping or
- *   skipping, bp_grid_step_in) leaves them out: it remembers a non-finite value in
+ *   pipeline. A `local` step (between the meetings of replicas that meet only at
+ *   some steps: AvgPipe's and easgd's averagings, DiLoCo's outer steps; without
+ *   clipping or skipping, bp_grid_step_in) leaves them out: it remembers a non-finite value in
  *   the ctx's pending record, and the next agreeing step reports it.
  *   6. the optimizer's step (bp_dp_update), or the step's skip
  *   7. the averaging: what the algorithm does to the weights after it (mixing,

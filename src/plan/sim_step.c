@@ -330,9 +330,11 @@ static void stage_figures(const ctx *c, int s, double dp_bytes, const bp_sim_sta
 /* The collectives every rank waits for after its buckets: the tied embedding
  * (first and last stage, each replica in turn), the agreement on the step (2
  * floats over all ranks) and the gradient norm over tp and pp, the last two only
- * every --ea-period steps with local steps. From `ready`, when each stage's buckets
- * are done; *embed_end: when the embedding is in sync. */
-static double end_of_backward(const ctx *c, const double *ready, double *embed_end, step_out *o) {
+ * at the replicas' meetings with local steps (every --ea-period steps; DiLoCo's
+ * outer steps and fragments; every step of a warm-up). From `ready`, when each
+ * stage's buckets are done; *embed_end: when the embedding is in sync. */
+static double end_of_backward(const ctx *c, bool warm, const double *ready, double *embed_end,
+                              step_out *o) {
     const bp_sim_job *j = c->j;
     int S = j->pp;
     double embed = 0, eb = 0, unused = 0;
@@ -347,9 +349,12 @@ static double end_of_backward(const ctx *c, const double *ready, double *embed_e
         agree += allreduce_s(c, &l, j->tp, (size_t)j->N, &unused);
     }
     if (S > 1) agree += allreduce_s(c, &c->pp_link, S, (size_t)j->N, &unused);
+    const bp_dp_algo_ops *ops = bp_dp_ops(j->dpc.algo);
+    if (!j->local_steps || (warm && ops && ops->cost.warmup)) return t + agree;
     /* a stream of K steps agrees once (K <= the period) */
-    double period = (double)bp_easgd_of(&j->dpc.settings)->period;
-    return t + (j->local_steps ? agree * stream_steps(j) / period : agree);
+    double period = j->avgpipe ? (double)bp_easgd_of(&j->dpc.settings)->period
+                               : bp_dp_steps_per_meeting(&j->dpc);
+    return t + agree * stream_steps(j) / period;
 }
 
 /* Optimizer steps of stage s's replicas. */
@@ -373,7 +378,7 @@ static bp_status one_step(const ctx *c, bool warm, step_out *o) {
         /* a stream of K steps: its time over K (the averaging, once a period, is
          * counted per step by mix_s) */
         int K = stream_steps(j);
-        double embed_end, sync = end_of_backward(c, ready, &embed_end, o), last = 0, mix0 = 0;
+        double embed_end, sync = end_of_backward(c, warm, ready, &embed_end, o), last = 0, mix0 = 0;
         /* async's cost depends on the step's length (rounds per step): the step
          * without it first, then with it at that length */
         for (int pass = 0; pass < 2; pass++) {

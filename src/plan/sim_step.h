@@ -54,7 +54,7 @@ typedef struct bp_sim_job {
     int dp, pp, tp;
     int N;              /* pipelines per stage rank (1 without AvgPipe) */
     bool avgpipe;       /* --pipelines given: the replicas average elastically */
-    bool local_steps;   /* AvgPipe: only averaging steps agree (parallel/step.h) */
+    bool local_steps;   /* only the replicas' meetings agree (bp_dp_local_step) */
     int stream_steps;   /* AvgPipe: steps of one pipeline stream without a flush (0, 1:
                          * a flush every step; --avgpipe-flush) */
     int M;              /* micro-batches per pipeline and step (x --grad-accum) */

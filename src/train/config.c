@@ -370,11 +370,20 @@ int bp_train_batches_per_step(const bp_train_config *c) {
 }
 
 bool bp_train_local_steps(const bp_train_config *c, int world) {
-    return c->avgpipe.pipelines > 0 && c->clip == 0 && !c->skip_nonfinite && world > 1;
+    bp_dp_config d;
+    bp_train_dp_config(c, &d);
+    return bp_dp_has_local_steps(&d) && c->clip == 0 && !c->skip_nonfinite && world > 1;
+}
+
+bool bp_train_local_step(const bp_train_config *c, int world, int64_t n) {
+    bp_dp_config d;
+    bp_train_dp_config(c, &d);
+    return bp_train_local_steps(c, world) && bp_dp_local_step(&d, n);
 }
 
 int bp_train_stream_steps(const bp_train_config *c) {
-    if (!bp_train_local_steps(c, 2) || c->avgpipe.flush == BP_FLUSH_STEP) return 1;
+    if (c->avgpipe.pipelines == 0 || !bp_train_local_steps(c, 2) || c->avgpipe.flush == BP_FLUSH_STEP)
+        return 1;
     int64_t period = bp_easgd_of(&c->dp_settings)->period;
     return period < BP_MAX_STREAM ? (int)period : BP_MAX_STREAM;
 }

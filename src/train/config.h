@@ -100,9 +100,13 @@ void bp_train_lr_schedule(const bp_train_config *c, bp_lr_schedule *s);
 int bp_train_batches_per_step(const bp_train_config *c);
 /* The replicas of each stage's blocks: AvgPipe's --pipelines, else 1. */
 int bp_train_replicas(const bp_train_config *c);
-/* Whether AvgPipe's steps between averagings leave out the agreement and the
- * gradient norm (parallel/step.h) on `world` ranks: no clipping, no skipping. */
+/* Whether the steps between the dp algorithm's meetings (AvgPipe's and easgd's
+ * averagings, DiLoCo's outer steps and fragments: bp_dp_local_step) leave out the
+ * agreement and the gradient norm (parallel/step.h) on `world` ranks: only without
+ * clipping and skipping, which need every step's norm and verdict. */
 bool bp_train_local_steps(const bp_train_config *c, int world);
+/* Whether step n (from 1) is such a local step. */
+bool bp_train_local_step(const bp_train_config *c, int world, int64_t n);
 /* The longest stream of steps without a flush. */
 enum { BP_MAX_STREAM = 64 };
 /* The most steps one pipeline stream runs without a flush (parallel/step.h): with

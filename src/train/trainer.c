@@ -476,18 +476,20 @@ static void fill_records(trainer *t, bp_step_record *r, int k, double t0, double
     }
 }
 
-/* Whether AvgPipe's step number n (from 1) leaves out the agreement and the gradient
- * norm, the barrier of every stage (parallel/step.h): AvgPipe's replicas meet only
- * at the elastic averaging every tau steps, so the steps in between need no
- * barrier, unless clipping needs the norm or --skip-nonfinite needs every step's
- * verdict. A stop request waits for the next averaging step or the last step. */
+static int every(int64_t step, int64_t n) { return n > 0 && step % n == 0; }
+
+/* Whether step number n (from 1) leaves out the agreement and the gradient norm,
+ * the barrier of every rank (parallel/step.h): replicas that meet only at some
+ * steps (AvgPipe's and easgd's averaging, DiLoCo's outer steps) need none in
+ * between, unless clipping needs the norm or --skip-nonfinite needs every step's
+ * verdict. A step that evaluates or saves agrees first, so that no checkpoint
+ * holds a value some rank saw non-finite. A stop request waits for the next
+ * agreeing step. */
 static bool local_step(const trainer *t, int64_t n) {
     const bp_train_config *c = t->cfg;
-    return bp_train_local_steps(c, t->size) && n % bp_easgd_of(&c->dp_settings)->period != 0 &&
-           n != t->end_step;
+    return bp_train_local_step(c, t->size, n) && n != t->end_step && !every(n, c->eval_every) &&
+           !every(n, c->checkpoint_every);
 }
-
-static int every(int64_t step, int64_t n) { return n > 0 && step % n == 0; }
 
 /* Steps the next stream runs without a flush (--avgpipe-flush): it goes on past
  * step n while n is local and neither evaluates nor saves (there every replica must
@@ -497,9 +499,7 @@ static int stream_length(const trainer *t) {
     const bp_train_config *c = t->cfg;
     int K = bp_train_stream_steps(c), k = 1, room = pending_room(c) - t->n_pending;
     if (K > room) K = room;
-    for (int64_t n = t->step + 1; k < K && local_step(t, n) && !every(n, c->eval_every) &&
-                                  !every(n, c->checkpoint_every) && c->faults.at_step != n + 1;
-         n++)
+    for (int64_t n = t->step + 1; k < K && local_step(t, n) && c->faults.at_step != n + 1; n++)
         k++;
     return k;
 }

@@ -86,6 +86,12 @@ struct bp_dp_algo_ops {
     /* Append the algorithm's state that lasts from step to step (bp_dp_state;
      * NULL: none). */
     bp_status (*state)(bp_dp *dp, bp_state_list *l, bp_err *err);
+    /* Whether step n (from 1, the warm-up's included) brings the replicas together
+     * in a collective of its update or averaging (NULL: every step may). The steps
+     * between two meetings can be local (parallel/step.h): each replica steps alone,
+     * so the ranks' agreement waits for the next meeting instead of costing every
+     * step two latencies of the slowest link (bp_dp_local_step). */
+    bool (*meets)(const struct bp_dp_config *cfg, int64_t n);
     /* Stop background communication (NULL: none). */
     bp_status (*finish)(bp_dp *dp, bp_err *err);
     /* Keep a background thread from writing the weights until unlock (NULL: none). */
@@ -145,6 +151,7 @@ void bp_dp_easgd_destroy(bp_dp *dp);
 bp_status bp_dp_easgd_state(bp_dp *dp, bp_state_list *l, bp_err *err);
 void bp_dp_easgd_describe(const bp_dp_config *c, char *buf, size_t n);
 bp_status bp_dp_ea_check(const bp_dp_config *c, int size, bp_optim_kind optim, bp_err *err);
+bool bp_dp_ea_meets(const bp_dp_config *c, int64_t n);
 
 /* The algorithms of registry.h, the features' among them. */
 #define BP_DP_DECLARE(id, name, sym) extern const bp_dp_algo_ops sym;

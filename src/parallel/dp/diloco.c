@@ -507,6 +507,12 @@ static const bp_dp_efficiency efficiency[] = {
      BP_DILOCO_STUDY_MLP "not within the epoch (its final loss 0.4245): 937, a lower bound"},
     {0}};
 
+/* The outer step's, after every H-th step past the warm-up. */
+static bool meets(const bp_dp_config *c, int64_t n) {
+    int64_t s = n - bp_dp_diloco_warmup(c);
+    return s <= 0 || s % settings_of(c)->period == 0;
+}
+
 const bp_dp_algo_ops bp_dp_diloco = {
     .kind = BP_DP_WEIGHT,
     .options = &option_group,
@@ -516,6 +522,7 @@ const bp_dp_algo_ops bp_dp_diloco = {
     .buckets_this_step = bp_dp_diloco_warming_up,
     .bucket = bp_dp_allreduce_bucket, /* during the warm-up */
     .after_step = after_step,
+    .meets = meets,
     .state = state,
     .describe = bp_dp_diloco_describe,
     /* global weights, momentum (+1 with a codec); the warm-up: allreduce's buckets */

@@ -112,6 +112,11 @@ static const bp_dp_efficiency efficiency[] = {
     {"mlp", 0, 1.274, BP_DP_STUDY_MLP "883.4 (its final loss)"},
     {0}};
 
+/* The elastic averaging every tau steps (AvgPipe's too). */
+bool bp_dp_ea_meets(const bp_dp_config *c, int64_t n) {
+    return n % bp_easgd_of(&c->settings)->period == 0;
+}
+
 const bp_dp_algo_ops bp_dp_easgd = {
     .kind = BP_DP_WEIGHT,
     .options = &option_group,
@@ -120,6 +125,7 @@ const bp_dp_algo_ops bp_dp_easgd = {
     .create = bp_dp_easgd_create,
     .destroy = bp_dp_easgd_destroy,
     .after_step = after_step,
+    .meets = bp_dp_ea_meets,
     .state = bp_dp_easgd_state,
     .describe = bp_dp_easgd_describe,
     .cost = {.step = step_cost, .state = 2}, /* the center and the differences */

@@ -33,6 +33,27 @@ const bp_option_group *bp_dp_algo_options(int algo) {
 
 bp_dp_kind bp_dp_algo_kind(int algo) { return ops_of(algo) ? algos[algo]->kind : BP_DP_WEIGHT; }
 
+bool bp_dp_has_local_steps(const bp_dp_config *cfg) {
+    const bp_dp_algo_ops *o = ops_of(cfg->algo);
+    return o && o->meets;
+}
+
+bool bp_dp_local_step(const bp_dp_config *cfg, int64_t n) {
+    const bp_dp_algo_ops *o = ops_of(cfg->algo);
+    if (!o || !o->meets || o->meets(cfg, n)) return false;
+    return !o->cost.warmup || n > o->cost.warmup(cfg);
+}
+
+/* Counted over 10000 steps: exact for every period that divides it (the schedules
+ * repeat every H or tau steps), within a step's share otherwise. */
+double bp_dp_steps_per_meeting(const bp_dp_config *cfg) {
+    const bp_dp_algo_ops *o = ops_of(cfg->algo);
+    if (!o || !o->meets) return 1;
+    int64_t w = o->cost.warmup ? o->cost.warmup(cfg) : 0, window = 10000, met = 0;
+    for (int64_t n = w + 1; n <= w + window; n++) met += o->meets(cfg, n);
+    return met ? (double)window / (double)met : (double)window;
+}
+
 void bp_dp_algo_list(bp_dp_kind kind, char *buf, size_t n) {
     size_t at = 0;
     buf[0] = '\0';

@@ -150,6 +150,13 @@ static const bp_dp_efficiency efficiency[] = {
     {"mlp", 0, 1.232, BP_DILOCO_STUDY_MLP "854.2"},
     {0}};
 
+/* A fragment's pseudo-gradient, taken after the steps of its offset (its exchange
+ * and merge follow on the communication thread without a meeting of their own). */
+static bool meets(const bp_dp_config *c, int64_t n) {
+    int64_t s = n - bp_dp_diloco_warmup(c);
+    return s <= 0 || fragment_at(c, s) >= 0;
+}
+
 const bp_dp_algo_ops bp_dp_streaming_diloco = {
     .kind = BP_DP_WEIGHT,
     .options = &option_group,
@@ -161,6 +168,7 @@ const bp_dp_algo_ops bp_dp_streaming_diloco = {
     .exchanges_this_step = exchanges_this_step,
     .exchange = exchange,
     .after_step = after_step,
+    .meets = meets,
     .state = state,
     .describe = describe,
     /* global, momentum, in flight (+1 with a codec); the warm-up: allreduce's buckets */
