@@ -21,6 +21,11 @@ void bp_linear_backward(bp_real *dx, bp_real *dw, bp_real *db, const bp_real *dy
 /* layernorm.c: y = (x - mean) / sqrt(var + 1e-5) * w + b over each row of C. */
 void bp_layernorm_forward(bp_real *y, bp_real *mean, bp_real *rstd, const bp_real *x,
                           const bp_real *w, const bp_real *b, int N, int C);
+/* res = a + b (res may alias a or b), then y = layernorm(res): bp_residual_forward
+ * and bp_layernorm_forward in one pass over the rows, with their bits. */
+void bp_residual_layernorm_forward(bp_real *res, bp_real *y, bp_real *mean, bp_real *rstd,
+                                   const bp_real *a, const bp_real *b, const bp_real *w,
+                                   const bp_real *bias, int N, int C);
 void bp_layernorm_backward(bp_real *dx, bp_real *dw, bp_real *db, const bp_real *dy,
                            const bp_real *x, const bp_real *w, const bp_real *mean,
                            const bp_real *rstd, int N, int C);

@@ -3,7 +3,8 @@
  * same loss to ~1e-5 and the same gradient norm to ~1e-4 (the double results come
  * from the helper program nn_ref_f64). Also the float-only code: the polynomial exp
  * and the vector kernels on sizes that leave a partial vector, and GELU's AVX-512
- * loops bit for bit against its 16-byte ones. */
+ * loops bit for bit against its 16-byte ones, and the fused residual + LayerNorm
+ * against the two layers. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -123,6 +124,33 @@ static void test_gelu_wide_vectors_same_bits(void **state) {
     assert_memory_equal(y, want, sizeof y);
 }
 
+/* The residual add fused with the LayerNorm after it gives the bits of the two
+ * layers one after the other, in place as gpt uses it (res aliases a), on widths
+ * with and without a partial vector. */
+static void test_residual_layernorm_same_bits(void **state) {
+    (void)state;
+    enum { N = 5, CMAX = 67 };
+    const int widths[] = {7, 16, 32, 37, 67};
+    for (size_t k = 0; k < sizeof widths / sizeof *widths; k++) {
+        int C = widths[k];
+        float a[N * CMAX], b[N * CMAX], w[CMAX], bias[CMAX], res[N * CMAX], y[N * CMAX];
+        float want_y[N * CMAX], mean[N], rstd[N], want_mean[N], want_rstd[N];
+        nn_fill_normal(a, N * C, 3, 10 + (uint64_t)k);
+        nn_fill_normal(b, N * C, 1, 20 + (uint64_t)k);
+        nn_fill_normal(w, C, 1, 30 + (uint64_t)k);
+        nn_fill_normal(bias, C, 1, 40 + (uint64_t)k);
+        a[3] += 100; /* a row whose mean is far from 0 */
+        memcpy(res, a, sizeof(float) * N * C);
+        bp_residual_layernorm_forward(res, y, mean, rstd, res, b, w, bias, N, C);
+        bp_residual_forward(a, a, b, (size_t)N * C);
+        bp_layernorm_forward(want_y, want_mean, want_rstd, a, w, bias, N, C);
+        assert_memory_equal(res, a, sizeof(float) * N * C);
+        assert_memory_equal(y, want_y, sizeof(float) * N * C);
+        assert_memory_equal(mean, want_mean, sizeof mean);
+        assert_memory_equal(rstd, want_rstd, sizeof rstd);
+    }
+}
+
 /* nn/bf16.h's rounding: to nearest, ties to even, overflow to infinity, NaN kept;
  * the array version gives the scalar's bits on every lane and the tail. */
 static void test_bf16_round(void **state) {
@@ -148,6 +176,7 @@ int main(void) {
         cmocka_unit_test(test_vexp),
         cmocka_unit_test(test_kernels_partial_vectors),
         cmocka_unit_test(test_gelu_wide_vectors_same_bits),
+        cmocka_unit_test(test_residual_layernorm_same_bits),
         cmocka_unit_test(test_bf16_round),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
