@@ -464,9 +464,16 @@ static bp_status layer_backward(bp_model *m, bp_acts *a, int block, const gpt_wo
     linear_backward(m, w->dwide, G(MPROJ_W), G(MPROJ_B), w->dres, S(S_FCHG), P(MPROJ_W), N, d.F,
                        d.C);
     stored(m, w->dwide, NF);
-    bp_gelu_backward(w->dwide, S(S_FCH), w->dwide, NF);
+    /* fp32: GELU's backward adds c_fc's bias gradient in its pass (the same bits);
+     * bf16 rounds in between. */
+    bool bias_in_gelu = !m->wcopy;
+    if (bias_in_gelu)
+        bp_gelu_backward_bias(w->dwide, G(FC_B), S(S_FCH), w->dwide, (size_t)N, (size_t)d.F);
+    else
+        bp_gelu_backward(w->dwide, S(S_FCH), w->dwide, NF);
     stored(m, w->dwide, NF);
-    linear_backward(m, w->dC, G(FC_W), G(FC_B), w->dwide, S(S_LN2), P(FC_W), N, d.C, d.F);
+    linear_backward(m, w->dC, G(FC_W), bias_in_gelu ? NULL : G(FC_B), w->dwide, S(S_LN2), P(FC_W),
+                    N, d.C, d.F);
     bp_status rc = bp_model_tp_allreduce(m, w->dC, NC, block, "mlp.c_fc backward", err);
     if (rc) return rc;
     stored(m, w->dC, NC);

@@ -3,8 +3,8 @@
  * same loss to ~1e-5 and the same gradient norm to ~1e-4 (the double results come
  * from the helper program nn_ref_f64). Also the float-only code: the polynomial exp
  * and the vector kernels on sizes that leave a partial vector, and GELU's AVX-512
- * loops bit for bit against its 16-byte ones, and the fused residual + LayerNorm
- * against the two layers. */
+ * loops bit for bit against its 16-byte ones, and the fused passes (residual +
+ * LayerNorm, GELU's backward + the bias gradient) against the separate ones. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -151,6 +151,28 @@ static void test_residual_layernorm_same_bits(void **state) {
     }
 }
 
+/* GELU's backward with the bias gradient added in its pass gives the bits of
+ * bp_gelu_backward then the rows added into db (bp_linear_backward's db), in place
+ * as gpt uses it, on widths with and without a partial vector of either size. */
+static void test_gelu_backward_bias_same_bits(void **state) {
+    (void)state;
+    enum { ROWS = 4, FMAX = 16 * 3 + 5 };
+    const size_t widths[] = {5, 16, 48, FMAX};
+    for (size_t k = 0; k < sizeof widths / sizeof *widths; k++) {
+        size_t F = widths[k], n = ROWS * F;
+        float x[ROWS * FMAX], dy[ROWS * FMAX], want[ROWS * FMAX], db[FMAX], want_db[FMAX];
+        nn_fill_normal(x, n, 3, 50 + (uint64_t)k);
+        nn_fill_normal(dy, n, 1, 60 + (uint64_t)k);
+        nn_fill_normal(db, F, 1, 70 + (uint64_t)k);
+        memcpy(want_db, db, F * sizeof *db);
+        bp_gelu_backward(want, x, dy, n);
+        for (size_t r = 0; r < ROWS; r++) bp_vacc(want_db, want + r * F, F);
+        bp_gelu_backward_bias(dy, db, x, dy, ROWS, F);
+        assert_memory_equal(dy, want, n * sizeof *dy);
+        assert_memory_equal(db, want_db, F * sizeof *db);
+    }
+}
+
 /* nn/bf16.h's rounding: to nearest, ties to even, overflow to infinity, NaN kept;
  * the array version gives the scalar's bits on every lane and the tail. */
 static void test_bf16_round(void **state) {
@@ -177,6 +199,7 @@ int main(void) {
         cmocka_unit_test(test_kernels_partial_vectors),
         cmocka_unit_test(test_gelu_wide_vectors_same_bits),
         cmocka_unit_test(test_residual_layernorm_same_bits),
+        cmocka_unit_test(test_gelu_backward_bias_same_bits),
         cmocka_unit_test(test_bf16_round),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
