@@ -401,8 +401,7 @@ static double head_forward(bp_model *m, bp_acts *a, const int32_t *targets, bool
 static bp_status gpt_forward(bp_model *m, bp_acts *a, const bp_batch *b, double *loss,
                              bp_err *err) {
     if (m->wcopy) { /* the layers' bf16 weights, from this step's fp32 ones */
-        memcpy(m->wcopy, m->params, m->nparams * sizeof *m->wcopy);
-        bp_bf16_round(m->wcopy, m->nparams);
+        bp_bf16_round_copy(m->wcopy, m->params, m->nparams);
     }
     if (bp_model_has_first(m))
         bp_embedding_forward(a->slot[0], b->tokens, wread(m, 0, E_WTE), wread(m, 0, E_WPE), b->B,

@@ -174,7 +174,8 @@ static void test_gelu_backward_bias_same_bits(void **state) {
 }
 
 /* nn/bf16.h's rounding: to nearest, ties to even, overflow to infinity, NaN kept;
- * the array version gives the scalar's bits on every lane and the tail. */
+ * the array versions (in place, and into a copy) give the scalar's bits on every
+ * lane and the tail. */
 static void test_bf16_round(void **state) {
     (void)state;
     const float tie_down = 1.0f + 0x1p-8f, tie_up = 1.0f + 3 * 0x1p-8f, above = 1.0f + 0x1.2p-8f;
@@ -188,8 +189,11 @@ static void test_bf16_round(void **state) {
     float x[n], want[n];
     for (int i = 0; i < n; i++) x[i] = (i % 7 == 3) ? NAN : (float)(i - 17) * 1.0371f * (1 + 0x1p-9f);
     for (int i = 0; i < n; i++) want[i] = bp_bf16_round1(x[i]);
+    float copy[n];
+    bp_bf16_round_copy(copy, x, n);
     bp_bf16_round(x, n);
     assert_memory_equal(x, want, sizeof x);
+    assert_memory_equal(copy, want, sizeof copy);
 }
 
 int main(void) {
