@@ -6,7 +6,7 @@ bagpipe / PyTorch, so that a machine whose speed drifts still gives a fair ratio
 One thread each (OPENBLAS_NUM_THREADS=1, --threads 1 for both).
 
   bench/cpu_step/run.py [--pairs 5] [--cases gpt,gpt-openblas,gpt-bf16,gpt2s,gpt2s-bf16]
-                        [--steps N] [--gpt2s-steps N] [--bin build/bagpipe]
+                        [--steps N] [--gpt2s-steps N] [--warmup 1] [--bin build/bagpipe]
   LLMC_DIR=/path/to/llm.c bench/cpu_step/run.py ...
 
 With LLMC_DIR naming a checkout of karpathy/llm.c, the fp32 cases run llm.c's CPU
@@ -20,7 +20,10 @@ gpt-openblas (the same on OpenBLAS, the default library), gpt-bf16 (--dtype bf16
 against PyTorch's bf16 autocast), gpt2s and gpt2s-bf16 (GPT-2 small's shape: 12 layers,
 768 channels, 12 heads, T 256, B 4). Both evaluate once at the end on one batch. The
 first pair is a warm-up, not counted (--matmul auto measures its shapes there once
-per machine). Prints the CPU model and the library each bagpipe run reported.
+per machine; --warmup 0 skips it where the cache is already filled). Each pair prints
+its CPU seconds (bagpipe, PyTorch[, llm.c]) and the running median as it ends; the
+table row comes at the end of each case. Prints the CPU model and the library each
+bagpipe run reported.
 """
 import argparse
 import os
@@ -89,14 +92,17 @@ def main():
     ap.add_argument("--cases", default="gpt,gpt-openblas,gpt-bf16,gpt2s,gpt2s-bf16")
     ap.add_argument("--steps", type=int, default=150, help="default gpt's steps (default 150)")
     ap.add_argument("--gpt2s-steps", type=int, default=20, help="GPT-2 small's steps (default 20)")
+    ap.add_argument("--warmup", type=int, default=1, help="uncounted pairs first (default 1)")
     ap.add_argument("--bin", default=os.path.join(ROOT, "build", "bagpipe"))
     a = ap.parse_args()
+    if a.pairs < 1 or a.warmup < 0:
+        ap.error("--pairs must be at least 1 and --warmup at least 0")
     os.environ["OPENBLAS_NUM_THREADS"] = "1"
-    print(f"cpu: {cpu_model()}; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+    print(f"cpu: {cpu_model()}; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores", flush=True)
     work = tempfile.mkdtemp(prefix="bp_cpu_step_")
     llmc = build_llmc(work)
     print(f"{'case':13s} {'dtype':5s} {'steps':>5s}  {'/pytorch (min-max)':>22s}  "
-          f"{'/llm.c (min-max)':>22s}  products; bagpipe val loss")
+          f"{'/llm.c (min-max)':>22s}  products; bagpipe val loss", flush=True)
     for name in a.cases.split(","):
         shape, dtype, extra = CASES[name]
         steps = str(a.steps if shape == "gpt" else a.gpt2s_steps)
@@ -108,11 +114,18 @@ def main():
             cmds.append([llmc[0], *map(str, DIMS[shape]), steps, llmc[1]])
         logs = [os.path.join(work, f"{name}.{i}") for i in range(len(cmds))]
         ratios = [[] for _ in cmds[1:]]
-        for pair in range(a.pairs + 1):
+        for pair in range(a.pairs + a.warmup):
             t = [cpu_seconds(cmd, log) for cmd, log in zip(cmds, logs)]
+            counted = pair >= a.warmup
             for i in range(1, len(cmds)):
-                if pair > 0:
+                if counted:
                     ratios[i - 1].append(t[0] / t[i])
+            # Each pair as it ends, so that a long run killed half-way still says something.
+            times = " ".join(f"{x:.1f}" for x in t)
+            running = " ".join(f"{statistics.median(r):.3f}" for r in ratios) if counted else "warm-up"
+            label = f"pair {pair + 1 - a.warmup}" if counted else f"warm-up {pair + 1}"
+            print(f"  {name} {label}: cpu s {times}; median so far {running}; "
+                  f"load {os.getloadavg()[0]:.1f}", flush=True)
         with open(logs[0]) as f:
             text = f.read()
         lib = re.search(r"matrix products: (.*)", text)
@@ -120,7 +133,7 @@ def main():
         cols = [f"{statistics.median(r):.3f} ({min(r):.3f}-{max(r):.3f})" for r in ratios] + ["-"]
         print(f"{name:13s} {dtype:5s} {steps:>5s}  {cols[0]:>22s}  {cols[1]:>22s}  "
               f"{lib.group(1) if lib else 'openblas'}; {val.group(1) if val else '?'}", flush=True)
-    print(f"{a.pairs} pairs each (a warm-up pair first, not counted); load average at the end "
+    print(f"{a.pairs} pairs each ({a.warmup} warm-up pairs first, not counted); load average at the end "
           f"{os.getloadavg()[0]:.1f}")
 
 

@@ -2,6 +2,7 @@
  * products on bf16 inputs with the CPU's bf16 instructions (bp_blas_dnnl_bf16). */
 #ifdef BP_HAVE_DNNL
 #include <oneapi/dnnl/dnnl.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,7 +35,8 @@ void bp_blas_dnnl_threads(int n) { dnnl_threads = n; }
  * differs from an fp32 product of the same floats. */
 
 /* One engine and stream per thread, a few primitives by shape, and the bf16 copies of
- * the last operands: a training step repeats a handful of shapes. */
+ * the last operands: a training step repeats a handful of shapes. They are freed when
+ * the thread exits (a key's destructor) or, on the thread that calls exit, at exit. */
 enum { CACHED = 32 };
 typedef struct bf16_prim {
     bp_gemm_shape s;
@@ -52,6 +54,26 @@ static _Thread_local struct {
     uint16_t *buf;
     size_t cap;
 } ctx;
+
+static pthread_key_t ctx_key;
+static pthread_once_t ctx_once = PTHREAD_ONCE_INIT;
+static bool ctx_key_made;
+
+/* This thread's context, back to nothing (unused: the key's value, a marker). */
+static void release(void *unused) {
+    (void)unused;
+    for (int i = 0; i < ctx.n; i++) dnnl_primitive_destroy(ctx.prim[i].p);
+    if (ctx.st) dnnl_stream_destroy(ctx.st);
+    if (ctx.eng) dnnl_engine_destroy(ctx.eng);
+    free(ctx.buf);
+    memset(&ctx, 0, sizeof ctx);
+}
+
+static void release_at_exit(void) { release(NULL); }
+
+static void make_key(void) {
+    ctx_key_made = pthread_key_create(&ctx_key, release) == 0 && atexit(release_at_exit) == 0;
+}
 
 static int native = -1; /* -1: not asked yet */
 
@@ -139,9 +161,12 @@ static bf16_prim *lookup(const bp_gemm_args *g) {
     return NULL;
 }
 
+/* Without the key nothing would free the context: such a thread keeps to fp32. */
 static bool ready(void) {
     if (!ctx.ready && !ctx.failed) {
-        ctx.failed = dnnl_engine_create(&ctx.eng, dnnl_cpu, 0) ||
+        pthread_once(&ctx_once, make_key);
+        ctx.failed = !ctx_key_made || pthread_setspecific(ctx_key, &ctx) != 0 ||
+                     dnnl_engine_create(&ctx.eng, dnnl_cpu, 0) ||
                      dnnl_stream_create(&ctx.st, ctx.eng, dnnl_stream_default_flags);
         ctx.ready = !ctx.failed;
     }

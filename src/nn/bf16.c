@@ -5,8 +5,10 @@
 #include "nn/vec.h"
 
 #ifdef BP_REAL_DOUBLE
-void bp_bf16_round(bp_real *x, size_t n) {
-    for (size_t i = 0; i < n; i++) x[i] = bp_bf16_round1((float)x[i]);
+void bp_bf16_round(bp_real *x, size_t n) { bp_bf16_round_copy(x, x, n); }
+
+void bp_bf16_round_copy(bp_real *y, const bp_real *x, size_t n) {
+    for (size_t i = 0; i < n; i++) y[i] = bp_bf16_round1((float)x[i]);
 }
 #else
 static inline bp_vec round_vec(bp_vec v) {
@@ -17,9 +19,11 @@ static inline bp_vec round_vec(bp_vec v) {
     return (bp_vec)(u & 0xffff0000u);
 }
 
-void bp_bf16_round(bp_real *x, size_t n) {
+void bp_bf16_round(bp_real *x, size_t n) { bp_bf16_round_copy(x, x, n); }
+
+void bp_bf16_round_copy(bp_real *y, const bp_real *x, size_t n) {
     size_t i = 0;
-    for (; i + BP_VLEN <= n; i += BP_VLEN) bp_vstore(x + i, round_vec(bp_vload(x + i)));
-    for (; i < n; i++) x[i] = bp_bf16_round1(x[i]);
+    for (; i + BP_VLEN <= n; i += BP_VLEN) bp_vstore(y + i, round_vec(bp_vload(x + i)));
+    for (; i < n; i++) y[i] = bp_bf16_round1(x[i]);
 }
 #endif

@@ -43,5 +43,7 @@ static inline float bp_bf16_round1(float x) {
 
 /* x[0..n) rounded in place (gpt.c). */
 void bp_bf16_round(bp_real *x, size_t n);
+/* y[i] = x[i] rounded, in one pass (y may be x): the weights' copy. */
+void bp_bf16_round_copy(bp_real *y, const bp_real *x, size_t n);
 
 #endif

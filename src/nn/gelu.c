@@ -31,3 +31,15 @@ void bp_gelu_backward(bp_real *dx, const bp_real *x, const bp_real *dy, size_t n
 #endif
     gelu_backward_loop(dx, x, dy, n);
 }
+
+/* dx may alias dy. */
+void bp_gelu_backward_bias(bp_real *dx, bp_real *db, const bp_real *x, const bp_real *dy,
+                           size_t rows, size_t F) {
+#if BP_NN_AVX512
+    if (bp_nn_avx512()) {
+        bp_gelu_backward_bias_avx512(dx, db, x, dy, rows, F);
+        return;
+    }
+#endif
+    gelu_backward_bias_loop(dx, db, x, dy, rows, F);
+}

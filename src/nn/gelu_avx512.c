@@ -20,6 +20,11 @@ void bp_gelu_forward_avx512(float *y, const float *x, size_t n) { gelu_forward_l
 void bp_gelu_backward_avx512(float *dx, const float *x, const float *dy, size_t n) {
     gelu_backward_loop(dx, x, dy, n);
 }
+
+void bp_gelu_backward_bias_avx512(float *dx, float *db, const float *x, const float *dy,
+                                  size_t rows, size_t F) {
+    gelu_backward_bias_loop(dx, db, x, dy, rows, F);
+}
 #ifdef __clang__
 #pragma clang attribute pop
 #endif

@@ -300,9 +300,54 @@ static bp_status row_linear_forward(bp_model *m, int block, const char *what, bp
     return rc;
 }
 
+/* The LayerNorm that opens `block` (a layer's ln_1, the head's ln_f): where its
+ * output and statistics go, and its weights. */
+typedef struct opening_ln {
+    bp_real *y, *mean, *rstd;
+    const bp_real *w, *b;
+} opening_ln;
+
+static opening_ln opening_ln_of(bp_model *m, const bp_acts *a, int block) {
+    if (block < end_layer(m))
+        return (opening_ln){layer_slot(a, block, S_LN1), layer_slot(a, block, S_MEAN1),
+                            layer_slot(a, block, S_RSTD1), wread(m, block, LN1_W),
+                            wread(m, block, LN1_B)};
+    return (opening_ln){head_slot(a, S_LNF), head_slot(a, S_MEANF), head_slot(a, S_RSTDF),
+                        wread(m, block, H_LNF_W), wread(m, block, H_LNF_B)};
+}
+
+/* block's opening LayerNorm over its stream_in, unless the block before did it. */
+static void open_block(bp_model *m, const bp_acts *a, int block, bool opened) {
+    size_t N = (size_t)a->B * a->T;
+    int C = m->cfg.n_embd;
+    if (opened) return;
+    opening_ln ln = opening_ln_of(m, a, block);
+    bp_layernorm_forward(ln.y, ln.mean, ln.rstd, stream_in(a, block), ln.w, ln.b, (int)N, C);
+    stored(m, ln.y, N * C);
+}
+
+/* out = out + branch, the residual add that closes a block. In fp32, when the next
+ * block is on this rank, the add and that block's opening LayerNorm share one pass
+ * (the same bits); *opened says so. bf16 rounds in between and keeps two passes. */
+static void close_block(bp_model *m, const bp_acts *a, int block, bp_real *out,
+                        const bp_real *branch, bool *opened) {
+    size_t N = (size_t)a->B * a->T;
+    int C = m->cfg.n_embd;
+    *opened = !m->wcopy && block + 1 < m->end;
+    if (*opened) {
+        opening_ln ln = opening_ln_of(m, a, block + 1);
+        bp_residual_layernorm_forward(out, ln.y, ln.mean, ln.rstd, out, branch, ln.w, ln.b,
+                                      (int)N, C);
+        return;
+    }
+    bp_residual_forward(out, out, branch, N * C);
+    stored(m, out, N * C);
+}
+
 /* stream_in [N, C] -> S_OUT [N, C], through this rank's qkv [N, 3A], attention
- * output [N, A] and MLP units [N, F]. */
-static bp_status layer_forward(bp_model *m, bp_acts *a, int block, bp_err *err) {
+ * output [N, A] and MLP units [N, F]. *opened: in, whether the block before ran this
+ * block's ln_1; out, whether this one ran the next block's. */
+static bp_status layer_forward(bp_model *m, bp_acts *a, int block, bool *opened, bp_err *err) {
     int B = a->B, T = a->T, N = B * T;
     gpt_dims d = dims_of(m);
     size_t NC = (size_t)N * d.C;
@@ -310,8 +355,7 @@ static bp_status layer_forward(bp_model *m, bp_acts *a, int block, bp_err *err) 
     const bp_real *x = stream_in(a, block);
 #define P(j) wread(m, block, j)
 #define S(k) layer_slot(a, block, k)
-    bp_layernorm_forward(S(S_LN1), S(S_MEAN1), S(S_RSTD1), x, P(LN1_W), P(LN1_B), N, d.C);
-    stored(m, S(S_LN1), NC);
+    open_block(m, a, block, *opened);
     linear_forward(m, S(S_QKV), S(S_LN1), P(ATTN_W), P(ATTN_B), N, d.C, 3 * d.A);
     stored(m, S(S_QKV), 3 * NA);
     bp_attention_forward(S(S_ATTY), S(S_ATT), S(S_QKV), B, T, d.A, d.NH);
@@ -321,10 +365,16 @@ static bp_status layer_forward(bp_model *m, bp_acts *a, int block, bp_err *err) 
                                       P(APROJ_W), P(APROJ_B), N, d.A, d.C, err);
     if (rc) return rc;
     stored(m, S(S_RES2), NC);
-    bp_residual_forward(S(S_RES2), S(S_RES2), x, NC);
-    stored(m, S(S_RES2), NC);
-    bp_layernorm_forward(S(S_LN2), S(S_MEAN2), S(S_RSTD2), S(S_RES2), P(LN2_W), P(LN2_B), N, d.C);
-    stored(m, S(S_LN2), NC);
+    if (m->wcopy) {
+        bp_residual_forward(S(S_RES2), S(S_RES2), x, NC);
+        stored(m, S(S_RES2), NC);
+        bp_layernorm_forward(S(S_LN2), S(S_MEAN2), S(S_RSTD2), S(S_RES2), P(LN2_W), P(LN2_B), N,
+                             d.C);
+        stored(m, S(S_LN2), NC);
+    } else { /* one pass, the same bits */
+        bp_residual_layernorm_forward(S(S_RES2), S(S_LN2), S(S_MEAN2), S(S_RSTD2), S(S_RES2), x,
+                                      P(LN2_W), P(LN2_B), N, d.C);
+    }
     linear_forward(m, S(S_FCH), S(S_LN2), P(FC_W), P(FC_B), N, d.C, d.F);
     stored(m, S(S_FCH), NF);
     bp_gelu_forward(S(S_FCHG), S(S_FCH), NF);
@@ -333,20 +383,16 @@ static bp_status layer_forward(bp_model *m, bp_acts *a, int block, bp_err *err) 
                             P(MPROJ_B), N, d.F, d.C, err);
     if (rc) return rc;
     stored(m, S(S_OUT), NC);
-    bp_residual_forward(S(S_OUT), S(S_OUT), S(S_RES2), NC);
-    stored(m, S(S_OUT), NC);
+    close_block(m, a, block, S(S_OUT), S(S_RES2), opened);
     return BP_OK;
 #undef P
 #undef S
 }
 
-static double head_forward(bp_model *m, bp_acts *a, const int32_t *targets) {
+static double head_forward(bp_model *m, bp_acts *a, const int32_t *targets, bool opened) {
     int N = a->B * a->T, C = m->cfg.n_embd, V = m->cfg.vocab, head = m->end - 1;
-    const bp_real *x = stream_in(a, head);
     bp_real *lnf = head_slot(a, S_LNF), *logits = head_slot(a, S_LOGITS);
-    bp_layernorm_forward(lnf, head_slot(a, S_MEANF), head_slot(a, S_RSTDF), x,
-                         wread(m, head, H_LNF_W), wread(m, head, H_LNF_B), N, C);
-    stored(m, lnf, (size_t)N * C);
+    open_block(m, a, head, opened);
     linear_forward(m, logits, lnf, head_wte(m, false), NULL, N, C, V);
     stored(m, logits, (size_t)N * V);
     return targets ? bp_crossentropy_forward(head_slot(a, S_LSE), logits, targets, N, V) : 0;
@@ -355,18 +401,18 @@ static double head_forward(bp_model *m, bp_acts *a, const int32_t *targets) {
 static bp_status gpt_forward(bp_model *m, bp_acts *a, const bp_batch *b, double *loss,
                              bp_err *err) {
     if (m->wcopy) { /* the layers' bf16 weights, from this step's fp32 ones */
-        memcpy(m->wcopy, m->params, m->nparams * sizeof *m->wcopy);
-        bp_bf16_round(m->wcopy, m->nparams);
+        bp_bf16_round_copy(m->wcopy, m->params, m->nparams);
     }
     if (bp_model_has_first(m))
         bp_embedding_forward(a->slot[0], b->tokens, wread(m, 0, E_WTE), wread(m, 0, E_WPE), b->B,
                              b->T, m->cfg.n_embd);
     stored(m, a->slot[0], (size_t)b->B * b->T * m->cfg.n_embd);
+    bool opened = false;
     for (int l = first_layer(m); l < end_layer(m); l++) {
-        bp_status rc = layer_forward(m, a, l, err);
+        bp_status rc = layer_forward(m, a, l, &opened, err);
         if (rc) return rc;
     }
-    if (bp_model_has_last(m)) *loss = head_forward(m, a, b->targets);
+    if (bp_model_has_last(m)) *loss = head_forward(m, a, b->targets, opened);
     return BP_OK;
 }
 
@@ -417,9 +463,16 @@ static bp_status layer_backward(bp_model *m, bp_acts *a, int block, const gpt_wo
     linear_backward(m, w->dwide, G(MPROJ_W), G(MPROJ_B), w->dres, S(S_FCHG), P(MPROJ_W), N, d.F,
                        d.C);
     stored(m, w->dwide, NF);
-    bp_gelu_backward(w->dwide, S(S_FCH), w->dwide, NF);
+    /* fp32: GELU's backward adds c_fc's bias gradient in its pass (the same bits);
+     * bf16 rounds in between. */
+    bool bias_in_gelu = !m->wcopy;
+    if (bias_in_gelu)
+        bp_gelu_backward_bias(w->dwide, G(FC_B), S(S_FCH), w->dwide, (size_t)N, (size_t)d.F);
+    else
+        bp_gelu_backward(w->dwide, S(S_FCH), w->dwide, NF);
     stored(m, w->dwide, NF);
-    linear_backward(m, w->dC, G(FC_W), G(FC_B), w->dwide, S(S_LN2), P(FC_W), N, d.C, d.F);
+    linear_backward(m, w->dC, G(FC_W), bias_in_gelu ? NULL : G(FC_B), w->dwide, S(S_LN2), P(FC_W),
+                    N, d.C, d.F);
     bp_status rc = bp_model_tp_allreduce(m, w->dC, NC, block, "mlp.c_fc backward", err);
     if (rc) return rc;
     stored(m, w->dC, NC);

@@ -28,10 +28,10 @@ static inline void store_n(bp_real *p, bp_vec v, size_t n) {
         bp_vstore_part(p, v, n);
 }
 
-static void norm_row(bp_real *y, bp_real *mean, bp_real *rstd, const bp_real *x, const bp_real *w,
-                     const bp_real *b, size_t C) {
-    bp_vec s = {0}, ss = {0};
-    for (size_t i = 0; i < C; i += BP_VLEN) s += load_n(x + i, C - i);
+/* One row, given s, the lane-wise sum of x's vectors (the row's first pass). */
+static void norm_row_summed(bp_real *y, bp_real *mean, bp_real *rstd, const bp_real *x,
+                            const bp_real *w, const bp_real *b, size_t C, bp_vec s) {
+    bp_vec ss = {0};
     bp_real m = bp_vsum(s) / (bp_real)C;
     /* Two passes (mean, then squared deviations) rather than E[x^2] - m^2, which
      * cancels badly when |mean| >> std. */
@@ -50,8 +50,32 @@ static void norm_row(bp_real *y, bp_real *mean, bp_real *rstd, const bp_real *x,
 
 void bp_layernorm_forward(bp_real *y, bp_real *mean, bp_real *rstd, const bp_real *x,
                           const bp_real *w, const bp_real *b, int N, int C) {
-    for (int n = 0; n < N; n++)
-        norm_row(y + (size_t)n * C, &mean[n], &rstd[n], x + (size_t)n * C, w, b, (size_t)C);
+    for (int n = 0; n < N; n++) {
+        size_t off = (size_t)n * C;
+        bp_vec s = {0};
+        for (size_t i = 0; i < (size_t)C; i += BP_VLEN) s += load_n(x + off + i, C - i);
+        norm_row_summed(y + off, &mean[n], &rstd[n], x + off, w, b, (size_t)C, s);
+    }
+}
+
+/* The residual add's pass is the norm's first: each row of res is summed as it is
+ * written and normalized while it is still in cache. The adds and the sums are those
+ * of bp_residual_forward and bp_layernorm_forward (a zero-padded lane adds 0 + 0), so
+ * the bits are theirs. */
+void bp_residual_layernorm_forward(bp_real *res, bp_real *y, bp_real *mean, bp_real *rstd,
+                                   const bp_real *a, const bp_real *b, const bp_real *w,
+                                   const bp_real *bias, int N, int C) {
+    for (int n = 0; n < N; n++) {
+        size_t off = (size_t)n * C;
+        bp_vec s = {0};
+        for (size_t i = 0; i < (size_t)C; i += BP_VLEN) {
+            size_t k = C - i;
+            bp_vec r = load_n(a + off + i, k) + load_n(b + off + i, k);
+            store_n(res + off + i, r, k);
+            s += r;
+        }
+        norm_row_summed(y + off, &mean[n], &rstd[n], res + off, w, bias, (size_t)C, s);
+    }
 }
 
 /* One row of backward; see bp_layernorm_backward. */

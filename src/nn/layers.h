@@ -21,6 +21,11 @@ void bp_linear_backward(bp_real *dx, bp_real *dw, bp_real *db, const bp_real *dy
 /* layernorm.c: y = (x - mean) / sqrt(var + 1e-5) * w + b over each row of C. */
 void bp_layernorm_forward(bp_real *y, bp_real *mean, bp_real *rstd, const bp_real *x,
                           const bp_real *w, const bp_real *b, int N, int C);
+/* res = a + b (res may alias a or b), then y = layernorm(res): bp_residual_forward
+ * and bp_layernorm_forward in one pass over the rows, with their bits. */
+void bp_residual_layernorm_forward(bp_real *res, bp_real *y, bp_real *mean, bp_real *rstd,
+                                   const bp_real *a, const bp_real *b, const bp_real *w,
+                                   const bp_real *bias, int N, int C);
 void bp_layernorm_backward(bp_real *dx, bp_real *dw, bp_real *db, const bp_real *dy,
                            const bp_real *x, const bp_real *w, const bp_real *mean,
                            const bp_real *rstd, int N, int C);
@@ -34,6 +39,11 @@ void bp_attention_backward(bp_real *dqkv, bp_real *datt, const bp_real *dout, co
 /* gelu.c: GELU, tanh approximation (GPT-2's, PyTorch approximate="tanh"). */
 void bp_gelu_forward(bp_real *y, const bp_real *x, size_t n);
 void bp_gelu_backward(bp_real *dx, const bp_real *x, const bp_real *dy, size_t n);
+/* bp_gelu_backward over rows x F, and db [F] += the sum of dx's rows: the bias
+ * gradient of the product that made x, in the same pass, with the bits of
+ * bp_gelu_backward then bp_linear_backward's db. */
+void bp_gelu_backward_bias(bp_real *dx, bp_real *db, const bp_real *x, const bp_real *dy,
+                           size_t rows, size_t F);
 
 /* relu.c */
 void bp_relu_forward(bp_real *y, const bp_real *x, size_t n);

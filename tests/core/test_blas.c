@@ -2,6 +2,7 @@
  * rounding), and --matmul auto measures a shape once and keeps its choice in the
  * machine's file. */
 #include <math.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -88,6 +89,33 @@ static void test_bf16_factors(void **state) {
     check_product(false, true, false);
 }
 
+/* One bf16 product, A [M, K] B [K, N] -> C [M, N], as the models run it. */
+static void *bf16_product(void *C) {
+    float A[M * K], B[K * N];
+    fill(A, M * K, 1, true);
+    fill(B, K * N, 2, true);
+    bp_blas_bf16_inputs(true);
+    bp_sgemm(false, false, M, N, K, 1, A, K, B, N, 0, C, N);
+    bp_blas_bf16_inputs(false);
+    return NULL;
+}
+
+/* Threads that run bf16 products and exit: each gets the main thread's result (the
+ * same library on the same shape), and what each kept for them (oneDNN's engine,
+ * stream and primitives) goes with it, which the sanitizer build's leak check sees. */
+static void test_bf16_on_threads_that_exit(void **state) {
+    (void)state;
+    float want[M * N], got[M * N];
+    bf16_product(want);
+    for (int i = 0; i < 3; i++) {
+        pthread_t t;
+        memset(got, 0, sizeof got);
+        assert_int_equal(pthread_create(&t, NULL, bf16_product, got), 0);
+        assert_int_equal(pthread_join(t, NULL), 0);
+        assert_memory_equal(got, want, sizeof got);
+    }
+}
+
 static char *only_file(const char *dir) {
     char cmd[256];
     snprintf(cmd, sizeof cmd, "ls %s/matmul-*.txt", dir);
@@ -142,6 +170,7 @@ int main(void) {
         cmocka_unit_test(test_every_library_every_transpose),
         cmocka_unit_test(test_auto_measures_once_and_keeps_it),
         cmocka_unit_test(test_bf16_factors),
+        cmocka_unit_test(test_bf16_on_threads_that_exit),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -3,7 +3,8 @@
  * same loss to ~1e-5 and the same gradient norm to ~1e-4 (the double results come
  * from the helper program nn_ref_f64). Also the float-only code: the polynomial exp
  * and the vector kernels on sizes that leave a partial vector, and GELU's AVX-512
- * loops bit for bit against its 16-byte ones. */
+ * loops bit for bit against its 16-byte ones, and the fused passes (residual +
+ * LayerNorm, GELU's backward + the bias gradient) against the separate ones. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -123,8 +124,58 @@ static void test_gelu_wide_vectors_same_bits(void **state) {
     assert_memory_equal(y, want, sizeof y);
 }
 
+/* The residual add fused with the LayerNorm after it gives the bits of the two
+ * layers one after the other, in place as gpt uses it (res aliases a), on widths
+ * with and without a partial vector. */
+static void test_residual_layernorm_same_bits(void **state) {
+    (void)state;
+    enum { N = 5, CMAX = 67 };
+    const int widths[] = {7, 16, 32, 37, 67};
+    for (size_t k = 0; k < sizeof widths / sizeof *widths; k++) {
+        int C = widths[k];
+        float a[N * CMAX], b[N * CMAX], w[CMAX], bias[CMAX], res[N * CMAX], y[N * CMAX];
+        float want_y[N * CMAX], mean[N], rstd[N], want_mean[N], want_rstd[N];
+        nn_fill_normal(a, N * C, 3, 10 + (uint64_t)k);
+        nn_fill_normal(b, N * C, 1, 20 + (uint64_t)k);
+        nn_fill_normal(w, C, 1, 30 + (uint64_t)k);
+        nn_fill_normal(bias, C, 1, 40 + (uint64_t)k);
+        a[3] += 100; /* a row whose mean is far from 0 */
+        memcpy(res, a, sizeof(float) * N * C);
+        bp_residual_layernorm_forward(res, y, mean, rstd, res, b, w, bias, N, C);
+        bp_residual_forward(a, a, b, (size_t)N * C);
+        bp_layernorm_forward(want_y, want_mean, want_rstd, a, w, bias, N, C);
+        assert_memory_equal(res, a, sizeof(float) * N * C);
+        assert_memory_equal(y, want_y, sizeof(float) * N * C);
+        assert_memory_equal(mean, want_mean, sizeof mean);
+        assert_memory_equal(rstd, want_rstd, sizeof rstd);
+    }
+}
+
+/* GELU's backward with the bias gradient added in its pass gives the bits of
+ * bp_gelu_backward then the rows added into db (bp_linear_backward's db), in place
+ * as gpt uses it, on widths with and without a partial vector of either size. */
+static void test_gelu_backward_bias_same_bits(void **state) {
+    (void)state;
+    enum { ROWS = 4, FMAX = 16 * 3 + 5 };
+    const size_t widths[] = {5, 16, 48, FMAX};
+    for (size_t k = 0; k < sizeof widths / sizeof *widths; k++) {
+        size_t F = widths[k], n = ROWS * F;
+        float x[ROWS * FMAX], dy[ROWS * FMAX], want[ROWS * FMAX], db[FMAX], want_db[FMAX];
+        nn_fill_normal(x, n, 3, 50 + (uint64_t)k);
+        nn_fill_normal(dy, n, 1, 60 + (uint64_t)k);
+        nn_fill_normal(db, F, 1, 70 + (uint64_t)k);
+        memcpy(want_db, db, F * sizeof *db);
+        bp_gelu_backward(want, x, dy, n);
+        for (size_t r = 0; r < ROWS; r++) bp_vacc(want_db, want + r * F, F);
+        bp_gelu_backward_bias(dy, db, x, dy, ROWS, F);
+        assert_memory_equal(dy, want, n * sizeof *dy);
+        assert_memory_equal(db, want_db, F * sizeof *db);
+    }
+}
+
 /* nn/bf16.h's rounding: to nearest, ties to even, overflow to infinity, NaN kept;
- * the array version gives the scalar's bits on every lane and the tail. */
+ * the array versions (in place, and into a copy) give the scalar's bits on every
+ * lane and the tail. */
 static void test_bf16_round(void **state) {
     (void)state;
     const float tie_down = 1.0f + 0x1p-8f, tie_up = 1.0f + 3 * 0x1p-8f, above = 1.0f + 0x1.2p-8f;
@@ -138,8 +189,11 @@ static void test_bf16_round(void **state) {
     float x[n], want[n];
     for (int i = 0; i < n; i++) x[i] = (i % 7 == 3) ? NAN : (float)(i - 17) * 1.0371f * (1 + 0x1p-9f);
     for (int i = 0; i < n; i++) want[i] = bp_bf16_round1(x[i]);
+    float copy[n];
+    bp_bf16_round_copy(copy, x, n);
     bp_bf16_round(x, n);
     assert_memory_equal(x, want, sizeof x);
+    assert_memory_equal(copy, want, sizeof copy);
 }
 
 int main(void) {
@@ -148,6 +202,8 @@ int main(void) {
         cmocka_unit_test(test_vexp),
         cmocka_unit_test(test_kernels_partial_vectors),
         cmocka_unit_test(test_gelu_wide_vectors_same_bits),
+        cmocka_unit_test(test_residual_layernorm_same_bits),
+        cmocka_unit_test(test_gelu_backward_bias_same_bits),
         cmocka_unit_test(test_bf16_round),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
