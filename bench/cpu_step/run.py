@@ -108,7 +108,8 @@ def main():
         steps = str(a.steps if shape == "gpt" else a.gpt2s_steps)
         common = SHAPES[shape] + ["--steps", steps, "--eval-batches", "1", "--threads", "1"]
         ours = [a.bin, "train", "--model", "gpt", *common, "--eval-every", steps, "--dtype", dtype,
-                "--progress", "none", "--out", os.path.join(work, name), "--overwrite", *extra]
+                "--progress", "none", "--out", os.path.join(work, name), "--overwrite",
+                "--no-final-checkpoint", *extra]  # the others save none either
         cmds = [ours, [*TORCH, "--model", "gpt", *common, "--eval-every", "0", "--dtype", dtype]]
         if llmc and dtype == "fp32":
             cmds.append([llmc[0], *map(str, DIMS[shape]), steps, llmc[1]])

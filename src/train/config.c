@@ -46,6 +46,9 @@ static const bp_option training_options[] = {
         "also save a checkpoint every N steps (one is always saved at the end)"),
     NUM("keep-checkpoints", BP_OPT_INT, keep_checkpoints, 1, 1 << 20, "N",
         "keep the newest N checkpoints in --out"),
+    SWITCH("no-final-checkpoint", no_final_checkpoint,
+           "save none at the end (benchmarks, sweeps); --checkpoint-every's and a stopped "
+           "run's are still saved"),
     NUM("log-every", BP_OPT_INT64, log_every, 1, 1e12, "N", "progress line every N steps"),
     CHOICE("progress", progress, "auto|bar|lines|none",
            "live bar on a terminal, plain lines otherwise, as in a log under mpirun (auto)", NULL),

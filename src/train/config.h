@@ -54,6 +54,7 @@ typedef struct bp_train_config {
     int64_t trace_events;    /* at most this many events kept per rank */
     int64_t checkpoint_every;
     int keep_checkpoints;
+    bool no_final_checkpoint; /* the end saves nothing (a stop request still does) */
     int64_t log_every;
     bp_progress_mode progress;
     int threads;

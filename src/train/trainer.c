@@ -649,9 +649,11 @@ static bp_status loop(trainer *t, bp_err *err) {
         /* An abandoned step (k = 0) saves at once: the grace period is short. */
         bool eval = k > 0 && !t->dev.emulated &&
                     (every(t->step, c->eval_every) || (c->eval_every > 0 && last));
-        bool save = !t->probe && !t->dev.emulated && (every(t->step, c->checkpoint_every) || last);
+        bool save = !t->probe && !t->dev.emulated &&
+                    (every(t->step, c->checkpoint_every) ||
+                     (last && (!c->no_final_checkpoint || t->stopping)));
         bool full = t->n_pending >= c->log_every || t->n_pending + K > pending_room(c);
-        if (full || eval || save) rc = flush_steps(t, err);
+        if (full || eval || save || last) rc = flush_steps(t, err);
         if (rc == BP_OK && eval) rc = trainer_evaluate(t, err);
         if (rc == BP_OK && save) rc = trainer_checkpoint(t, err);
         if (rc == BP_OK && t->stopping) return stop_now(t, err);

@@ -115,5 +115,16 @@ if [ -n "$home" ] && [ -d "$home" ] && command -v bible >/dev/null; then
   [ ! -e "$WORK/cwd/.cache" ] || fail "without HOME the KJV cache went to the working directory"
   [ -s "$home/.cache/bagpipe/kjv.txt" ] || fail "no KJV cache in $home/.cache/bagpipe"
 fi
+# --no-final-checkpoint: the metrics, no checkpoint at the end; --checkpoint-every's
+# are still saved.
+"$BP" train "${opts[@]}" --steps 3 --no-final-checkpoint --out "$WORK/nofinal" >/dev/null ||
+  fail "--no-final-checkpoint: the run failed"
+[ "$(grep -c '"type":"step"' "$WORK/nofinal/metrics.jsonl")" -eq 3 ] || fail "--no-final-checkpoint: no metrics"
+[ ! -e "$WORK/nofinal/latest" ] && ! ls "$WORK/nofinal" | grep -q '^ckpt-' ||
+  fail "--no-final-checkpoint: saved $(ls "$WORK/nofinal")"
+"$BP" train "${opts[@]}" --steps 3 --checkpoint-every 2 --no-final-checkpoint --out "$WORK/every2" \
+  >/dev/null || fail "--no-final-checkpoint --checkpoint-every 2: the run failed"
+[ "$(cat "$WORK/every2/latest")" = ckpt-00000002 ] ||
+  fail "--no-final-checkpoint --checkpoint-every 2: latest is $(cat "$WORK/every2/latest" 2>&1)"
 no_partial_files "$WORK"
 echo "outputs: ok"
