@@ -224,9 +224,9 @@ TXT
   6.3x); at 100 Mbit/s and 10 ms 109.3x sooner than allreduce, 29x sooner than the
   best of Bagua's (async, 3.8x). Even DiLoCo's defaults (H 100, float32) beat every
   Bagua algorithm on both links by 10x or more. Its inner steps are local: they leave
-  out the ranks' per-step agreement on non-finite values, two one-way latencies (40
-  ms at 20 ms) against 0.8 ms of device work; with it, the best setting was 31.7x
-  sooner than allreduce.
+  out the ranks' per-step agreement on non-finite values, with which an inner step
+  took 55.7 ms here (H 100) against 0.8 ms of device work and the best setting was
+  31.7x sooner than allreduce.
 - Not done here: 3000-step runs, H 500 beyond two outer steps, the time to loss on 4
   ranks, and a top-k variant that keeps the replicas' progress.
 TXT
