@@ -22,6 +22,7 @@ STUDIES = [  # (folder, the command that regenerates it)
     ("occ_emu", "experiments/occ_emu.sh"),
     ("bagua_emu", "experiments/bagua_emu.sh"),
     ("plan_emu", "experiments/plan_emu.sh"),
+    ("emu_sim_validation", "experiments/emu_sim_validation.sh"),
 ]
 INTRO = """# Results
 
