@@ -372,16 +372,21 @@ int bp_train_batches_per_step(const bp_train_config *c) {
     return a->pipelines > 0 && a->batch == BP_AVGPIPE_OWN_BATCH ? a->pipelines : 1;
 }
 
+/* What local steps need of the run: no clipping or skipping, more than one rank. */
+static bool local_allowed(const bp_train_config *c, int world) {
+    return c->clip == 0 && !c->skip_nonfinite && world > 1;
+}
+
 bool bp_train_local_steps(const bp_train_config *c, int world) {
     bp_dp_config d;
     bp_train_dp_config(c, &d);
-    return bp_dp_has_local_steps(&d) && c->clip == 0 && !c->skip_nonfinite && world > 1;
+    return local_allowed(c, world) && bp_dp_has_local_steps(&d);
 }
 
 bool bp_train_local_step(const bp_train_config *c, int world, int64_t n) {
     bp_dp_config d;
     bp_train_dp_config(c, &d);
-    return bp_train_local_steps(c, world) && bp_dp_local_step(&d, n);
+    return local_allowed(c, world) && bp_dp_local_step(&d, n);
 }
 
 int bp_train_stream_steps(const bp_train_config *c) {
