@@ -41,8 +41,11 @@ for nm in "1 1" "1 8" "2 4" "4 2"; do
 done
 grep -q " gpipe " "$WORK/rows" && grep -q " 1f1b " "$WORK/rows" && grep -q " afp:" "$WORK/rows" ||
   fail "schedules missing"
-# Sorted by time per batch (step_ms / N, printed to 0.01 ms: ties within rounding).
-awk 'NR > 1 && $5 / $1 < prev - 0.0051 { print "row " NR ": " $0; exit 1 } { prev = $5 / $1 }' \
+# Sorted by time per batch (step_ms / N), ties within a microsecond by peak memory:
+# each printed step_ms is within 0.005 ms of the one sorted on, so two neighbours may
+# look out of order by half a rounding step of each, plus that microsecond.
+awk 'NR > 1 && $5 / $1 < prev - 0.005 / $1 - slack - 0.0011 { print "row " NR ": " $0; exit 1 }
+     { prev = $5 / $1; slack = 0.005 / $1 }' \
   "$WORK/rows" || fail "not sorted by time per batch (samples/s)"
 [ "$(head -1 "$WORK/rows" | cut -d' ' -f7)" = yes ] || fail "without a cap every row fits"
 grep -qE "^  mpirun -np 2 .*bagpipe train --layers 1 --embd 16 --heads 2 --seq-len 8 --batch 8 --pp 2 --partition [0-9]+,[0-9]+ .*--micro-batches [0-9]+ --schedule [a-z0-9:]+$" \
