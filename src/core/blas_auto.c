@@ -29,6 +29,7 @@
 typedef struct auto_entry {
     bp_gemm_shape s;
     bp_blas_lib lib;
+    bool used; /* picked by this process (the file may hold other runs' shapes) */
 } auto_entry;
 
 static struct {
@@ -115,7 +116,7 @@ static void load(const char *text) {
         bp_blas_lib lib = lib_named(name);
         if (lib == BP_BLAS_AUTO || !bp_blas_available(lib)) continue;
         s.ta = ta != 0, s.tb = tb != 0;
-        tab.e[tab.n++] = (auto_entry){s, lib};
+        tab.e[tab.n++] = (auto_entry){s, lib, false};
     }
 }
 
@@ -167,19 +168,27 @@ bp_blas_lib bp_blas_auto_pick(const bp_gemm_args *g) {
     while (i < tab.n && !same_shape(&tab.e[i].s, &g->s)) i++;
     if (i < tab.n) {
         lib = tab.e[i].lib;
+        tab.e[i].used = true;
     } else if (tab.n < AUTO_MAX) {
         lib = measure(g);
-        tab.e[tab.n++] = (auto_entry){g->s, lib};
+        tab.e[tab.n++] = (auto_entry){g->s, lib, true};
         save();
     }
     pthread_mutex_unlock(&tab.mu);
     return lib;
 }
 
+/* The shapes this process's products went to, per library. */
 void bp_blas_auto_describe(char *buf, size_t n) {
     pthread_mutex_lock(&tab.mu);
-    int count[BP_BLAS_LIBS] = {0};
-    for (int i = 0; i < tab.n; i++) count[tab.e[i].lib]++;
+    int count[BP_BLAS_LIBS] = {0}, used = 0;
+    for (int i = 0; i < tab.n; i++)
+        if (tab.e[i].used) count[tab.e[i].lib]++, used++;
+    if (!used) {
+        snprintf(buf, n, "auto (no products yet)");
+        pthread_mutex_unlock(&tab.mu);
+        return;
+    }
     size_t len = (size_t)snprintf(buf, n, "auto (");
     for (int lib = 0; lib < BP_BLAS_LIBS && len < n; lib++)
         if (count[lib])
