@@ -6,16 +6,15 @@
 Every rank holds copies of a small CNN with BatchNorm (20k parameters) on
 Fashion-MNIST (VARIANTS): one trained alone (a local step: forward, backward, SGD),
 one wrapped with bagpipe.torch's lp-decentralized (the ring's exchange on the
-communication thread during the next forward and backward; the buffers sent ahead
-by buffers.BufferSync), the same with the buffers broadcast in one blocking
-collective at each training forward (as before BufferSync), without the buffers'
-broadcast (broadcast_buffers=False), and one with the ring's whole step inside
-optimizer.step (`ring.step`, as before the exchange was overlapped).
-They take their steps in turn, one each, each step's turn starting one further
-along (as pair.py), so that all see the same load; rank 0
-prints, per round and over all of them, the median time of a whole step
-(zero_grad to the end of optimizer.step) and of optimizer.step alone, and the
-ratios to the local step (the target: within 1.2x)."""
+communication thread during the next forward and backward; rank 0's buffers
+broadcast at each training forward), the same without the buffers' broadcast
+(broadcast_buffers=False), and one with the ring's whole step inside
+optimizer.step (`ring.step`, as before the exchange was overlapped). They take
+their steps in turn, one each, each step's turn starting one further along (as
+pair.py), so that all see the same load; rank 0 prints, per round and over all
+of them, the median time of a whole step (zero_grad to the end of
+optimizer.step) and of optimizer.step alone, and the ratios to the local step
+(the target: within 1.2x)."""
 import argparse
 import json
 import os
@@ -29,7 +28,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 from train import cnn, data  # noqa: E402  (train.py of this folder, bench/torch/data.py)
 import bagpipe.torch as bpt  # noqa: E402
 from bagpipe import _C  # noqa: E402
-from bagpipe.torch import _tensors, buffers, weights  # noqa: E402
+from bagpipe.torch import _tensors, weights  # noqa: E402
 
 
 class WholeStep(weights.LowPrecisionDecentralized):
@@ -41,24 +40,10 @@ class WholeStep(weights.LowPrecisionDecentralized):
         weights.WeightAlgorithm.after(self)
 
 
-class BlockingBuffers(weights.BagpipeModule):
-    """The buffers broadcast from rank 0 at every training forward in one blocking
-    collective, as before buffers.BufferSync (made with broadcast_buffers=False,
-    so that it has no BufferSync of its own)."""
-
-    def forward(self, *args, **kwargs):
-        if self._exchanging():
-            buffers.broadcast(list(self.module.buffers()))
-            self._begin()
-        return self.module(*args, **kwargs)
-
-
 #: name: the model and optimizer wrapped (None: trained alone)
 VARIANTS = {
     "local": None,
     "lp-decentralized": lambda b, o: bpt.with_bagpipe(b, o, "lp-decentralized"),
-    "lp, blocking buffer broadcast": lambda b, o: BlockingBuffers(
-        b, o, weights.LowPrecisionDecentralized(), broadcast_buffers=False),
     "lp, no buffer broadcast": lambda b, o: bpt.with_bagpipe(b, o, "lp-decentralized",
                                                               broadcast_buffers=False),
     "whole ring step": lambda b, o: weights.BagpipeModule(b, o, WholeStep()),

@@ -3,8 +3,7 @@
  * module.c holds the process's world group (MPI is one per process, so the module
  * keeps it) and the exception type; ops.c the blocking collectives on buffers;
  * worker.c the communication thread that runs DDP's buckets and completes their
- * futures; fanout.c one rank's messages to the others, which it does not wait for;
- * codec.c and state.c the codecs and the state of the weight algorithms;
+ * futures; codec.c and state.c the codecs and the state of the weight algorithms;
  * registry.c the registry of the data-parallel algorithms (parallel/dp/registry.h)
  * and rules.c and diloco.c their rules, as the runtime runs them, on tensors.
  * Every blocking call releases the GIL, so that Python threads (and the
@@ -55,14 +54,11 @@ bp_ring_lp *bpy_ring_of(PyObject *obj);
 extern PyTypeObject bpy_worker_type; /* worker.c */
 extern PyTypeObject bpy_ring_type;   /* state.c: lp-decentralized's ring */
 extern PyTypeObject bpy_async_type;  /* state.c: async's averaging thread */
-extern PyTypeObject bpy_fanout_type; /* fanout.c: the root's messages to the others */
 
 /* Stop every communication thread (before MPI is finalized): worker.c. */
 void bpy_workers_stop(void);
 /* Stop and free every async averaging thread (state.c), before finalize. */
 void bpy_asyncs_stop(void);
-/* Complete and free every Fanout's messages and group (fanout.c), before finalize. */
-void bpy_fanouts_stop(void);
 /* Groups derived from the world that are alive (they must go before finalize). */
 extern int bpy_groups;
 

@@ -77,7 +77,6 @@ static PyObject *py_finalize(PyObject *self, PyObject *args) {
     if (!world) Py_RETURN_NONE;
     bpy_workers_stop();
     bpy_asyncs_stop();
-    bpy_fanouts_stop();
     if (bpy_groups > 0)
         return PyErr_Format(bpy_error,
                             "finalize: %d bagpipe objects still hold groups; delete them first",
@@ -204,8 +203,7 @@ PyMODINIT_FUNC PyInit__C(void) {
         PyModule_AddFunctions(m, bpy_rules_methods) < 0 ||
         PyModule_AddFunctions(m, bpy_diloco_methods) < 0 ||
         add_type(m, &bpy_codec_type, "Codec") < 0 || add_type(m, &bpy_worker_type, "Worker") < 0 ||
-        add_type(m, &bpy_ring_type, "Ring") < 0 || add_type(m, &bpy_async_type, "Async") < 0 ||
-        add_type(m, &bpy_fanout_type, "Fanout") < 0) {
+        add_type(m, &bpy_ring_type, "Ring") < 0 || add_type(m, &bpy_async_type, "Async") < 0) {
         Py_DECREF(m);
         return NULL;
     }

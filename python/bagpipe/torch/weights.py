@@ -28,18 +28,17 @@ per rank.
 
 BagpipeModule keeps DistributedDataParallel's contract where a training script
 relies on it: rank 0's parameters and buffers go to every rank at wrap time, the
-buffers again at every training forward (broadcast_buffers; buffers.py sends them
-ahead, so that rank 0 never waits and the others wait only for a header),
-exchanges happen only in a training forward (module.training and grad enabled)
-and in optimizer.step, so that any subset of ranks may evaluate at any time;
-load_state_dict restarts the algorithm from the loaded weights."""
+buffers again at every training forward (broadcast_buffers), exchanges happen only
+in a training forward (module.training and grad enabled) and in optimizer.step,
+so that any subset of ranks may evaluate at any time; load_state_dict restarts
+the algorithm from the loaded weights."""
 import contextlib
 import types
 
 import torch
 
 from .. import Error, _C
-from . import _tensors, buffers
+from . import _tensors
 from .hooks import _Done
 
 BUCKET_FLOATS = 10 * 2**20 // 4  # lp-decentralized compresses chunks of 10 MB, as --bucket-mb
@@ -341,8 +340,7 @@ class BagpipeModule(torch.nn.Module):
     rank, and the optimizer's step is wrapped with the algorithm's points. Call
     finish() after the last step (async stops in a round every rank agrees on).
     broadcast_buffers: rank 0's buffers (BatchNorm's running statistics) go to
-    every rank at each training forward, as DDP's option of that name does
-    (buffers.BufferSync)."""
+    every rank at each training forward, as DDP's option of that name does."""
 
     def __init__(self, module, optimizer, algorithm, broadcast_buffers=True):
         super().__init__()
@@ -352,10 +350,7 @@ class BagpipeModule(torch.nn.Module):
         flat = flatten(params)
         if _C.size() > 1:
             _C.bcast(_tensors.buf(flat), 0)
-        buffers.broadcast(list(module.buffers()))
-        self._buffer_sync = None
-        if broadcast_buffers and _C.size() > 1 and any(True for _ in module.buffers()):
-            self._buffer_sync = buffers.BufferSync(module)
+        self._sync_buffers()
         algorithm.attach(flat, params)
         self._begun = self._finished = self._no_sync = False
         self._wrap_step(optimizer)
@@ -393,18 +388,37 @@ class BagpipeModule(torch.nn.Module):
         return (self.training and torch.is_grad_enabled() and not self._no_sync
                 and not self._finished)
 
+    def _sync_buffers(self):
+        """Rank 0's buffers to every rank, bit for bit (any dtype: as bytes). At a
+        training forward's start every rank then starts after rank 0 has, and that
+        wait, not the bytes, is what it costs; no exact protocol avoids it: until
+        rank 0 reaches its forward, no rank can know whether rank 0's script changed
+        the buffers since its last one (a write, reset_running_stats,
+        load_state_dict, a training forward under no_grad). Sending them ahead (as
+        each forward left them, without waiting, then a header at the next forward
+        saying whether they changed, the others waiting only for that) was exact
+        and slower than this broadcast in eight of eight side-by-side runs
+        (bench/torch_hooks/README.md)."""
+        bufs = [b for b in self.module.buffers()]
+        if not bufs or _C.size() == 1:
+            return
+        raw = [b.detach().contiguous().reshape(-1).view(torch.uint8) for b in bufs]
+        n = sum(r.numel() for r in raw)
+        packed = torch.zeros((n + 3) // 4 * 4, dtype=torch.uint8)
+        torch.cat(raw, out=packed[:n])
+        _C.bcast(_tensors.buf(packed.view(torch.float32), "buffers"), 0)
+        off = 0
+        with torch.no_grad():
+            for b, r in zip(bufs, raw):
+                b.copy_(packed[off:off + r.numel()].view(b.dtype).view(b.shape))
+                off += r.numel()
+
     def forward(self, *args, **kwargs):
-        if not self._exchanging():
-            return self.module(*args, **kwargs)
-        if self._buffer_sync is None:
+        if self._exchanging():
+            if self.broadcast_buffers:
+                self._sync_buffers()
             self._begin()
-            return self.module(*args, **kwargs)
-        self._buffer_sync.begin()
-        try:
-            self._begin()
-            return self.module(*args, **kwargs)
-        finally:
-            self._buffer_sync.end()
+        return self.module(*args, **kwargs)
 
     @contextlib.contextmanager
     def no_sync(self):
@@ -421,8 +435,6 @@ class BagpipeModule(torch.nn.Module):
         if self._finished:
             return 0
         self._finished = True
-        if self._buffer_sync is not None:
-            self._buffer_sync.close()
         return self.algorithm.finish()
 
     def consensus_state_dict(self):
