@@ -155,10 +155,11 @@ def test_buffers_are_rank_zeros_at_every_forward_start():
     they are at the start of its forward, bit for bit, whatever changed them on
     rank 0 alone since its last one: a write, reset_running_stats, load_state_dict
     (different on each rank), a training forward under no_grad, evaluation."""
-    for algorithm in WEIGHT:
+    more = {"diloco": {"H": 3}, "streaming-diloco": {"H": 3}}
+    for algorithm, options in dict(OPTIONS, **more).items():
         base = Marked(seed=_C.rank())
         opt = torch.optim.SGD(base.parameters(), lr=LR)
-        model = bpt.with_bagpipe(base, opt, algorithm, **OPTIONS[algorithm])
+        model = bpt.with_bagpipe(base, opt, algorithm, **options)
         seen = []
 
         def record(module, inputs):
