@@ -6,15 +6,15 @@
 Every rank holds copies of a small CNN with BatchNorm (20k parameters) on
 Fashion-MNIST (VARIANTS): one trained alone (a local step: forward, backward, SGD),
 one wrapped with bagpipe.torch's lp-decentralized (the ring's exchange on the
-communication thread during the next forward and backward), the same with waits
-that test every 50 us and sleep between (bagpipe.init's poll) and without the
-buffers' broadcast at each training forward (broadcast_buffers=False), and one
-with the ring's whole step inside optimizer.step (`ring.step`, as before the
-exchange was overlapped).
-They take their steps in turn, one each, so that all see the same load; rank 0
-prints, per round and over all of them, the median time of a whole step
-(zero_grad to the end of optimizer.step) and of optimizer.step alone, and the
-ratios to the local step (the target: within 1.2x)."""
+communication thread during the next forward and backward; rank 0's buffers
+broadcast at each training forward), the same without the buffers' broadcast
+(broadcast_buffers=False), and one with the ring's whole step inside
+optimizer.step (`ring.step`, as before the exchange was overlapped). They take
+their steps in turn, one each, each step's turn starting one further along (as
+pair.py), so that all see the same load; rank 0 prints, per round and over all
+of them, the median time of a whole step (zero_grad to the end of
+optimizer.step) and of optimizer.step alone, and the ratios to the local step
+(the target: within 1.2x)."""
 import argparse
 import json
 import os
@@ -30,16 +30,6 @@ import bagpipe.torch as bpt  # noqa: E402
 from bagpipe import _C  # noqa: E402
 from bagpipe.torch import _tensors, weights  # noqa: E402
 
-#: name: (algorithm, poll interval of its waits, broadcast_buffers)
-VARIANTS = {
-    "local": (None, 0, False),
-    "lp-decentralized": ("lp", 0, True),
-    "lp, polling waits": ("lp", 50e-6, True),
-    "lp, no buffer broadcast": ("lp", 0, False),
-    "whole ring step": ("whole", 0, True),
-}
-NAMES = tuple(VARIANTS)
-
 
 class WholeStep(weights.LowPrecisionDecentralized):
     """lp-decentralized with the ring's step, exchange included, in optimizer.step."""
@@ -50,9 +40,19 @@ class WholeStep(weights.LowPrecisionDecentralized):
         weights.WeightAlgorithm.after(self)
 
 
-def step(net, opt, x, y, poll):
+#: name: the model and optimizer wrapped (None: trained alone)
+VARIANTS = {
+    "local": None,
+    "lp-decentralized": lambda b, o: bpt.with_bagpipe(b, o, "lp-decentralized"),
+    "lp, no buffer broadcast": lambda b, o: bpt.with_bagpipe(b, o, "lp-decentralized",
+                                                              broadcast_buffers=False),
+    "whole ring step": lambda b, o: weights.BagpipeModule(b, o, WholeStep()),
+}
+NAMES = tuple(VARIANTS)
+
+
+def step(net, opt, x, y):
     """(whole step s, optimizer.step s)"""
-    _C.set_poll(poll)  # this thread's waits (the buffers' broadcast)
     t0 = time.perf_counter()
     opt.zero_grad()
     torch.nn.functional.cross_entropy(net(x), y).backward()
@@ -63,8 +63,8 @@ def step(net, opt, x, y, poll):
 
 
 def medians(times):
-    """{name: [whole step ms, optimizer.step ms]}, medians over steps 2 on."""
-    return {k: [statistics.median(s[j] for s in v[2:]) * 1e3 for j in (0, 1)]
+    """{name: [whole step ms, optimizer.step ms]}, medians of the steps given."""
+    return {k: [statistics.median(s[j] for s in v) * 1e3 for j in (0, 1)]
             for k, v in times.items()}
 
 
@@ -86,25 +86,19 @@ def main():
     images, labels = data.load_fashion("train")
     g = torch.Generator().manual_seed(1 + rank)
     nets = {}
-    for name, (algo, poll, bcast) in VARIANTS.items():
+    for name, make in VARIANTS.items():
         base = cnn(8, 24)
         opt = torch.optim.SGD(base.parameters(), lr=0.05, momentum=0.9)
-        _C.set_poll(poll)  # its communication thread's, made now
-        if algo is None:
-            nets[name] = (base, opt, poll)
-        elif algo == "lp":
-            nets[name] = (bpt.with_bagpipe(base, opt, "lp-decentralized", broadcast_buffers=bcast),
-                          opt, poll)
-        else:
-            nets[name] = (weights.BagpipeModule(base, opt, WholeStep()), opt, poll)
+        nets[name] = (make(base, opt) if make else base, opt)
     rounds = []
     for _ in range(args.rounds):
         idx = torch.randint(0, len(images), (args.steps, args.batch), generator=g)
         times = {name: [] for name in NAMES}
-        for i in idx:
+        for s, i in enumerate(idx):
             x, y = data.to_float(images[i]), labels[i]
-            for name, (net, opt, poll) in nets.items():
-                times[name].append(step(net, opt, x, y, poll))
+            for k in range(len(NAMES)):
+                name = NAMES[(s + k) % len(NAMES)]
+                times[name].append(step(*nets[name], x, y))
         rounds.append(times)
     for name in NAMES[1:]:
         nets[name][0].finish()
@@ -113,7 +107,7 @@ def main():
     print(f"{_C.size()} ranks, {sum(p.numel() for p in cnn(8, 24).parameters())} parameters, "
           f"{args.batch} images a step; median step of each, and its ratio to the local one:")
     for i, r in enumerate(rounds):
-        print(f"round {i}: {line(medians(r))}")
+        print(f"round {i}: {line(medians({k: v[2:] for k, v in r.items()}))}")
     print(f"all: {line(medians({k: sum((r[k][2:] for r in rounds), []) for k in NAMES}))}")
 
 if __name__ == "__main__":

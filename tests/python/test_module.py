@@ -116,6 +116,72 @@ def test_buffers_follow_rank_zero_as_ddp():
         model.finish()
 
 
+class Marked(Net):
+    """Net with a buffer of another dtype that the script writes."""
+
+    def __init__(self, seed=0):
+        super().__init__(seed)
+        self.register_buffer("marks", torch.zeros(3, dtype=torch.int64))
+
+
+def change_buffers(model, base, t, x):
+    """Step t's changes between two training forwards, some on rank 0 alone."""
+    first, last = _C.rank() == 0, _C.rank() == _C.size() - 1
+    if t == 1 and first:
+        base.bn.running_mean.add_(1.5)
+        base.marks[1] += 7
+    if t == 2 and first:
+        base.bn.reset_running_stats()
+    if t == 3:  # buffers that differ per rank, through the wrapper
+        sd = {f"module.{k}": v.clone() for k, v in base.state_dict().items()}
+        sd["module.bn.running_var"].fill_(2.0 + _C.rank())
+        sd["module.marks"].fill_(_C.rank())
+        model.load_state_dict(sd)
+    if t == 4 and first:
+        model.eval()
+        with torch.no_grad():
+            model(x)
+        model.train()
+    if t == 4 and last:  # this rank's own statistics, which rank 0's replace
+        with torch.no_grad():
+            model(x)
+    if t == 5 and first:
+        with torch.no_grad():
+            model(x)
+
+
+def test_buffers_are_rank_zeros_at_every_forward_start():
+    """At the start of every training forward each rank's buffers are rank 0's as
+    they are at the start of its forward, bit for bit, whatever changed them on
+    rank 0 alone since its last one: a write, reset_running_stats, load_state_dict
+    (different on each rank), a training forward under no_grad, evaluation."""
+    more = {"diloco": {"H": 3}, "streaming-diloco": {"H": 3}}
+    for algorithm, options in dict(OPTIONS, **more).items():
+        base = Marked(seed=_C.rank())
+        opt = torch.optim.SGD(base.parameters(), lr=LR)
+        model = bpt.with_bagpipe(base, opt, algorithm, **options)
+        seen = []
+
+        def record(module, inputs):
+            if module.training and torch.is_grad_enabled():
+                seen.append(buffers_of(module))
+
+        base.register_forward_pre_hook(record)
+        for t in range(8):
+            x, y = common.batch(_C.rank(), t)
+            change_buffers(model, base, t, x)
+            opt.zero_grad()
+            torch.nn.functional.cross_entropy(model(x), y).backward()
+            opt.step()
+        model.finish()
+        assert len(seen) == 8, f"{algorithm}: {len(seen)} training forwards"
+        reps = common.gather(torch.stack(seen))
+        for t in range(8):
+            for r, rep in enumerate(reps):
+                assert torch.equal(rep[t], reps[0][t]), \
+                    f"{algorithm}: rank {r}'s buffers at forward {t} are not rank 0's"
+
+
 def test_load_state_dict_after_wrapping_holds():
     """Weights loaded into a wrapped model (through the wrapper or its module)
     restart the algorithm: steps at lr 0 then move them exactly as they move the
@@ -456,6 +522,7 @@ def test_consensus_state_dict_is_the_average():
 if __name__ == "__main__":
     bpt.init_process_group()
     tests = [test_process_group_of_other_ranks_is_refused, test_buffers_follow_rank_zero_as_ddp,
+             test_buffers_are_rank_zeros_at_every_forward_start,
              test_load_state_dict_after_wrapping_holds, test_state_dict_resumes_bit_exactly,
              test_powersgd_state_in_ddp_state_dict, test_qadam_state_dict_holds_the_step,
              test_lr_scheduler_after_wrapping,

@@ -389,7 +389,16 @@ class BagpipeModule(torch.nn.Module):
                 and not self._finished)
 
     def _sync_buffers(self):
-        """Rank 0's buffers to every rank, bit for bit (any dtype: as bytes)."""
+        """Rank 0's buffers to every rank, bit for bit (any dtype: as bytes). At a
+        training forward's start every rank then starts after rank 0 has, and that
+        wait, not the bytes, is what it costs; no exact protocol avoids it: until
+        rank 0 reaches its forward, no rank can know whether rank 0's script changed
+        the buffers since its last one (a write, reset_running_stats,
+        load_state_dict, a training forward under no_grad). Sending them ahead (as
+        each forward left them, without waiting, then a header at the next forward
+        saying whether they changed, the others waiting only for that) was exact
+        and slower than this broadcast in eight of eight side-by-side runs
+        (bench/torch_hooks/README.md)."""
         bufs = [b for b in self.module.buffers()]
         if not bufs or _C.size() == 1:
             return
