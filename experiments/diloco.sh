@@ -3,8 +3,9 @@
 # the validation loss after STEPS steps of the default gpt on 2 ranks (and a few on 4),
 # and the bytes each rank sends (bench/dp/diloco.py); then the settings tried toward
 # the target, the reduce-scatter exchange and a short sweep on 4 ranks, and the steps
-# to loss that the registry's efficiencies declare (gpt and mlp). About 3 hours with 2
-# cores. The time to loss on emulated links is experiments/diloco_emu.sh's section.
+# to loss that the registry's efficiencies declare (gpt and mlp); 4 ranks x 3000
+# steps, and top-k with the residual kept. About 5 hours with 2 cores. The time to
+# loss on emulated links is experiments/diloco_emu.sh's section.
 # Environment: BAGPIPE (binary), STEPS (1000), RUNS_DIR (where run folders go).
 source "$(dirname "$0")/lib.sh"
 study_begin diloco "DiLoCo's variants: validation loss and bytes against allreduce"
@@ -74,6 +75,40 @@ S4="--outer-compress minmax2 $RS"
   --variant "streaming-diloco --inner-steps 60 --fragments 6 $S4" \
   --variant "streaming-diloco --inner-steps 20 --fragments 2 $S4" \
   --keep "$RUNS/sweep4" --json "$OUT/sweep4.json" | tee "$RUNS/log_sweep4.txt"
+# 4 ranks, 3000 steps (the issue's length): allreduce and the sweep's closest setting
+# under gpt's constant lr and under a cosine schedule (100 warm-up steps), each against
+# allreduce under the same schedule; the constant one again with another seed.
+B4="streaming-diloco --inner-steps 40 --fragments 4 $S4 --outer-mix 0.3"
+for sched in constant cosine; do
+  W=(); [ "$sched" = cosine ] && W=(--warmup 100)
+  /usr/bin/python3 "$ROOT/bench/dp/diloco.py" --bagpipe "$BP" --ranks 4 --steps 3000 \
+    --variant "$B4" --keep "$RUNS/ranks4_3000_$sched" --json "$OUT/ranks4_3000_$sched.json" \
+    -- --lr-schedule "$sched" "${W[@]}" | tee "$RUNS/log_ranks4_3000_$sched.txt"
+done
+/usr/bin/python3 "$ROOT/bench/dp/diloco.py" --bagpipe "$BP" --ranks 4 --steps 3000 \
+  --allreduce "$(allreduce_of "$OUT/ranks4_3000_cosine.json")" \
+  --variant "streaming-diloco --inner-steps 40 --fragments 4 --outer-mix 0.3" \
+  --variant "diloco --inner-steps 10 --outer-compress topk2 --outer-residual keep $RS" \
+  --keep "$RUNS/ranks4_3000_cosine_more" --json "$OUT/ranks4_3000_cosine_more.json" \
+  -- --lr-schedule cosine --warmup 100 | tee "$RUNS/log_ranks4_3000_cosine_more.txt"
+/usr/bin/python3 "$ROOT/bench/dp/diloco.py" --bagpipe "$BP" --ranks 4 --steps 3000 \
+  --variant "$B4" --keep "$RUNS/ranks4_3000_seed7" --json "$OUT/ranks4_3000_seed7.json" \
+  -- --seed 7 | tee "$RUNS/log_ranks4_3000_seed7.txt"
+# Top-k with 2-bit values, the residual kept in the replicas' weights (--outer-residual
+# keep) against fed back (the first table's rows), SparseLoCo's outer step (lr 1, no
+# momentum) with the residual fed back; 2 ranks, against the first table's allreduce;
+# H 10 again with seed 7.
+K="--outer-compress topk2"
+/usr/bin/python3 "$ROOT/bench/dp/diloco.py" --bagpipe "$BP" --steps "$STEPS" \
+  --allreduce "$(allreduce_of "$OUT/diloco.json")" \
+  --variant "diloco --inner-steps 50 $K --outer-residual keep" \
+  --variant "diloco --inner-steps 10 $K --outer-residual keep" \
+  --variant "diloco --inner-steps 50 $K --outer-lr 1 --outer-momentum 0" \
+  --keep "$RUNS/topk_keep" --json "$OUT/topk_keep.json" | tee "$RUNS/log_topk_keep.txt"
+/usr/bin/python3 "$ROOT/bench/dp/diloco.py" --bagpipe "$BP" --steps "$STEPS" \
+  --allreduce "$(allreduce_of "$OUT/seed7.json")" \
+  --variant "diloco --inner-steps 10 $K --outer-residual keep" --keep "$RUNS/topk_keep_seed7" \
+  --json "$OUT/topk_keep_seed7.json" -- --seed 7 | tee "$RUNS/log_topk_keep_seed7.txt"
 # The efficiencies of the registry (src/parallel/dp/diloco.c, streaming_diloco.c): the
 # steps to bagua_convergence's target 1.882 at the defaults, evaluations every 100
 # steps, allreduce beside; and on the default mlp (mlp_convergence's settings: one
@@ -166,6 +201,10 @@ the bytes per step count the evaluations' averaging too, so the bytes are the fi
 table's, not these runs'.)
 
 TXT
+  # The 3000-step and top-k sections (tables written from the JSONs above by hand),
+  # kept from the page this replaces.
+  sed -n '/^<!-- 3000 steps and top-k -->/,/^<!-- \/3000 steps and top-k -->/p' \
+    "$ROOT/docs/results/diloco/README.md"
   # experiments/diloco_emu.sh's section, kept from the page this replaces.
   if [ -f "$ROOT/docs/results/diloco/time_to_loss.md" ]; then
     cp "$ROOT/docs/results/diloco/time_to_loss."{md,json} "$OUT/"

@@ -11,7 +11,8 @@
 # flight: with H 8, 2 fragments and tau 3 the fragment synchronized after step 4
 # is averaged during steps 5 to 7 and merges after step 7; with H 6 and tau 2 the
 # checkpoint holds the pseudo-gradient taken after step 6, not yet averaged; by
-# reduce-scatter on 4 ranks, the owners' error feedback too).
+# reduce-scatter on 4 ranks, the owners' error feedback too; top-k with the residual
+# kept in the weights).
 # On another --dp the consensus model resumes, said in one line; pruning removes
 # checkpoints with replica files; a damaged or missing replica file, or one of
 # another rank or run, ends the resume with one line naming it, exit 1.
@@ -64,6 +65,8 @@ check streaming-diloco 2 --dp 2 --inner-steps 8 --dp-algo streaming-diloco --out
   --outer-mix 0.3
 check streaming-diloco-minmax4 2 --dp 2 --inner-steps 6 --dp-algo streaming-diloco \
   --outer-delay 2 --outer-compress minmax4
+check streaming-diloco-topk2-keep 2 --dp 2 --inner-steps 8 --dp-algo streaming-diloco \
+  --outer-delay 3 --outer-mix 0.3 --outer-compress topk2 --outer-topk 0.05 --outer-residual keep
 check diloco-reduce-scatter 4 --dp 4 --inner-steps 4 --dp-algo diloco --outer-compress minmax4 \
   --outer-exchange reduce-scatter
 check sc-stages 4 --dp 2 --pp 2 --partition 2,2 --micro-batches 2 --sc-stages 1 --sc-rank 2 \

@@ -30,4 +30,5 @@ expect 2 --fragments -- --dp-algo streaming-diloco --inner-steps 2 --fragments 3
 expect 2 --outer-delay -- --dp-algo streaming-diloco --inner-steps 4 --outer-delay 5
 expect 2 --outer-compress -- --dp-algo diloco --outer-compress int3
 expect 2 --outer-exchange -- --dp-algo diloco --outer-exchange reduce-scatter
+expect 2 --outer-residual -- --dp-algo diloco --outer-residual keep
 echo "ok"

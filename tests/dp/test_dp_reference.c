@@ -663,6 +663,11 @@ static int ref_fragment_at(const reference *f, int64_t s) {
     return -1;
 }
 
+/* --outer-residual keep: E stays in the replica's weights (u = G - W holds it). */
+static bool ref_keeps(const reference *f) {
+    return bp_diloco_of(&f->d.settings)->residual == BP_OUTER_KEEP;
+}
+
 /* u[0..n) coded: its bytes into out, e[0..n) = u - decode. */
 static void ref_code(bp_codec *c, const float *u, float *e, size_t n, unsigned char *out,
                      float *dec) {
@@ -685,8 +690,10 @@ static void ref_diloco_average_rs(reference *f, const float *w, int frag) {
         if (!ref_in_fragment(f, t, frag)) continue;
         const bp_tensor_info *ti = bp_model_tensor(f->r.m, t);
         float *u = floats(ti->numel), *dec = floats(ti->numel);
-        for (size_t i = 0; i < ti->numel; i++)
-            u[i] = f->global[ti->offset + i] - w[ti->offset + i] + f->ef[ti->offset + i];
+        for (size_t i = 0; i < ti->numel; i++) {
+            u[i] = f->global[ti->offset + i] - w[ti->offset + i];
+            if (!ref_keeps(f)) u[i] += f->ef[ti->offset + i];
+        }
         size_t off, len, total = 0;
         for (int j = 0; j < np; j++) {
             chunk(ti->numel, np, j, &off, &len);
@@ -739,7 +746,7 @@ static void ref_diloco_average(reference *f, const float *w, int frag) {
         const bp_tensor_info *ti = bp_model_tensor(f->r.m, t);
         for (size_t i = ti->offset; i < ti->offset + ti->numel; i++) {
             float u = f->global[i] - w[i];
-            packed[len++] = f->outer ? u + f->ef[i] : u;
+            packed[len++] = f->outer && !ref_keeps(f) ? u + f->ef[i] : u;
         }
         if (f->outer) bytes += bp_codec_encoded_size(f->outer, ti->numel);
     }
@@ -787,7 +794,7 @@ static void ref_diloco_average(reference *f, const float *w, int frag) {
 }
 
 /* The outer step: Nesterov SGD on G from the average D, then W = mix W + (1 - mix) G
- * (mix 0: W = G). */
+ * (mix 0: W = G), and with --outer-residual keep W = W - (1 - mix) E. */
 static void ref_diloco_outer(reference *f, float *w, int frag, float mix) {
     const float mu = (float)bp_diloco_of(&f->d.settings)->outer_momentum;
     const float lr = (float)bp_diloco_of(&f->d.settings)->outer_lr;
@@ -799,6 +806,7 @@ static void ref_diloco_outer(reference *f, float *w, int frag, float mix) {
             f->outer_m[i] = mu * f->outer_m[i] + d;
             f->global[i] = f->global[i] - lr * (d + mu * f->outer_m[i]);
             w[i] = mix == 0.0f ? f->global[i] : mix * w[i] + (1.0f - mix) * f->global[i];
+            if (ref_keeps(f)) w[i] = w[i] + -(1.0f - mix) * f->ef[i];
         }
     }
 }
@@ -1265,6 +1273,24 @@ static void test_diloco_reduce_scatter(void **state) {
     engine_vs_reference("streaming-diloco F=2 tau=2 minmax4 reduce-scatter", &c, EXACT, false);
 }
 
+/* --outer-residual keep: what top-k left out stays in each replica's weights
+ * (W = G - E after the outer step), by allgather and by reduce-scatter (whose
+ * owner's error stays feedback), and with streaming's merge (W = alpha W +
+ * (1 - alpha) G - (1 - alpha) E, alpha 0.3). */
+static void test_diloco_keep_residual(void **state) {
+    (void)state;
+    bp_train_config c = diloco_config(BP_DP_DILOCO, BP_OUTER_TOPK2);
+    bp_diloco_in(&c.dp_settings)->residual = BP_OUTER_KEEP;
+    engine_vs_reference("diloco H=4 topk2 0.05 keep", &c, EXACT, false);
+    bp_diloco_in(&c.dp_settings)->exchange = BP_OUTER_REDUCE_SCATTER;
+    engine_vs_reference("diloco H=4 topk2 0.05 keep reduce-scatter", &c, EXACT, false);
+    c = diloco_config(BP_DP_STREAMING_DILOCO, BP_OUTER_TOPK2);
+    bp_diloco_in(&c.dp_settings)->residual = BP_OUTER_KEEP;
+    bp_streaming_diloco_in(&c.dp_settings)->delay = 2;
+    bp_streaming_diloco_in(&c.dp_settings)->mix = 0.3;
+    engine_vs_reference("streaming-diloco F=2 tau=2 alpha=0.3 topk2 keep", &c, EXACT, false);
+}
+
 /* A warm-up of 3 steps of gradient allreduce, then H = 4 from the replicas'
  * (alike) weights: diloco, and streaming with tau 2 (in float32: a codec would
  * turn the warm-up's summation order, on more than 2 ranks, into a step of its
@@ -1533,6 +1559,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_diloco),
         cmocka_unit_test(test_diloco_compressed),
         cmocka_unit_test(test_diloco_reduce_scatter),
+        cmocka_unit_test(test_diloco_keep_residual),
         cmocka_unit_test(test_diloco_warmup),
         cmocka_unit_test(test_streaming_diloco),
         cmocka_unit_test(test_buckets),

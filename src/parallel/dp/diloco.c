@@ -21,6 +21,13 @@
  *     chunk j of D = decode(encode(v));   F_j = v - chunk j of D
  * by an allgather of the encodings, so each rank sends 2 (p - 1) / p of the
  * encoded model instead of p - 1 times it.
+ * With --outer-residual keep, what the encoding left out stays in the replica's
+ * weights instead of restarting it from G: u = d_r (which holds E_r already: the
+ * replica kept it), E_r = u - c_r, and after the outer step W_r = G - E_r (the
+ * owner's F_j above is the group's and stays feedback). With top-k, whose residual
+ * is most of d_r, the rule "reset" makes every replica redo from G the progress it
+ * has not sent yet, and E_r adds that progress again at each outer step until it
+ * is sent, many times over; "keep" counts it once.
  * Codecs: MinMaxUInt8, MinMax with 4 or 2 bits (INTELLECT-1's int8 and Streaming
  * DiLoCo's 4 bits, as integers), top-k with 2-bit values (SparseLoCo).
  * The inner optimizers are not reset at an outer step. On one rank nothing is
@@ -135,6 +142,7 @@ bp_status bp_dp_diloco_create(bp_dp *dp, int fragments, bp_err *err) {
     const bp_backend *be = s->be = dp->be;
     s->fragments = fragments;
     s->exchange = settings_of(&dp->cfg)->exchange;
+    s->keep = settings_of(&dp->cfg)->residual == BP_OUTER_KEEP;
     size_t n, largest = 0, wire = 0;
     const float *w = bp_dp_weights(dp, &n);
     if ((rc = make_spans(dp, err)) || (rc = bp_diloco_codec_create(settings_of(&dp->cfg), &s->codec, err)))
@@ -228,14 +236,15 @@ static bp_status average_full(diloco *s, bp_comm *comm, bp_diloco_frag fr, bp_er
     return BP_OK;
 }
 
-/* The host's u[0..n) += e (the backend's), encoded into out; e = u - decode(out).
- * u is not stage's second or third part, which this uses. */
-static bp_status encode_with_error(diloco *s, float *u, float *e, size_t n, unsigned char *out,
-                                   bp_err *err) {
+/* The host's u[0..n) += e (the backend's; not with `in_u`, where u holds it
+ * already), encoded into out; e = u - decode(out). u is not stage's second or
+ * third part, which this uses. */
+static bp_status encode_with_error(diloco *s, float *u, float *e, size_t n, bool in_u,
+                                   unsigned char *out, bp_err *err) {
     if (n == 0) return BP_OK;
     float *eh = s->stage + s->largest, *dec = eh + s->largest;
-    bp_backend_get(s->be, eh, e, n);
-    for (size_t i = 0; i < n; i++) u[i] += eh[i];
+    if (!in_u) bp_backend_get(s->be, eh, e, n);
+    for (size_t i = 0; !in_u && i < n; i++) u[i] += eh[i];
     bp_status rc = bp_codec_encode(s->codec, u, n, out, err);
     if (rc == BP_OK) rc = bp_codec_decode(s->codec, out, n, dec, err);
     for (size_t i = 0; rc == BP_OK && i < n; i++) eh[i] = u[i] - dec[i];
@@ -278,7 +287,7 @@ static bp_status average_gathered(diloco *s, bp_comm *comm, bp_diloco_frag fr, b
     for (int t = 0; rc == BP_OK && t < fr.count; t++) {
         const bp_diloco_span sp = fr.spans[t];
         rc = encode_with_error(s, staged(s, s->delta + sp.offset, sp.numel), s->error + sp.offset,
-                               sp.numel, mine + at, err);
+                               sp.numel, s->keep, mine + at, err);
         at += enc_size(s->codec, sp.numel);
     }
     if (rc) return rc;
@@ -311,8 +320,8 @@ static bp_status average_scattered(diloco *s, bp_comm *comm, bp_diloco_frag fr, 
         for (int t = 0; rc == BP_OK && t < fr.count; t++) {
             bp_chunk(fr.spans[t].numel, p, j, &off, &len);
             size_t o = fr.spans[t].offset + off;
-            rc = encode_with_error(s, staged(s, s->delta + o, len), s->error + o, len, block + at,
-                                   err);
+            rc = encode_with_error(s, staged(s, s->delta + o, len), s->error + o, len, s->keep,
+                                   block + at, err);
             at += enc_size(s->codec, len);
         }
     }
@@ -325,7 +334,8 @@ static bp_status average_scattered(diloco *s, bp_comm *comm, bp_diloco_frag fr, 
         bp_chunk(fr.spans[t].numel, p, me, &off, &len);
         size_t o = fr.spans[t].offset + off;
         if (len) rc = decode_sum(s, recv, k, at, p, s->stage, len, err);
-        if (rc == BP_OK) rc = encode_with_error(s, s->stage, s->error_rs + o, len, mine + at, err);
+        if (rc == BP_OK)
+            rc = encode_with_error(s, s->stage, s->error_rs + o, len, false, mine + at, err);
         at += enc_size(s->codec, len);
     }
     if (rc == BP_OK && (crc = bp_allgather(comm, send, (size_t)p * k))) return bp_comm_fail(comm, crc, err);
@@ -362,6 +372,7 @@ void bp_diloco_outer_step(diloco *s, bp_diloco_frag fr, float *w, float lr, floa
         const size_t o = fr.spans[t].offset;
         s->be->outer_step(s->be, s->global + o, s->momentum + o, s->delta + o, w + o,
                           fr.spans[t].numel, lr, mu, mix);
+        if (s->keep) s->be->axpy(s->be, w + o, fr.spans[t].numel, -(1.0f - mix), s->error + o);
     }
 }
 
@@ -410,6 +421,10 @@ bp_status bp_dp_diloco_check(const bp_dp_config *c, int size, bp_optim_kind opti
     (void)size, (void)optim;
     if (settings_of(c)->compress == BP_OUTER_TOPK2 && !(settings_of(c)->topk > 0))
         return bp_fail(err, BP_EUSAGE, "option --outer-topk: must be above 0");
+    if (settings_of(c)->compress == BP_OUTER_NONE && settings_of(c)->residual == BP_OUTER_KEEP)
+        return bp_fail(err, BP_EUSAGE,
+                       "option --outer-residual: keep needs --outer-compress (float32 outer "
+                       "gradients leave no residual)");
     if (settings_of(c)->compress == BP_OUTER_NONE && settings_of(c)->exchange != BP_OUTER_ALLGATHER)
         return bp_fail(err, BP_EUSAGE,
                        "option --outer-exchange: reduce-scatter needs --outer-compress (float32 "
@@ -428,6 +443,8 @@ void bp_dp_diloco_describe(const bp_dp_config *c, char *buf, size_t n) {
         at += snprintf(buf + at, n - (size_t)at, " topk=%g", s->topk);
     if (s->exchange == BP_OUTER_REDUCE_SCATTER && at > 0 && (size_t)at < n)
         at += snprintf(buf + at, n - (size_t)at, " exchange=reduce-scatter");
+    if (s->residual == BP_OUTER_KEEP && at > 0 && (size_t)at < n)
+        at += snprintf(buf + at, n - (size_t)at, " residual=keep");
     if (s->warmup && at > 0 && (size_t)at < n)
         snprintf(buf + at, n - (size_t)at, " warmup=%lld", (long long)s->warmup);
 }
@@ -489,6 +506,11 @@ static const bp_option options[] = {
                   "diloco, streaming-diloco: compressed outer gradients to every rank, or each "
                   "chunk to its owner, reduced and re-encoded with error feedback, then "
                   "allgathered (2 (p - 1) / p of the encoding per rank, not p - 1)",
+                  NULL),
+    BP_OPT_CHOOSE(S, "outer-residual", residual, "reset|keep",
+                  "diloco, streaming-diloco: what compressed outer gradients leave out, fed back "
+                  "while each replica restarts from the global weights, or kept in the "
+                  "replica's weights (for topk2)",
                   NULL),
 };
 #undef S

@@ -32,6 +32,12 @@ typedef enum bp_outer_exchange {
     BP_OUTER_REDUCE_SCATTER, /* shards to their owners, reduced, re-encoded, allgathered */
 } bp_outer_exchange;
 
+/* What a codec leaves out of a replica's pseudo-gradient (--outer-residual). */
+typedef enum bp_outer_residual {
+    BP_OUTER_RESET, /* kept as error feedback; the replica restarts from the global weights */
+    BP_OUTER_KEEP,  /* kept in the replica's weights: W_r = G - E_r after the outer step */
+} bp_outer_residual;
+
 typedef struct bp_diloco_settings {
     int64_t period;        /* H, inner steps between outer steps */
     double outer_lr;       /* the outer SGD's */
@@ -39,6 +45,7 @@ typedef struct bp_diloco_settings {
     bp_outer_compress compress;
     double topk; /* BP_OUTER_TOPK2: the fraction of each tensor sent */
     bp_outer_exchange exchange; /* with a codec */
+    bp_outer_residual residual; /* with a codec */
     int64_t warmup;             /* steps of gradient allreduce before the first inner step */
 } bp_diloco_settings;
 
@@ -84,6 +91,7 @@ typedef struct diloco {
     size_t largest;  /* the largest tensor's numel */
     bp_codec *codec; /* NULL: float32 */
     bp_outer_exchange exchange;
+    bool keep; /* BP_OUTER_KEEP: the replica's residual E stays in its weights */
     /* The engine's: the pseudo-gradient taken, and its average done (the averaging
      * may run on the communication thread, whose stream is another). */
     bp_dev_event *taken, *averaged;
