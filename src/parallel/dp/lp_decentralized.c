@@ -19,6 +19,7 @@
 #include <stdbool.h>
 #include <stdio.h>
 
+#include "compress/codec.h"
 #include "parallel/dp/algo.h"
 #include "parallel/dp/decentralized.h"
 
@@ -41,6 +42,7 @@ static bp_status create(bp_dp *dp, bp_err *err) {
     float *w = bp_dp_weights(dp, &n);
     s->split = !dp->cfg.hierarchical && dp->be->host_memory && bp_comm_size(dp->comm) > 1;
     if ((rc = bp_codec_minmax_u8_create(&s->codec, err))) return rc;
+    bp_codec_set_backend(s->codec, dp->be);
     return bp_comm_fail(dp->comm,
                         bp_ring_lp_create(dp->comm, w, n, bp_dp_bucket_floats(&dp->cfg), s->codec,
                                           &s->ring),

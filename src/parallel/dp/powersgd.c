@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "compress/codec.h"
 #include "parallel/dp/algo.h"
 #include "parallel/dp/powersgd.h"
 
@@ -64,6 +65,7 @@ static bp_status create(bp_dp *dp, bp_err *err) {
                                       dp->cfg.seed + (uint64_t)t,
                                       &s->codec[t], err);
         if (rc) return rc;
+        bp_codec_set_backend(s->codec[t], dp->be);
     }
     return BP_OK;
 }
