@@ -29,6 +29,10 @@ struct bp_codec {
  * passes over the bytes, PowerSGD's products in flops), and write what the pass
  * yields on zeros without computing it; the other codecs compute on the host. */
 void bp_codec_set_backend(bp_codec *c, const bp_backend *be);
+/* The MinMax codecs' passes, in floats' bytes a value: encoding reads x twice (the
+ * range, the codes) and writes the code; decoding reads the code, writes the float. */
+#define BP_MINMAX_ENCODE_BYTES (2.25 * sizeof(float))
+#define BP_MINMAX_DECODE_BYTES (1.25 * sizeof(float))
 /* Whether the pass of `flops` and `bytes` ran on c's device, which leaves the host
  * nothing to compute: then the caller writes the pass's result on zeros. */
 bool bp_codec_on_device(const bp_codec *c, double flops, double bytes);

@@ -63,15 +63,10 @@ static void encode_zeros(const bp_minmax_kernels *kern, size_t n, unsigned char 
     memset(o + HEADER_BYTES + 1, o[HEADER_BYTES], n - 1);
 }
 
-/* Per float, encoding reads x twice (the range, the codes) and writes a byte;
- * decoding reads the byte and writes the float (codec.h: on a device). */
-#define ENCODE_BYTES (2.25 * sizeof(float))
-#define DECODE_BYTES (1.25 * sizeof(float))
-
 static bp_status mm_encode(bp_codec *c, const float *x, size_t n, void *out, bp_err *err) {
     const bp_minmax_kernels *kern = ((minmax_codec *)c)->k;
     if (n == 0) return BP_OK;
-    if (bp_codec_on_device(c, 0, ENCODE_BYTES * (double)n)) {
+    if (bp_codec_on_device(c, 0, BP_MINMAX_ENCODE_BYTES * (double)n)) {
         encode_zeros(kern, n, out);
         return BP_OK;
     }
@@ -97,7 +92,7 @@ static bp_status mm_encode(bp_codec *c, const float *x, size_t n, void *out, bp_
 static bp_status mm_decode(const bp_codec *c, const void *in, size_t n, float *x, bp_err *err) {
     (void)err;
     if (n == 0) return BP_OK;
-    if (bp_codec_on_device(c, 0, DECODE_BYTES * (double)n)) {
+    if (bp_codec_on_device(c, 0, BP_MINMAX_DECODE_BYTES * (double)n)) {
         memset(x, 0, n * sizeof *x);
         return BP_OK;
     }

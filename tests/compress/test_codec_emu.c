@@ -1,5 +1,5 @@
 /* Codecs on an emulated device (compress/codec.h, bp_backend.codec_pass): the device
- * takes each pass for the time the cost model prices it at (MinMaxUInt8's passes
+ * takes each pass for the time the cost model prices it at (the MinMax codecs' passes
  * over the bytes, PowerSGD's products and its passes over M), dilated, whichever
  * version of the codec's loops the host has (its speed never enters the device's
  * time), and what the codec writes is, bit for bit, what the host's codec writes
@@ -60,13 +60,11 @@ static void assert_took(const bp_backend *be, const double *clock, double t0, do
     assert_true(fabs(bp_backend_emu_work_s(be) - work0 - want) < 1e-12);
 }
 
-#define N 1000
+#define N 1001 /* odd: MinMax u4's last byte holds one code */
 
-static void minmax_takes_the_device_time_and_writes_the_hosts_bits(const char *isa) {
-    bp_codec *host, *dev;
+/* host and dev: the same codec, dev on the device. */
+static void minmax_takes_the_device_time_and_writes_the_hosts_bits(bp_codec *host, bp_codec *dev) {
     bp_err err;
-    if (bp_codec_minmax_u8_new_isa(isa, &host, &err) != BP_OK) return; /* not on this CPU */
-    assert_int_equal(bp_codec_minmax_u8_new_isa(isa, &dev, &err), BP_OK);
     double clock = 0;
     bp_backend *be = device(&clock);
     bp_codec_set_backend(dev, be);
@@ -96,9 +94,26 @@ static void minmax_takes_the_device_time_and_writes_the_hosts_bits(const char *i
 static void minmax_u8(void **state) {
     (void)state;
     /* Every version of the host's loops, one device time. */
-    minmax_takes_the_device_time_and_writes_the_hosts_bits("plain");
-    minmax_takes_the_device_time_and_writes_the_hosts_bits("sse2");
-    minmax_takes_the_device_time_and_writes_the_hosts_bits("avx2");
+    const char *isa[] = {"plain", "sse2", "avx2"};
+    for (int i = 0; i < 3; i++) {
+        bp_codec *host, *dev;
+        bp_err err;
+        if (bp_codec_minmax_u8_new_isa(isa[i], &host, &err) != BP_OK) continue; /* not here */
+        assert_int_equal(bp_codec_minmax_u8_new_isa(isa[i], &dev, &err), BP_OK);
+        minmax_takes_the_device_time_and_writes_the_hosts_bits(host, dev);
+    }
+}
+
+/* DiLoCo's outer codecs, priced as MinMaxUInt8. */
+static void minmax_bits(void **state) {
+    (void)state;
+    for (int bits = 2; bits <= 4; bits += 2) {
+        bp_codec *host, *dev;
+        bp_err err;
+        assert_int_equal(bp_codec_minmax_bits_create(bits, &host, &err), BP_OK);
+        assert_int_equal(bp_codec_minmax_bits_create(bits, &dev, &err), BP_OK);
+        minmax_takes_the_device_time_and_writes_the_hosts_bits(host, dev);
+    }
 }
 
 /* PowerSGD's steps as comm/'s allreduce runs them, on the host and on the device. */
@@ -179,6 +194,7 @@ static void cpu_backend_computes_on_the_host(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(minmax_u8),
+        cmocka_unit_test(minmax_bits),
         cmocka_unit_test(powersgd_steps),
         cmocka_unit_test(cpu_backend_computes_on_the_host),
     };
