@@ -6,7 +6,9 @@
 # plan's top configurations timed there (bench/emu/plan_emu.py); then the settings of
 # RUNTIME again with the runtime emulating the links instead (--net over unshaped links),
 # to tell the simulator's misses from the kernel links'; then SLOW on 8 hosts again, one
-# run at a time, to tell them from the host's CPU. About 50 minutes.
+# run at a time, to tell them from the host's CPU; each measured step beside simulate's,
+# part by part (bench/emu/plan_emu_split.py). About 50 minutes (20 with RUNTIME and SLOW
+# empty).
 # Environment: BAGPIPE (binary), RUNS_DIR, HOSTS (4,8), SETTINGS (RATE:LAT:DILATION,...),
 # RUNTIME (4-host settings run again with runtime links; "" for none), SLOW (8-host
 # settings run again, one run at a time, typically at a higher dilation), TOP (10), TIMED
@@ -32,6 +34,9 @@ study() { # NAME LINKS HOSTS SETTINGS JOBS: RUNS/NAME.json and its table OUT/NAM
   cp "$RUNS/$1.json" "$OUT/"
 }
 study results kernel "${HOSTS:-4,8}" "$SETTINGS" "${JOBS:-2}"
+# Each measured step beside simulate's, per part: compute and exposed time per axis
+BAGPIPE=$BP /usr/bin/python3 "$ROOT/bench/emu/plan_emu_split.py" "$RUNS/results.json" "$RUNS/results" \
+  --markdown "$OUT/split.md"
 [ -z "$RUNTIME" ] || study runtime runtime 4 "$RUNTIME" "${JOBS:-2}"
 [ -z "$SLOW" ] || study slow kernel 8 "$SLOW" 1
 cp "$RUNS/log.txt" "$OUT/log.txt"
@@ -47,6 +52,12 @@ first=$(find "$RUNS/results" -maxdepth 1 -type d -name 'h4_1gbit_*' | sort)
   echo "${TIMED:-10} steps per run; ${JOBS:-2} runs at once; binary $BP."
   echo
   cat "$OUT/results.md"
+  echo
+  echo "Where the measured steps part from the simulator's (bench/emu/plan_emu_split.py): each"
+  echo "run's step, compute and exposed time per axis (steps 3 on, after any warm-up) beside"
+  echo "\`simulate\`'s for the same configuration, network and dilation:"
+  echo
+  cat "$OUT/split.md"
   if [ -n "$RUNTIME" ]; then
     echo
     echo "The 4-host settings $RUNTIME again, the runtime emulating bandwidth and latency"

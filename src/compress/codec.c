@@ -16,6 +16,14 @@ bp_status bp_codec_decode(const bp_codec *codec, const void *in, size_t n, float
     return codec->ops->decode(codec, in, n, x, err);
 }
 
+void bp_codec_set_backend(bp_codec *c, const bp_backend *be) { c->be = be; }
+
+bool bp_codec_on_device(const bp_codec *c, double flops, double bytes) {
+    if (!c->be || !c->be->codec_pass) return false;
+    c->be->codec_pass(c->be, flops, bytes);
+    return true;
+}
+
 void bp_codec_destroy(bp_codec *codec) {
     if (codec) codec->ops->destroy(codec);
 }

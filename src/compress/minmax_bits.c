@@ -34,10 +34,36 @@ static bool quant_of(float mn, float mx, float L, float *scale, float *lb) {
     return isfinite(range) && isfinite(mn * *scale) && isfinite(ub);
 }
 
+/* The code of x, clamped to [0, L] as MinMaxUInt8's. */
+static unsigned code_of(float x, float scale, float lb, float L) {
+    float r = rintf(x * scale);
+    float v = (r < lb + L ? r : lb + L) - lb;
+    v = v > 0.0f ? v : 0.0f;
+    return (unsigned)(v < L ? v : L);
+}
+
+/* The encoding of n zeros (on a device, codec.h): a +0 range and n codes of zero,
+ * packed (8 / bits codes to a byte). */
+static void encode_zeros(int bits, size_t n, unsigned char *o) {
+    const float L = levels_of(bits);
+    float scale, lb;
+    quant_of(0.0f, 0.0f, L, &scale, &lb);
+    unsigned code = code_of(0.0f, scale, lb, L), byte = 0;
+    for (int k = 0; k < 8; k += bits) byte |= code << k;
+    size_t nbits = n * (size_t)bits, full = nbits / 8;
+    memset(o, 0, HEADER_BYTES);
+    memset(o + HEADER_BYTES, (int)byte, full);
+    if (nbits % 8) o[HEADER_BYTES + full] = (unsigned char)(byte & ((1u << nbits % 8) - 1));
+}
+
 static bp_status bits_encode(bp_codec *c, const float *x, size_t n, void *out, bp_err *err) {
     if (n == 0) return BP_OK;
     const int bits = bits_of(c);
     const float L = levels_of(bits);
+    if (bp_codec_on_device(c, 0, BP_MINMAX_ENCODE_BYTES * (double)n)) {
+        encode_zeros(bits, n, out);
+        return BP_OK;
+    }
     float mn = x[0], mx = x[0];
     for (size_t i = 0; i < n; i++) {
         if (!isfinite(x[i])) return bp_codec_reject_nonfinite(c->ops->name, x, n, err);
@@ -55,14 +81,9 @@ static bp_status bits_encode(bp_codec *c, const float *x, size_t n, void *out, b
     memcpy(o + sizeof mn, &mx, sizeof mx);
     uint8_t *q = o + HEADER_BYTES;
     memset(q, 0, (n * (size_t)bits + 7) / 8);
-    const float ub = lb + L;
     for (size_t i = 0; i < n; i++) {
-        float r = rintf(x[i] * scale);
-        float v = (r < ub ? r : ub) - lb;
-        v = v > 0.0f ? v : 0.0f;
-        unsigned code = (unsigned)(v < L ? v : L);
         size_t bit = i * (size_t)bits;
-        q[bit / 8] |= (uint8_t)(code << (bit % 8));
+        q[bit / 8] |= (uint8_t)(code_of(x[i], scale, lb, L) << (bit % 8));
     }
     return BP_OK;
 }
@@ -70,6 +91,10 @@ static bp_status bits_encode(bp_codec *c, const float *x, size_t n, void *out, b
 static bp_status bits_decode(const bp_codec *c, const void *in, size_t n, float *x, bp_err *err) {
     (void)err;
     if (n == 0) return BP_OK;
+    if (bp_codec_on_device(c, 0, BP_MINMAX_DECODE_BYTES * (double)n)) {
+        memset(x, 0, n * sizeof *x);
+        return BP_OK;
+    }
     const int bits = bits_of(c);
     const unsigned char *p = in;
     float mn, mx, scale, lb;

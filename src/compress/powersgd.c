@@ -50,6 +50,17 @@ static bp_status check_length(const powersgd *s, size_t n, bp_err *err) {
                    s->cols, s->rows * s->cols, n);
 }
 
+/* A device's passes (codec.h): the products' flops, and M += G or M -= P Q^T, which
+ * read two matrices and write one. On zeros M stays E = 0, and P, Q and P Q^T are
+ * zero. */
+static double product_flops(const powersgd *s, size_t inner) {
+    return 2.0 * (double)s->rows * (double)s->cols * (double)inner;
+}
+static bool on_device(const powersgd *s, double flops, double matrices) {
+    return bp_codec_on_device(&s->base, flops,
+                              matrices * 3.0 * (double)(s->rows * s->cols) * sizeof(float));
+}
+
 static bp_status check_input(const powersgd *s, const float *g, size_t n, bp_err *err) {
     bp_status rc = check_length(s, n, err);
     if (rc == BP_OK && !bp_all_finite(g, n)) rc = bp_codec_reject_nonfinite("powersgd", g, n, err);
@@ -75,19 +86,29 @@ static void orthonormalize(float *p, size_t rows, int rank) {
 bp_status bp_powersgd_orthogonalize_q(bp_codec *c, bp_err *err) {
     powersgd *s;
     bp_status rc = as_powersgd(c, IDLE, &s, err);
-    if (rc == BP_OK) orthonormalize(s->q, s->cols, s->rank);
-    return rc;
+    if (rc != BP_OK) return rc;
+    /* Q is the codec's own state, not the device's values: kept exact on the host
+     * (cols x rank, small) while the device takes the pass's time. */
+    bp_codec_on_device(c, 2.0 * (double)s->cols * s->rank * s->rank, 0);
+    orthonormalize(s->q, s->cols, s->rank);
+    return BP_OK;
 }
 
 bp_status bp_powersgd_project(bp_codec *c, const float *grad, size_t n, float **p, size_t *p_len,
                               bp_err *err) {
     powersgd *s;
     bp_status rc = as_powersgd(c, IDLE, &s, err);
-    if (rc == BP_OK) rc = check_input(s, grad, n, err);
+    if (rc == BP_OK) rc = check_length(s, n, err);
     if (rc != BP_OK) return rc;
-    for (size_t i = 0; i < n; i++) s->m[i] += grad[i];
-    bp_sgemm(false, false, (int)s->rows, s->rank, (int)s->cols, 1.0f, s->m, (int)s->cols, s->q,
-             s->rank, 0.0f, s->p, s->rank);
+    /* Two passes on a device (both or neither): M += G, then P = M Q. */
+    if (on_device(s, 0, 1) && on_device(s, product_flops(s, (size_t)s->rank), 0)) {
+        memset(s->p, 0, s->rows * (size_t)s->rank * sizeof *s->p);
+    } else {
+        if ((rc = check_input(s, grad, n, err))) return rc;
+        for (size_t i = 0; i < n; i++) s->m[i] += grad[i];
+        bp_sgemm(false, false, (int)s->rows, s->rank, (int)s->cols, 1.0f, s->m, (int)s->cols, s->q,
+                 s->rank, 0.0f, s->p, s->rank);
+    }
     s->at = PROJECTED;
     *p = s->p;
     *p_len = s->rows * (size_t)s->rank;
@@ -98,9 +119,14 @@ bp_status bp_powersgd_reproject(bp_codec *c, float **q, size_t *q_len, bp_err *e
     powersgd *s;
     bp_status rc = as_powersgd(c, PROJECTED, &s, err);
     if (rc != BP_OK) return rc;
-    orthonormalize(s->p, s->rows, s->rank);
-    bp_sgemm(true, false, (int)s->cols, s->rank, (int)s->rows, 1.0f, s->m, (int)s->cols, s->p,
-             s->rank, 0.0f, s->q, s->rank);
+    double ortho = 2.0 * (double)s->rows * s->rank * s->rank;
+    if (on_device(s, ortho + product_flops(s, (size_t)s->rank), 0)) {
+        memset(s->q, 0, s->cols * (size_t)s->rank * sizeof *s->q);
+    } else {
+        orthonormalize(s->p, s->rows, s->rank);
+        bp_sgemm(true, false, (int)s->cols, s->rank, (int)s->rows, 1.0f, s->m, (int)s->cols, s->p,
+                 s->rank, 0.0f, s->q, s->rank);
+    }
     s->at = REPROJECTED;
     *q = s->q;
     *q_len = s->cols * (size_t)s->rank;
@@ -118,8 +144,13 @@ bp_status bp_powersgd_finish(bp_codec *c, float *grad, size_t n, bp_err *err) {
     bp_status rc = as_powersgd(c, REPROJECTED, &s, err);
     if (rc == BP_OK) rc = check_length(s, n, err);
     if (rc != BP_OK) return rc;
-    low_rank(s, s->p, s->q, grad);
-    for (size_t i = 0; i < n; i++) s->m[i] -= grad[i];
+    /* Two passes on a device: P Q^T, then M -= it. */
+    if (on_device(s, product_flops(s, (size_t)s->rank), 0) && on_device(s, 0, 1)) {
+        memset(grad, 0, n * sizeof *grad);
+    } else {
+        low_rank(s, s->p, s->q, grad);
+        for (size_t i = 0; i < n; i++) s->m[i] -= grad[i];
+    }
     s->at = IDLE;
     return BP_OK;
 }
@@ -143,10 +174,11 @@ static bp_status psgd_encode(bp_codec *c, const float *x, size_t n, void *out, b
     if (rc != BP_OK) return rc;
     memcpy(out, p, p_len * sizeof *p);
     memcpy((float *)out + p_len, q, q_len * sizeof *q);
+    s->at = IDLE;
+    if (on_device(s, product_flops(s, (size_t)s->rank), 1)) return BP_OK;
     /* E = M - P Q^T without a rows x cols temporary. */
     bp_sgemm(false, true, (int)s->rows, (int)s->cols, s->rank, -1.0f, p, s->rank, q, s->rank, 1.0f,
              s->m, (int)s->cols);
-    s->at = IDLE;
     return BP_OK;
 }
 
@@ -156,6 +188,10 @@ static bp_status psgd_decode(const bp_codec *c, const void *in, size_t n, float 
     if (rc != BP_OK) return rc;
     if (!is_2d(s)) {
         memcpy(x, in, n * sizeof *x);
+        return BP_OK;
+    }
+    if (on_device(s, product_flops(s, (size_t)s->rank), 0)) {
+        memset(x, 0, n * sizeof *x);
         return BP_OK;
     }
     const float *p = in;

@@ -109,6 +109,15 @@ struct bp_backend {
     void (*outer_step)(const bp_backend *be, float *g, float *m, const float *d, float *w,
                        size_t n, float lr, float mu, float mix);
 
+    /* ---- a codec's pass over this device's values (compress/codec.h) ---- */
+    /* comm/ stages a device's buffers on the host and codes them there. NULL (cpu,
+     * check, cuda): the host computes the codec on the staged values, in its own
+     * time. The emulated backend's device takes the pass instead, a kernel of
+     * `flops` and `bytes` that the host waits for (its result is sent next), and
+     * the codec writes without computing what the pass yields on zeros, the values
+     * an emulated device shows the host: the host's speed never enters its step. */
+    void (*codec_pass)(const bp_backend *be, double flops, double bytes);
+
     /* ---- the optimizer update of elements [off, off + len) ---- */
     void (*update)(const bp_backend *be, const bp_update_args *a, float *params, const float *grads,
                    float *m, float *v, size_t off, size_t len);

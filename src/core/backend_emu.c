@@ -320,6 +320,12 @@ static void emu_outer_step(const bp_backend *be, float *g, float *m, const float
     pass(be, (mix == 0.0f ? 6.0 : 7.0) * (double)n * sizeof(float));
 }
 
+/* A codec's result is sent next: the host waits for it. */
+static void emu_codec_pass(const bp_backend *be, double flops, double bytes) {
+    bp_backend_emu_sync(be, bp_backend_emu_kernel(be, NULL,
+                                                  bp_device_op_s(&self(be)->cfg.rate, flops, bytes)));
+}
+
 /* Floats read and written per element: weight, gradient and state in, weight and
  * state out (the momentum alone for BP_UPDATE_MOMENTUM). */
 static void emu_update(const bp_backend *be, const bp_update_args *a, float *params,
@@ -393,6 +399,7 @@ static const bp_backend emu_table = {
     .zero_nonfinite = emu_zero_nonfinite,
     .elastic_pull = emu_elastic_pull,
     .outer_step = emu_outer_step,
+    .codec_pass = emu_codec_pass,
     .update = emu_update,
     .stream_create = emu_stream_create,
     .stream_destroy = emu_stream_destroy,

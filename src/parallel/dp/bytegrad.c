@@ -3,12 +3,16 @@
  * compressed with MinMaxUInt8 and sent all-to-all; rank r decompresses and averages
  * chunk r, compresses it again and all-gathers it; every rank decompresses the same
  * bytes, so the replicas stay identical. */
+#include "compress/codec.h"
 #include "parallel/dp/algo.h"
 
 bp_status bp_dp_minmax_create(bp_dp *dp, bp_err *err) {
     bp_status rc = bp_dp_state_alloc(dp, sizeof(bp_codec *), err);
     if (rc) return rc;
-    return bp_codec_minmax_u8_create((bp_codec **)dp->state, err);
+    bp_codec **c = dp->state;
+    if ((rc = bp_codec_minmax_u8_create(c, err))) return rc;
+    bp_codec_set_backend(*c, dp->be);
+    return BP_OK;
 }
 
 void bp_dp_minmax_destroy(bp_dp *dp) { bp_codec_destroy(*(bp_codec **)dp->state); }

@@ -138,9 +138,9 @@ double bp_dp_ring_bytes(int p, size_t n);
 double bp_dp_allreduce_cost(const bp_dp_cost_env *e, size_t n, double *bytes);
 /* Bytes of n floats MinMaxUInt8-encoded. */
 size_t bp_dp_minmax_bytes(size_t n);
-/* C_LP_S of n floats (bytegrad's bucket, qadam's momentum): encode, all-to-all of
- * the compressed chunks, decode and average its chunk, encode it, ring allgather,
- * decode all. */
+/* C_LP_S of n floats (bytegrad's bucket, qadam's momentum): staged from a device,
+ * encode, all-to-all of the compressed chunks, decode and average its chunk, encode
+ * it, ring allgather, decode all. */
 double bp_dp_lp_allreduce_cost(const bp_dp_cost_env *e, size_t n, double *bytes);
 
 #endif

@@ -44,12 +44,13 @@
  * arithmetic is the table's (a copy and an axpy for d_r, outer_step for M, G and
  * W_r), and the codecs run on the host, as comm/'s compressed collectives do, on
  * one tensor (or chunk) at a time copied out with its error and the error copied
- * back. */
+ * back (an emulated device takes their passes: compress/codec.h). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "compress/codec.h"
 #include "parallel/dp/diloco.h"
 
 static const bp_diloco_settings *settings_of(const bp_dp_config *c) {
@@ -147,6 +148,7 @@ bp_status bp_dp_diloco_create(bp_dp *dp, int fragments, bp_err *err) {
     const float *w = bp_dp_weights(dp, &n);
     if ((rc = make_spans(dp, err)) || (rc = bp_diloco_codec_create(settings_of(&dp->cfg), &s->codec, err)))
         return rc;
+    if (s->codec) bp_codec_set_backend(s->codec, be);
     for (int t = 0; t < s->first[fragments]; t++)
         largest = s->spans[t].numel > largest ? s->spans[t].numel : largest;
     for (int f = 0; f < fragments; f++) {

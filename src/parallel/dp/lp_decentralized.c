@@ -19,6 +19,7 @@
 #include <stdbool.h>
 #include <stdio.h>
 
+#include "compress/codec.h"
 #include "parallel/dp/algo.h"
 #include "parallel/dp/decentralized.h"
 
@@ -41,6 +42,7 @@ static bp_status create(bp_dp *dp, bp_err *err) {
     float *w = bp_dp_weights(dp, &n);
     s->split = !dp->cfg.hierarchical && dp->be->host_memory && bp_comm_size(dp->comm) > 1;
     if ((rc = bp_codec_minmax_u8_create(&s->codec, err))) return rc;
+    bp_codec_set_backend(s->codec, dp->be);
     return bp_comm_fail(dp->comm,
                         bp_ring_lp_create(dp->comm, w, n, bp_dp_bucket_floats(&dp->cfg), s->codec,
                                           &s->ring),
@@ -94,10 +96,11 @@ static void describe(const bp_dp_config *c, char *buf, size_t n) {
              c->bucket_mb);
 }
 
-/* Every step: the difference to encode, its two compressed messages to the ring's
- * neighbours, and the three decodes and updates of the replicas. */
+/* Every step: the weights staged from a device and back, the difference to encode,
+ * its two compressed messages to the ring's neighbours, and the three decodes and
+ * updates of the replicas. */
 static void step_cost(const bp_dp_cost_env *e, size_t n, bp_dp_step_cost *out) {
-    out->s = e->price->vec_s(e, 4 * n) + e->price->minmax_s(e, n, true) +
+    out->s = 2 * e->price->host_copy_s(e, n * sizeof(float)) + e->price->vec_s(e, 4 * n) + e->price->minmax_s(e, n, true) +
              e->price->burst_s(e, 2, bp_dp_minmax_bytes(n)) + e->price->minmax_s(e, 3 * n, false) +
              e->price->vec_s(e, 3 * n);
     out->bytes = 2.0 * (double)bp_dp_minmax_bytes(n);
