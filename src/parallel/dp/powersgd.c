@@ -135,8 +135,11 @@ static double bucket_cost(const bp_dp_cost_env *e, const bp_dp_cost_bucket *b, d
             Pn += t->numel;
         }
     }
+    /* comm/ stages the bucket's tensors to the host and back around the batch
+     * (comm/prim.c): on a device, two host copies of the whole bucket. */
     return e->price->matmul_s(e, flops) + e->price->vec_s(e, 2 * n) +
-           bp_dp_allreduce_cost(e, Pn, bytes) + (Qn ? bp_dp_allreduce_cost(e, Qn, bytes) : 0);
+           2 * e->price->host_copy_s(e, n * sizeof(float)) + bp_dp_allreduce_cost(e, Pn, bytes) +
+           (Qn ? bp_dp_allreduce_cost(e, Qn, bytes) : 0);
 }
 
 static int64_t warmup(const bp_dp_config *c) { return settings_of(c)->warmup; }
