@@ -349,6 +349,27 @@ static void test_overlap_hides_all_but_the_last_bucket(void **state) {
     assert_near(all.step_s - r.step_s, all.exposed_s[BP_SIM_DP] - r.exposed_s[BP_SIM_DP], 1e-9);
 }
 
+/* qadam after warm-up with early updates (no clipping, one stage: the engine's
+ * dp->early) sends each bucket's momentum on the communication thread as bytegrad
+ * sends its gradient, so on a device whose passes cost nothing both expose the
+ * same; without early updates the momentum goes after backward, in one piece. */
+static void test_qadam_early_momentum_goes_by_bucket(void **state) {
+    (void)state;
+    job_parts p;
+    make_job(&p, gpt(2, 128, 4, 16, 256), 4, 1, 1, 1);
+    p.j.dpc.bucket_mb = 0.1;
+    bp_sim_machine m = fast_machine(1e9, 1e-4);
+    p.j.dpc.algo = BP_DP_BYTEGRAD;
+    bp_sim_step_result by_bucket = simulate(&p.j, &m);
+    p.j.dpc.algo = BP_DP_QADAM;
+    p.j.dpc.early_update = true;
+    bp_sim_step_result early = simulate(&p.j, &m);
+    assert_near(early.exposed_s[BP_SIM_DP], by_bucket.exposed_s[BP_SIM_DP], 1e-12);
+    p.j.dpc.early_update = false;
+    bp_sim_step_result late = simulate(&p.j, &m);
+    assert_true(fabs(late.exposed_s[BP_SIM_DP] - by_bucket.exposed_s[BP_SIM_DP]) > 1e-6);
+}
+
 static void test_bytegrad_sends_a_quarter(void **state) {
     (void)state;
     for (int n = 2; n <= 8; n *= 2) {
@@ -574,6 +595,7 @@ int main(void) {
         cmocka_unit_test(test_avgpipe_local_steps),
         cmocka_unit_test(test_overlap_hides_all_but_the_last_bucket),
         cmocka_unit_test(test_bytegrad_sends_a_quarter),
+        cmocka_unit_test(test_qadam_early_momentum_goes_by_bucket),
         cmocka_unit_test(test_gpipe_bubble),
         cmocka_unit_test(test_tp_allreduces),
         cmocka_unit_test(test_tp_allreduces_wait_for_handovers),
