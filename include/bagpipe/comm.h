@@ -245,6 +245,9 @@ bp_status bp_alltoall(bp_comm *c, const float *send, float *recv, size_t count);
  * in a row. Either way the sum is formed in one fixed order and every rank gets the
  * same bits. */
 #define BP_ALLREDUCE_TREE_MAX_BYTES 1024
+/* The ring's reduce-scatter sends each step's n / p floats as messages of at most
+ * this many floats, two in flight, each added while still in cache. */
+#define BP_RING_SEGMENT_FLOATS 65536
 bp_status bp_allreduce_sum(bp_comm *c, float *x, size_t n);
 
 /* C_FP_S: x = average of x over the group. */

@@ -147,7 +147,7 @@ static bp_status mpi_reduce_scatter(op_ctx *op, bp_comm *g, float *x, size_t n) 
 
 /* Segments of a ring step's chunk, in floats. Received into two alternating
  * buffers of this size, each is added while it is still in cache. */
-enum { SEGMENT = 1 << 16 };
+enum { SEGMENT = BP_RING_SEGMENT_FLOATS };
 
 static size_t segments(size_t len) { return (len + SEGMENT - 1) / SEGMENT; }
 

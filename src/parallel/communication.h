@@ -21,6 +21,11 @@ typedef struct bp_communication_settings {
     int node_size;     /* ranks per node (0: ranks sharing memory) */
 } bp_communication_settings;
 
+/* On an emulated device the poll interval is the device's, dilated like the rest of
+ * the run, but at most this many seconds of the host's, so that the host's own
+ * wake-ups stay prompt (the trainer's cap; the simulator charges the same waits). */
+#define BP_COMM_POLL_HOST_MAX_S 0.01
+
 extern const bp_option_group bp_communication_options;
 
 /* Refuse a --net that does not parse; the message names the option. */

@@ -332,16 +332,16 @@ static bp_status measured_machine(const bp_plan_config *c, bp_comm *world, bp_pl
 }
 
 /* An emulated run's ranks as simulate --device emu:GPU charges them: each message
- * its fixed cost, and a waiting rank tests and sleeps the poll interval (the device's
- * time, dilated, at most 10 ms of the host's: train/trainer.c), so it sees a message
- * half an interval late on average. */
+ * its fixed cost, and a waiting rank tests and sleeps the poll interval
+ * (bp_sim_emulated_poll_s). */
 static void emulated_waits(const bp_train_config *t, bp_sim_machine *m) {
     bp_simulate_config sc;
     bp_simulate_config_defaults(&sc);
-    double k = t->device.dilation >= 1 ? t->device.dilation : 1;
+    double poll = bp_sim_emulated_poll_s(t);
     m->polls = true;
     m->intra.msg_s = m->inter.msg_s = sc.msg_us * 1e-6;
-    m->intra.wake_s = m->inter.wake_s = 0.5 * fmin(t->comm.poll_us * 1e-6, 0.01 / k);
+    m->intra.wake_s = m->inter.wake_s = 0.5 * poll;
+    m->intra.poll_s = m->inter.poll_s = poll;
 }
 
 static void cluster_machine(const bp_plan_config *c, bp_plan_result *r, bp_sim_machine *m) {

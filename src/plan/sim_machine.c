@@ -248,7 +248,7 @@ bp_sim_link bp_sim_group_link(const bp_sim_machine *m, int first, int stride, in
     }
     bp_sim_link l = spans ? m->inter : m->intra;
     if (m->measured && size > 1) l.net = m->measured(m->measured_ctx, first, stride, size).net;
-    if (!spans) return l;
+    if (!spans || m->per_pair) return l;
     int on_node = m->ranks_per_node < world ? m->ranks_per_node : world;
     int sharing = here > 0 ? on_node / here : 1; /* groups with ranks on this node */
     if (sharing > 1) {

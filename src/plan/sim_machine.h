@@ -70,6 +70,11 @@ typedef struct bp_sim_machine {
      * run: the links' wake_s is half its poll interval): a ring pays wake_s at
      * every exchange, not once per collective. */
     bool polls;
+    /* Every pair of ranks has links of its own, as comm/'s --net emulates them (a
+     * directed link per pair, comm/net.c), rather than one network card per node:
+     * no group shares a node's bandwidth. A rank's own messages to several peers
+     * at once are still charged one after another (plan/sim_prices.c says why). */
+    bool per_pair;
     bp_sim_link intra, inter;
     bp_sim_measured_link measured; /* NULL: the levels alone */
     const void *measured_ctx;
@@ -100,8 +105,8 @@ double bp_sim_vec_s(const bp_sim_machine *m, size_t n);
 
 /* The link of the group of `size` ranks first, first + stride, ... in a world of
  * `world` ranks: the node's, or the one between nodes with its bandwidth divided
- * among the node's groups that communicate at once; its network as measured where
- * the machine has measurements. */
+ * among the node's groups that communicate at once (not where links are per pair);
+ * its network as measured where the machine has measurements. */
 bp_sim_link bp_sim_group_link(const bp_sim_machine *m, int first, int stride, int size, int world);
 
 /* Seconds of a ring allreduce of n floats over `ranks` on link l, with the

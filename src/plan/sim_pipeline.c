@@ -30,12 +30,26 @@ double bp_sim_message_s(const bp_sim_link *l, size_t bytes) {
     return l->msg_s + (l->copy_Bps > 0 ? (double)bytes / l->copy_Bps : 0.0);
 }
 
+double bp_sim_handover_s(const bp_sim_link *l, size_t bytes) {
+    return (bytes > BP_SIM_MPI_EAGER_BYTES ? 3.0 : 1.0) * l->poll_s;
+}
+
+/* One exchange of a ring, `bytes` each way: the message on the link and seen by
+ * the woken receiver, or its segments' hand-overs where those take longer. */
+static double exchange_s(const bp_sim_link *l, size_t bytes, size_t segment) {
+    double handovers = 0;
+    for (size_t off = 0; l->poll_s > 0 && off < bytes; off += segment)
+        handovers += bp_sim_handover_s(l, bytes - off < segment ? bytes - off : segment);
+    return fmax(bp_sim_message_s(l, bytes) + l->wake_s, handovers);
+}
+
 double bp_sim_allreduce_s(const bp_sim_link *l, int ranks, size_t bytes) {
     if (ranks <= 1) return 0.0;
     if (ranks > 2 && bytes <= BP_ALLREDUCE_TREE_MAX_BYTES) /* comm's binomial reduce and broadcast */
-        return 2.0 * ceil(log2(ranks)) * (bp_sim_message_s(l, bytes) + l->wake_s);
+        return 2.0 * ceil(log2(ranks)) * exchange_s(l, bytes, bytes);
     size_t part = (bytes + (size_t)ranks - 1) / (size_t)ranks;
-    return 2.0 * (ranks - 1) * (bp_sim_message_s(l, part) + l->wake_s);
+    size_t segment = BP_RING_SEGMENT_FLOATS * sizeof(float);
+    return (ranks - 1) * (exchange_s(l, part, segment) + exchange_s(l, part, part));
 }
 
 /* When a message sent at `t` arrives. The emulated link serializes one message

@@ -98,7 +98,7 @@ static void dp_links(const ctx *c, int s, stage_info *si) {
     si->dp_local = bp_sim_group_link(m, first, j->tp, si->dp_m, c->W);
     si->dp_p = j->dp / si->dp_m;
     si->dp_link = m->inter;
-    int groups = (rpn < c->W ? rpn : c->W) / si->dp_m;
+    int groups = m->per_pair ? 1 : (rpn < c->W ? rpn : c->W) / si->dp_m;
     if (groups > 1 && si->dp_link.net.on) si->dp_link.net.bw_bps /= groups;
     if (groups > 1 && si->dp_link.copy_Bps > 0) si->dp_link.copy_Bps /= groups;
 }

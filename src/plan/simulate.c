@@ -110,37 +110,36 @@ bp_status bp_simulate_config_finalize(bp_simulate_config *c, bp_err *err) {
 /* ---- the machine -------------------------------------------------------------------- */
 
 static bp_sim_link level(const bp_simulate_config *c, const char *spec, double copy_Bps,
-                         double wake_s) {
+                         double wake_s, double poll_s) {
     bp_sim_link l = {.msg_s = c->msg_us * 1e-6, .copy_Bps = copy_Bps,
-                     .wake_s = c->wake_ms >= 0 ? c->wake_ms * 1e-3 : wake_s};
+                     .wake_s = c->wake_ms >= 0 ? c->wake_ms * 1e-3 : wake_s, .poll_s = poll_s};
     bp_err ignored;
     (void)bp_net_parse(spec, &l.net, &ignored); /* checked by finalize */
     return l;
 }
 
-/* An emulated run's waiting ranks test for their message and sleep the poll
- * interval (--comm-poll-us of the device's time: dilated, at most 10 ms of the
- * host's, train/trainer.c), so each message waited for is seen half an interval
- * late on average. */
-static double emulated_wake_s(const bp_simulate_config *c) {
-    double k = c->train.device.dilation >= 1 ? c->train.device.dilation : 1;
-    return 0.5 * fmin(c->train.comm.poll_us * 1e-6, 0.01 / k);
+double bp_sim_emulated_poll_s(const bp_train_config *t) {
+    double s = t->comm.poll_us * 1e-6, k = t->device.dilation;
+    return k > 1 ? fmin(s, BP_COMM_POLL_HOST_MAX_S / k) : s;
 }
 
 /* Links: --net on every link, as comm/ emulates it per process; else the levels;
  * what is not given is this machine's shared memory (a message is copied twice). */
 static void set_network(const bp_simulate_config *c, const bp_sim_profile *p, bp_sim_machine *m) {
-    double copy = p ? p->copy_Bps / 2 : 0, wake = p ? p->wake_s : m->polls ? emulated_wake_s(c) : 0;
+    double poll = !p && m->polls ? bp_sim_emulated_poll_s(&c->train) : 0;
+    double copy = p ? p->copy_Bps / 2 : 0, wake = p ? p->wake_s : 0.5 * poll;
     if (c->train.comm.net[0]) {
-        m->intra = m->inter = level(c, c->train.comm.net, copy, wake);
-        /* One network for every link; hierarchical's nodes are still the runtime's
-         * groups of --node-size ranks, which it reduces within first. */
+        /* One network for every link, a pair of ranks' own (comm/net.c);
+         * hierarchical's nodes are still the runtime's groups of --node-size ranks,
+         * which it reduces within first. */
+        m->intra = m->inter = level(c, c->train.comm.net, copy, wake, poll);
+        m->per_pair = true;
         const bp_communication_settings *cs = &c->train.comm;
         m->ranks_per_node = cs->hierarchical && cs->node_size > 0 ? cs->node_size : 1;
         return;
     }
-    m->intra = level(c, c->intra, copy, wake);
-    m->inter = level(c, c->inter[0] ? c->inter : c->intra, copy, wake);
+    m->intra = level(c, c->intra, copy, wake, poll);
+    m->inter = level(c, c->inter[0] ? c->inter : c->intra, copy, wake, poll);
     m->ranks_per_node = c->ranks_per_node;
 }
 

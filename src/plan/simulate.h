@@ -47,6 +47,13 @@ bp_status bp_simulate_config_finalize(bp_simulate_config *c, bp_err *err);
  * simulate a run through this one reading of the options. */
 void bp_simulate_job(const bp_train_config *t, bp_sim_job *j);
 
+/* How often an emulated run of t's waiting ranks test for their messages, in the
+ * device's seconds: --comm-poll-us, dilated by the run and capped at
+ * BP_COMM_POLL_HOST_MAX_S of the host's (train/trainer.c). A message waited for is
+ * seen half an interval late on average (the links' wake_s); one that takes
+ * several hand-overs between the ranks, an interval for each (bp_sim_link.poll_s). */
+double bp_sim_emulated_poll_s(const bp_train_config *t);
+
 /* c's step on machine m, its stages cut as simulate cuts them into first[0..pp]. */
 bp_status bp_simulate_predict(const bp_simulate_config *c, const bp_sim_machine *m, int *first,
                               bp_sim_step_result *r, bp_err *err);

@@ -28,11 +28,11 @@ static bp_status agree(trainer *t, bp_status rc, bp_err *err) {
     return bp_train_agree(t->meta, rc, &t->res->stopped_together, err);
 }
 
-/* --comm-poll-us in seconds; emulated, dilated (at most 10 ms: the host's own
- * wake-ups stay prompt). */
+/* --comm-poll-us in seconds; emulated, dilated (at most BP_COMM_POLL_HOST_MAX_S:
+ * the host's own wake-ups stay prompt). */
 static double poll_s(const trainer *t) {
     double s = t->cfg->comm.poll_us * 1e-6;
-    return t->dilation > 1 ? fmin(s * t->dilation, 0.01) : s;
+    return t->dilation > 1 ? fmin(s * t->dilation, BP_COMM_POLL_HOST_MAX_S) : s;
 }
 
 void trainer_dp_config(const trainer *t, bp_dp_config *d) {

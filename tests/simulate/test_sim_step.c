@@ -17,7 +17,9 @@
  *  - bytegrad sends about 4x fewer bytes than allreduce (one byte per float plus
  *    a header per chunk).
  *  - gpipe on equal stages with free messages idles (S-1)/(M+S-1) of the time.
- *  - Each transformer block's 4 tp allreduces are rank 0's exposed tp time.
+ *  - Each transformer block's 4 tp allreduces are rank 0's exposed tp time; where
+ *    ranks poll, each takes at least its messages' hand-overs.
+ *  - Per-pair links (--net): no group shares a node's card.
  *  - Hierarchical: a binomial reduction within the node and broadcast back, plus a
  *    ring among the node leaders;
  *    flat over two nodes, a ring that waits on the slow link.
@@ -347,6 +349,27 @@ static void test_overlap_hides_all_but_the_last_bucket(void **state) {
     assert_near(all.step_s - r.step_s, all.exposed_s[BP_SIM_DP] - r.exposed_s[BP_SIM_DP], 1e-9);
 }
 
+/* qadam after warm-up with early updates (no clipping, one stage: the engine's
+ * dp->early) sends each bucket's momentum on the communication thread as bytegrad
+ * sends its gradient, so on a device whose passes cost nothing both expose the
+ * same; without early updates the momentum goes after backward, in one piece. */
+static void test_qadam_early_momentum_goes_by_bucket(void **state) {
+    (void)state;
+    job_parts p;
+    make_job(&p, gpt(2, 128, 4, 16, 256), 4, 1, 1, 1);
+    p.j.dpc.bucket_mb = 0.1;
+    bp_sim_machine m = fast_machine(1e9, 1e-4);
+    p.j.dpc.algo = BP_DP_BYTEGRAD;
+    bp_sim_step_result by_bucket = simulate(&p.j, &m);
+    p.j.dpc.algo = BP_DP_QADAM;
+    p.j.dpc.early_update = true;
+    bp_sim_step_result early = simulate(&p.j, &m);
+    assert_near(early.exposed_s[BP_SIM_DP], by_bucket.exposed_s[BP_SIM_DP], 1e-12);
+    p.j.dpc.early_update = false;
+    bp_sim_step_result late = simulate(&p.j, &m);
+    assert_true(fabs(late.exposed_s[BP_SIM_DP] - by_bucket.exposed_s[BP_SIM_DP]) > 1e-6);
+}
+
 static void test_bytegrad_sends_a_quarter(void **state) {
     (void)state;
     for (int n = 2; n <= 8; n *= 2) {
@@ -413,6 +436,48 @@ static void test_tp_allreduces(void **state) {
     /* what is not tp: the end of step's agreement (8 bytes) and gradient norm (4
      * bytes) over the 2 ranks, two exchanges of half of them each */
     assert_near(r.compute_s, 2 * (4.0 * 8 / bw + lat) + 2 * (2.0 * 8 / bw + lat), 1e-12);
+}
+
+/* Where ranks poll, an exchange takes at least its messages' hand-overs (comm/'s
+ * stamp, then MPI's rendezvous above its eager limit: 3 intervals a message, 1 up
+ * to it), the reduce-scatter's in segments of BP_RING_SEGMENT_FLOATS one after
+ * another: tp 2's activations of 2 x 512 x 256 floats on a link too fast to count
+ * are a reduce-scatter of 2 segments and an allgather of 1 message, 9 intervals
+ * each; a model of 8 floats of boundary, an eager message: 1 interval each way. */
+static void test_tp_allreduces_wait_for_handovers(void **state) {
+    (void)state;
+    const double poll = 40e-6;
+    job_parts p;
+    bp_model_config mc = gpt(2, 256, 4, 512, 64);
+    make_job(&p, mc, 1, 1, 2, 1);
+    bp_sim_machine m = fast_machine(1e15, 0);
+    m.polls = true;
+    m.intra.wake_s = m.inter.wake_s = poll / 2;
+    m.intra.poll_s = m.inter.poll_s = poll;
+    assert_near(simulate(&p.j, &m).exposed_s[BP_SIM_TP], 4 * 2 * 9 * poll, 1e-9);
+    p.j.mc = gpt(2, 8, 2, 512, 64); /* 2 x 512 x 8 floats: 16 KiB a part */
+    assert_near(simulate(&p.j, &m).exposed_s[BP_SIM_TP], 4 * 2 * 2 * poll, 1e-9);
+}
+
+/* comm/'s --net gives every pair of ranks its own link: a group spanning nodes
+ * shares no node's card (tp 2 x dp 2, one tp pair per node: each dp ring at the
+ * whole bandwidth), where one card per node halves it for the node's two rings. */
+static void test_per_pair_links_share_no_card(void **state) {
+    (void)state;
+    const double bw = 1e9, lat = 1e-4;
+    bp_model_config mc = gpt(2, 64, 4, 16, 64);
+    job_parts p;
+    make_job(&p, mc, 2, 1, 2, 1);
+    bp_sim_machine m = fast_machine(bw, lat);
+    m.ranks_per_node = 2;
+    bp_sim_link card = bp_sim_group_link(&m, 0, 2, 2, 4);
+    assert_near(card.net.bw_bps, bw / 2, 1e-3);
+    double shared = simulate(&p.j, &m).exposed_s[BP_SIM_DP];
+    m.per_pair = true;
+    bp_sim_link own = bp_sim_group_link(&m, 0, 2, 2, 4);
+    assert_near(own.net.bw_bps, bw, 1e-3);
+    double bytes = (double)bp_sim_model_params(&mc, 2, 0, 4) * sizeof(float);
+    assert_near(shared - simulate(&p.j, &m).exposed_s[BP_SIM_DP], bytes * 8 / bw, 1e-9);
 }
 
 /* Hierarchical over 2 nodes of 4: one bucket is the reduction to the node's leader
@@ -530,8 +595,11 @@ int main(void) {
         cmocka_unit_test(test_avgpipe_local_steps),
         cmocka_unit_test(test_overlap_hides_all_but_the_last_bucket),
         cmocka_unit_test(test_bytegrad_sends_a_quarter),
+        cmocka_unit_test(test_qadam_early_momentum_goes_by_bucket),
         cmocka_unit_test(test_gpipe_bubble),
         cmocka_unit_test(test_tp_allreduces),
+        cmocka_unit_test(test_tp_allreduces_wait_for_handovers),
+        cmocka_unit_test(test_per_pair_links_share_no_card),
         cmocka_unit_test(test_hierarchical_closed_form),
         cmocka_unit_test(test_async_holds_the_step_for_its_host_copies),
         cmocka_unit_test(test_more_bandwidth_never_slower),

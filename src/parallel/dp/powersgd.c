@@ -122,12 +122,10 @@ static void describe(const bp_dp_config *c, char *buf, size_t n) {
  * allreduce of the Q's, P Q^T and the error feedback. */
 static double bucket_cost(const bp_dp_cost_env *e, const bp_dp_cost_bucket *b, double *bytes) {
     size_t Pn = 0, Qn = 0, n = 0;
-    double flops = 0, staged = 0, min_rate = settings_of(e->cfg)->min_rate;
+    double flops = 0, min_rate = settings_of(e->cfg)->min_rate;
     for (int i = 0; i < b->n_tensors; i++) {
         const bp_dp_cost_tensor *t = &b->t[i];
         n += t->numel;
-        /* Each tensor of a device is staged: a copy to the host and one back. */
-        staged += 2 * e->price->host_copy_s(e, t->numel * sizeof(float));
         double rows = (double)t->rows, cols = (double)t->cols;
         double want = settings_of(e->cfg)->rank;
         double r = want < rows && want < cols ? want : (rows < cols ? rows : cols);
@@ -139,8 +137,11 @@ static double bucket_cost(const bp_dp_cost_env *e, const bp_dp_cost_bucket *b, d
             Pn += t->numel;
         }
     }
-    return staged + e->price->matmul_s(e, flops) + e->price->vec_s(e, 2 * n) +
-           bp_dp_allreduce_cost(e, Pn, bytes) + (Qn ? bp_dp_allreduce_cost(e, Qn, bytes) : 0);
+    /* comm/ stages the bucket's tensors to the host and back around the batch
+     * (comm/prim.c): on a device, two host copies of the whole bucket. */
+    return e->price->matmul_s(e, flops) + e->price->vec_s(e, 2 * n) +
+           2 * e->price->host_copy_s(e, n * sizeof(float)) + bp_dp_allreduce_cost(e, Pn, bytes) +
+           (Qn ? bp_dp_allreduce_cost(e, Qn, bytes) : 0);
 }
 
 static int64_t warmup(const bp_dp_config *c) { return settings_of(c)->warmup; }
