@@ -21,7 +21,8 @@ double bp_dp_lp_allreduce_cost(const bp_dp_cost_env *e, size_t n, double *bytes)
     *bytes += 2.0 * (p - 1) * (double)wire;
     /* A device's values are staged: a copy to the host and one back (comm/ codes on
      * the host). */
-    return 2 * c->host_copy_s(e, n * sizeof(float)) + c->minmax_s(e, n, true) + c->alltoall_s(e, wire) +
+    return 2 * c->host_copy_s(e, n * sizeof(float)) + c->minmax_s(e, n, true) +
+           c->alltoall_s(e, wire) +
            c->minmax_s(e, part * (size_t)p, false) + c->vec_s(e, n) +
            c->minmax_s(e, part, true) + (p - 1) * c->message_s(e, wire) +
            c->wake_s(e) + c->minmax_s(e, n, false);

@@ -100,7 +100,8 @@ static void describe(const bp_dp_config *c, char *buf, size_t n) {
  * its two compressed messages to the ring's neighbours, and the three decodes and
  * updates of the replicas. */
 static void step_cost(const bp_dp_cost_env *e, size_t n, bp_dp_step_cost *out) {
-    out->s = 2 * e->price->host_copy_s(e, n * sizeof(float)) + e->price->vec_s(e, 4 * n) + e->price->minmax_s(e, n, true) +
+    out->s = 2 * e->price->host_copy_s(e, n * sizeof(float)) + e->price->vec_s(e, 4 * n) +
+             e->price->minmax_s(e, n, true) +
              e->price->burst_s(e, 2, bp_dp_minmax_bytes(n)) + e->price->minmax_s(e, 3 * n, false) +
              e->price->vec_s(e, 3 * n);
     out->bytes = 2.0 * (double)bp_dp_minmax_bytes(n);
