@@ -134,6 +134,9 @@ bp_status bp_dp_exchange_wait(bp_dp *dp, bp_err *err);
 void bp_dp_exchange_start(bp_dp *dp);
 /* Allocate state of `size` zeroed bytes into dp->state (freed by the engine). */
 bp_status bp_dp_state_alloc(bp_dp *dp, size_t size, bp_err *err);
+/* Whether a bucketed step of c updates each bucket as soon as its average arrived
+ * (dp->early; --no-overlap: all sequential). The costs follow the same rule. */
+bool bp_dp_updates_early(const bp_dp_config *c);
 
 /* Parts that algorithms share: allreduce's bucket (also qadam's during warm-up and
  * powersgd's), bytegrad's state of one MinMaxUInt8 codec (also qadam's), easgd's

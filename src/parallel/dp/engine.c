@@ -265,11 +265,13 @@ bp_status bp_dp_exchange_wait(bp_dp *dp, bp_err *err) {
     return rc;
 }
 
+bool bp_dp_updates_early(const bp_dp_config *c) { return c->early_update && c->overlap; }
+
 void bp_dp_backward_begin(bp_dp *dp) {
     bool this_step = !dp->ops->buckets_this_step || dp->ops->buckets_this_step(dp);
     dp->use_buckets = dp->bk.n > 0 && this_step;
     if (!dp->use_buckets) return;
-    dp->early = dp->cfg.early_update && dp->cfg.overlap; /* --no-overlap: all sequential */
+    dp->early = bp_dp_updates_early(&dp->cfg);
     bp_bucketer_begin(&dp->bk);
     if (dp->cfg.overlap) bp_model_set_grad_hook(dp->model, bp_bucketer_block_done, &dp->bk);
 }

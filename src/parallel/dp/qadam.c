@@ -100,16 +100,15 @@ static void describe(const bp_dp_config *c, char *buf, size_t n) {
 }
 
 /* After warm-up, the momentum and its C_LP_S: per bucket on the communication
- * thread where updates are early (the engine's dp->early), else over the whole
- * model after backward. */
-static bool early(const bp_dp_config *c) { return c->early_update && c->overlap; }
-
+ * thread where updates are early, else over the whole model after backward. */
 static double bucket_cost(const bp_dp_cost_env *e, const bp_dp_cost_bucket *b, double *bytes) {
-    return early(e->cfg) ? e->price->vec_s(e, b->len) + bp_dp_lp_allreduce_cost(e, b->len, bytes) : 0;
+    if (!bp_dp_updates_early(e->cfg)) return 0;
+    return e->price->vec_s(e, b->len) + bp_dp_lp_allreduce_cost(e, b->len, bytes);
 }
 
 static void step_cost(const bp_dp_cost_env *e, size_t n, bp_dp_step_cost *out) {
-    if (!early(e->cfg)) out->s = e->price->vec_s(e, n) + bp_dp_lp_allreduce_cost(e, n, &out->bytes);
+    if (bp_dp_updates_early(e->cfg)) return;
+    out->s = e->price->vec_s(e, n) + bp_dp_lp_allreduce_cost(e, n, &out->bytes);
 }
 
 static int64_t warmup(const bp_dp_config *c) { return settings_of(c)->warmup; }
@@ -149,6 +148,7 @@ const bp_dp_algo_ops bp_dp_qadam = {
     /* The second moment is frozen after the warm-up, so its decay decides what the rest
      * of the run divides by: Bagua's QAdamOptimizer keeps Adam's 0.999. */
     .default_beta2 = 0.999,
-    .cost = {.bucket = bucket_cost, .step = step_cost, .warmup = warmup, .state = 0.5}, /* the codec's bytes */
+    /* state: the codec's bytes */
+    .cost = {.bucket = bucket_cost, .step = step_cost, .warmup = warmup, .state = 0.5},
     .plan = {.variants = variants, .efficiency = efficiency},
 };
