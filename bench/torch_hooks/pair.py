@@ -6,8 +6,8 @@ same load (run.sh's runs, a minute apart on a shared machine, do not):
 
 Every rank holds copies of train.py's model, each with its own optimizer: one
 trained alone (local: the computation's cost), one under DDP's default (gloo
-allreduce), one under bagpipe's bytegrad (DDP's buckets: 1 MB, then 25 MB), one
-under bytegrad with buckets of 0.25 MB, the first too, and one under bytegrad whose
+allreduce), one under bagpipe's bytegrad (its default buckets: 0.25 MB), one
+under bytegrad with DDP's buckets (1 MB, then 25 MB), and one under bytegrad whose
 waits test every 50 us and sleep in between (bagpipe.init's poll; 0, the default,
 blocks in MPI). They take their steps in turn on the same batches, each step's turn
 starting one further along (so that none always follows DDP's or the local step);
@@ -29,10 +29,10 @@ import bagpipe.torch as bpt  # noqa: E402
 from bagpipe import _C  # noqa: E402
 
 #: name: (train.py's algorithm, poll interval of its waits, DDP's bucket_cap_mb and
-#: first bucket in MB; None: DDP's, 25 and 1)
+#: first bucket in MB; None: with_bagpipe's default, DDP's 25 and 1 for DDP)
 VARIANTS = {"local": ("local", 0, None, None), "DDP default": ("ddp", 0, None, None),
             "bytegrad": ("bytegrad", 0, None, None),
-            "bytegrad, 0.25 MB buckets": ("bytegrad", 0, 0.25, 0.25),
+            "bytegrad, DDP's buckets": ("bytegrad", 0, 25, 1),
             "bytegrad, polling waits": ("bytegrad", 50e-6, None, None)}
 
 

@@ -188,6 +188,31 @@ def test_qadam_leaves_the_weights_of_dead_inputs():
     assert opt.state[base[0].weight]["exp_avg_sq"][:, :8].eq(0).all()
 
 
+def rebuilt_buckets(algorithm, **ddp):
+    """The sizes in bytes of the buckets that DDP rebuilt after its first steps over
+    eight 128x128 layers (66 KB each: 528 KB, one DDP bucket by DDP's own sizes)."""
+    base = torch.nn.Sequential(*[torch.nn.Linear(128, 128) for _ in range(8)])
+    opt = torch.optim.SGD(base.parameters(), lr=0.01)
+    first = dist._DEFAULT_FIRST_BUCKET_BYTES
+    model = bpt.with_bagpipe(base, opt, algorithm, **ddp)
+    assert dist._DEFAULT_FIRST_BUCKET_BYTES == first, "DDP's first bucket size left changed"
+    for step in range(3):
+        opt.zero_grad()
+        model(torch.randn(16, 128, generator=torch.Generator().manual_seed(step))).sum().backward()
+        opt.step()
+    logged = model._get_ddp_logging_data()
+    assert logged["has_rebuilt_buckets"] == 1
+    return [int(b) for b in logged["rebuilt_bucket_sizes"].split(",")]
+
+
+def test_bytegrad_buckets_are_small_unless_asked():
+    small = rebuilt_buckets("bytegrad")
+    cap = int(bpt.DEFAULT_BUCKET_MB["bytegrad"] * 2**20)
+    assert len(small) >= 2 and all(b < cap + 128 * 129 * 4 for b in small), small
+    assert rebuilt_buckets("bytegrad", bucket_cap_mb=25) == [8 * 128 * 129 * 4]
+    assert rebuilt_buckets("allreduce") == [8 * 128 * 129 * 4]  # DDP's own
+
+
 def test_cuda_tensors_refused_with_one_line():
     t = torch.zeros(4, device="meta")
     try:
@@ -205,6 +230,7 @@ if __name__ == "__main__":
                      test_qadam_averages_the_momentum_compressed,
                      test_qadam_optimizer_is_the_c_update,
                      test_qadam_leaves_the_weights_of_dead_inputs,
+                     test_bytegrad_buckets_are_small_unless_asked,
                      test_cuda_tensors_refused_with_one_line])
     dist.destroy_process_group()
     sys.exit(1 if rc else 0)
