@@ -20,11 +20,13 @@ static bp_status busy_start(int n, const bp_model_config *mc, int pp, int micro_
     return bp_sim_standins_start(n, mc, blocks, 1, micro_B, bp_model_sample_len(mc), out, err);
 }
 
-/* The wake delay (plan/sim_wake.h) at the profiled micro-batch size, a stage's blocks. */
-static bp_status time_wake(const bp_model_config *mc, int pp, int micro_B, double *wake,
-                           bp_err *err) {
-    int blocks = (bp_model_num_blocks(mc) + pp - 1) / pp;
-    return bp_measure_wake(mc, blocks, micro_B, bp_model_sample_len(mc), 200, wake, err);
+/* The wake delay (plan/sim_wake.h) at the profiled micro-batch size, a stage's blocks,
+ * waiting as the run's ranks will (--comm-poll-us). */
+static bp_status time_wake(const bp_train_config *t, const bp_model_config *mc, int micro_B,
+                           double *wake, bp_err *err) {
+    int blocks = (bp_model_num_blocks(mc) + t->pipeline.stages - 1) / t->pipeline.stages;
+    return bp_measure_wake(mc, blocks, micro_B, bp_model_sample_len(mc), t->comm.poll_us * 1e-6,
+                           200, wake, err);
 }
 
 /* Each block's forward and backward: CPU time times the slowdown, over rounds of
@@ -61,7 +63,7 @@ static bp_status time_blocks(const bp_simulate_config *c, const bp_model_config 
         p->bwd_s[i] *= p->slowdown / rounds;
     }
     if (rc == BP_OK && W > 1) rc = busy_start(others - 1, mc, t->pipeline.stages, micro_B, &b, err);
-    if (rc == BP_OK && W > 1) rc = time_wake(mc, t->pipeline.stages, micro_B, &p->wake_s, err);
+    if (rc == BP_OK && W > 1) rc = time_wake(t, mc, micro_B, &p->wake_s, err);
     bp_sim_standins_stop(b);
     p->n_blocks = n;
     free(bp);

@@ -12,6 +12,7 @@
 
 typedef struct relay {
     atomic_int turn; /* 0: main thread, 1: partner, 2: stop */
+    double poll_s;   /* the waiting side tests every poll_s and sleeps in between */
     bp_range_bench *rb[2];
     double work_s[2]; /* wall time of each side's passes */
 } relay;
@@ -22,10 +23,15 @@ static void work(relay *r, int side) {
     if (bp_range_bench_pass(r->rb[side], t, &ignored) == BP_OK) r->work_s[side] += t[0] + t[2];
 }
 
-/* Wait for the token; false when told to stop. */
+/* Wait for the token as the run's ranks wait for a message (comm/transport.c): a
+ * test every poll_s with sleeps in between, or yielding the core at poll 0 (MPI's
+ * blocking wait, which spins with sched_yield when ranks outnumber cores); false
+ * when told to stop. */
 static bool await_turn(relay *r, int me) {
     int v;
-    while ((v = atomic_load(&r->turn)) != me && v != 2) sched_yield();
+    while ((v = atomic_load(&r->turn)) != me && v != 2)
+        if (r->poll_s > 0) bp_sleep_until(bp_now() + r->poll_s);
+        else sched_yield();
     return v == me;
 }
 
@@ -39,8 +45,8 @@ static void *partner(void *arg) {
 }
 
 bp_status bp_measure_wake(const bp_model_config *mc, int blocks, int micro_B, int T,
-                          int max_rounds, double *wake, bp_err *err) {
-    relay r = {.work_s = {0, 0}};
+                          double poll_s, int max_rounds, double *wake, bp_err *err) {
+    relay r = {.work_s = {0, 0}, .poll_s = poll_s};
     atomic_init(&r.turn, 0);
     bp_status rc = bp_range_bench_create(mc, 0, blocks, micro_B, T, &r.rb[0], err);
     if (rc == BP_OK) rc = bp_range_bench_create(mc, 0, blocks, micro_B, T, &r.rb[1], err);

@@ -102,6 +102,7 @@ bp_status bp_tune_problem_init(const bp_tune_config *c, bp_tune_problem *p, bp_e
                            .own_batches = tc->avgpipe.batch == BP_AVGPIPE_OWN_BATCH,
                            .micro_batches = tc->pipeline.micro_batches,
                            .msg_us = c->msg_us, .load = c->load, .wake_ms = c->wake_ms,
+                           .poll_s = tc->comm.poll_us * 1e-6,
                            .busy_threads = c->busy_threads, .valid = valid_run, .ctx = (void *)c};
     bp_train_config with_avgpipe = *tc; /* whether AvgPipe candidates would run local steps */
     with_avgpipe.avgpipe.pipelines = 1;

@@ -117,7 +117,7 @@ static bp_status standins(const tuner *t, int n, int N, int micro_B, bp_sim_stan
 /* The wake delay (plan/sim_wake.h) at a middle micro-batch size, a stage's blocks. */
 static bp_status measure_wake(const tuner *t, double *wake, bp_err *err) {
     int blocks = (t->n_blocks + t->S - 1) / t->S, micro_B = t->sizes[t->n_sizes / 2].micro_B;
-    return bp_measure_wake(&t->c->model, blocks, micro_B, t->T, 500, wake, err);
+    return bp_measure_wake(&t->c->model, blocks, micro_B, t->T, t->c->poll_s, 500, wake, err);
 }
 
 /* Profile with the job's other ranks standing by as companion threads: W - 1

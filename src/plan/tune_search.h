@@ -53,6 +53,7 @@ typedef struct bp_tune_problem {
     double msg_us;          /* without a network: fixed cost of one message */
     double load;            /* computation's slowdown to predict for (< 1: measured) */
     double wake_ms;         /* a waiting rank's delay to run again (< 0: measured) */
+    double poll_s;          /* the ranks' waits test every poll_s (--comm-poll-us; 0: block) */
     int busy_threads;       /* threads busy while profiling (< 0: ranks - 1) */
     /* The run as the simulator sees it (its dp algorithm, Optimus-CC, optimizer,
      * steps); each candidate sets its pipelines, micro-batches, schedule and
