@@ -33,6 +33,8 @@ CONFIGS=(
   "decentralized-shift_one|2|--dp-algo decentralized --peers shift_one"
   "decentralized-all|2|--dp-algo decentralized --peers all --interval 2"
   "lp-decentralized|3|--dp-algo lp-decentralized --batch 12"
+  "lp-decentralized-2|2|--dp-algo lp-decentralized"
+  "lp-decentralized-hierarchical|4|--dp-algo lp-decentralized --hierarchical --node-size 2"
   "powersgd|2|--dp-algo powersgd --rank 2 --powersgd-warmup 3 --bucket-mb 0.01"
   "easgd|2|--dp-algo easgd --ea-period 2"
   "async|2|--dp-algo async --sync-ms 5"

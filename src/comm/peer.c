@@ -70,6 +70,10 @@ struct bp_ring_lp {
 static int left_of(const bp_comm *g) { return (g->rank - 1 + g->size) % g->size; }
 static int right_of(const bp_comm *g) { return (g->rank + 1) % g->size; }
 
+/* On 2 ranks (or 1) the left and the right neighbour are one rank, and l and r the
+ * same replica of its w, updated by the same messages: it is sent once, not twice. */
+static bool one_neighbour(const bp_comm *g) { return left_of(g) == right_of(g); }
+
 /* l and r start as the neighbours' w, exchanged once at full precision. */
 static bp_status ring_init(op_ctx *op, bp_comm *g, float *x, size_t n, void *arg) {
     bp_ring_lp *s = arg;
@@ -77,7 +81,9 @@ static bp_status ring_init(op_ctx *op, bp_comm *g, float *x, size_t n, void *arg
     memcpy(s->w, x, bytes);
     bp_status rc =
         bpc_tx_sendrecv(op, g, x, bytes, right_of(g), s->l, bytes, left_of(g), TAG_TO_RIGHT);
-    if (rc == BP_OK)
+    if (rc == BP_OK && one_neighbour(g))
+        memcpy(s->r, s->l, bytes);
+    else if (rc == BP_OK)
         rc = bpc_tx_sendrecv(op, g, x, bytes, left_of(g), s->r, bytes, right_of(g), TAG_TO_LEFT);
     return rc;
 }
@@ -105,8 +111,9 @@ static bp_status encode(op_ctx *op, bp_ring_lp *s, const float *z, unsigned char
     return rc;
 }
 
-/* replica += D(enc) */
-static bp_status absorb(op_ctx *op, bp_ring_lp *s, const unsigned char *enc, float *replica) {
+/* replica += D(enc), and also += D(enc) where also is not NULL */
+static bp_status absorb(op_ctx *op, bp_ring_lp *s, const unsigned char *enc, float *replica,
+                        float *also) {
     bp_status rc = BP_OK;
     for (size_t off = 0; rc == BP_OK && off < s->n; off += s->chunk) {
         size_t len = chunk_len(s, off);
@@ -114,6 +121,7 @@ static bp_status absorb(op_ctx *op, bp_ring_lp *s, const unsigned char *enc, flo
         enc += bp_codec_encoded_size(s->codec, len);
     }
     if (rc == BP_OK) bpc_vec_add(replica, s->tmp, s->n);
+    if (rc == BP_OK && also) bpc_vec_add(also, s->tmp, s->n);
     return rc;
 }
 
@@ -123,25 +131,28 @@ static bp_status absorb(op_ctx *op, bp_ring_lp *s, const unsigned char *enc, flo
 static bp_status ring_local(op_ctx *op, bp_ring_lp *s, float *x) {
     bpc_vec_ring_z(s->tmp, x, s->l, s->r, s->w, s->n);
     bp_status rc = encode(op, s, s->tmp, s->enc[0]);
-    if (rc == BP_OK) rc = absorb(op, s, s->enc[0], s->w);
+    if (rc == BP_OK) rc = absorb(op, s, s->enc[0], s->w, NULL);
     if (rc == BP_OK) memcpy(x, s->w, s->n * sizeof *x);
     return rc;
 }
 
-/* The other half, on g: C(z) to both neighbours; l += D(C(z_left)), r += D(C(z_right)). */
+/* The other half, on g: C(z) to both neighbours; l += D(C(z_left)), r += D(C(z_right))
+ * (one message and one decode where they are one rank). */
 static bp_status ring_trade(op_ctx *op, bp_comm *g, bp_ring_lp *s) {
     size_t bytes = encoded_bytes(s);
+    bool one = one_neighbour(g);
     tx_req req[4];
     int k = 0;
     bp_status rc = bpc_tx_irecv(op, g, s->enc[1], bytes, left_of(g), TAG_TO_RIGHT, &req[k++]);
-    if (rc == BP_OK)
+    if (rc == BP_OK && !one)
         rc = bpc_tx_irecv(op, g, s->enc[2], bytes, right_of(g), TAG_TO_LEFT, &req[k++]);
     if (rc == BP_OK)
         rc = bpc_tx_isend(op, g, s->enc[0], bytes, right_of(g), TAG_TO_RIGHT, &req[k++]);
-    if (rc == BP_OK) rc = bpc_tx_isend(op, g, s->enc[0], bytes, left_of(g), TAG_TO_LEFT, &req[k++]);
+    if (rc == BP_OK && !one)
+        rc = bpc_tx_isend(op, g, s->enc[0], bytes, left_of(g), TAG_TO_LEFT, &req[k++]);
     if (rc == BP_OK) rc = bpc_tx_wait(op, req, k);
-    if (rc == BP_OK) rc = absorb(op, s, s->enc[1], s->l);
-    return rc == BP_OK ? absorb(op, s, s->enc[2], s->r) : rc;
+    if (rc == BP_OK) rc = absorb(op, s, s->enc[1], s->l, one ? s->r : NULL);
+    return rc == BP_OK && !one ? absorb(op, s, s->enc[2], s->r, NULL) : rc;
 }
 
 static bp_status ring_step(op_ctx *op, bp_comm *g, float *x, size_t n, void *arg) {

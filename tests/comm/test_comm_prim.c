@@ -322,6 +322,32 @@ static void test_ring_lp_chunks(void **state) {
     bp_codec_destroy(codec);
 }
 
+/* A step sends C(z) to each neighbour once: to two on 3 ranks or more, to one on 2
+ * (or 1), where the left and the right neighbour are one rank; the replicas stay
+ * the neighbours' w either way (test_ring_lp_invariant). */
+static void test_ring_lp_sends_each_neighbour_once(void **state) {
+    (void)state;
+    enum { N = 4099 };
+    bp_codec *codec = NULL;
+    assert_int_equal(bp_codec_minmax_u8_create(&codec, NULL), BP_OK);
+    bp_comm *g = group_for(&CONFIGS[0]);
+    float *x = floats(N);
+    for (size_t i = 0; i < N; i++) x[i] = value_of(me, i, 27);
+    bp_ring_lp *s = NULL;
+    assert_int_equal(bp_ring_lp_create(g, x, N, 0, codec, &s), BP_OK);
+    bp_stats st;
+    assert_int_equal(bp_comm_stats(g, &st, true), BP_OK);
+    assert_int_equal(bp_ring_lp_step(s, x), BP_OK);
+    assert_int_equal(bp_comm_stats(g, &st, false), BP_OK);
+    uint64_t peers = nranks > 2 ? 2 : 1;
+    assert_int_equal(st.op[BP_OP_RING_LP].messages, peers);
+    assert_int_equal(st.op[BP_OP_RING_LP].bytes_sent, peers * bp_codec_encoded_size(codec, N));
+    bp_ring_lp_destroy(s);
+    free(x);
+    group_done(g);
+    bp_codec_destroy(codec);
+}
+
 /* The split step (begin, then the exchange on a duplicate group, as another
  * thread runs it) gives bp_ring_lp_step's bits: x and the three replicas, over
  * steps that take the ranks apart, with chunks. A hierarchical group is refused. */
@@ -496,6 +522,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_shift_one_hierarchical),
         cmocka_unit_test(test_ring_lp_invariant),
         cmocka_unit_test(test_ring_lp_chunks),
+        cmocka_unit_test(test_ring_lp_sends_each_neighbour_once),
         cmocka_unit_test(test_ring_lp_split),
         cmocka_unit_test(test_powersgd_allreduce),
         cmocka_unit_test(test_powersgd_batch),
