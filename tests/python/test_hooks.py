@@ -192,7 +192,8 @@ def rebuilt_buckets(algorithm, **ddp):
     """The sizes in bytes of the buckets that DDP rebuilt after its first steps over
     eight 128x128 layers (66 KB each: 528 KB, one DDP bucket by DDP's own sizes)."""
     base = torch.nn.Sequential(*[torch.nn.Linear(128, 128) for _ in range(8)])
-    opt = torch.optim.SGD(base.parameters(), lr=0.01)
+    opt = (bpt.QAdamOptimizer(base.parameters(), lr=1e-3, warmup=10) if algorithm == "qadam"
+           else torch.optim.SGD(base.parameters(), lr=0.01))
     first = dist._DEFAULT_FIRST_BUCKET_BYTES
     model = bpt.with_bagpipe(base, opt, algorithm, **ddp)
     assert dist._DEFAULT_FIRST_BUCKET_BYTES == first, "DDP's first bucket size left changed"
@@ -205,11 +206,12 @@ def rebuilt_buckets(algorithm, **ddp):
     return [int(b) for b in logged["rebuilt_bucket_sizes"].split(",")]
 
 
-def test_bytegrad_buckets_are_small_unless_asked():
-    small = rebuilt_buckets("bytegrad")
-    cap = int(bpt.DEFAULT_BUCKET_MB["bytegrad"] * 2**20)
-    assert len(small) >= 2 and all(b < cap + 128 * 129 * 4 for b in small), small
-    assert rebuilt_buckets("bytegrad", bucket_cap_mb=25) == [8 * 128 * 129 * 4]
+def test_compressed_buckets_are_small_unless_asked():
+    for algorithm in ("bytegrad", "qadam"):
+        small = rebuilt_buckets(algorithm)
+        cap = int(bpt.DEFAULT_BUCKET_MB[algorithm] * 2**20)
+        assert len(small) >= 2 and all(b < cap + 128 * 129 * 4 for b in small), (algorithm, small)
+        assert rebuilt_buckets(algorithm, bucket_cap_mb=25) == [8 * 128 * 129 * 4]
     assert rebuilt_buckets("allreduce") == [8 * 128 * 129 * 4]  # DDP's own
 
 
@@ -230,7 +232,7 @@ if __name__ == "__main__":
                      test_qadam_averages_the_momentum_compressed,
                      test_qadam_optimizer_is_the_c_update,
                      test_qadam_leaves_the_weights_of_dead_inputs,
-                     test_bytegrad_buckets_are_small_unless_asked,
+                     test_compressed_buckets_are_small_unless_asked,
                      test_cuda_tensors_refused_with_one_line])
     dist.destroy_process_group()
     sys.exit(1 if rc else 0)

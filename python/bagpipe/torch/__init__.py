@@ -109,13 +109,14 @@ WEIGHT_DDP_OPTIONS = ("broadcast_buffers", "process_group", "find_unused_paramet
 
 #: Gradient algorithms whose DDP buckets default to other sizes than DDP's (1 MB, then
 #: 25 MB), in MB, first and later ones alike; bucket_cap_mb overrides both. bytegrad
-#: sends a byte per float: a bucket costs a quarter of its bytes on the wire, and what
-#: is left of the step after backward is mostly the last bucket (complete only when
-#: backward ends) and its codec's passes, which smaller buckets shorten. On 2 hosts at
-#: 100 Mbit (bench/torch_hooks/pair.py) DDP's buckets gave bytegrad 1.81-1.94x DDP's
-#: step on the transformer and 0.25 MB ones 2.21-2.31x; at 1 Gbit, and on the CNN and
-#: an 11 M-parameter MLP, the two were within 5% of each other.
-DEFAULT_BUCKET_MB = {"bytegrad": 0.25}
+#: and qadam send a byte per float: a bucket costs a quarter of its bytes on the wire,
+#: and what is left of the step after backward is mostly the last bucket (complete
+#: only when backward ends) and its codec's passes, which smaller buckets shorten. On
+#: 2 hosts at 100 Mbit (bench/torch_hooks/pair.py) DDP's buckets gave bytegrad
+#: 1.81-1.94x DDP's step on the transformer and 0.25 MB ones 2.21-2.31x (qadam
+#: 1.80-1.85x and 2.06-2.09x); at 1 Gbit, and on the CNN and an 11 M-parameter MLP,
+#: bytegrad's two were within 5% of each other.
+DEFAULT_BUCKET_MB = {"bytegrad": 0.25, "qadam": 0.25}
 
 
 def _ddp(model, algorithm, ddp):
