@@ -23,6 +23,7 @@ expect 2 --dp -- --dp 3
 expect 2 --batch -- --batch 15
 expect 3 --peers -- --dp-algo decentralized --peers shift_one --batch 12
 expect 2 --qadam-warmup -- --dp-algo qadam --qadam-warmup 0
+expect 2 --qadam-warmup -- --dp-algo qadam --qadam-warmup 1
 expect 2 --net -- --net bw=fast
 expect 2 --bucket-mb -- --bucket-mb fast
 expect 2 --optim -- --dp-algo qadam --optim sgd

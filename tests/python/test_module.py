@@ -480,6 +480,9 @@ def test_polling_waits():
 def test_bad_options_and_misuse_raise():
     for alpha in (float("nan"), -1.0, 0.0):
         expect_error("easgd: alpha must be a number above 0", lambda: bpt.EASGD(alpha=alpha))
+    for warmup in (0, 1):  # with 1 the second moment is never trained: updates m / eps
+        expect_error("qadam: warmup must be at least 2",
+                     lambda: bpt.QAdamOptimizer(common.tiny_model().parameters(), warmup=warmup))
     x = torch.zeros(8)
     a = _C.Async(x.numpy(), 5)
     a.lock()
@@ -493,7 +496,7 @@ def test_nan_gradient_raises_bagpipes_line():
     with bagpipe's line, not a failed cast of it to a tensor."""
     for algorithm in ("bytegrad", "qadam"):
         base = common.tiny_model()
-        opt = (bpt.QAdamOptimizer(base.parameters(), warmup=1) if algorithm == "qadam" else
+        opt = (bpt.QAdamOptimizer(base.parameters(), warmup=2) if algorithm == "qadam" else
                torch.optim.SGD(base.parameters(), lr=LR))
         model = bpt.with_bagpipe(base, opt, algorithm)
         train(model, opt, 2)  # qadam: after warm-up, its momentum goes through bytegrad

@@ -103,8 +103,8 @@ bad "option --intra: net: bad bw 'fast'" "${TINY[@]}" --device-flops 1 --device-
 echo '{"format":"bagpipe-simulate-profile","model":"rnn"}' >"$WORK/rnn.json"
 bad "option --profile: .*rnn.json is not a profile of bagpipe simulate --measure \(field 'model' missing or invalid\)" \
   "${TINY[@]}" --profile "$WORK/rnn.json"
-bad "option --qadam-warmup: must be at least 1" "${TINY[@]}" --device-flops 1 \
-  --device-bw 1 --dp 2 --dp-algo qadam --qadam-warmup 0
+bad "option --qadam-warmup: must be at least 2" "${TINY[@]}" --device-flops 1 \
+  --device-bw 1 --dp 2 --dp-algo qadam --qadam-warmup 1
 bad "option --efficiency" "${TINY[@]}" --device-flops 1 --device-bw 1 --efficiency 2
 # Every value in range, but --dp x --micro-batches beyond an int (was SIGFPE, exit
 # 136), and a grid of more ranks than a job may have.

@@ -172,9 +172,10 @@ class QAdamOptimizer(torch.optim.Optimizer):
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0,
                  warmup=100):
-        if warmup < 1:
-            raise Error("qadam: warmup must be at least 1 (the second moment is trained "
-                        "during warm-up)")
+        if warmup < 2:
+            raise Error("qadam: warmup must be at least 2 (the second moment is trained in "
+                        "the first warmup - 1 steps: with fewer it stays 0 and updates divide "
+                        "by eps)")
         super().__init__(params, dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay))
         self.warmup, self.t = warmup, 0
         for group in self.param_groups:

@@ -32,10 +32,10 @@ static bp_status check(const bp_dp_config *c, int size, bp_optim_kind optim, bp_
     (void)size;
     if (optim != BP_OPTIM_ADAMW)
         return bp_fail(err, BP_EUSAGE, "option --optim: --dp-algo qadam needs adamw");
-    if (settings_of(c)->warmup < 1)
+    if (settings_of(c)->warmup < 2)
         return bp_fail(err, BP_EUSAGE,
-                       "option --qadam-warmup: must be at least 1 (the second moment is trained "
-                       "during warm-up)");
+                       "option --qadam-warmup: must be at least 2 (the second moment is trained "
+                       "in the first N - 1 steps: with fewer it stays 0 and updates divide by eps)");
     return BP_OK;
 }
 
