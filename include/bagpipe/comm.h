@@ -292,9 +292,13 @@ bp_status bp_peer_avg(bp_comm *c, float *x, size_t n, bp_peers peers, uint64_t r
  * neighbours; l += D(C(z_left)); r += D(C(z_right)); w += D(C(z)); x = w. C
  * compresses z in chunks of at most `chunk` values (0: one chunk), each on its
  * own, as Bagua compresses each bucket. On 2 ranks both neighbours are the one
- * peer, which then sends its C(z) twice (as Bagua's ring does), so l = r. The
- * codec is used by this state only (it may be stateful). */
+ * peer, and l = r: C(z) goes to it once (Bagua's ring sends it twice) and is
+ * decoded into both, the same bits. The codec is used by this state only (it may
+ * be stateful). */
 typedef struct bp_ring_lp bp_ring_lp;
+/* The distinct neighbours a member of a ring of `size` sends C(z) to each step: 2,
+ * or 1 where the left and the right neighbour are one rank (2 ranks or fewer). */
+int bp_ring_lp_neighbours(int size);
 bp_status bp_ring_lp_create(bp_comm *c, const float *x0, size_t n, size_t chunk, bp_codec *codec,
                             bp_ring_lp **out);
 bp_status bp_ring_lp_step(bp_ring_lp *s, float *x);

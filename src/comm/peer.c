@@ -70,9 +70,11 @@ struct bp_ring_lp {
 static int left_of(const bp_comm *g) { return (g->rank - 1 + g->size) % g->size; }
 static int right_of(const bp_comm *g) { return (g->rank + 1) % g->size; }
 
+int bp_ring_lp_neighbours(int size) { return size > 2 ? 2 : 1; }
+
 /* On 2 ranks (or 1) the left and the right neighbour are one rank, and l and r the
  * same replica of its w, updated by the same messages: it is sent once, not twice. */
-static bool one_neighbour(const bp_comm *g) { return left_of(g) == right_of(g); }
+static bool one_neighbour(const bp_comm *g) { return bp_ring_lp_neighbours(g->size) == 1; }
 
 /* l and r start as the neighbours' w, exchanged once at full precision. */
 static bp_status ring_init(op_ctx *op, bp_comm *g, float *x, size_t n, void *arg) {

@@ -98,9 +98,9 @@ static void describe(const bp_dp_config *c, char *buf, size_t n) {
 
 /* Every step: the weights staged from a device and back, the difference to encode,
  * its compressed messages to the ring's neighbours (one on 2 ranks, where they are
- * one rank: comm/peer.c), and the decodes and updates of the replicas. */
+ * one rank), and the decodes and updates of the replicas. */
 static void step_cost(const bp_dp_cost_env *e, size_t n, bp_dp_step_cost *out) {
-    int peers = e->p > 2 ? 2 : 1;
+    int peers = bp_ring_lp_neighbours(e->p);
     out->s = 2 * e->price->host_copy_s(e, n * sizeof(float)) + e->price->vec_s(e, 4 * n) +
              e->price->minmax_s(e, n, true) + e->price->burst_s(e, peers, bp_dp_minmax_bytes(n)) +
              e->price->minmax_s(e, (size_t)(1 + peers) * n, false) + e->price->vec_s(e, 3 * n);
