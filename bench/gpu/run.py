@@ -25,7 +25,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 # Dense peaks (FLOP/s) by GPU name: NVIDIA's data sheets, without sparsity.
 PEAKS = {"H200": {"fp32": 494.7e12, "bf16": 989.4e12}, "H100": {"fp32": 494.7e12, "bf16": 989.4e12},
          "A100": {"fp32": 156e12, "bf16": 312e12}}
-SHAPES = [("gpt", 4, 128, 4, 64, 16), ("gpt2-small", 12, 768, 12, 1024, 16)]
+# the default gpt, GPT-2 small, and the 303 M gpt of the emulated AvgPipe study
+# (docs/results/avgpipe_emu: 24 blocks of 1024, T 128, B 8)
+SHAPES = [("gpt", 4, 128, 4, 64, 16), ("gpt2-small", 12, 768, 12, 1024, 16),
+          ("gpt-303m", 24, 1024, 16, 128, 8)]
 
 
 def sh(cmd, timeout):
@@ -40,6 +43,25 @@ def sh(cmd, timeout):
 
 def flops_per_token(L, C, T, params):
     return 6 * params + 12 * L * C * T
+
+
+def print_compute_model(rows):
+    """bagpipe's phases on this GPU beside the emulated device of its data sheet."""
+    have = [r for r in rows if r.get("impl") == "bagpipe" and "model_ms" in r]
+    if not have:
+        return
+    print("\nThe compute model against this GPU: forward, backward, update (ms), measured with a "
+          "synchronization after each, and on the emulated %s (--device emu:GPU's model, "
+          "efficiency 0.5); measured / modeled" % have[0]["sheet"])
+    print("%-11s %-5s %26s %26s %20s %16s" % ("model", "dtype", "measured", "emulated", "ratio",
+                                            "step / model"))
+    for r in have:
+        m, e = r["phases_ms"], r["model_ms"]
+        ratio = [a / b if b > 0 else float("nan") for a, b in zip(m, e)]
+        r["model_ratio"] = ratio
+        r["step_over_model"] = r["ms"] / sum(e)
+        print("%-11s %-5s %8.3f %8.3f %8.3f %8.3f %8.3f %8.3f %6.2f %6.2f %6.2f %15.2fx" % (
+            r["shape"], r["dtype"], *m, *e, *ratio, r["step_over_model"]))
 
 
 def main():
@@ -107,6 +129,7 @@ def main():
         mfu = "%6.1f%%" % (100 * r["flops"] / peak[r["dtype"]]) if peak else "     ?"
         print("%-11s %-5s %-14s %10.2f %12.0f %7s %8.2fx" % (r["shape"], r["dtype"], r["impl"], r["ms"],
                                                             r["tok_s"], mfu, r.get("vs_eager", float("nan"))))
+    print_compute_model(rows)
     rows.append(dict(codec))
     if "error" in codec:
         print("\nMinMaxUInt8 on the GPU: error: %s" % codec["error"])

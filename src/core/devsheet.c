@@ -22,6 +22,10 @@ static const bp_device_sheet sheets[] = {
      * 989 and bf16 1,979 TFLOPS with sparsity (494.5 and 989.5 dense), HBM3 3.35
      * TB/s, 80 GB; PCIe 5.0 x16, 128 GB/s both ways. */
     {"h100", "H100-SXM5-80GB", 67e12, 494.5e12, 989.5e12, 3.35e12, 80 * GiB, 5e-6, 64e9},
+    /* NVIDIA H200 Tensor Core GPU data sheet (2024), H200 SXM: the H100's rates (67
+     * TFLOPS fp32, TF32 989 and bf16 1,979 TFLOPS with sparsity) with HBM3e, 4.8 TB/s
+     * and 141 GB; PCIe 5.0 x16, 128 GB/s both ways. */
+    {"h200", "H200-SXM-141GB", 67e12, 494.5e12, 989.5e12, 4.8e12, 141 * GiB, 5e-6, 64e9},
 };
 
 const bp_device_sheet *bp_device_sheets(int *n) {

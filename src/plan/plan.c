@@ -19,7 +19,7 @@ static const bp_option plan_options[] = {
      "SPEC",
      "a cluster to plan for instead of measuring the job's ranks: nodes=N,per-node=R,"
      "intra-bw=BW,intra-lat=T,inter-bw=BW,inter-lat=T,flops=X,mem-bw=B/S[,mem=BYTES], or "
-     "gpu=v100|a100|h100 for flops, mem-bw and mem (an emulated GPU's data sheet)",
+     "gpu=v100|a100|h100|h200 for flops, mem-bw and mem (an emulated GPU's data sheet)",
      "measure"},
     {"json", BP_OPT_STRING, OFF(json), sizeof(((bp_plan_config *)0)->json), NULL, 0, 0, "FILE",
      "write the whole ranking here as JSON", NULL},

@@ -18,7 +18,7 @@ refused 2 "option --resume: the emulated A100-SXM4-40GB computes no values" -- \
 refused 1 "option --dilation: needs --device emu:GPU" -- "${TINY[@]}" --data "$TEXT" --dilation 4
 refused 1 "option --dtype bf16: the V100-SXM2-32GB computes no bf16" -- \
   "${TINY[@]}" --data "$TEXT" --device emu:v100 --dtype bf16
-expect 2 "option --device: no data sheet of a GPU called 'tpu9' \(v100, a100, h100\)" -- \
+expect 2 "option --device: no data sheet of a GPU called 'tpu9' \(v100, a100, h100, h200\)" -- \
   "$BP" train --device emu:tpu9
 # Activations of 60000 x 256 rows: far past a V100's 32 GiB, refused as a GPU's
 # out-of-memory would end the run, though no byte of it is ever held here.
