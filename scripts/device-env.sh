@@ -31,6 +31,7 @@ if [ -n "${BP_FORCE_DEVDEPS:-}" ] || ! have_system_deps; then
   export PATH=$P/usr/bin:$PATH
   export LD_LIBRARY_PATH=$L:$L/openblas-pthread:$L/openmpi/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
   export PKG_CONFIG_PATH=$L/pkgconfig:$L/openblas-pthread/pkgconfig
+  export LIBRARY_PATH=$L${LIBRARY_PATH:+:$LIBRARY_PATH} CPATH=$P/usr/include${CPATH:+:$CPATH}
   export CMAKE_PREFIX_PATH=$P/usr${CMAKE_PREFIX_PATH:+:$CMAKE_PREFIX_PATH}
   export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
   # The bundled Open MPI keeps its settings under /etc/openmpi (outside the relocated
