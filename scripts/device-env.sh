@@ -46,6 +46,10 @@ if [ -n "${BP_FORCE_DEVDEPS:-}" ] || ! have_system_deps; then
   export OMPI_MCA_pml=ob1 OMPI_MCA_btl=self,vader,tcp OMPI_MCA_mtl=^ofi,psm,psm2
   export OMPI_MCA_osc=^ucx,pt2pt OMPI_MCA_atomic=^ucx OMPI_MCA_spml=^ucx OMPI_MCA_sshmem=^ucx
   export OMPI_MCA_reachable=^netlink OMPI_MCA_btl_base_warn_component_unused=0
+  # The bundled PMIx looks for its plugins in /usr/lib/.../pmix2, where a machine with
+  # a PMIx of its own keeps another version's (undefined symbols, then a warning on
+  # every rank): point it at the bundle's.
+  export PMIX_MCA_mca_base_component_path=$L/pmix2/lib/pmix
   command -v pkg-config >/dev/null || ln -sf pkgconf "$P/usr/bin/pkg-config"
   BP_CMAKE_DEPS=(-DMPI_SKIP_COMPILER_WRAPPER=ON -DMPI_C_HEADER_DIR="$L/openmpi/include"
                  -DMPI_C_LIB_NAMES=mpi -DMPI_mpi_LIBRARY="$L/openmpi/lib/libmpi.so"

@@ -174,7 +174,7 @@ static void emu_phases(const bp_device_sheet *sh, const bp_model_config *cfg, bo
 }
 
 static int step_mode(int argc, char **argv) {
-    if (argc != 10) return 2;
+    if (argc != 9) return 2;
     bp_model_config cfg = {.kind = BP_MODEL_GPT, .vocab = 256, .n_layer = atoi(argv[2]),
                            .n_embd = atoi(argv[3]), .n_head = atoi(argv[4]),
                            .seq_len = atoi(argv[5])};

@@ -18,6 +18,8 @@
 /* Exits with CU_SKIP, saying why, when no GPU can be used. */
 static inline void cu_require_gpu(void) {
     const char *why;
+    /* every line out at once: a test that crashes still shows how far it got */
+    setvbuf(stdout, NULL, _IOLBF, 0);
     if (bp_device_cuda_count(&why) > 0) return;
     printf("SKIPPED: %s\n", why);
     exit(CU_SKIP);
