@@ -23,6 +23,7 @@ STUDIES = [  # (folder, the command that regenerates it)
     ("bagua_emu", "experiments/bagua_emu.sh"),
     ("plan_emu", "experiments/plan_emu.sh"),
     ("emu_sim_validation", "experiments/emu_sim_validation.sh"),
+    ("gpu_h200", "scripts/device-check.sh on a machine with an NVIDIA GPU"),
 ]
 INTRO = """# Results
 
@@ -32,7 +33,8 @@ Each study's own page has the whole table, what each column means, the plots dra
 `bagpipe report` (loss against time and samples, communication per axis, pipeline
 timelines) and the load the machine had while it ran: on a shared machine, timings are
 only as good as that load. The predictions at the papers' scale, which need no run, are
-in [results/scale.md](results/scale.md) (`bench/simulate/scale.sh`, seconds).
+in [results/scale.md](results/scale.md) (`bench/simulate/scale.sh`, seconds). The last
+page, bagpipe on a real GPU, comes from `scripts/device-check.sh` on a machine with one.
 """
 
 
