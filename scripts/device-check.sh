@@ -1,13 +1,17 @@
 #!/usr/bin/env bash
 # The GPU check, one command on a machine with one NVIDIA GPU (about 16 cores, under 8
-# minutes): build with CUDA, run the tests labelled cuda (and the CLI's --device test),
-# train the default gpt with `bagpipe train --device cuda` against the same run on the
-# CPU (1000 steps, validation loss within 1%), 2 ranks sharing the GPU with allreduce and
-# bytegrad against the CPU's losses (the staged path), sample from the GPU's checkpoint
-# and resume it on the CPU, then the GPU benchmark (bench/gpu/run.py: bagpipe vs PyTorch
-# eager and torch.compile, MinMaxUInt8's bandwidth), and print one table. Where the machine lacks Open MPI, OpenBLAS or cmocka, it uses the .deb files
-# of .devdeps/ (scripts/device-deps.sh, run where apt works; carry .devdeps with the
-# call). Logs and the JSON results go to $OUT (or /tmp/bp-device-check).
+# minutes): build with CUDA, run the tests labelled cuda (and the CLI's --device test);
+# train the default gpt with `bagpipe train --device cuda` (exact fp32 products) against
+# the same run on the CPU (1000 steps, validation loss within 1%), and 2 ranks sharing
+# the GPU with allreduce and bytegrad against the CPU's losses (the staged path); sample
+# from the GPU's checkpoint and resume it on the CPU; the compute model (a 303 M gpt's
+# step on the GPU against the same run on the emulated GPU of its data sheet); then the
+# GPU benchmark (bench/gpu/run.py: bagpipe vs PyTorch eager and torch.compile, the
+# compute model phase by phase, MinMaxUInt8's bandwidth), and print one table. Where the
+# machine lacks Open MPI, OpenBLAS or cmocka, it uses the .deb files of .devdeps/
+# (scripts/device-deps.sh, run where apt works; carry .devdeps with the call). Logs and
+# the JSON results go to $OUT (or /tmp/bp-device-check). Results of an H200:
+# docs/results/gpu_h200.
 #
 #   scripts/device-check.sh            # everything
 #   scripts/device-check.sh --quick    # no torch.compile, 200 training steps
@@ -82,6 +86,10 @@ run() { # run NAME RANKS ARGS...: bagpipe train, its log in $OUTDIR/NAME.log
 }
 
 stamp "bagpipe train --device cuda: the default gpt, $STEPS steps, against the CPU"
+# The loss comparisons take exact fp32 products on the GPU: with TF32's (the default, as
+# PyTorch's allow_tf32) the two trajectories part after about 10 steps, and nothing then
+# tells rounding from a fault (docs/results/gpu_h200). cuBLAS reads this variable.
+export NVIDIA_TF32_OVERRIDE=0
 run gpu 1 --steps $STEPS --device cuda &
 run cpu 1 --steps $STEPS
 wait
@@ -107,6 +115,8 @@ for algo in allreduce bytegrad; do
     check "dp 2 $algo on one GPU: step losses within rel $r of the CPU's (tol 0.02)" "$(within "$r" 0.02)"
   fi
 done
+
+unset NVIDIA_TF32_OVERRIDE # the timings below with TF32, as users run
 
 stamp "the compute model: bagpipe train on this GPU, on its emulated twin, and simulate"
 # The 303 M gpt of the emulated AvgPipe study (docs/results/avgpipe_emu), one rank: the
