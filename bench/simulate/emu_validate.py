@@ -66,8 +66,11 @@ def configs():
     rows.append(("avgpipe N2 pp2 dp2", 4, 1, ["--pp", "2", "--dp", "2", "--pipelines", "2",
                                              "--micro-batches", "2"] + FAST))
     # tp within a host: its activations' allreduces over a fast link, dilated more so
-    # that the real bytes (100 Gbit / dilation) stay well within what the host moves.
-    tp = ["--batch", "8", "--dilation", "256"] + NVLINK
+    # that the real bytes (100 Gbit / dilation) stay well within what the host moves,
+    # and so that the emulation's own hand-overs weigh little: a waiting rank tests
+    # every poll interval (at most 10 ms of the host's time, 10 us of the device's at
+    # K 1024), where a GPU host's progress thread answers within microseconds.
+    tp = ["--batch", "8", "--dilation", "1024"] + NVLINK
     rows.append(("tp2", 2, 1, ["--tp", "2"] + tp))
     rows.append(("tp2 dp2", 4, 2, ["--tp", "2", "--dp", "2", "--bucket-mb", "4"] + tp))
     rows.append(("tp2 pp2", 4, 2, ["--tp", "2", "--pp", "2", "--micro-batches", "4"] + tp))
