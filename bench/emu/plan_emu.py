@@ -10,7 +10,9 @@ which the run dilates) with the same emulated V100s at that dilation. A configur
 measured step is the mean of its timed steps (3 to --timed, a multiple of 4 of them, so
 that easgd's and AvgPipe's averaging every 4 steps counts in full); one whose first steps
 run as allreduce (qadam's warm-up, Optimus-CC's SC) is timed in its warm-up and after it,
-weighted by the shares of --steps that plan predicts with. Steps to the loss are plan's:
+weighted by the shares of --steps that plan predicts with; diloco and streaming-diloco,
+whose outer steps (every 100 steps) a short run never reaches, are timed again with an
+outer step every 4 steps, and their cost is spread over the 100. Steps to the loss are plan's:
 --steps x the factor of the statistical-efficiency studies the project ships (plan's
 table), so a configuration's measured time to the loss is that x its measured step.
 Per setting: the regret of plan's first pick (its measured time over the best measured,
@@ -36,6 +38,22 @@ SETTINGS = "100gbit:5us:128,10gbit:50us:64,1gbit:1ms:16,100mbit:10ms:4"
 # warm-up, the one that ends it before the timed steps, and its share of a run of n steps.
 WARM_UPS = {"--dp-algo qadam": (["--qadam-warmup", "1000000"], ["--qadam-warmup", "2"], lambda n: min(100, n) / n),
             "--sc-stages": (["--sc-warmup", "1"], ["--sc-warmup", "0"], lambda n: int(0.1 * n) / n)}
+
+
+# diloco and streaming-diloco take their outer step every --inner-steps H (100 unless
+# the configuration says), so a run of --timed steps holds none of them, while plan's
+# step counts their share. Each is timed again with H = SYNC_PROBE (in the 8 timed steps
+# diloco's 2 outer steps, streaming-diloco's 4 fragments), and its step is the plain
+# one plus the outer steps' cost at H: plain + (probe - plain) x SYNC_PROBE / H.
+SYNC_PROBE = 4
+
+
+def outer_period(args):
+    """H of a diloco or streaming-diloco configuration, else None."""
+    words = args.split()
+    if not ({"diloco", "streaming-diloco"} & set(words)):
+        return None
+    return int(words[words.index("--inner-steps") + 1]) if "--inner-steps" in words else 100
 
 
 def plan(hosts, rate, lat, K, a, path):
@@ -73,8 +91,11 @@ def setting(hosts, rate, lat, K, a):
     base = ["--device", "emu:v100", "--dilation", str(K), "--net", net, "--steps", str(a.timed)] + MODEL
     runs = []
     for i, k in enumerate(top):
-        w = warm_up(k["args"])
-        for part, extra in ([("warm", w[0]), ("after", w[1])] if w else [("all", [])]):
+        w, H = warm_up(k["args"]), outer_period(k["args"])
+        parts = [("warm", w[0]), ("after", w[1])] if w else [("all", [])]
+        if H:
+            parts.append(("outer", parts[-1][1] + ["--inner-steps", str(SYNC_PROBE)]))
+        for part, extra in parts:
             d = os.path.join(a.out, f"{tag}_{i}_{part}")
             runs.append((i, part, pool.train(d, hosts, 1, base + k["args"].split() + extra)))
     meas = {}
@@ -82,9 +103,12 @@ def setting(hosts, rate, lat, K, a):
         meas.setdefault(i, {})[part] = fut.result()["mean_ms"]
     rows = []
     for i, k in enumerate(top):
-        m, w = meas[i], warm_up(k["args"])
+        m, w, H = meas[i], warm_up(k["args"]), outer_period(k["args"])
         share = w[2](a.steps) if w else 0
-        step = share * m["warm"] + (1 - share) * m["after"] if w else m["all"]
+        plain = m["after"] if w else m["all"]
+        if H:
+            plain += (m["outer"] - plain) * SYNC_PROBE / H
+        step = share * m["warm"] + (1 - share) * plain if w else plain
         rows.append({"rank": k["rank"], "args": k["args"], "factor": k["steps_factor"],
                      "pred_ms": k["step_s"] * 1e3, "pred_s": k["time_to_loss_s"], "meas_ms": step,
                      "meas_s": a.steps * k["steps_factor"] * step / 1e3, "parts_ms": m})
