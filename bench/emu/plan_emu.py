@@ -30,7 +30,9 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from cluster_runs import BP, CLUSTER, Pool, add_output_args, save, table_only  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "plan"))
-from validate import spearman  # noqa: E402  (bench/plan/validate.py: ties ranked alike)
+# bench/plan/validate.py: spearman ranks ties alike; diloco's outer steps are timed as
+# there (SYNC_PROBE, outer_period)
+from validate import SYNC_PROBE, outer_period, spearman  # noqa: E402
 
 MODEL = ["--layers", "4", "--embd", "256", "--heads", "4", "--seq-len", "128", "--batch", "128"]
 SETTINGS = "100gbit:5us:128,10gbit:50us:64,1gbit:1ms:16,100mbit:10ms:4"
@@ -38,22 +40,6 @@ SETTINGS = "100gbit:5us:128,10gbit:50us:64,1gbit:1ms:16,100mbit:10ms:4"
 # warm-up, the one that ends it before the timed steps, and its share of a run of n steps.
 WARM_UPS = {"--dp-algo qadam": (["--qadam-warmup", "1000000"], ["--qadam-warmup", "2"], lambda n: min(100, n) / n),
             "--sc-stages": (["--sc-warmup", "1"], ["--sc-warmup", "0"], lambda n: int(0.1 * n) / n)}
-
-
-# diloco and streaming-diloco take their outer step every --inner-steps H (100 unless
-# the configuration says), so a run of --timed steps holds none of them, while plan's
-# step counts their share. Each is timed again with H = SYNC_PROBE (in the 8 timed steps
-# diloco's 2 outer steps, streaming-diloco's 4 fragments), and its step is the plain
-# one plus the outer steps' cost at H: plain + (probe - plain) x SYNC_PROBE / H.
-SYNC_PROBE = 4
-
-
-def outer_period(args):
-    """H of a diloco or streaming-diloco configuration, else None."""
-    words = args.split()
-    if not ({"diloco", "streaming-diloco"} & set(words)):
-        return None
-    return int(words[words.index("--inner-steps") + 1]) if "--inner-steps" in words else 100
 
 
 def plan(hosts, rate, lat, K, a, path):

@@ -8,7 +8,9 @@ per host; tbf shapes the bandwidth, and the latency, which this kernel cannot ad
 allreduce, the target's source) each train a few steps there, shaped, for their
 mean step time over whole averaging periods (qadam, whose first 100 steps run as
 allreduce, is timed both in its warm-up and after it, the two weighted by their shares
-of --steps, since plan predicts the mean over the run). With --spread S, S more are
+of --steps, since plan predicts the mean over the run; diloco and streaming-diloco,
+whose outer steps come every 100 steps, which a short run never reaches, are timed
+again with one every 4 steps, their cost spread over the 100). With --spread S, S more are
 taken down the ranking (ranks 2 top, 4 top, ...). The losses do not depend on the network: each configuration
 trains once, unshaped, on this machine's ranks, and its steps to the target loss
 (allreduce's validation loss at 60% of its steps) times its shaped step time is its
@@ -161,6 +163,10 @@ def setting(hosts, rate, lat, a, out, factors):
                     after = r["args"].split() + [warm[0], str(warm[2])]
                     r.setdefault("after_rundirs", []).append(
                         timed(after, os.path.join(out, name + "_after"), warm[2]))
+                if outer_period(r["args"]):
+                    probe = r["args"].split() + ["--inner-steps", str(SYNC_PROBE)]
+                    r.setdefault("outer_rundirs", []).append(
+                        timed(probe, os.path.join(out, name + "_outer")))
         for r in rows:
             measured_step(r, a.steps)
         return {"hosts": hosts, "rate": rate, "lat": lat, "plan_s": plan_s, "rows": rows,
@@ -197,12 +203,35 @@ def warm_up(args):
     return WARM_UPS.get(algo)
 
 
+# diloco and streaming-diloco take their outer step every --inner-steps H (100 unless
+# the configuration says), so a short timed run holds none of them, while plan's step
+# spreads their cost over H. Each is timed again with H = SYNC_PROBE (diloco's outer
+# steps, and streaming-diloco's fragments, then fall whole in the timed window: a
+# multiple of PERIOD steps), and its step is the plain one plus the outer steps' cost
+# at H: plain + (probe - plain) x SYNC_PROBE / H.
+SYNC_PROBE = 4
+
+
+def outer_period(args):
+    """H of a diloco or streaming-diloco configuration, else None."""
+    words = args.split()
+    if not ({"diloco", "streaming-diloco"} & set(words)):
+        return None
+    return int(words[words.index("--inner-steps") + 1]) if "--inner-steps" in words else 100
+
+
 def measured_step(r, steps):
     """Row r's measured step time as plan predicts it, the mean over --steps: with a
     warm-up, its steps timed as given (all warm-up) and the rest timed in runs whose
-    warm-up ends at once (after_rundirs), weighted by their shares of the run."""
+    warm-up ends at once (after_rundirs), weighted by their shares of the run; with
+    outer steps, their cost from the runs that take one every SYNC_PROBE steps
+    (outer_rundirs), spread over H."""
     r["meas_step_ms"] = timed_mean_ms(r["rundirs"])
-    warm = warm_up(r["args"])
+    warm, H = warm_up(r["args"]), outer_period(r["args"])
+    if H and r.get("outer_rundirs"):
+        r["plain_step_ms"] = r["meas_step_ms"]
+        r["outer_step_ms"] = timed_mean_ms(r["outer_rundirs"])
+        r["meas_step_ms"] += (r["outer_step_ms"] - r["plain_step_ms"]) * SYNC_PROBE / H
     if warm and r.get("after_rundirs"):
         share = min(warm[1], steps) / steps
         r["warm_step_ms"] = r["meas_step_ms"]
