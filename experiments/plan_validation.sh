@@ -28,7 +28,10 @@ multiple of 4 steps so that easgd's and AvgPipe's averaging every 4 steps counts
 full; the count is in the log's command line), once per pass, every other pass in
 reverse order so that the machine's speed drifting over minutes weighs on all alike;
 qadam, whose first 100 steps run as allreduce, timed in its warm-up and after it,
-weighted by their shares of the steps (plan predicts the mean over the run). Each configuration also trained once unshaped on this
+weighted by their shares of the steps (plan predicts the mean over the run); diloco
+and streaming-diloco, whose outer steps come every 100 steps, which a timed run never
+reaches, timed again with one every 4 steps, their cost spread over the 100 (before
+2026-12-04 they were not: their measured steps lacked it). Each configuration also trained once unshaped on this
 machine's ranks for its validation curve (losses do not depend on the network); the
 target is allreduce's validation loss at 60% of its steps, and a configuration's
 measured time to the loss is its steps to the target times its shaped step time.
