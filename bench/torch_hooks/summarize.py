@@ -2,7 +2,9 @@
 """The tables of bench/torch_hooks from run.sh's files (OUT/RATE-MODEL-ALGO.REP.jsonl):
 per rate, model and algorithm, over the repeats, the median step time (the median
 of each repeat's steps 3 on: DDP rebuilds its buckets at step 1 and the PowerSGD
-hooks start at step 2; then the median of the repeats and their range), the
+hooks start at step 2; then the median of the repeats and their range), the mean
+step time (each repeat's mean of the same steps, then their median: a configuration
+whose steps alternate between two lengths reads wrong by its median alone), the
 speed-up over DDP's default (medians), the training loss (rank 0's mean of the
 last 5 steps, averaged over the repeats), the test loss (averaged), and the load
 average (1 minute) before the runs, lowest to highest; under each table, DDP's
@@ -42,15 +44,16 @@ def load_of(path):
 
 
 def runs(out, rate, model, algo):
-    """Per repeat: (median step ms, train loss, test loss, load before)."""
+    """Per repeat: (median step ms, train loss, test loss, load before, mean step ms)."""
     got = []
     for path in sorted(glob.glob(f"{out}/{rate}-{model}-{algo}.*.jsonl")):
         steps, end = read(path)
         if len(steps) < 4:
             continue
-        got.append((statistics.median(s["ms"] for s in steps[3:]),
-                    statistics.mean(s["loss"] for s in steps[-5:]),
-                    end.get("test_loss", float("nan")), load_of(path[:-len("jsonl")] + "load")))
+        timed = [s["ms"] for s in steps[3:]]
+        got.append((statistics.median(timed), statistics.mean(s["loss"] for s in steps[-5:]),
+                    end.get("test_loss", float("nan")), load_of(path[:-len("jsonl")] + "load"),
+                    statistics.mean(timed)))
     return got
 
 
@@ -65,16 +68,17 @@ def main():
                 continue
             ddp = statistics.median(r[0] for r in table["ddp"])
             print(f"\n{rate}, {model} ({len(table['ddp'])} repeats)\n")
-            print("| algorithm | step ms: median (range) | vs DDP | train loss | test loss | load |")
-            print("|---|---|---|---|---|---|")
+            print("| algorithm | step ms: median (range) | mean | vs DDP | train loss | test loss | load |")
+            print("|---|---|---|---|---|---|---|")
             for a, rs in table.items():
                 if not rs:
-                    print(f"| {NAMES[a]} | (no result) | | | | |")
+                    print(f"| {NAMES[a]} | (no result) | | | | | |")
                     continue
                 ms = [r[0] for r in rs]
                 med = statistics.median(ms)
                 loads = sorted(r[3] for r in rs)
-                print(f"| {NAMES[a]} | {med:.0f} ({min(ms):.0f}-{max(ms):.0f}) | {ddp / med:.2f}x | "
+                mean = statistics.median(r[4] for r in rs)
+                print(f"| {NAMES[a]} | {med:.0f} ({min(ms):.0f}-{max(ms):.0f}) | {mean:.0f} | {ddp / med:.2f}x | "
                       f"{statistics.mean(r[1] for r in rs):.3f} | "
                       f"{statistics.mean(r[2] for r in rs):.3f} | {loads[0]:.1f}-{loads[-1]:.1f} |")
             paired(table)
