@@ -1,5 +1,6 @@
 #include "core/devsheet.h"
 
+#include <stdio.h>
 #include <strings.h>
 
 #define GiB 1073741824.0
@@ -38,6 +39,13 @@ const bp_device_sheet *bp_device_sheet_find(const char *name) {
         if (!strcasecmp(name, sheets[i].name) || !strcasecmp(name, sheets[i].title))
             return &sheets[i];
     return NULL;
+}
+
+void bp_device_sheet_names(char *buf, size_t n) {
+    size_t at = 0;
+    buf[0] = 0;
+    for (size_t i = 0; i < sizeof sheets / sizeof sheets[0] && at < n; i++)
+        at += (size_t)snprintf(buf + at, n - at, "%s%s", i ? ", " : "", sheets[i].name);
 }
 
 bp_status bp_device_sheet_rate(const bp_device_sheet *s, bool bf16, double efficiency,

@@ -29,10 +29,12 @@ typedef struct bp_device_sheet {
     double host_Bps;   /* host link, each direction */
 } bp_device_sheet;
 
-/* The sheets shipped (v100, a100, h100), and the one called `name` (case-insensitive;
- * also by its title), or NULL. */
+/* The sheets shipped (v100, a100, h100, h200), and the one called `name`
+ * (case-insensitive; also by its title), or NULL. */
 const bp_device_sheet *bp_device_sheets(int *n);
 const bp_device_sheet *bp_device_sheet_find(const char *name);
+/* Their names for a message, "v100, a100, h100, h200", into buf[n]. */
+void bp_device_sheet_names(char *buf, size_t n);
 
 /* The rates a run computes at: the FLOP rate of its products (per dtype) and the
  * memory bandwidth, both reached at `efficiency`, and the launch overhead. */

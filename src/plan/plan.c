@@ -229,9 +229,14 @@ bp_status bp_plan_cluster_parse(const char *spec, bp_plan_cluster *c, bp_err *er
         else if (!strcmp(k, "inter-bw")) snprintf(obw, sizeof obw, "%s", v);
         else if (!strcmp(k, "inter-lat")) snprintf(olat, sizeof olat, "%s", v);
         else return bp_fail(err, BP_EUSAGE, "option --cluster: unknown key '%s'", k);
-        if (!ok)
-            return bp_fail(err, BP_EUSAGE, "option --cluster: %s=%s is not %s", k, v,
-                           strcmp(k, "gpu") ? "a positive number" : "a GPU of a data sheet (v100, a100, h100)");
+        if (!ok && strcmp(k, "gpu"))
+            return bp_fail(err, BP_EUSAGE, "option --cluster: %s=%s is not a positive number", k, v);
+        if (!ok) {
+            char names[64];
+            bp_device_sheet_names(names, sizeof names);
+            return bp_fail(err, BP_EUSAGE, "option --cluster: gpu=%s is not a GPU of a data sheet (%s)",
+                           v, names);
+        }
     }
     if (nodes < 1 || per < 1 || nodes != floor(nodes) || per != floor(per) || nodes * per > 65536)
         return bp_fail(err, BP_EUSAGE,

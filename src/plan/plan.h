@@ -72,7 +72,7 @@ typedef struct bp_plan_cluster {
     double host_Bps; /* gpu=NAME: its host link, where collectives stage; else 0 */
 } bp_plan_cluster;
 /* "nodes=N,per-node=R,intra-bw=..,intra-lat=..,inter-bw=..,inter-lat=..,flops=X,mem-bw=X[,mem=X]";
- * gpu=NAME (v100, a100, h100: core/devsheet.h) instead of flops, mem-bw and mem gives a
+ * gpu=NAME (v100, a100, h100, h200: core/devsheet.h) instead of flops, mem-bw and mem gives a
  * data sheet's, the rates of --device emu:NAME (fp32 on TF32 tensor cores). */
 bp_status bp_plan_cluster_parse(const char *spec, bp_plan_cluster *c, bp_err *err);
 

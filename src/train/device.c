@@ -31,15 +31,6 @@ static bp_status open_cuda(bool bf16, int gpu, bp_train_device *out, bp_err *err
     return rc;
 }
 
-/* "v100, a100, h100" */
-static void sheet_names(char *buf, size_t n) {
-    int k;
-    const bp_device_sheet *all = bp_device_sheets(&k);
-    buf[0] = 0;
-    for (int i = 0; i < k; i++)
-        snprintf(buf + strlen(buf), n - strlen(buf), "%s%s", i ? ", " : "", all[i].name);
-}
-
 bp_status bp_train_device_resolve(bp_device_settings *s, bp_err *err) {
     static const char *const kinds[] = {"cpu", "cuda", "check"};
     for (int k = 0; k < 3; k++)
@@ -48,7 +39,7 @@ bp_status bp_train_device_resolve(bp_device_settings *s, bp_err *err) {
             return BP_OK;
         }
     char names[64];
-    sheet_names(names, sizeof names);
+    bp_device_sheet_names(names, sizeof names);
     if (strncmp(s->spec, "emu:", 4) != 0)
         return bp_fail(err, BP_EUSAGE,
                        "option --device: '%s' is not one of cpu|cuda|check|emu:GPU (GPU: %s)",
@@ -115,7 +106,7 @@ bp_status bp_train_device_adopt(const bp_train_device *d, bp_model *m, bp_err *e
 static const bp_option options[] = {
     BP_OPT_STR(S, "device", spec, "cpu|cuda|check|emu:GPU",
                "where to compute: the CPU, CUDA GPUs (rank r uses GPU r mod the GPUs "
-               "present), or an emulated GPU of a data sheet (v100, a100, h100: "
+               "present), or an emulated GPU of a data sheet (v100, a100, h100, h200: "
                "docs/manual/devices.md)",
                NULL),
     {"dilation", BP_OPT_DOUBLE, offsetof(S, dilation), 0, NULL, 1, 1e6, "K",

@@ -16,6 +16,8 @@ bad "option --cluster: 'foo' is not key=value" --cluster foo
 bad "option --cluster: nodes and per-node are needed" --cluster flops=1e12,mem-bw=1e11
 bad "option --cluster: unknown key 'gpus'" --cluster gpus=8
 bad "option --cluster: flops and mem-bw are needed" --cluster nodes=2,per-node=2
+bad "option --cluster: gpu=tpu9 is not a GPU of a data sheet \(v100, a100, h100, h200\)" --cluster nodes=2,per-node=2,gpu=tpu9
+bad "option --cluster: flops=fast is not a positive number" --cluster nodes=2,per-node=2,flops=fast
 bad "option --cluster: intra" --cluster nodes=2,per-node=2,flops=1e12,mem-bw=1e11,intra-bw=fast,intra-lat=1us,inter-bw=1Gbit,inter-lat=1ms
 bad "option --top" --top 0
 bad "option --vocab: a vocabulary of tokens; this model reads none" --model mlp --vocab 50257
