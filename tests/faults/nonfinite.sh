@@ -20,6 +20,15 @@ for algo in allreduce bytegrad decentralized async; do
   grep -q "^done: 12 steps (1 skipped: a non-finite loss or gradient)" "$WORK/out" ||
     fail "$algo: the done line does not count the skipped step: $(grep '^done' "$WORK/out")"
 done
+# async agrees every --async-agree-every steps: a NaN of step 6 is reported at step 8,
+# naming step 6 and its rank, after step 7 ran and was logged (its loss not finite).
+run_np 2 60 "${opts[@]}" --dp-algo async --async-agree-every 4 --log-every 1 --out "$WORK/async-agree"
+[ "$rc" -eq 1 ] || fail "async, agreeing every 4 steps: exit $rc after a NaN: $(cat "$WORK/out")"
+grep -qE "rank 1, step 6: non-finite gradient of tensor" "$WORK/out" ||
+  fail "async, agreeing every 4 steps: no line naming step 6: $(cat "$WORK/out")"
+[ "$(losses "$WORK/async-agree/metrics.jsonl" | tail -n 1)" = "7 null" ] ||
+  fail "async, agreeing every 4 steps: expected step 7 logged last, got: $(losses "$WORK/async-agree/metrics.jsonl")"
+
 # Every step skipped: said on the done line (before: "done: 1 steps" and no count).
 run_np 2 60 "${opts[@]}" --dp-algo bytegrad --skip-nonfinite --steps 1 --fault-at-step 1 --out "$WORK/all"
 [ "$rc" -eq 0 ] || fail "every step skipped: exit $rc: $(cat "$WORK/out")"

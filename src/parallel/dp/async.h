@@ -10,6 +10,7 @@
 typedef struct bp_async_settings {
     int sync_ms;    /* milliseconds between averagings */
     int64_t warmup; /* steps of gradient allreduce before the averaging starts */
+    int64_t agree_every; /* steps between the ranks' agreements after the warm-up */
 } bp_async_settings;
 
 BP_DP_SETTINGS(async, ASYNC, bp_async_settings)
