@@ -209,7 +209,10 @@ run_mpirun() {
     --mca oob_tcp_keepalive_time 2 --mca oob_tcp_keepalive_intvl 1 --mca oob_tcp_keepalive_probes 3
     --mca oob_tcp_peer_retries 0)
   if mpirun --version 2>&1 | grep -q "Open MPI"; then
-    flags+=(--oversubscribe --mca mpi_yield_when_idle 1)
+    # Every host's daemon would bind its first rank to core 0, and the hosts share
+    # this machine's cores: all ranks of a job on one core (each computed at half
+    # its speed on 2 cores). Unbound, they spread as the kernel schedules them.
+    flags+=(--oversubscribe --mca mpi_yield_when_idle 1 --bind-to none)
     [ "$(id -u)" -eq 0 ] && flags+=(--allow-run-as-root)
   else
     die "mpirun: this script drives Open MPI's launcher; for MPICH see README 'Running on a cluster'" 2

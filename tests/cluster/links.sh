@@ -25,4 +25,11 @@ refused_up "up: --dilation expects an integer >= 1, got '0'" --dilation 0
 refused_up "up: --dilation expects an integer >= 1, got '2.5'" --dilation 2.5
 refused_up "bad --latency '5' (expected e.g. 50us or 2ms)" --latency 5
 refused_up "up: --rate needs a value" --rate
+
+# The hosts share this machine's cores: no rank is bound to one of them (every
+# host's daemon bound its first rank to core 0, so all ranks ran on one core).
+cluster_up 2
+want=$(sed -n 's/^Cpus_allowed_list:\s*//p' /proc/self/status)
+got=$("$CLUSTER" mpirun -np 2 sh -c "sed -n 's/^Cpus_allowed_list:\s*//p' /proc/self/status" 2>&1)
+[ "$(echo "$got" | sort -u)" = "$want" ] || fail "ranks bound to cores '$got', expected all of '$want' on each"
 echo "PASS: cluster.sh links dilated"
