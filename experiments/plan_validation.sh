@@ -19,7 +19,9 @@ BAGPIPE=$BP /usr/bin/python3 "$ROOT/bench/plan/validate.py" --hosts "${HOSTS:-2,
   study_header
   cat <<'TXT'
 
-A gpt of 2 layers and 64 channels, batch 16, one rank per host. Per setting, `bagpipe
+A gpt of 2 layers and 64 channels, batch 16, one rank per host, not bound to a core
+(before 2026-12-05 every host's rank was bound to core 0 of this shared machine, so
+all ranks ran on one core). Per setting, `bagpipe
 plan` ran on the shaped hosts (bandwidth by the kernel's tbf; latency by the runtime's
 emulation, --net lat=..., since this kernel has no netem) and ranked every
 configuration; its top ones (and, with SPREAD, ones further down its ranking) and
