@@ -124,8 +124,7 @@ stamp "the compute model: bagpipe train on this GPU, on its emulated twin, and s
 # (--device emu:GPU) and simulate's prediction; the bench's table below splits it into
 # forward, backward and update.
 gpu_name=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 | tr 'A-Z' 'a-z')
-sheet=""
-for s in v100 a100 h100 h200; do case "$gpu_name" in *"$s"*) sheet=$s ;; esac; done
+sheet=$(build-cuda/bench/gpu/gpu_bench sheet "$gpu_name" 2>/dev/null || true)
 MODEL=(--layers 24 --embd 1024 --heads 16 --seq-len 128 --batch 8 --eval-every 0 --no-final-checkpoint)
 median() { grep '"type":"summary"' "$OUTDIR/$1/metrics.jsonl" | sed 's/.*"median_step_ms":\([^,}]*\).*/\1/'; }
 if [ -n "$sheet" ]; then

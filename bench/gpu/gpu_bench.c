@@ -17,7 +17,10 @@
  *       MinMaxUInt8 encode + decode of N floats on the GPU: bytes the codec must move
  *       (read 4N + write N, read N + write 4N) per second, against the memory's peak.
  *   gpu_bench model GPU L C H T B fp32|bf16
- *       the phases of step's emulated device alone (no GPU needed). */
+ *       the phases of step's emulated device alone (no GPU needed).
+ *   gpu_bench sheet NAME
+ *       the data sheet whose name NAME carries ("NVIDIA H200" -> h200; no GPU needed),
+ *       or exit 1: scripts/device-check.sh's choice, from the one table of sheets. */
 #include <cuda_runtime_api.h>
 #include <ctype.h>
 #include <math.h>
@@ -360,11 +363,30 @@ static int model_mode(int argc, char **argv) {
     return 0;
 }
 
+/* The sheet named in argv[2], printed; exit 1 where none is. */
+static int sheet_mode(int argc, char **argv) {
+    if (argc != 3) return 2;
+    const bp_device_sheet *sh = sheet_of(argv[2]);
+    if (!sh) {
+        fprintf(stderr, "gpu_bench: no data sheet for '%s'\n", argv[2]);
+        return 1;
+    }
+    printf("%s\n", sh->name);
+    return 0;
+}
+
 int main(int argc, char **argv) {
+    char sheets[128];
+    bp_device_sheet_names(sheets, sizeof sheets);
     if (argc > 1 && !strcmp(argv[1], "model")) {
         if (model_mode(argc, argv) == 0) return 0;
-        fprintf(stderr, "usage: gpu_bench model v100|a100|h100|h200 L C H T B fp32|bf16\n");
+        fprintf(stderr, "usage: gpu_bench model GPU L C H T B fp32|bf16 (GPU: %s)\n", sheets);
         return 2;
+    }
+    if (argc > 1 && !strcmp(argv[1], "sheet")) {
+        int rc = sheet_mode(argc, argv);
+        if (rc == 2) fprintf(stderr, "usage: gpu_bench sheet NAME\n");
+        return rc;
     }
     const char *why;
     if (bp_device_cuda_count(&why) == 0) {
