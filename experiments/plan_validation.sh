@@ -27,7 +27,9 @@ emulation, --net lat=..., since this kernel has no netem) and ranked every
 configuration; its top ones (and, with SPREAD, ones further down its ranking) and
 plain allreduce then trained a few steps there (mean step time of steps 3 on, over a
 multiple of 4 steps so that easgd's and AvgPipe's averaging every 4 steps counts in
-full; the count is in the log's command line), once per pass, every other pass in
+full; the count is in the log's command line; async, whose ranks agree every 10 steps
+and at the run's last, 12 steps more and timed over 20 ending before the last, from
+2026-12-05), once per pass, every other pass in
 reverse order so that the machine's speed drifting over minutes weighs on all alike;
 qadam, whose first 100 steps run as allreduce, timed in its warm-up and after it,
 weighted by their shares of the steps (plan predicts the mean over the run); diloco

@@ -55,12 +55,26 @@ def records(rundir, kind):
 PERIOD = 4
 
 
-def timed_step_ms(rundir, first=3):
-    """Mean step time of the last steps from step `first` on, a multiple of PERIOD of them: a
-    median would take a step without averaging for the typical one and miss the
-    averaging's cost altogether (easgd at 20 Mbit/s: 30 ms median, several times the mean)."""
+# async's ranks agree every --async-agree-every steps (10 by default) and at a run's last
+# step, so a short window would hold more agreements than plan's mean step spreads:
+# its runs take ASYNC_EXTRA more steps and are timed over a multiple of ASYNC_PERIOD
+# steps ending before the last (whole periods of both the agreement and PERIOD).
+ASYNC_PERIOD, ASYNC_EXTRA = 20, 12
+
+
+def is_async(args):
+    words = args.split()
+    return "--dp-algo" in words and words[words.index("--dp-algo") + 1] == "async"
+
+
+def timed_step_ms(rundir, first=3, period=PERIOD, drop_last=False):
+    """Mean step time of the last steps from step `first` on, a multiple of `period` of them
+    (the run's last step left out with drop_last): a median would take a step without
+    averaging for the typical one and miss the averaging's cost altogether (easgd at 20
+    Mbit/s: 30 ms median, several times the mean)."""
     ms = [r["step_ms"] for r in records(rundir, "step") if r["step"] >= first]
-    ms = ms[len(ms) % PERIOD:] if len(ms) >= PERIOD else ms
+    ms = ms[:-1] if drop_last else ms
+    ms = ms[len(ms) % period:] if len(ms) >= period else ms
     return sum(ms) / len(ms) if ms else math.nan
 
 
@@ -157,7 +171,8 @@ def setting(hosts, rate, lat, a, out, factors):
             for i in (range(len(rows)) if p % 2 == 0 else reversed(range(len(rows)))):
                 r = rows[i]
                 name = f"timed_{tag}_{i}" + (f"_p{p}" if p else "")
-                r["rundirs"].append(timed(r["args"].split(), os.path.join(out, name)))
+                extra = ASYNC_EXTRA if is_async(r["args"]) else 0
+                r["rundirs"].append(timed(r["args"].split(), os.path.join(out, name), extra))
                 warm = warm_up(r["args"])
                 if warm:
                     after = r["args"].split() + [warm[0], str(warm[2])]
@@ -184,9 +199,9 @@ def loss_run(hosts, args, a, out, i):
     return [(r["step"], r["val_loss"]) for r in records(rundir, "eval")]
 
 
-def timed_mean_ms(rundirs, first=3):
+def timed_mean_ms(rundirs, first=3, **window):
     """The mean over the passes of each pass's step time."""
-    ms = [timed_step_ms(d, first) for d in rundirs]
+    ms = [timed_step_ms(d, first, **window) for d in rundirs]
     return sum(ms) / len(ms)
 
 
@@ -226,7 +241,8 @@ def measured_step(r, steps):
     warm-up ends at once (after_rundirs), weighted by their shares of the run; with
     outer steps, their cost from the runs that take one every SYNC_PROBE steps
     (outer_rundirs), spread over H."""
-    r["meas_step_ms"] = timed_mean_ms(r["rundirs"])
+    window = {"period": ASYNC_PERIOD, "drop_last": True} if is_async(r["args"]) else {}
+    r["meas_step_ms"] = timed_mean_ms(r["rundirs"], **window)
     warm, H = warm_up(r["args"]), outer_period(r["args"])
     if H and r.get("outer_rundirs"):
         r["plain_step_ms"] = r["meas_step_ms"]

@@ -327,6 +327,17 @@ static void stage_figures(const ctx *c, int s, double dp_bytes, const bp_sim_sta
     if (per->peak_stash > o->stash) o->stash = per->peak_stash;
 }
 
+/* The ranks' meetings (agreements) per step: 1, or with local steps one a period
+ * (a stream of K steps agrees once, K <= the period). */
+static double meetings_per_step(const ctx *c, bool warm) {
+    const bp_sim_job *j = c->j;
+    const bp_dp_algo_ops *ops = bp_dp_ops(j->dpc.algo);
+    if (!j->local_steps || (warm && ops && ops->cost.warmup)) return 1;
+    double period = j->avgpipe ? (double)bp_easgd_of(&j->dpc.settings)->period
+                               : bp_dp_steps_per_meeting(&j->dpc);
+    return stream_steps(j) / period;
+}
+
 /* The collectives every rank waits for after its buckets: the tied embedding
  * (first and last stage, each replica in turn), the agreement on the step (2
  * floats over all ranks) and the gradient norm over tp and pp, the last two only
@@ -349,12 +360,21 @@ static double end_of_backward(const ctx *c, bool warm, const double *ready, doub
         agree += allreduce_s(c, &l, j->tp, (size_t)j->N, &unused);
     }
     if (S > 1) agree += allreduce_s(c, &c->pp_link, S, (size_t)j->N, &unused);
-    const bp_dp_algo_ops *ops = bp_dp_ops(j->dpc.algo);
-    if (!j->local_steps || (warm && ops && ops->cost.warmup)) return t + agree;
-    /* a stream of K steps agrees once (K <= the period) */
-    double period = j->avgpipe ? (double)bp_easgd_of(&j->dpc.settings)->period
-                               : bp_dp_steps_per_meeting(&j->dpc);
-    return t + agree * stream_steps(j) / period;
+    return t + agree * meetings_per_step(c, warm);
+}
+
+/* What the agreement's messages wait at a meeting behind the dp algorithm's own
+ * background transfers in the same connections (async's rounds, stage 0's group
+ * standing for all), per step: each of its messages in a row waits queue_s. */
+static double agree_queue_s(const ctx *c, bool warm, double step_s) {
+    bp_dp_config cfg;
+    const bp_dp_algo_ops *ops = stage_algo(c, 0, warm, &cfg);
+    if (!ops->cost.step || c->st[0].dp_p <= 1) return 0;
+    bp_dp_cost_env e = cost_env(c, 0, c->m, &cfg);
+    e.step_s = step_s;
+    bp_dp_step_cost o = {.every = 1};
+    ops->cost.step(&e, c->st[0].params, &o);
+    return o.queue_s * bp_sim_allreduce_hops(c->W, 2 * sizeof(float)) * meetings_per_step(c, warm);
 }
 
 /* Optimizer steps of stage s's replicas. */
@@ -391,6 +411,8 @@ static bp_status one_step(const ctx *c, bool warm, step_out *o) {
             }
         }
         o->step_s = (sync + last) / K;
+        double queue = agree_queue_s(c, warm, o->step_s);
+        o->step_s += queue;
         for (int s = 0; s < S; s++) { /* async's bytes depend on the step's length */
             double mb = 0;
             mix_s(c, s, warm, o->step_s, per[s].end_s, &mb);
@@ -398,7 +420,7 @@ static bp_status one_step(const ctx *c, bool warm, step_out *o) {
             o->max_bytes[BP_SIM_DP] = fmax(o->max_bytes[BP_SIM_DP], mb);
         }
         o->bubble = pr.bubble;
-        o->exposed[BP_SIM_DP] = (ready[0] - per[0].end_s + mix0) / K;
+        o->exposed[BP_SIM_DP] = (ready[0] - per[0].end_s + mix0) / K + queue;
         o->exposed[BP_SIM_PP] = per[0].idle_s / K;
         o->exposed[BP_SIM_TP] = j->tp > 1 ? 4.0 * c->st[0].layers * c->V * c->st[0].tp_s : 0;
         o->exposed[BP_SIM_EMBED] = S > 1 ? (embed_end - ready[0]) / K : 0;

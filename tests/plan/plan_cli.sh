@@ -227,8 +227,8 @@ awk -v a="$low_fast" -v b="$low_thin" 'BEGIN {exit !(b > a && b > 1)}' ||
 awk -v a="$dec_fast" -v b="$dec_far" 'BEGIN {exit !(b > a && b > 1)}' ||
   fail "decentralized over allreduce: $dec_fast at 10 us, $dec_far at 5 ms"
 first=$(awk '$1 == 1 {print; exit}' "$WORK/thin")
-echo "$first" | grep -qE "bytegrad|qadam|powersgd|lp-decentralized|async|sc-stages" ||
-  fail "first pick at 100 Mbit is not of low precision or asynchronous: $first"
+echo "$first" | grep -qE "bytegrad|qadam|powersgd|lp-decentralized|async|sc-stages|diloco" ||
+  fail "first pick at 100 Mbit is not of low precision, asynchronous or DiLoCo's: $first"
 
 # 1024 workers of a GPT-2-sized model.
 "$BP" plan --layers 48 --embd 1600 --heads 25 --seq-len 1024 --vocab 50257 --batch 1024 \

@@ -155,7 +155,7 @@ static void make_job(job_parts *p, bp_model_config mc, int dp, int pp, int tp, i
     bp_dp_settings *st = &p->j.dpc.settings;
     *bp_decentralized_in(st) = (bp_decentralized_settings){.interval = 1};
     *bp_easgd_in(st) = (bp_easgd_settings){.alpha = 0.5, .period = 1};
-    *bp_async_in(st) = (bp_async_settings){.sync_ms = 10};
+    *bp_async_in(st) = (bp_async_settings){.sync_ms = 10, .agree_every = 1};
     *bp_powersgd_in(st) = (bp_powersgd_settings){.rank = 2};
 }
 
@@ -512,8 +512,9 @@ static void test_decentralized_hides_its_exchange(void **state) {
         bp_sim_machine m = fast_machine(slow ? 1e8 : 1e12, 1e-5);
         m.flops = 1e10; /* forward and backward take milliseconds */
         m.mem_Bps = 1e11;
-        p.j.dpc.algo = BP_DP_ASYNC;
-        double none = simulate(&p.j, &m).step_s;
+        p.j.dpc.algo = BP_DP_ASYNC; /* less the agreement's wait behind its rounds */
+        bp_sim_step_result r = simulate(&p.j, &m);
+        double none = r.step_s - r.exposed_s[BP_SIM_DP];
         p.j.dpc.algo = BP_DP_DECENTRALIZED;
         bp_decentralized_in(&p.j.dpc.settings)->interval = 1;
         double bagua = simulate(&p.j, &m).step_s;
@@ -536,7 +537,7 @@ static void test_async_holds_the_step_for_its_host_copies(void **state) {
     make_job(&p, gpt(4, 128, 4, 64, 256), 2, 1, 1, 1);
     p.j.dpc.algo = BP_DP_ASYNC;
     bp_async_in(&p.j.dpc.settings)->warmup = 0;
-    bp_sim_machine m = fast_machine(1e12, 1e-6);
+    bp_sim_machine m = fast_machine(1e15, 1e-6); /* no wait behind the rounds' transfers */
     m.flops = 1e10; /* a step of tens of milliseconds */
     double n = (double)bp_sim_model_params(&p.j.mc, 1, 0, p.j.mc.n_layer + 2);
     double held = 3 * n * sizeof(float) / 1e9;
@@ -549,6 +550,26 @@ static void test_async_holds_the_step_for_its_host_copies(void **state) {
         assert_true(held < base); /* the fast rounds come every step */
         assert_near(t, base + held * (slow ? base / 10.0 : 1.0), 1e-7);
     }
+}
+
+/* async's agreement, at its meetings every agree_every steps, queues behind the
+ * round's message on the wire (comm/async.c keeps the links busy when rounds take
+ * longer than --sync-ms): half that message's transfer per message of the
+ * agreement, 2 of them on 2 ranks; nothing of it on a link that transfers at once. */
+static void test_async_agreement_queues_behind_its_rounds(void **state) {
+    (void)state;
+    job_parts p;
+    make_job(&p, gpt(4, 128, 4, 64, 256), 2, 1, 1, 1);
+    p.j.dpc.algo = BP_DP_ASYNC;
+    p.j.local_steps = true;
+    *bp_async_in(&p.j.dpc.settings) = (bp_async_settings){.sync_ms = 1, .agree_every = 10};
+    size_t n = bp_sim_model_params(&p.j.mc, 1, 0, p.j.mc.n_layer + 2);
+    double chunk_bits = (double)((n + 1 + 1) / 2 * sizeof(float)) * 8.0, bw = 1e7;
+    bp_sim_machine slow = fast_machine(bw, 1e-3), fast = fast_machine(1e15, 1e-3);
+    slow.flops = fast.flops = 1e10;
+    double t_slow = simulate(&p.j, &slow).step_s, t_fast = simulate(&p.j, &fast).step_s;
+    double want = 2 * (chunk_bits / bw / 2) / 10;
+    assert_near(t_slow - t_fast, want, 0.01 * want);
 }
 
 static void test_more_bandwidth_never_slower(void **state) {
@@ -602,6 +623,7 @@ int main(void) {
         cmocka_unit_test(test_per_pair_links_share_no_card),
         cmocka_unit_test(test_hierarchical_closed_form),
         cmocka_unit_test(test_async_holds_the_step_for_its_host_copies),
+        cmocka_unit_test(test_async_agreement_queues_behind_its_rounds),
         cmocka_unit_test(test_more_bandwidth_never_slower),
         cmocka_unit_test(test_decentralized_hides_its_exchange),
         cmocka_unit_test(test_every_algorithm_declares_its_cost),

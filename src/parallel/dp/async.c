@@ -119,10 +119,17 @@ static bool meets(const bp_dp_config *c, int64_t n) { return n % settings_of(c)-
 static void step_cost(const bp_dp_cost_env *e, size_t n, bp_dp_step_cost *out) {
     const bp_dp_prices *c = e->price;
     double held = 3 * c->host_copy_s(e, n * sizeof(float));
-    double round = fmax(settings_of(e->cfg)->sync_ms * 1e-3, c->ring_allreduce_s(e, n + 1) + held);
+    double ring = c->ring_allreduce_s(e, n + 1);
+    double round = fmax(settings_of(e->cfg)->sync_ms * 1e-3, ring + held);
     double per_step = e->step_s > 0 ? fmin(1.0, e->step_s / round) : 0;
     out->bytes = bp_dp_ring_bytes(e->p, n + 1) * per_step;
     out->s = held * per_step;
+    /* The ring's messages, a 1/p share each, keep the links busy ring/round of the
+     * time; a message of the agreement that comes meanwhile waits for the rest of
+     * the one on the wire, half of its transfer on average (not its latency). */
+    size_t chunk = (n + 1 + (size_t)e->p - 1) / (size_t)e->p * sizeof(float);
+    double wire = c->message_s(e, chunk) - c->message_s(e, 0);
+    out->queue_s = e->p > 1 ? ring / round * wire / 2 : 0;
 }
 
 static int64_t warmup(const bp_dp_config *c) { return settings_of(c)->warmup; }

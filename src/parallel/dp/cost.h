@@ -82,6 +82,10 @@ typedef struct bp_dp_step_cost {
     double s, bytes; /* seconds, bytes this rank sends */
     double every;    /* it happens once every this many steps (at least 1) */
     bool overlapped; /* it runs beside forward and backward from the step's start */
+    /* How long a small message between these ranks waits, on average, behind the
+     * algorithm's own transfers in the same connections (async's background rounds,
+     * which the ranks' agreement queues behind), per message; 0: none. */
+    double queue_s;
 } bp_dp_step_cost;
 
 typedef struct bp_dp_cost {
