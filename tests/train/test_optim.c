@@ -103,6 +103,24 @@ static void test_update_in_pieces(void **state) {
     }
 }
 
+/* AdamW's two moments must not start at the same address modulo the page: there
+ * the CPU stalls each load of v[i] behind the store to m[i] (nn/optim.c). Sizes
+ * around a page and large ones, whose allocations all start alike. */
+static void test_moments_apart_in_the_page(void **state) {
+    (void)state;
+    bp_optim_config c = {.kind = BP_OPTIM_ADAMW, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8};
+    size_t sizes[] = {1, 1023, 1024, 1025, 1 << 20, (1 << 20) + 512, 834000};
+    for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) {
+        bp_optim o;
+        assert_int_equal(bp_optim_init(&o, &c, sizes[i], NULL), BP_OK);
+        size_t d = (size_t)((uintptr_t)o.v - (uintptr_t)o.m);
+        assert_true(d >= sizes[i] * sizeof(float));
+        assert_int_equal(d % 4096, 2048);
+        for (size_t k = 0; k < sizes[i]; k++) assert_true(o.m[k] == 0 && o.v[k] == 0);
+        bp_optim_free(&o);
+    }
+}
+
 static void test_clip(void **state) {
     (void)state;
     float g[4] = {3, 4, 0, 0};
@@ -129,6 +147,7 @@ int main(void) {
         cmocka_unit_test(test_sgd_matches_reference),
         cmocka_unit_test(test_adamw_matches_reference),
         cmocka_unit_test(test_update_in_pieces),
+        cmocka_unit_test(test_moments_apart_in_the_page),
         cmocka_unit_test(test_clip),
         cmocka_unit_test(test_schedules),
     };
