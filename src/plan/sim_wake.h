@@ -16,8 +16,8 @@
 
 /* Blocks [0, blocks) of mc at micro_B x T, the waiting side testing every poll_s
  * (0: yielding); at least 10 handoffs, then until about a second has passed or
- * max_rounds handoffs. *wake: seconds per handoff beyond the passes in the
- * median round (never negative). */
+ * max_rounds handoffs. *wake: seconds per handoff beyond the passes, the mean
+ * over the rounds but the slowest (never negative). */
 bp_status bp_measure_wake(const bp_model_config *mc, int blocks, int micro_B, int T,
                           double poll_s, int max_rounds, double *wake, bp_err *err);
 
