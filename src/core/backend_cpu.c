@@ -39,9 +39,7 @@ static bool cpu_all_finite(const bp_backend *be, const float *x, size_t n) {
 
 static double cpu_sumsq(const bp_backend *be, const float *x, size_t n) {
     (void)be;
-    double sum = 0;
-    for (size_t i = 0; i < n; i++) sum += (double)x[i] * (double)x[i];
-    return sum;
+    return bp_sumsq(x, n);
 }
 
 static void cpu_scale(const bp_backend *be, float *x, size_t n, float a) {

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "core/buf.h"
+#include "core/finite.h"
 
 int bp_optim_num_buffers(const bp_optim_config *cfg) { return cfg->kind == BP_OPTIM_ADAMW ? 2 : 1; }
 
@@ -64,9 +65,13 @@ void bp_optim_step(bp_optim *o, bp_real *params, const bp_real *grads, double lr
 }
 
 double bp_grad_sumsq(const bp_real *grads, size_t n) {
+#ifdef BP_REAL_DOUBLE
     double sum = 0;
-    for (size_t i = 0; i < n; i++) sum += (double)grads[i] * (double)grads[i];
+    for (size_t i = 0; i < n; i++) sum += grads[i] * grads[i];
     return sum;
+#else
+    return bp_sumsq(grads, n); /* the CPU backend's: the runtime's norm */
+#endif
 }
 
 void bp_clip_to(bp_real *grads, size_t n, double norm, double max_norm) {

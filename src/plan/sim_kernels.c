@@ -5,6 +5,7 @@
 
 #include "bagpipe/compress.h"
 #include "core/buf.h"
+#include "core/finite.h"
 #include "core/timer.h"
 
 enum { RUNS = 5, VEC = 1 << 20, PSGD_ROWS = 512, PSGD_RANK = 4 };
@@ -32,6 +33,7 @@ typedef struct kernels {
 static void k_optim(void *a) {
     kernels *k = a;
     memset(k->y, 0, k->n * sizeof(float));
+    (void)bp_all_finite(k->y, k->n);
     (void)bp_grad_sumsq(k->y, k->n);
     bp_optim_step(&k->o, k->x, k->y, 1e-3);
 }

@@ -47,7 +47,7 @@ typedef struct bp_sim_profile {
     double slowdown;       /* wall over CPU time while measuring (the load); the
                             * kernels below, timed alone, run this much slower too */
     double wake_s;         /* a thread that waited for another runs again this long after */
-    double optim_s;        /* zeroing, sum of squares and optimizer step, per parameter */
+    double optim_s;        /* zeroing, finiteness, sum of squares, optimizer step: per parameter */
     double mm_enc_Bps, mm_dec_Bps; /* MinMaxUInt8 encode and decode, float bytes/s */
     double psgd_flops;     /* PowerSGD's matrix products, FLOP/s */
     double vec_Bps;        /* adding one float vector into another, bytes/s of one */

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "core/buf.h"
+#include "core/finite.h"
 #include "core/timer.h"
 #include "parallel/partition.h"
 #include "plan/sim_kernels.h"
@@ -13,7 +14,7 @@
 #include "plan/tune_impl.h"
 #include "plan/sim_wake.h"
 
-/* Zeroing the gradients, their sum of squares (for clipping) and the optimizer
+/* Zeroing the gradients, their finiteness check and sum of squares and the optimizer
  * step of one replica: what a stage does per replica between two pipelines. */
 static bp_status time_update(const tuner *t, bp_model *m, double *secs, bp_err *err) {
     bp_optim o;
@@ -23,6 +24,7 @@ static bp_status time_update(const tuner *t, bp_model *m, double *secs, bp_err *
     for (int i = 0; rc == BP_OK && i <= TIMING_RUNS; i++) { /* run 0 warms caches */
         double t0 = bp_now();
         bp_model_zero_grad(m);
+        (void)bp_all_finite(bp_model_grads(m), n);
         (void)bp_grad_sumsq(bp_model_grads(m), n);
         bp_optim_step(&o, bp_model_params(m), bp_model_grads(m), 1e-3);
         double dt = bp_now() - t0;

@@ -15,6 +15,7 @@
 #include "core/blas.h"
 #include "core/buf.h"
 #include "core/denormals.h"
+#include "core/finite.h"
 #include "core/rng.h"
 #include "core/timer.h"
 
@@ -171,12 +172,42 @@ static void test_denormals_flush(void **state) {
     assert_true(r[0] > 0 && r[1] > 0);
 }
 
+/* Every length around the vector loops' strides, a non-finite value at every place
+ * (the vector body and the tail): found; the sum of squares as the sequential sum's. */
+static void test_finite_and_sumsq_every_length(void **state) {
+    (void)state;
+    float x[71];
+    bp_rng rng;
+    bp_rng_seed(&rng, 5, 0);
+    for (size_t n = 0; n <= 70; n++) {
+        double want = 0;
+        for (size_t i = 0; i < n; i++) {
+            x[i] = (float)bp_rng_normal(&rng) * 3.0f;
+            want += (double)x[i] * (double)x[i];
+        }
+        assert_true(bp_all_finite(x, n));
+        double got = bp_sumsq(x, n);
+        assert_true(fabs(got - want) <= 1e-15 * want && (float)got == (float)want);
+        const float bad[3] = {NAN, INFINITY, -INFINITY};
+        for (size_t i = 0; i < n; i++) {
+            float keep = x[i];
+            x[i] = bad[i % 3];
+            assert_false(bp_all_finite(x, n));
+            assert_false(isfinite(bp_sumsq(x, n)));
+            x[i] = keep;
+        }
+        x[n] = NAN; /* just past the end: not looked at */
+        assert_true(bp_all_finite(x, n));
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_status_context),     cmocka_unit_test(test_alloc_aligned_zeroed),
         cmocka_unit_test(test_arena),              cmocka_unit_test(test_rng_reproducible_and_streams),
         cmocka_unit_test(test_rng_distribution),   cmocka_unit_test(test_sgemm_all_transposes),
         cmocka_unit_test(test_timer_monotonic),    cmocka_unit_test(test_denormals_flush),
+        cmocka_unit_test(test_finite_and_sumsq_every_length),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
