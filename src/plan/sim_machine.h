@@ -44,8 +44,9 @@ typedef struct bp_sim_profile {
     int micro_B, tp;
     int n_blocks;
     double *fwd_s, *bwd_s; /* [n_blocks]: one micro-batch, wall time under the load */
-    double slowdown;       /* wall over CPU time while measuring (the load); the
-                            * kernels below, timed alone, run this much slower too */
+    double slowdown;       /* wall over CPU time while measuring (the load; at least
+                            * ranks / cores where all compute at once); the kernels
+                            * below, timed alone, run this much slower too */
     double wake_s;         /* a thread that waited for another runs again this long after */
     double optim_s;        /* zeroing, finiteness, sum of squares, optimizer step: per parameter */
     double mm_enc_Bps, mm_dec_Bps; /* MinMaxUInt8 encode and decode, float bytes/s */

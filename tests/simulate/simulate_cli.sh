@@ -48,6 +48,17 @@ awk -v b="$(axis "$WORK/ar" bytes_max dp)" -v p="$P" 'BEGIN {exit !(b == 2 * 3 /
 awk -v a="$(axis "$WORK/ar" bytes_total dp)" -v b="$(axis "$WORK/bg" bytes_total dp)" \
   'BEGIN {r = b / a; exit !(r > 0.25 && r < 0.26)}' || fail "bytegrad/allreduce bytes"
 
+# Ranks that outnumber the cores and compute at once (dp, no pipeline) get a fair
+# share of them at most: the profile's slowdown is at least ranks / cores.
+CPUS=$(getconf _NPROCESSORS_ONLN)
+if [ "$CPUS" -lt 60 ]; then
+  "$BP" simulate "${TINY[@]}" --dp 4 --busy-threads $(( CPUS + 1 )) --measure "$WORK/share.json" \
+    >/dev/null || fail "dp 4 measure exited $?"
+  sed 's/.*"slowdown":\([0-9.e+-]*\).*/\1/' "$WORK/share.json" |
+    awk -v f="$(( CPUS + 2 ))/$CPUS" '{split(f, q, "/"); exit !($1 >= q[1] / q[2])}' ||
+    fail "slowdown with $(( CPUS + 2 )) threads on $CPUS CPUs: $(head -c 400 "$WORK/share.json")"
+fi
+
 # The mlp through its own layout: 784-32-32-10 on 2 dp ranks sends its P parameters
 # 2 (2-1)/2 x 4P bytes per rank; its profile reads back to the same prediction.
 MLP=(--model mlp --hidden 32 --batch 8 --dp 2)
