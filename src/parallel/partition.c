@@ -54,14 +54,27 @@ static void fill_inputs(bp_range_bench *rb, const bp_model_config *cfg, int b0, 
     }
 }
 
+/* The tp shard's sums over the other tp ranks are left out: the bench times one
+ * rank's computation, and their messages are priced apart (plan/sim_step.h). */
+static bp_status skip_tp_sum(void *ctx, bp_real *x, size_t n) {
+    (void)ctx, (void)x, (void)n;
+    return BP_OK;
+}
+
 bp_status bp_range_bench_create(const bp_model_config *cfg, int b0, int b1, int B, int T,
                                 bp_range_bench **out, bp_err *err) {
+    return bp_range_bench_create_tp(cfg, b0, b1, 1, B, T, out, err);
+}
+
+bp_status bp_range_bench_create_tp(const bp_model_config *cfg, int b0, int b1, int tp, int B, int T,
+                                   bp_range_bench **out, bp_err *err) {
     bp_range_bench *rb = *out = calloc(1, sizeof *rb);
     if (!rb) return bp_fail(err, BP_ENOMEM, "out of memory");
     size_t rows = (size_t)B * T;
     size_t in_n = rows * (size_t)bp_model_boundary_width(cfg, b0);
     size_t out_n = rows * (size_t)bp_model_boundary_width(cfg, b1);
-    bp_status rc = bp_model_create(cfg, b0, b1, &rb->m, err);
+    bp_tp shard = {.rank = 0, .size = tp, .allreduce_sum = skip_tp_sum};
+    bp_status rc = bp_model_create_tp(cfg, b0, b1, &shard, &rb->m, err);
     if (rc == BP_OK) rc = bp_acts_create(rb->m, B, T, &rb->a, err);
     if (rc == BP_OK) rc = bp_alloc_checked((void **)&rb->tok, rows * sizeof *rb->tok, "profile", err);
     if (rc == BP_OK) rc = bp_alloc_checked((void **)&rb->tgt, rows * sizeof *rb->tgt, "profile", err);
@@ -100,10 +113,10 @@ bp_model *bp_range_bench_model(bp_range_bench *rb) { return rb->m; }
 size_t bp_range_bench_act_bytes(const bp_range_bench *rb) { return bp_acts_bytes(rb->a); }
 
 /* Block b alone: run 0 warms the caches, the others are timed. */
-static bp_status time_block(const bp_model_config *cfg, int b, int B, int T, bp_block_profile *out,
-                            bp_err *err) {
+static bp_status time_block(const bp_model_config *cfg, int b, int tp, int B, int T,
+                            bp_block_profile *out, bp_err *err) {
     bp_range_bench *rb;
-    bp_status rc = bp_range_bench_create(cfg, b, b + 1, B, T, &rb, err);
+    bp_status rc = bp_range_bench_create_tp(cfg, b, b + 1, tp, B, T, &rb, err);
     double t[4];
     *out = (bp_block_profile){0};
     for (int i = 0; rc == BP_OK && i <= PROFILE_RUNS; i++) {
@@ -119,11 +132,11 @@ static bp_status time_block(const bp_model_config *cfg, int b, int B, int T, bp_
     return rc;
 }
 
-bp_status bp_profile_blocks_split(const bp_model_config *cfg, int micro_B, int T,
+bp_status bp_profile_blocks_split(const bp_model_config *cfg, int tp, int micro_B, int T,
                                   bp_block_profile *prof, bp_err *err) {
     bp_status rc = BP_OK;
     for (int b = 0; rc == BP_OK && b < bp_model_num_blocks(cfg); b++)
-        rc = time_block(cfg, b, micro_B, T, &prof[b], err);
+        rc = time_block(cfg, b, tp, micro_B, T, &prof[b], err);
     return rc;
 }
 
@@ -131,7 +144,7 @@ bp_status bp_profile_blocks(const bp_model_config *cfg, int micro_B, int T, doub
     int n = bp_model_num_blocks(cfg);
     bp_block_profile *prof = malloc((size_t)n * sizeof *prof);
     if (!prof) return bp_fail(err, BP_ENOMEM, "out of memory");
-    bp_status rc = bp_profile_blocks_split(cfg, micro_B, T, prof, err);
+    bp_status rc = bp_profile_blocks_split(cfg, 1, micro_B, T, prof, err);
     for (int b = 0; rc == BP_OK && b < n; b++) cost[b] = prof[b].fwd_cpu_s + prof[b].bwd_cpu_s;
     free(prof);
     return rc;

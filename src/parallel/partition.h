@@ -25,6 +25,10 @@ typedef struct bp_block_profile {
 typedef struct bp_range_bench bp_range_bench;
 bp_status bp_range_bench_create(const bp_model_config *cfg, int b0, int b1, int micro_B, int T,
                                 bp_range_bench **out, bp_err *err);
+/* The same range as tp rank 0's shard out of tp (cfg must split so): its products
+ * and memory traffic; the sums over the tp ranks are not made. */
+bp_status bp_range_bench_create_tp(const bp_model_config *cfg, int b0, int b1, int tp, int micro_B,
+                                   int T, bp_range_bench **out, bp_err *err);
 /* One forward and one backward; t (or NULL) gets the forward's wall and CPU time,
  * then the backward's. */
 bp_status bp_range_bench_pass(bp_range_bench *rb, double t[4], bp_err *err);
@@ -34,8 +38,9 @@ bp_model *bp_range_bench_model(bp_range_bench *rb);
 size_t bp_range_bench_act_bytes(const bp_range_bench *rb);
 void bp_range_bench_destroy(bp_range_bench *rb);
 
-/* Profile every block of cfg on a micro_B x T micro-batch into prof[num_blocks]. */
-bp_status bp_profile_blocks_split(const bp_model_config *cfg, int micro_B, int T,
+/* Profile every block of cfg (as tp rank 0's shard out of tp) on a micro_B x T
+ * micro-batch into prof[num_blocks]. */
+bp_status bp_profile_blocks_split(const bp_model_config *cfg, int tp, int micro_B, int T,
                                   bp_block_profile *prof, bp_err *err);
 
 /* Seconds of forward + backward of each block of cfg alone on a micro_B x T

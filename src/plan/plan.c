@@ -289,17 +289,17 @@ static bp_status profile(const bp_plan_config *c, bp_comm *world, bp_sim_profile
     sc.busy_threads = 0;
     int micro_B = c->train.batch / W > 0 ? c->train.batch / W : 1;
     bp_status rc = bp_sim_measure(&sc, micro_B, p, err);
-    int n = p->n_blocks, k = 2 * n + 8;
+    int n = p->n_blocks, k = 2 * n + 9;
     float *x = rc == BP_OK ? calloc((size_t)k, sizeof *x) : NULL;
     if (rc == BP_OK && !x) rc = bp_fail(err, BP_ENOMEM, "out of memory");
     if (rc) return rc;
-    double *f[8] = {&p->slowdown, &p->wake_s, &p->optim_s, &p->mm_enc_Bps,
-                    &p->mm_dec_Bps, &p->psgd_flops, &p->vec_Bps, &p->copy_Bps};
+    double *f[9] = {&p->slowdown, &p->wake_s, &p->optim_s, &p->mm_enc_Bps, &p->mm_dec_Bps,
+                    &p->psgd_flops, &p->vec_Bps, &p->copy_Bps, &p->poll_sleep_s};
     for (int b = 0; b < n; b++) x[b] = (float)p->fwd_s[b], x[n + b] = (float)p->bwd_s[b];
-    for (int i = 0; i < 8; i++) x[2 * n + i] = (float)*f[i];
+    for (int i = 0; i < 9; i++) x[2 * n + i] = (float)*f[i];
     rc = bp_allreduce_avg(world, x, (size_t)k);
     for (int b = 0; rc == BP_OK && b < n; b++) p->fwd_s[b] = x[b], p->bwd_s[b] = x[n + b];
-    for (int i = 0; rc == BP_OK && i < 8; i++) *f[i] = x[2 * n + i];
+    for (int i = 0; rc == BP_OK && i < 9; i++) *f[i] = x[2 * n + i];
     free(x);
     return rc ? bp_comm_fail(world, rc, err) : BP_OK;
 }
@@ -332,6 +332,8 @@ static bp_status measured_machine(const bp_plan_config *c, bp_comm *world, bp_pl
     /* The probe's one-way times already hold the receiver's wake-up (it waited in a
      * blocking receive), so the links add none of the profile's on top. */
     m->intra.wake_s = m->inter.wake_s = 0;
+    /* Its hand-overs within a message do not: a waiting rank sleeps between tests. */
+    m->intra.poll_s = m->inter.poll_s = p->poll_sleep_s;
     r->mem_cap_bytes = c->mem_cap_mb > 0 ? c->mem_cap_mb * 1048576.0 : node_memory(r->per_node);
     return BP_OK;
 }

@@ -48,6 +48,8 @@ typedef struct bp_sim_profile {
                             * ranks / cores where all compute at once); the kernels
                             * below, timed alone, run this much slower too */
     double wake_s;         /* a thread that waited for another runs again this long after */
+    double poll_sleep_s;   /* a wait's sleep between tests (--comm-poll-us, the timer's
+                            * slack included; 0: blocking waits, or a profile without it) */
     double optim_s;        /* zeroing, finiteness, sum of squares, optimizer step: per parameter */
     double mm_enc_Bps, mm_dec_Bps; /* MinMaxUInt8 encode and decode, float bytes/s */
     double psgd_flops;     /* PowerSGD's matrix products, FLOP/s */

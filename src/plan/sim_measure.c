@@ -15,11 +15,12 @@
 
 #define MEASURE_S 3.0
 
-/* n threads standing for the job's other ranks, a stage's worth of blocks each. */
-static bp_status busy_start(int n, const bp_model_config *mc, int pp, int micro_B,
+/* n threads standing for the job's other ranks, a stage's worth of blocks (its tp
+ * shard) each. */
+static bp_status busy_start(int n, const bp_model_config *mc, const bp_train_config *t, int micro_B,
                             bp_sim_standins **out, bp_err *err) {
-    int blocks = (bp_model_num_blocks(mc) + pp - 1) / pp;
-    return bp_sim_standins_start(n, mc, blocks, 1, micro_B, bp_model_sample_len(mc), out, err);
+    int blocks = (bp_model_num_blocks(mc) + t->pipeline.stages - 1) / t->pipeline.stages;
+    return bp_sim_standins_start(n, mc, blocks, t->tp, 1, micro_B, bp_model_sample_len(mc), out, err);
 }
 
 /* The wake delay (plan/sim_wake.h) at the profiled micro-batch size, a stage's blocks,
@@ -63,7 +64,8 @@ static bp_status stage_pass_start(const bp_simulate_config *c, const bp_model_co
                                   int micro_B, stage_pass *sp, bp_err *err) {
     memset(sp, 0, sizeof *sp);
     sp->blocks = (bp_model_num_blocks(mc) + c->train.pipeline.stages - 1) / c->train.pipeline.stages;
-    bp_status rc = bp_range_bench_create(mc, 0, sp->blocks, micro_B, bp_model_sample_len(mc), &sp->rb, err);
+    bp_status rc = bp_range_bench_create_tp(mc, 0, sp->blocks, c->train.tp, micro_B,
+                                            bp_model_sample_len(mc), &sp->rb, err);
     bp_optim_config oc;
     bp_train_optim_config(&c->train, &oc);
     bp_model *m = rc == BP_OK ? bp_range_bench_model(sp->rb) : NULL;
@@ -110,10 +112,10 @@ static bp_status time_blocks(const bp_simulate_config *c, const bp_model_config 
     stage_pass sp;
     int others = c->busy_threads >= 0 ? c->busy_threads : W - 1;
     bp_status rc = stage_pass_start(c, mc, micro_B, &sp, err);
-    if (rc == BP_OK) rc = busy_start(others, mc, t->pipeline.stages, micro_B, &b, err);
+    if (rc == BP_OK) rc = busy_start(others, mc, t, micro_B, &b, err);
     double wall = 0, cpu = 0, t0 = bp_now();
     while (rc == BP_OK && (rounds < 2 || bp_now() - t0 < MEASURE_S)) {
-        rc = bp_profile_blocks_split(mc, micro_B, bp_model_sample_len(mc), bp, err);
+        rc = bp_profile_blocks_split(mc, t->tp, micro_B, bp_model_sample_len(mc), bp, err);
         for (int i = 0; rc == BP_OK && i < n; i++) {
             wall += bp[i].wall_s, cpu += bp[i].cpu_s;
             p->fwd_s[i] += bp[i].fwd_cpu_s, p->bwd_s[i] += bp[i].bwd_cpu_s;
@@ -131,7 +133,7 @@ static bp_status time_blocks(const bp_simulate_config *c, const bp_model_config 
         p->bwd_s[i] *= g * p->slowdown / rounds;
     }
     stage_pass_free(&sp);
-    if (rc == BP_OK && W > 1) rc = busy_start(others - 1, mc, t->pipeline.stages, micro_B, &b, err);
+    if (rc == BP_OK && W > 1) rc = busy_start(others - 1, mc, t, micro_B, &b, err);
     if (rc == BP_OK && W > 1) rc = time_wake(t, mc, micro_B, &p->wake_s, err);
     bp_sim_standins_stop(b);
     p->n_blocks = n;
@@ -144,13 +146,14 @@ bp_status bp_sim_measure(const bp_simulate_config *c, int micro_B, bp_sim_profil
     bp_train_model_config(&c->train, &p->mc);
     if (c->vocab > 0 && bp_model_kind_facts(p->mc.kind)->reads_tokens) p->mc.vocab = c->vocab;
     p->micro_B = micro_B;
-    p->tp = 1; /* whole blocks; the simulator scales them to a tp shard */
+    p->tp = c->train.tp; /* the run's shards; the simulator scales them to others */
     bp_blas_set_threads(c->train.threads);
     bp_train_denormals(&c->train.device); /* as the run would compute */
     bp_status rc = time_blocks(c, &p->mc, micro_B, p, err);
     bp_optim_config oc;
     bp_train_optim_config(&c->train, &oc);
     if (rc == BP_OK) rc = bp_sim_time_kernels(&oc, p, err);
+    if (rc == BP_OK && c->train.comm.poll_us > 0) p->poll_sleep_s = bp_measure_poll_sleep(c->train.comm.poll_us * 1e-6);
     if (rc) bp_sim_profile_free(p);
     return rc;
 }

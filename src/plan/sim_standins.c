@@ -40,12 +40,12 @@ void bp_sim_standins_stop(bp_sim_standins *ss) {
     free(ss);
 }
 
-static bp_status start_one(bp_sim_standins *ss, const bp_model_config *mc, int blocks, int replicas,
-                           int micro_B, int T, bp_err *err) {
+static bp_status start_one(bp_sim_standins *ss, const bp_model_config *mc, int blocks, int tp,
+                           int replicas, int micro_B, int T, bp_err *err) {
     standin *s = &ss->s[ss->n++];
     s->stop = &ss->stop;
     for (; s->n_rb < replicas && s->n_rb < MAX_REPLICAS; s->n_rb++) {
-        bp_status rc = bp_range_bench_create(mc, 0, blocks, micro_B, T, &s->rb[s->n_rb], err);
+        bp_status rc = bp_range_bench_create_tp(mc, 0, blocks, tp, micro_B, T, &s->rb[s->n_rb], err);
         if (rc) return rc;
     }
     if (pthread_create(&s->th, NULL, run, s))
@@ -54,7 +54,7 @@ static bp_status start_one(bp_sim_standins *ss, const bp_model_config *mc, int b
     return BP_OK;
 }
 
-bp_status bp_sim_standins_start(int n, const bp_model_config *mc, int blocks, int replicas,
+bp_status bp_sim_standins_start(int n, const bp_model_config *mc, int blocks, int tp, int replicas,
                                 int micro_B, int T, bp_sim_standins **out, bp_err *err) {
     *out = NULL;
     if (n <= 0) return BP_OK;
@@ -63,7 +63,7 @@ bp_status bp_sim_standins_start(int n, const bp_model_config *mc, int blocks, in
     atomic_init(&ss->stop, 0);
     bp_status rc = BP_OK;
     while (rc == BP_OK && ss->n < n && ss->n < MAX_STANDINS)
-        rc = start_one(ss, mc, blocks, replicas > 0 ? replicas : 1, micro_B, T, err);
+        rc = start_one(ss, mc, blocks, tp, replicas > 0 ? replicas : 1, micro_B, T, err);
     if (rc) {
         bp_sim_standins_stop(ss);
         return rc;

@@ -11,8 +11,9 @@
 typedef struct bp_sim_standins bp_sim_standins;
 
 /* Start n threads (at most 64; n <= 0: none, *out NULL), each over blocks [0, blocks)
- * of mc on micro_B x T micro-batches with `replicas` models (at most 64). */
-bp_status bp_sim_standins_start(int n, const bp_model_config *mc, int blocks, int replicas,
+ * of mc (a tp shard of them out of tp) on micro_B x T micro-batches with `replicas`
+ * models (at most 64). */
+bp_status bp_sim_standins_start(int n, const bp_model_config *mc, int blocks, int tp, int replicas,
                                 int micro_B, int T, bp_sim_standins **out, bp_err *err);
 /* Stop and free them (NULL: nothing). */
 void bp_sim_standins_stop(bp_sim_standins *s);

@@ -58,6 +58,13 @@ static double mean_but_slowest(const double *gap, int rounds) {
     return rounds > 1 ? (sum - slowest) / (rounds - 1) : sum;
 }
 
+double bp_measure_poll_sleep(double poll_s) {
+    enum { SLEEPS = 20 };
+    double t0 = bp_now();
+    for (int i = 0; i < SLEEPS; i++) bp_sleep_until(bp_now() + poll_s);
+    return (bp_now() - t0) / SLEEPS;
+}
+
 bp_status bp_measure_wake(const bp_model_config *mc, int blocks, int micro_B, int T,
                           double poll_s, int max_rounds, double *wake, bp_err *err) {
     relay r = {.work_s = {0, 0}, .poll_s = poll_s};

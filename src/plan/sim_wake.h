@@ -21,4 +21,9 @@
 bp_status bp_measure_wake(const bp_model_config *mc, int blocks, int micro_B, int T,
                           double poll_s, int max_rounds, double *wake, bp_err *err);
 
+/* How long a wait's sleep of poll_s (> 0) lasts here, the timer's slack included
+ * (Linux: 50 us for an ordinary thread): the mean of a few, taken alone. A hand-over
+ * in a message's protocol takes one (plan/sim_pipeline.h's poll_s). */
+double bp_measure_poll_sleep(double poll_s);
+
 #endif

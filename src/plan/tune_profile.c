@@ -100,7 +100,7 @@ static bp_status cut_stages(const tuner *t, bp_tune_size *p, bp_err *err) {
     double *cost = malloc((size_t)t->n_blocks * sizeof *cost);
     bp_block_profile *prof = malloc((size_t)t->n_blocks * sizeof *prof);
     bp_status rc = cost && prof ? BP_OK : bp_fail(err, BP_ENOMEM, "out of memory");
-    if (rc == BP_OK) rc = bp_profile_blocks_split(&t->c->model, p->micro_B, t->T, prof, err);
+    if (rc == BP_OK) rc = bp_profile_blocks_split(&t->c->model, 1, p->micro_B, t->T, prof, err);
     for (int b = 0; rc == BP_OK && b < t->n_blocks; b++)
         cost[b] = prof[b].fwd_cpu_s + prof[b].bwd_cpu_s;
     if (rc == BP_OK) bp_partition_balance(cost, t->n_blocks, t->S, p->first);
@@ -113,7 +113,7 @@ static bp_status cut_stages(const tuner *t, bp_tune_size *p, bp_err *err) {
 static bp_status standins(const tuner *t, int n, int N, int micro_B, bp_sim_standins **out,
                           bp_err *err) {
     int blocks = (t->n_blocks + t->S - 1) / t->S;
-    return bp_sim_standins_start(n, &t->c->model, blocks, N, micro_B, t->T, out, err);
+    return bp_sim_standins_start(n, &t->c->model, blocks, 1, N, micro_B, t->T, out, err);
 }
 
 /* The wake delay (plan/sim_wake.h) at a middle micro-batch size, a stage's blocks. */

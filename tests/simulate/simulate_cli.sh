@@ -22,6 +22,18 @@ grep -q '"format":"bagpipe-simulate-profile"' "$WORK/prof.json" || fail "profile
   fail "measured $(key "$WORK/m" step_ms) ms, read back $(key "$WORK/p" step_ms) ms"
 grep -q "^pipeline: 1f1b, partition [0-9],[0-9], 1 pipeline x 2 micro-batches of 4$" "$WORK/p" ||
   fail "header: $(cat "$WORK/p")"
+# A wait's sleep between tests (--comm-poll-us) is in the profile: each hand-over of
+# tp 2's blocking allreduces waits one, so a longer one lengthens the step; a profile
+# from before the field reads back as blocking waits.
+sed 's/"poll_sleep_s":[0-9.e+-]*/"poll_sleep_s":0.001/' "$WORK/prof.json" >"$WORK/slow_poll.json"
+sed 's/,"poll_sleep_s":[0-9.e+-]*//' "$WORK/prof.json" >"$WORK/no_poll.json"
+grep -q '"poll_sleep_s":0.001' "$WORK/slow_poll.json" && ! grep -q poll_sleep_s "$WORK/no_poll.json" ||
+  fail "profile's poll_sleep_s: $(head -c 400 "$WORK/prof.json")"
+"$BP" simulate "${TINY[@]}" --tp 2 --profile "$WORK/slow_poll.json" >"$WORK/sp" || fail "slow poll exited $?"
+"$BP" simulate "${TINY[@]}" --tp 2 --profile "$WORK/no_poll.json" >"$WORK/np" || fail "no poll exited $?"
+awk -v a="$(key "$WORK/np" step_ms)" -v b="$(key "$WORK/sp" step_ms)" 'BEGIN {exit !(b > a + 1)}' ||
+  fail "tp 2 with 1 ms poll sleeps: step $(key "$WORK/sp" step_ms) ms, blocking $(key "$WORK/np" step_ms) ms"
+
 # Twice the load, twice the step of one rank (every block, the optimizer).
 "$BP" simulate "${TINY[@]}" --profile "$WORK/prof.json" --load 2 >"$WORK/l2"
 "$BP" simulate "${TINY[@]}" --profile "$WORK/prof.json" --load 1 >"$WORK/l1"

@@ -25,9 +25,17 @@ static void test_a_polling_waiter_waits_for_its_next_test(void **state) {
     assert_true(wake >= 0.4 * poll_s);
 }
 
+/* A sleep never ends before its deadline: the measured sleep of a wait is at least
+ * the interval asked for. */
+static void test_a_poll_sleeps_at_least_its_interval(void **state) {
+    (void)state;
+    assert_true(bp_measure_poll_sleep(2e-3) >= 2e-3);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_a_polling_waiter_waits_for_its_next_test),
+        cmocka_unit_test(test_a_poll_sleeps_at_least_its_interval),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
