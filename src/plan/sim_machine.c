@@ -48,8 +48,8 @@ bp_status bp_sim_profile_save(const bp_sim_profile *p, const char *path, bp_err 
             "\"minmax_encode_Bps\":%.9g,"
             "\"minmax_decode_Bps\":%.9g,\"powersgd_flops\":%.9g,\"vec_Bps\":%.9g,"
             "\"copy_Bps\":%.9g}\n",
-            p->slowdown, p->wake_s, p->poll_sleep_s, p->optim_s, p->mm_enc_Bps, p->mm_dec_Bps, p->psgd_flops, p->vec_Bps,
-            p->copy_Bps);
+            p->slowdown, p->wake_s, p->poll_sleep_s, p->optim_s, p->mm_enc_Bps, p->mm_dec_Bps,
+            p->psgd_flops, p->vec_Bps, p->copy_Bps);
     fclose(f);
     bp_status rc = bp_write_file_atomic(path, text, len, err);
     free(text);
@@ -127,7 +127,8 @@ static const char *parse_profile(const bp_json *j, bp_sim_profile *p) {
     if (w < 0 || j->nodes[w].type != BP_JSON_NUMBER || !(j->nodes[w].num >= 0)) return "wake_s";
     p->wake_s = j->nodes[w].num;
     int s = bp_json_get(j, 0, "poll_sleep_s"); /* absent from earlier profiles: 0 */
-    if (s >= 0 && (j->nodes[s].type != BP_JSON_NUMBER || !(j->nodes[s].num >= 0))) return "poll_sleep_s";
+    if (s >= 0 && (j->nodes[s].type != BP_JSON_NUMBER || !(j->nodes[s].num >= 0)))
+        return "poll_sleep_s";
     p->poll_sleep_s = s >= 0 ? j->nodes[s].num : 0;
     return NULL;
 }

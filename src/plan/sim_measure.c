@@ -15,20 +15,24 @@
 
 #define MEASURE_S 3.0
 
+/* A stage's worth of blocks: [0, stage_blocks) stands for any stage. */
+static int stage_blocks(const bp_model_config *mc, const bp_train_config *t) {
+    return (bp_model_num_blocks(mc) + t->pipeline.stages - 1) / t->pipeline.stages;
+}
+
 /* n threads standing for the job's other ranks, a stage's worth of blocks (its tp
  * shard) each. */
 static bp_status busy_start(int n, const bp_model_config *mc, const bp_train_config *t, int micro_B,
                             bp_sim_standins **out, bp_err *err) {
-    int blocks = (bp_model_num_blocks(mc) + t->pipeline.stages - 1) / t->pipeline.stages;
-    return bp_sim_standins_start(n, mc, blocks, t->tp, 1, micro_B, bp_model_sample_len(mc), out, err);
+    return bp_sim_standins_start(n, mc, stage_blocks(mc, t), t->tp, 1, micro_B,
+                                 bp_model_sample_len(mc), out, err);
 }
 
 /* The wake delay (plan/sim_wake.h) at the profiled micro-batch size, a stage's blocks,
  * waiting as the run's ranks will (--comm-poll-us). */
 static bp_status time_wake(const bp_train_config *t, const bp_model_config *mc, int micro_B,
                            double *wake, bp_err *err) {
-    int blocks = (bp_model_num_blocks(mc) + t->pipeline.stages - 1) / t->pipeline.stages;
-    return bp_measure_wake(mc, blocks, micro_B, bp_model_sample_len(mc), t->comm.poll_us * 1e-6,
+    return bp_measure_wake(mc, stage_blocks(mc, t), micro_B, bp_model_sample_len(mc), t->comm.poll_us * 1e-6,
                            200, wake, err);
 }
 
@@ -63,7 +67,7 @@ typedef struct stage_pass {
 static bp_status stage_pass_start(const bp_simulate_config *c, const bp_model_config *mc,
                                   int micro_B, stage_pass *sp, bp_err *err) {
     memset(sp, 0, sizeof *sp);
-    sp->blocks = (bp_model_num_blocks(mc) + c->train.pipeline.stages - 1) / c->train.pipeline.stages;
+    sp->blocks = stage_blocks(mc, &c->train);
     bp_status rc = bp_range_bench_create_tp(mc, 0, sp->blocks, c->train.tp, micro_B,
                                             bp_model_sample_len(mc), &sp->rb, err);
     bp_optim_config oc;
@@ -84,7 +88,8 @@ static bp_status stage_pass_run(stage_pass *sp, const bp_block_profile *bp, bool
     bp_status rc = bp_range_bench_pass(sp->rb, t, err);
     if (rc || !timed) return rc;
     sp->fwd_cpu += t[1], sp->bwd_cpu += t[3];
-    for (int i = 0; i < sp->blocks; i++) sp->alone_fwd += bp[i].fwd_cpu_s, sp->alone_bwd += bp[i].bwd_cpu_s;
+    for (int i = 0; i < sp->blocks; i++)
+        sp->alone_fwd += bp[i].fwd_cpu_s, sp->alone_bwd += bp[i].bwd_cpu_s;
     return BP_OK;
 }
 
@@ -127,7 +132,8 @@ static bp_status time_blocks(const bp_simulate_config *c, const bp_model_config 
     b = NULL;
     p->slowdown = c->load >= 1 ? c->load
                   : fmax(fair_share(t, others + 1), cpu > 0 && wall > cpu ? wall / cpu : 1.0);
-    double f = sp.alone_fwd > 0 ? sp.fwd_cpu / sp.alone_fwd : 1, g = sp.alone_bwd > 0 ? sp.bwd_cpu / sp.alone_bwd : 1;
+    double f = sp.alone_fwd > 0 ? sp.fwd_cpu / sp.alone_fwd : 1;
+    double g = sp.alone_bwd > 0 ? sp.bwd_cpu / sp.alone_bwd : 1;
     for (int i = 0; rc == BP_OK && i < n; i++) {
         p->fwd_s[i] *= f * p->slowdown / rounds;
         p->bwd_s[i] *= g * p->slowdown / rounds;
@@ -153,7 +159,8 @@ bp_status bp_sim_measure(const bp_simulate_config *c, int micro_B, bp_sim_profil
     bp_optim_config oc;
     bp_train_optim_config(&c->train, &oc);
     if (rc == BP_OK) rc = bp_sim_time_kernels(&oc, p, err);
-    if (rc == BP_OK && c->train.comm.poll_us > 0) p->poll_sleep_s = bp_measure_poll_sleep(c->train.comm.poll_us * 1e-6);
+    if (rc == BP_OK && c->train.comm.poll_us > 0)
+        p->poll_sleep_s = bp_measure_poll_sleep(c->train.comm.poll_us * 1e-6);
     if (rc) bp_sim_profile_free(p);
     return rc;
 }
