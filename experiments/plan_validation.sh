@@ -25,11 +25,13 @@ all ranks ran on one core). Per setting, `bagpipe
 plan` ran on the shaped hosts (bandwidth by the kernel's tbf; latency by the runtime's
 emulation, --net lat=..., since this kernel has no netem) and ranked every
 configuration; its top ones (and, with SPREAD, ones further down its ranking) and
-plain allreduce then trained a few steps there (mean step time of steps 3 on, over a
-multiple of 4 steps so that easgd's and AvgPipe's averaging every 4 steps counts in
-full; the count is in the log's command line; async, whose ranks agree every 10 steps
-and at the run's last, 12 steps more and timed over 20 ending before the last, from
-2026-12-05), once per pass, every other pass in
+plain allreduce then trained a few steps there (mean step time of steps 3 on but the
+last, over a multiple of 4 steps so that easgd's and AvgPipe's averaging every 4 steps
+counts in full; the count is in the log's command line; the last step, where every
+rank agrees whatever the algorithm, counted once in the run's steps: from 2026-12-06,
+before which it weighed as one step in 8 on the algorithms with local steps, diloco's
+at 20 ms latency 2.5x their length; async, whose ranks agree every 10 steps, 12 steps
+more and timed over 20), once per pass, every other pass in
 reverse order so that the machine's speed drifting over minutes weighs on all alike;
 qadam, whose first 100 steps run as allreduce, timed in its warm-up and after it,
 weighted by their shares of the steps (plan predicts the mean over the run); diloco

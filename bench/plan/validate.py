@@ -55,10 +55,10 @@ def records(rundir, kind):
 PERIOD = 4
 
 
-# async's ranks agree every --async-agree-every steps (10 by default) and at a run's last
-# step, so a short window would hold more agreements than plan's mean step spreads:
-# its runs take ASYNC_EXTRA more steps and are timed over a multiple of ASYNC_PERIOD
-# steps ending before the last (whole periods of both the agreement and PERIOD).
+# async's ranks agree every --async-agree-every steps (10 by default), so a short window
+# would hold more agreements than plan's mean step spreads: its runs take ASYNC_EXTRA
+# more steps and are timed over a multiple of ASYNC_PERIOD steps (whole periods of both
+# the agreement and PERIOD) before the last.
 ASYNC_PERIOD, ASYNC_EXTRA = 20, 12
 
 
@@ -67,15 +67,21 @@ def is_async(args):
     return "--dp-algo" in words and words[words.index("--dp-algo") + 1] == "async"
 
 
-def timed_step_ms(rundir, first=3, period=PERIOD, drop_last=False):
+def timed_step_ms(rundir, steps, first=3, period=PERIOD):
     """Mean step time of the last steps from step `first` on, a multiple of `period` of them
-    (the run's last step left out with drop_last): a median would take a step without
-    averaging for the typical one and miss the averaging's cost altogether (easgd at 20
-    Mbit/s: 30 ms median, several times the mean)."""
+    (a median would take a step without averaging for the typical one and miss the
+    averaging's cost altogether: easgd at 20 Mbit/s, 30 ms median, several times the
+    mean). The run's last step agrees over every rank whatever the algorithm (local
+    steps end there, and async's rounds), which a run of `steps` does once: it is left
+    out of the window and its excess over the window's mean spread over `steps` (in a
+    window of 8 it made diloco's steps at 20 ms latency 2.5x their length)."""
     ms = [r["step_ms"] for r in records(rundir, "step") if r["step"] >= first]
-    ms = ms[:-1] if drop_last else ms
+    if len(ms) < 2:
+        return math.nan
+    last, ms = ms[-1], ms[:-1]
     ms = ms[len(ms) % period:] if len(ms) >= period else ms
-    return sum(ms) / len(ms) if ms else math.nan
+    mean = sum(ms) / len(ms)
+    return mean + (last - mean) / steps
 
 
 def steps_to(curve, target):
@@ -199,9 +205,9 @@ def loss_run(hosts, args, a, out, i):
     return [(r["step"], r["val_loss"]) for r in records(rundir, "eval")]
 
 
-def timed_mean_ms(rundirs, first=3, **window):
+def timed_mean_ms(rundirs, steps, first=3, **window):
     """The mean over the passes of each pass's step time."""
-    ms = [timed_step_ms(d, first, **window) for d in rundirs]
+    ms = [timed_step_ms(d, steps, first, **window) for d in rundirs]
     return sum(ms) / len(ms)
 
 
@@ -241,18 +247,18 @@ def measured_step(r, steps):
     warm-up ends at once (after_rundirs), weighted by their shares of the run; with
     outer steps, their cost from the runs that take one every SYNC_PROBE steps
     (outer_rundirs), spread over H."""
-    window = {"period": ASYNC_PERIOD, "drop_last": True} if is_async(r["args"]) else {}
-    r["meas_step_ms"] = timed_mean_ms(r["rundirs"], **window)
+    window = {"period": ASYNC_PERIOD} if is_async(r["args"]) else {}
+    r["meas_step_ms"] = timed_mean_ms(r["rundirs"], steps, **window)
     warm, H = warm_up(r["args"]), outer_period(r["args"])
     if H and r.get("outer_rundirs"):
         r["plain_step_ms"] = r["meas_step_ms"]
-        r["outer_step_ms"] = timed_mean_ms(r["outer_rundirs"])
+        r["outer_step_ms"] = timed_mean_ms(r["outer_rundirs"], steps)
         r["meas_step_ms"] += (r["outer_step_ms"] - r["plain_step_ms"]) * SYNC_PROBE / H
     if warm and r.get("after_rundirs"):
         share = min(warm[1], steps) / steps
         r["warm_step_ms"] = r["meas_step_ms"]
         # from step 3 after the shorter warm-up, as the other runs from step 3
-        r["after_step_ms"] = timed_mean_ms(r["after_rundirs"], warm[2] + 3)
+        r["after_step_ms"] = timed_mean_ms(r["after_rundirs"], steps, warm[2] + 3)
         r["meas_step_ms"] = share * r["warm_step_ms"] + (1 - share) * r["after_step_ms"]
 
 
