@@ -19,7 +19,7 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from cluster_runs import BP, Pool, add_output_args, save, spread, table_only  # noqa: E402
+from cluster_runs import BP, SIM_EAGER, Pool, add_output_args, save, spread, table_only  # noqa: E402
 
 MODEL = ["--layers", "24", "--embd", "1024", "--heads", "16", "--seq-len", "128", "--batch", "8"]
 NET = ["--net", "bw=10Gbit,lat=50us"]
@@ -39,7 +39,7 @@ def opts(S, N, M, sched):
 
 def predict(S, N, M, sched):
     """simulate's samples/s and peak MB, or None where train would refuse it."""
-    sim = subprocess.run([BP, "simulate", "--steps", "100000"] + opts(S, N, M, sched),
+    sim = subprocess.run([BP, "simulate", "--steps", "100000"] + opts(S, N, M, sched) + SIM_EAGER,
                          capture_output=True, text=True)
     if sim.returncode:
         return None

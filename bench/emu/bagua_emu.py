@@ -22,7 +22,7 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from cluster_runs import BP, CLUSTER, Pool, add_output_args, save, spread, table_only  # noqa: E402
+from cluster_runs import BP, CLUSTER, SIM_EAGER, Pool, add_output_args, save, spread, table_only  # noqa: E402
 
 MODEL = ["--layers", "4", "--embd", "384", "--heads", "6", "--seq-len", "128", "--batch", "256"]
 # (Gbit/s, dilation): real bytes per host at 800 Mbit/s or less (higher dilations, which
@@ -49,7 +49,7 @@ def predict(algo, gbit):
     sim = subprocess.run([BP, "simulate", "--device", "emu:v100", "--steps", "100000", "--dp", "16",
                           "--dp-algo", algo] + MODEL + algo_opts(algo, 1) +
                          ["--intra", "bw=1200Gbit,lat=5us", "--inter", f"bw={gbit}Gbit,lat=50us",
-                          "--ranks-per-node", "2"], capture_output=True, text=True)
+                          "--ranks-per-node", "2"] + SIM_EAGER, capture_output=True, text=True)
     if sim.returncode:
         sys.exit(f"simulate failed: {sim.stderr}")
     return float(dict(line.split(None, 1) for line in sim.stdout.splitlines() if " " in line)["step_ms"])

@@ -20,7 +20,7 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from cluster_runs import BP, Pool, add_output_args, save, spread, table_only  # noqa: E402
+from cluster_runs import BP, SIM_EAGER, Pool, add_output_args, save, spread, table_only  # noqa: E402
 
 MODEL = ["--layers", "8", "--embd", "960", "--heads", "24", "--seq-len", "512", "--batch", "32"]
 GRID = ["--dp", "2", "--pp", "4", "--tp", "2", "--partition", "3,2,2,3", "--micro-batches", "8",
@@ -36,7 +36,7 @@ AXES = ("dp", "pp", "tp", "embed")
 def predict(flags, inter):
     sim = subprocess.run([BP, "simulate", "--device", "emu:a100", "--steps", "100000"] + MODEL + GRID
                          + flags + ["--intra", INTRA, "--inter", f"{inter},lat=50us",
-                                    "--ranks-per-node", "2"], capture_output=True, text=True)
+                                    "--ranks-per-node", "2"] + SIM_EAGER, capture_output=True, text=True)
     if sim.returncode:
         sys.exit(f"simulate failed: {sim.stderr}")
     v = dict(line.split(None, 1) for line in sim.stdout.splitlines() if " " in line)

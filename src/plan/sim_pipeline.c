@@ -31,7 +31,8 @@ double bp_sim_message_s(const bp_sim_link *l, size_t bytes) {
 }
 
 double bp_sim_handover_s(const bp_sim_link *l, size_t bytes) {
-    return (bytes > BP_SIM_MPI_EAGER_BYTES ? 3.0 : 1.0) * l->poll_s;
+    size_t eager = l->eager_bytes ? l->eager_bytes : BP_SIM_MPI_EAGER_BYTES;
+    return (bytes > eager ? 3.0 : 1.0) * l->poll_s;
 }
 
 /* One exchange of a ring, `bytes` each way: the message on the link and seen by

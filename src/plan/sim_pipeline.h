@@ -62,6 +62,7 @@ typedef struct bp_sim_link {
     double host_Bps; /* device memory: a message is copied to the host before it is
                       * sent and to the device after it arrived, each direction at
                       * this rate (comm/memory.c); 0: host memory */
+    size_t eager_bytes; /* the run's MPI eager limit; 0: BP_SIM_MPI_EAGER_BYTES */
 } bp_sim_link;
 
 typedef struct bp_sim_config {
@@ -94,8 +95,10 @@ typedef struct bp_sim_result {
 /* Seconds one message of `bytes` takes on an idle link (without wake_s). */
 double bp_sim_message_s(const bp_sim_link *l, size_t bytes);
 
-/* MPI's eager limit (Open MPI's TCP transport, btl_tcp_eager_limit): a message up to
- * this size travels at once, a larger one only after the receiver's clear-to-send. */
+/* MPI's eager limit by default (Open MPI's TCP transport, btl_tcp_eager_limit): a
+ * message up to this size travels at once, a larger one only after the receiver's
+ * clear-to-send. A run that raises it (the emulated studies send up to 32 MiB
+ * eagerly, bench/emu/cluster_runs.py) is simulated with --mpi-eager-bytes. */
 #define BP_SIM_MPI_EAGER_BYTES 65536
 
 /* Seconds of the hand-overs one message of `bytes` needs between two ranks that

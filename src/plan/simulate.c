@@ -35,6 +35,10 @@ static const bp_option simulate_options[] = {
      "with --intra/--inter: ranks per node (grid order: tp, then dp, then pp)", "all ranks"},
     {"msg-us", BP_OPT_DOUBLE, OFF(msg_us), 0, NULL, 0, 1e9, "US",
      "a message between ranks on this machine (no --net, --intra or --inter): fixed cost", NULL},
+    {"mpi-eager-bytes", BP_OPT_INT64, OFF(eager_bytes), 0, NULL, 1, 1e12, "N",
+     "the run's MPI eager limit: a larger message waits for the receiver's clear-to-send "
+     "(Open MPI's TCP transport: btl_tcp_eager_limit)",
+     "65536"},
     {"wake-ms", BP_OPT_DOUBLE, OFF(wake_ms), 0, NULL, 0, 1e6, "MS",
      "a rank that waited for a message runs again this long after it arrived",
      "the profile's (measured), 0 without one"},
@@ -61,6 +65,7 @@ void bp_simulate_config_defaults(bp_simulate_config *c) {
     c->msg_us = 10; /* as tune: shared memory plus comm/'s bookkeeping */
     c->busy_threads = -1;
     c->wake_ms = -1;
+    c->eager_bytes = BP_SIM_MPI_EAGER_BYTES;
 }
 
 static bp_status check_net(const char *spec, const char *option, bp_err *err) {
@@ -112,7 +117,8 @@ bp_status bp_simulate_config_finalize(bp_simulate_config *c, bp_err *err) {
 static bp_sim_link level(const bp_simulate_config *c, const char *spec, double copy_Bps,
                          double wake_s, double poll_s) {
     bp_sim_link l = {.msg_s = c->msg_us * 1e-6, .copy_Bps = copy_Bps,
-                     .wake_s = c->wake_ms >= 0 ? c->wake_ms * 1e-3 : wake_s, .poll_s = poll_s};
+                     .wake_s = c->wake_ms >= 0 ? c->wake_ms * 1e-3 : wake_s, .poll_s = poll_s,
+                     .eager_bytes = (size_t)c->eager_bytes};
     bp_err ignored;
     (void)bp_net_parse(spec, &l.net, &ignored); /* checked by finalize */
     return l;

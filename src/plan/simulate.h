@@ -31,6 +31,7 @@ typedef struct bp_simulate_config {
     double load;     /* computation this many times slower than its CPU time; 0: measured */
     int busy_threads; /* busy while measuring; -1: ranks - 1 */
     int vocab;        /* gpt's vocabulary (0: train's, 256 bytes) */
+    int64_t eager_bytes; /* the run's MPI eager limit (sim_pipeline.h) */
 } bp_simulate_config;
 
 void bp_simulate_config_defaults(bp_simulate_config *c);

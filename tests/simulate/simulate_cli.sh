@@ -3,7 +3,7 @@
 # same prediction, for gpt and for mlp; a device description predicts a model of billions of parameters
 # without allocating it (in well under a second, in little memory); the bytes of
 # an allreduce (of gpt's and of mlp's parameters) and of bytegrad as the runtime
-# counts them; bad input is one line
+# counts them; an emulated run's hand-overs follow its MPI's eager limit; bad input is one line
 # naming the option, exit 2, and no half-written profile.
 source "$(dirname "$0")/../lib.sh"
 TINY=(--layers 2 --embd 32 --heads 2 --seq-len 16 --batch 8)
@@ -155,6 +155,16 @@ H=(--device emu:a100 --dp 4 --bucket-mb 4 --steps 12)
 [ "$(key "$WORK/hier" step_ms)" != "$(key "$WORK/flat" step_ms)" ] || fail "hierarchical ignored with --net: $(key "$WORK/hier" step_ms) ms"
 [ "$(key "$WORK/hier" step_ms)" = "$(key "$WORK/levels" step_ms)" ] ||
   fail "--net hierarchical $(key "$WORK/hier" step_ms) ms, levels $(key "$WORK/levels" step_ms) ms"
+# --mpi-eager-bytes: tp 2's allreduces of 256 KiB of activations on an emulated device
+# take one hand-over per message where the run's MPI sends them eagerly, a rendezvous's
+# three at Open MPI's default 64 KiB limit (the emulated studies raise it).
+E=(--device emu:a100 --layers 2 --embd 128 --heads 2 --seq-len 64 --batch 16 --tp 2 --steps 12)
+"$BP" simulate "${E[@]}" >"$WORK/rndv" || fail "default eager limit exited $?"
+"$BP" simulate "${E[@]}" --mpi-eager-bytes 33554432 >"$WORK/eager" || fail "--mpi-eager-bytes exited $?"
+awk -v r="$(axis "$WORK/rndv" exposed_ms tp)" -v e="$(axis "$WORK/eager" exposed_ms tp)" \
+  'BEGIN { exit !(e > 0 && e < r / 2) }' ||
+  fail "tp exposed $(axis "$WORK/eager" exposed_ms tp) ms sent eagerly, $(axis "$WORK/rndv" exposed_ms tp) ms by rendezvous"
+bad "option --mpi-eager-bytes: 0 is out of range" "${E[@]}" --mpi-eager-bytes 0
 
 echo "simulate_cli: ok"
 
