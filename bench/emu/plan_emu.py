@@ -27,7 +27,7 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from cluster_runs import BP, CLUSTER, Pool, add_output_args, save, table_only  # noqa: E402
+from cluster_runs import BP, CLUSTER, SIM_EAGER, Pool, add_output_args, save, table_only  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "plan"))
 # bench/plan/validate.py: spearman ranks ties alike; diloco's outer steps are timed as
@@ -47,7 +47,7 @@ def plan(hosts, rate, lat, K, a, path):
     bw = bandwidth(rate)
     spec = f"nodes={hosts},per-node=1,intra-bw={bw},intra-lat={lat},inter-bw={bw},inter-lat={lat}"
     r = subprocess.run([BP, "plan", "--device", "emu:v100", "--dilation", str(K), "--cluster", spec] + MODEL +
-                       ["--steps", str(a.steps), "--json", path], capture_output=True, text=True)
+                       ["--steps", str(a.steps), "--json", path] + SIM_EAGER, capture_output=True, text=True)
     if r.returncode:
         sys.exit(f"plan failed: {r.stderr}")
     with open(path) as f:

@@ -17,7 +17,7 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from cluster_runs import BP  # noqa: E402
+from cluster_runs import BP, SIM_EAGER  # noqa: E402
 from plan_emu import MODEL, WARM_UPS, bandwidth, short  # noqa: E402
 
 AXES = ("dp", "pp")
@@ -36,7 +36,7 @@ def simulated(s, args):
     """simulate's step, compute and exposed ms per axis, after any warm-up."""
     extra = next((w[1] for key, w in WARM_UPS.items() if key in args + " "), [])
     cmd = [BP, "simulate", "--device", "emu:v100", "--dilation", str(s["dilation"]), "--net",
-           f"bw={bandwidth(s['rate'])},lat={s['lat']}"] + MODEL + args.split() + extra
+           f"bw={bandwidth(s['rate'])},lat={s['lat']}"] + MODEL + args.split() + extra + SIM_EAGER
     r = subprocess.run(cmd, capture_output=True, text=True)
     if r.returncode:
         sys.exit(f"simulate failed: {r.stderr}")

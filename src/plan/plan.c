@@ -41,6 +41,7 @@ static const bp_option plan_options[] = {
      "FILE (the same model; steps to a loss do not depend on the network)", "none"},
     {"vocab", BP_OPT_INT, OFF(vocab), 0, NULL, 1, 1 << 24, "V",
      "gpt's vocabulary, e.g. 50257 for GPT-2's tokens (training runs on 256 bytes)", "256"},
+    BP_SIM_EAGER_OPTION(OFF(eager_bytes)),
 };
 #undef OFF
 
@@ -59,6 +60,7 @@ void bp_plan_config_defaults(bp_plan_config *c) {
     memset(c, 0, sizeof *c);
     bp_train_config_defaults(&c->train);
     strcpy(c->json, "plan.json");
+    c->eager_bytes = BP_SIM_MPI_EAGER_BYTES;
     c->top = 10;
     c->efficiency = 0.5;
     c->trial_kinds = 6;
@@ -389,6 +391,7 @@ bp_status bp_plan_run(const bp_plan_config *c, bp_comm *world, int argc, char **
         rc = bp_train_agree(world, check_data(c, err), &together, err);
         if (rc == BP_OK) rc = measured_machine(c, world, r, &prof, &m, err);
     }
+    m.intra.eager_bytes = m.inter.eager_bytes = (size_t)c->eager_bytes;
     if (rc == BP_OK) rc = bp_plan_enumerate(c, r, err);
     if (rc == BP_OK) rc = bp_plan_evaluate(c, world, &m, argc, argv, r, err);
     if (rc == BP_OK && factors) bp_plan_factors_apply(factors, r);

@@ -51,6 +51,7 @@ typedef struct bp_plan_config {
     int trials;         /* steps of each trial (0: the shipped table instead) */
     int trial_kinds;    /* kinds of update tried, allreduce among them */
     char factors[BP_PATH_MAX]; /* an earlier --trials' ranking to take factors from ("": none) */
+    int64_t eager_bytes;       /* the runs' MPI eager limit (plan/sim_pipeline.h) */
 } bp_plan_config;
 
 /* The most kinds --trials tries. */

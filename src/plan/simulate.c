@@ -35,10 +35,7 @@ static const bp_option simulate_options[] = {
      "with --intra/--inter: ranks per node (grid order: tp, then dp, then pp)", "all ranks"},
     {"msg-us", BP_OPT_DOUBLE, OFF(msg_us), 0, NULL, 0, 1e9, "US",
      "a message between ranks on this machine (no --net, --intra or --inter): fixed cost", NULL},
-    {"mpi-eager-bytes", BP_OPT_INT64, OFF(eager_bytes), 0, NULL, 1, 1e12, "N",
-     "the run's MPI eager limit: a larger message waits for the receiver's clear-to-send "
-     "(Open MPI's TCP transport: btl_tcp_eager_limit)",
-     "65536"},
+    BP_SIM_EAGER_OPTION(OFF(eager_bytes)),
     {"wake-ms", BP_OPT_DOUBLE, OFF(wake_ms), 0, NULL, 0, 1e6, "MS",
      "a rank that waited for a message runs again this long after it arrived",
      "the profile's (measured), 0 without one"},

@@ -36,6 +36,13 @@ typedef struct bp_simulate_config {
 
 void bp_simulate_config_defaults(bp_simulate_config *c);
 
+/* --mpi-eager-bytes, in simulate's and plan's option tables at OFFSET (an int64_t). */
+#define BP_SIM_EAGER_OPTION(OFFSET)                                                         \
+    {"mpi-eager-bytes", BP_OPT_INT64, OFFSET, 0, NULL, 1, 1e12, "N",                        \
+     "the run's MPI eager limit: a larger message waits for the receiver's clear-to-send " \
+     "(Open MPI's TCP transport: btl_tcp_eager_limit)",                                     \
+     "65536"}
+
 /* The train options followed by simulate's own, in a table the caller frees. */
 bp_option *bp_simulate_options(int *n);
 
