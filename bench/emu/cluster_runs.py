@@ -48,8 +48,11 @@ def measure(rundir, first=3):
         sys.exit(f"{rundir}: no steps from {first} on")
     ms = sorted(r["step_ms"] for r in steps)
     n = len(steps)
+    last = steps[-1]["step_ms"]
     return {"step_ms": ms[n // 2] if n % 2 else (ms[n // 2 - 1] + ms[n // 2]) / 2,
             "mean_ms": sum(ms) / n,
+            # the run's last step agrees over every rank whatever the algorithm
+            "last_ms": last, "mean_but_last_ms": (sum(ms) - last) / (n - 1) if n > 1 else last,
             "bytes": {a: sum(r["axis_bytes"].get(a, 0) for r in steps) / n for a in AXES},
             "exposed_ms": {a: sum(r["axis_exposed_ms"].get(a, 0) for r in steps) / n for a in AXES},
             "device_peak_bytes": summary.get("device_peak_bytes", 0)}

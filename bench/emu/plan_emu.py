@@ -7,8 +7,11 @@ costs; its top ones then train a few steps on namespace hosts of scripts/cluster
 rank per host, the hosts' links shaped by the kernel to the rate over the dilation; the
 latency, which this kernel cannot add (no netem), by the runtime's emulation, --net lat=L,
 which the run dilates) with the same emulated V100s at that dilation. A configuration's
-measured step is the mean of its timed steps (3 to --timed, a multiple of 4 of them, so
-that easgd's and AvgPipe's averaging every 4 steps counts in full); one whose first steps
+measured step is the mean of its timed steps (3 to the one before the last, a multiple of 4
+of them, so that easgd's and AvgPipe's averaging every 4 steps counts in full; the last
+step, where every rank agrees whatever the algorithm, counted once in --steps); async,
+whose averaging rounds each move an allreduce's bytes, over enough steps for 3 rounds on
+the setting's link (a multiple of 20: its ranks agree every 10); one whose first steps
 run as allreduce (qadam's warm-up, Optimus-CC's SC) is timed in its warm-up and after it,
 weighted by the shares of --steps that plan predicts with; diloco and streaming-diloco,
 whose outer steps (every 100 steps) a short run never reaches, are timed again with an
@@ -18,11 +21,13 @@ table), so a configuration's measured time to the loss is that x its measured st
 Per setting: the regret of plan's first pick (its measured time over the best measured,
 less 1) and Spearman's rank correlation of predicted and measured times to the loss.
 Options: --hosts (4,8), --settings RATE:LAT:DILATION,... , --top (10), --steps (1000),
---timed (10), --jobs (2 runs at once), --out DIR, --json FILE, --markdown FILE, --table FILE.
+--timed (11), --jobs (2 runs at once), --out DIR, --json FILE, --markdown FILE, --table FILE.
 """
 import argparse
 import json
+import math
 import os
+import re
 import subprocess
 import sys
 
@@ -58,6 +63,30 @@ def warm_up(args):
     return next((w for key, w in WARM_UPS.items() if key in args + " "), None)
 
 
+def params(hosts, lat, K):
+    """The model's parameters, as simulate counts them."""
+    r = subprocess.run([BP, "simulate", "--device", "emu:v100", "--dilation", str(K), "--dp",
+                        str(hosts), "--net", f"lat={lat}"] + MODEL, capture_output=True, text=True)
+    m = re.search(r"; ([0-9.]+) M parameters\)", r.stdout)
+    if r.returncode or not m:
+        sys.exit(f"simulate failed: {r.stderr}")
+    return float(m.group(1)) * 1e6
+
+
+def async_steps(args, rate, hosts, n, step_s, timed):
+    """Steps of a run that holds 3 of async's averaging rounds (a ring allreduce of the
+    n parameters each, at the link's rate) in a window of a multiple of 20 steps of at
+    least step_s from step 3, then the last; other algorithms' --timed. A window shorter than a round (8
+    steps at 100 Mbit/s: 0.15 s of a 1.6 s round) meets the agreements' wait behind
+    the round's transfers at most once, where a long run meets it at every round."""
+    if "--dp-algo async" not in args:
+        return timed
+    gbit = float(rate[:-4]) * (1 if rate.endswith("gbit") else 1e-3)
+    round_s = 2 * (hosts - 1) / hosts * n * 4 * 8 / (gbit * 1e9)
+    window = max(20, 20 * math.ceil(3 * round_s / step_s / 20))
+    return min(2 + window + 1, 603)
+
+
 def bandwidth(rate):
     """scripts/cluster.sh's rate (10gbit) as --net and --cluster take it (10Gbit)."""
     return rate.replace("gbit", "Gbit").replace("mbit", "Mbit")
@@ -74,19 +103,23 @@ def setting(hosts, rate, lat, K, a):
     subprocess.run([CLUSTER, "up", str(size)] + shaped, check=True, stdout=subprocess.DEVNULL)
     pool = Pool(size, a.jobs)
     net = f"lat={lat}" if a.links == "kernel" else f"bw={bandwidth(rate)},lat={lat}"
-    base = ["--device", "emu:v100", "--dilation", str(K), "--net", net, "--steps", str(a.timed)] + MODEL
+    base = ["--device", "emu:v100", "--dilation", str(K), "--net", net] + MODEL
+    n = params(hosts, lat, K)
     runs = []
     for i, k in enumerate(top):
+        fastest = min(t["step_s"] for t in top)  # async's own step is no shorter
+        steps = ["--steps", str(async_steps(k["args"], rate, hosts, n, fastest, a.timed))]
         w, H = warm_up(k["args"]), outer_period(k["args"])
         parts = [("warm", w[0]), ("after", w[1])] if w else [("all", [])]
         if H:
             parts.append(("outer", parts[-1][1] + ["--inner-steps", str(SYNC_PROBE)]))
         for part, extra in parts:
             d = os.path.join(a.out, f"{tag}_{i}_{part}")
-            runs.append((i, part, pool.train(d, hosts, 1, base + k["args"].split() + extra)))
+            runs.append((i, part, pool.train(d, hosts, 1, base + steps + k["args"].split() + extra)))
     meas = {}
     for i, part, fut in runs:
-        meas.setdefault(i, {})[part] = fut.result()["mean_ms"]
+        r = fut.result()
+        meas.setdefault(i, {})[part] = r["mean_but_last_ms"] + (r["last_ms"] - r["mean_but_last_ms"]) / a.steps
     rows = []
     for i, k in enumerate(top):
         m, w, H = meas[i], warm_up(k["args"]), outer_period(k["args"])
@@ -158,7 +191,7 @@ def main():
     ap.add_argument("--settings", default=SETTINGS)
     ap.add_argument("--top", type=int, default=10)
     ap.add_argument("--steps", type=int, default=1000)
-    ap.add_argument("--timed", type=int, default=10)
+    ap.add_argument("--timed", type=int, default=11)
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--links", choices=("kernel", "runtime"), default="kernel",
                     help="kernel: tbf shapes the hosts' links, the runtime adds the latency; "

@@ -44,6 +44,14 @@ static double alltoall_s(const bp_dp_cost_env *e, size_t wire) {
     return t;
 }
 
+static double peer_exchange_s(const bp_dp_cost_env *e, size_t bytes) {
+    double t = bp_sim_message_s(link_of(e), bytes);
+    const bp_sim_link *node = &machine(e)->inter;
+    if (e->here > 1 && 2 * e->here <= e->p && node->net.on)
+        t = fmax(t, e->here * (double)bytes * 8.0 / node->net.bw_bps + node->net.lat_s);
+    return t;
+}
+
 static double minmax_s(const bp_dp_cost_env *e, size_t n, bool encode) {
     return bp_sim_minmax_s(machine(e), n, encode);
 }
@@ -64,6 +72,7 @@ const bp_dp_prices bp_sim_prices = {
     .wake_s = wake_s,
     .burst_s = burst_s,
     .alltoall_s = alltoall_s,
+    .peer_exchange_s = peer_exchange_s,
     .minmax_s = minmax_s,
     .matmul_s = matmul_s,
     .vec_s = vec_s,

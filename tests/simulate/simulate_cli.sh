@@ -165,6 +165,17 @@ awk -v r="$(axis "$WORK/rndv" exposed_ms tp)" -v e="$(axis "$WORK/eager" exposed
   'BEGIN { exit !(e > 0 && e < r / 2) }' ||
   fail "tp exposed $(axis "$WORK/eager" exposed_ms tp) ms sent eagerly, $(axis "$WORK/rndv" exposed_ms tp) ms by rendezvous"
 bad "option --mpi-eager-bytes: 0 is out of range" "${E[@]}" --mpi-eager-bytes 0
+# decentralized's peer is in the other half of the ranks, so with 2 ranks per node the
+# two of a node exchange at once over its link between nodes: the exposed exchange
+# (step-first order) takes twice as long as with one rank per node at that rate.
+D=(--device emu:v100 --layers 2 --embd 128 --heads 2 --seq-len 64 --batch 16 --dp 4 --steps 12
+  --dp-algo decentralized --peers shift_one --decentralized-order step-first
+  --intra bw=1000Gbit,lat=5us --inter bw=1Gbit,lat=5us)
+"$BP" simulate "${D[@]}" --ranks-per-node 1 >"$WORK/peer1" || fail "peer, 1 per node exited $?"
+"$BP" simulate "${D[@]}" --ranks-per-node 2 >"$WORK/peer2" || fail "peer, 2 per node exited $?"
+awk -v a="$(axis "$WORK/peer1" exposed_ms dp)" -v b="$(axis "$WORK/peer2" exposed_ms dp)" \
+  'BEGIN { exit !(a > 0 && b > 1.8 * a && b < 2.2 * a) }' ||
+  fail "peer exchange exposed $(axis "$WORK/peer1" exposed_ms dp) ms at 1 rank per node, $(axis "$WORK/peer2" exposed_ms dp) ms at 2"
 
 echo "simulate_cli: ok"
 

@@ -41,6 +41,10 @@ typedef struct bp_dp_prices {
     /* An all-to-all: each rank posts p - 1 messages of `bytes`; with `here` of the p
      * ranks on each node, the link between nodes carries here x (p - here) of them. */
     double (*alltoall_s)(const bp_dp_cost_env *e, size_t bytes);
+    /* One message of `bytes` each way between every rank and a peer in the other half
+     * of the p ranks: with `here` ranks on each node (at most half), the link between
+     * nodes carries here of them at once. */
+    double (*peer_exchange_s)(const bp_dp_cost_env *e, size_t bytes);
     /* MinMaxUInt8 encoding (or decoding) of n floats. */
     double (*minmax_s)(const bp_dp_cost_env *e, size_t n, bool encode);
     /* `flops` of matrix products (PowerSGD's). */

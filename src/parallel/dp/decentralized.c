@@ -108,8 +108,9 @@ static void describe(const bp_dp_config *c, char *buf, size_t n) {
              step_first(c) ? "step-first" : "bagua");
 }
 
-/* Every interval steps: an allreduce, or one message to the peer and the mean of
- * two; in Bagua's order beside forward and backward. */
+/* Every interval steps: an allreduce, or one message to the peer (in the other half
+ * of the ranks, bp_shift_one_peer) and the mean of two; in Bagua's order beside
+ * forward and backward. */
 static void step_cost(const bp_dp_cost_env *e, size_t n, bp_dp_step_cost *out) {
     out->every = (double)settings_of(e->cfg)->interval;
     out->overlapped = !step_first(e->cfg);
@@ -117,7 +118,8 @@ static void step_cost(const bp_dp_cost_env *e, size_t n, bp_dp_step_cost *out) {
         out->s = bp_dp_allreduce_cost(e, n, &out->bytes);
         return;
     }
-    out->s = e->price->message_s(e, n * sizeof(float)) + e->price->wake_s(e) + e->price->vec_s(e, n);
+    out->s = e->price->peer_exchange_s(e, n * sizeof(float)) + e->price->wake_s(e) +
+             e->price->vec_s(e, n);
     out->bytes = (double)n * sizeof(float);
 }
 
