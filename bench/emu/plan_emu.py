@@ -107,8 +107,10 @@ def setting(hosts, rate, lat, K, a):
     n = params(hosts, lat, K)
     runs = []
     for i, k in enumerate(top):
-        fastest = min(t["step_s"] for t in top)  # async's own step is no shorter
-        steps = ["--steps", str(async_steps(k["args"], rate, hosts, n, fastest, a.timed))]
+        # async's step measured down to a third of its prediction (no shorter than the
+        # fastest predicted), whose wait at its agreements the run is to find
+        shortest = max(min(t["step_s"] for t in top), k["step_s"] / 4)
+        steps = ["--steps", str(async_steps(k["args"], rate, hosts, n, shortest, a.timed))]
         w, H = warm_up(k["args"]), outer_period(k["args"])
         parts = [("warm", w[0]), ("after", w[1])] if w else [("all", [])]
         if H:
