@@ -37,7 +37,7 @@ from cluster_runs import BP, CLUSTER, SIM_EAGER, Pool, add_output_args, save, ta
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "plan"))
 # bench/plan/validate.py: spearman ranks ties alike; diloco's outer steps are timed as
 # there (SYNC_PROBE, outer_period)
-from validate import SYNC_PROBE, outer_period, spearman  # noqa: E402
+from validate import SYNC_PROBE, outer_period, spearman, with_last  # noqa: E402
 
 MODEL = ["--layers", "4", "--embd", "256", "--heads", "4", "--seq-len", "128", "--batch", "128"]
 SETTINGS = "100gbit:5us:128,10gbit:50us:64,1gbit:1ms:16,100mbit:10ms:4"
@@ -76,9 +76,10 @@ def params(hosts, lat, K):
 def async_steps(args, rate, hosts, n, step_s, timed):
     """Steps of a run that holds 3 of async's averaging rounds (a ring allreduce of the
     n parameters each, at the link's rate) in a window of a multiple of 20 steps of at
-    least step_s from step 3, then the last; other algorithms' --timed. A window shorter than a round (8
-    steps at 100 Mbit/s: 0.15 s of a 1.6 s round) meets the agreements' wait behind
-    the round's transfers at most once, where a long run meets it at every round."""
+    least step_s from step 3, then the last; other algorithms' --timed. A window
+    shorter than a round (8 steps at 100 Mbit/s: 0.15 s of a 1.6 s round) meets the
+    agreements' wait behind the round's transfers at most once, where a long run meets
+    it at every round."""
     if "--dp-algo async" not in args:
         return timed
     gbit = float(rate[:-4]) * (1 if rate.endswith("gbit") else 1e-3)
@@ -104,12 +105,12 @@ def setting(hosts, rate, lat, K, a):
     pool = Pool(size, a.jobs)
     net = f"lat={lat}" if a.links == "kernel" else f"bw={bandwidth(rate)},lat={lat}"
     base = ["--device", "emu:v100", "--dilation", str(K), "--net", net] + MODEL
-    n = params(hosts, lat, K)
+    n, fastest = params(hosts, lat, K), min(t["step_s"] for t in top)
     runs = []
     for i, k in enumerate(top):
-        # async's step measured down to a third of its prediction (no shorter than the
+        # async's step measured down to a quarter of its prediction (no shorter than the
         # fastest predicted), whose wait at its agreements the run is to find
-        shortest = max(min(t["step_s"] for t in top), k["step_s"] / 4)
+        shortest = max(fastest, k["step_s"] / 4)
         steps = ["--steps", str(async_steps(k["args"], rate, hosts, n, shortest, a.timed))]
         w, H = warm_up(k["args"]), outer_period(k["args"])
         parts = [("warm", w[0]), ("after", w[1])] if w else [("all", [])]
@@ -121,7 +122,7 @@ def setting(hosts, rate, lat, K, a):
     meas = {}
     for i, part, fut in runs:
         r = fut.result()
-        meas.setdefault(i, {})[part] = r["mean_but_last_ms"] + (r["last_ms"] - r["mean_but_last_ms"]) / a.steps
+        meas.setdefault(i, {})[part] = with_last(r["mean_but_last_ms"], r["last_ms"], a.steps)
     rows = []
     for i, k in enumerate(top):
         m, w, H = meas[i], warm_up(k["args"]), outer_period(k["args"])

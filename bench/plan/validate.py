@@ -80,7 +80,12 @@ def timed_step_ms(rundir, steps, first=3, period=PERIOD):
         return math.nan
     last, ms = ms[-1], ms[:-1]
     ms = ms[len(ms) % period:] if len(ms) >= period else ms
-    mean = sum(ms) / len(ms)
+    return with_last(sum(ms) / len(ms), last, steps)
+
+
+def with_last(mean, last, steps):
+    """A run's mean step over `steps` from its window's mean and its last step, which
+    agrees over every rank and comes once in the run."""
     return mean + (last - mean) / steps
 
 

@@ -391,7 +391,7 @@ bp_status bp_plan_run(const bp_plan_config *c, bp_comm *world, int argc, char **
         rc = bp_train_agree(world, check_data(c, err), &together, err);
         if (rc == BP_OK) rc = measured_machine(c, world, r, &prof, &m, err);
     }
-    m.intra.eager_bytes = m.inter.eager_bytes = (size_t)c->eager_bytes;
+    if (rc == BP_OK) m.intra.eager_bytes = m.inter.eager_bytes = (size_t)c->eager_bytes;
     if (rc == BP_OK) rc = bp_plan_enumerate(c, r, err);
     if (rc == BP_OK) rc = bp_plan_evaluate(c, world, &m, argc, argv, r, err);
     if (rc == BP_OK && factors) bp_plan_factors_apply(factors, r);
