@@ -12,6 +12,12 @@
 #include "core/devsheet.h"
 #include "nn/model.h"
 
+/* A block's time runs as this many kernels of equal length on the emulated device,
+ * as the real layers launch several per block (products, attention, norms,
+ * activations): a kernel another stream issues meanwhile (the communication
+ * thread's codecs) waits for one of them, not for the whole block, as on a GPU. */
+#define BP_MODEL_BLOCK_KERNELS 8
+
 /* Parameters of block b on one of tp ranks; the head of a model whose first tensor
  * is tied to it counts its copy of that tensor (b > 0). */
 size_t bp_model_block_params(const bp_model_config *cfg, int tp, int b);

@@ -47,12 +47,6 @@ static bool tp_layer(const bp_model *m, int b) {
     return m->tp.size > 1 && b > 0 && b < bp_model_num_blocks(&m->cfg) - 1;
 }
 
-/* A block's time runs as this many kernels, as the real layers launch several per
- * block (products, attention, norms, activations): a kernel that another stream
- * issues meanwhile (the communication thread's codecs and copies) waits for one of
- * them at most, not for the whole block, as on a GPU. */
-#define BLOCK_KERNELS 8
-
 /* `s` seconds as n kernels of equal length; returns the last. */
 static uint64_t kernels(bp_model *m, double s, int n) {
     uint64_t last = 0;
@@ -66,14 +60,14 @@ static bp_status run_block(bp_model *m, bp_acts *a, int b, bool backward, uint64
                            bp_err *err) {
     double s = bp_model_block_s(rate_of(m), &m->cfg, m->tp.size, b, a->B, a->T, backward);
     if (!tp_layer(m, b)) {
-        *end = kernels(m, s, BLOCK_KERNELS);
+        *end = kernels(m, s, BP_MODEL_BLOCK_KERNELS);
         return BP_OK;
     }
     size_t n = (size_t)a->B * a->T * (size_t)bp_model_boundary_width(&m->cfg, b);
     const char *what[2][2] = {{"attn.c_proj forward", "mlp.c_proj forward"},
                               {"mlp.c_fc backward", "attn.c_attn backward"}};
     for (int half = 0; half < 2; half++) {
-        *end = kernels(m, s / 2, BLOCK_KERNELS / 2);
+        *end = kernels(m, s / 2, BP_MODEL_BLOCK_KERNELS / 2);
         bp_status rc = bp_model_tp_allreduce(m, a->buf, n, b, what[backward][half], err);
         if (rc) return rc;
     }

@@ -75,8 +75,8 @@ typedef struct bp_sim_machine {
     bool polls;
     /* Every pair of ranks has links of its own, as comm/'s --net emulates them (a
      * directed link per pair, comm/net.c), rather than one network card per node:
-     * no group shares a node's bandwidth. A rank's own messages to several peers
-     * at once are still charged one after another (plan/sim_prices.c says why). */
+     * no group shares a node's bandwidth, and a rank's messages to several peers
+     * at once travel side by side (plan/sim_prices.c). */
     bool per_pair;
     bp_sim_link intra, inter;
     bp_sim_measured_link measured; /* NULL: the levels alone */

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "nn/cost.h"
 #include "nn/real.h"
 #include "parallel/buckets.h"
 #include "parallel/dp/algo.h"
@@ -223,6 +224,36 @@ static bp_dp_cost_env cost_env(const ctx *c, int s, const bp_sim_machine *m,
                             .replicas = c->j->N};
 }
 
+/* The kernel of stage s's backward on the device at time t, its last backward having
+ * started at `start` (0 once it is over, or where a host computes: codecs there are
+ * the host's, beside nothing on a device). */
+static double kernel_at(const ctx *c, const stage_info *si, double start, double t) {
+    if (c->m->prof) return 0;
+    for (int b = si->b1 - 1; b >= si->b0; b--) {
+        start += si->blk_bwd_s[b - si->b0];
+        if (t < start)
+            return bp_sim_block_s(c->m, &c->j->mc, c->j->tp, b, c->j->micro_B, c->T, true) /
+                   BP_MODEL_BLOCK_KERNELS;
+    }
+    return 0;
+}
+
+/* One bucket's seconds on the communication thread from t: its device passes wait
+ * for backward's kernels while backward runs (until bwd_end), the share of them
+ * that falls before it. */
+static double bucket_s(const ctx *c, const stage_info *si, const bp_dp_algo_ops *ops,
+                       bp_dp_cost_env e, const bp_dp_cost_bucket *cb, double start, double t,
+                       double *bytes) {
+    double b = 0, alone = ops->cost.bucket(&e, cb, &b);
+    double bwd_end = start + si->bwd_s, s = alone;
+    if ((e.beside_kernel_s = kernel_at(c, si, start, t)) > 0) {
+        double b2 = 0, waiting = ops->cost.bucket(&e, cb, &b2);
+        s += (waiting - alone) * fmin(1, (bwd_end - t) / waiting);
+    }
+    *bytes += b;
+    return s;
+}
+
 /* When stage s's communication thread finishes its buckets, backward's last pass
  * having started at `start` and the stage's operations ending at `end`. The
  * buckets are planned as the bucketer plans them, each ready when backward has
@@ -259,7 +290,7 @@ static double buckets_end(const ctx *main, int s, bool warm, double start, doubl
         t = fmax(t, ready);
         double b = 0;
         bp_dp_cost_bucket cb = {si->tens + bk[i].first_tensor, bk[i].n_tensors, bk[i].len};
-        t += ops->cost.bucket(&e, &cb, &b);
+        t += bucket_s(main, si, ops, e, &cb, start, t, &b);
         t += local_s(c, si, bk[i].len, b, &b);
         *bytes += b;
     }

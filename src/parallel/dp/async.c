@@ -107,29 +107,36 @@ static void describe(const bp_dp_config *c, char *buf, size_t n) {
 /* The ranks agree every agree_every steps (the warm-up's steps all agree). */
 static bool meets(const bp_dp_config *c, int64_t n) { return n % settings_of(c)->agree_every == 0; }
 
-/* Its own thread starts a round every sync_ms, or at once when the last ran longer
- * (comm/async.c), and sends an allreduce's bytes (with the round counter) per round.
- * The step waits only for what a round does under the step's lock, between steps:
- * its snapshot of the weights and, after the allreduce, their update. On a device
- * (comm/async.c works on host copies) that is a copy to the host, then another and
- * one back; the host's addition is left out (on an emulated device it is divided by
- * the dilation). On host memory (host_copy_s 0) the copy and the addition are
- * passes of the host's, not priced yet. A round at most per step: the thread takes
- * the lock between steps only. */
+/* Step boundaries at or after `s` seconds past one: a round waits for the next
+ * boundary to take the step's lock. */
+static double boundaries(double s, double step_s) { return fmax(1, ceil(s / step_s - 1e-9)); }
+
+/* Its own thread (comm/async.c) sends an allreduce's bytes (with the round counter)
+ * per round, and takes the step's lock, which the step holds but between steps, twice
+ * a round: for its snapshot of the weights, and after the allreduce for their update;
+ * it starts the next round sync_ms after the update. So a round spans whole steps:
+ * the snapshot at a step boundary, the update at the first boundary after the
+ * allreduce, the next snapshot at the first after the interval. The step waits for
+ * what the round does under the lock: on a device (comm/async.c works on host copies)
+ * a copy to the host, then another and one back; the host's addition is left out (on
+ * an emulated device it is divided by the dilation). On host memory (host_copy_s 0)
+ * the copy and the addition are passes of the host's, not priced yet. */
 static void step_cost(const bp_dp_cost_env *e, size_t n, bp_dp_step_cost *out) {
     const bp_dp_prices *c = e->price;
-    double held = 3 * c->host_copy_s(e, n * sizeof(float));
-    double ring = c->ring_allreduce_s(e, n + 1);
-    double round = fmax(settings_of(e->cfg)->sync_ms * 1e-3, ring + held);
-    double per_step = e->step_s > 0 ? fmin(1.0, e->step_s / round) : 0;
+    double copy = c->host_copy_s(e, n * sizeof(float));
+    double ring = c->ring_allreduce_s(e, n + 1), sync = settings_of(e->cfg)->sync_ms * 1e-3;
+    double steps = e->step_s > 0 ? boundaries(copy + ring, e->step_s) +
+                                       boundaries(2 * copy + sync, e->step_s)
+                                 : 0;
+    double per_step = steps > 0 ? 1 / steps : 0;
     out->bytes = bp_dp_ring_bytes(e->p, n + 1) * per_step;
-    out->s = held * per_step;
-    /* The ring's messages, a 1/p share each, keep the links busy ring/round of the
-     * time; a message of the agreement that comes meanwhile waits for the rest of
-     * the one on the wire, half of its transfer on average (not its latency). */
+    out->s = 3 * copy * per_step;
+    /* The ring's messages, a 1/p share each, keep the links busy for the ring's share
+     * of the round; a message of the agreement that comes meanwhile waits for the
+     * rest of the one on the wire, half of its transfer on average (not its latency). */
     size_t chunk = (n + 1 + (size_t)e->p - 1) / (size_t)e->p * sizeof(float);
     double wire = c->message_s(e, chunk) - c->message_s(e, 0);
-    out->queue_s = e->p > 1 ? ring / round * wire / 2 : 0;
+    out->queue_s = e->p > 1 && steps > 0 ? fmin(1, ring / (steps * e->step_s)) * wire / 2 : 0;
 }
 
 static int64_t warmup(const bp_dp_config *c) { return settings_of(c)->warmup; }

@@ -25,5 +25,5 @@ double bp_dp_lp_allreduce_cost(const bp_dp_cost_env *e, size_t n, double *bytes)
            c->alltoall_s(e, wire) +
            c->minmax_s(e, part * (size_t)p, false) + c->vec_s(e, n) +
            c->minmax_s(e, part, true) + (p - 1) * c->message_s(e, wire) +
-           c->wake_s(e) + c->minmax_s(e, n, false);
+           c->wake_s(e) + c->minmax_s(e, n, false) + c->pass_waits_s(e, 3 * p + 1);
 }

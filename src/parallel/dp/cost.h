@@ -54,6 +54,10 @@ typedef struct bp_dp_prices {
     /* A copy of `bytes` between the device's memory and the host, over the device's
      * host link, which the host waits for; 0 where the memory is the host's. */
     double (*host_copy_s)(const bp_dp_cost_env *e, size_t bytes);
+    /* What k of the passes priced above (codecs, products), each of which the host
+     * waits for before the next, wait beyond their own time for the device while it
+     * computes beside them; 0 where nothing computes then or the passes are the host's. */
+    double (*pass_waits_s)(const bp_dp_cost_env *e, int k);
 } bp_dp_prices;
 
 /* Where the algorithm runs: p ranks (here of them on each node) on the machine and
@@ -65,6 +69,10 @@ struct bp_dp_cost_env {
     const struct bp_dp_config *cfg;
     int replicas;  /* on each rank (AvgPipe's pipelines) */
     double step_s; /* the step's length where known (async's rounds), else 0 */
+    /* The kernel of the computation beside the communication thread (backward's) that
+     * each of its device passes waits for, as a device's streams take its engine in
+     * turn kernel by kernel; 0: none computes beside it. */
+    double beside_kernel_s;
 };
 
 /* One tensor of a bucket: elements, its 2-D shape (cols 0 for a vector) and the
@@ -148,7 +156,8 @@ double bp_dp_allreduce_cost(const bp_dp_cost_env *e, size_t n, double *bytes);
 size_t bp_dp_minmax_bytes(size_t n);
 /* C_LP_S of n floats (bytegrad's bucket, qadam's momentum): staged from a device,
  * encode, all-to-all of the compressed chunks, decode and average its chunk, encode
- * it, ring allgather, decode all. */
+ * it, ring allgather, decode all (on a device, 3p + 1 passes: each chunk encoded and
+ * decoded on its own). */
 double bp_dp_lp_allreduce_cost(const bp_dp_cost_env *e, size_t n, double *bytes);
 
 #endif

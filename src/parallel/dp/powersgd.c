@@ -123,6 +123,9 @@ static void describe(const bp_dp_config *c, char *buf, size_t n) {
 static double bucket_cost(const bp_dp_cost_env *e, const bp_dp_cost_bucket *b, double *bytes) {
     size_t Pn = 0, Qn = 0, n = 0;
     double flops = 0, min_rate = settings_of(e->cfg)->min_rate;
+    /* Passes per compressed matrix on a device: M += G, P = M Q, Q = M^T P, P Q^T,
+     * M -= it (compress/powersgd.c), and Q's orthogonalization first. */
+    int passes = 0, per_matrix = settings_of(e->cfg)->orth_q ? 6 : 5;
     for (int i = 0; i < b->n_tensors; i++) {
         const bp_dp_cost_tensor *t = &b->t[i];
         n += t->numel;
@@ -133,6 +136,7 @@ static double bucket_cost(const bp_dp_cost_env *e, const bp_dp_cost_bucket *b, d
             Pn += t->rows * (size_t)r;
             Qn += t->cols * (size_t)r;
             flops += 6.0 * rows * cols * r + 2.0 * (rows + cols) * r * r;
+            passes += per_matrix;
         } else {
             Pn += t->numel;
         }
@@ -141,7 +145,7 @@ static double bucket_cost(const bp_dp_cost_env *e, const bp_dp_cost_bucket *b, d
      * (comm/prim.c): on a device, two host copies of the whole bucket. */
     return e->price->matmul_s(e, flops) + e->price->vec_s(e, 2 * n) +
            2 * e->price->host_copy_s(e, n * sizeof(float)) + bp_dp_allreduce_cost(e, Pn, bytes) +
-           (Qn ? bp_dp_allreduce_cost(e, Qn, bytes) : 0);
+           (Qn ? bp_dp_allreduce_cost(e, Qn, bytes) : 0) + e->price->pass_waits_s(e, passes);
 }
 
 static int64_t warmup(const bp_dp_config *c) { return settings_of(c)->warmup; }
