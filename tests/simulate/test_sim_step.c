@@ -560,24 +560,27 @@ static void test_async_holds_the_step_for_its_host_copies(void **state) {
 /* async's agreement, at its meetings every agree_every steps, queues behind the
  * round's message on the wire (comm/async.c keeps the links busy while a round's
  * allreduce runs, here all but the steps it waits for the lock): half that message's
- * transfer per message of the agreement, 2 of them on 2 ranks; nothing of it on a
- * link that transfers at once. */
+ * transfer per round of the agreement that rides the ring's connections, from a rank
+ * to the next: both of its rounds on 2 ranks, the broadcast's last on 4; nothing of it
+ * on a link that transfers at once. */
 static void test_async_agreement_queues_behind_its_rounds(void **state) {
     (void)state;
-    job_parts p;
-    make_job(&p, gpt(4, 128, 4, 64, 256), 2, 1, 1, 1);
-    p.j.dpc.algo = BP_DP_ASYNC;
-    p.j.local_steps = true;
-    *bp_async_in(&p.j.dpc.settings) = (bp_async_settings){.sync_ms = 1, .agree_every = 10};
-    size_t n = bp_sim_model_params(&p.j.mc, 1, 0, p.j.mc.n_layer + 2);
-    double chunk_bits = (double)((n + 1 + 1) / 2 * sizeof(float)) * 8.0, bw = 1e7;
-    bp_sim_machine slow = fast_machine(bw, 1e-3), fast = fast_machine(1e15, 1e-3);
-    slow.flops = fast.flops = 1e10;
-    double t_slow = simulate(&p.j, &slow).step_s, t_fast = simulate(&p.j, &fast).step_s;
-    double ring = 2 * chunk_bits / bw, busy = ring / (ring + 2 * t_fast);
-    double want = 2 * (chunk_bits / bw / 2) / 10;
-    assert_true(t_slow - t_fast <= want * (1 + 1e-9));
-    assert_true(t_slow - t_fast >= busy * want);
+    for (int p = 2; p <= 4; p += 2) {
+        job_parts j;
+        make_job(&j, gpt(4, 128, 4, 64, 256), p, 1, 1, 1);
+        j.j.dpc.algo = BP_DP_ASYNC;
+        j.j.local_steps = true;
+        *bp_async_in(&j.j.dpc.settings) = (bp_async_settings){.sync_ms = 1, .agree_every = 10};
+        size_t n = bp_sim_model_params(&j.j.mc, 1, 0, j.j.mc.n_layer + 2);
+        double chunk_bits = (double)((n + 1 + p - 1) / p * sizeof(float)) * 8.0, bw = 1e7;
+        bp_sim_machine slow = fast_machine(bw, 1e-3), fast = fast_machine(1e15, 1e-3);
+        slow.flops = fast.flops = 1e10;
+        double t_slow = simulate(&j.j, &slow).step_s, t_fast = simulate(&j.j, &fast).step_s;
+        double ring = 2 * (p - 1) * chunk_bits / bw, busy = ring / (ring + 2 * t_fast);
+        double want = (p == 2 ? 2 : 1) * (chunk_bits / bw / 2) / 10;
+        assert_true(t_slow - t_fast <= want * (1 + 1e-9));
+        assert_true(t_slow - t_fast >= busy * want);
+    }
 }
 
 /* A rank's messages to several peers: one after another on one link; side by side
