@@ -528,6 +528,23 @@ static void test_decentralized_hides_its_exchange(void **state) {
     }
 }
 
+/* decentralized's exchange on a device stages the weights (comm/memory.c): a copy to
+ * the host and the average back, whole, on top of an exchange already exposed. */
+static void test_decentralized_stages_its_weights_on_a_device(void **state) {
+    (void)state;
+    job_parts p;
+    make_job(&p, gpt(4, 128, 4, 64, 256), 2, 1, 1, 1);
+    p.j.dpc.algo = BP_DP_DECENTRALIZED;
+    bp_decentralized_in(&p.j.dpc.settings)->interval = 1;
+    bp_sim_machine m = fast_machine(1e7, 1e-5); /* the exchange outlasts the step */
+    m.flops = 1e10;
+    double n = (double)bp_sim_model_params(&p.j.mc, 1, 0, p.j.mc.n_layer + 2);
+    double host = simulate(&p.j, &m).step_s;
+    m.host_Bps = 1e9;
+    double device = simulate(&p.j, &m).step_s;
+    assert_near(device - host, 2 * n * sizeof(float) / 1e9, 1e-7); /* and the agreement's */
+}
+
 /* async's round, on a device, holds the step off by three copies of the weights over
  * the host link (comm/async.c), once a round; a round takes the step's lock at step
  * boundaries, so it spans whole steps: 2 when its transfer and interval are shorter
@@ -654,6 +671,7 @@ int main(void) {
         cmocka_unit_test(test_async_holds_the_step_for_its_host_copies),
         cmocka_unit_test(test_async_agreement_queues_behind_its_rounds),
         cmocka_unit_test(test_prices_side_by_side_and_pass_waits),
+        cmocka_unit_test(test_decentralized_stages_its_weights_on_a_device),
         cmocka_unit_test(test_more_bandwidth_never_slower),
         cmocka_unit_test(test_decentralized_hides_its_exchange),
         cmocka_unit_test(test_every_algorithm_declares_its_cost),
