@@ -44,7 +44,8 @@ static double exchange_s(const bp_sim_link *l, size_t bytes, size_t segment) {
     return fmax(bp_sim_message_s(l, bytes) + l->wake_s, handovers);
 }
 
-int bp_sim_allreduce_hops(int ranks, size_t bytes) {
+/* The messages in a row of such an allreduce: each waits for the one before. */
+static int allreduce_hops(int ranks, size_t bytes) {
     if (ranks <= 1) return 0;
     if (ranks > 2 && bytes <= BP_ALLREDUCE_TREE_MAX_BYTES) /* comm's binomial reduce and broadcast */
         return 2 * (int)ceil(log2(ranks));
@@ -54,7 +55,7 @@ int bp_sim_allreduce_hops(int ranks, size_t bytes) {
 double bp_sim_allreduce_s(const bp_sim_link *l, int ranks, size_t bytes) {
     if (ranks <= 1) return 0.0;
     if (ranks > 2 && bytes <= BP_ALLREDUCE_TREE_MAX_BYTES)
-        return bp_sim_allreduce_hops(ranks, bytes) * exchange_s(l, bytes, bytes);
+        return allreduce_hops(ranks, bytes) * exchange_s(l, bytes, bytes);
     size_t part = (bytes + (size_t)ranks - 1) / (size_t)ranks;
     size_t segment = BP_RING_SEGMENT_FLOATS * sizeof(float);
     return (ranks - 1) * (exchange_s(l, part, segment) + exchange_s(l, part, part));

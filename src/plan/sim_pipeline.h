@@ -120,8 +120,6 @@ double bp_sim_handover_s(const bp_sim_link *l, size_t bytes);
  * Where the ranks poll, an exchange takes at least its messages' hand-overs: the
  * reduce-scatter's in segments of BP_RING_SEGMENT_FLOATS, one after another. */
 double bp_sim_allreduce_s(const bp_sim_link *l, int ranks, size_t bytes);
-/* The messages in a row of such an allreduce: each waits for the one before. */
-int bp_sim_allreduce_hops(int ranks, size_t bytes);
 
 /* Simulate one step. per_stage ([S], or NULL) gets every stage's figures.
  * BP_EINTERNAL (and r->deadlock) when the stages cannot all finish; BP_ENOMEM. */

@@ -11,6 +11,10 @@ double bp_dp_allreduce_cost(const bp_dp_cost_env *e, size_t n, double *bytes) {
     return e->price->ring_allreduce_s(e, n);
 }
 
+double bp_dp_staging_cost(const bp_dp_cost_env *e, size_t n) {
+    return 2 * e->price->host_copy_s(e, n * sizeof(float));
+}
+
 size_t bp_dp_minmax_bytes(size_t n) { return n ? n + 2 * sizeof(float) : 0; }
 
 double bp_dp_lp_allreduce_cost(const bp_dp_cost_env *e, size_t n, double *bytes) {
@@ -19,9 +23,8 @@ double bp_dp_lp_allreduce_cost(const bp_dp_cost_env *e, size_t n, double *bytes)
     size_t part = (n + (size_t)p - 1) / (size_t)p, wire = bp_dp_minmax_bytes(part);
     const bp_dp_prices *c = e->price;
     *bytes += 2.0 * (p - 1) * (double)wire;
-    /* A device's values are staged: a copy to the host and one back (comm/ codes on
-     * the host). */
-    return 2 * c->host_copy_s(e, n * sizeof(float)) + c->minmax_s(e, n, true) +
+    /* A device's values are staged (comm/ codes on the host). */
+    return bp_dp_staging_cost(e, n) + c->minmax_s(e, n, true) +
            c->alltoall_s(e, wire) +
            c->minmax_s(e, part * (size_t)p, false) + c->vec_s(e, n) +
            c->minmax_s(e, part, true) + (p - 1) * c->message_s(e, wire) +

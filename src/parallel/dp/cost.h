@@ -152,6 +152,9 @@ typedef struct bp_dp_plan {
 double bp_dp_ring_bytes(int p, size_t n);
 /* A ring allreduce of n floats, its bytes added to *bytes. */
 double bp_dp_allreduce_cost(const bp_dp_cost_env *e, size_t n, double *bytes);
+/* n floats of a device staged for comm/ (comm/memory.c): a copy to the host and one
+ * back; 0 where the memory is the host's. */
+double bp_dp_staging_cost(const bp_dp_cost_env *e, size_t n);
 /* Bytes of n floats MinMaxUInt8-encoded. */
 size_t bp_dp_minmax_bytes(size_t n);
 /* C_LP_S of n floats (bytegrad's bucket, qadam's momentum): staged from a device,

@@ -118,11 +118,10 @@ static void step_cost(const bp_dp_cost_env *e, size_t n, bp_dp_step_cost *out) {
         out->s = bp_dp_allreduce_cost(e, n, &out->bytes);
         return;
     }
-    /* A device's weights are staged (comm/memory.c): a copy to the host before the
-     * exchange, the average back after it. */
-    out->s = 2 * e->price->host_copy_s(e, n * sizeof(float)) +
-             e->price->peer_exchange_s(e, n * sizeof(float)) + e->price->wake_s(e) +
-             e->price->vec_s(e, n);
+    /* A device's weights are staged: a copy to the host before the exchange, the
+     * average back after it. */
+    out->s = bp_dp_staging_cost(e, n) + e->price->peer_exchange_s(e, n * sizeof(float)) +
+             e->price->wake_s(e) + e->price->vec_s(e, n);
     out->bytes = (double)n * sizeof(float);
 }
 

@@ -101,7 +101,7 @@ static void describe(const bp_dp_config *c, char *buf, size_t n) {
  * one rank), and the decodes and updates of the replicas. */
 static void step_cost(const bp_dp_cost_env *e, size_t n, bp_dp_step_cost *out) {
     int peers = bp_ring_lp_neighbours(e->p);
-    out->s = 2 * e->price->host_copy_s(e, n * sizeof(float)) + e->price->vec_s(e, 4 * n) +
+    out->s = bp_dp_staging_cost(e, n) + e->price->vec_s(e, 4 * n) +
              e->price->minmax_s(e, n, true) + e->price->burst_s(e, peers, bp_dp_minmax_bytes(n)) +
              e->price->minmax_s(e, (size_t)(1 + peers) * n, false) + e->price->vec_s(e, 3 * n);
     out->bytes = peers * (double)bp_dp_minmax_bytes(n);

@@ -144,7 +144,7 @@ static double bucket_cost(const bp_dp_cost_env *e, const bp_dp_cost_bucket *b, d
     /* comm/ stages the bucket's tensors to the host and back around the batch
      * (comm/prim.c): on a device, two host copies of the whole bucket. */
     return e->price->matmul_s(e, flops) + e->price->vec_s(e, 2 * n) +
-           2 * e->price->host_copy_s(e, n * sizeof(float)) + bp_dp_allreduce_cost(e, Pn, bytes) +
+           bp_dp_staging_cost(e, n) + bp_dp_allreduce_cost(e, Pn, bytes) +
            (Qn ? bp_dp_allreduce_cost(e, Qn, bytes) : 0) + e->price->pass_waits_s(e, passes);
 }
 
