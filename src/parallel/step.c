@@ -82,16 +82,24 @@ static bp_status agree(const bp_grid_step_ctx *c, const bp_grid_step_in *in, bp_
 
 /* A replica's sum of squared gradients on this rank, counting each tensor of the
  * whole model once: the last stage's copy of the tied embedding is the first
- * stage's tensor, and a tensor replicated over the tp ranks is counted on rank 0. */
+ * stage's tensor, and a tensor replicated over the tp ranks is counted on rank 0.
+ * One reduction per run of adjacent counted tensors, not one per tensor: on a
+ * device each is a launch and a wait for its result, and a model has hundreds. */
 static double own_sumsq(const bp_grid_step_ctx *c, const bp_model *m) {
     const bp_backend *be = bp_model_backend(m);
     const float *g = bp_model_grads((bp_model *)m);
     double s = 0;
+    size_t from = 0, to = 0; /* the run being gathered: [from, to) */
     for (int i = 0; i < bp_model_num_tensors(m); i++) {
         const bp_tensor_info *ti = bp_model_tensor(m, i);
         if (ti->tied_copy || (ti->split_dim < 0 && c->grid->t != 0)) continue;
-        s += be->sumsq(be, g + ti->offset, ti->numel);
+        if (ti->offset != to) {
+            if (to > from) s += be->sumsq(be, g + from, to - from);
+            from = ti->offset;
+        }
+        to = ti->offset + ti->numel;
     }
+    if (to > from) s += be->sumsq(be, g + from, to - from);
     return s;
 }
 

@@ -215,9 +215,11 @@ static double pass_s(const bp_sim_machine *m, size_t n, double per) {
 }
 
 double bp_sim_optim_s(const bp_sim_machine *m, size_t params) {
-    /* AdamW reads weight, gradient and both moments and writes three of them;
-     * zeroing and the sum of squares pass over the gradient twice more. */
-    return m->prof ? m->prof->optim_s * m->prof->slowdown * (double)params : pass_s(m, params, 9);
+    /* Four kernels, as the step issues them: AdamW reads weight, gradient and both
+     * moments and writes three of them; zeroing, the finite check and the sum of
+     * squares pass over the gradient once each. */
+    if (m->prof) return m->prof->optim_s * m->prof->slowdown * (double)params;
+    return pass_s(m, params, 7) + 3 * pass_s(m, params, 1);
 }
 
 double bp_sim_minmax_s(const bp_sim_machine *m, size_t n, bool encode) {
