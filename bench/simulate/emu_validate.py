@@ -27,6 +27,8 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from validate import ROOT, BP, ALGOS, value, exposed  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "emu"))
+from cluster_runs import LOG_ONCE  # noqa: E402
 
 CLUSTER = os.path.join(ROOT, "scripts", "cluster.sh")
 GPU = "a100"
@@ -123,7 +125,7 @@ def run(name, w, per_host, opts, a):
     t0 = time.time()
     train = subprocess.run([CLUSTER, "mpirun", "-np", str(w), "--npernode", str(per_host), BP, "train"]
                            + run_opts + ["--eval-every", "0", "--progress", "none", "--out", rundir,
-                                       "--overwrite", "--log-every", "1"],
+                                       "--overwrite"] + LOG_ONCE,
                            capture_output=True, text=True)
     if train.returncode:
         sys.exit(f"{name}: train failed: {train.stderr[-2000:]}")

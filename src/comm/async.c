@@ -22,6 +22,12 @@ struct bp_async_avg {
     float *avg;  /* the average a: n + 1 floats, the last one the stop flag */
     float *cur;  /* x on a device: its host copy while adding a - s (else NULL) */
     pthread_mutex_t x_mu;
+    /* The thread's turn at x_mu: the step releases it between steps and takes it
+     * again at once, before a woken waiter runs, so the thread would wait steps for
+     * it; a step instead lets a waiting thread in first. */
+    pthread_mutex_t turn_mu;
+    pthread_cond_t turn;
+    bool thread_waits;
     pthread_mutex_t wait_mu;
     pthread_cond_t wake; /* a stop request cuts the wait between rounds short */
     pthread_t thread;
@@ -46,10 +52,22 @@ static void read_x(const bp_async_avg *a, float *host) {
         memcpy(host, a->x, a->n * sizeof *a->x);
 }
 
+/* The thread takes x_mu at the next step boundary (bp_async_avg_lock). */
+static void thread_lock(bp_async_avg *a) {
+    pthread_mutex_lock(&a->turn_mu);
+    a->thread_waits = true;
+    pthread_mutex_unlock(&a->turn_mu);
+    pthread_mutex_lock(&a->x_mu);
+    pthread_mutex_lock(&a->turn_mu);
+    a->thread_waits = false;
+    pthread_cond_broadcast(&a->turn);
+    pthread_mutex_unlock(&a->turn_mu);
+}
+
 /* One round; *stop tells whether some rank asked to end. */
 static bp_status round_once(bp_async_avg *a, bool *stop) {
     size_t n = a->n;
-    pthread_mutex_lock(&a->x_mu);
+    thread_lock(a);
     read_x(a, a->snap);
     pthread_mutex_unlock(&a->x_mu);
     memcpy(a->avg, a->snap, n * sizeof *a->x);
@@ -59,7 +77,7 @@ static bp_status round_once(bp_async_avg *a, bool *stop) {
     bp_status rc = bpc_op_end(
         &op, bpc_run_prim(&op, a->dup, a->avg, n + 1, NODE_SHARE, bpc_flat_allreduce_avg, NULL));
     if (rc != BP_OK) return rc;
-    pthread_mutex_lock(&a->x_mu);
+    thread_lock(a);
     if (a->cur) { /* on a device: through a host copy, the step held off by the lock */
         read_x(a, a->cur);
         for (size_t i = 0; i < n; i++) a->cur[i] += a->avg[i] - a->snap[i];
@@ -97,6 +115,8 @@ static bp_status async_new(bp_comm *c, float *x, size_t n, int interval_ms, bp_a
     *out = a;
     a->c = c, a->x = x, a->n = n, a->interval_s = interval_ms * 1e-3;
     pthread_mutex_init(&a->x_mu, NULL);
+    pthread_mutex_init(&a->turn_mu, NULL);
+    pthread_cond_init(&a->turn, NULL);
     pthread_mutex_init(&a->wait_mu, NULL);
     bpc_cond_init_monotonic(&a->wake);
     bp_status rc =
@@ -133,7 +153,12 @@ bp_status bp_async_avg_start(bp_comm *c, float *x, size_t n, int interval_ms, bp
     return rc;
 }
 
-void bp_async_avg_lock(bp_async_avg *a) { pthread_mutex_lock(&a->x_mu); }
+void bp_async_avg_lock(bp_async_avg *a) {
+    pthread_mutex_lock(&a->turn_mu);
+    while (a->thread_waits) pthread_cond_wait(&a->turn, &a->turn_mu);
+    pthread_mutex_unlock(&a->turn_mu);
+    pthread_mutex_lock(&a->x_mu);
+}
 void bp_async_avg_unlock(bp_async_avg *a) { pthread_mutex_unlock(&a->x_mu); }
 bool bp_async_avg_running(bp_async_avg *a) { return atomic_load(&a->running); }
 uint64_t bp_async_avg_rounds(bp_async_avg *a) { return atomic_load(&a->rounds); }
@@ -156,6 +181,8 @@ void bp_async_avg_destroy(bp_async_avg *a) {
     bp_free(a->avg);
     bp_free(a->cur);
     pthread_mutex_destroy(&a->x_mu);
+    pthread_mutex_destroy(&a->turn_mu);
+    pthread_cond_destroy(&a->turn);
     pthread_mutex_destroy(&a->wait_mu);
     pthread_cond_destroy(&a->wake);
     free(a);

@@ -145,6 +145,10 @@ const bp_backend *bp_backend_check(void);
  * core/cuda/backend_cuda.h, opened for a run by train/device.h). */
 const bp_backend *bp_backend_by_name(const char *name, const char *option, bp_err *err);
 
+/* The host waits until the device has run the work issued so far on the calling
+ * thread's default stream; at once where the memory is the host's. */
+bp_status bp_backend_finish(const bp_backend *be, bp_err *err);
+
 /* Host <-> device copies of n floats, the usual case. */
 static inline void bp_backend_put(const bp_backend *be, float *dev, const float *host, size_t n) {
     be->to_device(be, dev, host, n * sizeof(float));

@@ -567,6 +567,9 @@ static bp_status train_steps(trainer *t, int k, bp_step_record *r, int *done, bp
         t->stopping = true;
         return bp_task_set_state(&t->task, &drawn_from, err);
     }
+    /* The step's time holds its whole update, which the host would otherwise leave
+     * running on the device into its logging. */
+    if (rc == BP_OK) rc = bp_backend_finish(t->dev.be, err);
     if (rc) return rc;
     *done = k;
     t->stopping = out[k - 1].stop;

@@ -346,6 +346,9 @@ bp_status bp_dp_average(bp_dp *dp, bp_err *err) {
         dp->exposed_s += bp_now() - t0;
     }
     if (rc == BP_OK) rc = bp_dp_tune_step_end(dp, err);
+    /* The lock guards the weights, which the update's kernels may still be writing
+     * (a device's work runs after its call returns): async's round reads them next. */
+    if (rc == BP_OK && dp->step_locked) rc = bp_backend_finish(dp->be, err);
     release_step_lock(dp);
     return rc;
 }
