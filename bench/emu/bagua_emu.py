@@ -6,9 +6,10 @@ links shaped by the kernel to the network's rate over that network's dilation, s
 every network moves about the same real bytes per second; the two ranks of a host talk
 through shared memory, as GPUs of a server over NVLink). A gpt of 7.1 M parameters (4
 blocks of 384 channels, 6 heads, 128 tokens), 16 samples per rank, dp 16, every algorithm
-of Bagua's family at its defaults but the warm-ups (qadam's 2 steps, so the timed steps
-3.. compress) and async's --sync-ms (20 ms of the device's time, so 20 x K of wall).
-Per run: mean step (steps 3..); time to loss relative to allreduce = allreduce's step x
+of Bagua's family at its defaults but qadam's warm-up (2 steps, so the timed steps 3..
+compress). Per run: mean step (steps 3..; easgd to step 6, so that one of the 4 averages
+as one in 4 of a long run does; async to step 30, so that its rounds, one per 40-70 ms
+of the device's time, come as in a long run); time to loss relative to allreduce = allreduce's step x
 its steps to the loss / (the algorithm's step x its steps), the steps from the shipped
 statistical-efficiency study (docs/results/bagua_convergence, the factors `bagpipe plan`
 uses: bagpipe plan --json lists them). allreduce at 25 Gbit runs three times.
@@ -36,18 +37,18 @@ STEPS_FACTOR = {"allreduce": 1.0, "bytegrad": 1.246, "qadam": 0.951, "decentrali
                 "lp-decentralized": 1.118, "async": 1.156, "powersgd": 1.299, "easgd": 1.372}
 
 
-def algo_opts(a, K):
-    if a == "qadam":
-        return ["--qadam-warmup", "2"]
-    if a == "async":
-        return ["--sync-ms", str(20 * K)]
-    return []
+# Steps of the algorithms whose timed steps must span their period (the docstring).
+STEPS = {"easgd": 6, "async": 30}
+
+
+def algo_opts(a):
+    return ["--qadam-warmup", "2"] if a == "qadam" else []
 
 
 def predict(algo, gbit):
     """simulate's step ms of this algorithm on the two-level network the hosts emulate."""
     sim = subprocess.run([BP, "simulate", "--device", "emu:v100", "--steps", "100000", "--dp", "16",
-                          "--dp-algo", algo] + MODEL + algo_opts(algo, 1) +
+                          "--dp-algo", algo] + MODEL + algo_opts(algo) +
                          ["--intra", "bw=1200Gbit,lat=5us", "--inter", f"bw={gbit}Gbit,lat=50us",
                           "--ranks-per-node", "2"] + SIM_EAGER, capture_output=True, text=True)
     if sim.returncode:
@@ -105,8 +106,9 @@ def main():
         pool = Pool(8, 1)
         todo = [(al, 0) for al in ALGOS] + ([("allreduce", 1), ("allreduce", 2)] if gbit == 25 else [])
         for algo, rep in todo:
-            o = ["--device", "emu:v100", "--dilation", str(K), "--steps", str(a.steps), "--dp", "16",
-                 "--dp-algo", algo] + MODEL + algo_opts(algo, K)
+            steps = max(a.steps, STEPS.get(algo, 0))
+            o = ["--device", "emu:v100", "--dilation", str(K), "--steps", str(steps), "--dp", "16",
+                 "--dp-algo", algo] + MODEL + algo_opts(algo)
             d = os.path.join(a.out, f"{gbit}gbit_{algo}" + (f"_r{rep}" if rep else ""))
             m = pool.train(d, 16, 2, o).result()
             m.update(gbit=gbit, dilation=K, algo=algo, rep=rep)
