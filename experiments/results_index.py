@@ -38,6 +38,18 @@ page, bagpipe on a real GPU, comes from `scripts/device-check.sh` on a machine w
 """
 
 
+def header_block(lines):
+    """The bullets under the title (command, machine, commit, date): the first run of
+    "- " lines, not the bullets of the page's text further down."""
+    block = []
+    for l in lines:
+        if l.startswith("- "):
+            block.append(l)
+        elif block or l.strip():
+            break
+    return block
+
+
 def first_block(lines):
     """The page's first table: a Markdown one, or the first fenced block where a study
     prints its table as the text its script writes (avgpipe.sh)."""
@@ -62,7 +74,7 @@ def summary(name, command):
         return f"## {name}\n\nNot run yet: `{command}`.\n"
     lines = open(path).read().splitlines()
     title = lines[0].lstrip("# ").strip()
-    header = [l for l in lines[1:] if l.startswith("- ")][:5]
+    header = header_block(lines[1:])
     first_table = first_block(lines)
     tail = [l for l in lines if l.startswith("_Ran for")]
     link = f"[the whole page, with its plots](results/{name}/README.md)"
