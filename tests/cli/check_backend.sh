@@ -16,7 +16,11 @@ export ONLY='^(async|diloco|diloco-minmax4-rs|streaming-diloco|allreduce-buckets
 "$CL" record "$BP" "$WORK/cpu" >"$WORK/cpu.txt" 2>&1 || fail "recording on the cpu: $(cat "$WORK/cpu.txt")"
 EXTRA="--device check" "$CL" record "$BP" "$WORK/check" >"$WORK/check.txt" 2>&1 ||
   fail "recording on check: $(cat "$WORK/check.txt")"
-"$CL" compare "$WORK/cpu" "$WORK/check" >"$WORK/cmp.txt" 2>&1 || fail "check differs from cpu: $(cat "$WORK/cmp.txt")"
+# A run that failed on either side shows as MISSING: its log's end says why.
+failed_runs() { sed -nE 's/^.*: FAILED \(see (.*)\)$/\1/p' "$WORK/cpu.txt" "$WORK/check.txt" | while read -r l; do
+  echo "--- $l"; tail -5 "$l"; done; }
+"$CL" compare "$WORK/cpu" "$WORK/check" >"$WORK/cmp.txt" 2>&1 ||
+  fail "check differs from cpu: $(cat "$WORK/cmp.txt") $(failed_runs)"
 [ "$(grep -cE '^(SAME|RUNS)' "$WORK/cmp.txt")" -eq 22 ] || fail "not every configuration compared: $(cat "$WORK/cmp.txt")"
 
 losses() { grep '"type":"step"' "$1" | sed -E 's/.*"step":([0-9]+),"loss":([^,]+),.*/\1 \2/'; }
