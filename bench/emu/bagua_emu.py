@@ -9,8 +9,8 @@ blocks of 384 channels, 6 heads, 128 tokens), 16 samples per rank, dp 16, every 
 of Bagua's family at its defaults but qadam's warm-up (2 steps, so the timed steps 3..
 compress). Per run: mean step (steps 3..; easgd to step 6, so that one of the 4 averages
 as one in 4 of a long run does; async to step 30, so that its rounds, one per 40-70 ms
-of the device's time, come as in a long run); time to loss relative to allreduce = allreduce's step x
-its steps to the loss / (the algorithm's step x its steps), the steps from the shipped
+of the device's time, come as in a long run); time to loss relative to allreduce =
+allreduce's step x its steps to the loss / (the algorithm's step x its steps), the steps from the shipped
 statistical-efficiency study (docs/results/bagua_convergence, the factors `bagpipe plan`
 uses: bagpipe plan --json lists them). allreduce at 25 Gbit runs three times.
 Predicted: `bagpipe simulate` on the same two levels (--intra 1200 Gbit/s, --inter the

@@ -92,8 +92,6 @@ class Pool:
         got = self._take(ranks // per_host)
         try:
             hosts = ",".join(f"{name}-h{h}:{per_host}" for h in got)
-            # Steps logged once, at the end (LOG_ONCE): the step records are per step
-            # all the same.
             cmd = [CLUSTER, "mpirun", "-np", str(ranks), "--host", hosts, BP, "train"] + opts + [
                 "--eval-every", "0", "--progress", "none", "--out", rundir, "--overwrite"] + LOG_ONCE
             r = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ, **EAGER))
