@@ -244,15 +244,17 @@ static int node_of(const bp_sim_machine *m, int rank) {
     return m->ranks_per_node > 0 ? rank / m->ranks_per_node : 0;
 }
 
+bool bp_sim_group_spans(const bp_sim_machine *m, int first, int stride, int size) {
+    for (int i = 1; i < size; i++)
+        if (node_of(m, first + i * stride) != node_of(m, first)) return true;
+    return false;
+}
+
 bp_sim_link bp_sim_group_link(const bp_sim_machine *m, int first, int stride, int size,
                               int world) {
     int home = node_of(m, first), here = 0;
-    bool spans = false;
-    for (int i = 0; i < size; i++) {
-        int n = node_of(m, first + i * stride);
-        spans |= n != home;
-        here += n == home;
-    }
+    for (int i = 0; i < size; i++) here += node_of(m, first + i * stride) == home;
+    bool spans = bp_sim_group_spans(m, first, stride, size);
     bp_sim_link l = spans ? m->inter : m->intra;
     if (m->measured && size > 1) l.net = m->measured(m->measured_ctx, first, stride, size).net;
     if (!spans || m->per_pair) return l;

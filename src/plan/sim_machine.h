@@ -111,6 +111,8 @@ double bp_sim_vec_s(const bp_sim_machine *m, size_t n);
  * among the node's groups that communicate at once (not where links are per pair);
  * its network as measured where the machine has measurements. */
 bp_sim_link bp_sim_group_link(const bp_sim_machine *m, int first, int stride, int size, int world);
+/* Whether that group's ranks are on more than one node. */
+bool bp_sim_group_spans(const bp_sim_machine *m, int first, int stride, int size);
 
 /* Seconds of a ring allreduce of n floats over `ranks` on link l, with the
  * additions of the reduce-scatter; the link's wake-up delay once. */

@@ -61,14 +61,16 @@ double bp_sim_allreduce_s(const bp_sim_link *l, int ranks, size_t bytes) {
     return (ranks - 1) * (exchange_s(l, part, segment) + exchange_s(l, part, part));
 }
 
-/* When a message sent at `t` arrives. The emulated link serializes one message
- * after another, like comm/ does; without emulation, messages do not queue. */
-static double deliver(const bp_sim_link *l, double *link_free, double t, size_t bytes) {
+/* When a message sent at `t` arrives, its link shared with other transfers for
+ * `shared` of the time. The emulated link serializes one message after another,
+ * like comm/ does; without emulation, messages do not queue. */
+static double deliver(const bp_sim_link *l, double *link_free, double t, size_t bytes,
+                      double shared) {
     double copy = l->host_Bps > 0 ? (double)bytes / l->host_Bps : 0.0; /* each way */
     if (!l->net.on) return t + 2.0 * copy + bp_sim_message_s(l, bytes);
     t += copy;
     double start = *link_free > t ? *link_free : t;
-    double ser = l->net.bw_bps > 0 ? (double)bytes * 8.0 / l->net.bw_bps : 0.0;
+    double ser = l->net.bw_bps > 0 ? (1.0 + shared) * (double)bytes * 8.0 / l->net.bw_bps : 0.0;
     *link_free = start + ser;
     return *link_free + l->net.lat_s + copy;
 }
@@ -148,11 +150,11 @@ static void run_op(sim *m, int s, const bp_pipe_op *op, double ready) {
     if (!op->forward) m->in_use[s]--;
     if (op->forward && s < m->c->S - 1)
         m->act_at[(size_t)(s + 1) * V + v] =
-            deliver(&m->c->link, &m->fwd_link[s], m->clock[s], st->out_bytes);
+            deliver(&m->c->link, &m->fwd_link[s], m->clock[s], st->out_bytes, st->link_shared);
     if (!op->forward && s > 0)
         m->grad_at[(size_t)(s - 1) * V + v] =
             deliver(&m->c->link, &m->bwd_link[s], m->clock[s],
-                    cb ? st->cb_bytes : m->c->stage[s - 1].out_bytes);
+                    cb ? st->cb_bytes : m->c->stage[s - 1].out_bytes, st->link_shared);
 }
 
 /* Run stage s as far as its inputs allow; the number of operations run. */

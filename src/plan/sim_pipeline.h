@@ -48,6 +48,11 @@ typedef struct bp_sim_stage {
     int cb_sends;
     size_t cb_bytes;
     double cb_s;
+    /* The share of the time this stage's link to the others also carries its data-
+     * parallel transfers (async's rounds, an overlapped exchange: one network card
+     * a node), which take half of it while both send, as TCP's flows share a link:
+     * a message's time on the wire grows by this share. 0: the link is its own. */
+    double link_shared;
 } bp_sim_stage;
 
 /* How long a message takes. */

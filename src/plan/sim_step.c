@@ -48,6 +48,9 @@ typedef struct step_out {
     double exposed[BP_SIM_AXES], bytes[BP_SIM_AXES], max_bytes[BP_SIM_AXES];
 } step_out;
 
+/* Rounds toward the step's length with its links shared (one_step). */
+#define BP_SIM_SHARE_ROUNDS 4
+
 /* ---- messages -------------------------------------------------------------------- */
 
 static double allreduce_s(const ctx *c, const bp_sim_link *l, int p, size_t n, double *bytes) {
@@ -175,7 +178,8 @@ static double embed_one_s(const ctx *c, double *bytes) {
     return allreduce_s(c, &c->embed_link, ranks, n, bytes);
 }
 
-static bp_status run_pipeline(const ctx *c, bp_sim_result *r, bp_sim_stage_result *per) {
+static bp_status run_pipeline(const ctx *c, const double *shared, bp_sim_result *r,
+                              bp_sim_stage_result *per) {
     const bp_sim_job *j = c->j;
     bp_sim_stage *st = calloc((size_t)j->pp, sizeof *st);
     if (!st) return BP_ENOMEM;
@@ -185,7 +189,8 @@ static bp_status run_pipeline(const ctx *c, bp_sim_result *r, bp_sim_stage_resul
         st[s] = (bp_sim_stage){.fwd_s = c->st[s].fwd_s, .bwd_s = c->st[s].bwd_s,
                                .out_bytes = boundary_floats(c, c->st[s].b1) * sizeof(bp_real),
                                .inline_update_s = update_one_s(c, s) +
-                                        (ends ? embed_one_s(c, &unused) : 0)};
+                                        (ends ? embed_one_s(c, &unused) : 0),
+                               .link_shared = shared[s]};
         cb_costs(c, s, &st[s]);
     }
     bp_sim_config sc = {.S = j->pp, .N = j->N, .M = j->M, .stream_len = stream_steps(j),
@@ -425,13 +430,15 @@ static double agree_queue_s(const ctx *c, bool warm, double step_s) {
 /* Optimizer steps of stage s's replicas. */
 static double optim_s(const ctx *c, int s) { return c->j->N * update_one_s(c, s); }
 
-static bp_status one_step(const ctx *c, bool warm, step_out *o) {
+/* A step, the links of stage s to its pipeline neighbours shared with its dp
+ * transfers for shared[s] of the time. */
+static bp_status step_with(const ctx *c, bool warm, const double *shared, step_out *o) {
     const bp_sim_job *j = c->j;
     int S = j->pp;
     bp_sim_result pr;
     bp_sim_stage_result *per = calloc((size_t)S, sizeof *per);
     double *ready = calloc((size_t)S, sizeof(double));
-    bp_status rc = per && ready ? run_pipeline(c, &pr, per) : BP_ENOMEM;
+    bp_status rc = per && ready ? run_pipeline(c, shared, &pr, per) : BP_ENOMEM;
     memset(o, 0, sizeof *o);
     for (int s = 0; rc == BP_OK && s < S; s++) {
         double dpb = 0;
@@ -474,6 +481,55 @@ static bp_status one_step(const ctx *c, bool warm, step_out *o) {
     }
     free(per);
     free(ready);
+    return rc;
+}
+
+/* The share of a step of step_s in which stage s's link to its pipeline neighbours
+ * also carries its dp transfers beside forward and backward (async's rounds, an
+ * overlapped exchange): where both leave the node by its one network card (the
+ * pipeline and the dp group span nodes; links are not per pair). The dp transfers
+ * are priced on what the pipeline's own messages leave of the link (on the wire p of
+ * the step, they stretch the dp transfers by that share in turn). */
+static double link_shared(const ctx *c, int s, bool warm, double step_s) {
+    const bp_sim_job *j = c->j;
+    const stage_info *si = &c->st[s];
+    bp_dp_config cfg;
+    const bp_dp_algo_ops *ops = stage_algo(c, s, warm, &cfg);
+    if (c->m->per_pair || j->pp <= 1 || si->dp_p <= 1 || step_s <= 0 || !ops->cost.step ||
+        !bp_sim_group_spans(c->m, 0, j->dp * j->tp, j->pp) ||
+        !bp_sim_group_spans(c->m, rank_of(j, 0, s, 0), j->tp, j->dp))
+        return 0;
+    const bp_sim_link *pl = &c->pp_link;
+    double p = fmin(1, (bp_sim_message_s(pl, (size_t)pp_bytes(c, s)) - bp_sim_message_s(pl, 0)) / step_s);
+    bp_sim_link left = si->dp_link;
+    if (left.net.on) left.net.bw_bps /= 1 + p;
+    if (left.copy_Bps > 0) left.copy_Bps /= 1 + p;
+    bp_dp_cost_env e = cost_env(c, s, c->m, &cfg);
+    e.link = &left;
+    e.step_s = step_s;
+    bp_dp_step_cost o = {.every = 1};
+    ops->cost.step(&e, si->params, &o);
+    return o.overlapped ? fmin(1, o.s / (o.every * step_s)) : o.busy;
+}
+
+/* The step with its shared links: the shares depend on the step's length, so from
+ * the step without them, a few rounds toward the length they give. */
+static bp_status one_step(const ctx *c, bool warm, step_out *o) {
+    int S = c->j->pp;
+    *o = (step_out){0};
+    double *shared = calloc((size_t)S, sizeof(double));
+    bp_status rc = shared ? step_with(c, warm, shared, o) : BP_ENOMEM;
+    for (int round = 0; rc == BP_OK && round < BP_SIM_SHARE_ROUNDS; round++) {
+        bool moved = false;
+        for (int s = 0; s < S; s++) {
+            double x = link_shared(c, s, warm, o->step_s);
+            moved |= fabs(x - shared[s]) > 1e-3;
+            shared[s] = x;
+        }
+        if (!moved) break;
+        rc = step_with(c, warm, shared, o);
+    }
+    free(shared);
     return rc;
 }
 

@@ -600,6 +600,30 @@ static void test_async_agreement_queues_behind_its_rounds(void **state) {
     }
 }
 
+/* async's rounds beside a pipeline, one rank a node: each stage's node card carries
+ * the dp ring and the pipeline's messages, which then take longer on the wire (each
+ * at most twice, TCP's flows halving the card); with links per pair the two never
+ * meet. */
+static void test_pipeline_shares_a_card_with_async_rounds(void **state) {
+    (void)state;
+    const double bw = 1e8;
+    job_parts p;
+    make_job(&p, gpt(4, 128, 4, 64, 256), 2, 2, 1, 4);
+    p.j.dpc.algo = BP_DP_ASYNC;
+    *bp_async_in(&p.j.dpc.settings) = (bp_async_settings){.sync_ms = 1, .agree_every = 10};
+    bp_sim_machine m = fast_machine(bw, 1e-4);
+    m.flops = 1e11;
+    m.ranks_per_node = 1;
+    m.per_pair = true;
+    double own = simulate(&p.j, &m).step_s;
+    m.per_pair = false;
+    double shared = simulate(&p.j, &m).step_s;
+    /* the pipeline's messages a step: M activations forward, M gradients back */
+    double wire = 2.0 * p.j.M * (double)p.j.micro_B * 64 * 128 * sizeof(float) * 8 / bw;
+    assert_true(shared > own + 0.05 * wire);
+    assert_true(shared <= own + wire);
+}
+
 /* A rank's messages to several peers: one after another on one link; side by side
  * where links are per pair (comm/'s --net). A device pass of the communication thread
  * waits for the kernel computing beside it, none when nothing computes. */
@@ -670,6 +694,7 @@ int main(void) {
         cmocka_unit_test(test_hierarchical_closed_form),
         cmocka_unit_test(test_async_holds_the_step_for_its_host_copies),
         cmocka_unit_test(test_async_agreement_queues_behind_its_rounds),
+        cmocka_unit_test(test_pipeline_shares_a_card_with_async_rounds),
         cmocka_unit_test(test_prices_side_by_side_and_pass_waits),
         cmocka_unit_test(test_decentralized_stages_its_weights_on_a_device),
         cmocka_unit_test(test_more_bandwidth_never_slower),

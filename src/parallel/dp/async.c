@@ -136,7 +136,8 @@ static void step_cost(const bp_dp_cost_env *e, size_t n, bp_dp_step_cost *out) {
      * rest of the one on the wire, half of its transfer on average (not its latency). */
     size_t chunk = (n + 1 + (size_t)e->p - 1) / (size_t)e->p * sizeof(float);
     double wire = c->message_s(e, chunk) - c->message_s(e, 0);
-    out->queue_s = e->p > 1 && steps > 0 ? fmin(1, ring / (steps * e->step_s)) * wire / 2 : 0;
+    out->busy = e->p > 1 && steps > 0 ? fmin(1, ring / (steps * e->step_s)) : 0;
+    out->queue_s = out->busy * wire / 2;
 }
 
 static int64_t warmup(const bp_dp_config *c) { return settings_of(c)->warmup; }

@@ -98,6 +98,11 @@ typedef struct bp_dp_step_cost {
      * algorithm's own transfers in the same connections (async's background rounds,
      * which the ranks' agreement queues behind), per message; 0: none. */
     double queue_s;
+    /* The share of the step's time its transfers keep this rank's network link busy
+     * from a thread of their own (async's rounds), which a pipeline's messages from
+     * this rank then share (plan/sim_step.c); 0: none. An overlapped algorithm's
+     * share is its time over the steps it spans (`s` over `every` steps). */
+    double busy;
 } bp_dp_step_cost;
 
 typedef struct bp_dp_cost {
