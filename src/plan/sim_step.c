@@ -500,7 +500,8 @@ static double link_shared(const ctx *c, int s, bool warm, double step_s) {
         !bp_sim_group_spans(c->m, rank_of(j, 0, s, 0), j->tp, j->dp))
         return 0;
     const bp_sim_link *pl = &c->pp_link;
-    double p = fmin(1, (bp_sim_message_s(pl, (size_t)pp_bytes(c, s)) - bp_sim_message_s(pl, 0)) / step_s);
+    double wire = bp_sim_message_s(pl, (size_t)pp_bytes(c, s)) - bp_sim_message_s(pl, 0);
+    double p = fmin(1, wire / step_s);
     bp_sim_link left = si->dp_link;
     if (left.net.on) left.net.bw_bps /= 1 + p;
     if (left.copy_Bps > 0) left.copy_Bps /= 1 + p;
