@@ -134,6 +134,8 @@ static void run_op(sim *m, int s, const bp_pipe_op *op, double ready) {
     const bp_sim_stage *st = &m->c->stage[s];
     bp_sim_stage_result *o = &m->out[s];
     double start = ready > m->clock[s] ? ready + m->c->link.wake_s : m->clock[s];
+    if (op->update && meets(m, s) && m->c->tied_rides_pipeline)
+        start = fmax(start, m->bwd_link[m->c->S - 1]);
     /* Backward send b of a step's V is compressed when it is among the last cb_sends
      * (backwards go in order: b is the position in the step). */
     bool cb = !op->forward && !op->update && s > 0 && op->micro % m->V >= m->V - st->cb_sends;

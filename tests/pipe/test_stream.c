@@ -293,11 +293,36 @@ static void test_simulator_runs_streams(void **state) {
             }
 }
 
+/* AvgPipe on 2 stages: the tied tensor's allreduce at an inline update rides the
+ * pipeline's pair of links, so it waits for the last stage's gradients still on the
+ * wire: the stream gets longer, by at least half of one's time on the wire and at
+ * most that of a step's N x M of them at each of its (K - 1) x N inline updates. */
+static void test_tied_update_waits_for_the_gradient_on_the_wire(void **state) {
+    (void)state;
+    const double bw = 1e9, wire = 1e6 * 8 / bw;
+    bp_sim_stage st[2];
+    for (int s = 0; s < 2; s++)
+        st[s] = (bp_sim_stage){.fwd_s = 1e-3, .bwd_s = 2e-3, .inline_update_s = 1e-4,
+                               .act_bytes = 1, .out_bytes = 1000000};
+    bp_sim_config c = {.S = 2, .N = 2, .M = 1, .stream_len = 2, .tied = true,
+                       .sched = scheds[1], .stage = st,
+                       .link = {.net = {.on = true, .bw_bps = bw, .lat_s = 1e-4}}};
+    bp_sim_result apart, riding;
+    assert_int_equal(bp_sim_run(&c, &apart, NULL), BP_OK);
+    c.tied_rides_pipeline = true;
+    assert_int_equal(bp_sim_run(&c, &riding, NULL), BP_OK);
+    int inline_updates = (c.stream_len - 1) * c.N;
+    assert_true(riding.step_s >= apart.step_s + 0.5 * wire / c.stream_len);
+    double per_update = c.N * c.M * wire;
+    assert_true(riding.step_s <= apart.step_s + inline_updates * per_update / c.stream_len);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_streams),
         cmocka_unit_test(test_checks_can_fail),
         cmocka_unit_test(test_simulator_runs_streams),
+        cmocka_unit_test(test_tied_update_waits_for_the_gradient_on_the_wire),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
