@@ -304,17 +304,28 @@ static double buckets_end(const ctx *main, int s, bool warm, double start, doubl
     return fmax(t, end);
 }
 
+/* What stage s's algorithm does after the optimizer in a step of step_s, its
+ * transfers on `link`, into *o; false where it does nothing there (no such cost,
+ * or one rank without local replicas). */
+static bool algo_step(const ctx *c, int s, bool warm, double step_s, const bp_sim_link *link,
+                      bp_dp_step_cost *o) {
+    bp_dp_config cfg;
+    const bp_dp_algo_ops *ops = stage_algo(c, s, warm, &cfg);
+    if (!ops->cost.step || (c->st[s].dp_p <= 1 && !ops->local_replicas)) return false;
+    bp_dp_cost_env e = cost_env(c, s, c->m, &cfg);
+    e.link = link;
+    e.step_s = step_s;
+    *o = (bp_dp_step_cost){.every = 1};
+    ops->cost.step(&e, c->st[s].params, o);
+    return true;
+}
+
 /* What the algorithm does after the optimizer on stage s, per step on average. */
 static double mix_s(const ctx *c, int s, bool warm, double step_s, double hide_s,
                     double *bytes) {
     const stage_info *si = &c->st[s];
-    bp_dp_config cfg;
-    const bp_dp_algo_ops *ops = stage_algo(c, s, warm, &cfg);
-    if (!ops->cost.step || (si->dp_p <= 1 && !ops->local_replicas)) return 0;
-    bp_dp_cost_env e = cost_env(c, s, c->m, &cfg);
-    e.step_s = step_s;
-    bp_dp_step_cost o = {.every = 1};
-    ops->cost.step(&e, si->params, &o);
+    bp_dp_step_cost o;
+    if (!algo_step(c, s, warm, step_s, &si->dp_link, &o)) return 0;
     double t = o.s, b = o.bytes;
     if (t > 0) t += local_s(c, si, si->params, b, &b);
     if (o.overlapped) t = fmax(0, t - hide_s);
@@ -418,13 +429,8 @@ static int rounds_along_ring(int p) {
  * (measured: 4 emulated V100s at 1 Gbit/s, a meeting 12-19 ms longer with a ring's
  * chunk of 29 ms on the wire 81% of the time: one wait, not one per round). */
 static double agree_queue_s(const ctx *c, bool warm, double step_s) {
-    bp_dp_config cfg;
-    const bp_dp_algo_ops *ops = stage_algo(c, 0, warm, &cfg);
-    if (!ops->cost.step || c->st[0].dp_p <= 1) return 0;
-    bp_dp_cost_env e = cost_env(c, 0, c->m, &cfg);
-    e.step_s = step_s;
-    bp_dp_step_cost o = {.every = 1};
-    ops->cost.step(&e, c->st[0].params, &o);
+    bp_dp_step_cost o;
+    if (c->st[0].dp_p <= 1 || !algo_step(c, 0, warm, step_s, &c->st[0].dp_link, &o)) return 0;
     return o.queue_s * rounds_along_ring(c->W) * meetings_per_step(c, warm);
 }
 
@@ -494,9 +500,7 @@ static bp_status step_with(const ctx *c, bool warm, const double *shared, step_o
 static double link_shared(const ctx *c, int s, bool warm, double step_s) {
     const bp_sim_job *j = c->j;
     const stage_info *si = &c->st[s];
-    bp_dp_config cfg;
-    const bp_dp_algo_ops *ops = stage_algo(c, s, warm, &cfg);
-    if (c->m->per_pair || j->pp <= 1 || si->dp_p <= 1 || step_s <= 0 || !ops->cost.step ||
+    if (c->m->per_pair || j->pp <= 1 || si->dp_p <= 1 || step_s <= 0 ||
         !bp_sim_group_spans(c->m, 0, j->dp * j->tp, j->pp) ||
         !bp_sim_group_spans(c->m, rank_of(j, 0, s, 0), j->tp, j->dp))
         return 0;
@@ -506,11 +510,8 @@ static double link_shared(const ctx *c, int s, bool warm, double step_s) {
     bp_sim_link left = si->dp_link;
     if (left.net.on) left.net.bw_bps /= 1 + p;
     if (left.copy_Bps > 0) left.copy_Bps /= 1 + p;
-    bp_dp_cost_env e = cost_env(c, s, c->m, &cfg);
-    e.link = &left;
-    e.step_s = step_s;
-    bp_dp_step_cost o = {.every = 1};
-    ops->cost.step(&e, si->params, &o);
+    bp_dp_step_cost o;
+    if (!algo_step(c, s, warm, step_s, &left, &o)) return 0;
     return o.overlapped ? fmin(1, o.s / (o.every * step_s)) : o.busy;
 }
 
