@@ -12,9 +12,11 @@ of --steps, since plan predicts the mean over the run; diloco and streaming-dilo
 whose outer steps come every 100 steps, which a short run never reaches, are timed
 again with one every 4 steps, their cost spread over the 100). With --spread S, S more are
 taken down the ranking (ranks 2 top, 4 top, ...). The losses do not depend on the network: each configuration
-trains once, unshaped, on this machine's ranks, and its steps to the target loss
+trains once (async, whose steps to a loss depend on timing, three times: the median),
+unshaped, on this machine's ranks, and its steps to the target loss
 (allreduce's validation loss at 60% of its steps) times its shaped step time is its
-measured time to the loss. Per setting: the regret of plan's first pick (its measured
+measured time to the loss. With --passes P, every configuration is timed P times, every
+other pass in reverse order, and its step is the median pass. Per setting: the regret of plan's first pick (its measured
 time over the best measured, less 1) and Spearman's rank correlation of predicted
 against measured time to the loss. With --trial-kinds N, plan's statistical efficiency
 comes from `plan --trials` (N kinds, --steps steps each), run once per host count on
@@ -22,7 +24,7 @@ this machine's unshaped ranks and given to each setting's plan as --factors, ins
 of the table measured on the default gpt. --rescore FILE recomputes a saved --json FILE's
 measured columns from its runs (in --out) instead of running anything.
 """
-import argparse, json, math, os, subprocess, sys, time
+import argparse, json, math, os, statistics, subprocess, sys, time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BP = os.environ.get("BAGPIPE", os.path.join(ROOT, "build", "bagpipe"))
@@ -201,19 +203,36 @@ def setting(hosts, rate, lat, a, out, factors):
         sh([CLUSTER, "down"], "cluster down")
 
 
-def loss_run(hosts, args, a, out, i):
-    rundir = os.path.join(out, f"loss_h{hosts}_{i}")
-    if not a.rescore:
-        sh([MPIRUN, "-np", str(hosts), BP, "train"] + MODEL + args.split() +
-           ["--steps", str(a.steps), "--eval-every", str(a.eval_every), "--eval-batches", "5",
-            "--log-every", "50", "--out", rundir], f"loss run h{hosts} {args}")
-    return [(r["step"], r["val_loss"]) for r in records(rundir, "eval")]
+# async's steps to a loss depend on when its thread's transfers land (209 to 230 steps in
+# five runs of one job here): its loss runs are repeated and the median taken, as plan
+# --trials does for its factor.
+LOSS_REPEATS = 3
 
 
-def timed_mean_ms(rundirs, steps, first=3, **window):
-    """The mean over the passes of each pass's step time."""
-    ms = [timed_step_ms(d, steps, first, **window) for d in rundirs]
-    return sum(ms) / len(ms)
+def loss_runs(hosts, args, a, out, i):
+    """The validation curves [(step, loss)] of configuration args: one run, or
+    LOSS_REPEATS of an async one (the repeats in loss_h<hosts>_<i>_r<k>)."""
+    curves = []
+    for k in range(LOSS_REPEATS if is_async(args) else 1):
+        rundir = os.path.join(out, f"loss_h{hosts}_{i}" + (f"_r{k}" if k else ""))
+        if a.rescore and not os.path.isdir(rundir):
+            break
+        if not a.rescore:
+            sh([MPIRUN, "-np", str(hosts), BP, "train"] + MODEL + args.split() +
+               ["--steps", str(a.steps), "--eval-every", str(a.eval_every), "--eval-batches", "5",
+                "--log-every", "50", "--out", rundir], f"loss run h{hosts} {args}")
+        curves.append([(r["step"], r["val_loss"]) for r in records(rundir, "eval")])
+    return curves
+
+
+def timed_median_ms(rundirs, steps, first=3, **window):
+    """The median over the passes of each pass's step time. This machine's two cores are
+    virtual: for a few seconds at a time both compute up to 1.6x slower than alone
+    (two independent single-process runs at once: 2.7-2.8 ms steps, or both 4.8), and
+    a pass that falls in such a stretch runs slow throughout (streaming-diloco: four
+    passes at 2.8-3.2 ms, two at 4.5-4.8), which a mean over two passes carried into
+    the comparison."""
+    return statistics.median(timed_step_ms(d, steps, first, **window) for d in rundirs)
 
 
 # Algorithms whose first steps run as allreduce by default: their option, its default,
@@ -253,17 +272,17 @@ def measured_step(r, steps):
     outer steps, their cost from the runs that take one every SYNC_PROBE steps
     (outer_rundirs), spread over H."""
     window = {"period": ASYNC_PERIOD} if is_async(r["args"]) else {}
-    r["meas_step_ms"] = timed_mean_ms(r["rundirs"], steps, **window)
+    r["meas_step_ms"] = timed_median_ms(r["rundirs"], steps, **window)
     warm, H = warm_up(r["args"]), outer_period(r["args"])
     if H and r.get("outer_rundirs"):
         r["plain_step_ms"] = r["meas_step_ms"]
-        r["outer_step_ms"] = timed_mean_ms(r["outer_rundirs"], steps)
+        r["outer_step_ms"] = timed_median_ms(r["outer_rundirs"], steps)
         r["meas_step_ms"] += (r["outer_step_ms"] - r["plain_step_ms"]) * SYNC_PROBE / H
     if warm and r.get("after_rundirs"):
         share = min(warm[1], steps) / steps
         r["warm_step_ms"] = r["meas_step_ms"]
         # from step 3 after the shorter warm-up, as the other runs from step 3
-        r["after_step_ms"] = timed_mean_ms(r["after_rundirs"], steps, warm[2] + 3)
+        r["after_step_ms"] = timed_median_ms(r["after_rundirs"], steps, warm[2] + 3)
         r["meas_step_ms"] = share * r["warm_step_ms"] + (1 - share) * r["after_step_ms"]
 
 
@@ -279,7 +298,8 @@ def rescored(s, out, steps):
 
 def score(s, curves, target):
     for r in s["rows"]:
-        r["steps_to_target"] = steps_to(curves[r["args"]], target)
+        r["steps_each"] = [steps_to(c, target) for c in curves[r["args"]]]
+        r["steps_to_target"] = statistics.median(r["steps_each"])
         r["meas_to_loss_s"] = r["steps_to_target"] * r["meas_step_ms"] / 1e3
     rows = s["rows"]
     best = min(r["meas_to_loss_s"] for r in rows)
@@ -289,6 +309,14 @@ def score(s, curves, target):
     s["spearman"] = spearman([r["pred_to_loss_s"] for r in rows],
                              [r["meas_to_loss_s"] if math.isfinite(r["meas_to_loss_s"]) else big for r in rows])
     s["spearman_step"] = spearman([r["pred_step_ms"] for r in rows], [r["meas_step_ms"] for r in rows])
+
+
+def steps_cell(r):
+    """Steps to the target; of repeated loss runs, the median and each run's."""
+    each = r.get("steps_each", [])
+    if len(each) < 2:
+        return f"{r['steps_to_target']:.0f}"
+    return f"{r['steps_to_target']:.0f} ({', '.join(f'{x:.0f}' for x in each)})"
 
 
 def markdown(results, f):
@@ -310,7 +338,7 @@ def markdown(results, f):
                 "|---:|---|---:|---:|---:|---:|---:|---:|\n")
         for r in sorted(s["rows"], key=lambda r: r["plan_rank"]):
             f.write(f"| {r['plan_rank']} | `{r['args']}` | {r['pred_step_ms']:.1f} | {r['meas_step_ms']:.1f} | "
-                    f"{r['factor']:.3f} | {r['steps_to_target']:.0f} | {r['pred_to_loss_s']:.2f} | "
+                    f"{r['factor']:.3f} | {steps_cell(r)} | {r['pred_to_loss_s']:.2f} | "
                     f"{r['meas_to_loss_s']:.2f} |\n")
 
 
@@ -325,7 +353,7 @@ def main():
     p.add_argument("--timed-steps", type=int, default=12)
     p.add_argument("--passes", type=int, default=1,
                    help="times each configuration is timed per setting, every other pass in "
-                        "reverse order; its step time is their mean")
+                        "reverse order; its step time is their median")
     p.add_argument("--out", required=True)
     p.add_argument("--json", required=True)
     p.add_argument("--markdown", required=True)
@@ -350,8 +378,8 @@ def main():
             print(f"{hosts} hosts {s['rate']}/{s['lat']}: plan {s['plan_s']:.1f} s, "
                   f"{len(s['rows'])} configurations timed", flush=True)
         configs = sorted({r["args"] for s in mine for r in s["rows"]})
-        curves = {c: loss_run(hosts, c, a, a.out, i) for i, c in enumerate(configs)}
-        base = curves[baseline(hosts)]
+        curves = {c: loss_runs(hosts, c, a, a.out, i) for i, c in enumerate(configs)}
+        base = curves[baseline(hosts)][0]
         at = max(s for s, _ in base if s <= 0.6 * a.steps)
         target = dict(base)[at]
         for s in mine:

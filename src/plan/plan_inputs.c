@@ -154,7 +154,7 @@ static void fit(const double *t, bp_plan_pair *p) {
     p->bw_bps = 8.0 / slope;
 }
 
-static int cmp_double(const void *a, const void *b) {
+int bp_plan_cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return (x > y) - (x < y);
 }
@@ -170,8 +170,8 @@ static bool level(const bp_plan_network *n, bool within, bp_sim_link *l) {
         lat[k] = p->lat_s, bw[k] = p->bw_bps, k++;
     }
     if (k > 0) {
-        qsort(lat, (size_t)k, sizeof *lat, cmp_double);
-        qsort(bw, (size_t)k, sizeof *bw, cmp_double);
+        qsort(lat, (size_t)k, sizeof *lat, bp_plan_cmp_double);
+        qsort(bw, (size_t)k, sizeof *bw, bp_plan_cmp_double);
         *l = (bp_sim_link){.net = {.on = true, .bw_bps = bw[k / 2], .lat_s = lat[k / 2]}};
     }
     free(lat), free(bw);

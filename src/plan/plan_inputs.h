@@ -27,6 +27,9 @@ typedef struct bp_plan_knobs {
     bool sc, cb, fe; /* Optimus-CC's stage compression, compressed backprop, fused embedding */
 } bp_plan_knobs;
 
+/* qsort's comparison of doubles, ascending. */
+int bp_plan_cmp_double(const void *a, const void *b);
+
 /* Steps to the baseline's loss over the baseline's steps for k (the baseline:
  * allreduce; for AvgPipe one pipeline; for Optimus-CC its flags off) on `model` (as
  * --model names it), where the number comes from (a static string) and the model

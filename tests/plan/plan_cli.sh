@@ -134,6 +134,29 @@ assert all(k["efficiency_source"].startswith("trial of 20 steps") for k in r if 
 assert all(not k["efficiency_source"].startswith("trial") for k in r if not k["trialled"])
 PY
 
+# Every kind trialled (--trial-kinds above their number): async, whose updates depend
+# on when its thread's transfers land, three times, its factor their median; every
+# other kind once.
+LAUNCH_TIMEOUT=240 launch 2 "$BP" plan "${TINY[@]}" --trials 20 --trial-kinds 32 --json "$WORK/all.json" >"$WORK/all" 2>"$WORK/all.err" ||
+  fail "plan --trials --trial-kinds 32 exited $?: $(cat "$WORK/all.err")"
+python3 - "$WORK/all.json" <<'PY' || fail "timing-dependent trials: $(ls "$WORK/all.json.trials")"
+import json, os, re, sys
+path = sys.argv[1]; r = json.load(open(path))["ranking"]
+kinds = sorted({k["efficiency_source"] for k in r if k["trialled"]})
+asy = {k["efficiency_source"] for k in r if k["trialled"] and k["algo"] == "async"}
+assert len(asy) == 1, asy
+n = r"(\d+|inf)"
+m = re.search(rf": {n} steps to loss .* \(the median of 3 trials, {n}, {n}, {n}: its updates depend on timing\)$", asy.pop())
+assert m, kinds
+each = sorted(float(x) for x in m.groups()[1:])
+assert float(m.group(1)) == each[1], m.group(0)
+others = [k for k in r if k["trialled"] and k["algo"] != "async"]
+assert others and not any("median" in k["efficiency_source"] for k in others), others[:2]
+dirs = os.listdir(path + ".trials")
+repeats = sorted(d for d in dirs if "." in d)
+assert len(repeats) == 2 and repeats[0].split(".")[0] == repeats[1].split(".")[0], dirs
+PY
+
 # --factors: those trials' factors, kind by kind (algorithm, replicas, AvgPipe's N,
 # Optimus-CC's flags), in a plan of a described cluster of as many ranks; the file
 # must be a ranking of the same model holding trialled factors.

@@ -179,5 +179,5 @@ const bp_dp_algo_ops bp_dp_async = {
     .describe = describe,
     .meets = meets,
     .cost = {.step = step_cost, .warmup = warmup}, /* warm-up: allreduce's buckets */
-    .plan = {.variants = variants, .efficiency = efficiency},
+    .plan = {.variants = variants, .efficiency = efficiency, .timing_dependent = true},
 };

@@ -139,6 +139,10 @@ typedef struct bp_dp_plan {
     const bp_dp_variant *variants; /* NULL: plan does not try it */
     bool hierarchical;             /* each variant also with --hierarchical across nodes */
     const bp_dp_efficiency *efficiency; /* NULL: none measured (plan takes allreduce's) */
+    /* Its updates depend on when its own thread's transfers land beside the steps
+     * (async), so one run's steps to a loss is one draw of several (209-230 in five
+     * runs of the same async job): plan --trials takes the median of a few trials. */
+    bool timing_dependent;
 } bp_dp_plan;
 
 /* The studies most factors come from. docs/results/bagua_convergence (the default
