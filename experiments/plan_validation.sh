@@ -62,5 +62,7 @@ TXT
   echo "trial kinds ${TRIAL_KINDS:-16}, ${PASSES:-3} timing passes; binary $BP."
   echo
   cat "$OUT/table.md"
+  echo
+  cat "$ROOT/bench/plan/plan_validation_notes.md"
 } >"$OUT/README.md"
 study_end
