@@ -75,9 +75,9 @@ typedef struct bp_sim_config {
     int stream_len; /* steps of one stream without a flush (0 or 1: a flush every step) */
     bool tied;   /* the first and last stages meet in each inline update */
     /* Their tied tensor's allreduce goes over the links of the pipeline's messages (2
-     * stages, whose pair it is; or one network card a node), so it starts once the
-     * messages on them have left: the last stage's gradient, sent just before its
-     * update, delays the meeting by its time on the wire. */
+     * stages, whose pair it is; or a pipeline across nodes of one network card each),
+     * so it starts once the messages on them have left: the last stage's gradient,
+     * sent just before its update, delays the meeting by its time on the wire. */
     bool tied_rides_pipeline;
     bp_schedule sched;
     const bp_sim_stage *stage; /* [S] */

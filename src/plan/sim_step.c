@@ -195,7 +195,8 @@ static bp_status run_pipeline(const ctx *c, const double *shared, bp_sim_result 
     }
     bp_sim_config sc = {.S = j->pp, .N = j->N, .M = j->M, .stream_len = stream_steps(j),
                         .tied = bp_sim_tied_numel(&j->mc) > 0,
-                        .tied_rides_pipeline = j->pp == 2 || !c->m->per_pair,
+                        .tied_rides_pipeline = j->pp == 2 || (!c->m->per_pair &&
+                                               bp_sim_group_spans(c->m, 0, j->dp * j->tp, j->pp)),
                         .sched = j->sched, .stage = st, .link = c->pp_link};
     bp_status rc = bp_sim_run(&sc, r, per);
     free(st);

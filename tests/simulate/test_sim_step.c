@@ -624,6 +624,36 @@ static void test_pipeline_shares_a_card_with_async_rounds(void **state) {
     assert_true(shared <= own + wire);
 }
 
+/* AvgPipe's tied meeting (the first and last stages' allreduce at each inline update
+ * of a stream) waits for the last stage's gradient on the pipeline's link only where
+ * it shares that link: on 2 stages, or a pipeline across nodes of one network card
+ * each; not 4 stages within one node, nor links per pair. Every link is alike, so the
+ * wait is all that tells them apart. */
+static void test_tied_meeting_waits_where_it_shares_a_link(void **state) {
+    (void)state;
+    job_parts p;
+    make_job(&p, gpt(4, 128, 4, 64, 256), 1, 4, 1, 1);
+    p.j.avgpipe = true;
+    p.j.N = 2;
+    p.j.stream_steps = 4;
+    bp_sim_machine m = fast_machine(1e8, 1e-4);
+    m.flops = 1e12;
+    m.ranks_per_node = 4;
+    double node = simulate(&p.j, &m).step_s;
+    m.ranks_per_node = 1;
+    m.per_pair = true;
+    double pairs = simulate(&p.j, &m).step_s;
+    m.per_pair = false;
+    double cards = simulate(&p.j, &m).step_s;
+    assert_near(node, pairs, 1e-12);
+    /* the last stage's activation gradient (micro_B x T x C floats), and the inline
+     * updates of a stream, each of which may wait for a pipeline's gradients */
+    double wire = 2.0 * 64 * 128 * sizeof(float) * 8 / 1e8;
+    int K = p.j.stream_steps, inline_updates = (K - 1) * p.j.N;
+    assert_true(cards >= pairs + 0.5 * wire / K);
+    assert_true(cards <= pairs + inline_updates * p.j.N * p.j.M * wire / K);
+}
+
 /* A rank's messages to several peers: one after another on one link; side by side
  * where links are per pair (comm/'s --net). A device pass of the communication thread
  * waits for the kernel computing beside it, none when nothing computes. */
@@ -695,6 +725,7 @@ int main(void) {
         cmocka_unit_test(test_async_holds_the_step_for_its_host_copies),
         cmocka_unit_test(test_async_agreement_queues_behind_its_rounds),
         cmocka_unit_test(test_pipeline_shares_a_card_with_async_rounds),
+        cmocka_unit_test(test_tied_meeting_waits_where_it_shares_a_link),
         cmocka_unit_test(test_prices_side_by_side_and_pass_waits),
         cmocka_unit_test(test_decentralized_stages_its_weights_on_a_device),
         cmocka_unit_test(test_more_bandwidth_never_slower),
