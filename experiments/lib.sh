@@ -14,7 +14,9 @@ study_begin() {
   STUDY=$1 TITLE=$2 T0=$(date +%s) LOAD0=$(cut -d' ' -f1 /proc/loadavg)
   OUT=$ROOT/docs/results/$STUDY.new
   RUNS=${RUNS_DIR:-/tmp/bagpipe_experiments}/$STUDY
-  rm -rf "$OUT" "$RUNS"
+  rm -rf "$OUT"
+  # PAGE_ONLY=1, where a study takes it: its page again from the runs already in RUNS
+  [ "${PAGE_ONLY:-0}" = 1 ] || rm -rf "$RUNS"
   mkdir -p "$OUT" "$RUNS"
   echo "experiments/$STUDY.sh: runs in $RUNS, results into docs/results/$STUDY"
 }

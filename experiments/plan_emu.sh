@@ -15,13 +15,9 @@
 # (10 steps per run), JOBS (2 runs at once), PAGE_ONLY (1: the page from the runs already
 # in RUNS_DIR, nothing run).
 source "$(dirname "$0")/lib.sh"
-KEEP=${RUNS_DIR:-/tmp/bagpipe_experiments}/plan_emu.keep
-# PAGE_ONLY: the earlier runs survive study_begin's clearing of RUNS
-[ "${PAGE_ONLY:-0}" != 1 ] || { rm -rf "$KEEP"; mv "${RUNS_DIR:-/tmp/bagpipe_experiments}/plan_emu" "$KEEP"; }
 study_begin plan_emu "bagpipe plan on emulated V100 clusters: predicted against measured time to a loss"
 export BP_CLUSTER=${BP_CLUSTER:-planemu}
 [ "${PAGE_ONLY:-0}" = 1 ] || trap '"$ROOT/scripts/cluster.sh" down' EXIT # PAGE_ONLY uses none
-[ "${PAGE_ONLY:-0}" != 1 ] || { rmdir "$RUNS"; mv "$KEEP" "$RUNS"; }
 SETTINGS=${SETTINGS:-100gbit:5us:128,10gbit:50us:64,1gbit:1ms:16,100mbit:10ms:4}
 RUNTIME=${RUNTIME-100gbit:5us:128,10gbit:50us:64,1gbit:1ms:16}
 SLOW=${SLOW-10gbit:50us:128}

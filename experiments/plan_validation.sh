@@ -7,14 +7,17 @@
 # Environment: BAGPIPE (binary), RUNS_DIR, HOSTS (2,4), SETTINGS (rate:latency,...),
 # TOP (6), SPREAD (0: configurations taken further down the ranking), TIMED (40 steps
 # per shaped run), STEPS (300), TRIAL_KINDS (16: plan's factors from --trials over that
-# many kinds, once per host count, unshaped; 0: the shipped table), PASSES (3: each
+# many kinds, once per host count, unshaped; 0: the shipped table), PASSES (5: each
 # configuration timed that many times per setting, every other pass in reverse order;
-# its step the median pass).
+# its step the median pass), PAGE_ONLY (1: the page again from the runs in RUNS_DIR and
+# the page's validate.json, its measured columns recomputed; nothing run).
 source "$(dirname "$0")/lib.sh"
 study_begin plan_validation "bagpipe plan: predicted against measured time to a loss"
-BAGPIPE=$BP /usr/bin/python3 "$ROOT/bench/plan/validate.py" --hosts "${HOSTS:-2,4}" \
+again=()
+[ "${PAGE_ONLY:-0}" != 1 ] || again=(--rescore "$ROOT/docs/results/plan_validation/validate.json")
+BAGPIPE=$BP /usr/bin/python3 "$ROOT/bench/plan/validate.py" "${again[@]}" --hosts "${HOSTS:-2,4}" \
   --settings "${SETTINGS:-10gbit:0.1ms,1gbit:1ms,100mbit:5ms,20mbit:20ms}" --top "${TOP:-6}" \
-  --spread "${SPREAD:-0}" --timed-steps "${TIMED:-40}" --steps "${STEPS:-300}" --trial-kinds "${TRIAL_KINDS:-16}" --passes "${PASSES:-3}" --out "$RUNS" --json "$OUT/validate.json" --markdown "$OUT/table.md" |
+  --spread "${SPREAD:-0}" --timed-steps "${TIMED:-40}" --steps "${STEPS:-300}" --trial-kinds "${TRIAL_KINDS:-16}" --passes "${PASSES:-5}" --out "$RUNS" --json "$OUT/validate.json" --markdown "$OUT/table.md" |
   tee "$RUNS/log.txt"
 {
   study_header
@@ -59,7 +62,7 @@ a loss do not depend on the network), and each setting's plan took those factors
 TXT
   echo "Parameters: hosts ${HOSTS:-2,4}; settings ${SETTINGS:-10gbit:0.1ms,1gbit:1ms,100mbit:5ms,20mbit:20ms};"
   echo "top ${TOP:-6}, spread ${SPREAD:-0}, ${TIMED:-40} timed steps, ${STEPS:-300} steps for the losses;"
-  echo "trial kinds ${TRIAL_KINDS:-16}, ${PASSES:-3} timing passes; binary $BP."
+  echo "trial kinds ${TRIAL_KINDS:-16}, ${PASSES:-5} timing passes; binary $BP."
   echo
   cat "$OUT/table.md"
   echo

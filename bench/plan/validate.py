@@ -272,7 +272,8 @@ def measured_step(r, steps):
     outer steps, their cost from the runs that take one every SYNC_PROBE steps
     (outer_rundirs), spread over H."""
     window = {"period": ASYNC_PERIOD} if is_async(r["args"]) else {}
-    r["meas_step_ms"] = timed_median_ms(r["rundirs"], steps, **window)
+    r["pass_ms"] = [timed_step_ms(d, steps, **window) for d in r["rundirs"]]
+    r["meas_step_ms"] = statistics.median(r["pass_ms"])
     warm, H = warm_up(r["args"]), outer_period(r["args"])
     if H and r.get("outer_rundirs"):
         r["plain_step_ms"] = r["meas_step_ms"]
@@ -311,6 +312,14 @@ def score(s, curves, target):
     s["spearman_step"] = spearman([r["pred_step_ms"] for r in rows], [r["meas_step_ms"] for r in rows])
 
 
+def meas_cell(r):
+    """The measured step; with several passes, their range (of the plain steps)."""
+    each = r.get("pass_ms", [])
+    if len(each) < 2:
+        return f"{r['meas_step_ms']:.1f}"
+    return f"{r['meas_step_ms']:.1f} ({min(each):.1f}-{max(each):.1f})"
+
+
 def steps_cell(r):
     """Steps to the target; of repeated loss runs, the median and each run's."""
     each = r.get("steps_each", [])
@@ -330,14 +339,15 @@ def markdown(results, f):
                 f"{first['meas_to_loss_s']:.2f} | {best['meas_to_loss_s']:.2f} (`{best['args']}`) | "
                 f"{100 * s['regret']:+.1f}% | {s['spearman']:.2f} | {s['spearman_step']:.2f} | "
                 f"{s['load_before']:.1f} / {s['load_after']:.1f} |\n")
-    f.write("\nPer configuration (plan's rank, predicted and measured step ms, steps factor, "
-            "steps to the target, predicted and measured seconds to the loss):\n\n")
+    f.write("\nPer configuration (plan's rank, predicted and measured step ms, the latter with "
+            "the range of its passes' plain steps, steps factor, steps to the target, predicted "
+            "and measured seconds to the loss):\n\n")
     for s in results:
         f.write(f"\n{s['hosts']} hosts, {s['rate']} / {s['lat']} (target {s['target']:.4f}):\n\n"
                 "| rank | configuration | pred ms | meas ms | factor | steps | pred s | meas s |\n"
                 "|---:|---|---:|---:|---:|---:|---:|---:|\n")
         for r in sorted(s["rows"], key=lambda r: r["plan_rank"]):
-            f.write(f"| {r['plan_rank']} | `{r['args']}` | {r['pred_step_ms']:.1f} | {r['meas_step_ms']:.1f} | "
+            f.write(f"| {r['plan_rank']} | `{r['args']}` | {r['pred_step_ms']:.1f} | {meas_cell(r)} | "
                     f"{r['factor']:.3f} | {steps_cell(r)} | {r['pred_to_loss_s']:.2f} | "
                     f"{r['meas_to_loss_s']:.2f} |\n")
 
