@@ -144,7 +144,8 @@ static void run_op(sim *m, int s, const bp_pipe_op *op, double ready) {
                                : st->bwd_s + (cb ? st->cb_s : 0.0);
     size_t v = (size_t)op->micro, V = (size_t)m->V * (size_t)m->stream_len;
     if (!op->forward && !op->update && v == V - 1) o->last_bwd_start_s = start;
-    o->idle_s += start - m->clock[s];
+    if (op->update && meets(m, s)) o->meet_s += start - m->clock[s];
+    else o->idle_s += start - m->clock[s];
     o->busy_s += dur;
     m->clock[s] = start + dur;
     if (op->update) return;

@@ -89,6 +89,9 @@ typedef struct bp_sim_stage_result {
     double end_s;   /* the stage's last operation ends */
     double busy_s;  /* computing */
     double idle_s;  /* waiting for activations or gradients */
+    /* waiting at inline updates for the tied tensor's meeting (the other end, and the
+     * link it rides): the runtime counts it as the embedding's, not the pipeline's */
+    double meet_s;
     int peak_stash; /* most micro-batches held at once */
     double peak_bytes;
     double last_bwd_start_s; /* the stream's last backward starts (data parallelism's

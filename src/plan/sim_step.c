@@ -483,7 +483,7 @@ static bp_status step_with(const ctx *c, bool warm, const double *shared, step_o
         o->exposed[BP_SIM_DP] = (ready[0] - per[0].end_s + mix0) / K + queue;
         o->exposed[BP_SIM_PP] = per[0].idle_s / K;
         o->exposed[BP_SIM_TP] = j->tp > 1 ? 4.0 * c->st[0].layers * c->V * c->st[0].tp_s : 0;
-        o->exposed[BP_SIM_EMBED] = S > 1 ? (embed_end - ready[0]) / K : 0;
+        o->exposed[BP_SIM_EMBED] = S > 1 ? (embed_end - ready[0] + per[0].meet_s) / K : 0;
         o->compute_s = o->step_s;
         for (int a = 0; a < BP_SIM_AXES; a++) o->compute_s -= o->exposed[a];
     }
