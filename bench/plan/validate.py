@@ -228,10 +228,10 @@ def loss_runs(hosts, args, a, out, i):
 def timed_median_ms(rundirs, steps, first=3, **window):
     """The median over the passes of each pass's step time. This machine's two cores are
     virtual: for a few seconds at a time both compute up to 1.6x slower than alone
-    (two independent single-process runs at once: 2.7-2.8 ms steps, or both 4.8), and
-    a pass that falls in such a stretch runs slow throughout (streaming-diloco: four
-    passes at 2.8-3.2 ms, two at 4.5-4.8), which a mean over two passes carried into
-    the comparison."""
+    (two independent single-process runs at once: mostly 2.7-3.4 ms steps, both 4.8 in
+    one try of ten), and a pass that falls in such a stretch runs slow throughout
+    (streaming-diloco: 2.8-3.2 ms in 13 runs of 16, 4.4-4.8 in 3), which a mean over two
+    passes carried into the comparison."""
     return statistics.median(timed_step_ms(d, steps, first, **window) for d in rundirs)
 
 

@@ -254,7 +254,7 @@ bp_sim_link bp_sim_group_link(const bp_sim_machine *m, int first, int stride, in
                               int world) {
     int home = node_of(m, first), here = 0;
     for (int i = 0; i < size; i++) here += node_of(m, first + i * stride) == home;
-    bool spans = bp_sim_group_spans(m, first, stride, size);
+    bool spans = here < size;
     bp_sim_link l = spans ? m->inter : m->intra;
     if (m->measured && size > 1) l.net = m->measured(m->measured_ctx, first, stride, size).net;
     if (!spans || m->per_pair) return l;

@@ -134,7 +134,8 @@ static void run_op(sim *m, int s, const bp_pipe_op *op, double ready) {
     const bp_sim_stage *st = &m->c->stage[s];
     bp_sim_stage_result *o = &m->out[s];
     double start = ready > m->clock[s] ? ready + m->c->link.wake_s : m->clock[s];
-    if (op->update && meets(m, s) && m->c->tied_rides_pipeline)
+    bool meeting = op->update && meets(m, s);
+    if (meeting && m->c->tied_rides_pipeline)
         start = fmax(start, m->bwd_link[m->c->S - 1]);
     /* Backward send b of a step's V is compressed when it is among the last cb_sends
      * (backwards go in order: b is the position in the step). */
@@ -144,7 +145,7 @@ static void run_op(sim *m, int s, const bp_pipe_op *op, double ready) {
                                : st->bwd_s + (cb ? st->cb_s : 0.0);
     size_t v = (size_t)op->micro, V = (size_t)m->V * (size_t)m->stream_len;
     if (!op->forward && !op->update && v == V - 1) o->last_bwd_start_s = start;
-    if (op->update && meets(m, s)) o->meet_s += start - m->clock[s];
+    if (meeting) o->meet_s += start - m->clock[s];
     else o->idle_s += start - m->clock[s];
     o->busy_s += dur;
     m->clock[s] = start + dur;

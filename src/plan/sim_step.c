@@ -39,6 +39,9 @@ typedef struct ctx {
     int W, V, T;        /* ranks, stream length N x M, positions of a sample */
     stage_info *st;     /* [pp] */
     bp_sim_link pp_link, embed_link, world_link;
+    /* The pipeline's messages leave by each node's one network card, which its other
+     * transfers use too: its stages span nodes and links are not per pair. */
+    bool pp_on_cards;
 } ctx;
 
 /* One step's figures, before averaging over the run. */
@@ -195,8 +198,7 @@ static bp_status run_pipeline(const ctx *c, const double *shared, bp_sim_result 
     }
     bp_sim_config sc = {.S = j->pp, .N = j->N, .M = j->M, .stream_len = stream_steps(j),
                         .tied = bp_sim_tied_numel(&j->mc) > 0,
-                        .tied_rides_pipeline = j->pp == 2 || (!c->m->per_pair &&
-                                               bp_sim_group_spans(c->m, 0, j->dp * j->tp, j->pp)),
+                        .tied_rides_pipeline = j->pp == 2 || c->pp_on_cards,
                         .sched = j->sched, .stage = st, .link = c->pp_link};
     bp_status rc = bp_sim_run(&sc, r, per);
     free(st);
@@ -501,8 +503,7 @@ static bp_status step_with(const ctx *c, bool warm, const double *shared, step_o
 static double link_shared(const ctx *c, int s, bool warm, double step_s) {
     const bp_sim_job *j = c->j;
     const stage_info *si = &c->st[s];
-    if (c->m->per_pair || j->pp <= 1 || si->dp_p <= 1 || step_s <= 0 ||
-        !bp_sim_group_spans(c->m, 0, j->dp * j->tp, j->pp) ||
+    if (!c->pp_on_cards || si->dp_p <= 1 || step_s <= 0 ||
         !bp_sim_group_spans(c->m, rank_of(j, 0, s, 0), j->tp, j->dp))
         return 0;
     const bp_sim_link *pl = &c->pp_link;
@@ -551,6 +552,7 @@ static bp_status ctx_init(ctx *c, const bp_sim_job *j, const bp_sim_machine *m) 
     *c = (ctx){.j = j, .m = m, .W = j->dp * j->pp * j->tp, .V = j->N * j->M,
                .T = bp_model_sample_len(&j->mc)};
     c->pp_link = bp_sim_group_link(m, 0, j->dp * j->tp, j->pp, c->W);
+    c->pp_on_cards = !m->per_pair && bp_sim_group_spans(m, 0, j->dp * j->tp, j->pp);
     c->embed_link = bp_sim_group_link(m, 0, (j->pp - 1) * j->dp * j->tp, 2, c->W);
     if (j->fused_embedding) c->embed_link = bp_sim_group_link(m, 0, j->tp, j->dp, c->W);
     if (j->fused_embedding && j->pp > 1 && j->dp == 1) c->embed_link = c->pp_link;
